@@ -1,0 +1,133 @@
+"""The ``dpdist`` command line (contract: ``../shared/spec/cli.md``).
+
+Exit codes: 0 success; 2 bad arguments or input; 3 privacy budget refused; 1 anything else.
+With ``--json`` exactly one JSON object is printed on stdout; messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
+from dpdist.privacy.accountant import Accountant, default_ledger_path
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument(
+        "--ledger",
+        default=None,
+        help=f"privacy ledger (default: $DPDIST_LEDGER, else {default_ledger_path()})",
+    )
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], str]) -> None:
+    if args.json:
+        sys.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(human() + "\n")
+
+
+# ----------------------------------------------------------------------- budget
+
+
+def _budget_init(args: argparse.Namespace) -> int:
+    status = Accountant(args.ledger).init_budget(args.dataset, args.epsilon, args.delta)
+    payload = {"dataset": status.dataset, "epsilon_total": status.epsilon_total, "delta_total": status.delta_total}
+    _emit(
+        args,
+        payload,
+        lambda: f"budget of {status.dataset}: epsilon={status.epsilon_total:g} delta={status.delta_total:g}",
+    )
+    return EXIT_OK
+
+
+def _format_status(s: dict[str, Any]) -> str:
+    return (
+        f"{s['dataset']}: epsilon spent {s['epsilon_spent']:g} of {s['epsilon_total']:g} "
+        f"(remaining {s['epsilon_remaining']:g}), delta spent {s['delta_spent']:g} of {s['delta_total']:g}, "
+        f"{s['releases']} release(s)"
+    )
+
+
+def _budget_show(args: argparse.Namespace) -> int:
+    acc = Accountant(args.ledger)
+    if args.dataset is not None:
+        payload = acc.status(args.dataset).to_dict()
+        _emit(args, payload, lambda: _format_status(payload))
+    else:
+        rows = [s.to_dict() for s in acc.datasets()]
+        _emit(
+            args,
+            {"ledger": str(acc.path), "datasets": rows},
+            lambda: "\n".join(_format_status(r) for r in rows) or f"no budgets in {acc.path}",
+        )
+    return EXIT_OK
+
+
+def _budget_history(args: argparse.Namespace) -> int:
+    releases = [r.to_dict() for r in Accountant(args.ledger).history(args.dataset)]
+    payload = {"dataset": args.dataset, "releases": releases}
+
+    def human() -> str:
+        lines = [f"{r['time']}  {r['mechanism']:<24} eps={r['epsilon']:<10g} delta={r['delta']:<10g} {r['key']}"
+                 for r in releases]
+        return "\n".join(lines) or f"no releases for {args.dataset}"
+
+    _emit(args, payload, human)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpdist", description="Differentially private sparse regression and selection.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
+    bsub = budget.add_subparsers(dest="budget_command", required=True)
+
+    p = bsub.add_parser("init", help="set a dataset's total (epsilon, delta) budget")
+    p.add_argument("--dataset", required=True, help="dataset id (the content hash recorded by ingest/synth)")
+    p.add_argument("--epsilon", required=True, type=float)
+    p.add_argument("--delta", required=True, type=float)
+    _common(p)
+    p.set_defaults(func=_budget_init)
+
+    p = bsub.add_parser("show", help="spent and remaining budget")
+    p.add_argument("--dataset", default=None)
+    _common(p)
+    p.set_defaults(func=_budget_show)
+
+    p = bsub.add_parser("history", help="every release charged to a dataset")
+    p.add_argument("--dataset", required=True)
+    _common(p)
+    p.set_defaults(func=_budget_history)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on bad arguments
+    try:
+        return int(args.func(args))
+    except BudgetExceeded as e:
+        print(f"dpdist: budget refused: {e}", file=sys.stderr)
+        return EXIT_BUDGET
+    except (ParameterError, UnknownDataset) as e:
+        print(f"dpdist: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except DPDistError as e:
+        print(f"dpdist: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

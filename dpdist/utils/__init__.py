@@ -1,0 +1,1 @@
+"""Shared helpers: parameter validation and random number generation."""
