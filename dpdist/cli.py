@@ -84,12 +84,61 @@ def _budget_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ----------------------------------------------------------------------- ingest
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from dpdist.data.ingest import ingest_svmlight
+
+    def progress(rows: int, text_bytes: int) -> None:
+        print(f"\ringest: {rows:,} rows, {text_bytes / 1e6:,.1f} MB of text", end="", file=sys.stderr, flush=True)
+
+    meta = ingest_svmlight(
+        args.src,
+        args.out,
+        force=args.force,
+        zero_based=args.zero_based,
+        n_features=args.n_features,
+        task=args.task,
+        progress=progress,
+    )
+    print(file=sys.stderr)
+    payload = {
+        "store": str(args.out),
+        "dataset_id": meta["dataset_id"],
+        "n_rows": meta["n_rows"],
+        "n_features": meta["n_features"],
+        "nnz": meta["nnz"],
+        "task": meta["task"],
+        "label_mapping": meta["label_mapping"],
+    }
+    _emit(
+        args,
+        payload,
+        lambda: f"{args.out}: {meta['n_rows']} x {meta['n_features']}, nnz {meta['nnz']}, task {meta['task']}, "
+        f"dataset id {meta['dataset_id']}",
+    )
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------- parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpdist", description="Differentially private sparse regression and selection.")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="svmlight/LIBSVM file (plain, .bz2, .xz, .gz) -> zarr store")
+    p.add_argument("src", help="svmlight file")
+    p.add_argument("--out", required=True, help="store directory to create")
+    p.add_argument("--force", action="store_true", help="replace an existing store")
+    p.add_argument("--zero-based", choices=("auto", "yes", "no"), default="auto",
+                   help="column indices start at 0 (auto: one-based unless an index 0 appears)")
+    p.add_argument("--n-features", type=int, default=None, help="number of columns (default: largest index seen)")
+    p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"), default="auto",
+                   help="auto: binary when there are exactly two distinct labels, else regression")
+    _common(p)
+    p.set_defaults(func=_ingest)
 
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
     bsub = budget.add_subparsers(dest="budget_command", required=True)

@@ -1,0 +1,96 @@
+"""svmlight / LIBSVM file -> dpdist store (``dpdist ingest``).
+
+Streaming with bounded memory: blocks of text are parsed and appended to the store as they
+are read (``dpdist.data.svmlight``), the CSC copy is built out of core
+(``dpdist.data.store``). Zero- or one-based indices are detected like scikit-learn's
+``zero_based="auto"`` (one-based unless a column index 0 appears) or forced.
+
+Labels are stored exactly as read. The task is recorded: ``binary`` when the file has
+exactly two distinct labels (``auto``), ``regression`` otherwise, or as forced with
+``task=``; for ``binary`` and ``multiclass`` the label mapping (label -> class code, in
+ascending label order) is recorded too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dpdist.data.store import DEFAULT_BLOCK_ROWS, DEFAULT_MEMORY, MAX_TRACKED_LABELS, StoreWriter
+from dpdist.data.svmlight import DEFAULT_BLOCK_BYTES, iter_svmlight_blocks
+from dpdist.exceptions import ParameterError
+
+__all__ = ["TASKS", "ZERO_BASED", "ingest_svmlight", "label_mapping"]
+
+TASKS = ("auto", "binary", "multiclass", "regression")
+ZERO_BASED = ("auto", "yes", "no")
+
+
+def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[str, dict[str, int] | None]:
+    """Resolve ``task`` from the distinct labels and return (task, mapping label -> code)."""
+    if task not in TASKS:
+        raise ParameterError(f"task must be one of {TASKS}, got {task!r}")
+    if task == "auto":
+        task = "binary" if labels is not None and len(labels) == 2 else "regression"
+    if task == "regression":
+        return task, None
+    if labels is None:
+        raise ParameterError(f"{source}: more than {MAX_TRACKED_LABELS} distinct labels; not a {task} task")
+    if task == "binary" and len(labels) != 2:
+        raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, found {len(labels)}")
+    return task, {repr(float(v)): i for i, v in enumerate(labels)}
+
+
+def ingest_svmlight(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    zero_based: str = "auto",
+    n_features: int | None = None,
+    task: str = "auto",
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_rows: int = DEFAULT_BLOCK_ROWS,
+    memory_bytes: int = DEFAULT_MEMORY,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Ingest an svmlight file into a new store at ``out``; returns the store's metadata.
+
+    ``progress(rows_so_far, text_bytes_so_far)`` is called after every block.
+    Nothing is left at ``out`` (and an existing store is untouched) if anything fails.
+    """
+    src = Path(src)
+    if zero_based not in ZERO_BASED:
+        raise ParameterError(f"zero_based must be one of {ZERO_BASED}, got {zero_based!r}")
+    if task not in TASKS:
+        raise ParameterError(f"task must be one of {TASKS}, got {task!r}")
+    if n_features is not None and n_features < 1:
+        raise ParameterError(f"n_features must be >= 1, got {n_features}")
+    writer = StoreWriter(out, force=force, memory_bytes=memory_bytes)
+    text_bytes = 0
+    try:
+        for block in iter_svmlight_blocks(src, block_bytes=block_bytes):
+            writer.append(block.indptr, block.indices, block.data, block.y)
+            text_bytes += block.text_bytes
+            if progress is not None:
+                progress(writer.n_rows, text_bytes)
+        if writer.n_rows == 0:
+            raise ParameterError(f"{src}: no data rows")
+        if zero_based == "auto":
+            offset = 0 if writer.min_index == 0 else 1
+        else:
+            offset = 0 if zero_based == "yes" else 1
+        resolved_task, mapping = label_mapping(writer.distinct_labels, task, str(src))
+    except BaseException:
+        writer.abort()
+        raise
+    metadata = {
+        "task": resolved_task,
+        "label_mapping": mapping,
+        "source": str(src.resolve()),
+        "source_text_bytes": text_bytes,
+        "zero_based": offset == 0,
+    }
+    return writer.finish(index_offset=offset, n_features=n_features, block_rows=block_rows, metadata=metadata)

@@ -1,0 +1,28 @@
+"""Shared fixtures: the real data sets in ../shared/data (never downloaded at run time)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path | None:
+    env = os.environ.get("DPDIST_SHARED_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO.parent / "shared" / "data")
+    for c in candidates:
+        if (c / "README.md").is_file():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("../shared/data is not beside this checkout (set DPDIST_SHARED_DATA)")
+    return path

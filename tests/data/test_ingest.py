@@ -1,0 +1,174 @@
+"""svmlight ingest: round trips against scikit-learn, bad input, atomic writes."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from sklearn.datasets import load_svmlight_file
+
+from dpdist.cli import main
+from dpdist.data import open_store
+from dpdist.data.ingest import ingest_svmlight
+from dpdist.data.svmlight import SvmlightFormatError
+
+SVM_FILES = [
+    ("libsvm/rcv1_small.train.svm.xz", 47236),
+    ("libsvm/rcv1_small.test.svm.xz", 47236),
+    ("libsvm/rcv1_train.binary.head100.svm.xz", 47236),
+    ("libsvm/news20.t.svm.xz", None),
+    ("regression/housing_scale.svm.xz", None),
+    ("regression/abalone_scale.svm.xz", None),
+]
+
+
+def sklearn_reference(path: Path, n_features: int | None):
+    X, y = load_svmlight_file(lzma.open(path), n_features=n_features)
+    return X, y
+
+
+@pytest.mark.parametrize(("name", "n_features"), SVM_FILES)
+def test_real_files_round_trip(shared_data, tmp_path, name, n_features):
+    src = shared_data / name
+    X_ref, y_ref = sklearn_reference(src, n_features)
+    meta = ingest_svmlight(src, tmp_path / "s", n_features=n_features, task="multiclass" if "news20" in name else "auto",
+                           block_bytes=1 << 18)  # several blocks even for small files
+    store = open_store(tmp_path / "s")
+    assert store.shape == X_ref.shape and store.nnz == X_ref.nnz == meta["nnz"]
+    X = store.csr()
+    assert (X != X_ref).nnz == 0
+    assert np.array_equal(X.data, X_ref.data) and np.array_equal(X.indices, X_ref.indices)
+    assert np.array_equal(store.y, y_ref)
+    C = store.csc()
+    assert (C != X_ref.tocsc()).nnz == 0 and C.has_sorted_indices
+    assert meta["zero_based"] is False
+
+
+def test_task_and_label_mapping(shared_data, tmp_path):
+    meta = ingest_svmlight(shared_data / "libsvm/rcv1_small.train.svm.xz", tmp_path / "a")
+    assert meta["task"] == "binary" and meta["label_mapping"] == {"-1.0": 0, "1.0": 1}
+    meta = ingest_svmlight(shared_data / "regression/housing_scale.svm.xz", tmp_path / "b")
+    assert meta["task"] == "regression" and meta["label_mapping"] is None
+    meta = ingest_svmlight(shared_data / "libsvm/news20.t.svm.xz", tmp_path / "c", task="multiclass")
+    assert len(meta["label_mapping"]) == 20
+    with pytest.raises(ValueError, match="exactly 2 distinct labels"):
+        ingest_svmlight(shared_data / "libsvm/news20.t.svm.xz", tmp_path / "d", task="binary")
+    assert not (tmp_path / "d").exists()
+
+
+def test_anndata_layout(shared_data, tmp_path):
+    ingest_svmlight(shared_data / "regression/housing_scale.svm.xz", tmp_path / "s")
+    g = zarr.open_group(tmp_path / "s", mode="r")
+    assert g.metadata.zarr_format == 3
+    for name, enc in (("X", "csr_matrix"), ("X_csc", "csc_matrix")):
+        attrs = dict(g[name].attrs)
+        assert attrs["encoding-type"] == enc and attrs["encoding-version"] == "0.1.0"
+        assert attrs["shape"] == [506, 13]
+        assert set(g[name].keys()) == {"data", "indices", "indptr"}
+    assert set(g.keys()) == {"X", "X_csc", "y"}
+
+
+def write_variants(text: bytes, folder: Path) -> list[Path]:
+    paths = []
+    for suffix, opener in (("", open), (".bz2", bz2.open), (".gz", gzip.open), (".xz", lzma.open)):
+        p = folder / f"data.svm{suffix}"
+        with opener(p, "wb") as f:
+            f.write(text)
+        paths.append(p)
+    return paths
+
+
+SMALL = b"1 1:0.5 3:-2\n# a comment line\n-1 2:1.25\n1 1:1 2:2 3:3 # trailing comment\n\n-1 3:7e-3\n"
+
+
+def test_compressions_give_the_same_dataset(tmp_path):
+    ids = set()
+    for i, p in enumerate(write_variants(SMALL, tmp_path)):
+        meta = ingest_svmlight(p, tmp_path / f"s{i}")
+        ids.add(meta["dataset_id"])
+        assert (meta["n_rows"], meta["n_features"], meta["nnz"]) == (4, 3, 7)
+    assert len(ids) == 1
+
+
+def test_zero_based_detection_and_flags(tmp_path):
+    p = tmp_path / "z.svm"
+    p.write_bytes(b"1 0:1 2:2\n0 1:3\n")
+    assert ingest_svmlight(p, tmp_path / "a")["n_features"] == 3  # index 0 present: zero-based
+    p1 = tmp_path / "o.svm"
+    p1.write_bytes(b"1 1:1 3:2\n0 2:3\n")
+    meta = ingest_svmlight(p1, tmp_path / "b")
+    assert meta["n_features"] == 3 and meta["zero_based"] is False
+    assert open_store(tmp_path / "b").csr().toarray().tolist() == [[1, 0, 2], [0, 3, 0]]
+    meta = ingest_svmlight(p1, tmp_path / "c", zero_based="yes")
+    assert meta["n_features"] == 4
+    with pytest.raises(ValueError, match="read as 1-based"):
+        ingest_svmlight(p, tmp_path / "d", zero_based="no")
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "reason"),
+    [
+        (b"1 2:x\n", "float"),
+        (b"1 5:1 3:2\n", "sorted"),
+        (b"abc 3:1\n", "abc"),
+        (b"1 3\n", "unpack"),
+        (b"1 -3:1\n", "Invalid index"),
+        (b"1 3:nan\n", "non-finite"),
+        (b"inf 3:1\n", "non-finite"),
+    ],
+)
+def test_malformed_line_names_file_and_line(tmp_path, bad_line, reason):
+    good = b"".join(b"1 1:1 2:2\n" for _ in range(4000))
+    p = tmp_path / "bad.svm"
+    p.write_bytes(good + b"# comment\n" + bad_line + good)
+    with pytest.raises(SvmlightFormatError, match=reason) as info:
+        ingest_svmlight(p, tmp_path / "s", block_bytes=1 << 14)
+    assert info.value.line == 4002 and str(p) in str(info.value)
+    assert not (tmp_path / "s").exists()
+    assert [x.name for x in tmp_path.iterdir()] == ["bad.svm"]  # no temporary left either
+
+
+def test_cli_bad_input_exit_2_and_no_store(tmp_path, capsys):
+    p = tmp_path / "bad.svm"
+    p.write_bytes(b"1 1:1\n-1 2:x\n")
+    code = main(["ingest", str(p), "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{p}:2:" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_existing_store_needs_force(tmp_path, capsys):
+    p = tmp_path / "a.svm"
+    p.write_bytes(SMALL)
+    assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert {"store", "dataset_id", "n_rows", "n_features", "nnz", "task"} <= set(first)
+    p.write_bytes(b"1 1:9\n-1 2:9\n")
+    assert main(["ingest", str(p), "--out", str(tmp_path / "s")]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert open_store(tmp_path / "s").dataset_id == first["dataset_id"]  # untouched
+    assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--force", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["dataset_id"] != first["dataset_id"] and open_store(tmp_path / "s").nnz == 2
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a.svm", "s"]
+
+
+def test_missing_source(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        ingest_svmlight(tmp_path / "nope.svm", tmp_path / "s")
+
+
+def test_block_size_does_not_change_the_store(shared_data, tmp_path):
+    src = shared_data / "libsvm/rcv1_train.binary.head100.svm.xz"
+    a = ingest_svmlight(src, tmp_path / "a", block_bytes=1 << 12, memory_bytes=1 << 16)
+    b = ingest_svmlight(src, tmp_path / "b")
+    assert a["dataset_id"] == b["dataset_id"]
+    assert (open_store(tmp_path / "a").csc() != open_store(tmp_path / "b").csc()).nnz == 0

@@ -1,0 +1,69 @@
+"""Store reading: row blocks, column ranges, Dask view, in-memory writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dpdist.data import open_store, write_store
+
+
+@pytest.fixture
+def matrix():
+    rng = np.random.default_rng(0)
+    X = sp.random(1200, 300, density=0.02, random_state=rng, format="csr")
+    y = rng.normal(size=1200)
+    return X, y
+
+
+def test_write_and_read_back(tmp_path, matrix):
+    X, y = matrix
+    meta = write_store(tmp_path / "s", X, y, block_rows=100, memory_bytes=1 << 14, metadata={"task": "regression"})
+    s = open_store(tmp_path / "s")
+    assert s.shape == X.shape and s.nnz == X.nnz and s.dataset_id == meta["dataset_id"]
+    assert (s.csr() != X).nnz == 0 and (s.csc() != X.tocsc()).nnz == 0
+    assert np.array_equal(s.y, y)
+    assert (s.read_rows(150, 420) != X[150:420]).nnz == 0
+    assert (s.read_columns(17, 250) != X[:, 17:250]).nnz == 0
+    bounds = s.row_bounds(500)
+    assert bounds == [(0, 500), (500, 1000), (1000, 1200)]
+    blocks = list(s.iter_row_blocks(500))
+    assert (sp.vstack([b for _, b, _ in blocks]) != X).nnz == 0
+    assert np.array_equal(np.concatenate([yb for _, _, yb in blocks]), y)
+
+
+def test_dask_view(tmp_path, matrix):
+    X, y = matrix
+    write_store(tmp_path / "s", X, y)
+    D = open_store(tmp_path / "s").to_dask(block_rows=256)
+    assert D.shape == X.shape and D.numblocks == (5, 1)
+    got = (D.T @ y).compute()
+    got = got.todense() if hasattr(got, "todense") else got
+    np.testing.assert_allclose(np.asarray(got).ravel(), X.T @ y, rtol=1e-12)
+
+
+def test_content_hash_depends_on_content_only(tmp_path, matrix):
+    X, y = matrix
+    a = write_store(tmp_path / "a", X, y, block_rows=77)
+    b = write_store(tmp_path / "b", X.toarray(), y, block_rows=1000)
+    y2 = y.copy()
+    y2[5] += 1.0
+    c = write_store(tmp_path / "c", X, y2)
+    assert a["dataset_id"] == b["dataset_id"] != c["dataset_id"]
+
+
+def test_bad_inputs(tmp_path, matrix):
+    X, y = matrix
+    with pytest.raises(ValueError, match="rows"):
+        write_store(tmp_path / "s", X, y[:-1])
+    Xn = X.copy()
+    Xn.data[0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        write_store(tmp_path / "s", Xn, y)
+    with pytest.raises(ValueError, match="does not exist"):
+        open_store(tmp_path / "nothing")
+    (tmp_path / "notastore").mkdir()
+    with pytest.raises(ValueError, match="not a dpdist store"):
+        open_store(tmp_path / "notastore")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notastore"]
