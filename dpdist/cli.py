@@ -121,6 +121,37 @@ def _ingest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _synth(args: argparse.Namespace) -> int:
+    from dpdist.data.synthetic import write_synthetic
+
+    params = {"n": args.n, "d": args.d}
+    if args.scale is not None:
+        params["scale"] = args.scale
+    if args.correlated:
+        params["correlated"] = True
+    if args.task is not None:
+        params["task"] = args.task
+    if args.hinge:
+        params["hinge"] = True
+    meta = write_synthetic(args.name, args.out, seed=args.seed, force=args.force, **params)
+    payload = {
+        "store": str(args.out),
+        "dataset_id": meta["dataset_id"],
+        "n_rows": meta["n_rows"],
+        "n_features": meta["n_features"],
+        "nnz": meta["nnz"],
+        "task": meta["task"],
+        "true_support": meta["true_support"],
+    }
+    _emit(
+        args,
+        payload,
+        lambda: f"{args.out}: synthetic {args.name}, {meta['n_rows']} x {meta['n_features']}, nnz {meta['nnz']}, "
+        f"dataset id {meta['dataset_id']}",
+    )
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------- parser
 
 
@@ -139,6 +170,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: binary when there are exactly two distinct labels, else regression")
     _common(p)
     p.set_defaults(func=_ingest)
+
+    from dpdist.data.synthetic import GENERATORS
+
+    p = sub.add_parser("synth", help="write a synthetic store (seed experiments; LIBSVM-shaped sparse sets)")
+    p.add_argument("name", choices=sorted(GENERATORS))
+    p.add_argument("--out", required=True, help="store directory to create")
+    p.add_argument("--seed", type=int, default=None, help="reproducible data (default: OS entropy)")
+    p.add_argument("--n", type=int, default=None, help="rows (default: the set's own)")
+    p.add_argument("--d", type=int, default=None, help="features (default: the set's own)")
+    p.add_argument("--scale", type=float, default=None, help="sparse profiles: multiply the number of rows")
+    p.add_argument("--correlated", action="store_true", help="raj: Sigma_ij = 0.5^|i-j|")
+    p.add_argument("--task", choices=("regression", "binary"), default=None, help="raj: linear or logistic labels")
+    p.add_argument("--hinge", action="store_true", help="bss: binary labels y = +1 w.p. sigmoid(z)")
+    p.add_argument("--force", action="store_true", help="replace an existing store")
+    _common(p)
+    p.set_defaults(func=_synth)
 
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
     bsub = budget.add_subparsers(dest="budget_command", required=True)

@@ -1,0 +1,231 @@
+"""Transforms that establish the bounds the privacy proofs assume.
+
+Which transforms are private
+----------------------------
+A transform that looks at one record only (clipping a row, clipping a label, mapping a
+label) is applied to each record independently and costs no privacy. A transform that
+computes a statistic over the whole data set (a column maximum, a mean, a Yeo-Johnson
+exponent) makes every record depend on the others: it is *not* differentially private, and
+a release built on it is only DP relative to the transformed data. The seeds do this
+(seed 003 scales columns and y by their maxima; seed 001 fits Yeo-Johnson) and say so.
+
+| transform                  | uses data statistics?                  | public alternative          |
+| -------------------------- | -------------------------------------- | --------------------------- |
+| ``clip_rows``              | no (per record)                        | --                          |
+| ``clip_target``            | no (per record)                        | --                          |
+| ``map_labels``             | no (per record)                        | --                          |
+| ``scale_columns``          | yes, unless ``bounds`` are given       | ``bounds=`` (public maxima) |
+| ``scale_target``           | yes, unless ``bound`` is given         | ``bound=`` (public bound)   |
+| ``center_columns``         | yes, unless ``means`` are given        | ``means=`` (public means)   |
+| ``yeo_johnson``            | yes (fits one exponent per column)     | ``lambdas=`` (public)       |
+
+Every data-dependent call without its public parameter emits a ``DataDependentWarning``.
+The algorithms never trust a transform to have run: they check (or clip) the bounds they
+need themselves with ``check_row_bound`` / ``check_target_bound``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.preprocessing import PowerTransformer
+
+from dpdist.exceptions import ParameterError
+from dpdist.utils.validation import check_positive
+
+__all__ = [
+    "DataDependentWarning",
+    "center_columns",
+    "check_row_bound",
+    "check_target_bound",
+    "clip_rows",
+    "clip_target",
+    "map_labels",
+    "scale_columns",
+    "scale_target",
+    "yeo_johnson",
+]
+
+Matrix = np.ndarray | sp.spmatrix | sp.sparray
+
+
+class DataDependentWarning(UserWarning):
+    """A transform computed a statistic of the data set: the result is not differentially private."""
+
+
+def _warn(what: str, public: str) -> None:
+    warnings.warn(
+        f"{what} uses a statistic of the whole data set and is not differentially private; "
+        f"pass {public} from public knowledge to avoid this",
+        DataDependentWarning,
+        stacklevel=3,
+    )
+
+
+def _values(X: Matrix) -> np.ndarray:
+    return X.data if sp.issparse(X) else np.asarray(X)
+
+
+# ------------------------------------------------------------------ per-record (private)
+
+
+def clip_rows(X: Matrix, bound: float = 1.0, method: str = "clip") -> Matrix:
+    """Make every row satisfy ||x_i||_inf <= bound, looking at each row alone.
+
+    ``method="clip"`` clips each entry to [-bound, bound] (the projection onto the
+    infinity-norm ball); ``method="scale"`` divides a row by max(1, ||x_i||_inf / bound),
+    keeping its direction (seed 001 / 000 "rows scaled so ||x_i||_inf <= 1").
+    Returns a new matrix of the same kind (CSR for sparse input).
+    """
+    bound = check_positive(bound, "bound")
+    if method not in ("clip", "scale"):
+        raise ParameterError(f"method must be 'clip' or 'scale', got {method!r}")
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        if method == "clip":
+            np.clip(X.data, -bound, bound, out=X.data)
+        else:
+            row_max = np.zeros(X.shape[0])
+            nz = np.diff(X.indptr) > 0
+            row_max[nz] = np.maximum.reduceat(np.abs(X.data), X.indptr[:-1][nz])
+            factor = np.maximum(1.0, row_max / bound)
+            X.data /= np.repeat(factor, np.diff(X.indptr))
+        return X
+    A = np.array(X, dtype=np.float64)
+    if method == "clip":
+        return np.clip(A, -bound, bound, out=A)
+    factor = np.maximum(1.0, np.abs(A).max(axis=1, initial=0.0) / bound)
+    return A / factor[:, None]
+
+
+def clip_target(y: np.ndarray, bound: float = 1.0) -> np.ndarray:
+    """Clip each target to [-bound, bound] (per record; private)."""
+    bound = check_positive(bound, "bound")
+    return np.clip(np.asarray(y, dtype=np.float64), -bound, bound)
+
+
+def map_labels(y: np.ndarray, positive: object, negative_value: float = 0.0) -> np.ndarray:
+    """Binary labels: 1 where y is in ``positive`` (a value or a collection), else ``negative_value``.
+
+    ``negative_value`` is 0 (BCE, y in {0, 1}) or -1 (y in {-1, +1}). Per record; private.
+    """
+    if negative_value not in (0.0, -1.0):
+        raise ParameterError(f"negative_value must be 0 or -1, got {negative_value!r}")
+    pos = np.atleast_1d(np.asarray(list(positive) if isinstance(positive, (set, frozenset)) else positive,
+                                   dtype=np.float64))
+    y = np.asarray(y, dtype=np.float64)
+    return np.where(np.isin(y, pos), 1.0, negative_value)
+
+
+# -------------------------------------------------------------------- data-dependent
+
+
+def scale_columns(X: Matrix, bounds: np.ndarray | None = None) -> tuple[Matrix, np.ndarray]:
+    """Divide every column by its bound so that max_i |X_ij| <= 1; returns (X scaled, bounds).
+
+    With ``bounds=None`` the bounds are the columns' maxima of |X_ij| (data-dependent, not
+    private; seed 003's pre-processing). Values above a public bound are clipped to it
+    afterwards, so the result is within [-1, 1] either way. All-zero columns keep bound 1.
+    """
+    n, d = X.shape
+    if bounds is None:
+        _warn("scale_columns", "bounds=")
+        absX = abs(X)
+        bounds = np.asarray(absX.max(axis=0).todense() if sp.issparse(absX) else absX.max(axis=0)).ravel()
+        bounds = np.where(bounds > 0, bounds, 1.0)
+    else:
+        bounds = np.asarray(bounds, dtype=np.float64).ravel()
+        if bounds.shape != (d,) or not np.all(np.isfinite(bounds)) or np.any(bounds <= 0):
+            raise ParameterError(f"bounds must be {d} finite positive numbers")
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        X.data /= bounds[X.indices]
+        np.clip(X.data, -1.0, 1.0, out=X.data)
+        return X, bounds
+    return np.clip(np.asarray(X, dtype=np.float64) / bounds, -1.0, 1.0), bounds
+
+
+def scale_target(y: np.ndarray, bound: float | None = None) -> tuple[np.ndarray, float]:
+    """Divide y by ``bound`` and clip to [-1, 1]; returns (y scaled, bound).
+
+    ``bound=None`` uses max |y| (data-dependent, not private).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    if bound is None:
+        _warn("scale_target", "bound=")
+        bound = float(np.max(np.abs(y))) if y.size and np.max(np.abs(y)) > 0 else 1.0
+    bound = check_positive(bound, "bound")
+    return np.clip(y / bound, -1.0, 1.0), bound
+
+
+def center_columns(X: np.ndarray, means: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Subtract column means from a dense matrix; returns (X centred, means).
+
+    Centring destroys sparsity, so it is for dense sets only. ``means=None`` uses the
+    data's means (data-dependent, not private).
+    """
+    if sp.issparse(X):
+        raise ParameterError("center_columns is for dense matrices: centring a sparse matrix makes it dense")
+    A = np.asarray(X, dtype=np.float64)
+    if means is None:
+        _warn("center_columns", "means=")
+        means = A.mean(axis=0)
+    means = np.asarray(means, dtype=np.float64)
+    if means.shape != (A.shape[1],):
+        raise ParameterError(f"means must have {A.shape[1]} entries")
+    return A - means, means
+
+
+def yeo_johnson(X: np.ndarray, lambdas: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Yeo-Johnson power transform per column (seed 001 applies it to features and target).
+
+    ``lambdas=None`` fits one exponent per column by maximum likelihood (scikit-learn's
+    ``PowerTransformer``; data-dependent, not private). No standardisation is applied.
+    Returns (X transformed, lambdas).
+    """
+    A = np.asarray(X, dtype=np.float64)
+    squeeze = A.ndim == 1
+    A = A.reshape(-1, 1) if squeeze else A
+    pt = PowerTransformer(method="yeo-johnson", standardize=False)
+    if lambdas is None:
+        _warn("yeo_johnson", "lambdas=")
+        out = pt.fit_transform(A)
+    else:
+        lam = np.atleast_1d(np.asarray(lambdas, dtype=np.float64))
+        if lam.shape != (A.shape[1],) or not np.all(np.isfinite(lam)):
+            raise ParameterError(f"lambdas must be {A.shape[1]} finite numbers")
+        pt.lambdas_ = lam
+        pt.n_features_in_ = A.shape[1]
+        out = pt.transform(A)
+    return (out.ravel() if squeeze else out), pt.lambdas_
+
+
+# ------------------------------------------------------------------------- checks
+
+
+def check_row_bound(X: Matrix, bound: float = 1.0, name: str = "X") -> None:
+    """Raise ParameterError unless every |X_ij| <= bound (i.e. ||x_i||_inf <= bound)."""
+    vals = _values(X)
+    if vals.size and not np.all(np.isfinite(vals)):
+        raise ParameterError(f"{name} has non-finite values")
+    worst = float(np.max(np.abs(vals))) if vals.size else 0.0
+    if worst > bound:
+        raise ParameterError(
+            f"{name} violates the row bound ||x_i||_inf <= {bound:g} the privacy calibration assumes "
+            f"(max |x_ij| = {worst:g}); apply dpdist.data.transforms.clip_rows first"
+        )
+
+
+def check_target_bound(y: np.ndarray, bound: float, name: str = "y") -> None:
+    """Raise ParameterError unless every |y_i| <= bound."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.size and not np.all(np.isfinite(y)):
+        raise ParameterError(f"{name} has non-finite values")
+    worst = float(np.max(np.abs(y))) if y.size else 0.0
+    if worst > bound:
+        raise ParameterError(
+            f"{name} violates the bound |y_i| <= {bound:g} the privacy calibration assumes "
+            f"(max |y_i| = {worst:g}); apply clip_target or scale_target first"
+        )

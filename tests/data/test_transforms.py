@@ -1,0 +1,114 @@
+"""Transforms that establish the privacy bounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+from dpdist.exceptions import ParameterError
+from dpdist.data.transforms import (
+    DataDependentWarning,
+    center_columns,
+    check_row_bound,
+    check_target_bound,
+    clip_rows,
+    clip_target,
+    map_labels,
+    scale_columns,
+    scale_target,
+    yeo_johnson,
+)
+
+RNG = np.random.default_rng(0)
+DENSE = RNG.normal(scale=3.0, size=(50, 8))
+SPARSE = sp.random(60, 40, density=0.1, random_state=1, format="csr", data_rvs=lambda k: RNG.normal(scale=4, size=k))
+
+
+@pytest.mark.parametrize("X", [DENSE, SPARSE])
+def test_clip_rows_clip(X):
+    out = clip_rows(X, 1.0)
+    A, B = (out.toarray(), X.toarray()) if sp.issparse(X) else (out, X)
+    assert np.abs(A).max() <= 1.0
+    np.testing.assert_array_equal(A, np.clip(B, -1, 1))
+    check_row_bound(out, 1.0)
+
+
+@pytest.mark.parametrize("X", [DENSE, SPARSE])
+def test_clip_rows_scale_keeps_direction(X):
+    out = clip_rows(X, 0.5, method="scale")
+    A, B = (out.toarray(), X.toarray()) if sp.issparse(X) else (out, X)
+    assert np.abs(A).max() <= 0.5 + 1e-15
+    for a, b in zip(A, B):
+        m = np.abs(b).max()
+        np.testing.assert_allclose(a, b / max(1.0, m / 0.5))
+
+
+def test_per_record_transforms_emit_no_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clip_rows(DENSE)
+        clip_target(DENSE[:, 0], 2.0)
+        map_labels(np.array([1, 2, 3]), {1, 3})
+        scale_columns(SPARSE, bounds=np.full(40, 10.0))
+        scale_target(DENSE[:, 0], bound=5.0)
+
+
+def test_scale_columns_data_dependent_and_public():
+    with pytest.warns(DataDependentWarning):
+        out, b = scale_columns(SPARSE)
+    A = out.toarray()
+    np.testing.assert_allclose(np.abs(A).max(axis=0)[np.abs(SPARSE.toarray()).max(axis=0) > 0], 1.0)
+    out2, _ = scale_columns(SPARSE, bounds=b / 2)  # a too-small public bound is clipped
+    assert np.abs(out2.toarray()).max() <= 1.0
+    with pytest.raises(ParameterError):
+        scale_columns(DENSE, bounds=np.zeros(8))
+
+
+def test_scale_and_clip_target():
+    y = np.array([-4.0, 2.0, 1.0])
+    with pytest.warns(DataDependentWarning):
+        ys, b = scale_target(y)
+    assert b == 4.0 and ys.tolist() == [-1.0, 0.5, 0.25]
+    assert scale_target(y, bound=2.0)[0].tolist() == [-1.0, 1.0, 0.5]
+    assert clip_target(y, 1.5).tolist() == [-1.5, 1.5, 1.0]
+    check_target_bound(ys, 1.0)
+    with pytest.raises(ParameterError, match=r"\|y_i\| <= 1"):
+        check_target_bound(y, 1.0)
+
+
+def test_map_labels():
+    y = np.arange(1, 21)
+    out = map_labels(y, range(1, 11))
+    assert out.tolist() == [1.0] * 10 + [0.0] * 10
+    assert map_labels(np.array([-1.0, 1.0]), 1.0, negative_value=-1.0).tolist() == [-1.0, 1.0]
+
+
+def test_center_columns():
+    with pytest.warns(DataDependentWarning):
+        C, m = center_columns(DENSE)
+    np.testing.assert_allclose(C.mean(axis=0), 0, atol=1e-12)
+    with pytest.raises(ParameterError, match="dense"):
+        center_columns(SPARSE)
+
+
+def test_yeo_johnson_matches_scipy_and_public_lambdas():
+    X = np.abs(DENSE) ** 1.5 - 1.0
+    with pytest.warns(DataDependentWarning):
+        T, lam = yeo_johnson(X)
+    for j in range(X.shape[1]):
+        np.testing.assert_allclose(T[:, j], stats.yeojohnson(X[:, j], lmbda=lam[j]), rtol=1e-10)
+    T2, _ = yeo_johnson(X, lambdas=lam)
+    np.testing.assert_allclose(T2, T)
+    y, lam_y = yeo_johnson(X[:, 0], lambdas=[0.5])
+    assert y.shape == (50,) and lam_y.tolist() == [0.5]
+
+
+def test_check_row_bound_names_the_fix():
+    with pytest.raises(ParameterError, match="clip_rows"):
+        check_row_bound(DENSE, 1.0)
+    with pytest.raises(ParameterError, match="non-finite"):
+        check_row_bound(np.array([[np.nan]]), 1.0)
