@@ -89,20 +89,24 @@ def _budget_history(args: argparse.Namespace) -> int:
 
 def _ingest(args: argparse.Namespace) -> int:
     from dpdist.data.ingest import ingest_svmlight
+    from dpdist.data.tables import ingest_table, is_table
 
     def progress(rows: int, text_bytes: int) -> None:
         print(f"\ringest: {rows:,} rows, {text_bytes / 1e6:,.1f} MB of text", end="", file=sys.stderr, flush=True)
 
-    meta = ingest_svmlight(
-        args.src,
-        args.out,
-        force=args.force,
-        zero_based=args.zero_based,
-        n_features=args.n_features,
-        task=args.task,
-        progress=progress,
-    )
-    print(file=sys.stderr)
+    if is_table(args.src):
+        meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute)
+    else:
+        meta = ingest_svmlight(
+            args.src,
+            args.out,
+            force=args.force,
+            zero_based=args.zero_based,
+            n_features=args.n_features,
+            task=args.task,
+            progress=progress,
+        )
+        print(file=sys.stderr)
     payload = {
         "store": str(args.out),
         "dataset_id": meta["dataset_id"],
@@ -159,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpdist", description="Differentially private sparse regression and selection.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("ingest", help="svmlight/LIBSVM file (plain, .bz2, .xz, .gz) -> zarr store")
+    p = sub.add_parser("ingest", help="svmlight/LIBSVM file (plain, .bz2, .xz, .gz) or a table -> zarr store")
     p.add_argument("src", help="svmlight file")
     p.add_argument("--out", required=True, help="store directory to create")
     p.add_argument("--force", action="store_true", help="replace an existing store")
@@ -168,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-features", type=int, default=None, help="number of columns (default: largest index seen)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"), default="auto",
                    help="auto: binary when there are exactly two distinct labels, else regression")
+    p.add_argument("--target", default=None,
+                   help="tables (.csv, .data, .xlsx, .zip, .RData, .rda): target column (default: last)")
+    p.add_argument("--impute", choices=("mean",), default=None,
+                   help="tables: fill missing features with column means (data-dependent)")
     _common(p)
     p.set_defaults(func=_ingest)
 

@@ -220,7 +220,9 @@ def _sparse(rng: np.random.Generator, prof: SparseProfile, n: int, d: int, block
         lengths = np.clip(np.rint(rng.lognormal(shape["mu"], sigma, m)), 1, n_sparse_cols).astype(np.int64)
         rows = np.repeat(np.arange(m, dtype=np.int64), lengths)
         cols = perm[_power_law_columns(rng, rows.size, n_sparse_cols, prof.power)]
-        keys = np.unique(rows * d + cols)  # drops repeated columns within a row, sorts
+        keys = rows * d + cols
+        keys.sort()
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # sorted, repeats within a row merged
         rows, cols = keys // d, keys % d
         if prof.values == "binary":
             vals = np.ones(keys.size)

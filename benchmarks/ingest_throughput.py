@@ -1,0 +1,134 @@
+"""Ingest throughput and peak memory on KDDA-shaped svmlight files (issue 3).
+
+Writes two synthetic KDDA-shaped svmlight files (power-law column frequencies, ~36 binary
+non-zeros per row, 20,216,830 columns): a small one and one of at least ``--gb`` GB of
+text. Then, each in a fresh subprocess so that peak RSS is the job's own:
+
+* ``dpdist ingest`` (streaming, bounded memory) on both files;
+* ``sklearn.datasets.load_svmlight_file`` (loads everything) on both files — the
+  baseline measured in the same run.
+
+Prints MB/s of text and peak RSS for each, and the ratios. dpdist's peak RSS must not grow
+with the file; scikit-learn's does.
+
+    .venv/bin/python benchmarks/ingest_throughput.py --gb 2 [--workdir DIR] [--bz2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.datasets import dump_svmlight_file
+
+from dpdist.data.synthetic import make_synthetic
+
+KDDA_D = 20_216_830
+
+_JOB = r"""
+import json, resource, sys, time
+kind, src, out = sys.argv[1], sys.argv[2], sys.argv[3]
+t = time.perf_counter()
+if kind == "dpdist":
+    from dpdist.data.ingest import ingest_svmlight
+    meta = ingest_svmlight(src, out, n_features=int(sys.argv[4]), force=True)
+    rows, nnz = meta["n_rows"], meta["nnz"]
+else:
+    import lzma, bz2
+    from sklearn.datasets import load_svmlight_file
+    X, y = load_svmlight_file(src, n_features=int(sys.argv[4]))
+    rows, nnz = X.shape[0], X.nnz
+seconds = time.perf_counter() - t
+rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": seconds, "rss_mb": rss_mb, "rows": rows, "nnz": nnz}))
+"""
+
+
+def write_kdda_text(path: Path, target_bytes: int, seed: int, compress: bool) -> None:
+    """Append KDDA-shaped rows until the text reaches ``target_bytes`` (written atomically)."""
+    tmp = path.with_suffix(path.suffix + ".part")
+    opener = bz2.open if compress else open
+    rng = np.random.default_rng(seed)
+    written = 0
+    with opener(tmp, "wb") as f:
+        while written < target_bytes:
+            X, y = make_synthetic("kdda", random_state=rng, n=200_000).materialize()
+            buf = io.BytesIO()
+            dump_svmlight_file(X, np.where(y > 0, 1, 0), buf, zero_based=False)
+            f.write(buf.getvalue())
+            written += buf.tell()
+            print(f"\r  writing {path.name}: {written / 1e9:.2f} GB", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    os.replace(tmp, path)
+
+
+def run_job(kind: str, src: Path, out: Path) -> dict:
+    res = subprocess.run([sys.executable, "-c", _JOB, kind, str(src), str(out), str(KDDA_D)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def text_bytes(path: Path) -> int:
+    if path.suffix == ".bz2":
+        n = 0
+        with bz2.open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                n += len(chunk)
+        return n
+    return path.stat().st_size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gb", type=float, default=2.0, help="size of the large file in GB of text (>= 2 for the issue)")
+    ap.add_argument("--small-gb", type=float, default=0.25)
+    ap.add_argument("--workdir", type=Path, default=Path(__file__).parent / "_work")
+    ap.add_argument("--bz2", action="store_true", help="compress the files with bz2 (as KDDA ships)")
+    ap.add_argument("--skip-sklearn-large", action="store_true", help="do not load the large file with scikit-learn")
+    args = ap.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    suffix = ".svm.bz2" if args.bz2 else ".svm"
+    files = {
+        "small": (args.workdir / f"kdda_{args.small_gb:g}GB{suffix}", args.small_gb),
+        "large": (args.workdir / f"kdda_{args.gb:g}GB{suffix}", args.gb),
+    }
+    for label, (path, gb) in files.items():
+        if not path.exists():
+            write_kdda_text(path, int(gb * 1e9), seed=1 if label == "small" else 2, compress=args.bz2)
+
+    rows = []
+    for label, (path, _) in files.items():
+        size = text_bytes(path)
+        store = args.workdir / f"store_{label}"
+        d = run_job("dpdist", path, store)
+        shutil.rmtree(store, ignore_errors=True)
+        s = None
+        if not (label == "large" and args.skip_sklearn_large):
+            s = run_job("sklearn", path, store)
+        rows.append((label, size, d, s))
+
+    print(f"\nKDDA-shaped svmlight ingest ({'bz2' if args.bz2 else 'plain text'}), {KDDA_D:,} columns")
+    print(f"{'file':<7}{'text MB':>10}{'rows':>11}{'nnz':>13} | {'dpdist s':>9}{'MB/s':>7}{'RSS MB':>8} | "
+          f"{'sklearn s':>9}{'MB/s':>7}{'RSS MB':>8} | {'RSS ratio':>9}")
+    for label, size, d, s in rows:
+        mb = size / 1e6
+        sk = f"{s['seconds']:9.1f}{mb / s['seconds']:7.1f}{s['rss_mb']:8.0f}" if s else f"{'-':>9}{'-':>7}{'-':>8}"
+        ratio = f"{s['rss_mb'] / d['rss_mb']:9.2f}" if s else f"{'-':>9}"
+        print(f"{label:<7}{mb:10.0f}{d['rows']:11,}{d['nnz']:13,} | {d['seconds']:9.1f}{mb / d['seconds']:7.1f}"
+              f"{d['rss_mb']:8.0f} | {sk} | {ratio}")
+    (_, s_size, s_d, _), (_, l_size, l_d, _) = rows
+    print(f"\ntext grew {l_size / s_size:.1f}x; dpdist peak RSS grew {l_d['rss_mb'] / s_d['rss_mb']:.2f}x "
+          f"({s_d['rss_mb']:.0f} -> {l_d['rss_mb']:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()
