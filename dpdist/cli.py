@@ -84,7 +84,19 @@ def _budget_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# ----------------------------------------------------------------------- ingest
+# ----------------------------------------------------------------------- stores
+
+
+def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str, Any], what: str) -> None:
+    payload = {"store": str(args.out), **{k: meta[k] for k in ("dataset_id", "n_rows", "n_features", "nnz", "task")},
+               **extra}
+    _emit(
+        args,
+        payload,
+        lambda: f"{args.out}: {what}{meta['n_rows']} x {meta['n_features']}, nnz {meta['nnz']}, "
+        f"task {meta['task']}, dataset id {meta['dataset_id']}",
+    )
+
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -107,21 +119,7 @@ def _ingest(args: argparse.Namespace) -> int:
             progress=progress,
         )
         print(file=sys.stderr)
-    payload = {
-        "store": str(args.out),
-        "dataset_id": meta["dataset_id"],
-        "n_rows": meta["n_rows"],
-        "n_features": meta["n_features"],
-        "nnz": meta["nnz"],
-        "task": meta["task"],
-        "label_mapping": meta["label_mapping"],
-    }
-    _emit(
-        args,
-        payload,
-        lambda: f"{args.out}: {meta['n_rows']} x {meta['n_features']}, nnz {meta['nnz']}, task {meta['task']}, "
-        f"dataset id {meta['dataset_id']}",
-    )
+    _emit_store(args, meta, {"label_mapping": meta["label_mapping"]}, "")
     return EXIT_OK
 
 
@@ -138,21 +136,7 @@ def _synth(args: argparse.Namespace) -> int:
     if args.hinge:
         params["hinge"] = True
     meta = write_synthetic(args.name, args.out, seed=args.seed, force=args.force, **params)
-    payload = {
-        "store": str(args.out),
-        "dataset_id": meta["dataset_id"],
-        "n_rows": meta["n_rows"],
-        "n_features": meta["n_features"],
-        "nnz": meta["nnz"],
-        "task": meta["task"],
-        "true_support": meta["true_support"],
-    }
-    _emit(
-        args,
-        payload,
-        lambda: f"{args.out}: synthetic {args.name}, {meta['n_rows']} x {meta['n_features']}, nnz {meta['nnz']}, "
-        f"dataset id {meta['dataset_id']}",
-    )
+    _emit_store(args, meta, {"true_support": meta["true_support"]}, f"synthetic {args.name}, ")
     return EXIT_OK
 
 

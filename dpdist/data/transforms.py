@@ -205,27 +205,22 @@ def yeo_johnson(X: np.ndarray, lambdas: np.ndarray | None = None) -> tuple[np.nd
 # ------------------------------------------------------------------------- checks
 
 
-def check_row_bound(X: Matrix, bound: float = 1.0, name: str = "X") -> None:
-    """Raise ParameterError unless every |X_ij| <= bound (i.e. ||x_i||_inf <= bound)."""
-    vals = _values(X)
-    if vals.size and not np.all(np.isfinite(vals)):
+def _check_bound(values: np.ndarray, bound: float, name: str, what: str, fix: str) -> None:
+    if values.size and not np.all(np.isfinite(values)):
         raise ParameterError(f"{name} has non-finite values")
-    worst = float(np.max(np.abs(vals))) if vals.size else 0.0
+    worst = float(np.max(np.abs(values))) if values.size else 0.0
     if worst > bound:
         raise ParameterError(
-            f"{name} violates the row bound ||x_i||_inf <= {bound:g} the privacy calibration assumes "
-            f"(max |x_ij| = {worst:g}); apply dpdist.data.transforms.clip_rows first"
+            f"{name} violates the bound {what} <= {bound:g} the privacy calibration assumes "
+            f"(largest is {worst:g}); apply {fix} first"
         )
+
+
+def check_row_bound(X: Matrix, bound: float = 1.0, name: str = "X") -> None:
+    """Raise ParameterError unless every |X_ij| <= bound (i.e. ||x_i||_inf <= bound)."""
+    _check_bound(_values(X), bound, name, "||x_i||_inf", "dpdist.data.transforms.clip_rows")
 
 
 def check_target_bound(y: np.ndarray, bound: float, name: str = "y") -> None:
     """Raise ParameterError unless every |y_i| <= bound."""
-    y = np.asarray(y, dtype=np.float64)
-    if y.size and not np.all(np.isfinite(y)):
-        raise ParameterError(f"{name} has non-finite values")
-    worst = float(np.max(np.abs(y))) if y.size else 0.0
-    if worst > bound:
-        raise ParameterError(
-            f"{name} violates the bound |y_i| <= {bound:g} the privacy calibration assumes "
-            f"(max |y_i| = {worst:g}); apply clip_target or scale_target first"
-        )
+    _check_bound(np.asarray(y, dtype=np.float64), bound, name, "|y_i|", "clip_target or scale_target")
