@@ -50,27 +50,40 @@ NOISES = ("gumbel", "exponential")
 # ----------------------------------------------------------------------- kernels
 
 
+_T_BLOCK = 2048  # ranks t per block: xs and lnfact slices stay in cache across all h of a chunk
+
+
 @numba.njit(cache=True, parallel=True, fastmath=True)
-def _log_mass_per_h(xs: np.ndarray, k: int, c: float, gamma: float, lnfact: np.ndarray) -> np.ndarray:
+def _log_mass_per_h(xs: np.ndarray, k: int, c: float, gamma: float, lnfact: np.ndarray, n_chunks: int) -> np.ndarray:
     """For each h in 0..k-1: log sum_{t=k+1..d} exp(U_{h,t} + ln C(t-h-2, k-h-1)) (t 1-based).
 
-    ln C(n, r) = lnfact[n] - lnfact[r] - lnfact[n - r] has no loop-carried dependency, so
-    both passes (max, then sum of exponentials below it) vectorise.
+    ln C(n, r) = lnfact[n] - lnfact[r] - lnfact[n - r]. The ranks t are visited in blocks;
+    for every block and every h a block maximum rescales the running sum (an online
+    log-sum-exp), so the tables are streamed from memory once per chunk of h instead of
+    twice per h, and the inner loops have no loop-carried dependency.
     """
     d = xs.shape[0]
+    cg = c * gamma
+    mx = np.full(k, -np.inf)
+    sm = np.zeros(k)
+    for chunk in numba.prange(n_chunks):
+        for t0 in range(k + 1, d + 1, _T_BLOCK):
+            t1 = min(t0 + _T_BLOCK, d + 1)
+            for h in range(chunk, k, n_chunks):
+                m = -np.inf
+                for t in range(t0, t1):
+                    m = max(m, cg * xs[t - 1] + lnfact[t - h - 2] - lnfact[t - k - 1])
+                if m > mx[h]:
+                    sm[h] *= math.exp(mx[h] - m)
+                    mx[h] = m
+                ref = mx[h]
+                acc = 0.0
+                for t in range(t0, t1):
+                    acc += math.exp(cg * xs[t - 1] + lnfact[t - h - 2] - lnfact[t - k - 1] - ref)
+                sm[h] += acc
     out = np.empty(k)
-    for h in numba.prange(k):
-        r = k - h - 1
-        shift = -c * (1.0 - gamma) * xs[h] - lnfact[r]
-        cg = c * gamma
-        mx = -np.inf
-        for t in range(k + 1, d + 1):
-            a = cg * xs[t - 1] + lnfact[t - h - 2] - lnfact[t - k - 1]
-            mx = max(mx, a)
-        s = 0.0
-        for t in range(k + 1, d + 1):
-            s += math.exp(cg * xs[t - 1] + lnfact[t - h - 2] - lnfact[t - k - 1] - mx)
-        out[h] = shift + mx + math.log(s)
+    for h in range(k):
+        out[h] = -c * (1.0 - gamma) * xs[h] - lnfact[k - h - 1] + mx[h] + math.log(sm[h])
     return out
 
 
@@ -131,6 +144,25 @@ def class_log_sizes(d: int, k: int) -> dict[tuple[int, int], float]:
     return sizes
 
 
+def _items_at_ranks(x: np.ndarray, xs: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Item indices at the given 0-based ranks of the descending order of x, ties by index.
+
+    ``xs`` is x sorted descending. Equal values hold a contiguous run of ranks; within it the
+    items are taken in index order. One scan of x for the needed values replaces a full argsort.
+    """
+    values = xs[ranks]
+    ascending = xs[::-1]
+    first_rank = x.shape[0] - np.searchsorted(ascending, values, side="right")  # rank of the first tie
+    wanted = np.unique(values)
+    hits = np.flatnonzero(np.isin(x, wanted))  # ascending indices
+    hit_values = x[hits]
+    out = np.empty(ranks.shape[0], dtype=np.int64)
+    for i, (v, r) in enumerate(zip(values, ranks)):
+        same = hits[hit_values == v]
+        out[i] = same[r - first_rank[i]]
+    return out
+
+
 class CanonicalTopK:
     """The canonical Lipschitz top-k mechanism (pure epsilon-DP).
 
@@ -178,10 +210,8 @@ class CanonicalTopK:
         d, k = q.shape[0], self.k
         if k >= d:
             raise ParameterError(f"k must be < the number of scores d={d}, got k={k}")
-        # Any order of tied scores gives the same output distribution (it depends on LOSS only),
-        # so the faster unstable sort is used.
-        order = np.argsort(-q)
-        xs = np.ascontiguousarray(q[order] / self.sensitivity)
+        x = q / self.sensitivity
+        xs = np.ascontiguousarray(np.sort(x)[::-1])  # values only: the order is needed for k ranks
         lnfact = gammaln(np.arange(1, d + 1, dtype=np.float64))  # lnfact[n] = ln(n!)
         h, t = self._draw_class(xs, k, lnfact)
         ranks = list(range(h))  # 0-based ranks j_1..j_h
@@ -189,13 +219,13 @@ class CanonicalTopK:
             middle = np.arange(h + 1, t - 1)  # 0-based ranks of j_{h+2}..j_{t-1}
             ranks += self._rng.choice(middle, size=k - h - 1, replace=False).tolist()
         ranks.append(t - 1)
-        return np.sort(order[np.asarray(ranks, dtype=np.int64)])
+        return np.sort(_items_at_ranks(x, xs, np.asarray(ranks, dtype=np.int64)))
 
     def _draw_class(self, xs: np.ndarray, k: int, lnfact: np.ndarray) -> tuple[int, int]:
         c, g = self.c, self.gamma
         top_value = c * (2.0 * g - 1.0) * xs[k - 1]  # class (k-1, k): x_[h+1] = x_[t] = x_[k], one member
         if self.noise == "gumbel":
-            log_mass = _log_mass_per_h(xs, k, c, g, lnfact)
+            log_mass = _log_mass_per_h(xs, k, c, g, lnfact, min(k, numba.get_num_threads()))
             scores = np.append(log_mass, top_value) + self._rng.gumbel(size=k + 1)
             h = int(np.argmax(scores))
             if h == k:
