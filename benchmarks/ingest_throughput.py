@@ -43,7 +43,6 @@ if kind == "dpdist":
     meta = ingest_svmlight(src, out, n_features=int(sys.argv[4]), force=True)
     rows, nnz = meta["n_rows"], meta["nnz"]
 else:
-    import lzma, bz2
     from sklearn.datasets import load_svmlight_file
     X, y = load_svmlight_file(src, n_features=int(sys.argv[4]))
     rows, nnz = X.shape[0], X.nnz

@@ -18,29 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dpdist.data.store import DEFAULT_BLOCK_ROWS, DEFAULT_MEMORY, MAX_TRACKED_LABELS, StoreWriter
+from dpdist.data.store import DEFAULT_BLOCK_ROWS, DEFAULT_MEMORY, StoreWriter, check_task, label_mapping
 from dpdist.data.svmlight import DEFAULT_BLOCK_BYTES, iter_svmlight_blocks
 from dpdist.exceptions import ParameterError
 
-__all__ = ["TASKS", "ZERO_BASED", "ingest_svmlight", "label_mapping"]
+__all__ = ["ZERO_BASED", "ingest_svmlight"]
 
-TASKS = ("auto", "binary", "multiclass", "regression")
 ZERO_BASED = ("auto", "yes", "no")
-
-
-def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[str, dict[str, int] | None]:
-    """Resolve ``task`` from the distinct labels and return (task, mapping label -> code)."""
-    if task not in TASKS:
-        raise ParameterError(f"task must be one of {TASKS}, got {task!r}")
-    if task == "auto":
-        task = "binary" if labels is not None and len(labels) == 2 else "regression"
-    if task == "regression":
-        return task, None
-    if labels is None:
-        raise ParameterError(f"{source}: more than {MAX_TRACKED_LABELS} distinct labels; not a {task} task")
-    if task == "binary" and len(labels) != 2:
-        raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, found {len(labels)}")
-    return task, {repr(float(v)): i for i, v in enumerate(labels)}
 
 
 def ingest_svmlight(
@@ -64,8 +48,7 @@ def ingest_svmlight(
     src = Path(src)
     if zero_based not in ZERO_BASED:
         raise ParameterError(f"zero_based must be one of {ZERO_BASED}, got {zero_based!r}")
-    if task not in TASKS:
-        raise ParameterError(f"task must be one of {TASKS}, got {task!r}")
+    check_task(task)
     if n_features is not None and n_features < 1:
         raise ParameterError(f"n_features must be >= 1, got {n_features}")
     writer = StoreWriter(out, force=force, memory_bytes=memory_bytes)

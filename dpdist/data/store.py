@@ -29,7 +29,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ import zarr
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["SparseStore", "StoreWriter", "open_store", "write_store"]
+__all__ = ["TASKS", "SparseStore", "StoreWriter", "check_task", "label_mapping", "open_store", "write_blocks",
+           "write_store"]
 
 FORMAT = "dpdist-sparse-store"
 FORMAT_VERSION = 1
@@ -48,6 +49,35 @@ ROW_CHUNK = 1 << 18  # elements per chunk of indptr and y
 DEFAULT_BLOCK_ROWS = 1 << 16
 DEFAULT_MEMORY = 256 << 20  # bytes of entries held in memory while building the CSC copy
 MAX_TRACKED_LABELS = 1000
+TASKS = ("auto", "binary", "multiclass", "regression")
+
+
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ParameterError(f"task must be one of {TASKS}, got {task!r}")
+    return task
+
+
+def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[str, dict[str, int] | None]:
+    """Resolve ``task`` from the distinct labels and return (task, mapping label -> class code).
+
+    ``auto`` is binary for exactly two distinct labels, else regression. Codes follow
+    ascending label order.
+    """
+    check_task(task)
+    if task == "auto":
+        task = "binary" if labels is not None and len(labels) == 2 else "regression"
+    if task == "regression":
+        return task, None
+    if labels is None:
+        raise ParameterError(f"{source}: more than {MAX_TRACKED_LABELS} distinct labels; not a {task} task")
+    if task == "binary" and len(labels) != 2:
+        raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, found {len(labels)}")
+    return task, {repr(float(v)): i for i, v in enumerate(labels)}
+
+
+def _ranges(n: int, step: int) -> list[tuple[int, int]]:
+    return [(r0, min(r0 + step, n)) for r0 in range(0, n, step)]
 
 
 def _sparse_group(root: zarr.Group, name: str, encoding: str, nnz: int, index_dtype: str | None) -> zarr.Group:
@@ -62,7 +92,7 @@ def _sparse_group(root: zarr.Group, name: str, encoding: str, nnz: int, index_dt
 
 
 class _Appender:
-    """Appends to a 1-d zarr array, writing whole chunks where it can."""
+    """Appends to a 1-d zarr array (resize, then write the new tail)."""
 
     def __init__(self, arr: zarr.Array) -> None:
         self.arr = arr
@@ -119,7 +149,12 @@ class StoreWriter:
     def append(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, y: np.ndarray) -> None:
         """Append rows given in CSR parts (``indptr`` starting at 0) with their labels."""
         n = y.shape[0]
-        if indptr.shape[0] != n + 1 or indptr[0] != 0 or indptr[-1] != indices.shape[0] != data.shape[0]:
+        if (
+            indptr.shape[0] != n + 1
+            or indptr[0] != 0
+            or indptr[-1] != indices.shape[0]
+            or indices.shape[0] != data.shape[0]
+        ):
             raise ParameterError("inconsistent CSR block")
         if indices.size:
             lo, hi = int(indices.min()), int(indices.max())
@@ -197,10 +232,6 @@ class StoreWriter:
             self.abort()
             raise
 
-    def _row_blocks(self, rows: int) -> Iterator[tuple[int, int]]:
-        for r0 in range(0, self.n_rows, rows):
-            yield r0, min(r0 + rows, self.n_rows)
-
     def _shift_hash_and_build_csc(self, offset: int, counts: np.ndarray, n_features: int) -> str:
         X = self.root["X"]
         raw_arr, indptr_arr, data_arr, y_arr = self.root["_raw_indices"], X["indptr"], X["data"], self.root["y"]
@@ -229,7 +260,7 @@ class StoreWriter:
         parts = {k: hashlib.sha256() for k in ("row_nnz", "indices", "data", "y")}
         rows = max(1, min(self.n_rows, (self.memory_bytes // 64) // max(1, self.nnz // max(1, self.n_rows))))
         try:
-            for r0, r1 in self._row_blocks(rows):
+            for r0, r1 in _ranges(self.n_rows, rows):
                 ptr = indptr_arr[r0 : r1 + 1]
                 a, b = int(ptr[0]), int(ptr[-1])
                 cols = raw_arr[a:b] - offset
@@ -285,11 +316,38 @@ class StoreWriter:
             shutil.rmtree(trash, ignore_errors=True)
 
 
+def write_blocks(
+    out: str | os.PathLike[str],
+    blocks: Iterable[tuple[sp.csr_matrix, np.ndarray]],
+    n_features: int,
+    *,
+    task: str = "auto",
+    force: bool = False,
+    block_rows: int = DEFAULT_BLOCK_ROWS,
+    metadata: dict[str, Any] | None = None,
+    memory_bytes: int = DEFAULT_MEMORY,
+) -> dict[str, Any]:
+    """Write (CSR block, labels) pairs as a store; the task and label mapping are resolved
+    from the labels seen (``label_mapping``). Returns the store's metadata."""
+    check_task(task)
+    writer = StoreWriter(out, force=force, memory_bytes=memory_bytes)
+    try:
+        for X, y in blocks:
+            writer.append(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, y)
+        resolved, mapping = label_mapping(writer.distinct_labels, task, str(out))
+    except BaseException:
+        writer.abort()
+        raise
+    meta = {**(metadata or {}), "task": resolved, "label_mapping": mapping}
+    return writer.finish(n_features=n_features, block_rows=block_rows, metadata=meta)
+
+
 def write_store(
     out: str | os.PathLike[str],
     X: sp.spmatrix | np.ndarray,
     y: np.ndarray,
     *,
+    task: str = "auto",
     force: bool = False,
     block_rows: int = DEFAULT_BLOCK_ROWS,
     metadata: dict[str, Any] | None = None,
@@ -304,16 +362,10 @@ def write_store(
         raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
     if not (np.all(np.isfinite(X.data)) and np.all(np.isfinite(y))):
         raise ParameterError("X and y must be finite")
-    writer = StoreWriter(out, force=force, memory_bytes=memory_bytes)
-    try:
-        step = max(1, block_rows)
-        for r0 in range(0, X.shape[0], step):
-            blk = X[r0 : r0 + step]
-            writer.append(blk.indptr.astype(np.int64), blk.indices.astype(np.int64), blk.data, y[r0 : r0 + step])
-    except BaseException:
-        writer.abort()
-        raise
-    return writer.finish(n_features=X.shape[1], block_rows=block_rows, metadata=metadata)
+    step = max(1, block_rows)
+    blocks = ((X[r0:r1], y[r0:r1]) for r0, r1 in _ranges(X.shape[0], step))
+    return write_blocks(out, blocks, X.shape[1], task=task, force=force, block_rows=block_rows,
+                        metadata=metadata, memory_bytes=memory_bytes)
 
 
 class SparseStore:
@@ -372,26 +424,22 @@ class SparseStore:
         step = int(block_rows or self.block_rows)
         if step < 1:
             raise ParameterError(f"block_rows must be >= 1, got {step}")
-        n = self.shape[0]
-        return [(r0, min(r0 + step, n)) for r0 in range(0, n, step)]
+        return _ranges(self.shape[0], step)
+
+    @staticmethod
+    def _slice(g: zarr.Group, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(data, indices, indptr) of the compressed rows/columns [lo, hi) of a sparse group."""
+        ptr = g["indptr"][lo : hi + 1]
+        a, b = int(ptr[0]), int(ptr[-1])
+        return g["data"][a:b], g["indices"][a:b].astype(np.int64, copy=False), ptr - a
 
     def read_rows(self, r0: int, r1: int) -> sp.csr_matrix:
         """Rows [r0, r1) as a CSR matrix with all columns."""
-        ptr = self._X["indptr"][r0 : r1 + 1]
-        a, b = int(ptr[0]), int(ptr[-1])
-        return sp.csr_matrix(
-            (self._X["data"][a:b], self._X["indices"][a:b].astype(np.int64, copy=False), ptr - a),
-            shape=(r1 - r0, self.shape[1]),
-        )
+        return sp.csr_matrix(self._slice(self._X, r0, r1), shape=(r1 - r0, self.shape[1]))
 
     def read_columns(self, c0: int, c1: int) -> sp.csc_matrix:
         """Columns [c0, c1) as a CSC matrix with all rows."""
-        ptr = self._C["indptr"][c0 : c1 + 1]
-        a, b = int(ptr[0]), int(ptr[-1])
-        return sp.csc_matrix(
-            (self._C["data"][a:b], self._C["indices"][a:b].astype(np.int64, copy=False), ptr - a),
-            shape=(self.shape[0], c1 - c0),
-        )
+        return sp.csc_matrix(self._slice(self._C, c0, c1), shape=(self.shape[0], c1 - c0))
 
     def iter_row_blocks(self, block_rows: int | None = None) -> Iterator[tuple[int, sp.csr_matrix, np.ndarray]]:
         """Yield (r0, X block, y block) over the whole store."""

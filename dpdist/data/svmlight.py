@@ -42,16 +42,11 @@ class SvmlightFormatError(ParameterError):
 class SvmlightBlock:
     """Rows parsed from one block of text; ``indices`` are raw (as written in the file)."""
 
-    first_line: int
     indptr: np.ndarray  # int64, starts at 0
     indices: np.ndarray  # int64, raw
     data: np.ndarray  # float64
     y: np.ndarray  # float64
     text_bytes: int
-
-    @property
-    def n_rows(self) -> int:
-        return self.y.shape[0]
 
 
 def open_text(path: str | os.PathLike[str]) -> IO[bytes]:
@@ -124,7 +119,7 @@ def iter_svmlight_blocks(
                     lines = text.splitlines(keepends=True)
                     offset, reason = _locate_error(lines)
                     raise SvmlightFormatError(path, line_no + offset, reason) from None
-                yield SvmlightBlock(line_no, indptr, indices, data, y, len(text))
+                yield SvmlightBlock(indptr, indices, data, y, len(text))
                 line_no += text.count(b"\n") + (0 if text.endswith(b"\n") else 1)
             if not chunk:
                 break

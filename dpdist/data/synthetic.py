@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.data.store import StoreWriter
+from dpdist.data.store import write_blocks
 from dpdist.exceptions import ParameterError
 from dpdist.utils.random import RandomState, check_random_state
 
@@ -311,22 +311,11 @@ def write_synthetic(
 ) -> dict[str, Any]:
     """Generate ``name`` and write it as a store; returns the store's metadata."""
     synth = make_synthetic(name, seed, **{k: v for k, v in params.items() if v is not None})
-    writer = StoreWriter(out, force=force)
-    try:
-        for X, y in synth.blocks:
-            writer.append(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, y)
-    except BaseException:
-        writer.abort()
-        raise
-    labels = writer.distinct_labels
-    mapping = {repr(float(v)): i for i, v in enumerate(labels)} if synth.task == "binary" and labels else None
     meta = {
-        "task": synth.task,
-        "label_mapping": mapping,
         "synthetic": name,
         "seed": seed,
         "params": {**synth.params, **{k: v for k, v in params.items() if v is not None}},
         "true_support": synth.true_support,
         "true_coef": synth.true_coef,
     }
-    return writer.finish(n_features=synth.n_features, metadata=meta)
+    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta)

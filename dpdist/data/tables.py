@@ -196,13 +196,10 @@ def ingest_table(
 ) -> dict[str, Any]:
     """Read a table and write it as a store; returns the store's metadata."""
     table = read_table(src, target=target, impute=impute)
-    mapping = {repr(float(i)): i for i in range(len(table.classes))} if table.classes else None
     meta = {
-        "task": table.task,
-        "label_mapping": mapping,
         "classes": table.classes,
         "feature_names": table.feature_names,
         "source": str(Path(src).resolve()),
         "table_notes": table.notes,
     }
-    return write_store(out, table.X, table.y, force=force, metadata=meta)
+    return write_store(out, table.X, table.y, task=table.task, force=force, metadata=meta)

@@ -64,8 +64,15 @@ def _warn(what: str, public: str) -> None:
     )
 
 
+def _csr(X: Matrix) -> sp.csr_matrix:
+    """A float64 CSR copy with duplicate entries summed: bounds hold for the matrix, not per entry."""
+    A = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    A.sum_duplicates()
+    return A
+
+
 def _values(X: Matrix) -> np.ndarray:
-    return X.data if sp.issparse(X) else np.asarray(X)
+    return _csr(X).data if sp.issparse(X) else np.asarray(X)
 
 
 # ------------------------------------------------------------------ per-record (private)
@@ -83,7 +90,7 @@ def clip_rows(X: Matrix, bound: float = 1.0, method: str = "clip") -> Matrix:
     if method not in ("clip", "scale"):
         raise ParameterError(f"method must be 'clip' or 'scale', got {method!r}")
     if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        X = _csr(X)
         if method == "clip":
             np.clip(X.data, -bound, bound, out=X.data)
         else:
@@ -140,7 +147,7 @@ def scale_columns(X: Matrix, bounds: np.ndarray | None = None) -> tuple[Matrix, 
         if bounds.shape != (d,) or not np.all(np.isfinite(bounds)) or np.any(bounds <= 0):
             raise ParameterError(f"bounds must be {d} finite positive numbers")
     if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        X = _csr(X)
         X.data /= bounds[X.indices]
         np.clip(X.data, -1.0, 1.0, out=X.data)
         return X, bounds

@@ -151,16 +151,11 @@ def _items_at_ranks(x: np.ndarray, xs: np.ndarray, ranks: np.ndarray) -> np.ndar
     items are taken in index order. One scan of x for the needed values replaces a full argsort.
     """
     values = xs[ranks]
-    ascending = xs[::-1]
-    first_rank = x.shape[0] - np.searchsorted(ascending, values, side="right")  # rank of the first tie
-    wanted = np.unique(values)
-    hits = np.flatnonzero(np.isin(x, wanted))  # ascending indices
-    hit_values = x[hits]
-    out = np.empty(ranks.shape[0], dtype=np.int64)
-    for i, (v, r) in enumerate(zip(values, ranks)):
-        same = hits[hit_values == v]
-        out[i] = same[r - first_rank[i]]
-    return out
+    first_rank = x.shape[0] - np.searchsorted(xs[::-1], values, side="right")  # rank of the first tie
+    hits = np.flatnonzero(np.isin(x, np.unique(values)))  # ascending indices
+    by_value = np.argsort(x[hits], kind="stable")  # equal values keep ascending index order
+    hits, hit_values = hits[by_value], x[hits][by_value]
+    return hits[np.searchsorted(hit_values, values, side="left") + (ranks - first_rank)]
 
 
 class CanonicalTopK:

@@ -19,7 +19,7 @@ def matrix():
 
 def test_write_and_read_back(tmp_path, matrix):
     X, y = matrix
-    meta = write_store(tmp_path / "s", X, y, block_rows=100, memory_bytes=1 << 14, metadata={"task": "regression"})
+    meta = write_store(tmp_path / "s", X, y, block_rows=100, memory_bytes=1 << 14, task="regression")
     s = open_store(tmp_path / "s")
     assert s.shape == X.shape and s.nnz == X.nnz and s.dataset_id == meta["dataset_id"]
     assert (s.csr() != X).nnz == 0 and (s.csc() != X.tocsc()).nnz == 0
@@ -67,3 +67,13 @@ def test_bad_inputs(tmp_path, matrix):
     with pytest.raises(ValueError, match="not a dpdist store"):
         open_store(tmp_path / "notastore")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notastore"]
+
+
+def test_inconsistent_block_is_refused(tmp_path):
+    from dpdist.data import StoreWriter
+
+    w = StoreWriter(tmp_path / "s")
+    with pytest.raises(ValueError, match="inconsistent CSR block"):  # data shorter than indices
+        w.append(np.array([0, 2]), np.array([0, 1]), np.array([1.0]), np.array([1.0]))
+    w.abort()
+    assert not any(tmp_path.iterdir())

@@ -112,3 +112,13 @@ def test_check_row_bound_names_the_fix():
         check_row_bound(DENSE, 1.0)
     with pytest.raises(ParameterError, match="non-finite"):
         check_row_bound(np.array([[np.nan]]), 1.0)
+
+
+def test_duplicate_entries_are_summed_before_bounds():
+    # two stored entries at (0, 1) of 0.8 each: the matrix value is 1.6
+    X = sp.csr_matrix((np.array([0.8, 0.8]), np.array([1, 1]), np.array([0, 2])), shape=(1, 3))
+    with pytest.raises(ParameterError, match="violates"):
+        check_row_bound(X, 1.0)
+    out = clip_rows(X, 1.0)
+    assert out.toarray().tolist() == [[0.0, 1.0, 0.0]]
+    check_row_bound(out, 1.0)

@@ -122,3 +122,13 @@ def test_bad_parameters():
             CanonicalTopK(**kwargs)
     with pytest.raises(ParameterError, match="finite"):
         CanonicalTopK(2, 1.0).select(np.array([1.0, np.nan, 0.0]))
+
+
+def test_massive_ties_resolve_by_index():
+    from dpdist.selection.topk import _items_at_ranks
+
+    x = np.zeros(1_000_000)
+    x[[7, 500, 999_999]] = [3.0, 2.0, 1.0]
+    xs = np.sort(x)[::-1]
+    ranks = np.array([0, 1, 2, 3, 4, 999_999])
+    assert _items_at_ranks(x, xs, ranks).tolist() == [7, 500, 999_999, 0, 1, 999_998]
