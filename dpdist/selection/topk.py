@@ -50,55 +50,104 @@ NOISES = ("gumbel", "exponential")
 # ----------------------------------------------------------------------- kernels
 
 
-_T_BLOCK = 2048  # ranks t per block: xs and lnfact slices stay in cache across all h of a chunk
+_T_BLOCK = 2048  # ranks t per block of the log-mass kernel
+_SPREAD = 600.0  # max log-range of the terms inside a block for the product path (e^-600 >> 1e-308)
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True)
-def _log_mass_per_h(xs: np.ndarray, k: int, c: float, gamma: float, lnfact: np.ndarray, n_chunks: int) -> np.ndarray:
-    """For each h in 0..k-1: log sum_{t=k+1..d} exp(U_{h,t} + ln C(t-h-2, k-h-1)) (t 1-based).
+@numba.njit(cache=True)
+def _block_log_mass_exact(xs: np.ndarray, k: int, cg: float, t0: int, t1: int, out: np.ndarray) -> None:
+    """out[r] = log sum_{t0 <= t < t1} exp(cg x_[t] + ln P_r(t)), every term in log space.
 
-    ln C(n, r) = lnfact[n] - lnfact[r] - lnfact[n - r]. The ranks t are visited in blocks;
-    for every block and every h a block maximum rescales the running sum (an online
-    log-sum-exp), so the tables are streamed from memory once per chunk of h instead of
-    twice per h, and the inner loops have no loop-carried dependency.
+    P_r(t) = (t-k)(t-k+1)...(t-k+r-1) = (t-h-2)!/(t-k-1)! with r = k-h-1 (t 1-based).
+    Used for blocks whose terms span too many orders of magnitude for the product path.
     """
-    d = xs.shape[0]
-    cg = c * gamma
     mx = np.full(k, -np.inf)
     sm = np.zeros(k)
-    for chunk in numba.prange(n_chunks):
-        for t0 in range(k + 1, d + 1, _T_BLOCK):
-            t1 = min(t0 + _T_BLOCK, d + 1)
-            for h in range(chunk, k, n_chunks):
-                m = -np.inf
-                for t in range(t0, t1):
-                    m = max(m, cg * xs[t - 1] + lnfact[t - h - 2] - lnfact[t - k - 1])
-                if m > mx[h]:
-                    sm[h] *= math.exp(mx[h] - m)
-                    mx[h] = m
-                ref = mx[h]
-                acc = 0.0
-                for t in range(t0, t1):
-                    acc += math.exp(cg * xs[t - 1] + lnfact[t - h - 2] - lnfact[t - k - 1] - ref)
-                sm[h] += acc
+    for t in range(t0, t1):
+        v = cg * xs[t - 1]
+        for r in range(k):
+            if v > mx[r]:
+                sm[r] = sm[r] * math.exp(mx[r] - v) + 1.0
+                mx[r] = v
+            else:
+                sm[r] += math.exp(v - mx[r])
+            v += math.log(t - k + r)
+    for r in range(k):
+        out[r] = mx[r] + math.log(sm[r])
+
+
+@numba.njit(cache=True, parallel=True)
+def _log_mass_per_r(xs: np.ndarray, k: int, cg: float, block: int) -> np.ndarray:
+    """L[r] = log sum_{t=k+1..d} exp(cg x_[t]) P_r(t) for r = 0..k-1, in O(d k) flops.
+
+    Within a block [t0, t1) of ranks, with te = t1 - 1, each term is
+    exp(cg x_[t0]) P_r(te) * E_t * Q_r(t), where E_t = exp(cg (x_[t] - x_[t0])) <= 1 needs one
+    exp per t for all r, and Q_r(t) = P_r(t)/P_r(te) <= 1 follows the recurrence
+    Q_{r+1}(t) = Q_r(t) (t-k+r)/(te-k+r): k multiply-adds per t instead of k exps. When the
+    block's terms could span more than e^600 (steep scores or the first ranks), the block
+    is summed in log space instead, so no term underflows in either path.
+    """
+    d = xs.shape[0]
+    n_blocks = (d - k + block - 1) // block
+    part = np.empty((n_blocks, k))
+    for b in numba.prange(n_blocks):
+        t0 = k + 1 + b * block
+        t1 = min(t0 + block, d + 1)
+        te = t1 - 1
+        spread = cg * (xs[t0 - 1] - xs[te - 1])
+        if k > 1:
+            spread += (math.lgamma(te - 1.0) - math.lgamma(te - k + 0.0)) - (math.lgamma(t0 - 1.0) - math.lgamma(t0 - k + 0.0))
+        row = part[b]
+        if spread >= _SPREAD:
+            _block_log_mass_exact(xs, k, cg, t0, t1, row)
+            continue
+        m = t1 - t0
+        e = np.empty(m)
+        q = np.ones(m)
+        for i in range(m):
+            e[i] = math.exp(cg * (xs[t0 - 1 + i] - xs[t0 - 1]))
+        base = cg * xs[t0 - 1]
+        log_pe = 0.0  # ln P_r(te)
+        for r in range(k):
+            acc = 0.0
+            for i in range(m):
+                acc += e[i] * q[i]
+            row[r] = base + log_pe + math.log(acc)
+            inv = 1.0 / (te - k + r)
+            for i in range(m):
+                q[i] *= (t0 + i - k + r) * inv
+            log_pe += math.log(te - k + r)
     out = np.empty(k)
-    for h in range(k):
-        out[h] = -c * (1.0 - gamma) * xs[h] - lnfact[k - h - 1] + mx[h] + math.log(sm[h])
+    for r in range(k):
+        mx = -np.inf
+        for b in range(n_blocks):
+            mx = max(mx, part[b, r])
+        s = 0.0
+        for b in range(n_blocks):
+            s += math.exp(part[b, r] - mx)
+        out[r] = mx + math.log(s)
     return out
 
 
 @numba.njit(cache=True)
-def _draw_t(xs: np.ndarray, k: int, h: int, c: float, gamma: float, lnfact: np.ndarray, log_mass: float,
-            u: float) -> int:
-    """t (1-based) with probability exp(U_{h,t} + ln|C_{h,t}| - log_mass), by inverse CDF of u."""
+def _draw_t(xs: np.ndarray, k: int, h: int, c: float, gamma: float, log_mass: float, u: float) -> int:
+    """t (1-based) with probability exp(U_{h,t} + ln|C_{h,t}| - log_mass), by inverse CDF of u.
+
+    ln P_r(t) advances by ln(t-k+r) - ln(t-k) per rank and is reset exactly (lgamma) every
+    block, so rounding cannot drift over millions of ranks.
+    """
     d = xs.shape[0]
     r = k - h - 1
-    shift = -c * (1.0 - gamma) * xs[h] - lnfact[r] - log_mass
+    shift = -c * (1.0 - gamma) * xs[h] - math.lgamma(r + 1.0) - log_mass
     acc = 0.0
+    log_p = 0.0
     for t in range(k + 1, d + 1):
-        acc += math.exp(shift + c * gamma * xs[t - 1] + lnfact[t - h - 2] - lnfact[t - k - 1])
+        if (t - k - 1) % _T_BLOCK == 0:
+            log_p = math.lgamma(t - h - 1.0) - math.lgamma(t - k + 0.0)  # ln (t-h-2)!/(t-k-1)!
+        acc += math.exp(shift + c * gamma * xs[t - 1] + log_p)
         if acc >= u:
             return t
+        log_p += math.log(t - k + r) - math.log(t - k)
     return d  # u beyond the rounded total mass: the last class
 
 
@@ -142,6 +191,18 @@ def class_log_sizes(d: int, k: int) -> dict[tuple[int, int], float]:
         for t in range(k + 1, d + 1):
             sizes[(h, t)] = lnbinom(t - h - 2, k - h - 1)
     return sizes
+
+
+def log_mass_per_h(xs: np.ndarray, k: int, c: float, gamma: float, block: int = _T_BLOCK) -> np.ndarray:
+    """log of the total weight sum_t exp(U_{h,t}) |C_{h,t}| of the classes with h, for h = 0..k-1.
+
+    ``xs`` holds the normalised scores sorted descending. The classes (h, t) have
+    U_{h,t} = c (gamma x_[t] - (1 - gamma) x_[h+1]) and |C_{h,t}| = P_r(t)/r! with r = k-h-1.
+    """
+    per_r = _log_mass_per_r(xs, k, c * gamma, block)
+    h = np.arange(k)
+    r = k - h - 1
+    return -c * (1.0 - gamma) * xs[h] - gammaln(r + 1.0) + per_r[r]
 
 
 def _items_at_ranks(x: np.ndarray, xs: np.ndarray, ranks: np.ndarray) -> np.ndarray:
@@ -207,8 +268,7 @@ class CanonicalTopK:
             raise ParameterError(f"k must be < the number of scores d={d}, got k={k}")
         x = q / self.sensitivity
         xs = np.ascontiguousarray(np.sort(x)[::-1])  # values only: the order is needed for k ranks
-        lnfact = gammaln(np.arange(1, d + 1, dtype=np.float64))  # lnfact[n] = ln(n!)
-        h, t = self._draw_class(xs, k, lnfact)
+        h, t = self._draw_class(xs, k)
         ranks = list(range(h))  # 0-based ranks j_1..j_h
         if (h, t) != (k - 1, k):
             middle = np.arange(h + 1, t - 1)  # 0-based ranks of j_{h+2}..j_{t-1}
@@ -216,16 +276,17 @@ class CanonicalTopK:
         ranks.append(t - 1)
         return np.sort(_items_at_ranks(x, xs, np.asarray(ranks, dtype=np.int64)))
 
-    def _draw_class(self, xs: np.ndarray, k: int, lnfact: np.ndarray) -> tuple[int, int]:
+    def _draw_class(self, xs: np.ndarray, k: int) -> tuple[int, int]:
         c, g = self.c, self.gamma
         top_value = c * (2.0 * g - 1.0) * xs[k - 1]  # class (k-1, k): x_[h+1] = x_[t] = x_[k], one member
         if self.noise == "gumbel":
-            log_mass = _log_mass_per_h(xs, k, c, g, lnfact, min(k, numba.get_num_threads()))
+            log_mass = log_mass_per_h(xs, k, c, g)
             scores = np.append(log_mass, top_value) + self._rng.gumbel(size=k + 1)
             h = int(np.argmax(scores))
             if h == k:
                 return k - 1, k
-            return h, int(_draw_t(xs, k, h, c, g, lnfact, float(log_mass[h]), float(self._rng.random())))
+            return h, int(_draw_t(xs, k, h, c, g, float(log_mass[h]), float(self._rng.random())))
+        lnfact = gammaln(np.arange(1, xs.shape[0] + 1, dtype=np.float64))  # lnfact[n] = ln(n!)
         best, best_class = top_value + self._rng.exponential(), (k - 1, k)
         for h in range(k):
             log_u = np.log(self._rng.random(xs.shape[0] - k))

@@ -132,3 +132,27 @@ def test_massive_ties_resolve_by_index():
     xs = np.sort(x)[::-1]
     ranks = np.array([0, 1, 2, 3, 4, 999_999])
     assert _items_at_ranks(x, xs, ranks).tolist() == [7, 500, 999_999, 0, 1, 999_998]
+
+
+def _log_mass_reference(xs: np.ndarray, k: int, c: float, gamma: float) -> np.ndarray:
+    d = xs.size
+    out = []
+    for h in range(k):
+        t = np.arange(k + 1, d + 1)
+        logw = c * (gamma * xs[t - 1] - (1 - gamma) * xs[h]) + special.gammaln(t - h - 1) - special.gammaln(
+            k - h) - special.gammaln(t - k)
+        out.append(special.logsumexp(logw))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("block", [1, 3, 16, 2048])
+@pytest.mark.parametrize("steep", [0.1, 50.0, 5000.0])
+def test_log_mass_kernel_matches_direct_sum(block, steep):
+    """Both kernel paths (products within a block, log space for steep blocks) give the exact mass."""
+    from dpdist.selection.topk import log_mass_per_h
+
+    rng = np.random.default_rng(int(steep) + block)
+    for d, k in [(40, 1), (300, 7), (1000, 30)]:
+        xs = np.sort(np.abs(rng.standard_cauchy(d)) * steep)[::-1].copy()
+        got = log_mass_per_h(xs, k, 0.7, 0.5, block=block)
+        np.testing.assert_allclose(got, _log_mass_reference(xs, k, 0.7, 0.5), rtol=1e-10, atol=1e-9)
