@@ -36,12 +36,14 @@ from dpdist.exceptions import ParameterError
 from dpdist.utils.validation import check_positive
 
 __all__ = [
+    "BOUND_MODES",
     "DataDependentWarning",
     "center_columns",
     "check_row_bound",
     "check_target_bound",
     "clip_rows",
     "clip_target",
+    "enforce_bounds",
     "map_labels",
     "scale_columns",
     "scale_target",
@@ -231,3 +233,26 @@ def check_row_bound(X: Matrix, bound: float = 1.0, name: str = "X") -> None:
 def check_target_bound(y: np.ndarray, bound: float, name: str = "y") -> None:
     """Raise ParameterError unless every |y_i| <= bound."""
     _check_bound(np.asarray(y, dtype=np.float64), bound, name, "|y_i|", "clip_target or scale_target")
+
+
+BOUND_MODES = ("check", "clip")
+
+
+def enforce_bounds(X: Matrix, y: np.ndarray | None = None, x_bound: float = 1.0, y_bound: float | None = 1.0,
+                   mode: str = "check", name: str = "X") -> tuple[Matrix, np.ndarray | None]:
+    """Make (X, y) satisfy the sensitivity bounds |X_ij| <= x_bound, |y_i| <= y_bound, or refuse.
+
+    ``mode="check"`` raises ParameterError naming the violated bound; ``mode="clip"`` clips
+    each entry (a per-record map, so it costs no privacy). ``y_bound=None`` leaves y alone.
+    """
+    if mode not in BOUND_MODES:
+        raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {mode!r}")
+    if mode == "clip":
+        X = clip_rows(X, x_bound, "clip")
+        if y is not None and y_bound is not None:
+            y = clip_target(y, y_bound)
+        return X, y
+    check_row_bound(X, x_bound, name)
+    if y is not None and y_bound is not None:
+        check_target_bound(y, y_bound)
+    return X, y

@@ -1,0 +1,166 @@
+"""DP-SIS: sure independence screening with a private top-k (seed 003 Sec. 3; spec 4.1).
+
+Scores q_j = |x_(j)^T y|. With every |X_ij| <= 1 and |y_i| <= 1, adding or removing one
+record moves each q_j by at most 1, in either direction: Delta_inf = 1 (ADD/REMOVE; 2 under
+REPLACE), non-monotone. The k features are released by a private top-k of q -- by default
+the canonical Lipschitz mechanism (seed 003 App. A, Alg. 2; gamma = 1/2), with the
+epsilon/2 utility scale required for non-monotone scores (spec 4.2) -- and nothing else
+about q leaves: the scores are never stored on the estimator.
+
+The bounds are enforced, not assumed: ``bounds="check"`` refuses data outside them,
+``bounds="clip"`` clips each entry (a per-record map, free of privacy cost). The seed's
+pre-processing (centre columns, scale each column by its max, scale y by its max) uses
+statistics of the whole data set; it lives in :mod:`dpdist.data.transforms`, which warns
+about it, and is not done here.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.accountant import Accountant
+from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
+from dpdist.selection.topk import CanonicalTopK
+from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.validation import check_count
+
+__all__ = ["MECHANISMS", "DPSIS", "correlation_scores", "store_scores", "store_target"]
+
+MECHANISMS = ("canonical", "peeling", "joint", "laplace")
+
+
+def correlation_scores(X: Matrix, y: np.ndarray) -> np.ndarray:
+    """q_j = |x_(j)^T y| (non-private: the input of a top-k mechanism, never a release)."""
+    y = np.asarray(y, dtype=np.float64)
+    if X.shape[0] != y.shape[0]:
+        raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
+    if sp.issparse(X):
+        return np.abs(sp.csr_matrix(X).T @ y)
+    return np.abs(np.asarray(X, dtype=np.float64).T @ y)
+
+
+def store_target(store: Any) -> np.ndarray:
+    """The store's target mapped into [-1, 1] by a public rule (no statistic of the data).
+
+    Class labels go to their codes 0..K-1 (ascending label order, recorded at ingest), then
+    binary codes become {-1, +1} and multiclass codes are divided by K - 1; regression
+    targets are returned unchanged and must satisfy |y| <= 1 or be clipped.
+    """
+    y = np.asarray(store.y, dtype=np.float64)
+    mapping = store.meta.get("label_mapping")
+    if store.task == "regression" or not mapping:
+        return y
+    labels = np.array(sorted(float(v) for v in mapping))
+    codes = np.searchsorted(labels, y).astype(np.float64)
+    if store.task == "binary":
+        return 2.0 * codes - 1.0
+    return codes / max(1, labels.size - 1)
+
+
+def store_scores(store: Any, y: np.ndarray | None = None, bounds: str = "check", block_rows: int | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """|X^T y| over a store's row blocks in one process, each block held to the bounds.
+
+    The Dask version of this reduction, one task per block and a tree sum, is
+    ``pipelines.sis.correlation_scores``; both give the same scores.
+    """
+    y = store_target(store) if y is None else np.asarray(y, dtype=np.float64)
+    acc = np.zeros(store.shape[1])
+    for r0, X_b, _ in store.iter_row_blocks(block_rows):
+        X_b, y_b = enforce_bounds(X_b, y[r0:r0 + X_b.shape[0]], mode=bounds, name=f"{store.path} rows {r0}..")
+        acc += X_b.T @ y_b
+        if progress is not None:
+            progress(r0 + X_b.shape[0], store.shape[0])
+    return np.abs(acc)
+
+
+class DPSIS:
+    """Private feature screening: the k features with the largest |x_(j)^T y|, by a DP top-k.
+
+    Parameters
+    ----------
+    k : number of features to release.
+    epsilon, delta : the budget of the release (delta only for ``mechanism="laplace"``).
+    mechanism : "canonical" (seed 003; default), or a baseline of spec 4.3: "peeling",
+        "joint", "laplace".
+    gamma, noise : of the canonical mechanism (gamma = 1/2 as in seed 003; "gumbel" is the
+        exact exponential mechanism, "exponential" the original noise; both epsilon-DP).
+    bounds : "check" (refuse |X_ij| > 1 or |y_i| > 1) or "clip".
+    random_state : None draws noise from OS entropy; an int is for experiments only.
+
+    After ``fit``: ``features_`` (ascending indices), ``n_features_in_``, ``release_`` (the
+    ledger record when an accountant was given), ``seconds_``.
+    """
+
+    def __init__(self, k: int, epsilon: float, delta: float = 0.0, mechanism: str = "canonical", gamma: float = 0.5,
+                 noise: str = "gumbel", bounds: str = "check", random_state: RandomState = None) -> None:
+        if mechanism not in MECHANISMS:
+            raise ParameterError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+        if bounds not in BOUND_MODES:
+            raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {bounds!r}")
+        self.k, self.epsilon, self.delta = check_count(k, "k"), epsilon, delta
+        self.mechanism, self.gamma, self.noise, self.bounds = mechanism, gamma, noise, bounds
+        self.random_state = random_state
+        self._mech = self._make_mechanism()  # validates epsilon, delta, gamma, noise now
+
+    def _make_mechanism(self) -> Any:
+        rng = check_random_state(self.random_state)
+        if self.mechanism == "canonical":
+            return CanonicalTopK(self.k, self.epsilon, 1.0, gamma=self.gamma, noise=self.noise, random_state=rng)
+        if self.mechanism == "laplace":
+            return LaplaceTopK(self.k, self.epsilon, self.delta, 1.0, random_state=rng)
+        if self.delta:
+            raise ParameterError(f"mechanism {self.mechanism!r} is pure epsilon-DP; delta must be 0, got {self.delta!r}")
+        cls = PeelingTopK if self.mechanism == "peeling" else JointTopK
+        return cls(self.k, self.epsilon, 1.0, random_state=rng)
+
+    @property
+    def mechanism_name(self) -> str:
+        return f"dp_sis/{self._mech.name}"
+
+    def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
+            key: str | None = None) -> DPSIS:
+        """Screen (X, y) and release the k features (charged to ``accountant`` first when given)."""
+        X, y = enforce_bounds(X, np.asarray(y, dtype=np.float64), mode=self.bounds)
+        return self.fit_scores(correlation_scores(X, y), accountant, dataset, key)
+
+    def fit_scores(self, scores: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
+                   key: str | None = None) -> DPSIS:
+        """Release from scores |X^T y| that the caller computed under the bounds (stores, Dask)."""
+        t0 = time.perf_counter()
+        scores = np.asarray(scores, dtype=np.float64)
+        if self.k >= scores.shape[0]:
+            raise ParameterError(f"k={self.k} must be smaller than the number of features {scores.shape[0]}")
+        compute = lambda: [int(i) for i in self._mech.select(scores)]  # noqa: E731
+        if accountant is None:
+            self.features_, self.release_ = np.asarray(compute(), dtype=np.int64), None
+        else:
+            if dataset is None:
+                raise ParameterError("dataset is required to charge the accountant")
+            key = key or f"dp-sis-{uuid.uuid4().hex}"
+            out = accountant.release(dataset, self._mech.true_epsilon, self._mech.delta, self.mechanism_name, key,
+                                     compute)
+            self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"dataset": dataset, "key": key}
+        self.n_features_in_ = scores.shape[0]
+        self.seconds_ = time.perf_counter() - t0
+        return self
+
+    def get_support(self, indices: bool = False) -> np.ndarray:
+        if indices:
+            return self.features_.copy()
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[self.features_] = True
+        return mask
+
+    def transform(self, X: Matrix) -> Matrix:
+        if X.shape[1] != self.n_features_in_:
+            raise ParameterError(f"X has {X.shape[1]} features, the screen was fitted on {self.n_features_in_}")
+        return X[:, self.features_]

@@ -1,0 +1,74 @@
+"""Two-stage (Kifer et al.): block assignment, truncated votes, the Laplace release, stage 2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.accountant import Accountant
+from dpdist.selection.two_stage import (
+    TwoStageRegression,
+    TwoStageSelector,
+    assign_blocks,
+    block_votes,
+    truncated_vote,
+)
+
+
+def linear(n=400, d=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = X[:, [1, 7, 20]] @ np.array([2.0, -1.5, 1.0]) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def test_blocks_partition_the_records():
+    blocks = assign_blocks(1000, 0)
+    assert len(blocks) == 31
+    assert np.array_equal(np.sort(np.concatenate(blocks)), np.arange(1000))
+    # each record's block does not depend on the others: a different n keeps the labels' law
+    assert max(map(len, blocks)) < 3 * 1000 / 31
+    with pytest.raises(ParameterError, match="n_blocks"):
+        assign_blocks(10, 0, n_blocks=11)
+
+
+def test_votes_are_truncated_to_s():
+    coef = np.array([0.0, 3.0, -5.0, 0.1, 0.0, 2.0])
+    assert truncated_vote(coef, 2).tolist() == [1, 2]
+    assert truncated_vote(coef, 10).tolist() == [1, 2, 3, 5]
+    X, y = linear()
+    assert len(block_votes(X, y, 2, 0.01)) == 2
+
+
+def test_selector_finds_support_and_charges(tmp_path):
+    X, y = linear()
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 2e4, 0.0)
+    sel = TwoStageSelector(3, 1e4, alpha=0.1, random_state=0).fit(X, y, acc, "ds", key="a")
+    assert sel.features_.tolist() == [1, 7, 20]
+    assert [(r.mechanism, r.epsilon, r.key) for r in acc.history("ds")] == [("two_stage/samp_agg", 1e4, "a")]
+
+
+def test_release_noise_scale_is_2s_over_m_epsilon():
+    """The noisy aggregate's top-k behaves like Lap(2s/(m eps)): compare with a simulation."""
+    sel = TwoStageSelector(2, 0.5, random_state=3)
+    counts = np.zeros(50)
+    counts[[4, 9]] = 8.0  # 8 of m=16 blocks vote for 4 and 9
+    hits = sum(set(sel.fit_votes(counts, 16).features_) == {4, 9} for _ in range(4000)) / 4000
+    rng = np.random.default_rng(4)
+    b = 2 * 2 / (16 * 0.5)
+    noisy = counts / 16 + rng.laplace(scale=b, size=(20000, 50))
+    expected = np.mean([set(np.argsort(-r)[:2]) == {4, 9} for r in noisy])
+    assert hits == pytest.approx(expected, abs=0.03)
+
+
+def test_two_stage_regression_end_to_end():
+    X, y = linear(n=2000)
+    X = X / np.abs(X).max()
+    model = TwoStageRegression(3, 1e4, alpha=0.01, random_state=5).fit(X, y / np.abs(y).max())
+    assert model.features_.tolist() == [1, 7, 20]
+    assert np.count_nonzero(model.coef_) <= 3
+    assert np.sign(model.coef_[[1, 7, 20]]).tolist() == [1.0, -1.0, 1.0]
+    with pytest.raises(ParameterError, match="epsilon_split"):
+        TwoStageRegression(3, 1.0, epsilon_split=1.0)
