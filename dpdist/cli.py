@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -140,6 +141,62 @@ def _synth(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------- select
+
+
+def _progress(what: str) -> Callable[[int, int], None]:
+    def report(done: int, total: int) -> None:
+        print(f"\r{what}: {done:,}/{total:,} rows", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _select(args: argparse.Namespace) -> int:
+    import time
+    import uuid
+
+    from dpdist.data.store import open_store
+    from dpdist.selection.sis import DPSIS, store_scores, store_target
+    from dpdist.selection.two_stage import TwoStageSelector
+
+    if args.delta != 0.0:
+        raise ParameterError(f"--delta: {args.method} is pure epsilon-DP, so delta must be 0 (got {args.delta:g})")
+    store = open_store(args.store)
+    acc = Accountant(args.ledger)
+    acc.status(store.dataset_id)  # fail before any computation when the dataset has no budget
+    key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
+    t0 = time.perf_counter()
+    if args.method == "dp-sis":
+        sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
+        scores = store_scores(store, bounds=sis.bounds, progress=_progress("dp-sis scores"))
+        features = sis.fit_scores(scores, acc, store.dataset_id, key).features_
+    else:
+        sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, random_state=args.seed)
+        print(f"two-stage: {math.isqrt(store.shape[0])} LASSO blocks", file=sys.stderr)
+        features = sel.fit(store.csr(), store_target(store), acc, store.dataset_id, key).features_
+    payload = {"method": args.method, "k": args.k, "features": [int(i) for i in features], "epsilon": args.epsilon,
+               "delta": 0.0, "seconds": round(time.perf_counter() - t0, 4), "dataset_id": store.dataset_id,
+               "key": key}
+    if args.out:
+        _write_json_atomic(args.out, payload)
+    _emit(args, payload, lambda: f"{args.method}: {args.k} features {payload['features']} "
+                                 f"(epsilon={args.epsilon:g} charged to {store.dataset_id}, {payload['seconds']:.2f} s)")
+    return EXIT_OK
+
+
+def _write_json_atomic(path: str, payload: dict[str, Any]) -> None:
+    import os
+    import tempfile
+
+    target = os.path.abspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f, sort_keys=True, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+
+
 # ----------------------------------------------------------------------- parser
 
 
@@ -178,6 +235,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing store")
     _common(p)
     p.set_defaults(func=_synth)
+
+    p = sub.add_parser("select", help="private feature selection (charges the ledger before printing)")
+    p.add_argument("store", help="store written by ingest/synth")
+    p.add_argument("--method", required=True, choices=("dp-sis", "two-stage"))
+    p.add_argument("--k", required=True, type=int, help="number of features to release")
+    p.add_argument("--epsilon", required=True, type=float)
+    p.add_argument("--delta", type=float, default=0.0, help="both methods are pure epsilon-DP: must be 0")
+    p.add_argument("--alpha", type=float, default=0.1, help="two-stage: LASSO alpha of each block")
+    p.add_argument("--clip", action="store_true",
+                   help="dp-sis: clip |x_ij| and |y_i| to 1 instead of refusing data outside the bounds")
+    p.add_argument("--key", default=None, help="release key (a retry with the same key replays the release)")
+    p.add_argument("--out", default=None, help="also write the JSON result to this file (atomically)")
+    p.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
+    _common(p)
+    p.set_defaults(func=_select)
 
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
     bsub = budget.add_subparsers(dest="budget_command", required=True)

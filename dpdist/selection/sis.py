@@ -47,14 +47,15 @@ def correlation_scores(X: Matrix, y: np.ndarray) -> np.ndarray:
     return np.abs(np.asarray(X, dtype=np.float64).T @ y)
 
 
-def store_target(store: Any) -> np.ndarray:
+def store_target(store: Any, y: np.ndarray | None = None) -> np.ndarray:
     """The store's target mapped into [-1, 1] by a public rule (no statistic of the data).
 
     Class labels go to their codes 0..K-1 (ascending label order, recorded at ingest), then
     binary codes become {-1, +1} and multiclass codes are divided by K - 1; regression
-    targets are returned unchanged and must satisfy |y| <= 1 or be clipped.
+    targets are returned unchanged and must satisfy |y| <= 1 or be clipped. ``y`` is a slice
+    of the store's labels (default: all of them).
     """
-    y = np.asarray(store.y, dtype=np.float64)
+    y = np.asarray(store.y if y is None else y, dtype=np.float64)
     mapping = store.meta.get("label_mapping")
     if store.task == "regression" or not mapping:
         return y

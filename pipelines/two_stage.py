@@ -1,0 +1,51 @@
+"""Two-stage stage 1 on Dask: route rows to their random blocks, fit one LASSO per block in parallel."""
+
+from __future__ import annotations
+
+import os
+
+import dask
+import numpy as np
+import scipy.sparse as sp
+
+from dpdist.data.store import open_store
+from dpdist.selection.sis import store_target
+from dpdist.selection.two_stage import assign_blocks, block_votes
+from dpdist.utils.random import RandomState
+
+
+def _split_chunk(path: str, r0: int, r1: int, labels: np.ndarray, m: int) -> list[tuple[sp.csr_matrix, np.ndarray]]:
+    """Rows r0..r1 of the store, split by their block label (one piece per block)."""
+    store = open_store(path)
+    X = store.read_rows(r0, r1)
+    y = store_target(store, store.root["y"][r0:r1])
+    order = np.argsort(labels, kind="stable")
+    cuts = np.cumsum(np.bincount(labels, minlength=m))[:-1]
+    return [(X[rows], y[rows]) for rows in np.split(order, cuts)]
+
+
+def _fit_block(b: int, k: int, alpha: float, *chunks: list[tuple[sp.csr_matrix, np.ndarray]]) -> np.ndarray:
+    X = sp.vstack([c[b][0] for c in chunks], format="csr")
+    y = np.concatenate([c[b][1] for c in chunks])
+    return block_votes(X, y, k, alpha)
+
+
+def block_vote_counts(path: str | os.PathLike[str], k: int, alpha: float = 0.1, random_state: RandomState = None,
+                      n_blocks: int | None = None, block_rows: int | None = None) -> tuple[np.ndarray, int]:
+    """(votes per feature summed over the blocks, m): the input of ``TwoStageSelector.fit_votes``."""
+    path = str(path)
+    store = open_store(path)
+    n, d = store.shape
+    blocks = assign_blocks(n, random_state, n_blocks)
+    m = len(blocks)
+    labels = np.empty(n, dtype=np.int64)
+    for b, rows in enumerate(blocks):
+        labels[rows] = b
+    chunks = [dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], m, dask_key_name=f"split-{r0}")
+              for r0, r1 in store.row_bounds(block_rows)]
+    votes = [dask.delayed(_fit_block, pure=True)(b, k, alpha, *chunks, dask_key_name=f"lasso-block-{b}")
+             for b in range(m)]
+    counts = np.zeros(d)
+    for v in dask.compute(*votes):
+        counts[v] += 1
+    return counts, m
