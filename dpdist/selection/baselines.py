@@ -26,6 +26,7 @@ ADD/REMOVE only).
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numba
@@ -128,13 +129,16 @@ class JointTopK(_TopKBase):
     """Joint exponential mechanism over ordered k-sequences (Gillenwater et al. 2022). Pure DP."""
 
     name = "joint_em"
+    _cache: tuple | None = None
 
     def select(self, scores: np.ndarray) -> np.ndarray:
         return np.sort(self.select_sequence(scores))
 
-    def select_sequence(self, scores: np.ndarray) -> np.ndarray:
-        """The released ordered sequence (position i estimates the item of rank i + 1)."""
-        x = self._normalised(scores)
+    def _prepare(self, x: np.ndarray) -> tuple:
+        """The score-dependent, epsilon-free part: pair order and log counts (cached per score vector)."""
+        key = hashlib.blake2b(x.tobytes(), digest_size=16).digest()
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
         d, k = x.shape[0], self.k
         top = np.sort(x)[::-1][:k]
         diff = top[:, None] - x[None, :]  # D[i, j] = x_(i) - x_j
@@ -145,20 +149,28 @@ class JointTopK(_TopKBase):
         rank[order] = np.arange(k * d)
         rank = rank.reshape(k, d)
         order_i, order_j = (order // d).astype(np.int64), (order % d).astype(np.int64)
-        log_count = _joint_log_counts(rank, order_i, order_j)
+        prepared = (rank, order_i, order_j, _joint_log_counts(rank, order_i, order_j), diff.ravel()[order])
+        self._cache = (key, prepared)
+        return prepared
+
+    def select_sequence(self, scores: np.ndarray) -> np.ndarray:
+        """The released ordered sequence (position i estimates the item of rank i + 1)."""
+        x = self._normalised(scores)
+        k = self.k
+        rank, order_i, order_j, log_count, sorted_diff = self._prepare(x)
         c = self.epsilon / (2.0 * (1.0 if self.monotone else 2.0))
-        logw = log_count - c * diff.ravel()[order]
+        logw = log_count - c * sorted_diff
         p = int(np.argmax(logw + self._rng.gumbel(size=logw.shape[0])))
         i, j = int(order_i[p]), int(order_j[p])
         seq = np.empty(k, dtype=np.int64)
         seq[i] = j
-        taken = {j}
+        taken = [j]
         for ip in range(k):
             if ip == i:
                 continue
             allowed = np.flatnonzero(rank[ip] < p)
-            allowed = allowed[~np.isin(allowed, list(taken))]
+            allowed = allowed[~np.isin(allowed, taken)]
             pick = int(self._rng.choice(allowed))
             seq[ip] = pick
-            taken.add(pick)
+            taken.append(pick)
         return seq
