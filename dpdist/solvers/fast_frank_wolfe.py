@@ -1,0 +1,296 @@
+"""Fast sparse (DP) Frank-Wolfe (seed 004 Alg. 2) with the lazy max-queue (Alg. 3) and the BSLS sampler (Alg. 4).
+
+Same problem, losses, privacy plan and vertex distribution as
+:mod:`dpdist.solvers.frank_wolfe` (Alg. 1); what changes is the cost of a step. The weights are
+kept as w = w_m * w~ (the shrink w <- (1 - eta) w is one scalar multiply) and the margins as
+X w = w_m * vbar. Moving to vertex sigma lambda e_j touches only the S_r rows that contain
+feature j and, through them, O(S_r S_c) entries of the gradient:
+
+* squared loss -- exact: alpha = X^T (X w - y) = w_m beta - X^T y with beta = X^T X w~ kept
+  up to date (beta += delta X^T x_(j)). Every alpha_k moves with w_m, so vertex selection
+  scans all D coordinates (non-private argmax, or Gumbel-max for the exponential
+  mechanism). The coordinate sequence and weights are Alg. 1's (tested).
+* logistic loss -- seed 004's Alg. 2: cached row derivatives qbar_i = l'(w_m vbar_i; y_i) are
+  refreshed only on the touched rows, alpha = X^T qbar follows them in O(S_r S_c), and the
+  vertex comes from the lazy max-queue (non-private) or the exact exponential-mechanism
+  sampler over log-weights ln(2 cosh(eps0 alpha_j / (2 L))) updated in O(1) each. The shrink
+  changes the margins of untouched rows too, so their qbar are stale (spec 2.4 FLAG); a full
+  refresh every ``refresh`` steps recomputes qbar and alpha exactly (O(nnz)) and bounds the
+  drift. Privacy is unaffected: every qbar_i is l' at a past iterate fixed by the public
+  history, so one record still moves each alpha_k by at most L.
+
+The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
+below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
+(BSLS, Alg. 2 + 4), ``"exponential-bruteforce"`` (Gumbel-max over the same maintained
+log-weights, the seed's Alg. 2 + brute-force noisy-max ablation).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from dpdist.exceptions import ParameterError
+from dpdist.solvers.frank_wolfe import FWResult, check_problem, privacy_plan
+from dpdist.solvers.samplers import _build, _draw, _gumbel_max, _seed, _update
+from dpdist.utils.random import RandomState, check_random_state
+
+__all__ = ["FAST_SELECTIONS", "fast_frank_wolfe"]
+
+FAST_SELECTIONS = (None, "exponential", "exponential-bruteforce")
+_MODES = {None: 0, "exponential": 1, "exponential-bruteforce": 2}
+
+
+# ------------------------------------------------------------------ lazy max-queue (Alg. 3)
+
+
+@numba.njit(cache=True)
+def _heap_push(keys: np.ndarray, items: np.ndarray, size: int, key: float, item: int) -> int:
+    i = size
+    keys[i], items[i] = key, item
+    while i > 0:
+        parent = (i - 1) // 2
+        if keys[parent] >= keys[i]:
+            break
+        keys[parent], keys[i] = keys[i], keys[parent]
+        items[parent], items[i] = items[i], items[parent]
+        i = parent
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(keys: np.ndarray, items: np.ndarray, size: int) -> int:
+    size -= 1
+    keys[0], items[0] = keys[size], items[size]
+    i = 0
+    while True:
+        left, right, top = 2 * i + 1, 2 * i + 2, i
+        if left < size and keys[left] > keys[top]:
+            top = left
+        if right < size and keys[right] > keys[top]:
+            top = right
+        if top == i:
+            break
+        keys[top], keys[i] = keys[i], keys[top]
+        items[top], items[i] = items[i], items[top]
+        i = top
+    return size
+
+
+@numba.njit(cache=True)
+def _heap_build(alpha: np.ndarray, keys: np.ndarray, items: np.ndarray, cur: np.ndarray) -> int:
+    size = 0
+    for k in range(alpha.shape[0]):
+        cur[k] = abs(alpha[k])
+        size = _heap_push(keys, items, size, cur[k], k)
+    return size
+
+
+@numba.njit(cache=True)
+def _heap_next(alpha: np.ndarray, keys: np.ndarray, items: np.ndarray, size: int, cur: np.ndarray,
+               popped: np.ndarray) -> tuple[int, int]:
+    """Exact argmax_k |alpha_k| (lowest k on ties) from upper-bound keys; returns (k, new size)."""
+    best_val, best_k, n_popped = -1.0, -1, 0
+    while size > 0 and keys[0] >= best_val:
+        key, k = keys[0], items[0]
+        size = _heap_pop(keys, items, size)
+        if key != cur[k]:
+            continue  # a stale duplicate: k has a newer entry
+        cur[k] = -1.0  # popped: no live entry until re-inserted
+        popped[n_popped] = k
+        n_popped += 1
+        true = abs(alpha[k])
+        if true > best_val or (true == best_val and k < best_k):
+            best_val, best_k = true, k
+    for i in range(n_popped):
+        k = popped[i]
+        cur[k] = abs(alpha[k])
+        size = _heap_push(keys, items, size, cur[k], k)
+    return best_k, size
+
+
+# ------------------------------------------------------------------------- the solver
+
+
+@numba.njit(cache=True)
+def _log2cosh(a: float) -> float:
+    x = abs(a)
+    return x + math.log1p(math.exp(-2.0 * x))
+
+
+@numba.njit(cache=True)
+def _sigmoid(m: float) -> float:
+    if m >= 0:
+        return 1.0 / (1.0 + math.exp(-m))
+    e = math.exp(m)
+    return e / (1.0 + e)
+
+
+@numba.njit(cache=True)
+def _mean_loss(logistic: bool, wm: float, vbar: np.ndarray, y: np.ndarray) -> float:
+    s = 0.0
+    for i in range(y.shape[0]):
+        m = wm * vbar[i]
+        if logistic:
+            s += max(m, 0.0) + math.log1p(math.exp(-abs(m))) - y[i] * m
+        else:
+            s += 0.5 * (m - y[i]) ** 2
+    return s / y.shape[0]
+
+
+@numba.njit(cache=True)
+def _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, logistic):
+    """Exact qbar_i = l'(w_m vbar_i; y_i) on every row and alpha = X^T qbar: O(nnz)."""
+    alpha[:] = 0.0
+    for i in range(y.shape[0]):
+        m = wm * vbar[i]
+        q[i] = _sigmoid(m) - y[i] if logistic else m - y[i]
+        for p in range(r_ptr[i], r_ptr[i + 1]):
+            alpha[r_idx[p]] += q[i] * r_val[p]
+
+
+@numba.njit(cache=True)
+def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
+             record_every, seed):
+    n, D = y.shape[0], ybar.shape[0]
+    _seed(seed)
+    wt = np.zeros(D)
+    vbar = np.zeros(n)
+    wm = 1.0
+    alpha = np.zeros(D)
+    q = np.zeros(n)
+    beta = np.zeros(D)  # squared loss: X^T X w~
+    if logistic:
+        _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, True)
+    path = np.empty(T, dtype=np.int64)
+    n_rec = T // record_every if record_every > 0 else 0
+    objective = np.empty(n_rec)
+    # vertex selection state (logistic): lazy heap or log-weights with block sums
+    cap = 4 * D + 16
+    keys = np.empty(cap)
+    items = np.empty(cap, dtype=np.int64)
+    cur = np.empty(D)
+    popped = np.empty(D, dtype=np.int64)
+    size = 0
+    v = np.empty(D)
+    B = max(1, int(math.ceil(math.sqrt(D))))
+    scale = eps0 / (2.0 * L)
+    if logistic:
+        if mode == 0:
+            size = _heap_build(alpha, keys, items, cur)
+        else:
+            for k in range(D):
+                v[k] = _log2cosh(scale * alpha[k])
+    c = _build(v, B) if (logistic and mode != 0) else np.empty(1)
+    for t in range(1, T + 1):
+        # ---- choose the vertex (j, sigma)
+        if not logistic:
+            for k in range(D):
+                alpha[k] = wm * beta[k] - ybar[k]
+            if mode == 0:
+                j, best = 0, -1.0
+                for k in range(D):
+                    if abs(alpha[k]) > best:
+                        best, j = abs(alpha[k]), k
+            else:
+                for k in range(D):
+                    v[k] = _log2cosh(scale * alpha[k])
+                j = _gumbel_max(v)
+        elif mode == 0:
+            j, size = _heap_next(alpha, keys, items, size, cur, popped)
+        elif mode == 1:
+            j = _draw(v, c, B)
+        else:
+            j = _gumbel_max(v)
+        if mode == 0:
+            sigma = -1.0 if alpha[j] > 0 else 1.0
+        else:
+            a = scale * alpha[j]
+            descent = -1.0 if a > 0 else 1.0
+            sigma = descent if np.random.random() < 1.0 / (1.0 + math.exp(-2.0 * abs(a))) else -descent
+        path[t - 1] = int(sigma) * (j + 1)
+        # ---- move: w <- (1 - eta) w + eta sigma lam e_j
+        eta = 2.0 / (t + 2.0)
+        wm *= 1.0 - eta
+        delta = eta * sigma * lam / wm
+        wt[j] += delta
+        for p in range(c_ptr[j], c_ptr[j + 1]):
+            i, xij = c_idx[p], c_val[p]
+            vbar[i] += delta * xij
+            if logistic:
+                new = _sigmoid(wm * vbar[i]) - y[i]
+                gam = new - q[i]
+                q[i] = new
+                if gam == 0.0:
+                    continue
+                for pp in range(r_ptr[i], r_ptr[i + 1]):
+                    k = r_idx[pp]
+                    alpha[k] += gam * r_val[pp]
+                    if mode == 0:
+                        ak = abs(alpha[k])
+                        if ak > cur[k]:
+                            if size == keys.shape[0]:  # compact: one live entry per coordinate
+                                size = _heap_build(alpha, keys, items, cur)
+                            size = _heap_push(keys, items, size, ak, k)
+                            cur[k] = ak
+                    else:
+                        _update(v, c, B, k, _log2cosh(scale * alpha[k]))
+            else:
+                for pp in range(r_ptr[i], r_ptr[i + 1]):
+                    beta[r_idx[pp]] += delta * xij * r_val[pp]
+        # ---- fold the scale, refresh the stale derivatives
+        do_refresh = logistic and refresh > 0 and t % refresh == 0
+        if wm < 1e-30 or do_refresh:
+            for k in range(D):
+                wt[k] *= wm
+                beta[k] *= wm
+            for i in range(n):
+                vbar[i] *= wm
+            wm = 1.0
+        if do_refresh:
+            _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, True)
+            if mode == 0:
+                size = _heap_build(alpha, keys, items, cur)
+            else:
+                for k in range(D):
+                    v[k] = _log2cosh(scale * alpha[k])
+                c = _build(v, B)
+        if record_every > 0 and t % record_every == 0:
+            objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
+    return wt * wm, path, objective
+
+
+def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
+                     selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
+                     y_bound: float = 1.0, refresh: int = 0, record_every: int = 0,
+                     random_state: RandomState = None) -> FWResult:
+    """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
+    gradient refresh every that many steps (logistic only; 0 = never, as the seed)."""
+    X, y = check_problem(X, y, loss, lam, max_iter)
+    if selection not in FAST_SELECTIONS:
+        raise ParameterError(f"selection must be one of {FAST_SELECTIONS}, got {selection!r}")
+    if refresh < 0:
+        raise ParameterError(f"refresh must be >= 0, got {refresh}")
+    n, D = X.shape
+    plan = None
+    eps0, L = 1.0, 1.0
+    if selection is not None:
+        if epsilon is None or delta is None:
+            raise ParameterError("a private run needs epsilon and delta")
+        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, n, y_bound, "exponential")
+        eps0, L = plan.eps0, plan.lipschitz
+    rng = check_random_state(random_state)
+    Xc = X.tocsc()
+    ybar = np.asarray(X.T @ y)
+    t0 = time.perf_counter()
+    coef, path, objective = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
+                                     Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64), Xc.data, y, ybar,
+                                     float(lam), int(max_iter), loss == "logistic", _MODES[selection], eps0, L,
+                                     int(refresh), int(record_every), int(rng.integers(2**62)))
+    seconds = time.perf_counter() - t0
+    return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan)
+

@@ -1,0 +1,109 @@
+"""Frank-Wolfe: Alg. 2 is Alg. 1 for squared loss, stays close for logistic, and private runs are calibrated."""
+
+from __future__ import annotations
+
+import lzma
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
+from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz
+
+
+@pytest.fixture(scope="module")
+def rcv1(shared_data):
+    X, y = load_svmlight_file(lzma.open(shared_data / "libsvm/rcv1_small.train.svm.xz"), n_features=47236)
+    return X.tocsr(), (y > 0).astype(float)
+
+
+def test_squared_loss_fast_is_standard(rcv1):
+    """Non-private: the same coordinate sequence for 1,000 steps and the same weights to 1e-8."""
+    X, y01 = rcv1
+    y = 2 * y01 - 1
+    a = frank_wolfe(X, y, 50.0, 1000, loss="squared")
+    b = fast_frank_wolfe(X, y, 50.0, 1000, loss="squared")
+    assert a.path == b.path
+    assert np.linalg.norm(a.coef - b.coef) <= 1e-8 * np.linalg.norm(a.coef)
+    assert np.abs(a.coef).sum() <= 50.0 + 1e-9
+
+
+@pytest.mark.parametrize("refresh", [0, 50])
+def test_logistic_fast_tracks_standard(rcv1, refresh):
+    X, y = rcv1
+    a = frank_wolfe(X, y, 50.0, 600, loss="logistic", record_every=600)
+    b = fast_frank_wolfe(X, y, 50.0, 600, loss="logistic", refresh=refresh, record_every=600)
+    assert b.objective[-1] <= 1.01 * a.objective[-1]
+    assert np.abs(b.coef).sum() <= 50.0 + 1e-9
+
+
+def test_refresh_every_step_is_exact_for_logistic(rcv1):
+    X, y = rcv1
+    a = frank_wolfe(X, y, 20.0, 200, loss="logistic")
+    b = fast_frank_wolfe(X, y, 20.0, 200, loss="logistic", refresh=1)
+    assert a.path == b.path
+    np.testing.assert_allclose(a.coef, b.coef, rtol=1e-9, atol=1e-12)
+
+
+def test_lazy_queue_gives_the_exact_argmax():
+    """The heap path (logistic, refresh every step) picks argmax |alpha| like a full scan, on random data."""
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 500, density=0.02, random_state=1, format="csr")
+    y = (rng.random(300) < 0.4).astype(float)
+    a = frank_wolfe(X, y, 5.0, 300, loss="logistic")
+    b = fast_frank_wolfe(X, y, 5.0, 300, loss="logistic", refresh=1)
+    assert a.path == b.path
+
+
+def test_privacy_plan_and_paper_mode():
+    rng = np.random.default_rng(1)
+    X = sp.random(200, 50, density=0.1, random_state=2, format="csr")
+    y = (rng.random(200) < 0.5).astype(float)
+    res = frank_wolfe(X, y, 10.0, 100, selection="laplace", epsilon=1.0, delta=1e-6, random_state=3)
+    assert res.privacy.eps0 == pytest.approx(advanced_step_epsilon(1.0, 1e-6, 100))
+    assert res.privacy.true_epsilon == 1.0 and res.privacy.sensitivity == pytest.approx(10.0 / 200)
+    paper = frank_wolfe(X, y, 10.0, 100, selection="laplace", epsilon=1.0, delta=1e-6, calibration="paper")
+    assert paper.privacy.true_epsilon == pytest.approx(rnm_paper_true_epsilon(1.0, 1e-6, 100).epsilon)
+    assert paper.privacy.true_epsilon > 1.0
+    assert lipschitz("squared", 50.0, 1.0) == 51.0 and lipschitz("logistic", 50.0) == 1.0
+    with pytest.raises(ParameterError, match="paper"):
+        frank_wolfe(X, y, 10.0, 10, selection="exponential", epsilon=1.0, delta=1e-6, calibration="paper")
+    with pytest.raises(ParameterError, match="labels"):
+        frank_wolfe(X, 3 * y, 10.0, 10)
+    with pytest.raises(ParameterError, match="epsilon and delta"):
+        fast_frank_wolfe(X, y, 10.0, 10, selection="exponential")
+
+
+def test_exponential_vertex_distribution():
+    """P(j, sigma) ∝ exp(-sigma eps0 alpha_j / (2L)) over the signed vertices."""
+    rng = np.random.default_rng(4)
+    alpha = np.array([3.0, -1.0, 0.5, 0.0])
+    eps0, L = 1.2, 1.0
+    counts = {}
+    for _ in range(40000):
+        j, s = exponential_vertex(alpha, eps0, L, rng)
+        counts[(j, s)] = counts.get((j, s), 0) + 1
+    logits = {(j, s): -s * eps0 * alpha[j] / (2 * L) for j in range(4) for s in (1.0, -1.0)}
+    z = np.logaddexp.reduce(list(logits.values()))
+    for key, lg in logits.items():
+        assert counts.get(key, 0) / 40000 == pytest.approx(np.exp(lg - z), abs=0.01)
+
+
+@pytest.mark.parametrize("selection", ["exponential", "exponential-bruteforce"])
+def test_private_fast_runs_agree_in_distribution_with_standard_em(selection):
+    """The first vertex of a private fast run follows the standard solver's EM (same alpha at w = 0)."""
+    rng = np.random.default_rng(5)
+    X = sp.random(400, 6, density=0.5, random_state=6, format="csr")
+    y = (rng.random(400) < 0.7).astype(float)
+    fast = [fast_frank_wolfe(X, y, 1.0, 1, selection=selection, epsilon=0.5, delta=1e-3,
+                             random_state=i).path[0] for i in range(3000)]
+    std = [frank_wolfe(X, y, 1.0, 1, selection="exponential", epsilon=0.5, delta=1e-3,
+                       random_state=10_000 + i).path[0] for i in range(3000)]
+    keys = sorted(set(fast) | set(std))
+    f = np.array([fast.count(k) for k in keys]) / 3000
+    s = np.array([std.count(k) for k in keys]) / 3000
+    assert np.abs(f - s).max() < 0.05
