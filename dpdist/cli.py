@@ -197,6 +197,75 @@ def _write_json_atomic(path: str, payload: dict[str, Any]) -> None:
     os.replace(tmp, target)
 
 
+# ----------------------------------------------------------------------- train
+
+
+def _train(args: argparse.Namespace) -> int:
+    import uuid
+
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from dpdist.data.store import open_store
+    from dpdist.linear_model import PRIVATE, DPFrankWolfeClassifier, DPFrankWolfeRegressor
+
+    private = args.method in PRIVATE
+    if not private and not args.non_private:
+        raise ParameterError(f"--method {args.method} releases an un-noised model of the data; "
+                             "pass --non-private to confirm (nothing is charged to the ledger)")
+    if not 0.0 <= args.test_fraction < 1.0:
+        raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
+    store = open_store(args.store)
+    acc = Accountant(args.ledger) if private else None
+    if acc is not None:
+        acc.status(store.dataset_id)  # no budget for this dataset: fail before the work
+    X, y = store.csr(), store.y
+    if args.features:
+        try:
+            chosen = json.loads(open(args.features).read())["features"]
+        except (OSError, ValueError, KeyError) as e:
+            raise ParameterError(f"--features {args.features}: not a select result ({e})") from None
+        X = X[:, np.asarray(chosen, dtype=np.int64)]
+    if args.loss == "logistic" and store.task != "binary":
+        raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
+    split = np.random.default_rng(args.seed).random(X.shape[0]) < args.test_fraction  # public: record order only
+    Xtr, ytr, Xte, yte = X[~split], y[~split], X[split], y[split]
+    common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters, method=args.method,
+                  bounds="clip" if args.clip else "check", random_state=args.seed)
+    model = DPFrankWolfeClassifier(**common) if args.loss == "logistic" else \
+        DPFrankWolfeRegressor(**common, y_bound=args.y_bound)
+    key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
+    print(f"{args.method}: {args.iters} iterations on {Xtr.shape[0]:,} x {Xtr.shape[1]:,} ...", file=sys.stderr)
+    model.fit(Xtr, ytr, acc, store.dataset_id if acc else None, key if acc else None)
+    payload: dict[str, Any] = {"method": args.method, "loss": args.loss, "nnz_weights": int(np.count_nonzero(model.coef_)),
+                               "iterations": args.iters, "seconds": round(model.seconds_, 4),
+                               "seconds_per_iter": model.seconds_ / args.iters,
+                               "epsilon": args.epsilon if private else None, "delta": args.delta if private else None,
+                               "true_epsilon": model.privacy_.true_epsilon if model.privacy_ else None,
+                               "dataset_id": store.dataset_id, "key": key if private else None,
+                               "n_train": int(Xtr.shape[0]), "n_test": int(Xte.shape[0])}
+    if Xte.shape[0]:
+        if args.loss == "logistic":
+            payload["accuracy"] = model.score(Xte, yte)
+            pos = yte == model.classes_[1]
+            payload["auc"] = float(roc_auc_score(pos, model.decision_function(Xte))) if 0 < pos.sum() < pos.size \
+                else None
+        else:
+            payload["mse"] = float(np.mean((model.predict(Xte) - yte) ** 2))
+    if args.out:
+        _write_json_atomic(args.out, {**payload, "coef": {"indices": np.flatnonzero(model.coef_).tolist(),
+                                                          "values": model.coef_[model.coef_ != 0].tolist()}})
+
+    def human() -> str:
+        metric = (f"accuracy {payload.get('accuracy', float('nan')):.4f}, AUC {payload.get('auc') or float('nan'):.4f}"
+                  if args.loss == "logistic" else f"MSE {payload.get('mse', float('nan')):.5g}")
+        return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}, "
+                f"{payload['nnz_weights']} non-zero weights, {payload['seconds_per_iter'] * 1e3:.3f} ms/iteration")
+
+    _emit(args, payload, human)
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------- parser
 
 
@@ -250,6 +319,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
     _common(p)
     p.set_defaults(func=_select)
+
+    p = sub.add_parser("train", help="L1-constrained (DP) Frank-Wolfe model (charges the ledger before output)")
+    p.add_argument("store")
+    p.add_argument("--method", required=True, choices=("dp-fw", "fast-dp-fw", "fw", "fast-fw"))
+    p.add_argument("--loss", required=True, choices=("logistic", "squared"))
+    p.add_argument("--lam", type=float, required=True, help="L1-ball radius lambda")
+    p.add_argument("--iters", type=int, required=True, help="Frank-Wolfe iterations T")
+    p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--y-bound", type=float, default=1.0, help="squared loss: public bound on |y|")
+    p.add_argument("--features", default=None, help="JSON written by 'dpdist select --out': train on those columns")
+    p.add_argument("--test-fraction", type=float, default=0.2, help="held-out rows (random, by record)")
+    p.add_argument("--clip", action="store_true", help="clip |x_ij| (and |y_i|) to the bounds instead of refusing")
+    p.add_argument("--non-private", action="store_true", help="required for fw/fast-fw (no noise, no charge)")
+    p.add_argument("--key", default=None, help="release key (a retry with the same key replays the model)")
+    p.add_argument("--out", default=None, help="also write the result and coefficients as JSON (atomically)")
+    p.add_argument("--seed", type=int, default=None, help="reproducible noise and split (experiments only)")
+    _common(p)
+    p.set_defaults(func=_train)
 
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
     bsub = budget.add_subparsers(dest="budget_command", required=True)

@@ -1,0 +1,87 @@
+"""DP Frank-Wolfe estimators and ``dpdist train``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dpdist.cli import main
+from dpdist.exceptions import ParameterError
+from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
+from dpdist.privacy.accountant import Accountant
+
+
+def data(n=3000, d=200, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.1, random_state=seed, format="csr", data_rvs=lambda k: rng.uniform(0, 1, k))
+    w = np.zeros(d)
+    w[:5] = [8, -8, 6, -6, 4]
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-(X @ w))), "spam", "ham")
+    return X, y, X @ w / 10
+
+
+@pytest.mark.parametrize("method", ["fast-dp-fw", "dp-fw", "fw", "fast-fw"])
+def test_classifier_learns(method):
+    X, y, _ = data()
+    clf = DPFrankWolfeClassifier(epsilon=20.0, delta=1e-5, lam=20.0, max_iter=300, method=method, random_state=1)
+    clf.fit(X, y)
+    assert list(clf.classes_) == ["ham", "spam"]
+    majority = max(np.mean(y == "spam"), np.mean(y == "ham"))
+    assert clf.score(X, y) > majority + 0.05
+    assert np.abs(clf.coef_).sum() <= 20.0 + 1e-9
+    proba = clf.predict_proba(X)
+    assert proba.shape == (3000, 2) and np.allclose(proba.sum(axis=1), 1)
+
+
+def test_regressor_bounds_and_accountant(tmp_path):
+    X, _, y = data()
+    with pytest.raises(ParameterError, match=r"\|y_i\| <= 0.1"):
+        DPFrankWolfeRegressor(y_bound=0.1, max_iter=10).fit(X, y)
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 2.0, 1e-5)
+    reg = DPFrankWolfeRegressor(epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip",
+                                random_state=2).fit(X, y, acc, "ds", key="m1")
+    again = DPFrankWolfeRegressor(epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip",
+                                  random_state=3).fit(X, y, acc, "ds", key="m1")
+    np.testing.assert_array_equal(reg.coef_, again.coef_)  # replayed, not re-noised
+    assert acc.status("ds").epsilon_spent == pytest.approx(1.0)
+    with pytest.raises(ParameterError, match="not private"):
+        DPFrankWolfeRegressor(method="fw").fit(X, y, acc, "ds")
+
+
+def test_parameters_fail_fast():
+    with pytest.raises(ParameterError, match="method"):
+        DPFrankWolfeClassifier(method="sgd")
+    with pytest.raises(ParameterError, match="epsilon"):
+        DPFrankWolfeClassifier(epsilon=0)
+    with pytest.raises(ParameterError, match="paper"):
+        DPFrankWolfeClassifier(calibration="paper")
+    with pytest.raises(ParameterError, match="2 classes"):
+        DPFrankWolfeClassifier(max_iter=5).fit(sp.eye(3, format="csr"), [0, 1, 2])
+
+
+def test_cli_train(tmp_path, capsys):
+    assert main(["synth", "rcv1", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "3000", "--d", "2000",
+                 "--json"]) == 0
+    ds = json.loads(capsys.readouterr().out)["dataset_id"]
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(ds, 1.0, 1e-5)
+    args = ["train", str(tmp_path / "r"), "--loss", "logistic", "--lam", "20", "--iters", "300", "--ledger", ledger,
+            "--seed", "1", "--json"]
+    assert main(args + ["--method", "fast-dp-fw", "--epsilon", "0.8", "--delta", "1e-6"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert {"method", "loss", "accuracy", "auc", "nnz_weights", "iterations", "seconds", "seconds_per_iter",
+            "epsilon", "delta"} <= set(res)
+    assert 0 < res["nnz_weights"] <= 300 and res["accuracy"] > 0.5
+    assert Accountant(ledger).status(ds).epsilon_spent == pytest.approx(0.8)
+    # the rest of the budget cannot pay for another 0.8: exit 3, nothing printed or charged
+    out_file = tmp_path / "m.json"
+    assert main(args + ["--method", "dp-fw", "--epsilon", "0.8", "--delta", "1e-6", "--out", str(out_file)]) == 3
+    assert capsys.readouterr().out == "" and not out_file.exists()
+    assert Accountant(ledger).status(ds).epsilon_spent == pytest.approx(0.8)
+    assert main(args + ["--method", "fw"]) == 2  # non-private needs --non-private
+    assert main(args + ["--method", "fast-fw", "--non-private"]) == 0
+    assert json.loads(capsys.readouterr().out)["epsilon"] is None
