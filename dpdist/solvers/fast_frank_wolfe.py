@@ -179,6 +179,9 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     v = np.empty(D)
     B = max(1, int(math.ceil(math.sqrt(D))))
     scale = eps0 / (2.0 * L)
+    mark = np.zeros(D, dtype=np.bool_)
+    touched = np.empty(D, dtype=np.int64)
+    n_touched = 0
     if logistic:
         if mode == 0:
             size = _heap_build(alpha, keys, items, cur)
@@ -230,18 +233,27 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                 for pp in range(r_ptr[i], r_ptr[i + 1]):
                     k = r_idx[pp]
                     alpha[k] += gam * r_val[pp]
-                    if mode == 0:
-                        ak = abs(alpha[k])
-                        if ak > cur[k]:
-                            if size == keys.shape[0]:  # compact: one live entry per coordinate
-                                size = _heap_build(alpha, keys, items, cur)
-                            size = _heap_push(keys, items, size, ak, k)
-                            cur[k] = ak
-                    else:
-                        _update(v, c, B, k, _log2cosh(scale * alpha[k]))
+                    if not mark[k]:
+                        mark[k] = True
+                        touched[n_touched] = k
+                        n_touched += 1
             else:
                 for pp in range(r_ptr[i], r_ptr[i + 1]):
                     beta[r_idx[pp]] += delta * xij * r_val[pp]
+        # ---- queue / sampler: once per coordinate whose alpha moved in this step
+        for p in range(n_touched):
+            k = touched[p]
+            mark[k] = False
+            if mode == 0:
+                ak = abs(alpha[k])
+                if ak > cur[k]:
+                    if size == keys.shape[0]:  # compact: one live entry per coordinate
+                        size = _heap_build(alpha, keys, items, cur)
+                    size = _heap_push(keys, items, size, ak, k)
+                    cur[k] = ak
+            else:
+                _update(v, c, B, k, _log2cosh(scale * alpha[k]))
+        n_touched = 0
         # ---- fold the scale, refresh the stale derivatives
         do_refresh = logistic and refresh > 0 and t % refresh == 0
         if wm < 1e-30 or do_refresh:
