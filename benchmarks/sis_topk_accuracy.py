@@ -169,7 +169,8 @@ def main() -> None:
         rows = res["rows"]
         first = rows[0]
         paper = PAPER_R2.get(res["name"])
-        r2 = f"LASSO R^2 {first['r2']:.3f} (seed 003 Table 1: {paper})" if paper is not None else "true support"
+        r2 = "true support" if math.isnan(first["r2"]) else \
+            f"LASSO R^2 {first['r2']:.3f} (seed 003 Table 1: {paper if paper is not None else 'not in the seed'})"
         print(f"\n{res['name']} (n={first['n']}, d={first['d']}; {r2}; {res['seconds']:.0f} s)")
         print(f"  {'k':>3} {'eps':>5} " + " ".join(f"{m:>9}" for m in METHODS) + "   TOP GREAT  GOOD  DP-SIS vs two-stage")
         ks = sorted({r["k"] for r in rows})
