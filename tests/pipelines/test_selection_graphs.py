@@ -35,10 +35,12 @@ def test_dask_scores_equal_single_process(client, store):
     got = correlation_scores(path)
     np.testing.assert_allclose(got, in_memory_scores(X, y), rtol=1e-12)
     np.testing.assert_allclose(got, store_scores(open_store(path)), rtol=1e-12)
-    # one task per block of the store and a tree of sums with at most 8 inputs each
-    graph = dict(xty_graph(path).__dask_graph__())
-    assert sum(str(k).startswith("xty-block-") for k in graph) == 9
+    # one task per group of row blocks (9 blocks here) and a tree of sums with at most 8 inputs each
+    np.testing.assert_allclose(correlation_scores(path, groups=9), got, rtol=1e-12)
+    graph = dict(xty_graph(path, groups=9).__dask_graph__())
+    assert sum(str(k).startswith("xty-group-") for k in graph) == 9
     assert all(len(v.dependencies) <= 8 for k, v in graph.items() if str(k).startswith("xty-sum-"))
+    assert sum(str(k).startswith("xty-group-") for k in dict(xty_graph(path).__dask_graph__())) == 2  # 2 workers
 
 
 def test_dask_scores_enforce_bounds(client, tmp_path):
