@@ -70,7 +70,7 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
     from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
     from dpdist.selection.sis import correlation_scores
     from dpdist.selection.topk import CanonicalTopK
-    from dpdist.selection.two_stage import assign_blocks, lasso_coefficients, truncated_vote
+    from dpdist.selection.two_stage import TwoStageSelector, assign_blocks, lasso_coefficients, truncated_vote
 
     t_start = time.perf_counter()
     rng = np.random.default_rng([seed, abs(hash(name)) % (1 << 31)])
@@ -111,6 +111,7 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
             mechs = {"dp-sis": CanonicalTopK(k, eps, random_state=rng), "peeling": PeelingTopK(k, eps, random_state=rng),
                      "joint": JointTopK(k, eps, random_state=rng),
                      "laplace": LaplaceTopK(k, eps, 1e-5, random_state=rng)}
+            two_stage = TwoStageSelector(k, eps, alpha=0.1, random_state=rng)
             acc = {m: [] for m in METHODS}
             tgg = {"TOP": 0, "GREAT": 0, "GOOD": 0}
             for t in range(trials):
@@ -123,9 +124,7 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
                                                     ("GOOD", k // 100, (3 * k) // 2)):
                             ok = set(top[:inner].tolist()) <= set(sel.tolist()) and np.all(ranks < max(outer, k))
                             tgg[label] += bool(ok)
-                m_blocks = len(block_coefs[t])
-                noisy = votes[t] / m_blocks + rng.laplace(scale=2 * k / (m_blocks * eps), size=d)
-                sel = np.argpartition(-noisy, k - 1)[:k]
+                sel = two_stage.fit_votes(votes[t], len(block_coefs[t])).features_
                 acc["two-stage"].append(len(ref & set(sel.tolist())) / max(1, len(ref)))
             row = {"dataset": name, "n": n, "d": d, "k": k, "epsilon": eps, "r2": r2}
             for m in METHODS:

@@ -28,6 +28,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _release_args(parser: argparse.ArgumentParser) -> None:
+    """Options of every command that releases a private result."""
+    parser.add_argument("--key", default=None, help="release key (a retry with the same key replays the release)")
+    parser.add_argument("--out", default=None, help="also write the JSON result to this file (atomically)")
+    parser.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
+    _common(parser)
+
+
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], str]) -> None:
     if args.json:
         sys.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
@@ -314,10 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.1, help="two-stage: LASSO alpha of each block")
     p.add_argument("--clip", action="store_true",
                    help="dp-sis: clip |x_ij| and |y_i| to 1 instead of refusing data outside the bounds")
-    p.add_argument("--key", default=None, help="release key (a retry with the same key replays the release)")
-    p.add_argument("--out", default=None, help="also write the JSON result to this file (atomically)")
-    p.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
-    _common(p)
+    _release_args(p)
     p.set_defaults(func=_select)
 
     p = sub.add_parser("train", help="L1-constrained (DP) Frank-Wolfe model (charges the ledger before output)")
@@ -333,10 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-fraction", type=float, default=0.2, help="held-out rows (random, by record)")
     p.add_argument("--clip", action="store_true", help="clip |x_ij| (and |y_i|) to the bounds instead of refusing")
     p.add_argument("--non-private", action="store_true", help="required for fw/fast-fw (no noise, no charge)")
-    p.add_argument("--key", default=None, help="release key (a retry with the same key replays the model)")
-    p.add_argument("--out", default=None, help="also write the result and coefficients as JSON (atomically)")
-    p.add_argument("--seed", type=int, default=None, help="reproducible noise and split (experiments only)")
-    _common(p)
+    _release_args(p)
     p.set_defaults(func=_train)
 
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")

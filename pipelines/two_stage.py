@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from dpdist.data.store import open_store
 from dpdist.selection.sis import store_target
-from dpdist.selection.two_stage import assign_blocks, block_votes
+from dpdist.selection.two_stage import block_labels, block_votes, split_by_label
 from dpdist.utils.random import RandomState
 
 
@@ -19,9 +19,7 @@ def _split_chunk(path: str, r0: int, r1: int, labels: np.ndarray, m: int) -> lis
     store = open_store(path)
     X = store.read_rows(r0, r1)
     y = store_target(store, store.root["y"][r0:r1])
-    order = np.argsort(labels, kind="stable")
-    cuts = np.cumsum(np.bincount(labels, minlength=m))[:-1]
-    return [(X[rows], y[rows]) for rows in np.split(order, cuts)]
+    return [(X[rows], y[rows]) for rows in split_by_label(labels, m)]
 
 
 def _fit_block(b: int, k: int, alpha: float, *chunks: list[tuple[sp.csr_matrix, np.ndarray]]) -> np.ndarray:
@@ -36,11 +34,7 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, alpha: float = 0.1, 
     path = str(path)
     store = open_store(path)
     n, d = store.shape
-    blocks = assign_blocks(n, random_state, n_blocks)
-    m = len(blocks)
-    labels = np.empty(n, dtype=np.int64)
-    for b, rows in enumerate(blocks):
-        labels[rows] = b
+    labels, m = block_labels(n, random_state, n_blocks)
     chunks = [dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], m, dask_key_name=f"split-{r0}")
               for r0, r1 in store.row_bounds(block_rows)]
     votes = [dask.delayed(_fit_block, pure=True)(b, k, alpha, *chunks, dask_key_name=f"lasso-block-{b}")

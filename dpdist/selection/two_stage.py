@@ -40,17 +40,27 @@ from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_epsilon, check_positive
 
-__all__ = ["TwoStageRegression", "TwoStageSelector", "assign_blocks", "block_votes", "lasso_coefficients"]
+__all__ = ["TwoStageRegression", "TwoStageSelector", "assign_blocks", "block_labels", "block_votes", "lasso_coefficients",
+           "split_by_label", "truncated_vote"]
+
+
+def block_labels(n: int, random_state: RandomState = None, n_blocks: int | None = None) -> tuple[np.ndarray, int]:
+    """(block of each record, m): m = floor(sqrt(n)) blocks, each record placed independently."""
+    m = n_blocks if n_blocks is not None else math.isqrt(n)
+    if m < 1 or m > n:
+        raise ParameterError(f"n_blocks must lie in [1, n={n}], got {m}")
+    return check_random_state(random_state).integers(m, size=n), m
+
+
+def split_by_label(label: np.ndarray, m: int) -> list[np.ndarray]:
+    """Indices of each label 0..m-1, ascending within a label."""
+    order = np.argsort(label, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(label, minlength=m))[:-1])
 
 
 def assign_blocks(n: int, random_state: RandomState = None, n_blocks: int | None = None) -> list[np.ndarray]:
     """Row indices of each of m = floor(sqrt(n)) blocks, each record placed independently."""
-    m = n_blocks if n_blocks is not None else math.isqrt(n)
-    if m < 1 or m > n:
-        raise ParameterError(f"n_blocks must lie in [1, n={n}], got {m}")
-    label = check_random_state(random_state).integers(m, size=n)
-    order = np.argsort(label, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(label, minlength=m))[:-1])
+    return split_by_label(*block_labels(n, random_state, n_blocks))
 
 
 def lasso_coefficients(X_b: Matrix, y_b: np.ndarray, alpha: float) -> np.ndarray:
@@ -114,6 +124,9 @@ class TwoStageSelector:
         if self.k >= counts.shape[0]:
             raise ParameterError(f"k={self.k} must be smaller than the number of features {counts.shape[0]}")
         m = check_count(n_blocks, "n_blocks")
+        # the sensitivity 2k/m holds only for votes of at most k distinct features per block
+        if counts.min() < 0 or counts.max() > m or counts.sum() > self.k * m or np.any(counts != np.round(counts)):
+            raise ParameterError(f"counts are not the sum of {m} block votes of at most k={self.k} features each")
         lap = Laplace(self.epsilon, sensitivity=2.0 * self.k / m, random_state=self._rng)
 
         def compute() -> list[int]:

@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
+from dpdist.data.transforms import check_row_bound, check_target_bound
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
 from dpdist.utils.random import RandomState, check_random_state
@@ -106,7 +107,9 @@ class FWResult:
     privacy: FWPrivacy | None = None
 
 
-def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int) -> tuple[sp.csr_matrix, np.ndarray]:
+def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, private: bool = False,
+                  y_bound: float = 1.0) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Validate the inputs; for a private run also the bounds L assumes (|X_ij| <= 1, |y_i| <= y_bound)."""
     if loss not in LOSSES:
         raise ParameterError(f"loss must be one of {LOSSES}, got {loss!r}")
     check_positive(lam, "lam")
@@ -117,6 +120,10 @@ def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int) 
         raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
     if loss == "logistic" and not np.isin(y, (0.0, 1.0)).all():
         raise ParameterError("logistic loss needs labels in {0, 1}")
+    if private:
+        check_row_bound(X)
+        if loss == "squared":
+            check_target_bound(y, check_positive(y_bound, "y_bound"))
     return X, y
 
 
@@ -135,7 +142,7 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
                 calibration: str = "safe", y_bound: float = 1.0, record_every: int = 0,
                 random_state: RandomState = None) -> FWResult:
     """Seed 004 Alg. 1 (standard sparse-aware FW), private when ``selection`` is set."""
-    X, y = check_problem(X, y, loss, lam, max_iter)
+    X, y = check_problem(X, y, loss, lam, max_iter, selection is not None, y_bound)
     if selection not in SELECTIONS:
         raise ParameterError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     n, D = X.shape

@@ -48,13 +48,18 @@ def joint_sequences(x: np.ndarray, k: int, c: float) -> dict:
     return dict(zip(seqs, special.softmax(logw)))
 
 
+def sample_counts(draw) -> dict:
+    counts: dict = {}
+    for _ in range(DRAWS):
+        key = tuple(int(i) for i in draw())
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def test_peeling_is_k_rounds_of_em():
     eps, k = 2.0, 2
     mech = PeelingTopK(k, eps, random_state=1)
-    counts: dict = {}
-    for _ in range(DRAWS):
-        key = tuple(int(i) for i in mech.select(SCORES))
-        counts[key] = counts.get(key, 0) + 1
+    counts = sample_counts(lambda: mech.select(SCORES))
     assert chisquare_p(counts, peeling_sets(SCORES, k, eps / k)) > 1e-3
     # twice the budget per round is a different distribution
     assert chisquare_p(counts, peeling_sets(SCORES, k, 2 * eps / k)) < 1e-6
@@ -65,10 +70,7 @@ def test_joint_em_matches_enumeration(ties):
     x = np.array([3.0, 2.0, 2.0, 1.5, 0.0]) if ties else SCORES[:5]
     eps, k = 3.0, 3
     mech = JointTopK(k, eps, random_state=2)
-    counts: dict = {}
-    for _ in range(DRAWS):
-        key = tuple(int(i) for i in mech.select_sequence(x))
-        counts[key] = counts.get(key, 0) + 1
+    counts = sample_counts(lambda: mech.select_sequence(x))
     assert chisquare_p(counts, joint_sequences(x, k, eps / 4.0)) > 1e-3
     # the monotone calibration (eps/2) is a different distribution on these scores
     assert chisquare_p(counts, joint_sequences(x, k, eps / 2.0)) < 1e-6

@@ -72,3 +72,11 @@ def test_two_stage_regression_end_to_end():
     assert np.sign(model.coef_[[1, 7, 20]]).tolist() == [1.0, -1.0, 1.0]
     with pytest.raises(ParameterError, match="epsilon_split"):
         TwoStageRegression(3, 1.0, epsilon_split=1.0)
+
+
+def test_votes_outside_the_truncation_bound_are_refused():
+    sel = TwoStageSelector(2, 1.0, random_state=0)
+    with pytest.raises(ParameterError, match="block votes"):
+        sel.fit_votes(np.full(10, 3.0), 4)  # 30 votes from 4 blocks of at most 2
+    with pytest.raises(ParameterError, match="block votes"):
+        sel.fit_votes(np.array([5.0] + [0.0] * 9), 4)  # a feature voted by more blocks than exist

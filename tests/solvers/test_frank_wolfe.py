@@ -107,3 +107,14 @@ def test_private_fast_runs_agree_in_distribution_with_standard_em(selection):
     f = np.array([fast.count(k) for k in keys]) / 3000
     s = np.array([std.count(k) for k in keys]) / 3000
     assert np.abs(f - s).max() < 0.05
+
+
+def test_private_solvers_enforce_the_bounds():
+    X = sp.csr_matrix(np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    y = np.array([1.0, 0.0, 1.0])
+    for solve, sel in ((frank_wolfe, "laplace"), (fast_frank_wolfe, "exponential")):
+        with pytest.raises(ParameterError, match=r"\|\|x_i\|\|_inf <= 1"):
+            solve(X, y, 1.0, 5, selection=sel, epsilon=1.0, delta=1e-6)
+        with pytest.raises(ParameterError, match=r"\|y_i\| <= 0.5"):
+            solve(X / 2, y, 1.0, 5, loss="squared", selection=sel, epsilon=1.0, delta=1e-6, y_bound=0.5)
+    frank_wolfe(X, y, 1.0, 5)  # non-private: no bound is assumed
