@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -277,6 +278,37 @@ def _train(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------- parser
 
 
+def _run(args: argparse.Namespace) -> int:
+    """The main job: the end-to-end Prefect flow (flows.end_to_end) on the config's cluster."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from flows.config import load_config
+    from flows.end_to_end import end_to_end
+    from flows.runtime import prefect_api
+
+    overrides: dict[str, Any] = {}
+    if args.ledger:
+        overrides["ledger"] = args.ledger
+    if args.output:
+        overrides["output"] = args.output
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    cfg = load_config(args.config, overrides)  # bad config: exit 2 before anything starts
+    print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
+          f"output {cfg.output}", file=sys.stderr, flush=True)
+    with prefect_api() as api:
+        print(f"Prefect API: {api}", file=sys.stderr, flush=True)
+        summary = end_to_end(args.config, overrides)
+
+    def human() -> str:
+        lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset_id']}"]
+        lines += [f"  {s['step']:<9} {s['seconds']:8.1f} s" for s in summary["steps"]]
+        lines.append(f"report: {summary['report']}")
+        return "\n".join(lines)
+
+    _emit(args, summary, human)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpdist", description="Differentially private sparse regression and selection.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -360,6 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True)
     _common(p)
     p.set_defaults(func=_budget_history)
+    p = sub.add_parser("run", help="the main job: the end-to-end Prefect flow on a Dask cluster")
+    p.add_argument("config", nargs="?", default=None,
+                   help="run config (TOML or YAML; default: the embedded defaults, see flows/defaults.toml)")
+    p.add_argument("--output", default=None, help="output directory (overrides the config's)")
+    p.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
+    _common(p)
+    p.set_defaults(func=_run)
     return parser
 
 

@@ -87,6 +87,20 @@ class _FrankWolfe:
         return fast_frank_wolfe(X, y, self.lam, self.max_iter, selection=sel, epsilon=self.epsilon if sel else None,
                                 delta=self.delta if sel else None, refresh=refresh, **kw)
 
+    def privacy_charge(self, n_samples: int) -> tuple[float, float, str]:
+        """(epsilon, delta, mechanism) that fitting on ``n_samples`` rows must be charged.
+
+        The epsilon is the plan's true epsilon (above the target only for
+        ``calibration="paper"``). A caller that runs the fit elsewhere (a Dask worker) charges
+        this in its own accountant before the model leaves.
+        """
+        self._validate()
+        if not self.private:
+            raise ParameterError(f"method {self.method!r} is not private: it has no privacy charge")
+        plan = privacy_plan(self.epsilon, self.delta, self.max_iter, self._loss, self.lam, check_count(n_samples, "n_samples"),
+                            self._y_bound(), "laplace" if self.method == "dp-fw" else "exponential", self.calibration)
+        return plan.true_epsilon, self.delta, f"frank_wolfe/{self.method}"
+
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
              key: str | None) -> None:
         self._validate()
@@ -108,12 +122,9 @@ class _FrankWolfe:
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
-            plan = privacy_plan(self.epsilon, self.delta, self.max_iter, self._loss, self.lam, X.shape[0],
-                                self._y_bound(), "laplace" if self.method == "dp-fw" else "exponential",
-                                self.calibration)
+            epsilon, delta, mechanism = self.privacy_charge(X.shape[0])
             key = key or f"{self.method}-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, plan.true_epsilon, self.delta, f"frank_wolfe/{self.method}", key,
-                                     compute)
+            out = accountant.release(dataset, epsilon, delta, mechanism, key, compute)
         self.coef_ = np.zeros(X.shape[1])
         self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
         fw = result.get("fw")

@@ -64,11 +64,12 @@ def xty_graph(path: str | os.PathLike[str], block_rows: int | None = None, bound
     path = str(path)
     blocks = open_store(path).row_bounds(block_rows)
     g = max(1, min(len(blocks), groups or _n_workers()))
-    parts = [dask.delayed(_group_xty, pure=True)(path, blocks[i::g], bounds, dask_key_name=f"xty-group-{i}")
+    tok = dask.base.tokenize(path, blocks, bounds, g)  # distinct keys for distinct graphs on one cluster
+    parts = [dask.delayed(_group_xty, pure=True)(path, blocks[i::g], bounds, dask_key_name=f"xty-group-{tok}-{i}")
              for i in range(g)]
     level = 0
     while len(parts) > 1:
-        parts = [dask.delayed(_sum, pure=True)(*parts[i:i + split_every], dask_key_name=f"xty-sum-{level}-{i}")
+        parts = [dask.delayed(_sum, pure=True)(*parts[i:i + split_every], dask_key_name=f"xty-sum-{tok}-{level}-{i}")
                  for i in range(0, len(parts), split_every)]
         level += 1
     return parts[0]

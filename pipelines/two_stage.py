@@ -35,9 +35,10 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, alpha: float = 0.1, 
     store = open_store(path)
     n, d = store.shape
     labels, m = block_labels(n, random_state, n_blocks)
-    chunks = [dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], m, dask_key_name=f"split-{r0}")
+    tok = dask.base.tokenize(path, labels, k, alpha, block_rows)  # distinct keys for distinct graphs
+    chunks = [dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], m, dask_key_name=f"split-{tok}-{r0}")
               for r0, r1 in store.row_bounds(block_rows)]
-    votes = [dask.delayed(_fit_block, pure=True)(b, k, alpha, *chunks, dask_key_name=f"lasso-block-{b}")
+    votes = [dask.delayed(_fit_block, pure=True)(b, k, alpha, *chunks, dask_key_name=f"lasso-block-{tok}-{b}")
              for b in range(m)]
     counts = np.zeros(d)
     for v in dask.compute(*votes):

@@ -127,6 +127,10 @@ class DPSIS:
     def mechanism_name(self) -> str:
         return f"dp_sis/{self._mech.name}"
 
+    def privacy_charge(self) -> tuple[float, float, str]:
+        """(epsilon, delta, mechanism) a release must be charged: what ``fit`` charges itself."""
+        return self._mech.true_epsilon, self._mech.delta, self.mechanism_name
+
     def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None) -> DPSIS:
         """Screen (X, y) and release the k features (charged to ``accountant`` first when given)."""
@@ -147,8 +151,7 @@ class DPSIS:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"dp-sis-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, self._mech.true_epsilon, self._mech.delta, self.mechanism_name, key,
-                                     compute)
+            out = accountant.release(dataset, *self.privacy_charge(), key, compute)
             self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"dataset": dataset, "key": key}
         self.n_features_in_ = scores.shape[0]
         self.seconds_ = time.perf_counter() - t0

@@ -116,6 +116,10 @@ class TwoStageSelector:
             counts[block_votes(X[rows], y[rows], self.k, self.alpha)] += 1
         return self.fit_votes(counts, len(blocks), accountant, dataset, key)
 
+    def privacy_charge(self) -> tuple[float, float, str]:
+        """(epsilon, delta, mechanism) a release must be charged: what ``fit`` charges itself."""
+        return self.epsilon, 0.0, self.name
+
     def fit_votes(self, counts: np.ndarray, n_blocks: int, accountant: Accountant | None = None,
                   dataset: str | None = None, key: str | None = None) -> TwoStageSelector:
         """Release the top-k of counts/m + Lap(2k/(m epsilon)) (counts = votes summed over m blocks)."""
@@ -139,7 +143,7 @@ class TwoStageSelector:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"two-stage-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, self.epsilon, 0.0, self.name, key, compute)
+            out = accountant.release(dataset, *self.privacy_charge(), key, compute)
             self.release_ = {"dataset": dataset, "key": key}
         self.features_ = np.asarray(out, dtype=np.int64)
         self.n_features_in_ = counts.shape[0]

@@ -1,0 +1,287 @@
+"""The run configuration of the end-to-end flow (TOML or YAML), validated in one place.
+
+A config file holds any of the sections below; what it leaves out comes from the embedded
+defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs with no file::
+
+    name = "demo"                  # release keys are <name>/<step>/<method>/<params hash>
+    output = "results/run"         # stores, results.json, report.md and its plots
+    ledger = "..."                 # default: --ledger, $DPDIST_LEDGER, ~/.dpdist/ledger.sqlite
+    seed = 0                       # fixed noise for experiments only; absent = OS entropy
+
+    [data]     source = "synth" | "svmlight" | "store"; name/n/d (synth), path (svmlight, store),
+               n_features (svmlight), test_fraction, split_seed, bounds = "check" | "clip"
+    [budget]   epsilon, delta: set for the dataset if the ledger has no budget for it yet
+    [cluster]  kind = "local" | "address" | "slurm"; n_workers, threads_per_worker (local),
+               address, jobqueue (path of a dask-jobqueue YAML, slurm), dashboard_address
+    [select]   methods (dp-sis, two-stage), k, epsilon (each), alpha (two-stage LASSO)
+    [train]    methods (fast-dp-fw, dp-fw), epsilon (one or a list: the privacy-utility
+               curve), delta (each), lam, iters, features = "all" | a select method
+
+Every release is charged to the source dataset: the epsilon split is the sum of the
+select epsilons and the train epsilons (each with its delta), and the flow stops with
+``BudgetExceeded`` at the first release the ledger refuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dpdist.exceptions import ParameterError
+
+__all__ = ["RunConfig", "load_config", "DEFAULTS_FILE"]
+
+DEFAULTS_FILE = "defaults.toml"
+SOURCES = ("synth", "svmlight", "store")
+CLUSTERS = ("local", "address", "slurm")
+SELECT_METHODS = ("dp-sis", "two-stage")
+TRAIN_METHODS = ("fast-dp-fw", "dp-fw")
+
+
+class ConfigError(ParameterError):
+    """A config value that cannot be run; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str
+    name: str | None = None
+    n: int | None = None
+    d: int | None = None
+    data_seed: int = 1
+    path: str | None = None
+    n_features: int | None = None
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    bounds: str = "check"
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    epsilon: float | None = None
+    delta: float | None = None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    kind: str = "local"
+    n_workers: int = 2
+    threads_per_worker: int = 1
+    address: str | None = None
+    jobqueue: str | None = None
+    dashboard_address: str = ":0"
+
+
+@dataclass(frozen=True)
+class SelectConfig:
+    methods: tuple[str, ...] = ()
+    k: int = 10
+    epsilon: float = 0.5
+    alpha: float = 0.1
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    methods: tuple[str, ...] = ()
+    epsilon: tuple[float, ...] = ()
+    delta: float = 1e-7
+    lam: float = 50.0
+    iters: int = 4000
+    features: str = "all"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str
+    output: str
+    data: DataConfig
+    budget: BudgetConfig
+    cluster: ClusterConfig
+    select: SelectConfig
+    train: TrainConfig
+    ledger: str | None = None
+    seed: int | None = None
+    source_file: str = "<defaults>"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def step_key(self, step: str, method: str, params: dict[str, Any]) -> str:
+        """The release key of one step: the same config re-run replays, never re-charges."""
+        digest = hashlib.sha256(json.dumps({"data": asdict(self.data), **params}, sort_keys=True,
+                                           default=str).encode()).hexdigest()[:12]
+        return f"{self.name}/{step}/{method}/{digest}"
+
+
+    def step_seed(self, key: str) -> int | None:
+        """Noise seed of one step: None (OS entropy) unless the config fixes ``seed``."""
+        if self.seed is None:
+            return None
+        return int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e.strerror}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            doc = yaml.safe_load(text) or {}
+        else:
+            doc = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'}: {e}") \
+            from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: the config must be a table/mapping at top level")
+    return doc
+
+
+def _defaults() -> dict[str, Any]:
+    return tomllib.loads(resources.files("flows").joinpath(DEFAULTS_FILE).read_text())
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+class _Checker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, msg: str) -> None:
+        raise ConfigError(f"{self.source}: {key}: {msg}")
+
+    def section(self, doc: dict[str, Any], name: str, cls: type) -> Any:
+        sec = doc.get(name, {})
+        if not isinstance(sec, dict):
+            self.fail(name, "must be a table")
+        allowed = set(cls.__dataclass_fields__)
+        for k in sec:
+            if k not in allowed:
+                self.fail(f"{name}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        try:
+            return cls(**sec)
+        except TypeError as e:
+            self.fail(name, str(e))
+
+    def number(self, key: str, v: Any, lo: float | None = None, hi: float | None = None, integer: bool = False,
+               lo_open: bool = False, hi_open: bool = False) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)):
+            self.fail(key, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+        if v != v:
+            self.fail(key, "must not be NaN")
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            self.fail(key, f"must be {'>' if lo_open else '>='} {lo}, got {v}")
+        if hi is not None and (v >= hi if hi_open else v > hi):
+            self.fail(key, f"must be {'<' if hi_open else '<='} {hi}, got {v}")
+        return int(v) if integer else float(v)
+
+    def choice(self, key: str, v: Any, options: tuple[str, ...]) -> str:
+        if v not in options:
+            self.fail(key, f"must be one of {', '.join(options)}, got {v!r}")
+        return v
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """The embedded defaults, updated by the file at ``path`` and then by ``overrides``."""
+    doc = _defaults()
+    source = "<defaults>"
+    if path is not None:
+        source = str(path)
+        doc = _merge(doc, _read(Path(path)))
+    if overrides:
+        doc = _merge(doc, overrides)
+    c = _Checker(source)
+    known = {"name", "output", "ledger", "seed", "data", "budget", "cluster", "select", "train"}
+    for k in doc:
+        if k not in known:
+            c.fail(k, f"unknown key (allowed: {', '.join(sorted(known))})")
+    for k in ("select", "train"):
+        if isinstance(doc.get(k), dict):
+            for list_key in ("methods", "epsilon") if k == "train" else ("methods",):
+                v = doc[k].get(list_key)
+                if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+                    doc[k] = {**doc[k], list_key: [v]}
+                if isinstance(doc[k].get(list_key), list):
+                    doc[k] = {**doc[k], list_key: tuple(doc[k][list_key])}
+    data = c.section(doc, "data", DataConfig)
+    budget = c.section(doc, "budget", BudgetConfig)
+    cluster = c.section(doc, "cluster", ClusterConfig)
+    select = c.section(doc, "select", SelectConfig)
+    train = c.section(doc, "train", TrainConfig)
+
+    name = doc.get("name")
+    if not isinstance(name, str) or not name or "/" in name:
+        c.fail("name", f"must be a non-empty string without '/', got {name!r}")
+    if not isinstance(doc.get("output"), str) or not doc["output"]:
+        c.fail("output", "must be a directory path")
+    seed = doc.get("seed")
+    if seed is not None:
+        seed = c.number("seed", seed, 0, integer=True)
+
+    c.choice("data.source", data.source, SOURCES)
+    if data.source == "synth" and not data.name:
+        c.fail("data.name", "a synthetic set needs its name (e.g. rcv1, kdda, news20)")
+    if data.source in ("svmlight", "store") and not data.path:
+        c.fail("data.path", f"source {data.source!r} needs a path")
+    if data.source == "svmlight" and data.path and not Path(data.path).is_file():
+        c.fail("data.path", f"no such file {data.path}")
+    if data.source == "store" and data.path and not Path(data.path).is_dir():
+        c.fail("data.path", f"no such store {data.path}")
+    for key in ("n", "d", "n_features"):
+        if getattr(data, key) is not None:
+            c.number(f"data.{key}", getattr(data, key), 1, integer=True)
+    c.number("data.test_fraction", data.test_fraction, 0, 1, lo_open=True, hi_open=True)
+    c.choice("data.bounds", data.bounds, ("check", "clip"))
+
+    if (budget.epsilon is None) != (budget.delta is None):
+        c.fail("budget", "give both epsilon and delta, or neither")
+    if budget.epsilon is not None:
+        c.number("budget.epsilon", budget.epsilon, 0, lo_open=True)
+        c.number("budget.delta", budget.delta, 0, 1, hi_open=True)
+
+    c.choice("cluster.kind", cluster.kind, CLUSTERS)
+    c.number("cluster.n_workers", cluster.n_workers, 1, integer=True)
+    c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
+    if cluster.kind == "address" and not cluster.address:
+        c.fail("cluster.address", "kind 'address' needs the scheduler address (tcp://host:port)")
+    if cluster.kind == "slurm" and not cluster.jobqueue:
+        c.fail("cluster.jobqueue", "kind 'slurm' needs a dask-jobqueue YAML (e.g. deploy/jobqueue.yaml)")
+
+    for m in select.methods:
+        c.choice("select.methods", m, SELECT_METHODS)
+    c.number("select.k", select.k, 1, integer=True)
+    c.number("select.epsilon", select.epsilon, 0, lo_open=True)
+    c.number("select.alpha", select.alpha, 0, lo_open=True)
+
+    for m in train.methods:
+        c.choice("train.methods", m, TRAIN_METHODS)
+    if train.methods and not train.epsilon:
+        c.fail("train.epsilon", "give at least one epsilon")
+    for e in train.epsilon:
+        c.number("train.epsilon", e, 0, lo_open=True)
+    c.number("train.delta", train.delta, 0, 1, lo_open=True, hi_open=True)
+    c.number("train.lam", train.lam, 0, lo_open=True)
+    c.number("train.iters", train.iters, 1, integer=True)
+    if train.features != "all" and train.features not in select.methods:
+        c.fail("train.features", f"must be 'all' or one of select.methods {list(select.methods)}, "
+                                 f"got {train.features!r}")
+    if not select.methods and not train.methods:
+        c.fail("select.methods", "nothing to run: give select.methods or train.methods")
+
+    return RunConfig(name=name, output=doc["output"], data=data, budget=budget, cluster=cluster, select=select,
+                     train=train, ledger=doc.get("ledger"), seed=seed, source_file=source)

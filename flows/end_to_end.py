@@ -1,0 +1,69 @@
+"""The end-to-end flow: ingest -> select -> train -> evaluate -> report, from one config.
+
+``end_to_end`` is a light parent flow (it only reads the config), so it can be served and
+scheduled as a deployment; the stages run in one subflow whose ``DaskTaskRunner`` is built
+from the config's ``[cluster]`` section (local, an existing scheduler, or SLURM).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow
+from prefect.context import FlowRunContext
+from prefect.logging import get_run_logger
+
+from flows.config import RunConfig, load_config
+from flows.evaluate import evaluate_stage
+from flows.ingest import ingest_stage
+from flows.report import write_report
+from flows.runtime import on_cluster
+from flows.select import select_stage
+from flows.train import train_stage
+
+__all__ = ["end_to_end", "pipeline"]
+
+
+def _flow_run_id() -> str:
+    ctx = FlowRunContext.get()
+    return str(ctx.flow_run.id) if ctx and ctx.flow_run else "-"
+
+
+def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
+    """All stages on the active task runner; returns the run summary (the CLI's JSON).
+
+    ``flow_run`` is the id reported for the run (the parent flow's); default: this flow run.
+    """
+    logger = get_run_logger()
+    flow_run = flow_run or _flow_run_id()
+    steps: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+
+    def step(name: str, **info: Any) -> None:
+        steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 3), **info})
+        logger.info("step %s done after %.1f s", name, time.perf_counter() - t0)
+
+    stores = ingest_stage(cfg)
+    step("ingest", dataset_id=stores["source"]["dataset_id"], train_rows=stores["train"]["n_rows"],
+         test_rows=stores["test"]["n_rows"])
+    selection = select_stage(cfg, stores) if cfg.select.methods else None
+    if selection is not None:
+        step("select", releases=[r["key"] for r in selection.values()])
+    models = train_stage(cfg, stores, selection) if cfg.train.methods else None
+    if models is not None:
+        step("train", releases=[m["key"] for m in models])
+    evaluation = evaluate_stage(cfg, stores, selection, models)
+    step("evaluate")
+    files = write_report(cfg, flow_run, stores, selection, models, evaluation)
+    step("report", **files)
+    return {"flow_run": flow_run, "dataset_id": stores["source"]["dataset_id"], "steps": steps, **files}
+
+
+@flow(name="dpdist-end-to-end")
+def end_to_end(config: str | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the whole job described by ``config`` (a TOML/YAML path; None: the embedded defaults)."""
+    cfg = load_config(config, overrides)
+    get_run_logger().info("config %s: data %s, cluster %s, output %s", cfg.source_file, cfg.data.source,
+                          cfg.cluster.kind, cfg.output)
+    return on_cluster(cfg, "dpdist-pipeline", pipeline, _flow_run_id())

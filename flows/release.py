@@ -1,0 +1,83 @@
+"""The central accountant of a flow: one Prefect task, run in the flow process, charges every release.
+
+Why a task in the flow process, not a Dask actor: the ledger is a SQLite file on the machine
+that runs the flow, and it must outlive any worker. An actor lives on one worker and dies with
+it, and SLURM workers need not see the flow's disk. Here the workers only compute; every
+charge, every noisy draw of a selection and every record of a result happens in the flow
+process, through ``Accountant.release`` (charge first, compute, record, return).
+
+* A retried task (or a re-run of the same config) finds its key charged and recorded, and
+  returns the recorded release: one charge never yields two different noisy results.
+* A solver that draws its noise on a Dask worker (``pipelines.train``) runs inside ``compute``,
+  after the charge. If its worker dies, Dask runs it again under the same charge; the first
+  attempt's model never left the worker.
+* A refused charge raises ``BudgetExceeded`` before anything is computed: the flow stops,
+  nothing of that step is released, and the ledger is unchanged by it.
+
+Raw aggregates (the un-noised X^T y, per-block LASSO supports) come from tasks with
+``cache_policy=NO_CACHE`` and ``persist_result=False``: Prefect never stores or caches them.
+Release tasks persist their result, which is the noised output the ledger also holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_run_logger
+
+from dpdist.exceptions import UnknownDataset
+from dpdist.privacy.accountant import Accountant
+
+__all__ = ["release", "ensure_budget", "RAW", "ledger"]
+
+# options of every task that returns an un-noised statistic of the data
+RAW: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
+
+
+def ledger(path: str | None) -> Accountant:
+    """The run's accountant (``path`` None: ``$DPDIST_LEDGER`` or ``~/.dpdist/ledger.sqlite``)."""
+    return Accountant(path)
+
+
+@task(name="release", cache_policy=NO_CACHE, persist_result=True, retries=0)
+def release(ledger_path: str, dataset: str, epsilon: float, delta: float, mechanism: str, key: str,
+            compute: Callable[[], Any]) -> dict[str, Any]:
+    """Charge (dataset, epsilon, delta) under ``key``, then compute and record; see the module doc.
+
+    Returns ``{"key", "epsilon", "delta", "mechanism", "replayed", "result"}``.
+    """
+    acc = Accountant(ledger_path)
+    logger = get_run_logger()
+    before = {r.key for r in acc.history(dataset) if r.result is not None}
+    result = acc.release(dataset, epsilon, delta, mechanism, key, compute)
+    replayed = key in before
+    status = acc.status(dataset)
+    logger.info("%s %s (epsilon=%g, delta=%g) under %s; dataset %s spent epsilon=%g of %g",
+                "replayed" if replayed else "released", mechanism, epsilon, delta, key, dataset[:12],
+                status.epsilon_spent, status.epsilon_total)
+    return {"key": key, "epsilon": epsilon, "delta": delta, "mechanism": mechanism, "replayed": replayed,
+            "result": result}
+
+
+@task(name="budget", cache_policy=NO_CACHE, persist_result=False)
+def ensure_budget(ledger_path: str | None, dataset: str, epsilon: float | None, delta: float | None) -> dict[str, Any]:
+    """Set the config's budget if the ledger has none for ``dataset``; return the ledger's status.
+
+    An existing budget is never changed here (``dpdist budget init`` changes budgets).
+    """
+    acc = Accountant(ledger_path)
+    logger = get_run_logger()
+    known = {s.dataset for s in acc.datasets()}
+    if dataset not in known:
+        if epsilon is None:
+            raise UnknownDataset(f"no privacy budget for dataset {dataset} in {acc.path}; set one with "
+                                 f"`dpdist budget init --dataset {dataset} ...` or [budget] in the config")
+        acc.init_budget(dataset, epsilon, delta)
+        logger.info("budget set for dataset %s: epsilon=%g, delta=%g", dataset[:12], epsilon, delta)
+    status = acc.status(dataset)
+    logger.info("ledger %s: dataset %s has epsilon %g of %g left", acc.path, dataset[:12], status.epsilon_remaining,
+                status.epsilon_total)
+    return status.to_dict()
