@@ -15,8 +15,11 @@ process, through ``Accountant.release`` (charge first, compute, record, return).
   nothing of that step is released, and the ledger is unchanged by it.
 
 Raw aggregates (the un-noised X^T y, per-block LASSO supports) come from tasks with
-``cache_policy=NO_CACHE`` and ``persist_result=False``: Prefect never stores or caches them.
-Release tasks persist their result, which is the noised output the ledger also holds.
+``cache_policy=NO_CACHE`` and ``persist_result=False``: Prefect never stores or caches them,
+even with ``PREFECT_RESULTS_PERSIST_BY_DEFAULT=true``. Release tasks are not cached by Prefect
+either: the ledger is the one record of a release, and a retry is answered from it (a Prefect
+cache keyed apart from the ledger could hand out a release the ledger in use never charged).
+What Prefect may persist are the flows' summaries (paths, ids, timings).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def ledger(path: str | None) -> Accountant:
     return Accountant(path)
 
 
-@task(name="release", cache_policy=NO_CACHE, persist_result=True, retries=0)
+@task(name="release", cache_policy=NO_CACHE, persist_result=False, retries=0)
 def release(ledger_path: str, dataset: str, epsilon: float, delta: float, mechanism: str, key: str,
             compute: Callable[[], Any]) -> dict[str, Any]:
     """Charge (dataset, epsilon, delta) under ``key``, then compute and record; see the module doc.

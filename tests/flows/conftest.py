@@ -1,0 +1,99 @@
+"""Fixtures of the flow tests: a real Prefect server on loopback and `dpdist run` subprocesses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dpdist.privacy.accountant import Accountant
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """`prefect server start` on 127.0.0.1 with its own PREFECT_HOME; yields its API URL and home."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.time() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            pytest.fail(f"prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
+        time.sleep(0.5)
+    yield {"url": url, "home": str(home)}
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def small_config(tmp: Path, **sections: Any) -> dict[str, Any]:
+    """A run config small enough for a test: 4,000 x 5,000 RCV1-profile rows, 2 local workers."""
+    cfg: dict[str, Any] = {
+        "name": "t",
+        "output": str(tmp / "out"),
+        "seed": 7,
+        "data": {"source": "synth", "name": "rcv1", "n": 4000, "d": 5000, "test_fraction": 0.25},
+        "budget": {"epsilon": 10.0, "delta": 1e-6},
+        "cluster": {"kind": "local", "n_workers": 2},
+        "select": {"methods": ["dp-sis", "two-stage"], "k": 5, "epsilon": 0.5},
+        "train": {"methods": ["fast-dp-fw"], "epsilon": [1.0, 2.0], "lam": 500.0, "iters": 300},
+    }
+    for name, value in sections.items():
+        cfg[name] = {**cfg[name], **value} if isinstance(value, dict) and isinstance(cfg.get(name), dict) else value
+    return cfg
+
+
+def write_config(tmp: Path, cfg: dict[str, Any], name: str = "run.yaml") -> Path:
+    path = tmp / name
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def flow_env(tmp: Path, server: dict[str, str] | None) -> dict[str, str]:
+    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect-client"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DPDIST_LEDGER": str(tmp / "ledger.sqlite"), "PYTHONUNBUFFERED": "1"}
+    env.pop("PREFECT_API_URL", None)
+    if server is not None:
+        env["PREFECT_API_URL"] = server["url"]
+    return env
+
+
+def dpdist(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dpdist.cli", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ledger_keys(tmp: Path) -> list[str]:
+    acc = Accountant(tmp / "ledger.sqlite")
+    return [r.key for s in acc.datasets() for r in acc.history(s.dataset)]

@@ -1,0 +1,198 @@
+"""The end-to-end flow against a real Prefect server on loopback, on real Dask clusters.
+
+Each test runs the real thing: `dpdist run` in a subprocess (or a `flow.serve` deployment),
+a LocalCluster of worker processes, the SQLite ledger; the assertions read the ledger, the
+files and the Prefect API afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO, dpdist, flow_env, ledger_keys, small_config, write_config
+
+from dpdist.privacy.accountant import Accountant
+
+pytestmark = pytest.mark.slow
+
+
+def _api(url: str, coro_fn):  # run one async Prefect client call against the test server
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def go():
+        async with get_client() as client:
+            return await coro_fn(client)
+
+    with temporary_settings({PREFECT_API_URL: url}):
+        return asyncio.run(go())
+
+
+def _persisted_results(home: Path) -> list:
+    from prefect.results import ResultRecord
+
+    storage = home / "storage"
+    files = [p for p in storage.rglob("*") if p.is_file()] if storage.exists() else []
+    out = []
+    for p in files:  # a JSON record (metadata + result) or a bare base64 pickle of the result
+        data = p.read_bytes()
+        if data.lstrip().startswith(b"{"):
+            rec = json.loads(data)
+            if "result" in rec:
+                out.append(ResultRecord.deserialize(data).result)
+        else:
+            out.append(pickle.loads(base64.b64decode(data)))
+    return out
+
+
+def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, small_config(tmp_path))
+    env = {**flow_env(tmp_path, prefect_server), "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
+    r = dpdist(["run", str(cfg), "--json"], env, tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = json.loads(r.stdout)
+    assert [s["step"] for s in out["steps"]] == ["ingest", "select", "train", "evaluate", "report"]
+    assert "Dask dashboard: http" in r.stderr
+    report = Path(out["report"])
+    text = report.read_text()
+    for png in ("privacy_utility.png", "convergence.png", "selected_features.png"):
+        assert (report.parent / png).stat().st_size > 1000 and png in text
+
+    # one charge per release: 2 selections + 2 models, all on the source dataset
+    keys = ledger_keys(tmp_path)
+    assert len(keys) == len(set(keys)) == 4
+    acc = Accountant(tmp_path / "ledger.sqlite")
+    status = acc.status(out["dataset_id"])
+    assert status.epsilon_spent == pytest.approx(0.5 + 0.5 + 1.0 + 2.0) and status.releases == 4
+    models = json.loads((tmp_path / "out" / "models.json").read_text())
+    recorded = {h.key: json.loads(h.result) for h in acc.history(out["dataset_id"])}
+    for m in models:
+        assert recorded[m["key"]] == m["result"]  # what the flow wrote is what the ledger recorded
+
+    # the server saw the run complete, with its artifacts
+    run = _api(prefect_server["url"], lambda c: c.read_flow_run(out["flow_run"]))
+    assert run.state.is_completed()
+    req = urllib.request.Request(f"{prefect_server['url']}/artifacts/filter", method="POST",
+                                 headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"limit": 200}).encode())
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        arts = [a for a in json.loads(resp.read()) if out["flow_run"] in (a.get("data") or "")
+                or a["key"] == "dpdist-models"]
+    assert {a["key"] for a in arts} == {"dpdist-report", "dpdist-models"}
+    assert any("## Models" in (a.get("data") or "") for a in arts)
+
+    # persistence was on by default (env below), yet Prefect stored only the flows' summaries:
+    # no raw aggregate (X^T y, block votes), no model outside the ledger
+    persisted = _persisted_results(tmp_path / "prefect-client")
+    assert persisted and all(isinstance(p, dict) and set(p) >= {"flow_run", "dataset_id", "steps"}
+                             for p in persisted), [type(p) for p in persisted]
+
+    # the same config again: every release is replayed from the ledger, nothing is charged
+    first_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
+    r2 = dpdist(["run", str(cfg), "--json"], env, tmp_path)
+    assert r2.returncode == 0, r2.stderr[-4000:]
+    assert ledger_keys(tmp_path) == keys
+    assert acc.status(out["dataset_id"]).epsilon_spent == status.epsilon_spent
+    second_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
+    for m in first_sel:
+        assert second_sel[m]["features"] == first_sel[m]["features"] and second_sel[m]["replayed"]
+
+
+def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
+    # enough for the two selections (0.5 + 0.5), not for the model (1.0)
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.5, "delta": 1e-6},
+                                              train={"epsilon": [1.0]}))
+    r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert r.returncode == 3, r.stderr[-4000:]
+    assert r.stdout == ""  # nothing printed as a result
+    assert "budget refused" in r.stderr
+    acc = Accountant(tmp_path / "ledger.sqlite")
+    (status,) = acc.datasets()
+    keys = [h.key for h in acc.history(status.dataset)]
+    assert len(keys) == 2 and all("/select/" in k for k in keys)  # the refused step left no charge
+    assert status.epsilon_spent == pytest.approx(1.0)
+    out = tmp_path / "out"
+    assert (out / "selection.json").exists()  # the releases before the refusal stand
+    assert not (out / "models.json").exists() and not (out / "report.md").exists()
+
+
+def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefect_server: dict,
+                                                                          tmp_path: Path) -> None:
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"solver": 1},
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        # the standard DP-FW (Alg. 1) on 20,000 x 47,236 rows: long enough to be killed mid-fit
+        cfg = write_config(tmp_path, small_config(
+            tmp_path, data={"n": 20000, "d": 47236}, cluster={"kind": "address", "address": cluster.scheduler_address},
+            select={"methods": ["dp-sis"]}, train={"methods": ["dp-fw"], "epsilon": [1.0], "iters": 2500}))
+        proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json"],
+                                env=flow_env(tmp_path, prefect_server), cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        victim = None
+        deadline = time.time() + 300
+        while victim is None and time.time() < deadline and proc.poll() is None:
+            for worker, keys in client.processing().items():
+                if any(str(k).startswith("fit-") for k in keys):
+                    victim = worker
+            time.sleep(0.2)
+        assert victim is not None, "the fit never started"
+        time.sleep(2.0)  # well inside the fit
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-4000:]
+    out = json.loads(stdout)
+    keys = ledger_keys(tmp_path)
+    assert len(keys) == len(set(keys)) == 2  # dp-sis + dp-fw, each charged once
+    acc = Accountant(tmp_path / "ledger.sqlite")
+    assert acc.status(out["dataset_id"]).epsilon_spent == pytest.approx(1.5)
+    (model,) = json.loads((tmp_path / "out" / "models.json").read_text())
+    recorded = {h.key: json.loads(h.result) for h in acc.history(out["dataset_id"])}
+    assert recorded[model["key"]] == model["result"] and model["result"]["iterations"] == 2500
+
+
+def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, small_config(tmp_path, select={"methods": ["dp-sis"]}, train={"epsilon": [1.0]}))
+    env = flow_env(tmp_path, prefect_server)
+    log = open(tmp_path / "serve.log", "w")
+    server = subprocess.Popen([sys.executable, "-m", "flows.serve", "--name", "test-deploy", "--cron", "0 2 * * *",
+                               "--config", str(cfg)], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = prefect_server["url"]
+        deadline = time.time() + 120
+        dep = None
+        while dep is None:
+            try:
+                dep = _api(url, lambda c: c.read_deployment_by_name("dpdist-end-to-end/test-deploy"))
+            except Exception:  # noqa: BLE001 - not registered yet
+                assert time.time() < deadline and server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+                time.sleep(1.0)
+        assert dep.schedules and dep.schedules[0].schedule.cron == "0 2 * * *"
+        from prefect.deployments import run_deployment
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: url}):
+            run = run_deployment("dpdist-end-to-end/test-deploy", timeout=600)
+        assert run.state.is_completed(), (tmp_path / "serve.log").read_text()[-4000:]
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+    keys = ledger_keys(tmp_path)
+    assert len(keys) == 2 and len(set(keys)) == 2
+    assert (tmp_path / "out" / "report.md").exists()

@@ -1,0 +1,81 @@
+"""The run config: embedded defaults, TOML and YAML files, and errors that name file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.config import ConfigError, load_config
+from flows.runtime import slurm_kwargs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_embedded_defaults_are_the_main_job() -> None:
+    cfg = load_config()
+    assert cfg.source_file == "<defaults>"
+    assert cfg.data.source == "synth" and cfg.cluster.kind == "local" and cfg.cluster.n_workers == 2
+    assert cfg.select.methods == ("dp-sis", "two-stage") and cfg.train.methods == ("fast-dp-fw",)
+    assert cfg.seed is None and cfg.step_seed("k") is None  # noise from OS entropy unless a seed is given
+    spend = len(cfg.select.methods) * cfg.select.epsilon + len(cfg.train.methods) * sum(cfg.train.epsilon)
+    assert spend <= cfg.budget.epsilon  # the embedded budget covers the embedded epsilon split
+
+
+def test_toml_and_yaml_files_override_the_defaults(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text('name = "x"\n[train]\nepsilon = 0.5\niters = 10\n')
+    (tmp_path / "a.yaml").write_text("name: x\ntrain:\n  epsilon: 0.5\n  iters: 10\n")
+    a, b = load_config(tmp_path / "a.toml"), load_config(tmp_path / "a.yaml")
+    assert a.train == b.train and a.train.epsilon == (0.5,) and a.train.iters == 10
+    assert a.data == load_config().data  # untouched sections keep the defaults
+    assert a.source_file.endswith("a.toml")
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[train]\nepsilon = [1.0, -1.0]\n", "train.epsilon"),
+    ("[select]\nk = 0\n", "select.k"),
+    ("[select]\nmethods = ['peeling']\n", "select.methods"),
+    ("[data]\nsource = 'store'\n", "data.path"),
+    ("[data]\ntest_fraction = 1.0\n", "data.test_fraction"),
+    ("[cluster]\nkind = 'slurm'\n", "cluster.jobqueue"),
+    ("[cluster]\nkind = 'address'\n", "cluster.address"),
+    ("[train]\nfeatures = 'two-stage'\n[select]\nmethods = ['dp-sis']\n", "train.features"),
+    ("[budget]\nepsilon = 1.0\ndelta = 1e-6\nextra = 1\n", "budget.extra"),
+    ("[budget]\nepsilon = 0\ndelta = 1e-6\n", "budget.epsilon"),
+    ("colour = 'red'\n", "colour"),
+])
+def test_bad_values_fail_naming_the_file_and_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(path) in str(e.value) and key in str(e.value)
+
+
+def test_unparsable_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("[train\n")
+    with pytest.raises(ConfigError, match="broken.toml: not valid TOML"):
+        load_config(path)
+
+
+def test_release_keys_follow_the_parameters() -> None:
+    cfg = load_config()
+    k1 = cfg.step_key("train", "fast-dp-fw", {"epsilon": 1.0})
+    assert k1 == cfg.step_key("train", "fast-dp-fw", {"epsilon": 1.0})  # a re-run replays
+    assert k1 != cfg.step_key("train", "fast-dp-fw", {"epsilon": 2.0})  # new parameters: a new release
+    assert k1.startswith("demo/train/fast-dp-fw/")
+    seeded = load_config(overrides={"seed": 3})
+    assert seeded.step_seed(k1) == seeded.step_seed(k1) != seeded.step_seed(k1 + "x")
+
+
+def test_jobqueue_yaml_gives_slurm_workers_the_solver_resource() -> None:
+    kw = slurm_kwargs(REPO / "deploy" / "jobqueue.yaml")
+    assert kw["queue"] == "debug" and kw["processes"] == 1
+    extra = kw["worker_extra_args"]
+    assert extra[extra.index("--resources") + 1] == "solver=1"
+
+
+def test_missing_jobqueue_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cluster.jobqueue"):
+        slurm_kwargs(tmp_path / "nope.yaml")
