@@ -110,8 +110,17 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
 
 
 def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
-    # enough for the two selections (0.5 + 0.5), not for the model (1.0)
+    # an svmlight source (ingested by the flow); budget enough for the two selections (0.5 + 0.5),
+    # not for the model (1.0)
+    from sklearn.datasets import dump_svmlight_file
+
+    from dpdist.data.synthetic import make_synthetic
+
+    X, y = make_synthetic("rcv1", random_state=3, n=3000, d=4000).materialize()
+    dump_svmlight_file(X, y, str(tmp_path / "data.svm"))
     cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.5, "delta": 1e-6},
+                                              data={"source": "svmlight", "path": str(tmp_path / "data.svm"),
+                                                    "n_features": 4000},
                                               train={"epsilon": [1.0]}))
     r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
     assert r.returncode == 3, r.stderr[-4000:]
@@ -164,7 +173,9 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
 
 
 def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, small_config(tmp_path, select={"methods": ["dp-sis"]}, train={"epsilon": [1.0]}))
+    # the model is fitted on the columns DP-SIS released (train.features = "dp-sis")
+    cfg = write_config(tmp_path, small_config(tmp_path, select={"methods": ["dp-sis"]},
+                                              train={"epsilon": [1.0], "features": "dp-sis"}))
     env = flow_env(tmp_path, prefect_server)
     log = open(tmp_path / "serve.log", "w")
     server = subprocess.Popen([sys.executable, "-m", "flows.serve", "--name", "test-deploy", "--cron", "0 2 * * *",
@@ -196,3 +207,7 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
     keys = ledger_keys(tmp_path)
     assert len(keys) == 2 and len(set(keys)) == 2
     assert (tmp_path / "out" / "report.md").exists()
+    selected = json.loads((tmp_path / "out" / "selection.json").read_text())["dp-sis"]["features"]
+    (model,) = json.loads((tmp_path / "out" / "models.json").read_text())
+    assert model["result"]["indices"] and set(model["result"]["indices"]) <= set(selected)
+    assert {abs(v) - 1 for v in model["result"]["path"]} <= set(selected)  # vertices in store columns
