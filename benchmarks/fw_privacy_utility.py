@@ -43,6 +43,11 @@ def data(name: str, shared: Path):
     return X[~test], y[~test], X[test], y[test]
 
 
+def _i32(X):  # liblinear takes 32-bit sparse indices only
+    import scipy.sparse as sp
+    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
+
+
 def scores(model, Xte, yte) -> tuple[float, float]:
     from sklearn.metrics import roc_auc_score
     return 100 * float(np.mean(model.predict(Xte) == yte)), 100 * float(roc_auc_score(yte, model.decision_function(Xte)))
@@ -66,9 +71,9 @@ def main() -> None:
         print(f"\n{name}: train {Xtr.shape[0]:,} x {Xtr.shape[1]:,}, test {Xte.shape[0]:,}; lambda={args.lam:g}, "
               f"T={args.iters}; accuracy % / AUC % on the test rows")
         fw = DPFrankWolfeClassifier(lam=args.lam, max_iter=args.iters, method="fast-fw").fit(Xtr, ytr)
-        sk = LogisticRegression(penalty="l1", C=1.0, solver="liblinear").fit(Xtr, ytr)
+        sk = LogisticRegression(l1_ratio=1.0, C=1.0, solver="liblinear").fit(_i32(Xtr), ytr)
         print(f"  {'non-private fast FW':<28}{'%.2f / %.2f' % scores(fw, Xte, yte):>16}   nnz {np.count_nonzero(fw.coef_)}")
-        print(f"  {'sklearn L1 logistic (C=1)':<28}{'%.2f / %.2f' % scores(sk, Xte, yte):>16}   "
+        print(f"  {'sklearn L1 logistic (C=1)':<28}{'%.2f / %.2f' % scores(sk, _i32(Xte), yte):>16}   "
               f"nnz {np.count_nonzero(sk.coef_)}")
         for eps in EPSILONS:
             res = [scores(DPFrankWolfeClassifier(epsilon=eps, delta=1e-6, lam=args.lam, max_iter=args.iters,
