@@ -22,9 +22,6 @@ from flows.runtime import on_cluster
 
 __all__ = ["ingest", "ingest_stage", "store_paths"]
 
-_SUMMARY = ("store", "dataset_id", "n_rows", "n_features", "nnz", "task")
-
-
 def store_paths(cfg: RunConfig) -> dict[str, str]:
     """Where the stage puts (or finds) the source store and the two halves of the split."""
     root = Path(cfg.output) / "stores"
@@ -33,9 +30,10 @@ def store_paths(cfg: RunConfig) -> dict[str, str]:
 
 
 def store_summary(path: str) -> dict[str, Any]:
+    """What the flow passes on and reports of a store: its public shape and identity (no statistic)."""
     s = open_store(path)
     return {"store": path, "dataset_id": s.dataset_id, "n_rows": s.shape[0], "n_features": s.shape[1],
-            "nnz": s.nnz, "task": s.task, "true_support": s.meta.get("true_support")}
+            "task": s.task, "true_support": s.meta.get("true_support")}
 
 
 @task(name="ingest-source", retries=1, **RAW)
@@ -64,8 +62,8 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     """Run on the active task runner: source store, then its split. Returns their summaries."""
     logger = get_run_logger()
     source = make_source.submit(cfg).result()
-    logger.info("source store %s: %d x %d, %d non-zeros, dataset %s", source["store"], source["n_rows"],
-                source["n_features"], source["nnz"], source["dataset_id"])
+    logger.info("source store %s: %d x %d, dataset %s", source["store"], source["n_rows"], source["n_features"],
+                source["dataset_id"])
     halves = split.submit(cfg, source).result()
     logger.info("split: %d train rows, %d test rows", halves["train"]["n_rows"], halves["test"]["n_rows"])
     return {"source": source, **halves}

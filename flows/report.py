@@ -112,10 +112,11 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
     md = [f"# dpdist run `{cfg.name}`", "",
           f"Prefect flow run `{flow_run}`; config `{cfg.source_file}`; ledger `{acc.path}`.", "",
           "## Data", "",
-          _table(["store", "rows", "features", "non-zeros", "task"],
-                 [[Path(s["store"]).name, s["n_rows"], s["n_features"], s["nnz"], s["task"]]
+          _table(["store", "rows", "features", "task"],
+                 [[Path(s["store"]).name, s["n_rows"], s["n_features"], s["task"]]
                   for s in (src, stores["train"], stores["test"])]), "",
-          f"Dataset id (charged for every release): `{dataset}`.", "",
+          f"Dataset id (charged for every release): `{dataset}`. Row counts are treated as public, as the "
+          "mechanisms' sensitivities (which use n) and the seeds do; no other statistic of the data is shown.", "",
           "## Privacy ledger", "",
           f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}; spent "
           f"epsilon={status['epsilon_spent']:.6g}, delta={status['delta_spent']:.3g}; "
