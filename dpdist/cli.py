@@ -16,6 +16,7 @@ from typing import Any
 
 from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
 from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.utils.io import write_json_atomic
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 
@@ -187,23 +188,10 @@ def _select(args: argparse.Namespace) -> int:
                "delta": 0.0, "seconds": round(time.perf_counter() - t0, 4), "dataset_id": store.dataset_id,
                "key": key}
     if args.out:
-        _write_json_atomic(args.out, payload)
+        write_json_atomic(args.out, payload)
     _emit(args, payload, lambda: f"{args.method}: {args.k} features {payload['features']} "
                                  f"(epsilon={args.epsilon:g} charged to {store.dataset_id}, {payload['seconds']:.2f} s)")
     return EXIT_OK
-
-
-def _write_json_atomic(path: str, payload: dict[str, Any]) -> None:
-    import os
-    import tempfile
-
-    target = os.path.abspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, sort_keys=True, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
 
 
 # ----------------------------------------------------------------------- train
@@ -262,7 +250,7 @@ def _train(args: argparse.Namespace) -> int:
         else:
             payload["mse"] = float(np.mean((model.predict(Xte) - yte) ** 2))
     if args.out:
-        _write_json_atomic(args.out, {**payload, "coef": {"indices": np.flatnonzero(model.coef_).tolist(),
+        write_json_atomic(args.out, {**payload, "coef": {"indices": np.flatnonzero(model.coef_).tolist(),
                                                           "values": model.coef_[model.coef_ != 0].tolist()}})
 
     def human() -> str:

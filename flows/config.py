@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -110,7 +110,6 @@ class RunConfig:
     ledger: str | None = None
     seed: int | None = None
     source_file: str = "<defaults>"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

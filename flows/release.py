@@ -34,15 +34,10 @@ from prefect.logging import get_run_logger
 from dpdist.exceptions import UnknownDataset
 from dpdist.privacy.accountant import Accountant
 
-__all__ = ["release", "ensure_budget", "RAW", "ledger"]
+__all__ = ["release", "ensure_budget", "RAW"]
 
 # options of every task that returns an un-noised statistic of the data
 RAW: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
-
-
-def ledger(path: str | None) -> Accountant:
-    """The run's accountant (``path`` None: ``$DPDIST_LEDGER`` or ``~/.dpdist/ledger.sqlite``)."""
-    return Accountant(path)
 
 
 @task(name="release", cache_policy=NO_CACHE, persist_result=False, retries=0)

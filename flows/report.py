@@ -18,7 +18,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact  #
 
 from dpdist.privacy.accountant import Accountant  # noqa: E402
 from flows.config import RunConfig  # noqa: E402
-from flows.results import write_json  # noqa: E402
+from dpdist.utils.io import write_json_atomic, write_text_atomic  # noqa: E402
 
 __all__ = ["write_report"]
 
@@ -142,16 +142,13 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
                "![privacy-utility](privacy_utility.png)", "", "![convergence](convergence.png)", ""]
     md += ["Held-out metrics are computed from the released models on the test rows and are not noised "
            "(as in the seeds' tables); count them as published.", ""]
-    report = out / "report.md"
-    tmp = out / ".report.md.tmp"
-    tmp.write_text("\n".join(md))
-    tmp.replace(report)
+    report = write_text_atomic(out / "report.md", "\n".join(md))
     results = {"name": cfg.name, "flow_run": flow_run, "dataset_id": dataset, "stores": stores,
                "selection": selection, "models": [{k: v for k, v in m.items() if k != "result"} for m in models or []],
                "evaluation": evaluation, "ledger": {"path": str(acc.path), **status}, "config": cfg.to_dict()}
-    write_json(out / "results.json", results)
+    write_json_atomic(out / "results.json", results)
     create_markdown_artifact(key="dpdist-report", markdown="\n".join(md), description=f"dpdist run {cfg.name}")
     if mevals:
         create_table_artifact(key="dpdist-models", description="released models, held-out metrics",
                               table=[{k: r[k] for k in ("method", "epsilon", "nnz_weights", *cols)} for r in mevals])
-    return {"report": str(report.resolve()), "results": str((out / "results.json").resolve())}
+    return {"report": str(report), "results": str((out / "results.json").resolve())}

@@ -120,8 +120,8 @@ def dashboard_link() -> str | None:
         return None
 
 
-def on_cluster(cfg: ClusterConfig | Any, name: str, stage: Callable[..., T], *args: Any) -> T:
-    """Run ``stage(cfg, *args)`` as a subflow on the cluster of ``cfg.cluster``.
+def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
+    """Run ``stage(cfg, *args)`` as a subflow on the cluster of ``cfg.cluster`` (``cfg``: a RunConfig).
 
     The subflow owns the ``DaskTaskRunner``: its tasks (and the Dask graphs they submit) run on
     that cluster, which starts before the stage and is closed after it. The dashboard link is

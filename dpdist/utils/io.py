@@ -1,0 +1,33 @@
+"""Atomic file writes: a reader sees the old file or the whole new one, never half of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_text_atomic", "write_json_atomic"]
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same directory, fsync, rename."""
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
+    """``payload`` as indented, key-sorted JSON, written atomically."""
+    return write_text_atomic(path, json.dumps(payload, indent=1, sort_keys=True, default=str))
