@@ -36,7 +36,8 @@ import scipy.sparse as sp
 
 from dpdist.exceptions import ParameterError
 from dpdist.solvers.frank_wolfe import FWResult, check_problem, privacy_plan
-from dpdist.solvers.samplers import _build, _draw, _gumbel_max, _seed, _update
+from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
+                                     _seed, _set, _settle, _total, block_shift)
 from dpdist.utils.random import RandomState, check_random_state
 
 __all__ = ["FAST_SELECTIONS", "fast_frank_wolfe"]
@@ -148,14 +149,42 @@ def _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, logistic):
     alpha[:] = 0.0
     for i in range(y.shape[0]):
         m = wm * vbar[i]
-        q[i] = _sigmoid(m) - y[i] if logistic else m - y[i]
+        qi = _sigmoid(m) - y[i] if logistic else m - y[i]
+        q[i] = qi
         for p in range(r_ptr[i], r_ptr[i + 1]):
-            alpha[r_idx[p]] += q[i] * r_val[p]
+            alpha[r_idx[p]] += qi * r_val[p]
+
+
+@numba.njit(cache=True)
+def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits):
+    """Sampler state from scratch: W_k = 2 cosh(a_k) e^-ref, a_k = scale alpha_k, ref = max_k ln(2 cosh a_k).
+
+    W_k = e^(|a_k| - ref) + e^(-2 ref) / e^(|a_k| - ref); st = (ref, e^(-2 ref))."""
+    D = alpha.shape[0]
+    amax = 0.0
+    for k in range(D):
+        amax = max(amax, abs(alpha[k]))
+    ref = _log2cosh(scale * amax)
+    st[0] = ref
+    st[1] = math.exp(-2.0 * ref) if 2.0 * ref < -_FLUSH else 0.0
+    for k in range(D):
+        xbuf[k] = scale * abs(alpha[k]) - ref
+    _exp_weights(xbuf, D, st[1], W, bits)
+    _resum_all(W, c, err, shift)
+
+
+@numba.njit(cache=True)
+def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale):
+    z = _total(c)
+    if _needs_rebuild(z):
+        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+        z = _total(c)
+    return _draw(W, c, shift, z) if mode == 1 else _race(W)
 
 
 @numba.njit(cache=True)
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, seed):
+             record_every, shift, seed):
     n, D = y.shape[0], ybar.shape[0]
     _seed(seed)
     wt = np.zeros(D)
@@ -169,26 +198,29 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     path = np.empty(T, dtype=np.int64)
     n_rec = T // record_every if record_every > 0 else 0
     objective = np.empty(n_rec)
-    # vertex selection state (logistic): lazy heap or log-weights with block sums
-    cap = 4 * D + 16
+    # vertex selection state: lazy heap (non-private) or sampler weights with block sums
+    heap = logistic and mode == 0
+    cap = 4 * D + 16 if heap else 1
     keys = np.empty(cap)
     items = np.empty(cap, dtype=np.int64)
-    cur = np.empty(D)
-    popped = np.empty(D, dtype=np.int64)
+    cur = np.empty(D if heap else 1)
+    popped = np.empty(D if heap else 1, dtype=np.int64)
     size = 0
-    v = np.empty(D)
-    B = max(1, int(math.ceil(math.sqrt(D))))
+    W = np.empty(D)
+    c = np.empty((D + (1 << shift) - 1) >> shift)
+    err = np.empty_like(c)
+    st = np.empty(2)  # ref, exp(-2 ref)
+    xbuf = np.empty(D)
+    wbuf = np.empty(D)  # not xbuf: an in-place call would not vectorise (aliasing)
+    bits = np.empty(D, dtype=np.int64)
     scale = eps0 / (2.0 * L)
-    mark = np.zeros(D, dtype=np.bool_)
-    touched = np.empty(D, dtype=np.int64)
-    n_touched = 0
+    mark = np.zeros(D, dtype=np.uint8)
+    touched = np.empty(D + 1, dtype=np.int64)
     if logistic:
         if mode == 0:
             size = _heap_build(alpha, keys, items, cur)
         else:
-            for k in range(D):
-                v[k] = _log2cosh(scale * alpha[k])
-    c = _build(v, B) if (logistic and mode != 0) else np.empty(1)
+            _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
     for t in range(1, T + 1):
         # ---- choose the vertex (j, sigma)
         if not logistic:
@@ -200,15 +232,12 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                     if abs(alpha[k]) > best:
                         best, j = abs(alpha[k]), k
             else:
-                for k in range(D):
-                    v[k] = _log2cosh(scale * alpha[k])
-                j = _gumbel_max(v)
+                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+                j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale)
         elif mode == 0:
             j, size = _heap_next(alpha, keys, items, size, cur, popped)
-        elif mode == 1:
-            j = _draw(v, c, B)
         else:
-            j = _gumbel_max(v)
+            j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale)
         if mode == 0:
             sigma = -1.0 if alpha[j] > 0 else 1.0
         else:
@@ -221,6 +250,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         wm *= 1.0 - eta
         delta = eta * sigma * lam / wm
         wt[j] += delta
+        n_touched = 0
         for p in range(c_ptr[j], c_ptr[j + 1]):
             i, xij = c_idx[p], c_val[p]
             vbar[i] += delta * xij
@@ -233,27 +263,36 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                 for pp in range(r_ptr[i], r_ptr[i + 1]):
                     k = r_idx[pp]
                     alpha[k] += gam * r_val[pp]
-                    if not mark[k]:
-                        mark[k] = True
-                        touched[n_touched] = k
-                        n_touched += 1
+                    touched[n_touched] = k  # kept only if k is new in this step (branch-free)
+                    n_touched += 1 - mark[k]
+                    mark[k] = 1
             else:
                 for pp in range(r_ptr[i], r_ptr[i + 1]):
                     beta[r_idx[pp]] += delta * xij * r_val[pp]
         # ---- queue / sampler: once per coordinate whose alpha moved in this step
         for p in range(n_touched):
-            k = touched[p]
-            mark[k] = False
-            if mode == 0:
+            mark[touched[p]] = 0
+        if mode == 0:
+            for p in range(n_touched):
+                k = touched[p]
                 ak = abs(alpha[k])
                 if ak > cur[k]:
                     if size == keys.shape[0]:  # compact: one live entry per coordinate
                         size = _heap_build(alpha, keys, items, cur)
                     size = _heap_push(keys, items, size, ak, k)
                     cur[k] = ak
+        elif n_touched > 0:
+            ref, xmax = st[0], -np.inf
+            for p in range(n_touched):
+                xbuf[p] = scale * abs(alpha[touched[p]]) - ref
+                xmax = max(xmax, xbuf[p])
+            if xmax > _HEADROOM:
+                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
             else:
-                _update(v, c, B, k, _log2cosh(scale * alpha[k]))
-        n_touched = 0
+                _exp_weights(xbuf, n_touched, st[1], wbuf, bits)
+                for p in range(n_touched):
+                    _set(W, c, err, shift, touched[p], wbuf[p])
+                _settle(W, c, err, shift)
         # ---- fold the scale, refresh the stale derivatives
         do_refresh = logistic and refresh > 0 and t % refresh == 0
         if wm < 1e-30 or do_refresh:
@@ -268,9 +307,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             if mode == 0:
                 size = _heap_build(alpha, keys, items, cur)
             else:
-                for k in range(D):
-                    v[k] = _log2cosh(scale * alpha[k])
-                c = _build(v, B)
+                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     return wt * wm, path, objective
@@ -299,10 +336,13 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     Xc = X.tocsc()
     ybar = np.asarray(X.T @ y)
     t0 = time.perf_counter()
-    coef, path, objective = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
-                                     Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64), Xc.data, y, ybar,
+    if max(n, D) >= 2**31:
+        raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")
+    # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (half the traffic)
+    coef, path, objective = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
+                                     Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y, ybar,
                                      float(lam), int(max_iter), loss == "logistic", _MODES[selection], eps0, L,
-                                     int(refresh), int(record_every), int(rng.integers(2**62)))
+                                     int(refresh), int(record_every), block_shift(D), int(rng.integers(2**62)))
     seconds = time.perf_counter() - t0
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan)
 
