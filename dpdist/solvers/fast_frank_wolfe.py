@@ -8,12 +8,15 @@ feature j and, through them, O(S_r S_c) entries of the gradient:
 
 * squared loss -- exact: alpha = X^T (X w - y) = w_m beta - X^T y with beta = X^T X w~ kept
   up to date (beta += delta X^T x_(j)). Every alpha_k moves with w_m, so vertex selection
-  scans all D coordinates (non-private argmax, or Gumbel-max for the exponential
-  mechanism). The coordinate sequence and weights are Alg. 1's (tested).
+  scans all D coordinates (non-private argmax, or the sampler rebuilt from all D weights
+  for the exponential mechanism). The coordinate sequence and weights are Alg. 1's (tested).
 * logistic loss -- seed 004's Alg. 2: cached row derivatives qbar_i = l'(w_m vbar_i; y_i) are
   refreshed only on the touched rows, alpha = X^T qbar follows them in O(S_r S_c), and the
   vertex comes from the lazy max-queue (non-private) or the exact exponential-mechanism
-  sampler over log-weights ln(2 cosh(eps0 alpha_j / (2 L))) updated in O(1) each. The shrink
+  sampler over the weights 2 cosh(eps0 alpha_j / (2 L)), held as W_j = 2 cosh(a_j) e^-ref
+  with one shared exponent ref (:mod:`dpdist.solvers.samplers`) and updated in O(1) each:
+  the touched coordinates of a step are gathered once (a coordinate in several touched rows
+  is updated once) and their weights computed in one vectorised pass. The shrink
   changes the margins of untouched rows too, so their qbar are stale (spec 2.4 FLAG); a full
   refresh every ``refresh`` steps recomputes qbar and alpha exactly (O(nnz)) and bounds the
   drift. Privacy is unaffected: every qbar_i is l' at a past iterate fixed by the public
@@ -21,8 +24,8 @@ feature j and, through them, O(S_r S_c) entries of the gradient:
 
 The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
 below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
-(BSLS, Alg. 2 + 4), ``"exponential-bruteforce"`` (Gumbel-max over the same maintained
-log-weights, the seed's Alg. 2 + brute-force noisy-max ablation).
+(BSLS, Alg. 2 + 4), ``"exponential-bruteforce"`` (an O(D) exponential race -- Gumbel-max --
+over the same maintained weights, the seed's Alg. 2 + brute-force noisy-max ablation).
 """
 
 from __future__ import annotations
@@ -310,7 +313,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                 _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
-    return wt * wm, path, objective
+    return wt * wm, path, objective, (alpha, W, c, st)  # the last: final sampler state, for tests
 
 
 def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
@@ -339,7 +342,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if max(n, D) >= 2**31:
         raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")
     # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (half the traffic)
-    coef, path, objective = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
+    coef, path, objective, _ = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
                                      Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y, ybar,
                                      float(lam), int(max_iter), loss == "logistic", _MODES[selection], eps0, L,
                                      int(refresh), int(record_every), block_shift(D), int(rng.integers(2**62)))

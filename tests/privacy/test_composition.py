@@ -46,6 +46,11 @@ def test_step_epsilon_refuses_when_shortcut_is_invalid():
     # eps far above 4 ln(1/delta): the shortcut's exact bound exceeds the target
     with pytest.raises(ParameterError, match="exact advanced-composition bound"):
         advanced_step_epsilon(60.0, 1e-2, 50)
+    # so far above that e^eps0 overflows a double: still the same clear refusal
+    with pytest.raises(ParameterError, match="exact advanced-composition bound"):
+        advanced_step_epsilon(1e9, 1e-3, 150)
+    with pytest.raises(ParameterError, match="overflows"):
+        advanced_composition(800.0, 3, 1e-6)
 
 
 @pytest.mark.parametrize(("eps", "delta", "T", "expected"), [(1.0, 1e-6, 4000, 1.036), (4.9, 1 / 4000, 1000, 6.38)])

@@ -11,7 +11,8 @@ from sklearn.datasets import load_svmlight_file
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
-from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+from dpdist.solvers.fast_frank_wolfe import _fast_fw, fast_frank_wolfe
+from dpdist.solvers.samplers import block_shift
 from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz
 
 
@@ -107,6 +108,43 @@ def test_private_fast_runs_agree_in_distribution_with_standard_em(selection):
     f = np.array([fast.count(k) for k in keys]) / 3000
     s = np.array([std.count(k) for k in keys]) / 3000
     assert np.abs(f - s).max() < 0.05
+
+
+def _kernel(X, y, lam, T, loss, mode, eps0, refresh):
+    """The fast kernel run directly (any per-step epsilon): (path, final sampler state)."""
+    Xc = X.tocsc()
+    _, path, _, state = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
+                                 Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
+                                 np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh, 0,
+                                 block_shift(X.shape[1]), 7)
+    return path.tolist(), state
+
+
+@pytest.mark.parametrize("eps0", [0.05, 3.0])
+def test_sampler_weights_match_the_gradient_after_every_kind_of_step(rcv1, eps0):
+    """After 300 steps (no refresh) every sampler weight is 2 cosh(eps0 alpha_k / 2) e^-ref of the
+    kernel's current alpha, and every block sum is the sum of its block."""
+    X, y = rcv1
+    _, (alpha, W, c, st) = _kernel(X, y, 20.0, 300, "logistic", 1, eps0, 0)
+    a = eps0 * alpha / 2
+    expected = np.exp(np.logaddexp(a, -a) - st[0])
+    np.testing.assert_allclose(W, expected, rtol=1e-13, atol=1e-300)
+    B = 1 << block_shift(X.shape[1])
+    np.testing.assert_allclose(c, np.add.reduceat(W, np.arange(0, W.size, B)), rtol=1e-12)
+    assert W.max() > 1e-3  # ref stays near the top weight
+
+
+@pytest.mark.parametrize("mode", [1, 2])  # BSLS, brute force
+@pytest.mark.parametrize("loss,refresh", [("logistic", 0), ("logistic", 40), ("squared", 0)])
+def test_private_fast_sampler_tracks_every_gradient_update(rcv1, mode, loss, refresh):
+    """At a huge per-step epsilon the exponential mechanism is the argmax, so the private kernel
+    must follow the non-private one step for step. This checks the sampler weight of every
+    touched coordinate after every step, and the rebuilds (a_j here lies far beyond e^600)."""
+    X, y = rcv1
+    if loss == "squared":
+        y = 2 * y - 1
+    exact = fast_frank_wolfe(X, y, 20.0, 150, loss=loss, refresh=refresh).path
+    assert _kernel(X, y, 20.0, 150, loss, mode, 1e7, refresh)[0] == exact
 
 
 def test_private_solvers_enforce_the_bounds():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from dpdist.solvers.samplers import BSLSSampler
+from dpdist.solvers.samplers import _FLUSH, BSLSSampler, _exp_weights
 
 DRAWS = 60_000
 
@@ -66,4 +66,34 @@ def test_bruteforce_reference_agrees():
     v = spread_weights(rng, 40)
     s = BSLSSampler(v, random_state=3)
     draws = np.array([s.draw_bruteforce() for _ in range(DRAWS)])
+    assert chisquare_p(draws, v) > 1e-3
+
+
+def test_vectorised_exp_is_within_an_ulp_of_libm():
+    x = np.concatenate([np.linspace(_FLUSH, 600.0, 200_001), np.random.default_rng(0).uniform(-3, 3, 10_000)])
+    out, bits = np.empty_like(x), np.empty(x.size, dtype=np.int64)
+    _exp_weights(x, x.size, 0.0, out, bits)
+    rel = np.abs(out / np.exp(x) - 1.0)
+    assert rel.max() <= 2 * np.finfo(float).eps
+    # the cosh form e + cref / e, and the flush to 0 below e^_FLUSH
+    x2 = np.array([-2.0, 0.0, 1.5, _FLUSH - 1e-9, -1e4, -np.inf])
+    out2 = np.empty_like(x2)
+    _exp_weights(x2, x2.size, 0.25, out2, np.empty(x2.size, dtype=np.int64))
+    np.testing.assert_allclose(out2[:3], np.exp(x2[:3]) + 0.25 * np.exp(-x2[:3]), rtol=4e-16)
+    assert (out2[3:] == 0).all()
+
+
+def test_rebuilds_keep_the_distribution_across_any_shift():
+    """A weight rising far past the shared exponent, and the top weight falling far below it."""
+    rng = np.random.default_rng(11)
+    v = rng.uniform(-5.0, 0.0, 60)
+    s = BSLSSampler(v, random_state=4)
+    v[7] = 2000.0  # e^2000 above the rest: rebuild upwards; everything else is now ~0
+    s.update(7, v[7])
+    assert s.st[0] == 2000.0
+    assert all(s.draw() == 7 for _ in range(200))
+    v[7] = -3000.0  # and back far below: the total collapses, rebuild downwards from the log-weights
+    s.update(7, v[7])
+    draws = np.array([s.draw() for _ in range(DRAWS // 2)])
+    assert s.st[0] == v.max()
     assert chisquare_p(draws, v) > 1e-3
