@@ -13,7 +13,10 @@ the total falls below e^-40 (the top item dropped far). Items more than e^-690 b
 are stored as 0: their probability is then below e^-650, which a double cannot represent
 next to 1 anyway (the per-draw normalisation exp(v_j - z) underflowed them too).
 
-Block sums c_b = sum of the W_j of B contiguous items are updated by c_b += W_new - W_old
+Blocks: B contiguous items, B the power of two nearest sqrt(D) (spec 2.5: ceil(sqrt(D)); a
+power of two within a factor sqrt(2) keeps every bound and makes block(j) = j >> shift, a
+shift instead of an integer division on every update). Block sums c_b = sum of the W_j of a
+block are updated by c_b += W_new - W_old
 with a running bound on their rounding error; before a draw, a block is re-summed (B
 additions) when that bound exceeds 1e-12 c_b -- this covers the cancellation spec 2.5 names
 (one dominant item demoted), which makes the bound jump past c_b at once.
@@ -53,8 +56,8 @@ _LN2_LO = 1.90821492927058770002e-10
 
 
 def block_shift(D: int) -> int:
-    """log2 of the block size B: the smallest power of two >= sqrt(D) (block of j = j >> shift)."""
-    return max(0, math.ceil(math.log2(math.sqrt(D)))) if D > 1 else 0
+    """log2 of the block size B: the power of two nearest sqrt(D) (block of j = j >> shift)."""
+    return max(0, round(math.log2(math.sqrt(D)))) if D > 1 else 0
 
 
 @numba.njit(cache=True)
