@@ -209,13 +209,14 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     cur = np.empty(D if heap else 1)
     popped = np.empty(D if heap else 1, dtype=np.int64)
     size = 0
-    W = np.empty(D)
-    c = np.empty((D + (1 << shift) - 1) >> shift)
+    ns = D if mode != 0 else 1
+    W = np.empty(ns)
+    c = np.empty((ns + (1 << shift) - 1) >> shift)
     err = np.empty_like(c)
     st = np.empty(2)  # ref, exp(-2 ref)
-    xbuf = np.empty(D)
-    wbuf = np.empty(D)  # not xbuf: an in-place call would not vectorise (aliasing)
-    bits = np.empty(D, dtype=np.int64)
+    xbuf = np.empty(ns)
+    wbuf = np.empty(ns)  # not xbuf: an in-place call would not vectorise (aliasing)
+    bits = np.empty(ns, dtype=np.int64)
     scale = eps0 / (2.0 * L)
     mark = np.zeros(D, dtype=np.uint8)
     touched = np.empty(D + 1, dtype=np.int64)
@@ -335,17 +336,18 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
             raise ParameterError("a private run needs epsilon and delta")
         plan = privacy_plan(epsilon, delta, max_iter, loss, lam, n, y_bound, "exponential")
         eps0, L = plan.eps0, plan.lipschitz
+    if max(n, D) >= 2**31:
+        raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")
     rng = check_random_state(random_state)
     Xc = X.tocsc()
     ybar = np.asarray(X.T @ y)
+    # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (less memory traffic)
+    rows = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data)
+    cols = (Xc.indptr.astype(np.int64, copy=False), Xc.indices.astype(np.int32, copy=False), Xc.data)
     t0 = time.perf_counter()
-    if max(n, D) >= 2**31:
-        raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")
-    # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (half the traffic)
-    coef, path, objective, _ = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
-                                     Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y, ybar,
-                                     float(lam), int(max_iter), loss == "logistic", _MODES[selection], eps0, L,
-                                     int(refresh), int(record_every), block_shift(D), int(rng.integers(2**62)))
+    coef, path, objective, _ = _fast_fw(*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic",
+                                        _MODES[selection], eps0, L, int(refresh), int(record_every), block_shift(D),
+                                        int(rng.integers(2**62)))
     seconds = time.perf_counter() - t0
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan)
 
