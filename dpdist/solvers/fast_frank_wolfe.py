@@ -195,7 +195,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     wm = 1.0
     alpha = np.zeros(D)
     q = np.zeros(n)
-    beta = np.zeros(D)  # squared loss: X^T X w~
+    beta = np.zeros(1 if logistic else D)  # squared loss: X^T X w~
     if logistic:
         _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, True)
     path = np.empty(T, dtype=np.int64)
@@ -302,7 +302,9 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         if wm < 1e-30 or do_refresh:
             for k in range(D):
                 wt[k] *= wm
-                beta[k] *= wm
+            if not logistic:
+                for k in range(D):
+                    beta[k] *= wm
             for i in range(n):
                 vbar[i] *= wm
             wm = 1.0
