@@ -316,7 +316,8 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                 _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
-    return wt * wm, path, objective, (alpha, W, c, st)  # the last: final sampler state, for tests
+    # the last item is internal state for the tests (alpha is the raw gradient): fast_frank_wolfe drops it
+    return wt * wm, path, objective, (alpha, W, c, st)
 
 
 def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",

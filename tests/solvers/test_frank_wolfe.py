@@ -12,8 +12,8 @@ from sklearn.datasets import load_svmlight_file
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
 from dpdist.solvers.fast_frank_wolfe import _fast_fw, fast_frank_wolfe
-from dpdist.solvers.samplers import block_shift
 from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz
+from dpdist.solvers.samplers import block_shift
 
 
 @pytest.fixture(scope="module")
