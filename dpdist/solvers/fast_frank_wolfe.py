@@ -326,7 +326,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
                      random_state: RandomState = None) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed)."""
-    X, y = check_problem(X, y, loss, lam, max_iter, selection is not None, y_bound)
+    X, y = check_problem(X, y, loss, lam, max_iter, selection is not None, y_bound, record_every)
     if selection not in FAST_SELECTIONS:
         raise ParameterError(f"selection must be one of {FAST_SELECTIONS}, got {selection!r}")
     if refresh < 0:

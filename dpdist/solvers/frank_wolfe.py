@@ -108,10 +108,16 @@ class FWResult:
 
 
 def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, private: bool = False,
-                  y_bound: float = 1.0) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Validate the inputs; for a private run also the bounds L assumes (|X_ij| <= 1, |y_i| <= y_bound)."""
+                  y_bound: float = 1.0, record_every: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Validate the inputs; for a private run also the bounds L assumes (|X_ij| <= 1, |y_i| <= y_bound)
+    and that no exact training loss is recorded (it is a statistic of the data without noise)."""
     if loss not in LOSSES:
         raise ParameterError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if record_every < 0:
+        raise ParameterError(f"record_every must be >= 0, got {record_every}")
+    if private and record_every:
+        raise ParameterError("record_every records the exact training loss, which a private run must not "
+                             "release; it exists for non-private runs only")
     check_positive(lam, "lam")
     check_count(T, "max_iter")
     X = sp.csr_matrix(X, dtype=np.float64)
@@ -142,7 +148,7 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
                 calibration: str = "safe", y_bound: float = 1.0, record_every: int = 0,
                 random_state: RandomState = None) -> FWResult:
     """Seed 004 Alg. 1 (standard sparse-aware FW), private when ``selection`` is set."""
-    X, y = check_problem(X, y, loss, lam, max_iter, selection is not None, y_bound)
+    X, y = check_problem(X, y, loss, lam, max_iter, selection is not None, y_bound, record_every)
     if selection not in SELECTIONS:
         raise ParameterError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     n, D = X.shape

@@ -156,3 +156,6 @@ def test_private_solvers_enforce_the_bounds():
         with pytest.raises(ParameterError, match=r"\|y_i\| <= 0.5"):
             solve(X / 2, y, 1.0, 5, loss="squared", selection=sel, epsilon=1.0, delta=1e-6, y_bound=0.5)
     frank_wolfe(X, y, 1.0, 5)  # non-private: no bound is assumed
+    for solve, sel in ((frank_wolfe, "laplace"), (fast_frank_wolfe, "exponential")):
+        with pytest.raises(ParameterError, match="exact training loss"):
+            solve(X / 2, y, 1.0, 5, selection=sel, epsilon=1.0, delta=1e-6, record_every=1)
