@@ -47,3 +47,11 @@ class UnknownDataset(DPDistError):
 
 class ReleaseKeyConflict(DPDistError):
     """A release key was reused for a different charge (other epsilon, delta or mechanism)."""
+
+
+class ReleaseRefused(DPDistError):
+    """A charged release published nothing: a solver limit or a privacy test refused it.
+
+    The charge stays in the ledger (the refusal depends on the data and is recorded as the
+    release); the message says why, never with a value of the data.
+    """
