@@ -192,15 +192,23 @@ def hinge_evaluate(problem: Problem, support: np.ndarray, tol: float) -> tuple[f
     return float(value), float(bound), beta, float(mu), float(h)
 
 
-def hinge_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, mu: float, h: float) -> np.ndarray:
-    """The cut's gradient g (length p) at 1_S from alpha = the smoothed derivative at beta."""
+def hinge_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, h: float) -> tuple[float, np.ndarray]:
+    """(intercept L(1_S), gradient g (length p)) of the cut from alpha = the smoothed derivative at beta.
+
+    mu is the best multiplier for that alpha; the intercept is the dual bound of the module
+    docstring, a lower bound on F_h(S) for any beta and h.
+    """
     S = np.asarray(support, dtype=np.int64)
     m = problem.y * problem.matvec(beta, S)
     alpha = np.clip((1.0 - m) / h, 0.0, 1.0)
     v = problem.rmatvec(alpha * problem.y)
-    denom = np.full(problem.p, problem.ridge)
+    ridge, r = problem.ridge, problem.r
+    vn = float(np.linalg.norm(v[S]))
+    mu = max(0.0, vn / (2.0 * r) - ridge)
+    intercept = float(alpha.sum()) - vn * vn / (4.0 * (ridge + mu)) - mu * r * r
+    denom = np.full(problem.p, ridge)
     denom[S] += mu
-    return -problem.ridge * v * v / (4.0 * denom * denom)
+    return intercept, -ridge * v * v / (4.0 * denom * denom)
 
 
 def hinge_swap_values(problem: Problem, center: np.ndarray, tol: float, cols: np.ndarray | None = None

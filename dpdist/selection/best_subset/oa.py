@@ -100,7 +100,8 @@ class Oracle:
             if self.problem.loss == "squared":
                 bound, grad = ls_cut(self.problem, S, *self._state[key])
             else:
-                grad = hinge_cut(self.problem, S, *self._state[key])
+                beta, _, h = self._state[key]
+                bound, grad = hinge_cut(self.problem, S, beta, h)
             self._cuts[key] = Cut(key, bound, grad)
         return self._cuts[key]
 

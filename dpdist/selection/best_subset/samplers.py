@@ -65,21 +65,27 @@ def top_r_log_weights(values: np.ndarray, p: int, s: int, scale: float) -> np.nd
 
 
 def top_r_sample(values: np.ndarray, p: int, s: int, scale: float, rng: np.random.Generator,
-                 support_at: Callable[[int], Sequence[int]], is_listed: Callable[[tuple[int, ...]], bool]
-                 ) -> tuple[int, ...]:
-    """One draw of the top-R mechanism (module docstring).
+                 support_at: Callable[[int], Sequence[int]], is_listed: Callable[[tuple[int, ...]], bool],
+                 size: int | None = None) -> tuple[int, ...] | list[tuple[int, ...]]:
+    """One draw (or ``size`` independent draws) of the top-R mechanism (module docstring).
 
     ``values[i]`` is F of the i-th listed support, ``support_at(i)`` that support, and
     ``is_listed`` tests membership of a sorted support tuple; the list must be the exact top-R.
     """
     logw = top_r_log_weights(values, p, s, scale)
-    i = int(gumbel_max(logw, rng))
-    if i < len(values):
-        return tuple(sorted(int(j) for j in support_at(i)))
-    while True:  # unbounded rejection loop: exactly uniform over the unlisted supports
-        S = uniform_support(p, s, rng)
-        if not is_listed(S):
-            return S
+    picks = np.atleast_1d(gumbel_max(logw, rng, size)) if size is not None else np.array([gumbel_max(logw, rng)])
+    listed = {int(i): tuple(sorted(int(j) for j in support_at(int(i)))) for i in np.unique(picks) if i < len(values)}
+    out = []
+    for i in picks:
+        if i < len(values):
+            out.append(listed[int(i)])
+            continue
+        while True:  # unbounded rejection loop: exactly uniform over the unlisted supports
+            S = uniform_support(p, s, rng)
+            if not is_listed(S):
+                out.append(S)
+                break
+    return out[0] if size is None else out
 
 
 def mistakes_log_weights(bucket_values: np.ndarray, p: int, s: int, scale: float) -> np.ndarray:
@@ -93,30 +99,56 @@ def mistakes_log_weights(bucket_values: np.ndarray, p: int, s: int, scale: float
     return out
 
 
+def _distinct_rows(rng: np.random.Generator, m: int, j: int, count: int) -> np.ndarray:
+    """``count`` uniform j-subsets of range(m) (rows of distinct indices; exact, by rejection)."""
+    out = np.empty((count, j), dtype=np.int64)
+    todo = np.arange(count)
+    while todo.size:
+        if j > m // 2:  # dense: a random permutation per row
+            out[todo] = np.argsort(rng.random((todo.size, m)), axis=1)[:, :j]
+            break
+        cand = rng.integers(m, size=(todo.size, j))
+        srt = np.sort(cand, axis=1)
+        ok = np.all(srt[:, 1:] != srt[:, :-1], axis=1) if j > 1 else np.ones(todo.size, dtype=bool)
+        out[todo[ok]] = cand[ok]
+        todo = todo[~ok]
+    return out
+
+
 def mistakes_sample(center: Sequence[int], bucket_values: np.ndarray, p: int, scale: float,
                     rng: np.random.Generator, member: str = "uniform",
-                    bucket_best: Sequence[Sequence[int] | None] | None = None) -> tuple[int, ...]:
-    """One draw of the mistakes mechanism: a bucket j, then a uniform member of it.
+                    bucket_best: Sequence[Sequence[int] | None] | None = None,
+                    size: int | None = None) -> tuple[int, ...] | list[tuple[int, ...]]:
+    """One draw (or ``size`` draws) of the mistakes mechanism: a bucket j, then a uniform member.
 
     ``member="best"`` (paper mode only) returns ``bucket_best[j]`` instead of a uniform member.
     """
     C = np.asarray(sorted(int(j) for j in center), dtype=np.int64)
     s = C.size
     logw = mistakes_log_weights(bucket_values, p, s, scale)
-    j = int(gumbel_max(logw, rng))
-    if member == "best":
-        if bucket_best is None or bucket_best[j] is None:
-            raise ValueError("member='best' needs the best support of the drawn bucket")
-        return tuple(sorted(int(k) for k in bucket_best[j]))
-    if j == 0:
-        return tuple(int(k) for k in C)
-    drop = rng.choice(s, size=j, replace=False)
-    keep = np.delete(C, drop)
+    js = np.atleast_1d(gumbel_max(logw, rng, size)) if size is not None else np.array([gumbel_max(logw, rng)])
     mask = np.ones(p, dtype=bool)
     mask[C] = False
     outside = np.flatnonzero(mask)
-    add = outside[rng.choice(outside.size, size=j, replace=False)]
-    return tuple(sorted(int(k) for k in np.concatenate([keep, add])))
+    out: list[tuple[int, ...]] = [()] * js.size
+    for j in np.unique(js):
+        rows = np.flatnonzero(js == j)
+        if member == "best":
+            if bucket_best is None or bucket_best[j] is None:
+                raise ValueError("member='best' needs the best support of the drawn bucket")
+            best = tuple(sorted(int(k) for k in bucket_best[j]))
+            for r in rows:
+                out[r] = best
+            continue
+        drop = _distinct_rows(rng, s, int(j), rows.size)
+        add = outside[_distinct_rows(rng, outside.size, int(j), rows.size)]
+        keep = np.ones((rows.size, s), dtype=bool)
+        np.put_along_axis(keep, drop, False, axis=1)
+        kept = np.broadcast_to(C, (rows.size, s))[keep].reshape(rows.size, s - int(j))
+        members = np.sort(np.concatenate([kept, add], axis=1), axis=1)
+        for r, S in zip(rows, members):
+            out[r] = tuple(int(k) for k in S)
+    return out[0] if size is None else out
 
 
 def mistakes_probabilities(bucket_values: np.ndarray, p: int, s: int, scale: float) -> np.ndarray:
