@@ -53,7 +53,7 @@ import scipy.sparse as sp
 from dpdist.exceptions import ParameterError
 from dpdist.utils.validation import check_count, check_positive
 
-__all__ = ["BOUND_MODES", "LOSSES", "Problem", "make_problem", "sensitivity"]
+__all__ = ["BOUND_MODES", "LOSSES", "Problem", "make_problem", "sensitivity", "store_problem"]
 
 LOSSES = ("squared", "hinge")
 BOUND_MODES = ("check", "clip")
@@ -215,3 +215,18 @@ def make_problem(X: Any, y: Any, s: int, loss: str = "squared", r: float = 1.1, 
         raise ParameterError("X and y must have the same number of rows")
     X, y = _check_bounds(X, y, loss, x_bound, y_bound, bounds)
     return Problem(X, y, s, loss, r, ridge, x_bound, y_bound)
+
+
+def store_problem(store: Any, s: int, loss: str = "squared", r: float = 1.1, ridge: float = 120.0,
+                  x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check") -> Problem:
+    """The instance of a dpdist store: its rows and its target mapped by the store's public rule.
+
+    Nearly dense data (more than 30% non-zeros) is densified: the dense kernels are faster.
+    """
+    from dpdist.selection.sis import store_target
+
+    X = store.csr()
+    n, p = X.shape
+    if X.nnz > 0.3 * n * p:
+        X = X.toarray()
+    return make_problem(X, store_target(store), s, loss, r, ridge, x_bound, y_bound, bounds)
