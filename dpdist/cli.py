@@ -48,29 +48,39 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
 # ----------------------------------------------------------------------- budget
 
 
+def _dataset(acc: Accountant, ref: str) -> str:
+    """The content hash a command refers to: a store's (a path) or the ledger's for a public name."""
+    from dpdist.data.store import open_store
+
+    if os.path.isdir(ref):
+        return open_store(ref).dataset_id
+    return acc.resolve(ref)
+
+
 def _budget_init(args: argparse.Namespace) -> int:
-    status = Accountant(args.ledger).init_budget(args.dataset, args.epsilon, args.delta)
-    payload = {"dataset": status.dataset, "epsilon_total": status.epsilon_total, "delta_total": status.delta_total}
-    _emit(
-        args,
-        payload,
-        lambda: f"budget of {status.dataset}: epsilon={status.epsilon_total:g} delta={status.delta_total:g}",
-    )
+    from dpdist.data.store import open_store
+
+    store = open_store(args.store)
+    acc = Accountant(args.ledger)
+    status = acc.init_budget(store.dataset_id, args.epsilon, args.delta, args.name or store.name)
+    payload = {"dataset": status.name, "epsilon_total": status.epsilon_total, "delta_total": status.delta_total}
+    _emit(args, payload, lambda: f"budget of {status.name} ({args.store}): epsilon={status.epsilon_total:g} "
+                                 f"delta={status.delta_total:g}, in {acc.path}")
     return EXIT_OK
 
 
 def _format_status(s: dict[str, Any]) -> str:
     return (
-        f"{s['dataset']}: epsilon spent {s['epsilon_spent']:g} of {s['epsilon_total']:g} "
-        f"(remaining {s['epsilon_remaining']:g}), delta spent {s['delta_spent']:g} of {s['delta_total']:g}, "
-        f"{s['releases']} release(s)"
+        f"{s['dataset']}: epsilon spent {s['epsilon_spent']:.4g} of {s['epsilon_total']:g} at delta={s['delta_total']:g} "
+        f"(tight composition; remaining {s['epsilon_remaining']:.4g}; basic composition would say "
+        f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}), {s['releases']} release(s)"
     )
 
 
 def _budget_show(args: argparse.Namespace) -> int:
     acc = Accountant(args.ledger)
     if args.dataset is not None:
-        payload = acc.status(args.dataset).to_dict()
+        payload = acc.status(_dataset(acc, args.dataset)).to_dict()
         _emit(args, payload, lambda: _format_status(payload))
     else:
         rows = [s.to_dict() for s in acc.datasets()]
@@ -83,13 +93,16 @@ def _budget_show(args: argparse.Namespace) -> int:
 
 
 def _budget_history(args: argparse.Namespace) -> int:
-    releases = [r.to_dict() for r in Accountant(args.ledger).history(args.dataset)]
-    payload = {"dataset": args.dataset, "releases": releases}
+    acc = Accountant(args.ledger)
+    dataset = _dataset(acc, args.dataset)
+    name = acc.name(dataset)
+    releases = [r.to_dict(name) for r in acc.history(dataset)]
+    payload = {"dataset": name, "releases": releases}
 
     def human() -> str:
-        lines = [f"{r['time']}  {r['mechanism']:<24} eps={r['epsilon']:<10g} delta={r['delta']:<10g} {r['key']}"
-                 for r in releases]
-        return "\n".join(lines) or f"no releases for {args.dataset}"
+        lines = [f"{r['time']}  {r['mechanism']:<28} eps={r['epsilon']:<10.4g} delta={r['delta']:<9.3g} "
+                 f"{r['loss']:<28} {r['key']}" for r in releases]
+        return "\n".join(lines) or f"no releases for {name}"
 
     _emit(args, payload, human)
     return EXIT_OK
@@ -99,15 +112,11 @@ def _budget_history(args: argparse.Namespace) -> int:
 
 
 def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str, Any], what: str) -> None:
-    payload = {"store": str(args.out), **{k: meta[k] for k in ("dataset_id", "n_rows", "n_features", "nnz", "task")},
+    """Ingest/synth output: the store, its public name and schema (no row count, no content hash)."""
+    payload = {"store": str(args.out), "name": meta["name"], "n_features": meta["n_features"], "task": meta["task"],
                **extra}
-    _emit(
-        args,
-        payload,
-        lambda: f"{args.out}: {what}{meta['n_rows']} x {meta['n_features']}, nnz {meta['nnz']}, "
-        f"task {meta['task']}, dataset id {meta['dataset_id']}",
-    )
-
+    _emit(args, payload, lambda: f"{args.out}: {what}store {meta['name']}, {meta['n_features']} features, "
+                                 f"task {meta['task']}")
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -118,7 +127,8 @@ def _ingest(args: argparse.Namespace) -> int:
         print(f"\ringest: {rows:,} rows, {text_bytes / 1e6:,.1f} MB of text", end="", file=sys.stderr, flush=True)
 
     if is_table(args.src):
-        meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute)
+        meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute,
+                            name=args.name)
     else:
         meta = ingest_svmlight(
             args.src,
@@ -128,6 +138,7 @@ def _ingest(args: argparse.Namespace) -> int:
             n_features=args.n_features,
             task=args.task,
             progress=progress,
+            name=args.name,
         )
         print(file=sys.stderr)
     _emit_store(args, meta, {"label_mapping": meta["label_mapping"]}, "")
@@ -146,8 +157,8 @@ def _synth(args: argparse.Namespace) -> int:
         params["task"] = args.task
     if args.hinge:
         params["hinge"] = True
-    meta = write_synthetic(args.name, args.out, seed=args.seed, force=args.force, **params)
-    _emit_store(args, meta, {"true_support": meta["true_support"]}, f"synthetic {args.name}, ")
+    meta = write_synthetic(args.name_, args.out, seed=args.seed, force=args.force, store_name=args.name, **params)
+    _emit_store(args, meta, {"true_support": meta["true_support"]}, f"synthetic {args.name_}, ")
     return EXIT_OK
 
 
@@ -156,7 +167,8 @@ def _synth(args: argparse.Namespace) -> int:
 
 def _progress(what: str) -> Callable[[int, int], None]:
     def report(done: int, total: int) -> None:
-        print(f"\r{what}: {done:,}/{total:,} rows", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        print(f"\r{what}: {100.0 * done / max(total, 1):5.1f}%", end="" if done < total else "\n", file=sys.stderr,
+              flush=True)
 
     return report
 
@@ -167,30 +179,43 @@ def _select(args: argparse.Namespace) -> int:
 
     from dpdist.data.store import open_store
     from dpdist.selection.sis import DPSIS, store_scores, store_target
-    from dpdist.selection.two_stage import TwoStageSelector
+    from dpdist.selection.two_stage import TwoStageSelector, fit_on_support
+    from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 
     if args.delta != 0.0:
         raise ParameterError(f"--delta: {args.method} is pure epsilon-DP, so delta must be 0 (got {args.delta:g})")
+    if args.stage2 is not None and args.stage2 <= 0:
+        raise ParameterError(f"--stage2 must be an epsilon > 0, got {args.stage2:g}")
     store = open_store(args.store)
     acc = Accountant(args.ledger)
-    acc.status(store.dataset_id)  # fail before any computation when the dataset has no budget
+    status = acc.status(store.dataset_id)  # fail before any computation when the dataset has no budget
     key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
+    extra: dict[str, Any] = {}
     if args.method == "dp-sis":
         sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
+        acc.check(store.dataset_id, sis.privacy_charge())  # a refusal before any work
         scores = store_scores(store, bounds=sis.bounds, progress=_progress("dp-sis scores"))
         features = sis.fit_scores(scores, acc, store.dataset_id, key).features_
     else:
-        sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, random_state=args.seed)
-        print(f"two-stage: {math.isqrt(store.shape[0])} LASSO blocks", file=sys.stderr)
+        sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, n_blocks=args.n_blocks, random_state=args.seed)
         features = sel.fit(store.csr(), store_target(store), acc, store.dataset_id, key).features_
+        extra["n_blocks"] = sel.n_blocks_
+    if args.stage2 is not None:
+        model = ObjectivePerturbation("squared" if store.task == "regression" else "logistic", args.stage2,
+                                      random_state=args.seed)
+        coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.dataset_id,
+                              f"{key}/stage2")
+        extra["stage2"] = {"key": f"{key}/stage2", "epsilon": args.stage2, "loss": model.loss,
+                           "indices": [int(i) for i in features], "values": coef.tolist()}
+    print(f"{args.method}: {time.perf_counter() - t0:.2f} s", file=sys.stderr)
     payload = {"method": args.method, "k": args.k, "features": [int(i) for i in features], "epsilon": args.epsilon,
-               "delta": 0.0, "seconds": round(time.perf_counter() - t0, 4), "dataset_id": store.dataset_id,
-               "key": key}
+               "delta": 0.0, "dataset": status.name, "key": key, "ledger": str(acc.path), **extra}
     if args.out:
         write_json_atomic(args.out, payload)
     _emit(args, payload, lambda: f"{args.method}: {args.k} features {payload['features']} "
-                                 f"(epsilon={args.epsilon:g} charged to {store.dataset_id}, {payload['seconds']:.2f} s)")
+                                 f"(epsilon={args.epsilon:g} charged to {status.name}; recorded in {acc.path} "
+                                 f"under {key})")
     return EXIT_OK
 
 
@@ -198,13 +223,17 @@ def _select(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    import secrets
+    import time
     import uuid
 
     import numpy as np
-    from sklearn.metrics import roc_auc_score
 
+    from dpdist.data.split import record_sides
     from dpdist.data.store import open_store
+    from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
     from dpdist.linear_model import PRIVATE, DPFrankWolfeClassifier, DPFrankWolfeRegressor
+    from dpdist.selection.sis import store_target
 
     private = args.method in PRIVATE
     if not private and not args.non_private:
@@ -212,52 +241,70 @@ def _train(args: argparse.Namespace) -> int:
                              "pass --non-private to confirm (nothing is charged to the ledger)")
     if not 0.0 <= args.test_fraction < 1.0:
         raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
+    if args.eval_epsilon <= 0:
+        raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
     store = open_store(args.store)
     acc = Accountant(args.ledger) if private else None
-    if acc is not None:
-        acc.status(store.dataset_id)  # no budget for this dataset: fail before the work
-    X, y = store.csr(), store.y
+    name = acc.status(store.dataset_id).name if acc is not None else store.name  # no budget: fail before the work
+    if args.loss == "logistic" and store.task != "binary":
+        raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
+    X, y = store.csr(), store_target(store)
     if args.features:
         try:
             chosen = json.loads(open(args.features).read())["features"]
         except (OSError, ValueError, KeyError) as e:
             raise ParameterError(f"--features {args.features}: not a select result ({e})") from None
         X = X[:, np.asarray(chosen, dtype=np.int64)]
-    if args.loss == "logistic" and store.task != "binary":
-        raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
-    split = np.random.default_rng(args.seed).random(X.shape[0]) < args.test_fraction  # public: record order only
-    Xtr, ytr, Xte, yte = X[~split], y[~split], X[split], y[split]
+    # each record's side from its own content and the dataset's secret key (dpdist.data.split)
+    split_key = acc.split_key(store.dataset_id) if acc is not None else secrets.token_bytes(32)
+    test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
+    Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
     common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters, method=args.method,
-                  bounds="clip" if args.clip else "check", random_state=args.seed)
+                  calibration=args.calibration, bounds="clip" if args.clip else "check", random_state=args.seed)
     model = DPFrankWolfeClassifier(**common) if args.loss == "logistic" else \
         DPFrankWolfeRegressor(**common, y_bound=args.y_bound)
     key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
-    print(f"{args.method}: {args.iters} iterations on {Xtr.shape[0]:,} x {Xtr.shape[1]:,} ...", file=sys.stderr)
+    print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
+    t0 = time.perf_counter()
     model.fit(Xtr, ytr, acc, store.dataset_id if acc else None, key if acc else None)
-    payload: dict[str, Any] = {"method": args.method, "loss": args.loss, "nnz_weights": int(np.count_nonzero(model.coef_)),
-                               "iterations": args.iters, "seconds": round(model.seconds_, 4),
-                               "seconds_per_iter": model.seconds_ / args.iters,
-                               "epsilon": args.epsilon if private else None, "delta": args.delta if private else None,
-                               "true_epsilon": model.privacy_.true_epsilon if model.privacy_ else None,
-                               "dataset_id": store.dataset_id, "key": key if private else None,
-                               "n_train": int(Xtr.shape[0]), "n_test": int(Xte.shape[0])}
-    if Xte.shape[0]:
-        if args.loss == "logistic":
-            payload["accuracy"] = model.score(Xte, yte)
-            pos = yte == model.classes_[1]
-            payload["auc"] = float(roc_auc_score(pos, model.decision_function(Xte))) if 0 < pos.sum() < pos.size \
-                else None
+    seconds = time.perf_counter() - t0
+    print(f"{args.method}: {seconds:.2f} s, {1e3 * seconds / args.iters:.4f} ms/iteration", file=sys.stderr)
+    coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
+    payload: dict[str, Any] = {"method": args.method, "loss": args.loss, "nnz_weights": len(coef["indices"]),
+                               "iterations": args.iters, "dataset": name, "private": private}
+    if private:
+        charge = model.privacy_charge()
+        payload.update(epsilon=args.epsilon, delta=args.delta, true_epsilon=charge.epsilon, key=key,
+                       ledger=str(acc.path), rho=charge.loss.rho)
+    else:  # a non-private run: its timing is the operator's own
+        payload.update(seconds=round(seconds, 4), seconds_per_iter=seconds / args.iters)
+    if args.test_fraction > 0:
+        task = "binary" if args.loss == "logistic" else "regression"
+        w = sparse_coef(coef["indices"], coef["values"], X.shape[1])
+        path = [int(v) for v in model.path_] if model.path_ is not None else []
+        if private:
+            ev = PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound, random_state=args.seed)
+            metrics = acc.release(store.dataset_id, ev.privacy_charge(), f"{key}/evaluation",
+                                  lambda: ev.evaluate(w, path, args.lam, Xte, yte),
+                                  {"model": key, "epsilon": args.eval_epsilon})
+            payload.update(eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
         else:
-            payload["mse"] = float(np.mean((model.predict(Xte) - yte) ** 2))
+            metrics = exact_metrics(task, w, Xte, yte)
+        payload.update({k: metrics[k] for k in ("accuracy", "auc", "mse", "r2", "rows") if k in metrics})
     if args.out:
-        write_json_atomic(args.out, {**payload, "coef": {"indices": np.flatnonzero(model.coef_).tolist(),
-                                                          "values": model.coef_[model.coef_ != 0].tolist()}})
+        write_json_atomic(args.out, {**payload, "coef": coef})
 
     def human() -> str:
-        metric = (f"accuracy {payload.get('accuracy', float('nan')):.4f}, AUC {payload.get('auc') or float('nan'):.4f}"
-                  if args.loss == "logistic" else f"MSE {payload.get('mse', float('nan')):.5g}")
-        return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}, "
-                f"{payload['nnz_weights']} non-zero weights, {payload['seconds_per_iter'] * 1e3:.3f} ms/iteration")
+        if "accuracy" in payload:
+            metric = f"held-out accuracy {payload['accuracy']:.4f}, AUC {payload['auc']:.4f}"
+        elif "mse" in payload:
+            metric = f"held-out MSE {payload['mse']:.5g}, R^2 {payload['r2']:.4f}"
+        else:
+            metric = "no held-out rows"
+        where = f"; recorded in {acc.path} under {key}" if private else " (non-private)"
+        return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}"
+                f"{' (private)' if private and args.test_fraction > 0 else ''}, {payload['nnz_weights']} non-zero "
+                f"weights{where}")
 
     _emit(args, payload, human)
     return EXIT_OK
@@ -288,8 +335,8 @@ def _run(args: argparse.Namespace) -> int:
         summary = end_to_end(args.config, overrides)
 
     def human() -> str:
-        lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset_id']}"]
-        lines += [f"  {s['step']:<9} {s['seconds']:8.1f} s" for s in summary["steps"]]
+        lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset']}"]
+        lines += [f"  {s['step']:<9} {len(s.get('releases', []))} release(s)" for s in summary["steps"]]
         lines.append(f"report: {summary['report']}")
         return "\n".join(lines)
 
@@ -314,13 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tables (.csv, .data, .xlsx, .zip, .RData, .rda): target column (default: last)")
     p.add_argument("--impute", choices=("mean",), default=None,
                    help="tables: fill missing features with column means (data-dependent)")
+    p.add_argument("--name", default=None, help="the store's public name (default: random)")
     _common(p)
     p.set_defaults(func=_ingest)
 
     from dpdist.data.synthetic import GENERATORS
 
     p = sub.add_parser("synth", help="write a synthetic store (seed experiments; LIBSVM-shaped sparse sets)")
-    p.add_argument("name", choices=sorted(GENERATORS))
+    p.add_argument("name_", metavar="name", choices=sorted(GENERATORS))
+    p.add_argument("--name", dest="name", default=None, help="the store's public name (default: random)")
     p.add_argument("--out", required=True, help="store directory to create")
     p.add_argument("--seed", type=int, default=None, help="reproducible data (default: OS entropy)")
     p.add_argument("--n", type=int, default=None, help="rows (default: the set's own)")
@@ -342,6 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.1, help="two-stage: LASSO alpha of each block")
     p.add_argument("--clip", action="store_true",
                    help="dp-sis: clip |x_ij| and |y_i| to 1 instead of refusing data outside the bounds")
+    p.add_argument("--n-blocks", type=int, default=None,
+                   help="two-stage: a public number of blocks (default: floor(sqrt) of a noisy row count)")
+    p.add_argument("--stage2", type=float, default=None, metavar="EPSILON",
+                   help="also release a model on the selected features by objective perturbation at this epsilon")
     _release_args(p)
     p.set_defaults(func=_select)
 
@@ -355,7 +408,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, default=1e-6)
     p.add_argument("--y-bound", type=float, default=1.0, help="squared loss: public bound on |y|")
     p.add_argument("--features", default=None, help="JSON written by 'dpdist select --out': train on those columns")
-    p.add_argument("--test-fraction", type=float, default=0.2, help="held-out rows (random, by record)")
+    p.add_argument("--test-fraction", type=float, default=0.2,
+                   help="held-out records (each by its keyed hash; 0: train on all, no metrics)")
+    p.add_argument("--eval-epsilon", type=float, default=0.1,
+                   help="epsilon of the private held-out metrics (charged on top of --epsilon)")
+    p.add_argument("--calibration", choices=("safe", "paper"), default="safe",
+                   help="safe: eps0 from tight (zCDP) accounting; paper: seed 004's eps/sqrt(8T ln(1/delta))")
     p.add_argument("--clip", action="store_true", help="clip |x_ij| (and |y_i|) to the bounds instead of refusing")
     p.add_argument("--non-private", action="store_true", help="required for fw/fast-fw (no noise, no charge)")
     _release_args(p)
@@ -364,20 +422,21 @@ def build_parser() -> argparse.ArgumentParser:
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
     bsub = budget.add_subparsers(dest="budget_command", required=True)
 
-    p = bsub.add_parser("init", help="set a dataset's total (epsilon, delta) budget")
-    p.add_argument("--dataset", required=True, help="dataset id (the content hash recorded by ingest/synth)")
+    p = bsub.add_parser("init", help="set a dataset's total (epsilon, delta) budget (permanent)")
+    p.add_argument("store", help="the store (written by ingest/synth) whose data the budget covers")
+    p.add_argument("--name", default=None, help="the dataset's public name (default: the store's name)")
     p.add_argument("--epsilon", required=True, type=float)
     p.add_argument("--delta", required=True, type=float)
     _common(p)
     p.set_defaults(func=_budget_init)
 
     p = bsub.add_parser("show", help="spent and remaining budget")
-    p.add_argument("--dataset", default=None)
+    p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
     _common(p)
     p.set_defaults(func=_budget_show)
 
-    p = bsub.add_parser("history", help="every release charged to a dataset")
-    p.add_argument("--dataset", required=True)
+    p = bsub.add_parser("history", help="every release charged to a dataset, with its recorded result")
+    p.add_argument("--dataset", required=True, help="a dataset's public name, or a store")
     _common(p)
     p.set_defaults(func=_budget_history)
     p = sub.add_parser("run", help="the main job: the end-to-end Prefect flow on a Dask cluster")

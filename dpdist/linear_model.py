@@ -8,8 +8,12 @@
 * "fast-dp-fw" (default): seed 004 Alg. 2 + Alg. 4, the exponential mechanism over signed
   vertices drawn by the Big-Step Little-Step sampler; (epsilon, delta)-DP.
 * "dp-fw": the standard Alg. 1 with Laplace report-noisy-max (Talwar et al.), scale
-  2 Delta/eps0; ``calibration="paper"`` reproduces the seeds' Delta/eps0 and charges the
-  true epsilon it costs.
+  2 L/eps0.
+
+eps0 comes from the tight accountant (T eps0^2/8-zCDP for the exponential mechanism's
+steps, T eps0^2/2 for Laplace report-noisy-max; :func:`dpdist.solvers.frank_wolfe.privacy_plan`).
+``calibration="paper"`` is seed 004's eps0 = eps / sqrt(8 T ln(1/delta)) (and, for "dp-fw",
+the seeds' Laplace scale L/eps0); the release is charged its true loss.
 * "fw", "fast-fw": non-private baselines (Alg. 1 and Alg. 2 + Alg. 3); they release an
   un-noised model, so they refuse an accountant.
 
@@ -32,6 +36,7 @@ from scipy.special import expit
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, frank_wolfe, privacy_plan
 from dpdist.utils.random import RandomState, check_random_state
@@ -58,8 +63,6 @@ class _FrankWolfe:
             raise ParameterError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.calibration not in CALIBRATIONS:
             raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
-        if self.calibration == "paper" and self.method != "dp-fw":
-            raise ParameterError("calibration='paper' is the seeds' Laplace scale: only for method='dp-fw'")
         if self.bounds not in BOUND_MODES:
             raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
         check_positive(self.lam, "lam")
@@ -85,21 +88,26 @@ class _FrankWolfe:
         sel = "exponential" if self.method == "fast-dp-fw" else None
         refresh = math.ceil(self.max_iter / 10) if self._loss == "logistic" else 0
         return fast_frank_wolfe(X, y, self.lam, self.max_iter, selection=sel, epsilon=self.epsilon if sel else None,
-                                delta=self.delta if sel else None, refresh=refresh, **kw)
+                                delta=self.delta if sel else None, refresh=refresh, calibration=self.calibration, **kw)
 
-    def privacy_charge(self, n_samples: int) -> tuple[float, float, str]:
-        """(epsilon, delta, mechanism) that fitting on ``n_samples`` rows must be charged.
+    def privacy_charge(self) -> Charge:
+        """The charge of one fit (its tight privacy loss and mechanism), whatever the data.
 
-        The epsilon is the plan's true epsilon (above the target only for
-        ``calibration="paper"``). A caller that runs the fit elsewhere (a Dask worker) charges
-        this in its own accountant before the model leaves.
+        A caller that runs the fit elsewhere (a Dask worker) charges this in its own
+        accountant before the model leaves.
         """
         self._validate()
         if not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it has no privacy charge")
-        plan = privacy_plan(self.epsilon, self.delta, self.max_iter, self._loss, self.lam, check_count(n_samples, "n_samples"),
-                            self._y_bound(), "laplace" if self.method == "dp-fw" else "exponential", self.calibration)
-        return plan.true_epsilon, self.delta, f"frank_wolfe/{self.method}"
+        plan = privacy_plan(self.epsilon, self.delta, self.max_iter, self._loss, self.lam, self._y_bound(),
+                            "laplace" if self.method == "dp-fw" else "exponential", self.calibration)
+        return Charge(plan.loss, f"frank_wolfe/{self.method}", {"eps0": plan.eps0, "calibration": self.calibration})
+
+    def release_params(self) -> dict:
+        """Every parameter of a fit, for the ledger's release identity."""
+        return {"method": self.method, "loss": self._loss, "epsilon": self.epsilon, "delta": self.delta,
+                "lam": self.lam, "max_iter": self.max_iter, "calibration": self.calibration, "bounds": self.bounds,
+                "y_bound": self._y_bound()}
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
              key: str | None) -> None:
@@ -122,9 +130,9 @@ class _FrankWolfe:
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
-            epsilon, delta, mechanism = self.privacy_charge(X.shape[0])
             key = key or f"{self.method}-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, epsilon, delta, mechanism, key, compute)
+            out = accountant.release(dataset, self.privacy_charge(), key, compute,
+                                     {**self.release_params(), "n_features": X.shape[1]})
         self.coef_ = np.zeros(X.shape[1])
         self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
         fw = result.get("fw")

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from dpdist.cli import main
+from dpdist.data.store import open_store
 from dpdist.exceptions import ParameterError
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.privacy.accountant import Accountant
@@ -47,7 +48,9 @@ def test_regressor_bounds_and_accountant(tmp_path):
     again = DPFrankWolfeRegressor(epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip",
                                   random_state=3).fit(X, y, acc, "ds", key="m1")
     np.testing.assert_array_equal(reg.coef_, again.coef_)  # replayed, not re-noised
-    assert acc.status("ds").epsilon_spent == pytest.approx(1.0)
+    charge = reg.privacy_charge()
+    assert charge.epsilon <= 1.0 and charge.loss.form == "zcdp"
+    assert acc.status("ds").epsilon_spent == pytest.approx(charge.loss.epsilon_at(1e-5))  # converted at the budget's delta
     with pytest.raises(ParameterError, match="not private"):
         DPFrankWolfeRegressor(method="fw").fit(X, y, acc, "ds")
 
@@ -57,8 +60,8 @@ def test_parameters_fail_fast():
         DPFrankWolfeClassifier(method="sgd")
     with pytest.raises(ParameterError, match="epsilon"):
         DPFrankWolfeClassifier(epsilon=0)
-    with pytest.raises(ParameterError, match="paper"):
-        DPFrankWolfeClassifier(calibration="paper")
+    with pytest.raises(ParameterError, match="calibration"):
+        DPFrankWolfeClassifier(calibration="bogus")
     with pytest.raises(ParameterError, match="2 classes"):
         DPFrankWolfeClassifier(max_iter=5).fit(sp.eye(3, format="csr"), [0, 1, 2])
 
@@ -66,22 +69,26 @@ def test_parameters_fail_fast():
 def test_cli_train(tmp_path, capsys):
     assert main(["synth", "rcv1", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "3000", "--d", "2000",
                  "--json"]) == 0
-    ds = json.loads(capsys.readouterr().out)["dataset_id"]
+    capsys.readouterr()
+    ds = open_store(tmp_path / "r").dataset_id
     ledger = str(tmp_path / "l.sqlite")
-    Accountant(ledger).init_budget(ds, 1.0, 1e-5)
+    Accountant(ledger).init_budget(ds, 2e4, 1e-5)
     args = ["train", str(tmp_path / "r"), "--loss", "logistic", "--lam", "20", "--iters", "300", "--ledger", ledger,
             "--seed", "1", "--json"]
-    assert main(args + ["--method", "fast-dp-fw", "--epsilon", "0.8", "--delta", "1e-6"]) == 0
+    assert main(args + ["--method", "fast-dp-fw", "--epsilon", "1e4", "--delta", "1e-6", "--eval-epsilon", "20"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert {"method", "loss", "accuracy", "auc", "nnz_weights", "iterations", "seconds", "seconds_per_iter",
-            "epsilon", "delta"} <= set(res)
-    assert 0 < res["nnz_weights"] <= 300 and res["accuracy"] > 0.5
-    assert Accountant(ledger).status(ds).epsilon_spent == pytest.approx(0.8)
+    assert {"method", "loss", "accuracy", "auc", "nnz_weights", "iterations", "epsilon", "delta", "eval_epsilon",
+            "key", "ledger", "rows"} <= set(res)
+    assert not {"seconds", "seconds_per_iter", "n_train", "n_test", "dataset_id"} & set(res)  # private run
+    assert 0 < res["nnz_weights"] <= 300 and res["accuracy"] > 0.55
+    spent = Accountant(ledger).status(ds).epsilon_spent
+    assert 1e4 < spent <= 1e4 + 20 + 1e-9  # the model, then its private held-out metrics
     # the rest of the budget cannot pay for another 0.8: exit 3, nothing printed or charged
     out_file = tmp_path / "m.json"
-    assert main(args + ["--method", "dp-fw", "--epsilon", "0.8", "--delta", "1e-6", "--out", str(out_file)]) == 3
+    assert main(args + ["--method", "dp-fw", "--epsilon", "1e4", "--delta", "1e-6", "--out", str(out_file)]) == 3
     assert capsys.readouterr().out == "" and not out_file.exists()
-    assert Accountant(ledger).status(ds).epsilon_spent == pytest.approx(0.8)
+    assert Accountant(ledger).status(ds).epsilon_spent == spent
     assert main(args + ["--method", "fw"]) == 2  # non-private needs --non-private
     assert main(args + ["--method", "fast-fw", "--non-private"]) == 0
-    assert json.loads(capsys.readouterr().out)["epsilon"] is None
+    res = json.loads(capsys.readouterr().out)
+    assert not res["private"] and "epsilon" not in res and res["seconds_per_iter"] > 0

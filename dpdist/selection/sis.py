@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge
 from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
 from dpdist.selection.topk import CanonicalTopK
 from dpdist.utils.random import RandomState, check_random_state
@@ -76,7 +77,7 @@ def store_scores(store: Any, y: np.ndarray | None = None, bounds: str = "check",
     y = store_target(store) if y is None else np.asarray(y, dtype=np.float64)
     acc = np.zeros(store.shape[1])
     for r0, X_b, _ in store.iter_row_blocks(block_rows):
-        X_b, y_b = enforce_bounds(X_b, y[r0:r0 + X_b.shape[0]], mode=bounds, name=f"{store.path} rows {r0}..")
+        X_b, y_b = enforce_bounds(X_b, y[r0:r0 + X_b.shape[0]], mode=bounds, name=f"store {store.path}")
         acc += X_b.T @ y_b
         if progress is not None:
             progress(r0 + X_b.shape[0], store.shape[0])
@@ -127,9 +128,16 @@ class DPSIS:
     def mechanism_name(self) -> str:
         return f"dp_sis/{self._mech.name}"
 
-    def privacy_charge(self) -> tuple[float, float, str]:
-        """(epsilon, delta, mechanism) a release must be charged: what ``fit`` charges itself."""
-        return self._mech.true_epsilon, self._mech.delta, self.mechanism_name
+    def privacy_charge(self) -> Charge:
+        """What a release is charged (exactly what ``fit`` charges itself): the top-k mechanism's
+        loss -- the canonical mechanism with Gumbel noise is an exponential mechanism, so it is
+        epsilon-bounded-range (epsilon^2/8-zCDP) as well as epsilon-DP."""
+        return Charge(self._mech.privacy_loss, self.mechanism_name)
+
+    def release_params(self, n_features: int) -> dict[str, Any]:
+        """Every parameter of a release, for the ledger's release identity."""
+        return {"k": self.k, "epsilon": self.epsilon, "delta": self.delta, "mechanism": self.mechanism,
+                "gamma": self.gamma, "noise": self.noise, "bounds": self.bounds, "n_features": int(n_features)}
 
     def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None) -> DPSIS:
@@ -151,7 +159,7 @@ class DPSIS:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"dp-sis-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, *self.privacy_charge(), key, compute)
+            out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(scores.shape[0]))
             self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"dataset": dataset, "key": key}
         self.n_features_in_ = scores.shape[0]
         self.seconds_ = time.perf_counter() - t0

@@ -28,7 +28,7 @@ def test_scores_are_absolute_correlations_dense_and_sparse():
 
 def test_bounds_are_enforced():
     X, y = bounded()
-    with pytest.raises(ParameterError, match=r"\|\|x_i\|\|_inf <= 1"):
+    with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
         DPSIS(3, 1.0).fit(2 * X, y)
     with pytest.raises(ParameterError, match=r"\|y_i\| <= 1"):
         DPSIS(3, 1.0).fit(X, 3 * y)
