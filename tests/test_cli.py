@@ -104,3 +104,22 @@ def test_console_script_installed(tmp_path):
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["datasets"] == []
+
+
+def test_two_ingests_of_the_same_data_share_one_budget(capsys, tmp_path):
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:0.5 3:0.25\n-1 2:1\n1 3:-0.5\n-1 1:0.1 2:0.2\n")
+    ledger = str(tmp_path / "l.sqlite")
+    names = []
+    for s in ("a", "b"):
+        code, out, _ = run(capsys, "ingest", str(data), "--out", str(tmp_path / s), "--json")
+        assert code == 0
+        names.append(json.loads(out)["name"])
+    assert names[0] != names[1]  # public names are random, not a function of the data
+    assert run(capsys, "budget", "init", str(tmp_path / "a"), "--epsilon", "1", "--delta", "0", "--ledger", ledger)[0] == 0
+    # a second ingest of the same data does not get a second, fresh budget
+    code, _, err = run(capsys, "budget", "init", str(tmp_path / "b"), "--epsilon", "5", "--delta", "0", "--ledger", ledger)
+    assert code == 2 and "already has a budget" in err
+    shown = [json.loads(run(capsys, "budget", "show", "--dataset", str(tmp_path / s), "--ledger", ledger,
+                            "--json")[1]) for s in ("a", "b")]
+    assert shown[0] == shown[1] and shown[0]["dataset"] == names[0] and shown[0]["epsilon_total"] == 1.0

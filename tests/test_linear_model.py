@@ -92,3 +92,18 @@ def test_cli_train(tmp_path, capsys):
     assert main(args + ["--method", "fast-fw", "--non-private"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert not res["private"] and "epsilon" not in res and res["seconds_per_iter"] > 0
+
+
+def test_a_release_key_reused_with_another_lambda_is_refused(tmp_path):
+    from dpdist.exceptions import ReleaseKeyConflict
+
+    X, _, y = data()
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 10.0, 1e-5)
+    kw = dict(epsilon=1.0, delta=1e-6, max_iter=50, y_bound=1.0, bounds="clip")
+    DPFrankWolfeRegressor(lam=5.0, **kw).fit(X, y, acc, "ds", key="m")
+    with pytest.raises(ReleaseKeyConflict):  # same epsilon, delta and mechanism: only lambda differs
+        DPFrankWolfeRegressor(lam=10.0, **kw).fit(X, y, acc, "ds", key="m")
+    with pytest.raises(ReleaseKeyConflict):
+        DPFrankWolfeRegressor(lam=5.0, **{**kw, "max_iter": 60}).fit(X, y, acc, "ds", key="m")
+    assert acc.status("ds").releases == 1
