@@ -1,6 +1,7 @@
 """The ``dpdist`` command line (contract: ``../shared/spec/cli.md``).
 
-Exit codes: 0 success; 2 bad arguments or input; 3 privacy budget refused; 1 anything else.
+Exit codes: 0 success; 2 bad arguments or input; 3 privacy budget refused; 130 interrupted
+(Ctrl-C or SIGTERM); 1 anything else.
 With ``--json`` exactly one JSON object is printed on stdout; messages go to stderr.
 """
 
@@ -10,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,11 +20,12 @@ from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, Unkno
 from dpdist.privacy.accountant import Accountant, default_ledger_path
 from dpdist.utils.io import write_json_atomic
 
-EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr (default: WARNING)")
     parser.add_argument(
         "--ledger",
         default=None,
@@ -314,11 +317,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The main job: the end-to-end Prefect flow (flows.end_to_end) on the config's cluster."""
+    """The main job: the end-to-end Prefect flow (flows.end_to_end) on the config's cluster.
+
+    The config is read and the privacy plan checked against the ledger before Prefect is even
+    imported: a bad config exits 2 and a plan the budget cannot hold exits 3 at once.
+    """
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows.config import load_config
-    from flows.end_to_end import end_to_end
-    from flows.runtime import prefect_api
+    from flows.plan import preflight
 
     overrides: dict[str, Any] = {}
     if args.ledger:
@@ -328,11 +334,25 @@ def _run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         overrides["seed"] = args.seed
     cfg = load_config(args.config, overrides)  # bad config: exit 2 before anything starts
-    print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
-          f"output {cfg.output}", file=sys.stderr, flush=True)
-    with prefect_api() as api:
-        print(f"Prefect API: {api}", file=sys.stderr, flush=True)
-        summary = end_to_end(args.config, overrides)
+    if os.environ.get(_RUN_CHILD) != "1":
+        checked = preflight(cfg)  # no budget (exit 2) or not enough (exit 3): before any work
+        if args.plan:
+            _emit(args, {"plan": checked}, lambda: _format_plan(checked))
+            return EXIT_OK
+        print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
+              f"output {cfg.output}; plan: {len(checked['releases'])} releases, epsilon "
+              f"{checked['epsilon_after']:.4g} of {checked['epsilon_total']:g} after it", file=sys.stderr, flush=True)
+        return _supervise(args.argv, cfg.output)
+    signal.signal(signal.SIGTERM, _interrupt)
+    from flows.end_to_end import end_to_end
+    from flows.runtime import prefect_api
+
+    try:
+        with prefect_api() as api:
+            print(f"Prefect API: {api}", file=sys.stderr, flush=True)
+            summary = end_to_end(args.config, overrides)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
     def human() -> str:
         lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset']}"]
@@ -342,6 +362,84 @@ def _run(args: argparse.Namespace) -> int:
 
     _emit(args, summary, human)
     return EXIT_OK
+
+
+_RUN_CHILD = "DPDIST_RUN_SUPERVISED"
+
+
+def _logging(verbose: bool) -> None:
+    """stderr logs at WARNING (INFO with -v), for dpdist, Prefect and Dask, in this process and its children."""
+    import logging
+
+    level = "INFO" if verbose else "WARNING"
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", level)
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", level.lower())
+    logging.basicConfig(level=getattr(logging, level), format="%(levelname)s %(name)s: %(message)s")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    import logging
+
+    logging.disable(logging.CRITICAL)  # the interrupted flow's crash reports are not for the terminal
+    raise KeyboardInterrupt
+
+
+def _supervise(argv: list[str], output: str) -> int:
+    """Run this same command in a child process in its own session, and stop it in order on Ctrl-C.
+
+    A Ctrl-C at the terminal reaches every process of the terminal's process group. In the
+    child's own session, the temporary Prefect server and the Dask workers never see it: only
+    this process does, and it asks the child (SIGTERM) to leave the flow, close the cluster and
+    then stop the server, removes the temporaries of stores left half-written, and exits 130.
+    A second Ctrl-C kills the child's whole session at once.
+    """
+    import subprocess
+    import time
+
+    env = {**os.environ, _RUN_CHILD: "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", *argv], env=env, start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            print("\ndpdist run: interrupted; stopping the flow, the cluster and the Prefect server "
+                  "(Ctrl-C again to kill them)", file=sys.stderr, flush=True)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                deadline = time.monotonic() + 60
+                while proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            except KeyboardInterrupt:
+                pass
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            _remove_partial(output)
+            return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _remove_partial(output: str) -> None:
+    """Temporaries of stores and files an interrupted run left half-written (complete stores stay)."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(output)
+    for pattern in ("stores/.*.tmp-*", "stores/.*.old-*", ".tmp-*"):
+        for p in root.glob(pattern):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def _format_plan(p: dict[str, Any]) -> str:
+    lines = [f"  {r['step']:<9} {r['method']:<28} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} "
+             f"delta={r['delta']:<8.3g} {r['loss']}" for r in p["releases"]]
+    lines.append(f"{len(p['releases'])} releases; basic composition epsilon={p['epsilon_basic']:.4g}, "
+                 f"delta={p['delta_basic']:.3g}; checked against the {p['checked_against']} "
+                 f"(epsilon={p['epsilon_total']:g}, delta={p['delta_total']:g}): spend after the run "
+                 f"epsilon={p['epsilon_after']:.4g} (tight composition) -- it fits")
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -444,6 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run config (TOML or YAML; default: the embedded defaults, see flows/defaults.toml)")
     p.add_argument("--output", default=None, help="output directory (overrides the config's)")
     p.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
+    p.add_argument("--plan", action="store_true",
+                   help="print every release the run would make, its cost and whether the budget holds it; run nothing")
     _common(p)
     p.set_defaults(func=_run)
     return parser
@@ -452,8 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad arguments
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    _logging(args.verbose)
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        print("dpdist: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BudgetExceeded as e:
         print(f"dpdist: budget refused: {e}", file=sys.stderr)
         return EXIT_BUDGET

@@ -229,7 +229,11 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     source = "<defaults>"
     if path is not None:
         source = str(path)
-        doc = _merge(doc, _read(Path(path)))
+        user = _read(Path(path))
+        if "budget" not in user and "data" in user and _merge(doc["data"], user["data"]) != doc["data"]:
+            # the embedded budget belongs to the demo's synthetic data: other data needs its own choice
+            doc = {**doc, "budget": {}}
+        doc = _merge(doc, user)
     if overrides:
         doc = _merge(doc, overrides)
     c = _Checker(source)

@@ -40,6 +40,7 @@ def ingest_svmlight(
     memory_bytes: int = DEFAULT_MEMORY,
     progress: Callable[[int, int], None] | None = None,
     name: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Ingest an svmlight file into a new store at ``out``; returns the store's metadata.
 
@@ -77,5 +78,6 @@ def ingest_svmlight(
         "source_text_bytes": text_bytes,
         "zero_based": offset == 0,
         "name": name,
+        **(metadata or {}),
     }
     return writer.finish(index_offset=offset, n_features=n_features, block_rows=block_rows, metadata=metadata)

@@ -40,7 +40,7 @@ def test_end_to_end_flow_on_slurm_workers(prefect_server: dict, tmp_path: Path) 
         tmp_path, cluster={"kind": "slurm", "n_workers": 2, "jobqueue": str(REPO / "deploy" / "jobqueue.yaml")},
         select={"methods": ["dp-sis", "two-stage"]}, train={"epsilon": [1.0]}))
     before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout.split()
-    r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path, timeout=900)
+    r = dpdist(["run", str(cfg), "--json", "-v"], flow_env(tmp_path, prefect_server), tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "SLURMCluster" in r.stderr  # the task runner built the jobqueue cluster
     out = json.loads(r.stdout)
