@@ -313,6 +313,47 @@ def _train(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------- models
+
+
+def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, Any]:
+    """(public name, release) of ``key`` in one dataset (``--dataset``) or the only one that has it."""
+    hashes = [_dataset(acc, dataset)] if dataset else [s.dataset for s in acc.datasets()]
+    found = [(h, r) for h in hashes for r in acc.history(h) if r.key == key]
+    if not found:
+        raise ParameterError(f"no release with key {key!r} in {acc.path}; `dpdist models list` shows the keys")
+    if len(found) > 1:
+        raise ParameterError(f"key {key!r} is in several datasets: name one with --dataset")
+    h, rec = found[0]
+    if rec.result is None:
+        raise ParameterError(f"release {key!r} was charged but has no recorded result (its computation never "
+                             "completed); nothing was released under it")
+    return acc.name(h), rec
+
+
+def _models(args: argparse.Namespace) -> int:
+    acc = Accountant(args.ledger)
+    if args.models_command == "list":
+        hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
+        rows = [{**r.to_dict(acc.name(h)), "result": None} for h in hashes for r in acc.history(h)
+                if r.result is not None]
+        for r in rows:
+            r.pop("result")
+        _emit(args, {"releases": rows}, lambda: "\n".join(
+            f"{r['dataset']:<14} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} {r['key']}" for r in rows)
+            or f"no recorded releases in {acc.path}")
+        return EXIT_OK
+    name, rec = _find_release(acc, args.key, args.dataset)
+    record = rec.to_dict(name)
+    if args.models_command == "export":
+        write_json_atomic(args.out, record)
+        _emit(args, {"key": args.key, "out": str(args.out)}, lambda: f"{args.key} -> {args.out} "
+              "(load it with DPFrankWolfeClassifier.from_release(json.load(open(...))) or the Regressor's)")
+    else:
+        _emit(args, record, lambda: json.dumps(record, indent=1, sort_keys=True))
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------- parser
 
 
@@ -537,6 +578,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="a dataset's public name, or a store")
     _common(p)
     p.set_defaults(func=_budget_history)
+    models = sub.add_parser("models", help="released models and selections, read back from the ledger")
+    msub = models.add_subparsers(dest="models_command", required=True)
+    p = msub.add_parser("list", help="every release with a recorded result")
+    p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
+    _common(p)
+    p.set_defaults(func=_models)
+    for name, what in (("show", "print a release's record (its loss and result)"),
+                       ("export", "write a release's record to a file (loads with from_release)")):
+        p = msub.add_parser(name, help=what)
+        p.add_argument("key", help="the release key (printed by train/select/run; `dpdist models list`)")
+        p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
+        if name == "export":
+            p.add_argument("--out", required=True, help="JSON file to write (atomically)")
+        _common(p)
+        p.set_defaults(func=_models)
+
     p = sub.add_parser("run", help="the main job: the end-to-end Prefect flow on a Dask cluster")
     p.add_argument("config", nargs="?", default=None,
                    help="run config (TOML or YAML; default: the embedded defaults, see flows/defaults.toml)")

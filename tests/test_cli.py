@@ -123,3 +123,31 @@ def test_two_ingests_of_the_same_data_share_one_budget(capsys, tmp_path):
     shown = [json.loads(run(capsys, "budget", "show", "--dataset", str(tmp_path / s), "--ledger", ledger,
                             "--json")[1]) for s in ("a", "b")]
     assert shown[0] == shown[1] and shown[0]["dataset"] == names[0] and shown[0]["epsilon_total"] == 1.0
+
+
+def test_models_list_show_export_and_from_release(capsys, tmp_path):
+    import numpy as np
+
+    from dpdist.data.store import open_store, write_store
+    from dpdist.linear_model import DPFrankWolfeClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(400, 6))
+    y = np.where(X[:, 0] + 0.1 * rng.normal(size=400) > 0, 1.0, -1.0)
+    write_store(tmp_path / "s", X, y, metadata={"name": "m"})
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 100.0, 1e-5, name="m")
+    code, out, _ = run(capsys, "train", str(tmp_path / "s"), "--method", "fast-dp-fw", "--loss", "logistic",
+                       "--lam", "5", "--iters", "100", "--epsilon", "50", "--key", "my-model", "--ledger", ledger,
+                       "--json")
+    assert code == 0
+    code, out, _ = run(capsys, "models", "list", "--ledger", ledger, "--json")
+    assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model", "my-model/evaluation"]
+    code, out, _ = run(capsys, "models", "show", "my-model", "--ledger", ledger, "--json")
+    shown = json.loads(out)
+    assert shown["dataset"] == "m" and shown["form"] == "zcdp" and shown["result"]["n_features"] == 6
+    assert run(capsys, "models", "export", "my-model", "--out", str(tmp_path / "m.json"), "--ledger", ledger)[0] == 0
+    clf = DPFrankWolfeClassifier.from_release(json.loads((tmp_path / "m.json").read_text()))
+    assert list(clf.classes_) == [-1.0, 1.0] and clf.score(X, y) > 0.8
+    code, _, err = run(capsys, "models", "show", "nope", "--ledger", ledger)
+    assert code == 2 and "models list" in err

@@ -34,7 +34,6 @@ releases from the summed votes with a public m.
 from __future__ import annotations
 
 import math
-import time
 import uuid
 import warnings
 
@@ -42,7 +41,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import Lasso
+from sklearn.utils.validation import check_is_fitted
 
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
@@ -103,7 +104,7 @@ def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarra
     return truncated_vote(lasso_coefficients(X_b, y_b, alpha), s)
 
 
-class TwoStageSelector(BaseEstimator):
+class TwoStageSelector(SelectorMixin, BaseEstimator):
     """Stage 1: private selection of the k features most often chosen by per-block LASSOs.
 
     ``n_blocks``: a public number of blocks m; None (default) releases a noisy row count with
@@ -198,7 +199,6 @@ class TwoStageSelector(BaseEstimator):
 
     def _release(self, compute, n_features: int, accountant: Accountant | None, dataset: str | None,
                  key: str | None) -> None:
-        t0 = time.perf_counter()
         if accountant is None:
             out, self.release_ = compute(), None
         else:
@@ -210,7 +210,12 @@ class TwoStageSelector(BaseEstimator):
         self.features_ = np.asarray(out["features"], dtype=np.int64)
         self.n_blocks_ = int(out["n_blocks"])
         self.n_features_in_ = int(n_features)
-        self.seconds_ = time.perf_counter() - t0
+
+    def _get_support_mask(self) -> np.ndarray:
+        check_is_fitted(self, "features_")
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[self.features_] = True
+        return mask
 
 
 class TwoStageRegression(BaseEstimator):
