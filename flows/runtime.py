@@ -136,4 +136,6 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
             print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
         return stage(cfg, *args)
 
-    return flow(run, name=name, task_runner=task_runner(cfg.cluster), validate_parameters=False)(cfg, *args)
+    # the stage's return value holds store paths and content hashes: never persisted by Prefect
+    return flow(run, name=name, task_runner=task_runner(cfg.cluster), validate_parameters=False,
+                persist_result=False)(cfg, *args)

@@ -38,7 +38,7 @@ def _group_xty(path: str, ranges: list[tuple[int, int]], bounds: str) -> np.ndar
     for r0, r1 in ranges:
         X_b = store.read_rows(r0, r1)
         y_b = store_target(store, store.root["y"][r0:r1])
-        X_b, y_b = enforce_bounds(X_b, y_b, mode=bounds, name=f"{path} rows {r0}..{r1}")
+        X_b, y_b = enforce_bounds(X_b, y_b, mode=bounds, name=f"store {path}")
         _scatter_xty(acc, X_b.indptr, X_b.indices, X_b.data, np.asarray(y_b, dtype=np.float64))
     return acc
 

@@ -39,6 +39,8 @@ def ingest_svmlight(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     memory_bytes: int = DEFAULT_MEMORY,
     progress: Callable[[int, int], None] | None = None,
+    name: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Ingest an svmlight file into a new store at ``out``; returns the store's metadata.
 
@@ -75,5 +77,7 @@ def ingest_svmlight(
         "source": str(src.resolve()),
         "source_text_bytes": text_bytes,
         "zero_based": offset == 0,
+        "name": name,
+        **(metadata or {}),
     }
     return writer.finish(index_offset=offset, n_features=n_features, block_rows=block_rows, metadata=metadata)

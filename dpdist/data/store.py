@@ -38,6 +38,7 @@ import scipy.sparse as sp
 import zarr
 
 from dpdist.exceptions import ParameterError
+from dpdist.utils.random import random_name
 
 __all__ = ["TASKS", "SparseStore", "StoreWriter", "check_task", "label_mapping", "open_store", "write_blocks",
            "write_store"]
@@ -74,6 +75,9 @@ def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[s
     if task == "binary" and len(labels) != 2:
         raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, found {len(labels)}")
     return task, {repr(float(v)): i for i, v in enumerate(labels)}
+
+
+_resolve_labels = label_mapping  # write_blocks has a parameter of that name
 
 
 def _ranges(n: int, step: int) -> list[tuple[int, int]]:
@@ -215,13 +219,14 @@ class StoreWriter:
             meta = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
-                "dataset_id": dataset_id,
+                "dataset_id": dataset_id,  # private: a content hash (ledger and store internals only)
                 "n_rows": self.n_rows,
                 "n_features": int(n_features),
                 "nnz": self.nnz,
                 "block_rows": int(block_rows),
                 **(metadata or {}),
             }
+            meta["name"] = meta.get("name") or random_name()  # the public name: never a function of the data
             shape = [self.n_rows, int(n_features)]
             self.root["X"].attrs["shape"] = shape
             self.root["X_csc"].attrs["shape"] = shape
@@ -326,15 +331,23 @@ def write_blocks(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     metadata: dict[str, Any] | None = None,
     memory_bytes: int = DEFAULT_MEMORY,
+    label_mapping: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Write (CSR block, labels) pairs as a store; the task and label mapping are resolved
-    from the labels seen (``label_mapping``). Returns the store's metadata."""
+    from the labels seen (``label_mapping``), or taken as given (``task`` and ``label_mapping``
+    of a source store, for its parts). Returns the store's metadata."""
     check_task(task)
     writer = StoreWriter(out, force=force, memory_bytes=memory_bytes)
     try:
         for X, y in blocks:
             writer.append(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, y)
-        resolved, mapping = label_mapping(writer.distinct_labels, task, str(out))
+        if label_mapping is not None:
+            unknown = set(map(float, writer.distinct_labels or [])) - {float(v) for v in label_mapping}
+            if writer.distinct_labels is None or unknown:
+                raise ParameterError(f"{out}: labels outside the given label mapping")
+            resolved, mapping = task, label_mapping
+        else:
+            resolved, mapping = _resolve_labels(writer.distinct_labels, task, str(out))
     except BaseException:
         writer.abort()
         raise
@@ -392,6 +405,11 @@ class SparseStore:
     @property
     def dataset_id(self) -> str:
         return self.meta["dataset_id"]
+
+    @property
+    def name(self) -> str | None:
+        """The store's public name (None for stores written before names existed)."""
+        return self.meta.get("name")
 
     @property
     def shape(self) -> tuple[int, int]:

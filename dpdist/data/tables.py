@@ -193,13 +193,15 @@ def ingest_table(
     force: bool = False,
     target: str | int | None = None,
     impute: str | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """Read a table and write it as a store; returns the store's metadata."""
+    """Read a table and write it as a store (public ``name``: default random); returns its metadata."""
     table = read_table(src, target=target, impute=impute)
     meta = {
         "classes": table.classes,
         "feature_names": table.feature_names,
         "source": str(Path(src).resolve()),
         "table_notes": table.notes,
+        "name": name,
     }
     return write_store(out, table.X, table.y, task=table.task, force=force, metadata=meta)

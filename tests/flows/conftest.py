@@ -58,12 +58,18 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def small_config(tmp: Path, **sections: Any) -> dict[str, Any]:
-    """A run config small enough for a test: 4,000 x 5,000 RCV1-profile rows, 2 local workers."""
+    """A run config small enough for a test: 6,000 x 2,000 RCV1-profile rows, 2 local workers.
+
+    Half the records are held out, and the row counts are released with little epsilon: the
+    halves' exact sizes (about 3,000 each) then appear in no published output, and are larger
+    than every feature index, so a scan for them cannot hit one by chance.
+    """
     cfg: dict[str, Any] = {
         "name": "t",
         "output": str(tmp / "out"),
         "seed": 7,
-        "data": {"source": "synth", "name": "rcv1", "n": 4000, "d": 5000, "test_fraction": 0.25},
+        "data": {"source": "synth", "name": "rcv1", "n": 6000, "d": 2000, "test_fraction": 0.5,
+                 "count_epsilon": 0.001},
         "budget": {"epsilon": 10.0, "delta": 1e-6},
         "cluster": {"kind": "local", "n_workers": 2},
         "select": {"methods": ["dp-sis", "two-stage"], "k": 5, "epsilon": 0.5},
@@ -92,6 +98,12 @@ def flow_env(tmp: Path, server: dict[str, str] | None) -> dict[str, str]:
 def dpdist(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dpdist.cli", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def only_dataset(tmp: Path) -> str:
+    """The content hash of the one dataset in the test's ledger (ledger internals)."""
+    (status,) = Accountant(tmp / "ledger.sqlite").datasets()
+    return status.dataset
 
 
 def ledger_keys(tmp: Path) -> list[str]:

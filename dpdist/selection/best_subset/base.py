@@ -2,11 +2,13 @@
 
 ``fit`` validates the parameters and the data (Assumption 1) *before* anything is charged:
 bad input is a ``ParameterError`` and costs nothing. Then, with an accountant, the release
-goes through ``Accountant.release``: the charge is recorded first, the MIP pipeline and the
-sampler run inside ``compute``, and the ledger records the released support -- or the
-refusal, when a solver limit was hit after the charge. A refusal is a release too: a retry
-with the same key replays it and spends nothing more; ``fit`` raises ``ReleaseRefused``
-saying that the charge was kept.
+goes through ``Accountant.release`` with ``privacy_charge()`` and every release parameter
+(``release_params``): the charge is recorded first, the MIP pipeline and the sampler run
+inside ``compute``, and the ledger records the released support -- or the refusal. A
+refusal is recorded as the release (a retry with the same key replays it and spends nothing
+more, so a solver limit that depends on the data cannot be retried into a result): a solver
+limit raises ``SolverFailure``, a failed propose-test-release check ``ReleaseRefused``; both
+say that the charge stands.
 
 The solvers' timings and diagnostics (``seconds_``, ``top_r_``, ``buckets_``) stay on the
 estimator for the operator; they are statistics of the data and are never part of the release.
@@ -22,7 +24,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
 
-from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused
+from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverFailure
+from dpdist.privacy.loss import Charge
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.objective import BOUND_MODES, LOSSES, make_problem
 from dpdist.utils.random import check_random_state
@@ -32,7 +35,12 @@ __all__ = ["BSSSelectorBase", "Refusal"]
 
 
 class Refusal(DPDistError):
-    """Raised inside a release when a solver limit is hit: the release publishes nothing."""
+    """Raised inside a release when it publishes nothing: a solver limit ("solver") or a
+    failed privacy test ("test")."""
+
+    def __init__(self, message: str, kind: str = "solver") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class BSSSelectorBase(SelectorMixin, BaseEstimator):
@@ -81,8 +89,14 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
 
     # --------------------------------------------------------------------- release
 
-    def privacy_charge(self) -> tuple[float, float, str]:  # pragma: no cover - subclasses
+    def privacy_charge(self) -> Charge:  # pragma: no cover - subclasses
         raise NotImplementedError
+
+    def release_params(self, n_features: int) -> dict[str, Any]:
+        """Every parameter of a release, for the ledger's release identity."""
+        params = self.get_params()
+        params.pop("random_state", None)
+        return {**params, "method": self.mechanism, "n_features": int(n_features)}
 
     def _release(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:  # pragma: no cover
         raise NotImplementedError
@@ -105,7 +119,7 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
             try:
                 support = self._release(executor, rng)
             except Refusal as e:
-                return {"support": None, "refused": str(e)}
+                return {"support": None, "refused": str(e), "kind": e.kind}
             return {"support": [int(j) for j in support]}
 
         if accountant is None:
@@ -113,17 +127,18 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
-            epsilon, delta, mechanism = self.privacy_charge()
             key = key or f"{self.mechanism.replace('/', '-')}-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, epsilon, delta, mechanism, key, compute)
-            self.release_ = {"dataset": dataset, "key": key}
+            out = accountant.release(dataset, self.privacy_charge(), key, compute,
+                                     self.release_params(executor.meta.p))
+            self.release_ = {"key": key}
         self.seconds_ = time.perf_counter() - t0
         self.n_features_in_ = int(executor.meta.p)
         if out.get("support") is None:
             self.support_ = None
-            charged = "; the charge is kept" if accountant is not None else ""
-            raise ReleaseRefused(f"{self.mechanism}: no support released: {out.get('refused')}{charged} "
-                                 "(the refusal depends on the data, so it is recorded as this release)")
+            charged = "; the charge stands" if accountant is not None else ""
+            error = ReleaseRefused if out.get("kind") == "test" else SolverFailure
+            raise error(f"{self.mechanism}: no support released: {out.get('refused')}{charged} "
+                        "(whether this happens depends on the data, so the refusal is recorded as the release)")
         self.support_ = np.asarray(sorted(out["support"]), dtype=np.int64)
         return self
 

@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
 from dpdist.selection.best_subset.iht import iht_unit, local_search
 from dpdist.selection.best_subset.oa import MasterJob, master_unit
@@ -184,7 +185,7 @@ class BSSMistakesSelector(BSSSelectorBase):
         no test, bucket best supports, ">= j" buckets, the seed's calibration; no privacy
         guarantee, refuses an accountant).
 
-    A failed test raises ``ReleaseRefused`` (nothing is released; the charge is kept).
+    A failed test raises ``ReleaseRefused`` (nothing is released; the charge stands).
     """
 
     mechanism = "bss/mistakes-ptr"
@@ -211,13 +212,16 @@ class BSSMistakesSelector(BSSSelectorBase):
             if not 0.0 < float(self.ptr_fraction) < 1.0:
                 raise ParameterError(f"ptr_fraction must lie in (0, 1), got {self.ptr_fraction!r}")
 
-    def privacy_charge(self) -> tuple[float, float, str]:
-        """(epsilon, delta, mechanism) that ``fit`` charges; paper mode has no guarantee to charge."""
+    def privacy_charge(self) -> Charge:
+        """What ``fit`` charges: (epsilon, delta)-DP (propose-test-release has no stronger form).
+
+        Paper mode has no guarantee to charge and raises ParameterError.
+        """
         self._validate()
         if self.mode == "paper":
             raise ParameterError("mode='paper' (the seed's unchecked mistakes method) has no privacy guarantee; "
                                  "it reproduces the seed's figures only and cannot be charged to an accountant")
-        return float(self.epsilon), float(self.delta), self.mechanism
+        return Charge(PrivacyLoss.approx(float(self.epsilon), float(self.delta)), self.mechanism)
 
     def rates(self, delta_f: float) -> tuple[float, float]:
         """(Laplace rate epsilon_1' of the test, EM rate c = epsilon_2'/Delta) after the tolerance factor."""
@@ -243,7 +247,8 @@ class BSSMistakesSelector(BSSSelectorBase):
                 noisy = gamma / meta.delta + rng.laplace(scale=1.0 / eps1)
                 if not noisy > self.threshold():
                     raise Refusal("the propose-test-release check of the optimality gap failed "
-                                  "(the data are not stable enough for the mistakes method at this budget)")
+                                  "(the data are not stable enough for the mistakes method at this budget)",
+                                  kind="test")
             # paper mode: the seed code's OA tolerance (5e-3 relative) for the buckets
             bucket_tau = tau if self.mode == "ptr" else 5e-3 * abs(f0)
             buckets = mistakes_buckets(executor, center, f0, f1, bucket_tau, scale, self.horizon, self.time_limit,

@@ -48,8 +48,8 @@ ratio moves by at most exp(2 c tau)). With tau = tol * Delta (``tol`` public) we
 c = epsilon / (Delta (1 + 4 tol)), so the release is epsilon-DP as charged.
 
 Failures. A time limit, an uncertified inner solve or an exceeded ``max_extra`` after the
-charge is a refusal: the accountant keeps the charge, the ledger records the refusal as the
-release and no support is published. Whether a refusal happens depends on the data and is
+charge is a refusal (``SolverFailure``): the charge stands, the ledger records the refusal as
+the release and no support is published. Whether a refusal happens depends on the data and is
 not covered by the epsilon guarantee; the limits are public and generous so it is rare.
 """
 
@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
 from dpdist.selection.best_subset.iht import iht_unit, local_search, swap_support
 from dpdist.selection.best_subset.oa import MasterJob, master_unit
@@ -207,7 +208,7 @@ class BSSTopRSelector(BSSSelectorBase):
     bounds : "check" refuses data outside the bounds, "clip" clips each record.
     tol : certified tolerance relative to Delta (tau = tol * Delta); the sampler runs at
         epsilon / (1 + 4 tol) to pay for it (module docstring).
-    time_limit : seconds per MIP solve; hitting it is a refusal (the charge is kept).
+    time_limit : seconds per MIP solve; hitting it is a refusal (the charge stands).
     max_extra : largest number of no-good entries in the exact top-R fallback.
     random_state : None (OS entropy, for every release) or a seed (experiments only).
 
@@ -227,10 +228,17 @@ class BSSTopRSelector(BSSSelectorBase):
     def _validate_extra(self) -> None:
         check_count(self.max_extra, "max_extra", minimum=0)
 
-    def privacy_charge(self) -> tuple[float, float, str]:
-        """(epsilon, delta, mechanism) that ``fit`` charges: pure epsilon-DP."""
+    def privacy_charge(self) -> Charge:
+        """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
+
+        The sampled distribution is an exponential mechanism on a monotone utility within
+        tau of a Delta-sensitive one, at rate epsilon / (Delta (1 + 4 tol)): for neighbours the
+        log-ratio ln P_D(S)/P_D'(S) ranges over an interval of width at most epsilon (the
+        utilities' differences lie in an interval of width Delta + 4 tau), which is the
+        bounded-range property (Durfee and Rogers 2019).
+        """
         self._validate()
-        return float(self.epsilon), 0.0, self.mechanism
+        return Charge(PrivacyLoss.bounded_range(float(self.epsilon)), self.mechanism)
 
     def _release(self, executor: Any, rng: np.random.Generator) -> Support:
         meta = executor.meta

@@ -7,7 +7,7 @@ import pytest
 from bss_helpers import bss_data
 from sklearn.base import clone
 
-from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseRefused
+from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseRefused, SolverFailure
 from dpdist.privacy.accountant import Accountant
 from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 from dpdist.selection.best_subset import oa as oa_module
@@ -37,6 +37,7 @@ def test_top_r_recovers_and_charges_epsilon(data, acc):
     assert acc.status("d").epsilon_spent == pytest.approx(2.0)
     (rel,) = acc.history("d")
     assert rel.mechanism == "bss/top-r" and rel.delta == 0.0 and rel.key == "k1"
+    assert rel.loss.rho == pytest.approx(2.0 ** 2 / 8)  # epsilon-bounded range: epsilon^2/8-zCDP
     again = BSSTopRSelector(s=3, epsilon=2.0, bounds="clip").fit(X, y, acc, "d", key="k1")  # replay, no charge
     assert list(again.support_) == TRUE and acc.status("d").epsilon_spent == pytest.approx(2.0)
     assert clone(sel).get_params()["epsilon"] == 2.0
@@ -53,7 +54,7 @@ def test_mistakes_ptr_charges_epsilon_delta(data, acc):
 def test_failed_gap_test_is_a_recorded_refusal(acc):
     X, y = bss_data(0, 60, 20, 3)  # too few records for a stable optimum
     sel = BSSMistakesSelector(s=3, epsilon=0.5, delta=1e-6, bounds="clip", random_state=0)
-    with pytest.raises(ReleaseRefused, match="propose-test-release.*charge is kept"):
+    with pytest.raises(ReleaseRefused, match="propose-test-release.*charge stands"):
         sel.fit(X, y, acc, "d", key="ptr")
     assert acc.status("d").epsilon_spent == pytest.approx(0.5)
     (rel,) = acc.history("d")
@@ -70,7 +71,7 @@ def test_mip_time_limit_is_a_refusal_that_keeps_the_charge(data, acc, monkeypatc
         return MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0)
 
     monkeypatch.setattr(oa_module, "solve_master", out_of_time)
-    with pytest.raises(ReleaseRefused, match="time limit \\(7 s\\).*charge is kept"):
+    with pytest.raises(SolverFailure, match="time limit \\(7 s\\).*charge stands"):
         BSSTopRSelector(s=3, epsilon=1.0, bounds="clip", time_limit=7).fit(X, y, acc, "d")
     assert acc.status("d").epsilon_spent == pytest.approx(1.0)
 
