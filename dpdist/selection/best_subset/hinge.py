@@ -12,18 +12,18 @@ squares), with an Armijo backtracking line search; h shrinks tenfold until the g
 is at most ``tol``.
 
 Certificate. max(0, 1 - m) = max_{a in [0,1]} a (1 - m), so for every alpha in [0, 1]^n and
-mu >= 0 (minimax over compact convex sets, then the ball multiplier)
+mu >= 0 (minimax over compact convex sets, then the ball multiplier), with v = X^T (alpha * y),
 
-    c(z) >= L(z; alpha, mu) = sum_i alpha_i - sum_j z_j v_j^2 / (4 (ridge + mu z_j)) - mu r^2,
-    v = X^T (alpha * y),
+    F_h(T) >= L(1_T) = sum_i alpha_i - sum_{j in T} v_j^2 / (4 (ridge + mu)) - mu r^2
 
-where c is the relaxation ridge sum_j beta_j^2/z_j of the ridge term and c(1_S) = F_h(S).
+for every support T (the inner minimum over beta_T of (ridge + mu)||beta_T||^2 - v_T^T beta_T).
 alpha is the smoothed hinge's derivative at the computed beta and mu the best multiplier for
-it; ``value`` (the hinge objective at the feasible beta) minus ``bound`` = L(1_S) is the
-certified error. As for least squares, z -> L(z) is convex and below c, so its tangent at
-1_S is a valid cut for all z in [0, 1]^p:
-
-    g_j = -ridge v_j^2 / (4 (ridge + mu z^_j)^2)    (-ridge beta_j^2 on S when exact; -v_j^2/(4 ridge) off S).
+v_S; ``value`` (the hinge objective at the feasible beta) minus ``bound`` = L(1_S) is the
+certified error. L is affine in z = 1_T and below F_h at every binary z, so it is itself a
+valid outer-approximation cut, tight at S when the solve is: slopes -v_j^2/(4 (ridge + mu))
+for every j. (The perspective of the ball, sum_j beta_j^2/z_j <= r^2, makes them
+(ridge + mu)/ridge times steeper off S than the tangent of the ridge's perspective alone,
+the seed's cut -v_j^2/(4 ridge); the hinge ball is usually active, mu >> 0.)
 """
 
 from __future__ import annotations
@@ -193,10 +193,11 @@ def hinge_evaluate(problem: Problem, support: np.ndarray, tol: float) -> tuple[f
 
 
 def hinge_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, h: float) -> tuple[float, np.ndarray]:
-    """(intercept L(1_S), gradient g (length p)) of the cut from alpha = the smoothed derivative at beta.
+    """(intercept L(1_S), gradient g (length p)) of the affine cut eta >= L(1_S) + g^T (z - 1_S).
 
-    mu is the best multiplier for that alpha; the intercept is the dual bound of the module
-    docstring, a lower bound on F_h(S) for any beta and h.
+    alpha = the smoothed derivative at beta, v = X^T (alpha * y), mu the best multiplier for
+    v_S: g_j = -v_j^2 / (4 (ridge + mu)), L(1_S) = sum_i alpha_i + sum_{j in S} g_j - mu r^2,
+    a lower bound on F_h at every support for any beta and h (module docstring).
     """
     S = np.asarray(support, dtype=np.int64)
     m = problem.y * problem.matvec(beta, S)
@@ -205,10 +206,8 @@ def hinge_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, h: float)
     ridge, r = problem.ridge, problem.r
     vn = float(np.linalg.norm(v[S]))
     mu = max(0.0, vn / (2.0 * r) - ridge)
-    intercept = float(alpha.sum()) - vn * vn / (4.0 * (ridge + mu)) - mu * r * r
-    denom = np.full(problem.p, ridge)
-    denom[S] += mu
-    return intercept, -ridge * v * v / (4.0 * denom * denom)
+    grad = -v * v / (4.0 * (ridge + mu))
+    return float(alpha.sum()) + float(grad[S].sum()) - mu * r * r, grad
 
 
 def hinge_swap_values(problem: Problem, center: np.ndarray, tol: float, cols: np.ndarray | None = None

@@ -12,25 +12,30 @@ mu > 0 where ||beta(mu)|| = r, found by Newton's method on phi(mu) = 1/||beta(mu
 (concave and increasing, so Newton from mu = 0 increases monotonically to the root; More and
 Sorensen 1983). Everything is batched over many supports at once (numpy's stacked eigh).
 
-Certificate. For any alpha in R^n and mu >= 0 (Lagrange duality, the conjugate of
-1/2||y - w||^2 and the ball multiplier), the relaxed objective of spec (10),
-c(z) = min_beta 1/2||y - X beta||^2 + ridge/2 sum_j beta_j^2/z_j over ||beta|| <= r, satisfies
+Certificate. For any alpha in R^n and mu >= 0 (Lagrange duality: the conjugate of
+1/2||y - w||^2 and the ball multiplier)
 
-    c(z) >= L(z; alpha, mu) = y^T alpha - 1/2 ||alpha||^2
-                              - sum_j z_j (x_j^T alpha)^2 / (2 (ridge + mu z_j)) - mu r^2 / 2,
+    F(S) >= y^T alpha - 1/2 ||alpha||^2 - ||X_S^T alpha||^2 / (2 (ridge + mu)) - mu r^2 / 2.
 
-and c(1_S) = F(S). With alpha = y - X_S beta (the residual of the computed beta) and the best
-mu for that alpha, L(1_S) is a lower bound on F(S) and the primal objective at the
-(feasible) beta an upper bound: ``value - bound`` is the certified error of the solve.
+With alpha = y - X_S beta (the residual of the computed beta) and the best mu for that alpha
+this is a lower bound on F(S), and the primal objective at the (feasible) beta an upper
+bound: ``value - bound`` is the certified error of the solve.
 
-Cut. z -> L(z; alpha, mu) is convex (each z/(ridge + mu z) is concave) and below c, so its
-tangent at z^ = 1_S is a valid outer-approximation cut for *every* z in [0, 1]^p:
+Cut. The bound holds at every binary z, and in a form that is *affine* in z. Move delta of
+X^T X (0 <= delta <= lambda_min(X^T X), ``Problem.shift``; 0 when p > n) into the ridge and
+put the perspective on both the ridge and the ball (sum_j beta_j^2/z_j <= r^2, the same ball
+at binary z). Then, for every beta^ in R^p and mu >= 0, with Q = X^T X - delta I (PSD) and
+w = X^T y - Q beta^, weak duality (1/2 b^T Q b >= (Q beta^)^T b - 1/2 beta^T Q beta^, then
+the minimum over beta_T of the separable rest) gives for every support T
 
-    eta >= L(1_S) + sum_j g_j (z_j - 1[j in S]),   g_j = -ridge (x_j^T alpha)^2 / (2 (ridge + mu z^_j)^2),
+    F(T) >= L(1_T) = 1/2 y^T y - 1/2 beta^T Q beta^ - sum_{j in T} w_j^2 / (2 (ridge + delta + mu)) - mu r^2/2,
 
-i.e. g_j = -(ridge/2) beta_j^2 on S and -(x_j^T alpha)^2 / (2 ridge) off S: the exact
-binary-point gradient of spec 6.5 (not the seed code's jittered point). The cut is valid
-whatever the solver's accuracy; accuracy only makes it tight.
+an affine function of z = 1_T. Taking beta^ = the solve's beta on S and mu the best
+multiplier for w_S, L(1_S) equals F(S) at the exact solution (KKT: w_j = (ridge + delta +
+mu) beta_j on S), so the cut is tight at S and valid at every support whatever the solver's
+accuracy. Against the tangent of the plain perspective relaxation (the seed's cut, spec
+6.5: -(x_j^T alpha)^2/(2 ridge) off S) the slopes are (ridge + delta + mu)/ridge times
+steeper: the shift and an active ball both tighten the master.
 """
 
 from __future__ import annotations
@@ -106,13 +111,13 @@ def ls_evaluate(problem: Problem, support: np.ndarray) -> tuple[float, float, np
 
 
 def ls_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, mu: float) -> tuple[float, np.ndarray]:
-    """(intercept L, gradient g (length p)) of the cut at z^ = 1_S from the computed beta.
+    """(intercept L(1_S), gradient g (length p)) of the affine cut eta >= L(1_S) + g^T (z - 1_S).
 
-    With the diagonal shift delta = ``problem.shift`` (0 <= delta <= lambda_min(X^T X)), the
-    relaxation moves delta of X^T X into the perspective term (module docstring):
-    intercept = 1/2 y^T y - 1/2 beta^T (A - delta I) beta - ||w_S||^2 / (2 (ridge + delta + mu))
-    - mu r^2/2 with w = X^T alpha + delta beta and mu the best multiplier for w_S; gradient
-    -(ridge + delta) w_j^2 / (2 (ridge + delta + mu z^_j)^2).
+    With the diagonal shift delta = ``problem.shift`` (0 <= delta <= lambda_min(X^T X)) and
+    w = X^T y - (X^T X - delta I) beta (module docstring), g_j = -w_j^2 / (2 (ridge + delta + mu))
+    for every j and L(1_S) = 1/2 y^T y - 1/2 beta^T (X^T X - delta I) beta + sum_{j in S} g_j -
+    mu r^2 / 2, mu the best multiplier for w_S. ``mu`` (the solve's) is not needed: it is
+    recomputed for w.
     """
     S = np.asarray(support, dtype=np.int64)
     lam = problem.ridge + problem.shift
@@ -122,10 +127,9 @@ def ls_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, mu: float) -
     wS = float(np.linalg.norm(w[S]))
     mu = max(0.0, wS / problem.r - lam)
     bQb = float(beta @ (G[S] @ beta)) - problem.shift * float(beta @ beta)
-    intercept = 0.5 * problem.yty - 0.5 * bQb - wS * wS / (2.0 * (lam + mu)) - 0.5 * mu * problem.r ** 2
-    denom = np.full(problem.p, lam)
-    denom[S] += mu
-    return intercept, -lam * w * w / (2.0 * denom * denom)
+    grad = -w * w / (2.0 * (lam + mu))
+    intercept = 0.5 * problem.yty - 0.5 * bQb + float(grad[S].sum()) - 0.5 * mu * problem.r ** 2
+    return intercept, grad
 
 
 def ls_swap_values(problem: Problem, center: np.ndarray, cols: np.ndarray | None = None

@@ -37,6 +37,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from pyscipopt import SCIP_RESULT, Conshdlr, Model, quicksum
@@ -124,12 +125,32 @@ class MasterResult:
     nodes: int
 
 
-class _LazyCuts(Conshdlr):
-    """Checks integral candidates against F and adds the violated support's cut."""
+class Collector(Protocol):
+    """Receives the supports a collecting solve enumerates (``solve_master(collect=...)``)."""
 
-    def __init__(self, oracle: Oracle, z: list, eta: object, shift: float, s: int, viol: float) -> None:
+    def threshold(self) -> float:
+        """Supports with F below this (less the margin) are offered."""
+
+    def offer(self, support: Support, value: float) -> bool:
+        """Take ``support``; False stops the solve (the caller restarts elsewhere)."""
+
+
+class _LazyCuts(Conshdlr):
+    """Checks integral candidates against F and adds the violated support's cut.
+
+    In collecting mode every candidate that satisfies its own cut is offered to the
+    collector (when its value is below the collector's threshold less ``margin``) and then
+    excluded by a no-good cut, so no solution is ever accepted and the tree enumerates every
+    support below the objective limit.
+    """
+
+    def __init__(self, oracle: Oracle, z: list, eta: object, shift: float, s: int, viol: float,
+                 collect: Collector | None = None, margin: float = 0.0) -> None:
         self.oracle, self.z, self.eta, self.shift, self.s, self.viol = oracle, z, eta, shift, s, viol
+        self.collect, self.margin = collect, margin
         self.added: set[Support] = set()
+        self.excluded: set[Support] = set()
+        self.stopped = False
 
     def _violated(self, solution: object = None) -> tuple[Support, bool]:
         zval = np.fromiter((self.model.getSolVal(solution, v) for v in self.z), dtype=np.float64, count=len(self.z))
@@ -143,14 +164,27 @@ class _LazyCuts(Conshdlr):
         self.added.add(cut.support)
 
     def conscheck(self, constraints, solution, checkintegrality, checklprows, printreason, completely, **kw):
+        if self.collect is not None:  # every candidate goes through enforcement (collected, then excluded)
+            return {"result": SCIP_RESULT.INFEASIBLE}
         _, violated = self._violated(solution)
         return {"result": SCIP_RESULT.INFEASIBLE if violated else SCIP_RESULT.FEASIBLE}
 
     def _enforce(self) -> dict:
         S, violated = self._violated()
-        if not violated or S in self.added:
+        if violated and S not in self.added:
+            self.add(self.oracle.cut(S))
+            return {"result": SCIP_RESULT.CONSADDED}
+        if self.collect is None or S in self.excluded:
             return {"result": SCIP_RESULT.FEASIBLE}
-        self.add(self.oracle.cut(S))
+        value = self.oracle.evaluate(S)[0]
+        if value < self.collect.threshold() - self.margin:
+            if not self.collect.offer(S, value):
+                self.stopped = True
+                self.model.interruptSolve()
+            else:  # the threshold fell: prune every node whose bound is above the new one
+                self.model.setObjlimit(self.collect.threshold() - self.margin - self.shift)
+        self.model.addCons(quicksum(self.z[j] for j in S) <= self.s - 1)
+        self.excluded.add(S)
         return {"result": SCIP_RESULT.CONSADDED}
 
     def consenfolp(self, constraints, nusefulconss, solinfeasible):
@@ -166,13 +200,19 @@ class _LazyCuts(Conshdlr):
 def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequence[int] | None = None,
                  max_common: int | None = None, common: int | None = None,
                  nogood: Sequence[Sequence[int]] = (), objlimit: float | None = None, gap: float = 0.0,
-                 time_limit: float = 600.0) -> MasterResult:
+                 time_limit: float = 600.0, collect: Collector | None = None, margin: float = 0.0) -> MasterResult:
     """Minimise F over the region by single-tree outer approximation (see the module docstring).
 
     ``seeds``: supports whose cuts start the master (at least one). ``objlimit``: only
     supports with F below it are of interest; "infeasible" then certifies that every
     support of the region has F >= objlimit (up to SCIP's tolerances). ``gap``: absolute
     optimality gap at which SCIP may stop.
+
+    ``collect``: enumerate instead of minimise. Every support of the region below
+    ``objlimit`` is evaluated; those below ``collect.threshold() - margin`` are offered to the
+    collector, and each is then excluded by a no-good cut. "infeasible" then certifies that
+    every support of the region not offered or excluded has F >= objlimit; "interrupted"
+    means the collector stopped the solve.
     """
     t0 = time.perf_counter()
     problem = oracle.problem
@@ -203,7 +243,7 @@ def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequ
     for T in nogood:
         m.addCons(quicksum(z[int(j)] for j in T) <= s - 1)
     viol = max(1e-9 * abs(shift), 1e-12)
-    handler = _LazyCuts(oracle, z, eta, shift, s, viol)
+    handler = _LazyCuts(oracle, z, eta, shift, s, viol, collect, margin)
     m.includeConshdlr(handler, "bss_oa", "outer-approximation cuts of the BSS objective",
                       chckpriority=-10, enfopriority=-10, needscons=False)
     for S in seeds:
@@ -211,7 +251,7 @@ def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequ
     if objlimit is not None and math.isfinite(objlimit):
         m.setObjlimit(float(objlimit) - shift)
     m.optimize()
-    status = m.getStatus()
+    status = "interrupted" if handler.stopped else m.getStatus()
     lower = float(m.getDualbound()) + shift
     support = value = None
     if m.getNSols() > 0 and status in ("optimal", "gaplimit"):
@@ -222,7 +262,7 @@ def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequ
         status = "optimal"
     elif status == "infeasible":
         lower = float(objlimit) if objlimit is not None and math.isfinite(objlimit) else np.inf
-    elif status != "timelimit":
+    elif status not in ("timelimit", "interrupted"):
         raise ArithmeticError(f"SCIP ended the master with status {status!r}")
     return MasterResult(status, support, value, lower, time.perf_counter() - t0, len(handler.added), m.getNNodes())
 

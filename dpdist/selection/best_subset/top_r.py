@@ -5,15 +5,18 @@ Procedure (R = 1 + s(p - s), public):
 1. Centre C: IHT warm start, then one-swap local search (``iht``), which also gives F at
    all s(p - s) one-swaps of C (a Dask map over workers in ``pipelines.best_subset``).
 2. List L = {C} ∪ {one-swaps of C}, t = max_{S in L} F(S).
-3. Certificate (one MIP on a ``mip`` worker, ``oa``): the master over the supports with at
-   least two mistakes from C (sum_{j in C} z_j <= s - 2) has no support below t - tau
-   ("infeasible" with objective limit t - tau). Then L is the exact top-R.
-4. If instead the MIP finds T with F(T) < t - tau: when F(T) < F(C) - tau, C was not the
-   optimum and the procedure restarts from T (at most ``max_recenter`` times); otherwise
-   the exact top-R is computed with no-good cuts -- T enters L, the worst member of L
-   leaves it, sum_{j in T} z_j <= s - 1 is added, and step 3 repeats -- up to ``max_extra``
-   entries. Nothing is retried on other data and nothing is silently abandoned (the seed's
-   code drops the trial when its check fails); exceeding a limit is a refusal.
+3. Certificate (one SCIP tree on a ``mip`` worker, ``oa``, collecting mode): over the
+   supports with at least two mistakes from C (sum_{j in C} z_j <= s - 2), objective limit
+   t - tau. Every support the tree meets below the list's current threshold (its largest
+   value) less tau enters L and pushes out L's worst entry (so L keeps R entries and t
+   falls); every candidate is then excluded by a no-good cut sum_{j in T} z_j <= s - 1
+   (spec 6.5), a lazy constraint of the same tree. When the tree closes ("infeasible"),
+   every support outside L is either a known one with F >= t or has F >= t - tau: L is the
+   exact top-R. One tree does what the seed's check (step 6 of spec 6.6) only tests -- the
+   seed code drops the trial when its check fails; nothing is retried on other data here.
+4. If a support beats F(C) by more than tau, C was not the optimum: the search restarts
+   from it (at most ``max_recenter`` times). More than ``max_extra`` entries beyond the
+   one-swaps, or a time limit, is a refusal.
 5. Sample (``samplers.top_r_sample``): u(S) = min(F(S), t) for the R listed supports, t
    for the C(p, s) - R others, P(S) ∝ exp(-c u(S)).
 
@@ -55,9 +58,9 @@ not covered by the epsilon guarantee; the limits are public and generous so it i
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,42 +68,43 @@ import numpy as np
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
 from dpdist.selection.best_subset.iht import iht_unit, local_search, swap_support
-from dpdist.selection.best_subset.oa import MasterJob, master_unit
+from dpdist.selection.best_subset.oa import oracle_for, solve_master
+from dpdist.selection.best_subset.objective import Problem
 from dpdist.selection.best_subset.samplers import top_r_sample
 from dpdist.utils.validation import check_count
 
-__all__ = ["BSSTopRSelector", "TopRList", "top_r_list"]
+__all__ = ["BSSTopRSelector", "CertifyJob", "TopRList", "certify_unit", "top_r_list", "top_r_probabilities"]
 
 Support = tuple[int, ...]
 
 
-@dataclass
 class TopRList:
-    """The exact top-R list: the centre, its one-swaps (a table) and the no-good entries.
+    """The exact top-R list: the centre, its one-swaps (a table) and the entries found beyond them.
 
-    ``alive`` marks the listed entries in the order [centre, swaps (row-major over the
-    finite table cells), extras]; exactly R of them are alive.
+    Entries are indexed [centre, swaps (row-major over the finite table cells), extras];
+    exactly R of them are listed. As the collector of the certifying solve it takes supports
+    below its threshold (the largest listed value) and drops its worst entry for each,
+    keeping R; it stops the solve when a support beats the centre by more than ``tau`` (the
+    centre was not the optimum) or when more than ``max_extra`` entries came in.
     """
 
-    center: Support
-    center_value: float
-    table: np.ndarray
-    extras: list[tuple[Support, float]] = field(default_factory=list)
-    alive: np.ndarray = field(init=False)
-    _cells: np.ndarray = field(init=False, repr=False)
-    stats: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._cells = np.flatnonzero(np.isfinite(self.table.ravel()))
-        self.alive = np.ones(1 + self._cells.size, dtype=bool)
+    def __init__(self, center: Support, center_value: float, table: np.ndarray, tau: float = 0.0,
+                 max_extra: int = 10_000) -> None:
+        self.center, self.center_value, self.table = tuple(center), float(center_value), table
+        self.tau, self.max_extra = tau, max_extra
+        self._cells = np.flatnonzero(np.isfinite(table.ravel()))
+        self._values = [self.center_value, *table.ravel()[self._cells].tolist()]
+        self._alive = [True] * len(self._values)
+        self._heap = [(-v, k) for k, v in enumerate(self._values)]
+        heapq.heapify(self._heap)
+        self.extras: list[tuple[Support, float]] = []
+        self.better: Support | None = None
+        self.overflow = False
+        self.stats: dict[str, Any] = {}
 
     @property
     def R(self) -> int:
-        return int(self.alive.sum())
-
-    def all_values(self) -> np.ndarray:
-        return np.concatenate([[self.center_value], self.table.ravel()[self._cells],
-                               np.array([v for _, v in self.extras], dtype=np.float64)])
+        return int(sum(self._alive))
 
     def support(self, k: int) -> Support:
         if k == 0:
@@ -110,86 +114,106 @@ class TopRList:
             return swap_support(self.center, i, j)
         return self.extras[k - 1 - self._cells.size][0]
 
+    def threshold(self) -> float:
+        while not self._alive[self._heap[0][1]]:
+            heapq.heappop(self._heap)
+        return -self._heap[0][0]
+
     def add(self, support: Support, value: float) -> None:
         """Enter ``support`` and drop the worst listed entry (the list keeps R entries)."""
-        self.extras.append((support, float(value)))
-        self.alive = np.append(self.alive, True)
-        values = np.where(self.alive, self.all_values(), -np.inf)
-        self.alive[int(np.argmax(values))] = False
+        k = len(self._values)
+        self._values.append(float(value))
+        self._alive.append(True)
+        self.extras.append((tuple(support), float(value)))
+        heapq.heappush(self._heap, (-float(value), k))
+        self.threshold()
+        self._alive[heapq.heappop(self._heap)[1]] = False
 
-    def threshold(self) -> float:
-        return float(self.all_values()[self.alive].max())
+    def offer(self, support: Support, value: float) -> bool:
+        """Collector protocol (``oa.solve_master``): take a support below the threshold."""
+        if value < self.center_value - self.tau:
+            self.better = tuple(support)
+            return False
+        self.add(support, value)
+        if len(self.extras) > self.max_extra:
+            self.overflow = True
+            return False
+        return True
 
     def listed(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices, values) of the listed entries."""
-        idx = np.flatnonzero(self.alive)
-        return idx, self.all_values()[idx]
+        idx = np.flatnonzero(np.asarray(self._alive))
+        return idx, np.asarray(self._values)[idx]
 
     def is_listed(self, S: Support) -> bool:
         common = len(set(S) & set(self.center))
         s = len(self.center)
         if common == s:
-            return bool(self.alive[0])
+            return bool(self._alive[0])
         if common == s - 1:
             out = next(k for k, c in enumerate(self.center) if c not in S)
             inc = next(j for j in S if j not in self.center)
-            cell = out * self.table.shape[1] + inc
-            pos = int(np.searchsorted(self._cells, cell))
-            return bool(self.alive[1 + pos])
+            pos = int(np.searchsorted(self._cells, out * self.table.shape[1] + inc))
+            return bool(self._alive[1 + pos])
         for k, (T, _) in enumerate(self.extras):
             if T == S:
-                return bool(self.alive[1 + self._cells.size + k])
+                return bool(self._alive[1 + self._cells.size + k])
         return False
 
 
-def _seeds(center: Support, table: np.ndarray, count: int) -> tuple[Support, ...]:
-    """The centre and the best swap for each of the ``count`` best incoming features."""
-    best_in = np.min(table, axis=0)
-    order = np.argsort(best_in)[:count]
-    seeds = [center]
-    for j in order:
-        if np.isfinite(best_in[j]):
-            seeds.append(swap_support(center, int(np.argmin(table[:, j])), int(j)))
-    return tuple(seeds)
+@dataclass(frozen=True)
+class CertifyJob:
+    """The certifying (collecting) solve of one centre, as a picklable unit of work."""
+
+    center: Support
+    center_value: float
+    table: np.ndarray
+    tau: float
+    time_limit: float
+    max_extra: int
 
 
-def top_r_list(executor: Any, tau: float, time_limit: float, max_extra: int = 100, max_recenter: int = 5,
-               seed_cuts: int = 20) -> TopRList:
+def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
+    """Work unit (on a ``mip`` worker): complete the centre's list to the exact top-R.
+
+    One SCIP tree over the supports with >= 2 mistakes from the centre, objective limit
+    t - tau, in collecting mode: every support below the list's (falling) threshold less tau
+    enters the list, every candidate is then excluded by a no-good cut, and "infeasible"
+    certifies the rest. Returns (status, list): "infeasible" (certified), "better" (a
+    support beats the centre), "overflow" (more than max_extra entries) or "timelimit".
+    """
+    lst = TopRList(job.center, job.center_value, job.table, job.tau, job.max_extra)
+    inner = job.tau / 10.0
+    res = solve_master(oracle_for(problem, inner), [job.center], center=job.center, max_common=problem.s - 2,
+                       objlimit=lst.threshold() - job.tau, time_limit=job.time_limit, collect=lst, margin=job.tau)
+    lst.stats.update(master_seconds=res.seconds, cuts=res.cuts, nodes=res.nodes, extras=len(lst.extras))
+    if res.status == "interrupted":
+        return ("better" if lst.better is not None else "overflow"), lst
+    return res.status, lst
+
+
+def top_r_list(executor: Any, tau: float, time_limit: float, max_extra: int = 10_000, max_recenter: int = 5
+               ) -> TopRList:
     """The exact top-R list (module docstring, steps 1-4), values certified to ``tau``.
 
-    Raises ``Refusal`` on a time limit, an uncertified solve or more than ``max_extra``
-    no-good entries / ``max_recenter`` restarts.
+    Raises ``Refusal`` on a time limit, an uncertified solve, more than ``max_extra`` entries
+    beyond the centre's one-swaps or more than ``max_recenter`` restarts.
     """
-    s = executor.meta.s
     inner = tau / 10.0
     try:
         start = executor.call(iht_unit, None)
         for _ in range(max_recenter + 1):
             center, f0, table = local_search(executor, start, inner)
-            lst = TopRList(center, f0, table)
-            seeds = _seeds(center, table, seed_cuts)
-            nogood: list[Support] = []
-            while True:
-                t = lst.threshold()
-                job = MasterJob(seeds, inner, center=center, max_common=s - 2, nogood=tuple(nogood),
-                                objlimit=t - tau, time_limit=time_limit)
-                res = executor.mip(master_unit, job)
-                lst.stats.setdefault("master_seconds", []).append(res.seconds)
-                if res.status == "infeasible":
-                    lst.stats["extras"] = len(nogood)
-                    return lst
-                if res.status == "timelimit":
-                    raise Refusal(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
-                T, v = res.support, float(res.value)
-                if v < f0 - tau:
-                    start = T  # the centre was not the optimum: restart from the better support
-                    break
-                if not v < t:
-                    raise Refusal("the top-R certificate returned a support above the threshold (numerical trouble)")
-                if len(nogood) == max_extra:
-                    raise Refusal(f"the exact top-R needs more than max_extra={max_extra} no-good cuts")
-                lst.add(T, v)
-                nogood.append(T)
+            if executor.meta.p - executor.meta.s < 2 or executor.meta.s < 2:
+                return TopRList(center, f0, table, tau, max_extra)  # no support has two mistakes
+            status, lst = executor.mip(certify_unit, CertifyJob(center, f0, table, tau, time_limit, max_extra))
+            if status == "infeasible":
+                return lst
+            if status == "timelimit":
+                raise Refusal(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
+            if status == "overflow":
+                raise Refusal(f"the exact top-R needs more than max_extra={max_extra} supports beyond the one-swaps")
+            start = lst.better  # the centre was not the optimum: restart from the better support
         raise Refusal(f"the top-R centre moved more than max_recenter={max_recenter} times")
     except ArithmeticError as e:
         raise Refusal(f"an inner solve failed: {e}") from None
@@ -209,7 +233,7 @@ class BSSTopRSelector(BSSSelectorBase):
     tol : certified tolerance relative to Delta (tau = tol * Delta); the sampler runs at
         epsilon / (1 + 4 tol) to pay for it (module docstring).
     time_limit : seconds per MIP solve; hitting it is a refusal (the charge stands).
-    max_extra : largest number of no-good entries in the exact top-R fallback.
+    max_extra : largest number of supports beyond the one-swaps that may enter the list.
     random_state : None (OS entropy, for every release) or a seed (experiments only).
 
     After ``fit``: ``support_`` (ascending feature indices), ``n_features_in_``, ``release_``.
@@ -219,7 +243,7 @@ class BSSTopRSelector(BSSSelectorBase):
 
     def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
                  ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
-                 tol: float = 1e-3, time_limit: float = 600.0, max_extra: int = 100,
+                 tol: float = 1e-3, time_limit: float = 600.0, max_extra: int = 10_000,
                  random_state: Any = None) -> None:
         super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
                          bounds=bounds, tol=tol, time_limit=time_limit, random_state=random_state)

@@ -10,6 +10,7 @@ import pytest
 from dpdist.cli import main
 from dpdist.privacy.accountant import Accountant
 from dpdist.selection.best_subset import oa as oa_module
+from dpdist.selection.best_subset import top_r as top_r_module
 from dpdist.selection.best_subset.oa import MasterResult
 
 
@@ -92,8 +93,11 @@ def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, bss_store, ledger)
 
 def test_bss_time_limit_refusal_keeps_the_charge(capsys, bss_store, ledger, monkeypatch):
     store, meta = bss_store
-    monkeypatch.setattr(oa_module, "solve_master",
-                        lambda *a, **k: MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0))
+    def out_of_time(*a, **k):
+        return MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0)
+
+    monkeypatch.setattr(oa_module, "solve_master", out_of_time)
+    monkeypatch.setattr(top_r_module, "solve_master", out_of_time)
     code, out, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
                          "--time-limit", "5", "--clip", "--ledger", ledger, "--json")
     assert code == 1 and out == ""

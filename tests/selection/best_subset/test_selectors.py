@@ -11,6 +11,7 @@ from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseRefused, So
 from dpdist.privacy.accountant import Accountant
 from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 from dpdist.selection.best_subset import oa as oa_module
+from dpdist.selection.best_subset import top_r as top_r_module
 from dpdist.selection.best_subset.oa import MasterResult
 
 TRUE = [1, 3, 5]
@@ -71,6 +72,7 @@ def test_mip_time_limit_is_a_refusal_that_keeps_the_charge(data, acc, monkeypatc
         return MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0)
 
     monkeypatch.setattr(oa_module, "solve_master", out_of_time)
+    monkeypatch.setattr(top_r_module, "solve_master", out_of_time)
     with pytest.raises(SolverFailure, match="time limit \\(7 s\\).*charge stands"):
         BSSTopRSelector(s=3, epsilon=1.0, bounds="clip", time_limit=7).fit(X, y, acc, "d")
     assert acc.status("d").epsilon_spent == pytest.approx(1.0)
