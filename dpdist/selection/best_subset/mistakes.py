@@ -66,6 +66,7 @@ limits after the charge are refusals as for top-R (``top_r`` docstring).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +76,7 @@ from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
 from dpdist.selection.best_subset.iht import iht_unit, local_search
-from dpdist.selection.best_subset.oa import MasterJob, master_unit
+from dpdist.selection.best_subset.oa import MasterJob, drop_sets, master_unit, oracle_for, solve_master
 from dpdist.selection.best_subset.objective import Problem
 from dpdist.selection.best_subset.samplers import log_comb, mistakes_sample
 from dpdist.utils.validation import check_delta, check_positive
@@ -98,15 +99,30 @@ class BucketJob:
 
 
 def bucket_unit(problem: Problem, job: BucketJob) -> tuple[str, float, Support | None]:
-    """Work unit: ("clamped", threshold, None), ("exact", value, argmin) or ("timelimit", nan, None)."""
-    s = problem.s
-    res = master_unit(problem, MasterJob((job.center,), job.tau / 10.0, center=job.center, common=s - job.j,
-                                         objlimit=job.threshold, gap=job.tau / 2.0, time_limit=job.time_limit))
-    if res.status == "infeasible":
+    """Work unit: ("clamped", threshold, None), ("exact", value, argmin) or ("timelimit", nan, None).
+
+    The bucket is split by the removal set K (which j centre features leave; ``oa.drop_sets``),
+    cheapest first: each subproblem fixes the centre's variables, and the best value so far is
+    the next one's objective limit. A bucket with too many removal sets is one master.
+    """
+    s, C = problem.s, job.center
+    oracle = oracle_for(problem, job.tau / 10.0)
+    deadline = time.monotonic() + job.time_limit
+    best_value, best = job.threshold, None
+    Ks = drop_sets(oracle, C, [job.j])
+    for K in Ks if Ks is not None else [None]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timelimit", math.nan, None
+        kw = dict(drop=K) if K is not None else dict(common=s - job.j)
+        res = solve_master(oracle, [C], center=C, objlimit=best_value, gap=job.tau / 2.0, time_limit=left, **kw)
+        if res.status == "timelimit":
+            return "timelimit", math.nan, None
+        if res.status == "optimal" and res.value < best_value:
+            best_value, best = float(res.value), res.support
+    if best is None:
         return "clamped", job.threshold, None
-    if res.status == "timelimit":
-        return "timelimit", math.nan, None
-    return "exact", min(float(res.value), job.threshold), res.support
+    return "exact", min(best_value, job.threshold), best
 
 
 @dataclass

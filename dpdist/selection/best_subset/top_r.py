@@ -183,9 +183,9 @@ def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
     support beats the centre), "overflow" (more than max_extra entries) or "timelimit".
     """
     lst = TopRList(job.center, job.center_value, job.table, job.tau, job.max_extra)
-    inner = job.tau / 10.0
-    res = solve_master(oracle_for(problem, inner), [job.center], center=job.center, max_common=problem.s - 2,
-                       objlimit=lst.threshold() - job.tau, time_limit=job.time_limit, collect=lst, margin=job.tau)
+    res = solve_master(oracle_for(problem, job.tau / 10.0), [job.center], center=job.center,
+                       max_common=problem.s - 2, objlimit=lst.threshold() - job.tau, time_limit=job.time_limit,
+                       collect=lst, margin=job.tau)
     lst.stats.update(master_seconds=res.seconds, cuts=res.cuts, nodes=res.nodes, extras=len(lst.extras))
     if res.status == "interrupted":
         return ("better" if lst.better is not None else "overflow"), lst
