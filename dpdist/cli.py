@@ -131,7 +131,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
     if is_table(args.src):
         meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute,
-                            name=args.name)
+                            encode=args.encode_categories, task=args.task, name=args.name)
     else:
         meta = ingest_svmlight(
             args.src,
@@ -495,11 +495,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="column indices start at 0 (auto: one-based unless an index 0 appears)")
     p.add_argument("--n-features", type=int, default=None, help="number of columns (default: largest index seen)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"), default="auto",
-                   help="auto: binary when there are exactly two distinct labels, else regression")
+                   help="auto: binary when there are exactly two distinct labels (a text target: by its "
+                        "number of categories), else regression")
     p.add_argument("--target", default=None,
                    help="tables (.csv, .data, .xlsx, .zip, .RData, .rda): target column (default: last)")
     p.add_argument("--impute", choices=("mean",), default=None,
-                   help="tables: fill missing features with column means (data-dependent)")
+                   help="tables: fill missing features with column means (data-dependent: not private; warns)")
+    p.add_argument("--encode-categories", action="store_true",
+                   help="tables: encode non-numeric feature columns as category codes 1..K (else refused)")
     p.add_argument("--name", default=None, help="the store's public name (default: random)")
     _common(p)
     p.set_defaults(func=_ingest)
