@@ -81,7 +81,11 @@ def _format_status(s: dict[str, Any]) -> str:
 
 
 def _budget_show(args: argparse.Namespace) -> int:
-    acc = Accountant(args.ledger)
+    path = args.ledger or str(default_ledger_path())
+    if args.dataset is None and not os.path.isfile(path):  # nothing to show, and nothing is created
+        _emit(args, {"ledger": path, "datasets": []}, lambda: f"no budgets: there is no ledger at {path} yet")
+        return EXIT_OK
+    acc = Accountant(args.ledger, create=False)
     if args.dataset is not None:
         payload = acc.status(_dataset(acc, args.dataset)).to_dict()
         _emit(args, payload, lambda: _format_status(payload))
@@ -96,7 +100,7 @@ def _budget_show(args: argparse.Namespace) -> int:
 
 
 def _budget_history(args: argparse.Namespace) -> int:
-    acc = Accountant(args.ledger)
+    acc = Accountant(args.ledger, create=False)
     dataset = _dataset(acc, args.dataset)
     name = acc.name(dataset)
     releases = [r.to_dict(name) for r in acc.history(dataset)]
@@ -332,7 +336,7 @@ def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, 
 
 
 def _models(args: argparse.Namespace) -> int:
-    acc = Accountant(args.ledger)
+    acc = Accountant(args.ledger, create=False)
     if args.models_command == "list":
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
         rows = [{**r.to_dict(acc.name(h)), "result": None} for h in hashes for r in acc.history(h)
@@ -398,7 +402,7 @@ def _run(args: argparse.Namespace) -> int:
     def human() -> str:
         lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset']}"]
         lines += [f"  {s['step']:<9} {len(s.get('releases', []))} release(s)" for s in summary["steps"]]
-        lines.append(f"report: {summary['report']}")
+        lines.append(f"report: {summary['report']} (and {summary['html']}: one page, plots embedded)")
         return "\n".join(lines)
 
     _emit(args, summary, human)
@@ -483,8 +487,18 @@ def _format_plan(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpdist")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpdist", description="Differentially private sparse regression and selection.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="svmlight/LIBSVM file (plain, .bz2, .xz, .gz) or a table -> zarr store")

@@ -128,8 +128,7 @@ class StoreWriter:
         self.out = Path(out)
         if self.out.exists() and not force:
             raise ParameterError(f"store {self.out} already exists; pass --force (force=True) to overwrite it")
-        if not self.out.parent.is_dir():
-            raise ParameterError(f"the parent directory of {self.out} does not exist")
+        self.out.parent.mkdir(parents=True, exist_ok=True)
         self.memory_bytes = int(memory_bytes)
         self.force = force
         self.tmp = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex[:12]}"

@@ -175,12 +175,17 @@ class Accountant:
     Safe to share between threads and processes: every call opens its own connection.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0,
+                 create: bool = True) -> None:
+        """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none): for
+        commands that only read, so a mistyped path creates nothing."""
         self.path = Path(path) if path is not None else default_ledger_path()
         self.timeout = float(timeout)
         # Test hook: called inside a charge's transaction, after the insert and before the
         # commit (used to kill a process mid-charge). Never set in production code.
         self._before_commit: Callable[[], None] | None = None
+        if not create and not self.path.is_file():
+            raise UnknownDataset(f"there is no ledger at {self.path} (nothing has been charged there yet)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._transaction() as con:
             version = con.execute("PRAGMA user_version").fetchone()[0]
