@@ -8,12 +8,13 @@ With ``--json`` exactly one JSON object is printed on stdout; messages go to std
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
@@ -126,28 +127,38 @@ def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str,
                                  f"task {meta['task']}")
 
 
+@contextlib.contextmanager
+def _progress_bar(args: argparse.Namespace, what: str, total: float | None) -> Iterator[Callable[[float], None]]:
+    """A progress bar on stderr when it is a terminal (and not --json); silent otherwise.
+
+    Yields ``update(done)``. The bar is the operator's own view of their data (never a release).
+    """
+    if args.json or not sys.stderr.isatty():
+        yield lambda done: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn(what), BarColumn(), DownloadColumn() if total else TextColumn(""), TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
 def _ingest(args: argparse.Namespace) -> int:
     from dpdist.data.ingest import ingest_svmlight
     from dpdist.data.tables import ingest_table, is_table
-
-    def progress(rows: int, text_bytes: int) -> None:
-        print(f"\ringest: {rows:,} rows, {text_bytes / 1e6:,.1f} MB of text", end="", file=sys.stderr, flush=True)
 
     if is_table(args.src):
         meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute,
                             encode=args.encode_categories, task=args.task, name=args.name)
     else:
-        meta = ingest_svmlight(
-            args.src,
-            args.out,
-            force=args.force,
-            zero_based=args.zero_based,
-            n_features=args.n_features,
-            task=args.task,
-            progress=progress,
-            name=args.name,
-        )
-        print(file=sys.stderr)
+        size = os.path.getsize(args.src) if os.path.isfile(args.src) else None
+        compressed = str(args.src).endswith((".bz2", ".xz", ".gz"))
+        with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None if compressed else size) as update:
+            meta = ingest_svmlight(args.src, args.out, force=args.force, zero_based=args.zero_based,
+                                   n_features=args.n_features, task=args.task, name=args.name,
+                                   progress=lambda rows, text_bytes: update(text_bytes))
     _emit_store(args, meta, {"label_mapping": meta["label_mapping"]}, "")
     return EXIT_OK
 
@@ -172,14 +183,6 @@ def _synth(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- select
 
 
-def _progress(what: str) -> Callable[[int, int], None]:
-    def report(done: int, total: int) -> None:
-        print(f"\r{what}: {100.0 * done / max(total, 1):5.1f}%", end="" if done < total else "\n", file=sys.stderr,
-              flush=True)
-
-    return report
-
-
 def _select(args: argparse.Namespace) -> int:
     import time
     import uuid
@@ -202,7 +205,8 @@ def _select(args: argparse.Namespace) -> int:
     if args.method == "dp-sis":
         sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
         acc.check(store.dataset_id, sis.privacy_charge())  # a refusal before any work
-        scores = store_scores(store, bounds=sis.bounds, progress=_progress("dp-sis scores"))
+        with _progress_bar(args, "dp-sis: X^T y", None) as update:
+            scores = store_scores(store, bounds=sis.bounds, progress=lambda done, total: update(done))
         features = sis.fit_scores(scores, acc, store.dataset_id, key).features_
     else:
         sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, n_blocks=args.n_blocks, random_state=args.seed)
