@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -416,14 +417,29 @@ def _run(args: argparse.Namespace) -> int:
 _RUN_CHILD = "DPDIST_RUN_SUPERVISED"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (not the one at creation)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def _logging(verbose: bool) -> None:
     """stderr logs at WARNING (INFO with -v), for dpdist, Prefect and Dask, in this process and its children."""
-    import logging
-
     level = "INFO" if verbose else "WARNING"
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", level)
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", level.lower())
-    logging.basicConfig(level=getattr(logging, level), format="%(levelname)s %(name)s: %(message)s")
+    logger = logging.getLogger("dpdist")
+    logger.setLevel(getattr(logging, level))
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

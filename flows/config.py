@@ -45,7 +45,7 @@ import yaml
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["RunConfig", "load_config", "DEFAULTS_FILE"]
+__all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE"]
 
 DEFAULTS_FILE = "defaults.toml"
 SOURCES = ("synth", "svmlight", "store")
@@ -152,6 +152,14 @@ class RunConfig:
         if self.seed is None:
             return None
         return int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little")
+
+
+def store_paths(cfg: RunConfig) -> dict[str, str]:
+    """Where a run puts (or finds) the source store, the two halves of the split and a public test set."""
+    root = Path(cfg.output) / "stores"
+    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
+    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test"),
+            "public_test": str(root / "public-test")}
 
 
 def _read(path: Path) -> dict[str, Any]:

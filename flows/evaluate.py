@@ -21,8 +21,8 @@ from prefect.logging import get_run_logger
 from dpdist.data.store import open_store
 from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, sparse_coef, support_recall
 from dpdist.selection.sis import store_target
-from flows.config import RunConfig, load_config
-from flows.ingest import store_paths, store_summary
+from flows.config import RunConfig, load_config, store_paths
+from flows.ingest import store_summary
 from flows.release import release
 from flows.results import read_stage, write_stage
 from flows.runtime import cluster_client, on_cluster

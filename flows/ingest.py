@@ -24,19 +24,11 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
 from dpdist.utils.random import check_random_state
-from flows.config import RunConfig, load_config
+from flows.config import RunConfig, load_config, store_paths
 from flows.release import RAW, ensure_budget, release
 from flows.runtime import on_cluster
 
 __all__ = ["ingest", "ingest_stage", "store_paths", "store_summary"]
-
-
-def store_paths(cfg: RunConfig) -> dict[str, str]:
-    """Where the stage puts (or finds) the source store, the two halves of the split and a public test set."""
-    root = Path(cfg.output) / "stores"
-    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
-    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test"),
-            "public_test": str(root / "public-test")}
 
 
 def store_summary(path: str) -> dict[str, Any]:

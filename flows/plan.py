@@ -24,7 +24,7 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
-from flows.config import RunConfig
+from flows.config import RunConfig, store_paths
 
 __all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source"]
 
@@ -85,7 +85,6 @@ def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
 def known_source(cfg: RunConfig) -> tuple[str, str] | None:
     """(content hash, task) of the configured source if its store exists already, else None."""
     from dpdist.data.store import open_store
-    from flows.ingest import store_paths
 
     path = store_paths(cfg)["source"]
     if not Path(path).is_dir():
