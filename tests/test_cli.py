@@ -87,7 +87,7 @@ def test_ledger_from_environment(capsys, tmp_path, monkeypatch, store):
         (["budget", "init", "STORE", "--epsilon", "abc", "--delta", "0"], "--epsilon"),
         (["budget", "init", "--epsilon", "1", "--delta", "0"], "store"),
         (["budget", "init", "no-such-store", "--epsilon", "1", "--delta", "0"], "does not exist"),
-        (["budget", "history", "--dataset", "unknown"], "no dataset named"),
+        (["budget", "history", "--dataset", "unknown"], "no ledger at"),
     ],
 )
 def test_bad_input_exits_2(capsys, tmp_path, store, argv, needle):
