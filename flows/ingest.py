@@ -16,6 +16,7 @@ from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import split_store
 from dpdist.data.store import open_store
 from dpdist.data.synthetic import write_synthetic
+from dpdist.utils.files import private_dir
 from flows.config import RunConfig, load_config
 from flows.release import RAW
 from flows.runtime import on_cluster
@@ -40,7 +41,7 @@ def store_summary(path: str) -> dict[str, Any]:
 def make_source(cfg: RunConfig) -> dict[str, Any]:
     """Write the source store (synthetic or svmlight) or check an existing one."""
     out = store_paths(cfg)["source"]
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    private_dir(Path(store_paths(cfg)["train"]).parent)  # <output>/stores: raw records, owner-only
     d = cfg.data
     if d.source == "synth":
         write_synthetic(d.name, out, seed=d.data_seed, force=True, n=d.n, d=d.d)

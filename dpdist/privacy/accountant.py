@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseKeyConflict, UnknownDataset
+from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path"]
@@ -132,7 +133,7 @@ class Accountant:
         # Test hook: called inside a charge's transaction, after the insert and before the
         # commit (used to kill a process mid-charge). Never set in production code.
         self._before_commit: Callable[[], None] | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite(self.path)  # owner-only ledger (and its -wal/-shm), whatever the umask
         with self._transaction() as con:
             for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                 con.execute(stmt)

@@ -94,6 +94,30 @@ def dpdist(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600
                           text=True, timeout=timeout)
 
 
+def tls_credentials(directory: Path) -> dict[str, str]:
+    """A fresh CA certificate and key (one self-signed pair, as ``Security.temporary`` makes) written
+    owner-only to ``directory``: the run-config keys of a TLS ``address`` cluster."""
+    from distributed.security import Security
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = Security.temporary()
+    paths = {"tls_ca_file": directory / "ca.pem", "tls_cert": directory / "cert.pem", "tls_key": directory / "key.pem"}
+    for key, pem in (("tls_ca_file", tmp.tls_ca_file), ("tls_cert", tmp.tls_client_cert),
+                     ("tls_key", tmp.tls_client_key)):
+        paths[key].write_text(pem)
+        paths[key].chmod(0o600)
+    return {k: str(v) for k, v in paths.items()}
+
+
+def tls_security(creds: dict[str, str]):
+    """The ``Security`` of a scheduler, its workers and its clients from :func:`tls_credentials`."""
+    from distributed.security import Security
+
+    return Security(require_encryption=True, tls_ca_file=creds["tls_ca_file"],
+                    **{f"tls_{role}_{part}": creds[f"tls_{part}"] for role in ("scheduler", "worker", "client")
+                       for part in ("cert", "key")})
+
+
 def ledger_keys(tmp: Path) -> list[str]:
     acc = Accountant(tmp / "ledger.sqlite")
     return [r.key for s in acc.datasets() for r in acc.history(s.dataset)]
