@@ -58,7 +58,7 @@ from flows.config import ClusterConfig, ConfigError
 from pipelines.train import SOLVER_RESOURCE
 
 __all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link",
-           "cluster_client"]
+           "client_dashboard_link", "cluster_client"]
 
 T = TypeVar("T")
 
@@ -225,7 +225,7 @@ def cluster_client() -> Iterator[Any]:
         yield client
 
 
-def _dashboard_link(cluster: ClusterConfig) -> dict[str, str]:
+def _dashboard_link_template(cluster: ClusterConfig) -> dict[str, str]:
     """Dask's dashboard-link template naming the host the dashboard is bound to, when that is one
     host (Dask's own link names the scheduler's host, not the dashboard's)."""
     if cluster.kind == "address":
@@ -237,22 +237,27 @@ def _dashboard_link(cluster: ClusterConfig) -> dict[str, str]:
     return {"distributed.dashboard.link": f"{{scheme}}://{f'[{host}]' if ':' in host else host}:{{port}}/status"}
 
 
-def dashboard_link() -> str | None:
-    """The Dask dashboard of the running flow's cluster (None outside a Dask flow run).
+def client_dashboard_link(client: Any) -> str | None:
+    """The dashboard of ``client``'s cluster where it really listens.
 
-    For a scheduler in this process (local, SLURM) the address its HTTP server is really bound
-    to, saying so when that is every interface; for a remote scheduler the link it reports.
+    For a scheduler in this process (local, SLURM) the address its HTTP server is bound to,
+    saying so when that is every interface; for a remote scheduler the link it reports.
     """
+    server = getattr(getattr(client.cluster, "scheduler", None), "http_server", None)
+    if server is None or not getattr(server, "port", None):
+        return client.dashboard_link or None
+    scheme = "https" if dask.config.get("distributed.scheduler.dashboard.tls.cert") else "http"
+    host = server.address
+    if host in ("", "0.0.0.0", "::"):
+        return f"{scheme}://{socket.getfqdn()}:{server.port}/status (listening on all interfaces)"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{server.port}/status"
+
+
+def dashboard_link() -> str | None:
+    """The Dask dashboard of the running flow's cluster (None outside a Dask flow run)."""
     try:
         with cluster_client() as client:
-            server = getattr(getattr(client.cluster, "scheduler", None), "http_server", None)
-            if server is None or not getattr(server, "port", None):
-                return client.dashboard_link or None
-            scheme = "https" if dask.config.get("distributed.scheduler.dashboard.tls.cert") else "http"
-            host = server.address
-            if host in ("", "0.0.0.0", "::"):
-                return f"{scheme}://{socket.getfqdn()}:{server.port}/status (listening on all interfaces)"
-            return f"{scheme}://{f'[{host}]' if ':' in host else host}:{server.port}/status"
+            return client_dashboard_link(client)
     except RuntimeError:
         return None
 
@@ -274,6 +279,6 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
             print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
         return stage(cfg, *args)
 
-    with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(_dashboard_link(cfg.cluster)):
+    with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(_dashboard_link_template(cfg.cluster)):
         runner = task_runner(cfg.cluster, security)
         return flow(run, name=name, task_runner=runner, validate_parameters=False)(cfg, *args)

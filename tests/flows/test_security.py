@@ -27,7 +27,8 @@ from conftest import (REPO, assert_refuses_strangers, flow_env, small_config, tl
                       write_config)
 
 from flows.config import ClusterConfig, load_config
-from flows.runtime import LOOPBACK, cluster_security, task_runner
+from flows.runtime import (LOOPBACK, _dashboard_link_template, client_dashboard_link, cluster_security,
+                           task_runner)
 
 
 def mode(p: Path) -> int:
@@ -174,3 +175,24 @@ def test_slurm_credentials_and_job_scripts_are_owner_only_and_removed(tmp_path: 
     finally:
         os.umask(old)
     assert not tls_dir.exists()
+
+
+@pytest.mark.parametrize("where", [f"{LOOPBACK}:0", ":0"])
+def test_printed_dashboard_link_is_where_the_dashboard_listens(where: str) -> None:
+    import dask
+    from distributed import Client, LocalCluster
+
+    cluster = ClusterConfig(dashboard_address=where)
+    with dask.config.set(_dashboard_link_template(cluster)), \
+            LocalCluster(n_workers=0, processes=False, protocol="tcp://", host=LOOPBACK,
+                         dashboard_address=where) as lc, \
+            Client(lc) as client:
+        port = lc.scheduler.http_server.port
+        with socket.create_connection((LOOPBACK, port), timeout=5):
+            pass
+        if where.startswith(":"):  # asked for every interface: the link says so instead of naming loopback
+            assert lc.scheduler.http_server.address == "0.0.0.0"
+            assert client_dashboard_link(client) == f"http://{socket.getfqdn()}:{port}/status " \
+                                                    "(listening on all interfaces)"
+        else:
+            assert client_dashboard_link(client) == client.dashboard_link == f"http://{LOOPBACK}:{port}/status"
