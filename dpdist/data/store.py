@@ -15,8 +15,9 @@ Layout (the AnnData on-disk convention for sparse matrices, so other tools can o
 Writing is atomic: everything goes to a temporary directory beside the target that is
 renamed into place only when complete; a failure removes it and leaves no store behind.
 A store holds raw records, so it is owner-only whatever the umask (``dpdist.utils.files``):
-the temporary directory is made 0700 before anything is written into it, the CSC buckets
-0600, and every file and directory of the finished tree 0600/0700 before the rename.
+the temporary directory is made 0700 before anything is written into it (so nothing zarr
+creates inside, with the umask's mode, is reachable by others), the CSC buckets 0600, and
+every file and directory of the finished tree 0600/0700 before the rename.
 The CSC copy is built out of core: one pass over the CSR rows splits the entries into
 column-range buckets of bounded size on disk, then each bucket is sorted by column and
 written. Peak memory is bounded by the block and bucket sizes, not by the data.

@@ -41,13 +41,16 @@ def open_to_others(root: Path) -> list[str]:
 
 
 class Listeners:
-    """Polls the listening sockets (TCP LISTEN, unconnected UDP) of a process tree until it ends."""
+    """Polls the listening sockets (TCP LISTEN, unconnected UDP) of a process tree until it ends,
+    and the modes of the private paths it writes meanwhile (temporaries, -wal/-shm included)."""
 
-    def __init__(self, pid: int, scratch: Path) -> None:
+    def __init__(self, pid: int, scratch: Path, private: list[Path]) -> None:
         self.root = psutil.Process(pid)
         self.scratch = scratch
+        self.private = private  # directories to walk, or files (a glob pattern's parent and name)
         self.seen: set[tuple[str, int, str]] = set()  # (ip, port, process name)
         self.worker_dirs: dict[str, int] = {}  # Dask worker scratch directories and their modes
+        self.modes: dict[str, int] = {}  # every private path seen while the run was writing
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
 
@@ -70,6 +73,12 @@ class Listeners:
                         self.worker_dirs[str(d)] = mode(d)
                 except OSError:
                     pass
+            for root in self.private:
+                for p in [*root.parent.glob(root.name), *(root.rglob("*") if root.is_dir() else [])]:
+                    try:
+                        self.modes[str(p)] = mode(p)
+                    except OSError:  # gone meanwhile (a temporary renamed, a -wal checkpointed)
+                        pass
             time.sleep(0.3)
 
 
@@ -85,7 +94,8 @@ def test_local_run_listens_on_loopback_only_and_keeps_raw_data_private(prefect_s
     env = {**flow_env(tmp_path, None if own_server else prefect_server), "DASK_TEMPORARY_DIRECTORY": str(scratch)}
     proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, umask=umask)
-    listeners = Listeners(proc.pid, scratch)
+    ledger = tmp_path / "ledger.sqlite"
+    listeners = Listeners(proc.pid, scratch, [tmp_path / "out" / "stores", Path(f"{ledger}*")])
     stdout, stderr = proc.communicate(timeout=600)
     listeners.thread.join(10)
     assert proc.returncode == 0, stderr[-4000:]
@@ -105,10 +115,16 @@ def test_local_run_listens_on_loopback_only_and_keeps_raw_data_private(prefect_s
     # files: raw data and privacy state owner-only; published outputs readable as the umask allows
     out = tmp_path / "out"
     assert (out / "stores" / "train").is_dir()
-    private = [out / "stores", tmp_path / "ledger.sqlite",
-               *[Path(f"{tmp_path / 'ledger.sqlite'}{s}") for s in ("-wal", "-shm")
-                 if Path(f"{tmp_path / 'ledger.sqlite'}{s}").exists()]]
-    assert [bad for p in private for bad in open_to_others(p)] == []
+    assert [bad for p in [out / "stores", *tmp_path.glob("ledger.sqlite*")] for bad in open_to_others(p)] == []
+    # ... and so was everything seen while the run wrote: the stores, the ledger's -wal/-shm, and each
+    # store's temporary directory, 0700 from its creation (zarr creates the files inside it with the
+    # umask's mode; they get 0600 before the rename). A temporary lives for moments only:
+    # tests/utils/test_files.py checks it deterministically.
+    assert any("/stores/" in p for p in listeners.modes)
+    temporaries = {p: m for p, m in listeners.modes.items() if re.search(r"/\.[^/]*\.tmp-[0-9a-f]+$", p)}
+    assert set(temporaries.values()) <= {0o700}, temporaries
+    inside = {p for p in listeners.modes if re.search(r"/\.[^/]*\.tmp-[0-9a-f]+/", p)}
+    assert {p: m for p, m in listeners.modes.items() if m & 0o077 and p not in inside} == {}
     assert listeners.worker_dirs and set(listeners.worker_dirs.values()) == {0o700}  # spilled rows stay private
     for name in ("report.md", "models.json", "selection.json", "privacy_utility.png"):
         assert mode(out / name) == 0o666 & ~umask, name
