@@ -23,6 +23,7 @@ from dpdist.data.synthetic import write_synthetic
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
+from dpdist.utils.files import private_dir
 from dpdist.utils.random import check_random_state
 from flows.config import RunConfig, load_config, store_paths
 from flows.release import RAW, ensure_budget, release
@@ -51,7 +52,7 @@ def make_source(cfg: RunConfig) -> dict[str, Any]:
     from flows.plan import known_source, source_fingerprint
 
     out = store_paths(cfg)["source"]
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    private_dir(Path(store_paths(cfg)["train"]).parent)  # <output>/stores: raw records, owner-only
     d = cfg.data
     if d.source != "store" and known_source(cfg) is None:
         meta = {"source_fingerprint": source_fingerprint(cfg)}

@@ -14,6 +14,10 @@ Layout (the AnnData on-disk convention for sparse matrices, so other tools can o
 
 Writing is atomic: everything goes to a temporary directory beside the target that is
 renamed into place only when complete; a failure removes it and leaves no store behind.
+A store holds raw records, so it is owner-only whatever the umask (``dpdist.utils.files``):
+the temporary directory is made 0700 before anything is written into it (so nothing zarr
+creates inside, with the umask's mode, is reachable by others), the CSC buckets 0600, and
+every file and directory of the finished tree 0600/0700 before the rename.
 The CSC copy is built out of core: one pass over the CSR rows splits the entries into
 column-range buckets of bounded size on disk, then each bucket is sorted by column and
 written. Peak memory is bounded by the block and bucket sizes, not by the data.
@@ -39,6 +43,7 @@ import zarr
 
 from dpdist.exceptions import ParameterError
 from dpdist.utils.random import random_name
+from dpdist.utils.files import open_private, private_dir, restrict_tree
 
 __all__ = ["TASKS", "SparseStore", "StoreWriter", "check_task", "label_mapping", "open_store", "write_blocks",
            "write_store"]
@@ -132,6 +137,7 @@ class StoreWriter:
         self.memory_bytes = int(memory_bytes)
         self.force = force
         self.tmp = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex[:12]}"
+        private_dir(self.tmp)
         self.root = zarr.open_group(self.tmp, mode="w-", zarr_format=3)
         g = _sparse_group(self.root, "X", "csr_matrix", 0, None)
         self._data, self._indptr = _Appender(g["data"]), _Appender(g["indptr"])
@@ -230,6 +236,7 @@ class StoreWriter:
             self.root["X"].attrs["shape"] = shape
             self.root["X_csc"].attrs["shape"] = shape
             self.root.attrs["dpdist"] = json.loads(json.dumps(meta))
+            restrict_tree(self.tmp)  # zarr wrote its files with the umask's mode
             self._rename_into_place()
             return meta
         except BaseException:
@@ -256,9 +263,8 @@ class StoreWriter:
             c1 = int(np.searchsorted(colptr, colptr[c0] + per_bucket, side="right")) - 1
             starts.append(min(n_features, max(c1, c0 + 1)))
         bounds = np.asarray(starts, dtype=np.int64)
-        bucket_dir = self.tmp / "_csc_buckets"
-        bucket_dir.mkdir()
-        files = [open(bucket_dir / f"{b}.bin", "wb") for b in range(len(bounds) - 1)]
+        bucket_dir = private_dir(self.tmp / "_csc_buckets")
+        files = [open_private(bucket_dir / f"{b}.bin") for b in range(len(bounds) - 1)]
 
         # one hash per component, so the id does not depend on how rows were blocked
         parts = {k: hashlib.sha256() for k in ("row_nnz", "indices", "data", "y")}

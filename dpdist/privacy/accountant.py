@@ -52,6 +52,7 @@ from typing import Any
 from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseKeyConflict, UnknownDataset
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.utils.random import random_name
+from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path"]
@@ -186,7 +187,7 @@ class Accountant:
         self._before_commit: Callable[[], None] | None = None
         if not create and not self.path.is_file():
             raise UnknownDataset(f"there is no ledger at {self.path} (nothing has been charged there yet)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite(self.path)  # owner-only ledger (and its -wal/-shm), whatever the umask
         with self._transaction() as con:
             version = con.execute("PRAGMA user_version").fetchone()[0]
             if version == 1:

@@ -21,7 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, dpdist, flow_env, ledger_keys, small_config, write_config
+from conftest import (REPO, dpdist, flow_env, ledger_keys, small_config, tls_credentials, tls_security,
+                      write_config)
 
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import compose_epsilon
@@ -176,11 +177,16 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
                                                                           tmp_path: Path) -> None:
     from distributed import Client, LocalCluster
 
+    # a scheduler started by the user, with TLS: the run joins it with the config's credentials
+    creds = tls_credentials(tmp_path / "tls")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"solver": 1},
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0", security=tls_security(creds)) as cluster, \
+            Client(cluster) as client:
+        assert cluster.scheduler_address.startswith("tls://")
         # the standard DP-FW (Alg. 1) on 20,000 x 47,236 rows: long enough to be killed mid-fit
         cfg = write_config(tmp_path, small_config(
-            tmp_path, data={"n": 20000, "d": 47236}, cluster={"kind": "address", "address": cluster.scheduler_address},
+            tmp_path, data={"n": 20000, "d": 47236},
+            cluster={"kind": "address", "address": cluster.scheduler_address, **creds},
             select={"methods": ["dp-sis"]}, train={"methods": ["dp-fw"], "epsilon": [1.0], "iters": 2500}))
         proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json"],
                                 env=flow_env(tmp_path, prefect_server), cwd=tmp_path, stdout=subprocess.PIPE,
