@@ -146,18 +146,34 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
         assert second_sel[m]["features"] == first_sel[m]["features"] and second_sel[m]["replayed"]
 
 
-def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
-    # an svmlight source (ingested by the flow); budget enough for the two selections (0.5 + 0.5),
-    # not for the model (1.0)
+def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
+    # an svmlight source (ingested by the flow)
     from sklearn.datasets import dump_svmlight_file
 
+    from dpdist.data.ingest import ingest_svmlight
     from dpdist.data.synthetic import make_synthetic
 
     X, y = make_synthetic("rcv1", random_state=3, n=3000, d=2000).materialize()
     dump_svmlight_file(X, y, str(tmp_path / "data.svm"))
-    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.3, "delta": 1e-6},
-                                              data={"source": "svmlight", "path": str(tmp_path / "data.svm"),
-                                                    "n_features": 2000},
+    data = {"source": "svmlight", "path": str(tmp_path / "data.svm"), "n_features": 2000}
+    out = tmp_path / "out"
+
+    # 1. the plan (0.001 + 2 x 0.5 + 1.0 + 0.1) cannot fit a budget of 1.3: refused before any work
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.3, "delta": 1e-6}, data=data,
+                                              train={"epsilon": [1.0]}))
+    r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert r.returncode == 3 and r.stdout == "" and "budget refused" in r.stderr, r.stderr[-4000:]
+    assert not out.exists() and (not (tmp_path / "ledger.sqlite").exists()
+                                 or Accountant(tmp_path / "ledger.sqlite").datasets() == [])
+
+    # 2. the same data was ingested and given a budget of 1.3 elsewhere; the config asks for 20, which
+    # the pre-flight accepts for data it has not seen, but the ledger's budget is the one that counts:
+    # the selections are released, the model is refused, nothing of it is charged
+    ingest_svmlight(tmp_path / "data.svm", tmp_path / "elsewhere", n_features=2000)
+    from dpdist.data.store import open_store
+
+    Accountant(tmp_path / "ledger.sqlite").init_budget(open_store(tmp_path / "elsewhere").dataset_id, 1.3, 1e-6)
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 20.0, "delta": 1e-6}, data=data,
                                               train={"epsilon": [1.0]}))
     r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
     assert r.returncode == 3, r.stderr[-4000:]
@@ -167,8 +183,7 @@ def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: di
     (status,) = acc.datasets()
     keys = [h.key for h in acc.history(status.dataset)]
     assert len(keys) == 3 and all("/select/" in k or "/counts/" in k for k in keys)  # the refused step: no charge
-    assert status.epsilon_basic == pytest.approx(1.001)
-    out = tmp_path / "out"
+    assert status.epsilon_basic == pytest.approx(1.001) and status.epsilon_total == 1.3
     assert (out / "selection.json").exists()  # the releases before the refusal stand
     assert not (out / "models.json").exists() and not (out / "report.md").exists()
 

@@ -92,7 +92,7 @@ def test_local_run_listens_on_loopback_only_and_keeps_raw_data_private(prefect_s
     scratch = tmp_path / "dask-scratch"
     # with no PREFECT_API_URL the run starts its temporary Prefect server, in the process tree watched
     env = {**flow_env(tmp_path, None if own_server else prefect_server), "DASK_TEMPORARY_DIRECTORY": str(scratch)}
-    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json"], env=env, cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json", "-v"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, umask=umask)
     ledger = tmp_path / "ledger.sqlite"
     listeners = Listeners(proc.pid, scratch, [tmp_path / "out" / "stores", Path(f"{ledger}*")])
