@@ -53,7 +53,7 @@ class PageReport:
     exceptions: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
     # not counted as problems: static files the UI links but does not ship (favicon.ico, an icon), and
-    # requests to other hosts (blocked by FLAGS)
+    # requests off this machine (blocked by FLAGS)
     missing_static: list[str] = field(default_factory=list)
     offsite: list[str] = field(default_factory=list)
 
@@ -119,7 +119,6 @@ class Chromium:
         seconds more (late API calls); report what went wrong meanwhile."""
         self._pending = []
         report = PageReport(url)
-        host = urllib.parse.urlsplit(url).netloc
         requests: dict[str, dict[str, Any]] = {}
         self.call("Page.navigate", url=url)
         deadline, found_at = time.time() + timeout, None
@@ -140,11 +139,10 @@ class Chromium:
             except TimeoutError:
                 pass
             for ev in events:
-                self._record(ev, requests, report, host)
+                self._record(ev, requests, report)
         return report
 
-    def _record(self, ev: dict[str, Any], requests: dict[str, dict[str, Any]], report: PageReport,
-                host: str) -> None:
+    def _record(self, ev: dict[str, Any], requests: dict[str, dict[str, Any]], report: PageReport) -> None:
         method, p = ev.get("method"), ev.get("params", {})
         if method == "Network.requestWillBeSent":
             requests[p["requestId"]] = p["request"]
@@ -163,7 +161,7 @@ class Chromium:
                                          f" (request body: {str(req.get('postData', ''))[:300]})")
         elif method == "Network.loadingFailed":
             url = requests.get(p["requestId"], {}).get("url", "?")
-            if urllib.parse.urlsplit(url).netloc not in ("", host):
+            if urllib.parse.urlsplit(url).hostname not in (None, "127.0.0.1", "localhost", "::1"):
                 report.offsite.append(f"{url}: {p.get('errorText')}")
             # a request the page itself abandoned (navigation, superseded poll) is not a failure
             elif not p.get("canceled"):
