@@ -31,7 +31,10 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """`prefect server start` on 127.0.0.1 with its own PREFECT_HOME; yields its API URL and home."""
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    # the port through the setting, not only --port: the UI's API address is built from the setting
+    # (with --port alone the UI served here would call 127.0.0.1:4200)
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_API_PORT": str(port)}
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
@@ -154,6 +157,13 @@ def assert_refuses_strangers(address: str, ca_file: str) -> None:
             with ctx.wrap_socket(raw) as conn:
                 conn.sendall(b"\0" * 8)
                 conn.recv(8)
+
+
+def prefect_cli(args: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 120
+                ) -> subprocess.CompletedProcess:
+    """The `prefect` command, with a terminal wide enough that its tables do not cut names."""
+    return subprocess.run([sys.executable, "-m", "prefect", *args], env={**env, "COLUMNS": "250"}, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def ledger_keys(tmp: Path) -> list[str]:

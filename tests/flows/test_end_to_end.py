@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import (REPO, dpdist, flow_env, ledger_keys, small_config, tls_credentials, tls_security,
+from conftest import (REPO, dpdist, flow_env, ledger_keys, prefect_cli, small_config, tls_credentials, tls_security,
                       write_config)
 
 from dpdist.privacy.accountant import Accountant
@@ -249,12 +249,14 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
                 assert time.time() < deadline and server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
                 time.sleep(1.0)
         assert dep.schedules and dep.schedules[0].schedule.cron == "0 2 * * *"
-        from prefect.deployments import run_deployment
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: url}):
-            run = run_deployment("dpdist-end-to-end/test-deploy", timeout=600)
-        assert run.state.is_completed(), (tmp_path / "serve.log").read_text()[-4000:]
+        # as a user would: list it, run it and watch the run, find the run among the completed ones
+        assert "dpdist-end-to-end/test-deploy" in prefect_cli(["deployment", "ls"], env).stdout
+        r = prefect_cli(["deployment", "run", "dpdist-end-to-end/test-deploy", "--watch", "--watch-timeout", "600"],
+                        env, timeout=660)
+        assert r.returncode == 0 and "finished successfully in 'Completed'" in r.stdout, (
+            r.stdout[-2000:] + (tmp_path / "serve.log").read_text()[-4000:])
+        (run_id,) = set(re.findall(r"UUID: ([0-9a-f-]{36})", r.stdout))
+        assert run_id in prefect_cli(["flow-run", "ls", "--state", "COMPLETED"], env).stdout
     finally:
         server.send_signal(signal.SIGINT)
         try:
