@@ -123,9 +123,10 @@ def test_nightly_deployment_completes_on_the_worker_with_its_releases(nightly_ru
                                                                       deployed: dict) -> None:
     tmp = nightly_run["tmp"]
     keys = ledger_keys(tmp)
-    assert len(keys) == len(set(keys)) == 2 and sum("/select/" in k for k in keys) == 1  # dp-sis + one model
+    # the row counts, dp-sis, one model and its private evaluation
+    assert len(keys) == len(set(keys)) == 4 and sum("/select/" in k for k in keys) == 1
     (status,) = Accountant(tmp / "ledger.sqlite").datasets()
-    assert status.epsilon_spent == pytest.approx(0.5 + 1.0)
+    assert status.epsilon_basic == pytest.approx(0.001 + 0.5 + 1.0 + 0.1)
     assert (tmp / "out" / "report.md").exists() and (tmp / "out" / "models.json").exists()
     runs = _ok(prefect_cli(["flow-run", "ls", "--state", "COMPLETED"], deployed["env"]))
     assert nightly_run["id"] in runs
@@ -185,7 +186,7 @@ def test_weekly_slurm_deployment_runs_on_slurm_workers(deployed: dict) -> None:
     t0 = time.time()
     _run_deployment(deployed, "dpdist-end-to-end/weekly-slurm", cfg, timeout=900)
     keys = [k for k in ledger_keys(deployed["tmp"]) if k.startswith("weekly-slurm/")]
-    assert len(keys) == len(set(keys)) == 2  # dp-sis + one model, charged once each
+    assert len(keys) == len(set(keys)) == 4  # counts, dp-sis, one model and its evaluation, charged once each
     assert (tmp / "out" / "report.md").stat().st_mtime >= t0
     after = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout.split()
     if before or after:  # accounting may be off on a minimal slurm.conf; when on, our worker jobs show
