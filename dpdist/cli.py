@@ -58,7 +58,7 @@ def _dataset(acc: Accountant, ref: str) -> str:
     from dpdist.data.store import open_store
 
     if os.path.isdir(ref):
-        return open_store(ref).dataset_id
+        return open_store(ref).budget_id
     return acc.resolve(ref)
 
 
@@ -67,6 +67,9 @@ def _budget_init(args: argparse.Namespace) -> int:
 
     store = open_store(args.store)
     acc = Accountant(args.ledger)
+    if store.budget_id != store.dataset_id:
+        raise ParameterError(f"{args.store} holds part of another store's records (its train/test split): releases "
+                             "on it are charged to that store's budget; set the budget on the source store")
     status = acc.init_budget(store.dataset_id, args.epsilon, args.delta, args.name or store.name)
     payload = {"dataset": status.name, "epsilon_total": status.epsilon_total, "delta_total": status.delta_total}
     _emit(args, payload, lambda: f"budget of {status.name} ({args.store}): epsilon={status.epsilon_total:g} "
@@ -199,24 +202,24 @@ def _select(args: argparse.Namespace) -> int:
         raise ParameterError(f"--stage2 must be an epsilon > 0, got {args.stage2:g}")
     store = open_store(args.store)
     acc = Accountant(args.ledger)
-    status = acc.status(store.dataset_id)  # fail before any computation when the dataset has no budget
+    status = acc.status(store.budget_id)  # fail before any computation when the dataset has no budget
     key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
     extra: dict[str, Any] = {}
     if args.method == "dp-sis":
         sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
-        acc.check(store.dataset_id, sis.privacy_charge())  # a refusal before any work
+        acc.check(store.budget_id, sis.privacy_charge())  # a refusal before any work
         with _progress_bar(args, "dp-sis: X^T y", None) as update:
             scores = store_scores(store, bounds=sis.bounds, progress=lambda done, total: update(done))
-        features = sis.fit_scores(scores, acc, store.dataset_id, key).features_
+        features = sis.fit_scores(scores, acc, store.budget_id, key).features_
     else:
         sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, n_blocks=args.n_blocks, random_state=args.seed)
-        features = sel.fit(store.csr(), store_target(store), acc, store.dataset_id, key).features_
+        features = sel.fit(store.csr(), store_target(store), acc, store.budget_id, key).features_
         extra["n_blocks"] = sel.n_blocks_
     if args.stage2 is not None:
         model = ObjectivePerturbation("squared" if store.task == "regression" else "logistic", args.stage2,
                                       random_state=args.seed)
-        coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.dataset_id,
+        coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.budget_id,
                               f"{key}/stage2")
         extra["stage2"] = {"key": f"{key}/stage2", "epsilon": args.stage2, "loss": model.loss,
                            "indices": [int(i) for i in features], "values": coef.tolist()}
@@ -241,7 +244,7 @@ def _train(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from dpdist.data.split import record_sides
+    from dpdist.data.split import derive_key, record_sides
     from dpdist.data.store import open_store
     from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
     from dpdist.linear_model import PRIVATE, DPFrankWolfeClassifier, DPFrankWolfeRegressor
@@ -257,7 +260,7 @@ def _train(args: argparse.Namespace) -> int:
         raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
     store = open_store(args.store)
     acc = Accountant(args.ledger) if private else None
-    name = acc.status(store.dataset_id).name if acc is not None else store.name  # no budget: fail before the work
+    name = acc.status(store.budget_id).name if acc is not None else store.name  # no budget: fail before the work
     if args.loss == "logistic" and store.task != "binary":
         raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
     X, y = store.csr(), store_target(store)
@@ -268,7 +271,9 @@ def _train(args: argparse.Namespace) -> int:
             raise ParameterError(f"--features {args.features}: not a select result ({e})") from None
         X = X[:, np.asarray(chosen, dtype=np.int64)]
     # each record's side from its own content and the dataset's secret key (dpdist.data.split)
-    split_key = acc.split_key(store.dataset_id) if acc is not None else secrets.token_bytes(32)
+    # the train command's own split (the run's split key, derived for it: a part of a run's split splits again)
+    split_key = derive_key(acc.split_key(store.budget_id), "dpdist train") if acc is not None else \
+        secrets.token_bytes(32)
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
     Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
     common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters, method=args.method,
@@ -278,7 +283,7 @@ def _train(args: argparse.Namespace) -> int:
     key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
-    model.fit(Xtr, ytr, acc, store.dataset_id if acc else None, key if acc else None)
+    model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None)
     seconds = time.perf_counter() - t0
     print(f"{args.method}: {seconds:.2f} s, {1e3 * seconds / args.iters:.4f} ms/iteration", file=sys.stderr)
     coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
@@ -296,7 +301,7 @@ def _train(args: argparse.Namespace) -> int:
         path = [int(v) for v in model.path_] if model.path_ is not None else []
         if private:
             ev = PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound, random_state=args.seed)
-            metrics = acc.release(store.dataset_id, ev.privacy_charge(), f"{key}/evaluation",
+            metrics = acc.release(store.budget_id, ev.privacy_charge(), f"{key}/evaluation",
                                   lambda: ev.evaluate(w, path, args.lam, Xte, yte),
                                   {"model": key, "epsilon": args.eval_epsilon})
             payload.update(eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")

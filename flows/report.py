@@ -47,7 +47,7 @@ def _plot_privacy_utility(models: list[dict], reference: dict[str, Any] | None, 
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         for method in sorted({r["method"] for r in models}):
-            pts = sorted((r["epsilon"], r[m]) for r in models if r["method"] == method)
+            pts = sorted((r["epsilon"], r[m]) for r in models if r["method"] == method and r.get(m) is not None)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=method)
         if reference:  # exact, on public (synthetic) data only
             ax.axhline(reference["non_private"][m], color="k", ls="--", lw=1, label="non-private FW")

@@ -412,6 +412,12 @@ class SparseStore:
         return self.meta["dataset_id"]
 
     @property
+    def budget_id(self) -> str:
+        """The ledger key its releases are charged to: the source's content hash for a part of a split
+        (its records are the source's), else its own."""
+        return self.meta.get("split_of") or self.dataset_id
+
+    @property
     def name(self) -> str | None:
         """The store's public name (None for stores written before names existed)."""
         return self.meta.get("name")
