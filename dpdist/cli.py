@@ -126,7 +126,7 @@ def _budget_history(args: argparse.Namespace) -> int:
 def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str, Any], what: str) -> None:
     """Ingest/synth output: the store, its public name and schema (no row count, no content hash)."""
     payload = {"store": str(args.out), "name": meta["name"], "n_features": meta["n_features"], "task": meta["task"],
-               **extra}
+               "schema": meta["schema"], **extra}
     _emit(args, payload, lambda: f"{args.out}: {what}store {meta['name']}, {meta['n_features']} features, "
                                  f"task {meta['task']}")
 
@@ -155,13 +155,14 @@ def _ingest(args: argparse.Namespace) -> int:
 
     if is_table(args.src):
         meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute,
-                            encode=args.encode_categories, task=args.task, name=args.name)
+                            encode=args.encode_categories, task=args.task, name=args.name, labels=args.labels)
     else:
         size = os.path.getsize(args.src) if os.path.isfile(args.src) else None
         compressed = str(args.src).endswith((".bz2", ".xz", ".gz"))
         with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None if compressed else size) as update:
             meta = ingest_svmlight(args.src, args.out, force=args.force, zero_based=args.zero_based,
                                    n_features=args.n_features, task=args.task, name=args.name,
+                                   labels=None if args.labels is None else [float(v) for v in args.labels],
                                    progress=lambda rows, text_bytes: update(text_bytes))
     _emit_store(args, meta, {"label_mapping": meta["label_mapping"]}, "")
     return EXIT_OK
@@ -191,7 +192,7 @@ def _select(args: argparse.Namespace) -> int:
     import time
     import uuid
 
-    from dpdist.data.store import open_store
+    from dpdist.data.store import check_schema, open_store
     from dpdist.selection.sis import DPSIS, store_scores, store_target
     from dpdist.selection.two_stage import TwoStageSelector, fit_on_support
     from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -201,6 +202,7 @@ def _select(args: argparse.Namespace) -> int:
     if args.stage2 is not None and args.stage2 <= 0:
         raise ParameterError(f"--stage2 must be an epsilon > 0, got {args.stage2:g}")
     store = open_store(args.store)
+    check_schema(store)
     acc = Accountant(args.ledger)
     status = acc.status(store.budget_id)  # fail before any computation when the dataset has no budget
     key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
@@ -245,7 +247,7 @@ def _train(args: argparse.Namespace) -> int:
     import numpy as np
 
     from dpdist.data.split import derive_key, record_sides
-    from dpdist.data.store import open_store
+    from dpdist.data.store import check_schema, open_store
     from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
     from dpdist.linear_model import PRIVATE, DPFrankWolfeClassifier, DPFrankWolfeRegressor
     from dpdist.selection.sis import store_target
@@ -259,6 +261,8 @@ def _train(args: argparse.Namespace) -> int:
     if args.eval_epsilon <= 0:
         raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
     store = open_store(args.store)
+    if private:
+        check_schema(store)
     acc = Accountant(args.ledger) if private else None
     name = acc.status(store.budget_id).name if acc is not None else store.name  # no budget: fail before the work
     if args.loss == "logistic" and store.task != "binary":
@@ -543,6 +547,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encode-categories", action="store_true",
                    help="tables: encode non-numeric feature columns as category codes 1..K (else refused)")
     p.add_argument("--name", default=None, help="the store's public name (default: random)")
+    p.add_argument("--labels", default=None, type=lambda s: [v for v in s.split(",") if v],
+                   help="the classes, comma-separated (public: with --task binary/multiclass; private analyses "
+                        "need them, or --task regression, so that no record's label can recode the others)")
     _common(p)
     p.set_defaults(func=_ingest)
 

@@ -80,6 +80,8 @@ class DataConfig:
     test_fraction: float = 0.2
     bounds: str = "check"
     count_epsilon: float = 0.02
+    task: str | None = None
+    labels: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -305,6 +307,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     for k in doc:
         if k not in known:
             c.fail(k, f"unknown key (allowed: {', '.join(sorted(known))})")
+    if isinstance(doc.get("data"), dict) and isinstance(doc["data"].get("labels"), list):
+        doc["data"] = {**doc["data"], "labels": tuple(doc["data"]["labels"])}
     for k in ("select", "train"):
         if isinstance(doc.get(k), dict):
             for list_key in ("methods", "epsilon") if k == "train" else ("methods",):
@@ -338,6 +342,18 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("data.path", f"no such file {data.path}")
     if data.source == "store" and data.path and not Path(data.path).is_dir():
         c.fail("data.path", f"no such store {data.path}")
+    if data.source == "svmlight":  # the task and classes must be public: one record cannot recode the others
+        c.choice("data.task", data.task, ("binary", "multiclass", "regression"))
+        if data.task != "regression" and not data.labels:
+            c.fail("data.labels", f"task {data.task!r} needs its classes, e.g. labels = [-1, 1] (public knowledge)")
+        if data.task == "regression" and data.labels:
+            c.fail("data.labels", "a regression has no classes")
+    elif data.task is not None or data.labels is not None:
+        c.fail("data.task", "give the task and labels of an svmlight source only (a store or a synthetic set "
+                            "records its own)")
+    if data.labels is not None:
+        for v in data.labels:
+            c.number("data.labels", v)
     for key in ("n", "d", "n_features"):
         if getattr(data, key) is not None:
             c.number(f"data.{key}", getattr(data, key), 1, integer=True)

@@ -18,7 +18,7 @@ from prefect.logging import get_run_logger
 
 from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import split_store
-from dpdist.data.store import open_store
+from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -59,7 +59,8 @@ def make_source(cfg: RunConfig) -> dict[str, Any]:
         if d.source == "synth":
             write_synthetic(d.name, out, seed=d.data_seed, force=True, metadata=meta, n=d.n, d=d.d)
         else:
-            ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta)
+            ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta, task=d.task,
+                            labels=None if d.labels is None else list(d.labels))
     return store_summary(out)
 
 
@@ -115,6 +116,7 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     """Run on the active task runner: source store, budget, split, noisy counts. Returns their summaries."""
     logger = get_run_logger()
     source = make_source.submit(cfg).result()
+    check_schema(open_store(source["store"]))  # a declared task and classes, before any charge
     dataset = source["dataset"]
     status = ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta, cfg.budget.name)
     logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])

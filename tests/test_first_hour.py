@@ -34,7 +34,7 @@ def _svm(tmp_path: Path) -> Path:
 def test_1_no_permanent_budget_is_set_without_an_explicit_choice(capsys, tmp_path):
     cfg = tmp_path / "mine.toml"
     cfg.write_text(f'output = "{tmp_path / "out"}"\n[data]\nsource = "svmlight"\npath = "{_svm(tmp_path)}"\n'
-                   'n_features = 10\n')
+                   'n_features = 10\ntask = "binary"\nlabels = [-1, 1]\n')
     code, out, err = run(capsys, "run", str(cfg), "--ledger", str(tmp_path / "l.sqlite"))
     assert code == 2 and "no privacy budget" in err and "[budget]" in err and "budget init" in err
     assert not (tmp_path / "out").exists()  # nothing ran: no store, no ledger entry

@@ -90,7 +90,7 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
                     yield X[keep], y[keep]
 
         meta = {"split_of": store.dataset_id, "split": "test" if want else "train", "test_fraction": test_fraction,
-                "name": store.meta.get("name"),
+                "name": store.meta.get("name"), "schema": store.meta.get("schema", "inferred"),
                 "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")}}
         metas.append(write_blocks(out, blocks(), store.shape[1], task=store.task, force=force, metadata=meta,
                                   block_rows=store.block_rows, label_mapping=store.meta.get("label_mapping")))

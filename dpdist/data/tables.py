@@ -209,6 +209,7 @@ def ingest_table(
     encode: bool = False,
     task: str = "auto",
     name: str | None = None,
+    labels: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Read a table and write it as a store (public ``name``: default random); returns its metadata.
 
@@ -224,4 +225,17 @@ def ingest_table(
         "table_notes": table.notes,
         "name": name,
     }
-    return write_store(out, table.X, table.y, task=table.task, force=force, metadata=meta)
+    declared = None
+    if labels is not None:  # public classes, by name for a text target (its codes follow the sorted names)
+        if table.classes is not None:
+            names = [str(v) for v in labels]
+            if not set(table.classes) <= set(names):
+                raise ParameterError(f"{src}: the data has labels outside the declared ones {names}")
+            codes = {c: i for i, c in enumerate(sorted(names))}
+            table.y = np.asarray([codes[table.classes[int(c)]] for c in table.y], dtype=np.float64)
+            meta["classes"] = sorted(names)
+            declared = [float(i) for i in range(len(names))]
+        else:
+            declared = [float(v) for v in labels]
+    return write_store(out, table.X, table.y, task=table.task if task == "auto" and labels is None else task,
+                       force=force, metadata=meta, labels=declared)

@@ -18,7 +18,7 @@ from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import split_store
 from dpdist.data.store import open_store
 from dpdist.evaluation import PrivateEvaluation
-from dpdist.exceptions import SolverFailure
+from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.sis import store_target
@@ -99,10 +99,24 @@ def test_a_split_half_is_charged_to_its_source(tmp_path):
     assert code != 0 or acc.status(source).releases == 1, "records of the source were charged to another budget"
 
 
-@pytest.mark.xfail(strict=True, reason="finding 5: the label coding is a function of the whole data set")
-def test_one_record_does_not_recode_the_others(tmp_path):
+def test_one_record_does_not_recode_the_others(tmp_path, capsys):
     labels = [0, 1] * 100
+    # inferred from the data: D + one record with a new label turns the task binary -> regression and
+    # recodes every other target, so private use of such a store is refused before any charge
     ingest_svmlight(_svmlight(tmp_path / "a.svm", labels), tmp_path / "a", n_features=8)
     ingest_svmlight(_svmlight(tmp_path / "b.svm", labels + [2]), tmp_path / "b", n_features=8)  # D + one record
     ya, yb = store_target(open_store(tmp_path / "a")), store_target(open_store(tmp_path / "b"))
-    assert np.array_equal(ya, yb[:-1]), "adding one record changed the target of the others"
+    assert not np.array_equal(ya, yb[:-1])
+    ledger = str(tmp_path / "ledger.sqlite")
+    Accountant(ledger).init_budget(open_store(tmp_path / "a").dataset_id, 5.0, 1e-6)
+    code = main(["select", str(tmp_path / "a"), "--method", "dp-sis", "--k", "2", "--epsilon", "1", "--clip",
+                 "--ledger", ledger])
+    assert code == 2 and "--labels" in capsys.readouterr().err and Accountant(ledger).datasets()[0].releases == 0
+    # declared (public) classes: the coding of each record is its own; a record outside them is refused
+    ingest_svmlight(tmp_path / "a.svm", tmp_path / "a2", n_features=8, task="binary", labels=[0, 1])
+    with pytest.raises(ParameterError, match="outside the declared"):
+        ingest_svmlight(tmp_path / "b.svm", tmp_path / "b2", n_features=8, task="binary", labels=[0, 1])
+    ingest_svmlight(tmp_path / "b.svm", tmp_path / "b3", n_features=8, task="multiclass", labels=[0, 1, 2, 3])
+    ingest_svmlight(tmp_path / "a.svm", tmp_path / "a3", n_features=8, task="multiclass", labels=[0, 1, 2, 3])
+    ya, yb = store_target(open_store(tmp_path / "a3")), store_target(open_store(tmp_path / "b3"))
+    assert np.array_equal(ya, yb[:-1]) and open_store(tmp_path / "a3").meta["schema"] == "declared"
