@@ -109,7 +109,7 @@ def check_schema(store: Any) -> None:
     if store.meta.get("schema") != "declared":
         raise ParameterError(
             f"store {store.path}: its task and labels were inferred from the data, so one record could recode all "
-            "the others; declare them (public knowledge) and ingest again: --task binary --labels -1,1 (your two "
+            "the others; declare them (public knowledge) and ingest again: --task binary --labels=-1,1 (your two "
             "labels), --task multiclass --labels ..., or --task regression (data.task / data.labels in a run config)")
 
 
