@@ -8,12 +8,14 @@ With ``--json`` exactly one JSON object is printed on stdout; messages go to std
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
@@ -56,7 +58,7 @@ def _dataset(acc: Accountant, ref: str) -> str:
     from dpdist.data.store import open_store
 
     if os.path.isdir(ref):
-        return open_store(ref).dataset_id
+        return open_store(ref).budget_id
     return acc.resolve(ref)
 
 
@@ -65,6 +67,9 @@ def _budget_init(args: argparse.Namespace) -> int:
 
     store = open_store(args.store)
     acc = Accountant(args.ledger)
+    if store.budget_id != store.dataset_id:
+        raise ParameterError(f"{args.store} holds part of another store's records (its train/test split): releases "
+                             "on it are charged to that store's budget; set the budget on the source store")
     status = acc.init_budget(store.dataset_id, args.epsilon, args.delta, args.name or store.name)
     payload = {"dataset": status.name, "epsilon_total": status.epsilon_total, "delta_total": status.delta_total}
     _emit(args, payload, lambda: f"budget of {status.name} ({args.store}): epsilon={status.epsilon_total:g} "
@@ -81,7 +86,11 @@ def _format_status(s: dict[str, Any]) -> str:
 
 
 def _budget_show(args: argparse.Namespace) -> int:
-    acc = Accountant(args.ledger)
+    path = args.ledger or str(default_ledger_path())
+    if args.dataset is None and not os.path.isfile(path):  # nothing to show, and nothing is created
+        _emit(args, {"ledger": path, "datasets": []}, lambda: f"no budgets: there is no ledger at {path} yet")
+        return EXIT_OK
+    acc = Accountant(args.ledger, create=False)
     if args.dataset is not None:
         payload = acc.status(_dataset(acc, args.dataset)).to_dict()
         _emit(args, payload, lambda: _format_status(payload))
@@ -96,7 +105,7 @@ def _budget_show(args: argparse.Namespace) -> int:
 
 
 def _budget_history(args: argparse.Namespace) -> int:
-    acc = Accountant(args.ledger)
+    acc = Accountant(args.ledger, create=False)
     dataset = _dataset(acc, args.dataset)
     name = acc.name(dataset)
     releases = [r.to_dict(name) for r in acc.history(dataset)]
@@ -117,33 +126,44 @@ def _budget_history(args: argparse.Namespace) -> int:
 def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str, Any], what: str) -> None:
     """Ingest/synth output: the store, its public name and schema (no row count, no content hash)."""
     payload = {"store": str(args.out), "name": meta["name"], "n_features": meta["n_features"], "task": meta["task"],
-               **extra}
+               "schema": meta["schema"], **extra}
     _emit(args, payload, lambda: f"{args.out}: {what}store {meta['name']}, {meta['n_features']} features, "
                                  f"task {meta['task']}")
+
+
+@contextlib.contextmanager
+def _progress_bar(args: argparse.Namespace, what: str, total: float | None) -> Iterator[Callable[[float], None]]:
+    """A progress bar on stderr when it is a terminal (and not --json); silent otherwise.
+
+    Yields ``update(done)``. The bar is the operator's own view of their data (never a release).
+    """
+    if args.json or not sys.stderr.isatty():
+        yield lambda done: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn(what), BarColumn(), DownloadColumn() if total else TextColumn(""), TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda done: bar.update(task, completed=done)
 
 
 def _ingest(args: argparse.Namespace) -> int:
     from dpdist.data.ingest import ingest_svmlight
     from dpdist.data.tables import ingest_table, is_table
 
-    def progress(rows: int, text_bytes: int) -> None:
-        print(f"\ringest: {rows:,} rows, {text_bytes / 1e6:,.1f} MB of text", end="", file=sys.stderr, flush=True)
-
     if is_table(args.src):
         meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute,
-                            name=args.name)
+                            encode=args.encode_categories, task=args.task, name=args.name, labels=args.labels)
     else:
-        meta = ingest_svmlight(
-            args.src,
-            args.out,
-            force=args.force,
-            zero_based=args.zero_based,
-            n_features=args.n_features,
-            task=args.task,
-            progress=progress,
-            name=args.name,
-        )
-        print(file=sys.stderr)
+        size = os.path.getsize(args.src) if os.path.isfile(args.src) else None
+        compressed = str(args.src).endswith((".bz2", ".xz", ".gz"))
+        with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None if compressed else size) as update:
+            meta = ingest_svmlight(args.src, args.out, force=args.force, zero_based=args.zero_based,
+                                   n_features=args.n_features, task=args.task, name=args.name,
+                                   labels=None if args.labels is None else [float(v) for v in args.labels],
+                                   progress=lambda rows, text_bytes: update(text_bytes))
     _emit_store(args, meta, {"label_mapping": meta["label_mapping"]}, "")
     return EXIT_OK
 
@@ -168,14 +188,6 @@ def _synth(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- select
 
 
-def _progress(what: str) -> Callable[[int, int], None]:
-    def report(done: int, total: int) -> None:
-        print(f"\r{what}: {100.0 * done / max(total, 1):5.1f}%", end="" if done < total else "\n", file=sys.stderr,
-              flush=True)
-
-    return report
-
-
 BSS_METHODS = {"bss-top-r": "top-r", "bss-mistakes": "mistakes"}
 
 
@@ -198,7 +210,7 @@ def _select(args: argparse.Namespace) -> int:
     import time
     import uuid
 
-    from dpdist.data.store import open_store
+    from dpdist.data.store import check_schema, open_store
     from dpdist.selection.sis import DPSIS, store_scores, store_target
     from dpdist.selection.two_stage import TwoStageSelector, fit_on_support
     from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -214,8 +226,9 @@ def _select(args: argparse.Namespace) -> int:
     if selector is not None:
         selector._validate()  # bad parameters: exit 2 before the store is read
     store = open_store(args.store)
+    check_schema(store)
     acc = Accountant(args.ledger)
-    status = acc.status(store.dataset_id)  # fail before any computation when the dataset has no budget
+    status = acc.status(store.budget_id)  # fail before any computation when the dataset has no budget
     key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
     extra: dict[str, Any] = {}
@@ -223,24 +236,25 @@ def _select(args: argparse.Namespace) -> int:
         from dpdist.selection.best_subset.executor import LocalExecutor
         from dpdist.selection.best_subset.objective import store_problem
 
-        acc.check(store.dataset_id, selector.privacy_charge())  # a refusal before any work
+        acc.check(store.budget_id, selector.privacy_charge())  # a refusal before any work
         problem = store_problem(store, selector.s, selector.loss, selector.r, selector.ridge, selector.x_bound,
                                 selector.y_bound, selector.bounds)  # Assumption 1 checked before the charge
         print(f"{args.method}: s={args.k} of {problem.p:,} features, {selector.loss} loss", file=sys.stderr)
-        features = selector.fit_executor(LocalExecutor(problem), acc, store.dataset_id, key).support_
+        features = selector.fit_executor(LocalExecutor(problem), acc, store.budget_id, key).support_
     elif args.method == "dp-sis":
         sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
-        acc.check(store.dataset_id, sis.privacy_charge())  # a refusal before any work
-        scores = store_scores(store, bounds=sis.bounds, progress=_progress("dp-sis scores"))
-        features = sis.fit_scores(scores, acc, store.dataset_id, key).features_
+        acc.check(store.budget_id, sis.privacy_charge())  # a refusal before any work
+        with _progress_bar(args, "dp-sis: X^T y", None) as update:
+            scores = store_scores(store, bounds=sis.bounds, progress=lambda done, total: update(done))
+        features = sis.fit_scores(scores, acc, store.budget_id, key).features_
     else:
         sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, n_blocks=args.n_blocks, random_state=args.seed)
-        features = sel.fit(store.csr(), store_target(store), acc, store.dataset_id, key).features_
+        features = sel.fit(store.csr(), store_target(store), acc, store.budget_id, key).features_
         extra["n_blocks"] = sel.n_blocks_
     if args.stage2 is not None:
         model = ObjectivePerturbation("squared" if store.task == "regression" else "logistic", args.stage2,
                                       random_state=args.seed)
-        coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.dataset_id,
+        coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.budget_id,
                               f"{key}/stage2")
         extra["stage2"] = {"key": f"{key}/stage2", "epsilon": args.stage2, "loss": model.loss,
                            "indices": [int(i) for i in features], "values": coef.tolist()}
@@ -265,8 +279,8 @@ def _train(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from dpdist.data.split import record_sides
-    from dpdist.data.store import open_store
+    from dpdist.data.split import derive_key, record_sides
+    from dpdist.data.store import check_schema, open_store
     from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
     from dpdist.linear_model import PRIVATE, DPFrankWolfeClassifier, DPFrankWolfeRegressor
     from dpdist.selection.sis import store_target
@@ -280,8 +294,10 @@ def _train(args: argparse.Namespace) -> int:
     if args.eval_epsilon <= 0:
         raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
     store = open_store(args.store)
+    if private:
+        check_schema(store)
     acc = Accountant(args.ledger) if private else None
-    name = acc.status(store.dataset_id).name if acc is not None else store.name  # no budget: fail before the work
+    name = acc.status(store.budget_id).name if acc is not None else store.name  # no budget: fail before the work
     if args.loss == "logistic" and store.task != "binary":
         raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
     X, y = store.csr(), store_target(store)
@@ -292,7 +308,9 @@ def _train(args: argparse.Namespace) -> int:
             raise ParameterError(f"--features {args.features}: not a select result ({e})") from None
         X = X[:, np.asarray(chosen, dtype=np.int64)]
     # each record's side from its own content and the dataset's secret key (dpdist.data.split)
-    split_key = acc.split_key(store.dataset_id) if acc is not None else secrets.token_bytes(32)
+    # the train command's own split (the run's split key, derived for it: a part of a run's split splits again)
+    split_key = derive_key(acc.split_key(store.budget_id), "dpdist train") if acc is not None else \
+        secrets.token_bytes(32)
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
     Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
     common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters, method=args.method,
@@ -302,7 +320,7 @@ def _train(args: argparse.Namespace) -> int:
     key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
-    model.fit(Xtr, ytr, acc, store.dataset_id if acc else None, key if acc else None)
+    model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None)
     seconds = time.perf_counter() - t0
     print(f"{args.method}: {seconds:.2f} s, {1e3 * seconds / args.iters:.4f} ms/iteration", file=sys.stderr)
     coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
@@ -320,7 +338,7 @@ def _train(args: argparse.Namespace) -> int:
         path = [int(v) for v in model.path_] if model.path_ is not None else []
         if private:
             ev = PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound, random_state=args.seed)
-            metrics = acc.release(store.dataset_id, ev.privacy_charge(), f"{key}/evaluation",
+            metrics = acc.release(store.budget_id, ev.privacy_charge(), f"{key}/evaluation",
                                   lambda: ev.evaluate(w, path, args.lam, Xte, yte),
                                   {"model": key, "epsilon": args.eval_epsilon})
             payload.update(eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
@@ -365,7 +383,7 @@ def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, 
 
 
 def _models(args: argparse.Namespace) -> int:
-    acc = Accountant(args.ledger)
+    acc = Accountant(args.ledger, create=False)
     if args.models_command == "list":
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
         rows = [{**r.to_dict(acc.name(h)), "result": None} for h in hashes for r in acc.history(h)
@@ -431,7 +449,7 @@ def _run(args: argparse.Namespace) -> int:
     def human() -> str:
         lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset']}"]
         lines += [f"  {s['step']:<9} {len(s.get('releases', []))} release(s)" for s in summary["steps"]]
-        lines.append(f"report: {summary['report']}")
+        lines.append(f"report: {summary['report']} (and {summary['html']}: one page, plots embedded)")
         return "\n".join(lines)
 
     _emit(args, summary, human)
@@ -441,14 +459,29 @@ def _run(args: argparse.Namespace) -> int:
 _RUN_CHILD = "DPDIST_RUN_SUPERVISED"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (not the one at creation)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def _logging(verbose: bool) -> None:
     """stderr logs at WARNING (INFO with -v), for dpdist, Prefect and Dask, in this process and its children."""
-    import logging
-
     level = "INFO" if verbose else "WARNING"
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", level)
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", level.lower())
-    logging.basicConfig(level=getattr(logging, level), format="%(levelname)s %(name)s: %(message)s")
+    logger = logging.getLogger("dpdist")
+    logger.setLevel(getattr(logging, level))
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -516,8 +549,18 @@ def _format_plan(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpdist")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpdist", description="Differentially private sparse regression and selection.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="svmlight/LIBSVM file (plain, .bz2, .xz, .gz) or a table -> zarr store")
@@ -528,12 +571,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="column indices start at 0 (auto: one-based unless an index 0 appears)")
     p.add_argument("--n-features", type=int, default=None, help="number of columns (default: largest index seen)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"), default="auto",
-                   help="auto: binary when there are exactly two distinct labels, else regression")
+                   help="auto: binary when there are exactly two distinct labels (a text target: by its "
+                        "number of categories), else regression")
     p.add_argument("--target", default=None,
                    help="tables (.csv, .data, .xlsx, .zip, .RData, .rda): target column (default: last)")
     p.add_argument("--impute", choices=("mean",), default=None,
-                   help="tables: fill missing features with column means (data-dependent)")
+                   help="tables: fill missing features with column means (data-dependent: not private; warns)")
+    p.add_argument("--encode-categories", action="store_true",
+                   help="tables: encode non-numeric feature columns as category codes 1..K (else refused)")
     p.add_argument("--name", default=None, help="the store's public name (default: random)")
+    p.add_argument("--labels", default=None, type=lambda s: [v for v in s.split(",") if v],
+                   help="the classes, comma-separated (public: with --task binary/multiclass; private analyses "
+                        "need them, or --task regression, so that no record's label can recode the others)")
     _common(p)
     p.set_defaults(func=_ingest)
 

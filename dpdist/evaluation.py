@@ -153,7 +153,11 @@ class PrivateEvaluation:
         return logit(np.arange(1, self.bins) / self.bins)
 
     def evaluate(self, w: np.ndarray, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray) -> dict[str, Any]:
-        """The noisy metrics and curve (call it inside the accountant's release, after the charge)."""
+        """The noisy metrics and curve (call it inside the accountant's release, after the charge).
+
+        A metric the noisy counts leave undefined (no rows, one class) is None, never NaN: every
+        outcome is recordable, so no outcome can force a redraw.
+        """
         X = clip_rows(X, 1.0, "clip")
         y = np.asarray(y, dtype=np.float64)
         if self.task == "regression":
@@ -193,8 +197,8 @@ class PrivateEvaluation:
             neg, posc = np.maximum(self.noisy_histogram(margins, y), 0.0)
             below = np.concatenate([[0.0], np.cumsum(neg)[:-1]])
             pairs = float(neg.sum() * posc.sum())
-            auc = float((posc * (below + 0.5 * neg)).sum() / pairs) if pairs > 0 else float("nan")
-            return {"rows": n, "accuracy": float(correct / n) if n > 0 else float("nan"), "auc": auc}
+            auc = float((posc * (below + 0.5 * neg)).sum() / pairs) if pairs > 0 else None
+            return {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
         c = 2.0 * self.y_bound
         r = np.clip(y - margins, -c, c)
         sens = np.array([1.0, c * c, self.y_bound, self.y_bound ** 2])
@@ -203,8 +207,8 @@ class PrivateEvaluation:
         n = max(noisy[0], 1.0)
         sse = max(noisy[1], 0.0)
         var = noisy[3] - noisy[2] ** 2 / n
-        return {"rows": float(max(noisy[0], 0.0)), "mse": sse / n,
-                "r2": float(1.0 - sse / var) if var > 0 else float("nan")}
+        return {"rows": float(max(noisy[0], 0.0)), "mse": float(sse / n),
+                "r2": float(1.0 - sse / var) if var > 0 else None}
 
 
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:

@@ -18,25 +18,18 @@ from prefect.logging import get_run_logger
 
 from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import split_store
-from dpdist.data.store import open_store
+from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
+from dpdist.utils.files import private_dir
 from dpdist.utils.random import check_random_state
-from flows.config import RunConfig, load_config
+from flows.config import RunConfig, load_config, store_paths
 from flows.release import RAW, ensure_budget, release
 from flows.runtime import on_cluster
 
 __all__ = ["ingest", "ingest_stage", "store_paths", "store_summary"]
-
-
-def store_paths(cfg: RunConfig) -> dict[str, str]:
-    """Where the stage puts (or finds) the source store, the two halves of the split and a public test set."""
-    root = Path(cfg.output) / "stores"
-    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
-    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test"),
-            "public_test": str(root / "public-test")}
 
 
 def store_summary(path: str) -> dict[str, Any]:
@@ -59,14 +52,15 @@ def make_source(cfg: RunConfig) -> dict[str, Any]:
     from flows.plan import known_source, source_fingerprint
 
     out = store_paths(cfg)["source"]
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    private_dir(Path(store_paths(cfg)["train"]).parent)  # <output>/stores: raw records, owner-only
     d = cfg.data
     if d.source != "store" and known_source(cfg) is None:
         meta = {"source_fingerprint": source_fingerprint(cfg)}
         if d.source == "synth":
             write_synthetic(d.name, out, seed=d.data_seed, force=True, metadata=meta, n=d.n, d=d.d)
         else:
-            ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta)
+            ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta, task=d.task,
+                            labels=None if d.labels is None else list(d.labels))
     return store_summary(out)
 
 
@@ -122,6 +116,7 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     """Run on the active task runner: source store, budget, split, noisy counts. Returns their summaries."""
     logger = get_run_logger()
     source = make_source.submit(cfg).result()
+    check_schema(open_store(source["store"]))  # a declared task and classes, before any charge
     dataset = source["dataset"]
     status = ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta, cfg.budget.name)
     logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])

@@ -24,7 +24,7 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
-from flows.config import RunConfig
+from flows.config import RunConfig, store_paths
 
 __all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source"]
 
@@ -78,14 +78,13 @@ def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
     if d.source == "svmlight":
         st = Path(d.path).stat()
         return {"svmlight": str(Path(d.path).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "n_features": d.n_features}
+                "n_features": d.n_features, "task": d.task, "labels": None if d.labels is None else list(d.labels)}
     return None
 
 
 def known_source(cfg: RunConfig) -> tuple[str, str] | None:
     """(content hash, task) of the configured source if its store exists already, else None."""
     from dpdist.data.store import open_store
-    from flows.ingest import store_paths
 
     path = store_paths(cfg)["source"]
     if not Path(path).is_dir():

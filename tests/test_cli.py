@@ -87,7 +87,7 @@ def test_ledger_from_environment(capsys, tmp_path, monkeypatch, store):
         (["budget", "init", "STORE", "--epsilon", "abc", "--delta", "0"], "--epsilon"),
         (["budget", "init", "--epsilon", "1", "--delta", "0"], "store"),
         (["budget", "init", "no-such-store", "--epsilon", "1", "--delta", "0"], "does not exist"),
-        (["budget", "history", "--dataset", "unknown"], "no dataset named"),
+        (["budget", "history", "--dataset", "unknown"], "no ledger at"),
     ],
 )
 def test_bad_input_exits_2(capsys, tmp_path, store, argv, needle):
@@ -134,7 +134,7 @@ def test_models_list_show_export_and_from_release(capsys, tmp_path):
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(400, 6))
     y = np.where(X[:, 0] + 0.1 * rng.normal(size=400) > 0, 1.0, -1.0)
-    write_store(tmp_path / "s", X, y, metadata={"name": "m"})
+    write_store(tmp_path / "s", X, y, metadata={"name": "m"}, task="binary", labels=[-1.0, 1.0])
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 100.0, 1e-5, name="m")
     code, out, _ = run(capsys, "train", str(tmp_path / "s"), "--method", "fast-dp-fw", "--loss", "logistic",

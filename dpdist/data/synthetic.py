@@ -322,4 +322,7 @@ def write_synthetic(
         "name": store_name,
         **(metadata or {}),
     }
-    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta)
+    # the generator's classes are public (its definition, not its draws): a declared schema
+    classes = ([0.0, 1.0] if name == "raj" else [-1.0, 1.0]) if synth.task == "binary" else None
+    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta,
+                        labels=classes)

@@ -5,10 +5,10 @@ bad input is a ``ParameterError`` and costs nothing. Then, with an accountant, t
 goes through ``Accountant.release`` with ``privacy_charge()`` and every release parameter
 (``release_params``): the charge is recorded first, the MIP pipeline and the sampler run
 inside ``compute``, and the ledger records the released support -- or the refusal. A
-refusal is recorded as the release (a retry with the same key replays it and spends nothing
-more, so a solver limit that depends on the data cannot be retried into a result): a solver
-limit raises ``SolverFailure``, a failed propose-test-release check ``ReleaseRefused``; both
-say that the charge stands.
+refusal is raised inside ``compute`` -- a solver limit as ``SolverFailure``, a failed
+propose-test-release check as ``ReleaseRefused`` -- so the accountant records it as the
+release's outcome: the charge stands, and a retry with the same key raises it again and spends
+nothing more (a solver limit that depends on the data cannot be retried into a result).
 
 The solvers' timings and diagnostics (``seconds_``, ``top_r_``, ``buckets_``) stay on the
 estimator for the operator; they are statistics of the data and are never part of the release.
@@ -115,30 +115,30 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         t0 = time.perf_counter()
 
+        charged = "; the charge stands" if accountant is not None else ""
+
         def compute() -> dict[str, Any]:
             try:
                 support = self._release(executor, rng)
-            except Refusal as e:
-                return {"support": None, "refused": str(e), "kind": e.kind}
+            except Refusal as e:  # raised inside the release: the accountant records it as the outcome
+                error = ReleaseRefused if e.kind == "test" else SolverFailure
+                raise error(f"{self.mechanism}: no support released: {e}{charged} (whether this happens depends "
+                            "on the data, so the refusal is recorded as the release)") from None
             return {"support": [int(j) for j in support]}
 
+        self.support_ = None
         if accountant is None:
             out, self.release_ = compute(), None
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"{self.mechanism.replace('/', '-')}-{uuid.uuid4().hex}"
+            self.release_ = {"key": key}
+            # a refusal recorded by an earlier attempt under this key is raised again here (never redrawn)
             out = accountant.release(dataset, self.privacy_charge(), key, compute,
                                      self.release_params(executor.meta.p))
-            self.release_ = {"key": key}
         self.seconds_ = time.perf_counter() - t0
         self.n_features_in_ = int(executor.meta.p)
-        if out.get("support") is None:
-            self.support_ = None
-            charged = "; the charge stands" if accountant is not None else ""
-            error = ReleaseRefused if out.get("kind") == "test" else SolverFailure
-            raise error(f"{self.mechanism}: no support released: {out.get('refused')}{charged} "
-                        "(whether this happens depends on the data, so the refusal is recorded as the release)")
         self.support_ = np.asarray(sorted(out["support"]), dtype=np.int64)
         return self
 

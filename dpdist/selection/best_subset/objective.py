@@ -221,10 +221,18 @@ def store_problem(store: Any, s: int, loss: str = "squared", r: float = 1.1, rid
                   x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check") -> Problem:
     """The instance of a dpdist store: its rows and its target mapped by the store's public rule.
 
+    The store's schema must be declared (public, ``check_schema``) and fit the loss: least
+    squares needs a regression target, hinge a binary one (its two labels become -1, +1).
     Nearly dense data (more than 30% non-zeros) is densified: the dense kernels are faster.
     """
+    from dpdist.data.store import check_schema
     from dpdist.selection.sis import store_target
 
+    check_schema(store)
+    need = "binary" if loss == "hinge" else "regression"
+    if loss in LOSSES and store.task != need:
+        raise ParameterError(f"store {store.path}: loss={loss!r} needs a {need} target (declared task: "
+                             f"{store.task}); use loss={'squared' if loss == 'hinge' else 'hinge'!r} or another store")
     X = store.csr()
     n, p = X.shape
     if X.nnz > 0.3 * n * p:

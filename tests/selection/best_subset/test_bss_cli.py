@@ -31,7 +31,7 @@ def bss_store(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("bss") / "store"
     meta = dict(write_synthetic("bss", path, seed=1, n=4000, d=30, s=3))
-    meta["dataset_id"] = open_store(path).dataset_id  # the ledger's key; never printed
+    meta["dataset_id"] = open_store(path).budget_id  # the ledger's key; never printed
     return path, meta
 
 
@@ -87,7 +87,7 @@ def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, bss_store, ledger)
     assert code == 2 and "--delta" in err
     code, _, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
                        "--loss", "hinge", "--clip", "--ledger", ledger)
-    assert code == 2 and "-1, +1" in err  # a regression store has no class labels
+    assert code == 2 and "needs a binary target" in err  # a regression store has no class labels
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
