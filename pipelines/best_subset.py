@@ -30,13 +30,14 @@ from typing import Any
 import numpy as np
 
 from dpdist.data.store import open_store
+from dpdist.exceptions import ParameterError
 from dpdist.selection.best_subset.base import BSSSelectorBase
 from dpdist.selection.best_subset.executor import ProblemMeta
 from dpdist.selection.best_subset.objective import Problem, store_problem
+from pipelines.train import MIP_RESOURCE
 
 __all__ = ["MIP_RESOURCE", "DaskExecutor", "ProblemSpec", "select_store"]
 
-MIP_RESOURCE = "mip"
 _CACHE: OrderedDict[ProblemSpec, Problem] = OrderedDict()
 _CACHE_SIZE = 2
 
@@ -77,6 +78,14 @@ def _run(fn: Callable[[Problem, Any], Any], spec: ProblemSpec, item: Any) -> Any
     return fn(load_problem(spec), item)
 
 
+def _workers(client: Any) -> dict[str, Any]:
+    """Every worker's identity (``n_workers=-1``: not only the first few)."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # a distributed release whose scheduler_info lists every worker
+        return client.scheduler_info()["workers"]
+
+
 def _meta(spec: ProblemSpec) -> ProblemMeta:
     return ProblemMeta.of(load_problem(spec))
 
@@ -86,7 +95,13 @@ class DaskExecutor:
 
     def __init__(self, client: Any, spec: ProblemSpec) -> None:
         self.client, self.spec = client, spec
-        self.workers = max(1, len(client.scheduler_info()["workers"]))
+        workers = _workers(client)
+        if workers and not any((w.get("resources") or {}).get(MIP_RESOURCE, 0) >= 1 for w in workers.values()):
+            # a MIP task would wait forever for such a worker: say so instead (before any charge)
+            raise ParameterError(f"no worker of the Dask cluster holds the {MIP_RESOURCE!r} resource that best "
+                                 f"subset selection's MIP solves run on: start workers with `--resources "
+                                 f"{MIP_RESOURCE}=1` (dpdist's local and SLURM clusters have it)")
+        self.workers = max(1, len(workers))
         # builds (and validates) the instance on a MIP worker before anything is charged
         self.meta: ProblemMeta = client.submit(_meta, spec, resources={MIP_RESOURCE: 1}, pure=False).result()
 

@@ -56,3 +56,15 @@ def test_select_store_charges_and_releases(client, store, tmp_path):
     with pytest.raises(ParameterError, match="x_bound"):  # validated on a worker before the charge
         select_store(client, path, BSSTopRSelector(s=3, epsilon=1.0), acc, dataset)
     assert acc.status(dataset).epsilon_spent == pytest.approx(6.0)
+
+
+def test_a_cluster_without_mip_workers_is_an_error_not_a_hang(store):
+    class NoMipClient:  # a cluster whose workers were started without `--resources mip=1`
+        def scheduler_info(self, n_workers: int = 5) -> dict:
+            return {"workers": {"tls://w1": {"resources": {"solver": 1}}, "tls://w2": {"resources": {}}}}
+
+        def submit(self, *args, **kwargs):
+            raise AssertionError("nothing may be submitted: a MIP task would wait forever")
+
+    with pytest.raises(ParameterError, match="'mip' resource"):
+        DaskExecutor(NoMipClient(), ProblemSpec.of(store[0], BSSTopRSelector(s=3, bounds="clip")))
