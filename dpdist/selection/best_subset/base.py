@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
+from sklearn.utils.validation import validate_data
 
 from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverFailure
 from dpdist.privacy.loss import Charge
@@ -103,8 +104,25 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any, accountant: Any = None, dataset: str | None = None,
             key: str | None = None) -> BSSSelectorBase:
-        """Select s features of (X, y); charged to ``accountant`` (when given) before computing."""
+        """Select s features of (X, y); charged to ``accountant`` (when given) before computing.
+
+        X and y are validated (scikit-learn's ``validate_data``: finite, numeric, 2-d X) before
+        anything is charged; a failure is a ``ParameterError``.
+        """
+        self._validate()
+        try:
+            X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64, y_numeric=True)
+        except ParameterError:
+            raise
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
         return self.fit_executor(LocalExecutor(self.make_problem(X, y)), accountant, dataset, key)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        return tags
 
     def fit_executor(self, executor: Any, accountant: Any = None, dataset: str | None = None,
                      key: str | None = None) -> BSSSelectorBase:

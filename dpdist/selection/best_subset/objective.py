@@ -202,7 +202,7 @@ def make_problem(X: Any, y: Any, s: int, loss: str = "squared", r: float = 1.1, 
         raise ParameterError("X must be a 2-d array or sparse matrix")
     n, p = X.shape
     if s >= p:
-        raise ParameterError(f"s must be smaller than the number of features p={p}, got s={s}")
+        raise ParameterError(f"s must be smaller than the number of features p (n_features = {p}), got s={s}")
     if n < 1:
         raise ParameterError("X has no rows")
     if sp.issparse(X):
