@@ -474,8 +474,10 @@ class _StderrHandler(logging.StreamHandler):
 def _logging(verbose: bool) -> None:
     """stderr logs at WARNING (INFO with -v), for dpdist, Prefect and Dask, in this process and its children."""
     level = "INFO" if verbose else "WARNING"
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", level)
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", level.lower())
+    # -v asks for INFO whatever the environment says; without it the environment's own choice stands
+    put = os.environ.__setitem__ if verbose else os.environ.setdefault
+    put("PREFECT_LOGGING_LEVEL", level)
+    put("DASK_LOGGING__DISTRIBUTED", level.lower())
     logger = logging.getLogger("dpdist")
     logger.setLevel(getattr(logging, level))
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):

@@ -26,3 +26,14 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("../shared/data is not beside this checkout (set DPDIST_SHARED_DATA)")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _restore_environment():
+    """A test that runs the CLI in this process (which sets logging variables for its children)
+    leaves os.environ as it found it, so later tests' subprocesses inherit nothing from it."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -74,7 +74,11 @@ class Listeners:
                 except OSError:
                     pass
             for root in self.private:
-                for p in [*root.parent.glob(root.name), *(root.rglob("*") if root.is_dir() else [])]:
+                try:  # a directory may vanish while it is walked (a temporary renamed into place)
+                    paths = [*root.parent.glob(root.name), *(root.rglob("*") if root.is_dir() else [])]
+                except OSError:
+                    continue
+                for p in paths:
                     try:
                         self.modes[str(p)] = mode(p)
                     except OSError:  # gone meanwhile (a temporary renamed, a -wal checkpointed)
