@@ -25,7 +25,7 @@ def client():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    X, y = make_synthetic("bss", 0, n=3000, d=40, s=3).materialize()
+    X, y = make_synthetic("bss", 0, n=3000, d=20, s=3).materialize()
     path = tmp_path_factory.mktemp("s") / "bss"
     meta = write_store(path, X, y, task="regression")
     return path, X.toarray(), y, meta["dataset_id"]
@@ -36,7 +36,7 @@ def test_dask_executor_gives_the_in_process_list(client, store):
     sel = BSSTopRSelector(s=3, bounds="clip")
     spec = ProblemSpec.of(path, sel)
     ex = DaskExecutor(client, spec)
-    assert ex.workers == 2 and ex.meta.p == 40
+    assert ex.workers == 2 and ex.meta.p == 20
     local = LocalExecutor(sel.make_problem(X, y))
     a = top_r_list(ex, 1e-3 * ex.meta.delta, 60)
     b = top_r_list(local, 1e-3 * local.meta.delta, 60)
