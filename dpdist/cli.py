@@ -188,6 +188,24 @@ def _synth(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- select
 
 
+BSS_METHODS = {"bss-top-r": "top-r", "bss-mistakes": "mistakes"}
+
+
+def _bss_selector(args: argparse.Namespace) -> Any:
+    from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
+
+    ridge = args.ridge if args.ridge is not None else (120.0 if args.loss == "squared" else 100.0)
+    common = dict(s=args.k, epsilon=args.epsilon, loss=args.loss, r=args.r, ridge=ridge, x_bound=args.x_bound,
+                  y_bound=args.y_bound, bounds="clip" if args.clip else "check", tol=args.tol,
+                  time_limit=args.time_limit, random_state=args.seed)
+    if args.method == "bss-top-r":
+        return BSSTopRSelector(**common)
+    if not args.delta:
+        raise ParameterError("--delta: bss-mistakes is (epsilon, delta)-DP (its propose-test-release gap check "
+                             "fails with probability delta); pass --delta > 0, e.g. 1e-6")
+    return BSSMistakesSelector(**common, delta=args.delta, ptr_fraction=args.ptr_fraction)
+
+
 def _select(args: argparse.Namespace) -> int:
     import time
     import uuid
@@ -197,10 +215,16 @@ def _select(args: argparse.Namespace) -> int:
     from dpdist.selection.two_stage import TwoStageSelector, fit_on_support
     from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 
-    if args.delta != 0.0:
+    bss = args.method in BSS_METHODS
+    if args.delta is None:
+        args.delta = 0.0
+    if args.delta != 0.0 and args.method != "bss-mistakes":
         raise ParameterError(f"--delta: {args.method} is pure epsilon-DP, so delta must be 0 (got {args.delta:g})")
     if args.stage2 is not None and args.stage2 <= 0:
         raise ParameterError(f"--stage2 must be an epsilon > 0, got {args.stage2:g}")
+    selector = _bss_selector(args) if bss else None
+    if selector is not None:
+        selector._validate()  # bad parameters: exit 2 before the store is read
     store = open_store(args.store)
     check_schema(store)
     acc = Accountant(args.ledger)
@@ -208,7 +232,16 @@ def _select(args: argparse.Namespace) -> int:
     key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
     extra: dict[str, Any] = {}
-    if args.method == "dp-sis":
+    if bss:
+        from dpdist.selection.best_subset.executor import LocalExecutor
+        from dpdist.selection.best_subset.objective import store_problem
+
+        acc.check(store.budget_id, selector.privacy_charge())  # a refusal before any work
+        problem = store_problem(store, selector.s, selector.loss, selector.r, selector.ridge, selector.x_bound,
+                                selector.y_bound, selector.bounds)  # Assumption 1 checked before the charge
+        print(f"{args.method}: s={args.k} of {problem.p:,} features, {selector.loss} loss", file=sys.stderr)
+        features = selector.fit_executor(LocalExecutor(problem), acc, store.budget_id, key).support_
+    elif args.method == "dp-sis":
         sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
         acc.check(store.budget_id, sis.privacy_charge())  # a refusal before any work
         with _progress_bar(args, "dp-sis: X^T y", None) as update:
@@ -227,11 +260,11 @@ def _select(args: argparse.Namespace) -> int:
                            "indices": [int(i) for i in features], "values": coef.tolist()}
     print(f"{args.method}: {time.perf_counter() - t0:.2f} s", file=sys.stderr)
     payload = {"method": args.method, "k": args.k, "features": [int(i) for i in features], "epsilon": args.epsilon,
-               "delta": 0.0, "dataset": status.name, "key": key, "ledger": str(acc.path), **extra}
+               "delta": args.delta, "dataset": status.name, "key": key, "ledger": str(acc.path), **extra}
     if args.out:
         write_json_atomic(args.out, payload)
     _emit(args, payload, lambda: f"{args.method}: {args.k} features {payload['features']} "
-                                 f"(epsilon={args.epsilon:g} charged to {status.name}; recorded in {acc.path} "
+                                 f"(epsilon={args.epsilon:g}, delta={args.delta:g} charged to {status.name}; recorded in {acc.path} "
                                  f"under {key})")
     return EXIT_OK
 
@@ -574,13 +607,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("select", help="private feature selection (charges the ledger before printing)")
     p.add_argument("store", help="store written by ingest/synth")
-    p.add_argument("--method", required=True, choices=("dp-sis", "two-stage"))
-    p.add_argument("--k", required=True, type=int, help="number of features to release")
+    p.add_argument("--method", required=True, choices=("dp-sis", "two-stage", *BSS_METHODS))
+    p.add_argument("--k", required=True, type=int, help="number of features to release (bss: the support size s)")
     p.add_argument("--epsilon", required=True, type=float)
-    p.add_argument("--delta", type=float, default=0.0, help="both methods are pure epsilon-DP: must be 0")
+    p.add_argument("--delta", type=float, default=None,
+                   help="bss-mistakes: the propose-test-release delta (required, > 0); the others are pure: 0")
     p.add_argument("--alpha", type=float, default=0.1, help="two-stage: LASSO alpha of each block")
     p.add_argument("--clip", action="store_true",
-                   help="dp-sis: clip |x_ij| and |y_i| to 1 instead of refusing data outside the bounds")
+                   help="clip each record to the bounds instead of refusing data outside them "
+                        "(dp-sis: |x_ij|, |y_i| <= 1; bss: --x-bound, --y-bound)")
+    g = p.add_argument_group("best subset selection (bss-top-r, bss-mistakes; seed 002)")
+    g.add_argument("--loss", choices=("squared", "hinge"), default="squared",
+                   help="least squares with ridge, or hinge (binary stores, labels mapped to -1/+1)")
+    g.add_argument("--r", type=float, default=1.1, help="l2-ball radius of the coefficients")
+    g.add_argument("--ridge", type=float, default=None, help="ridge (default 120 squared, 100 hinge)")
+    g.add_argument("--x-bound", type=float, default=0.5, help="Assumption 1: |x_ij| <= x_bound")
+    g.add_argument("--y-bound", type=float, default=0.5, help="Assumption 1: |y_i| <= y_bound (squared loss)")
+    g.add_argument("--tol", type=float, default=1e-3,
+                   help="certified tolerance as a fraction of the sensitivity (paid for in the sampling rate)")
+    g.add_argument("--time-limit", type=float, default=600.0,
+                   help="seconds per MIP solve; reaching it refuses the release (the charge is kept)")
+    g.add_argument("--ptr-fraction", type=float, default=0.5, help="bss-mistakes: share of epsilon for the gap test")
     p.add_argument("--n-blocks", type=int, default=None,
                    help="two-stage: a public number of blocks (default: floor(sqrt) of a noisy row count)")
     p.add_argument("--stage2", type=float, default=None, metavar="EPSILON",

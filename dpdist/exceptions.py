@@ -55,3 +55,11 @@ class ReleaseKeyConflict(DPDistError):
 class SolverFailure(DPDistError):
     """A solver could not certify its answer after the charge: nothing is released, the charge stands
     (whether a solver fails can depend on the data, so the attempt itself costs its budget)."""
+
+
+class ReleaseRefused(DPDistError):
+    """A charged mechanism's output is "nothing": a propose-test-release check refused the release.
+
+    The refusal is the mechanism's (private) output: it is recorded as the release and the
+    charge stands; the message says why, never with a value of the data.
+    """

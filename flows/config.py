@@ -19,8 +19,16 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
                dashboard_address (local, slurm: default 127.0.0.1:0, loopback only),
                tls_ca_file, tls_cert, tls_key (address: this client's credentials),
                insecure = true (DANGEROUS: plain, unauthenticated TCP; see runtime.py)
-    [select]   methods (dp-sis, two-stage), k, epsilon (each), alpha (two-stage LASSO),
-               n_blocks (two-stage; default floor(sqrt) of the noisy train row count)
+    [select]   methods (dp-sis, two-stage, bss-top-r, bss-mistakes), k (the support size s of
+               best subset selection), epsilon (each), alpha (two-stage LASSO), n_blocks
+               (two-stage; default floor(sqrt) of the noisy train row count); best subset
+               selection (seed 002; MIP solves on workers holding the ``mip`` resource):
+               bss_loss ("squared": least squares, a regression store; "hinge": a binary one),
+               bss_r (l2-ball radius), bss_ridge (default 120 squared, 100 hinge), bss_x_bound,
+               bss_y_bound (Assumption 1; data.bounds = "clip" clips to them), bss_tol
+               (certified tolerance, a fraction of Delta), bss_time_limit (seconds per MIP;
+               past it the release is a recorded refusal), bss_delta and bss_ptr_fraction
+               (bss-mistakes' propose-test-release: its delta and its share of epsilon)
     [train]    methods (fast-dp-fw, dp-fw, objective-perturbation), epsilon (one or a list: the
                privacy-utility curve), delta (each FW model), lam, iters, calibration
                ("safe" | "paper"), features = "all" | a select method (objective-perturbation
@@ -49,12 +57,13 @@ import yaml
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE"]
+__all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE", "BSS_METHODS"]
 
 DEFAULTS_FILE = "defaults.toml"
 SOURCES = ("synth", "svmlight", "store")
 CLUSTERS = ("local", "address", "slurm")
-SELECT_METHODS = ("dp-sis", "two-stage")
+BSS_METHODS = ("bss-top-r", "bss-mistakes")
+SELECT_METHODS = ("dp-sis", "two-stage", *BSS_METHODS)
 TRAIN_METHODS = ("fast-dp-fw", "dp-fw", "objective-perturbation")
 FW_METHODS = ("fast-dp-fw", "dp-fw")
 
@@ -113,6 +122,15 @@ class SelectConfig:
     epsilon: float = 0.5
     alpha: float = 0.1
     n_blocks: int | None = None
+    bss_loss: str = "squared"
+    bss_r: float = 1.1
+    bss_ridge: float | None = None  # None: 120 (squared), 100 (hinge), seed 002's values
+    bss_x_bound: float = 0.5
+    bss_y_bound: float = 0.5
+    bss_tol: float = 1e-3
+    bss_time_limit: float = 600.0
+    bss_delta: float = 1e-6
+    bss_ptr_fraction: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -383,6 +401,14 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     elif "two-stage" in select.methods and data.count_epsilon == 0:
         c.fail("select.n_blocks", "two-stage needs a public number of blocks, or data.count_epsilon > 0 to derive "
                                   "it from the noisy train row count")
+    c.choice("select.bss_loss", select.bss_loss, ("squared", "hinge"))
+    for key in ("bss_r", "bss_x_bound", "bss_y_bound", "bss_time_limit"):
+        c.number(f"select.{key}", getattr(select, key), 0, lo_open=True)
+    if select.bss_ridge is not None:
+        c.number("select.bss_ridge", select.bss_ridge, 0, lo_open=True)
+    c.number("select.bss_tol", select.bss_tol, 0, 0.05, lo_open=True)
+    c.number("select.bss_delta", select.bss_delta, 0, 0.5, lo_open=True, hi_open=True)
+    c.number("select.bss_ptr_fraction", select.bss_ptr_fraction, 0, 1, lo_open=True, hi_open=True)
 
     for m in train.methods:
         c.choice("train.methods", m, TRAIN_METHODS)

@@ -24,9 +24,29 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
-from flows.config import RunConfig, store_paths
+from flows.config import BSS_METHODS, RunConfig, store_paths
 
-__all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source"]
+__all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source", "bss_selector"]
+
+
+def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
+    """The best-subset selector of ``method`` (``bss-top-r`` or ``bss-mistakes``) from ``[select]``.
+
+    The flow releases with this selector and the plan charges its ``privacy_charge()``: one
+    constructor, so the plan and the run cannot differ.
+    """
+    from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
+
+    s = cfg.select
+    ridge = s.bss_ridge if s.bss_ridge is not None else (120.0 if s.bss_loss == "squared" else 100.0)
+    common = dict(s=s.k, epsilon=s.epsilon, loss=s.bss_loss, r=s.bss_r, ridge=ridge, x_bound=s.bss_x_bound,
+                  y_bound=s.bss_y_bound, bounds=cfg.data.bounds, tol=s.bss_tol, time_limit=s.bss_time_limit,
+                  random_state=seed)
+    if method == "bss-top-r":
+        return BSSTopRSelector(**common)
+    if method == "bss-mistakes":
+        return BSSMistakesSelector(**common, delta=s.bss_delta, ptr_fraction=s.bss_ptr_fraction)
+    raise ValueError(f"not a best-subset method: {method!r} (one of {BSS_METHODS})")
 
 
 @dataclass(frozen=True)
@@ -51,8 +71,12 @@ def plan(cfg: RunConfig, task: str = "binary") -> list[Planned]:
         out.append(Planned("counts", "laplace", Charge(PrivacyLoss.laplace(cfg.data.count_epsilon), "counts/laplace")))
     s = cfg.select
     for method in s.methods:
-        sel = (DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds) if method == "dp-sis" else
-               TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=s.n_blocks or 1))  # m is public in the flow
+        if method in BSS_METHODS:
+            sel = bss_selector(cfg, method)
+        elif method == "dp-sis":
+            sel = DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds)
+        else:
+            sel = TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=s.n_blocks or 1)  # m is public in the flow
         out.append(Planned("select", method, sel.privacy_charge()))
     t = cfg.train
     models = [(m, e) for m in t.methods for e in t.epsilon]

@@ -3,11 +3,14 @@
 Three cluster kinds (``[cluster]`` in the run config):
 
 * ``local``: a ``distributed.LocalCluster`` of worker processes, each holding the
-  ``solver=1`` resource so single-process solvers run one per worker (``pipelines.train``);
+  ``solver=1`` and ``mip=1`` resources so single-process solvers (``pipelines.train``) and
+  best-subset MIP solves (``pipelines.best_subset``) run one per worker;
 * ``address``: an existing scheduler (``tls://host:port``), started by the user;
 * ``slurm``: a ``dask_jobqueue.SLURMCluster`` built from a dask-jobqueue YAML file
   (``deploy/jobqueue.yaml``): the ``jobqueue.slurm`` mapping becomes its keyword arguments
-  and the cluster is scaled to ``n_workers`` jobs.
+  and the cluster is scaled to ``n_workers`` jobs; workers get ``--resources solver=1,mip=1``
+  unless the YAML sets ``--resources`` itself. An ``address`` cluster's workers must be started
+  with those resources (``dask worker ... --resources solver=1,mip=1``) to run such steps.
 
 Who can reach the cluster. Whoever can talk to a Dask scheduler can run code as the job's
 owner and read the rows in flight, so every cluster dpdist starts or joins uses Dask's TLS
@@ -55,7 +58,7 @@ from prefect_dask import DaskTaskRunner
 
 from dpdist.utils.files import open_private
 from flows.config import ClusterConfig, ConfigError
-from pipelines.train import SOLVER_RESOURCE
+from pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 
 __all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link",
            "client_dashboard_link", "cluster_client"]
@@ -92,7 +95,7 @@ def slurm_kwargs(path: str | os.PathLike[str]) -> dict[str, Any]:
                               "(the dashboard: cluster.dashboard_address)")
     extra = list(kw.get("worker_extra_args") or [])
     if "--resources" not in extra:
-        extra += ["--resources", f"{SOLVER_RESOURCE}=1"]
+        extra += ["--resources", f"{SOLVER_RESOURCE}=1,{MIP_RESOURCE}=1"]
     if "--dashboard-address" not in extra:  # a worker's dashboard on its node's loopback only
         extra += ["--dashboard-address", f"{LOOPBACK}:0"]
     kw["worker_extra_args"] = extra
@@ -174,7 +177,7 @@ def task_runner(cluster: ClusterConfig, security: Security | None = None) -> Das
         return DaskTaskRunner(cluster_class="dask_jobqueue.SLURMCluster", cluster_kwargs=kw,
                               adapt_kwargs={"minimum": cluster.n_workers, "maximum": cluster.n_workers})
     kw = {"n_workers": cluster.n_workers, "threads_per_worker": cluster.threads_per_worker, "processes": True,
-          "resources": {SOLVER_RESOURCE: 1}, "host": cluster.host or LOOPBACK,
+          "resources": {SOLVER_RESOURCE: 1, MIP_RESOURCE: 1}, "host": cluster.host or LOOPBACK,
           "dashboard_address": cluster.dashboard_address}
     if security is not None:
         kw.update(security=security, protocol="tls://")

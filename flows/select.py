@@ -1,4 +1,4 @@
-"""Flow stage ``select``: DP-SIS and two-stage feature selection on the train store.
+"""Flow stage ``select``: DP-SIS, two-stage and best-subset feature selection on the train store.
 
 The raw aggregates (|X^T y| per feature; the per-block LASSO vote counts) are Dask graphs
 (``pipelines.sis``, ``pipelines.two_stage``) that a task in the flow process submits to the
@@ -6,6 +6,14 @@ flow's cluster; those tasks are never cached or persisted (``flows.release.RAW``
 selection itself is drawn inside the central ``release`` task, after the charge. Two-stage's
 number of blocks is public: ``select.n_blocks``, or floor(sqrt) of the released noisy train
 row count.
+
+Best subset selection (``bss-top-r``, ``bss-mistakes``; seed 002) runs
+``pipelines.best_subset`` on the flow's cluster: the one-swap evaluations are mapped over the
+workers and every MIP runs on a worker holding the ``mip`` resource. Its instance is first
+built and validated on such a worker (a bad parameter or a bound the data violate is an error
+before any charge); the whole procedure then runs inside the ``release`` task, after the
+charge, and a solver limit or a failed propose-test-release check is recorded as the release
+(the charge stands; a re-run raises it again).
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ from prefect.logging import get_run_logger
 
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector, blocks_from_count
-from flows.config import RunConfig, load_config
+from flows.config import BSS_METHODS, RunConfig, load_config
 from flows.ingest import ingest_stage
+from flows.plan import bss_selector
 from flows.release import RAW, release
 from flows.results import write_stage
 from flows.runtime import cluster_client, on_cluster
@@ -43,6 +52,24 @@ def two_stage_votes(path: str, k: int, n_blocks: int, alpha: float, seed: int | 
         return block_vote_counts(path, k, n_blocks, alpha, random_state=seed)
 
 
+@task(name="bss-instance", retries=0, **RAW)
+def bss_instance(spec: Any) -> int:
+    """Build and validate the best-subset instance (a ``pipelines.best_subset.ProblemSpec``) on a
+    ``mip`` worker, before any charge; returns its public width p."""
+    from pipelines.best_subset import DaskExecutor
+
+    with cluster_client() as client:
+        return DaskExecutor(client, spec).meta.p
+
+
+def bss_support(spec: Any, selector: Any) -> list[int]:
+    """The selector's release computed on the flow's cluster (called inside ``release``, after the charge)."""
+    from pipelines.best_subset import select_store
+
+    with cluster_client() as client:
+        return select_store(client, spec.path, selector).tolist()
+
+
 def n_blocks(cfg: RunConfig, stores: dict[str, Any]) -> int:
     """Two-stage's public number of blocks (``select.n_blocks``, else from the noisy train count)."""
     if cfg.select.n_blocks is not None:
@@ -58,7 +85,10 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
     s = cfg.select
     out: dict[str, Any] = {}
     for method in s.methods:
-        if method == "dp-sis":
+        if method in BSS_METHODS:
+            def make(seed: int | None, method: str = method) -> Any:
+                return bss_selector(cfg, method, seed)
+        elif method == "dp-sis":
             def make(seed: int | None) -> Any:
                 return DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds, random_state=seed)
         else:
@@ -69,7 +99,13 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
         params = make(None).release_params(stores["train"]["n_features"])
         key = cfg.step_key("select", method, params)
         selector = make(cfg.step_seed(key))
-        if method == "dp-sis":
+        if method in BSS_METHODS:
+            from pipelines.best_subset import ProblemSpec
+
+            spec = ProblemSpec.of(train, selector)
+            bss_instance(spec)
+            compute = lambda sel=selector, spec=spec: bss_support(spec, sel)  # noqa: E731
+        elif method == "dp-sis":
             raw = xty_scores(train, cfg.data.bounds)
             compute = lambda sel=selector, raw=raw: sel.fit_scores(raw).features_.tolist()  # noqa: E731
         else:

@@ -26,6 +26,9 @@ from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 from dpdist.utils.random import RandomState
 
 SOLVER_RESOURCE = "solver"
+# the best-subset OA master (``pipelines.best_subset``): one SCIP process per worker holding it.
+# Every worker dpdist starts holds both (``flows.runtime``), so the names live here, light to import.
+MIP_RESOURCE = "mip"
 log = logging.getLogger("dpdist.pipelines.train")
 
 

@@ -50,6 +50,14 @@ def test_toml_and_yaml_files_override_the_defaults(tmp_path: Path) -> None:
     ("[budget]\nepsilon = 1.0\ndelta = 1e-6\nextra = 1\n", "budget.extra"),
     ("[budget]\nepsilon = 0\ndelta = 1e-6\n", "budget.epsilon"),
     ("colour = 'red'\n", "colour"),
+    ("[select]\nmethods = ['bss-top-r']\nbss_loss = 'logistic'\n", "select.bss_loss"),
+    ("[select]\nbss_r = 0\n", "select.bss_r"),
+    ("[select]\nbss_ridge = -1.0\n", "select.bss_ridge"),
+    ("[select]\nbss_x_bound = 0\n", "select.bss_x_bound"),
+    ("[select]\nbss_tol = 0.5\n", "select.bss_tol"),
+    ("[select]\nbss_delta = 0\n", "select.bss_delta"),
+    ("[select]\nbss_ptr_fraction = 1.0\n", "select.bss_ptr_fraction"),
+    ("[select]\nbss_s = 3\n", "select.bss_s"),
 ])
 def test_bad_values_fail_naming_the_file_and_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = tmp_path / "bad.toml"
@@ -76,16 +84,40 @@ def test_release_keys_follow_the_parameters() -> None:
     assert seeded.step_seed(k1) == seeded.step_seed(k1) != seeded.step_seed(k1 + "x")
 
 
-def test_jobqueue_yaml_gives_slurm_workers_the_solver_resource() -> None:
+def test_jobqueue_yaml_gives_slurm_workers_the_solver_and_mip_resources() -> None:
     kw = slurm_kwargs(REPO / "deploy" / "jobqueue.yaml")
     assert kw["queue"] == "debug" and kw["processes"] == 1
     extra = kw["worker_extra_args"]
-    assert extra[extra.index("--resources") + 1] == "solver=1"
+    assert extra[extra.index("--resources") + 1] == "solver=1,mip=1"
 
 
 def test_missing_jobqueue_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cluster.jobqueue"):
         slurm_kwargs(tmp_path / "nope.yaml")
+
+
+def test_bss_methods_are_planned_with_their_selectors_exact_charges() -> None:
+    from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
+    from flows.plan import bss_selector, plan
+
+    cfg = load_config(overrides={"data": {"bounds": "clip"}, "select": {
+        "methods": ["bss-top-r", "bss-mistakes"], "k": 4, "epsilon": 2.0, "bss_loss": "hinge", "bss_r": 2.0,
+        "bss_delta": 1e-7, "bss_ptr_fraction": 0.25}})
+    top_r, mistakes = bss_selector(cfg, "bss-top-r", seed=3), bss_selector(cfg, "bss-mistakes")
+    assert isinstance(top_r, BSSTopRSelector) and isinstance(mistakes, BSSMistakesSelector)
+    assert (top_r.s, top_r.loss, top_r.r, top_r.ridge, top_r.bounds, top_r.random_state) == (4, "hinge", 2.0, 100.0,
+                                                                                           "clip", 3)
+    assert (mistakes.delta, mistakes.ptr_fraction) == (1e-7, 0.25)
+    charges = {p.method: p.charge for p in plan(cfg) if p.step == "select"}
+    assert charges == {"bss-top-r": top_r.privacy_charge(), "bss-mistakes": mistakes.privacy_charge()}
+    assert charges["bss-mistakes"].delta == 1e-7 and charges["bss-top-r"].delta == 0.0
+
+
+def test_local_cluster_workers_hold_the_solver_and_mip_resources() -> None:
+    from flows.runtime import task_runner
+
+    runner = task_runner(load_config().cluster)
+    assert runner.cluster_kwargs["resources"] == {"solver": 1, "mip": 1}
 
 
 def test_local_cluster_defaults_to_loopback_and_tls() -> None:

@@ -1,0 +1,474 @@
+"""Seed 002's experiments (spec 6.8): support recovery, ablations, utility loss and test MSE.
+
+Writes results/bss/: table.md (every number below, the seed's stated orderings checked),
+one CSV per experiment and PNGs. The seed's figures were lost (spec 8), so what can be
+compared is the *shape*: recovery rises with n; mistakes > top-R > MCMC and Samp-Agg at large
+n (least squares, p = 100) and the same for hinge at p = 1000; an intermediate b_x is best;
+a very large ridge hurts; a larger R helps, with jumps at the bucket edges.
+
+Methods (selection at epsilon = 1 each, ADD/REMOVE neighbours):
+
+* ``top-R``: BSSTopRSelector's release, pure epsilon-DP (our calibration exp(-eps F/Delta));
+* ``top-R (seed cal.)``: the same list at the seed's calibration exp(-eps F/(2 Delta)) (its
+  REPLACE sensitivity): our top-R at eps/2, so (eps/2)-DP here;
+* ``mistakes (PTR)``: BSSMistakesSelector's release, (eps, 1e-6)-DP, half of eps on the gap
+  test (a refused test counts as a miss);
+* ``mistakes (paper)``: the seed's public code (no test, bucket best support, ">= j" buckets,
+  its calibration): no privacy guarantee, shown to check the seed's ordering;
+* ``MCMC``: Roy-Tewari Metropolis-Hastings, 1000 steps per chain, l1 bound 3.5;
+* ``Samp-Agg``: two-stage stage 1 (LASSO Lambda = 20 per block, i.e. alpha = 20/n_b, on the
+  unclipped data, m = floor(sqrt(n)) public blocks), Laplace 2s/(m eps).
+
+Each trial draws a fresh data set (fixed seeds: experiments only); the BSS distributions are
+computed once per trial by the release path and then sampled ``--draws`` times (each draw is
+an independent release of the same mechanism); ``P(true)`` is the exact probability that a
+release is the true support. MCMC uses one chain per draw, Samp-Agg one run per draw.
+
+    .venv/bin/python benchmarks/bss_experiments.py [--trials 10] [--draws 100] [--out results/bss]
+    .venv/bin/python benchmarks/bss_experiments.py --quick      # 2 trials, fewer points (smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from dpdist.data.synthetic import make_synthetic
+from dpdist.privacy.mechanisms import gumbel_max
+from dpdist.selection.best_subset import BSSMistakesSelector
+from dpdist.selection.best_subset.base import Refusal
+from dpdist.selection.best_subset.brute_force import enumerate_values
+from dpdist.selection.best_subset.executor import LocalExecutor
+from dpdist.selection.best_subset.mcmc import RoyTewariMCMC
+from dpdist.selection.best_subset.mistakes import center_and_gap, mistakes_buckets
+from dpdist.selection.best_subset.objective import make_problem
+from dpdist.selection.best_subset.samplers import (mistakes_log_weights, mistakes_sample, top_r_log_weights,
+                                                   top_r_sample)
+from dpdist.selection.best_subset.top_r import top_r_list
+from dpdist.selection.two_stage import TwoStageSelector
+from dpdist.solvers.objective_perturbation import ObjectivePerturbation
+
+EPS, DELTA, TOL, R_BALL = 1.0, 1e-6, 1e-3, 1.1
+ORDER = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "MCMC", "Samp-Agg"]
+
+
+def data(n: int, p: int, s: int, seed: int, hinge: bool = False) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    syn = make_synthetic("bss", seed, n=n, d=p, s=s, hinge=hinge)
+    X, y = syn.materialize()
+    return X.toarray(), y, tuple(syn.true_support)
+
+
+# --------------------------------------------------------------------------- our methods
+
+
+def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b: float, draws: int,
+                rng: np.random.Generator, truth: tuple[int, ...], methods: set[str],
+                time_limit: float = 600.0) -> dict[str, dict[str, Any]]:
+    """Draws and exact P(true) of the four BSS variants on one data set (one list / one bucket pass).
+
+    A refusal (a MIP time limit) releases nothing: every draw of that method is a miss.
+    """
+    P = make_problem(X, y, s, loss, R_BALL, ridge, b, b, "clip")
+    ex = LocalExecutor(P)
+    delta_f, p = P.delta, P.p
+    tau = TOL * delta_f
+    out: dict[str, dict[str, Any]] = {}
+    if methods & {"top-R", "top-R (seed cal.)"}:
+        t0 = time.perf_counter()
+        try:
+            lst = top_r_list(ex, tau, time_limit=time_limit)
+        except Refusal:
+            lst = None
+        secs = time.perf_counter() - t0
+        for name, c in (("top-R", EPS / (delta_f * (1 + 4 * TOL))), ("top-R (seed cal.)", EPS / (2 * delta_f))):
+            if name not in methods:
+                continue
+            if lst is None:
+                out[name] = {"draws": [None] * draws, "p_true": 0.0, "seconds": secs, "refused": True}
+                continue
+            idx, values = lst.listed()
+            logw = top_r_log_weights(values, p, s, c)
+            logw -= logsumexp(logw)
+            supports = [lst.support(int(k)) for k in idx]
+            p_true = math.exp(logw[supports.index(truth)]) if truth in supports else \
+                math.exp(logw[-1]) / (math.comb(p, s) - len(values))
+            got = top_r_sample(values, p, s, c, rng, lambda k: lst.support(int(idx[k])), lst.is_listed, size=draws)
+            out[name] = {"draws": got, "p_true": p_true, "seconds": secs, "refused": False}
+    if methods & {"mistakes (PTR)", "mistakes (paper)"}:
+        t0 = time.perf_counter()
+        try:
+            center, f0, f1, _, best_one = center_and_gap(ex, tau, time_limit=time_limit)
+        except Refusal:
+            center = None
+        sel = BSSMistakesSelector(s=s, epsilon=EPS, delta=DELTA, loss=loss, r=R_BALL, ridge=ridge, x_bound=b,
+                                  y_bound=b, tol=TOL)
+        for name, mode in (("mistakes (PTR)", "ptr"), ("mistakes (paper)", "paper")):
+            if name not in methods:
+                continue
+            sel.set_params(mode=mode)
+            eps1, c = sel.rates(delta_f)
+            if center is None:
+                out[name] = {"draws": [None] * draws, "p_true": 0.0, "seconds": time.perf_counter() - t0,
+                             "refused": True}
+                continue
+            bucket_tau = tau if mode == "ptr" else 5e-3 * abs(f0)
+            try:
+                buckets = mistakes_buckets(ex, center, f0, f1, bucket_tau, c, sel.horizon, time_limit, best_one)
+            except Refusal:
+                out[name] = {"draws": [None] * draws, "p_true": 0.0, "seconds": time.perf_counter() - t0,
+                             "refused": True}
+                continue
+            j_true = len(set(truth) - set(center))
+            if mode == "ptr":
+                gamma = (f1 - f0) / delta_f
+                thr = sel.threshold()
+                # P(gamma + Lap(1/eps1) > thr)
+                z = thr - gamma
+                p_pass = 1 - 0.5 * math.exp(eps1 * z) if z < 0 else 0.5 * math.exp(-eps1 * z)
+                logw = mistakes_log_weights(buckets.values, p, s, c)
+                logw -= logsumexp(logw)
+                size = math.comb(s, j_true) * math.comb(p - s, j_true)
+                p_true = p_pass * math.exp(logw[j_true]) / size
+                passed = gamma + rng.laplace(scale=1 / eps1, size=draws) > thr
+                got: list[Any] = [None] * draws
+                if passed.any():
+                    samples = mistakes_sample(center, buckets.values, p, c, rng, size=int(passed.sum()))
+                    for k, S in zip(np.flatnonzero(passed), samples):
+                        got[k] = S
+            else:
+                got = [sel._paper_sample(ex, buckets, c, rng) for _ in range(draws)]
+                u = buckets.values.copy()
+                for j in range(u.size - 2, 1, -1):
+                    u[j] = min(u[j], u[j + 1])
+                logw = mistakes_log_weights(u, p, s, c)
+                p_true = math.exp(logw[0] - logsumexp(logw)) if tuple(center) == truth else float("nan")
+            out[name] = {"draws": got, "p_true": p_true, "seconds": time.perf_counter() - t0, "refused": False}
+    return out
+
+
+def baselines(X: np.ndarray, y: np.ndarray, s: int, b: float, draws: int, rng: np.random.Generator,
+              methods: set[str], mcmc_draws: int, sa_draws: int) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    if "MCMC" in methods:
+        t0 = time.perf_counter()
+        got = RoyTewariMCMC(s, EPS, l1_bound=3.5, x_bound=b, y_bound=b, random_state=rng).sample(X, y, mcmc_draws)
+        out["MCMC"] = {"draws": got, "p_true": float("nan"), "seconds": time.perf_counter() - t0, "refused": False}
+    if "Samp-Agg" in methods:
+        t0 = time.perf_counter()
+        n = X.shape[0]
+        m = math.isqrt(n)
+        got = []
+        for _ in range(sa_draws):
+            sel = TwoStageSelector(k=s, epsilon=EPS, alpha=20.0 / (n / m), n_blocks=m, random_state=rng).fit(X, y)
+            got.append(tuple(int(j) for j in sel.features_))
+        out["Samp-Agg"] = {"draws": got, "p_true": float("nan"), "seconds": time.perf_counter() - t0,
+                           "refused": False}
+    return out
+
+
+def recovered(draws: list[Any], truth: tuple[int, ...]) -> float:
+    return float(np.mean([d is not None and tuple(sorted(d)) == truth for d in draws]))
+
+
+# ----------------------------------------------------------------------------- experiments
+
+
+def recovery_vs_n(args: argparse.Namespace, loss: str, p: int, ns: list[int], ridge: float,
+                  methods: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for n in ns:
+        for trial in range(args.trials):
+            X, y, truth = data(n, p, 5, 1000 * n + trial, hinge=loss == "hinge")
+            rng = np.random.default_rng(trial)
+            limit = args.hinge_time_limit if loss == "hinge" else 600.0
+            res = bss_methods(X, y, 5, loss, ridge, 0.5, args.draws, rng, truth, set(methods), limit)
+            res |= baselines(X, y, 5, 0.5, args.draws, rng, set(methods), args.draws, args.sa_draws)
+            for name, r in res.items():
+                rows.append({"loss": loss, "p": p, "n": n, "trial": trial, "method": name,
+                             "recovered": recovered(r["draws"], truth), "p_true": r["p_true"],
+                             "refused": int(r["refused"]), "seconds": r["seconds"], "draws": len(r["draws"])})
+            print(f"  {loss} p={p} n={n} trial {trial}: " + ", ".join(
+                f"{k} {recovered(v['draws'], truth):.2f}" for k, v in res.items()), file=sys.stderr, flush=True)
+    return rows
+
+
+def ablation(args: argparse.Namespace, what: str, values: list[float]) -> list[dict[str, Any]]:
+    rows = []
+    for v in values:
+        b, ridge = (v, 300.0) if what == "b_x" else (0.5, v)
+        for trial in range(args.trials):
+            X, y, truth = data(4000, 100, 5, 77 + trial)
+            rng = np.random.default_rng(trial)
+            res = bss_methods(X, y, 5, "squared", ridge, b, args.draws, rng, truth,
+                              {"top-R", "mistakes (PTR)", "mistakes (paper)"})
+            for name, r in res.items():
+                rows.append({"ablation": what, "value": v, "trial": trial, "method": name,
+                             "recovered": recovered(r["draws"], truth), "p_true": r["p_true"]})
+        print(f"  ablation {what}={v}", file=sys.stderr, flush=True)
+    return rows
+
+
+def r_sweep(args: argparse.Namespace, Rs: list[int]) -> list[dict[str, Any]]:
+    """Top-R with any R by brute force (p = 100, s = 3, n = 1000, ridge 80; the seed's App. D.1.2)."""
+    rows = []
+    p, s = 100, 3
+    edges = (1 + s * (p - s), 1 + s * (p - s) + math.comb(s, 2) * math.comb(p - s, 2))
+    for trial in range(args.trials):
+        X, y, truth = data(1000, p, s, 555 + trial)
+        P = make_problem(X, y, s, "squared", R_BALL, 80.0, 0.5, 0.5, "clip")
+        supports, values = enumerate_values(P)
+        order = np.argsort(values, kind="stable")
+        true_idx = int(np.flatnonzero((supports == np.array(truth)).all(axis=1))[0])
+        for method, c in (("top-R (brute force)", EPS / (P.delta * (1 + 4 * TOL))),
+                          ("top-R (brute force, seed cal.)", EPS / (2 * P.delta))):
+            for R in Rs:
+                t = values[order[R - 1]]
+                logp = -c * np.minimum(values, t)
+                rows.append({"method": method, "R": R, "trial": trial,
+                             "p_true": float(np.exp(logp[true_idx] - logsumexp(logp))),
+                             "bucket_edges": f"{edges[0]}/{edges[1]}"})
+    return rows
+
+
+def utility(args: argparse.Namespace, ns: list[int]) -> list[dict[str, Any]]:
+    """Total epsilon 2: selection at 1, objective perturbation (stage 2) at 1 on a 70/30 split."""
+    rows = []
+    methods = {"top-R", "mistakes (PTR)", "MCMC", "Samp-Agg"}
+    for n in ns:
+        for trial in range(args.trials):
+            X, y, truth = data(n, 100, 5, 3000 * n + trial)
+            rng = np.random.default_rng(trial)
+            test = np.random.default_rng(99 + trial).random(n) < 0.3
+            Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
+            k = args.stage2_draws
+            res = bss_methods(Xtr, ytr, 5, "squared", 120.0, 0.5, k, rng, truth, methods)
+            res |= baselines(Xtr, ytr, 5, 0.5, k, rng, methods, k, k)
+            P = make_problem(Xtr, ytr, 5, "squared", R_BALL, 120.0, 0.5, 0.5, "clip")
+            ex = LocalExecutor(P)
+            from dpdist.selection.best_subset.oa import evaluate_unit
+            center, f0, *_ = center_and_gap(ex, TOL * P.delta, 600)
+            for name, r in res.items():
+                losses, mses = [], []
+                for S in r["draws"]:
+                    if S is None:
+                        continue
+                    S = tuple(sorted(S))
+                    losses.append((ex.call(evaluate_unit, (S, 1e-9))[0] - f0) / Xtr.shape[0])
+                    model = ObjectivePerturbation("squared", EPS, random_state=rng).fit(Xtr[:, list(S)], ytr)
+                    mses.append(float(np.mean((Xte[:, list(S)] @ model.coef_ - yte) ** 2)))
+                rows.append({"n": n, "trial": trial, "method": name,
+                             "utility_loss": float(np.mean(losses)) if losses else float("nan"),
+                             "test_mse": float(np.mean(mses)) if mses else float("nan"),
+                             "released": len(losses), "draws": len(r["draws"])})
+        print(f"  utility n={n}", file=sys.stderr, flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------------- output
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    keys = list(rows[0])
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def summarise(rows: list[dict[str, Any]], key: str, value: str = "recovered") -> dict[tuple, tuple[float, float]]:
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for r in rows:
+        groups[(r["method"], r[key])].append(r[value])
+    return {k: (float(np.nanmean(v)), float(np.nanstd(v) / math.sqrt(len(v)))) for k, v in groups.items()}
+
+
+def plot(path: Path, summary: dict, xs: list, methods: list[str], xlabel: str, ylabel: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for m in methods:
+        pts = [(x, *summary[(m, x)]) for x in xs if (m, x) in summary]
+        if pts:
+            x, mean, se = zip(*pts)
+            ax.errorbar(x, mean, yerr=se, marker="o", capsize=3, label=m)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(summary: dict, xs: list, methods: list[str], xname: str, fmt: str = "{:.3f}") -> list[str]:
+    lines = [f"| method | " + " | ".join(f"{xname}={x}" for x in xs) + " |",
+             "| --- |" + " --- |" * len(xs)]
+    for m in methods:
+        if any((m, x) in summary for x in xs):
+            cells = [fmt.format(summary[(m, x)][0]) + " ± " + fmt.format(summary[(m, x)][1])
+                     if (m, x) in summary else "" for x in xs]
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def check(claim: str, holds: bool, detail: str) -> str:
+    return f"| {claim} | {'holds' if holds else 'does NOT hold'} | {detail} |"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--draws", type=int, default=100)
+    ap.add_argument("--sa-draws", type=int, default=20, help="Samp-Agg runs per trial (each refits sqrt(n) LASSOs)")
+    ap.add_argument("--stage2-draws", type=int, default=20)
+    ap.add_argument("--hinge-trials", type=int, default=3)
+    ap.add_argument("--hinge-time-limit", type=float, default=120.0, help="seconds per MIP in the hinge runs")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default=None, help="comma list of: ls,hinge,ablations,rsweep,utility")
+    ap.add_argument("--out", default="results/bss")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore", category=UserWarning)
+    ns = [3000, 4000, 5000, 6000, 7000, 8000]
+    hinge_ns = [3000, 4000, 5000, 6000]
+    bxs, ridges = [0.5, 0.75, 1.0, 1.25, 1.5], [120.0, 140.0, 160.0, 180.0, 200.0]
+    Rs = [2, 300] + list(range(1000, 15000, 1000)) + [14200, 14300, 15000]
+    if args.quick:
+        args.trials, args.draws, args.sa_draws, args.stage2_draws, args.hinge_trials = 2, 50, 5, 5, 1
+        ns, hinge_ns, bxs, ridges = [3000, 5000, 8000], [3000, 6000], [0.5, 1.0, 1.5], [120.0, 200.0]
+        Rs = [2, 300, 5000, 14200, 14300, 15000]
+    only = set(args.only.split(",")) if args.only else {"ls", "hinge", "ablations", "rsweep", "utility"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    md = ["# Seed 002 experiments (DP best subset selection): results", "",
+          f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`; trials per point {args.trials}, "
+          f"draws per trial {args.draws} (Samp-Agg {args.sa_draws}); load average at start "
+          f"{os.getloadavg()[0]:.2f}. Selection epsilon = {EPS}; mistakes (PTR) delta = {DELTA}.",
+          "`recovered` = fraction of draws equal to the true support (mean ± s.e. over trials).", ""]
+    checks = []
+    if "ls" in only:
+        rows = recovery_vs_n(args, "squared", 100, ns, 120.0, ORDER)
+        write_csv(out / "recovery_ls.csv", rows)
+        summ = summarise(rows, "n")
+        plot(out / "recovery_ls.png", summ, ns, ORDER, "n", "fraction exactly recovered",
+             "Least squares, p=100, s=5, SNR 5, rho 0.1, eps=1")
+        ptrue = summarise([r for r in rows if not math.isnan(r["p_true"])], "n", "p_true")
+        md += ["## Recovery vs n, least squares (p = 100, s = 5) -- seed Fig. 1(a)", "",
+               *table(summ, ns, ORDER, "n"), "", "Exact P(release = true support) of our mechanisms:", "",
+               *table(ptrue, ns, ["top-R", "top-R (seed cal.)", "mistakes (PTR)"], "n"), "",
+               "![recovery](recovery_ls.png)", ""]
+        first, last = ns[0], ns[-1]
+        for m in ("top-R", "mistakes (PTR)", "mistakes (paper)"):
+            checks.append(check(f"{m}: recovery rises with n", summ[(m, last)][0] >= summ[(m, first)][0],
+                                f"{summ[(m, first)][0]:.2f} at n={first} -> {summ[(m, last)][0]:.2f} at n={last}"))
+        # the seed says "for large enough n"; at the largest n several curves reach 1, so the
+        # comparison statistic is the mean recovery over the whole n grid (area under the curve)
+        avg = {m: float(np.mean([summ[(m, n)][0] for n in ns])) for m in ORDER}
+        checks.append(check("seed calibration: mistakes > top-R (mean over n)",
+                            avg["mistakes (paper)"] > avg["top-R (seed cal.)"],
+                            f"mistakes (paper) {avg['mistakes (paper)']:.2f} vs top-R (seed cal.) "
+                            f"{avg['top-R (seed cal.)']:.2f}"))
+        checks.append(check("our calibration: mistakes (PTR) > top-R (mean over n)",
+                            avg["mistakes (PTR)"] > avg["top-R"], f"{avg['mistakes (PTR)']:.2f} vs {avg['top-R']:.2f}"))
+        checks.append(check("top-R > MCMC and Samp-Agg (mean over n)", avg["top-R"] > max(avg["MCMC"], avg["Samp-Agg"]),
+                            f"top-R {avg['top-R']:.2f}, MCMC {avg['MCMC']:.2f}, Samp-Agg {avg['Samp-Agg']:.2f}"))
+        checks.append(check("top-R (seed cal.) > MCMC and Samp-Agg (mean over n)",
+                            avg["top-R (seed cal.)"] > max(avg["MCMC"], avg["Samp-Agg"]),
+                            f"top-R (seed cal.) {avg['top-R (seed cal.)']:.2f}"))
+    if "hinge" in only:
+        h_args = argparse.Namespace(**{**vars(args), "trials": args.hinge_trials})
+        hm = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "Samp-Agg"]
+        rows = recovery_vs_n(h_args, "hinge", 1000, hinge_ns, 100.0, hm)
+        write_csv(out / "recovery_hinge.csv", rows)
+        summ = summarise(rows, "n")
+        plot(out / "recovery_hinge.png", summ, hinge_ns, hm, "n", "fraction exactly recovered",
+             "Hinge, p=1000, s=5, SNR 5, rho 0.1, eps=1")
+        refused = summarise(rows, "n", "refused")
+        md += ["## Recovery vs n, hinge loss (p = 1000, s = 5) -- seed Fig. 1(b)", "",
+               f"{args.hinge_trials} trial(s) per n; MIP time limit {args.hinge_time_limit:g} s (a refusal releases "
+               "nothing: all its draws count as misses).", "", *table(summ, hinge_ns, hm, "n"), "",
+               "Fraction of trials refused (MIP time limit; mistakes (PTR) also when its gap test fails is *not* "
+               "counted here -- that is a release of 'nothing'):", "",
+               *table(refused, hinge_ns, ["top-R", "mistakes (PTR)", "mistakes (paper)"], "n"), "",
+               "![hinge](recovery_hinge.png)", ""]
+        havg = {m: float(np.mean([summ[(m, n)][0] for n in hinge_ns])) for m in hm}
+        checks.append(check("hinge: mistakes > top-R > Samp-Agg (seed calibration, mean over n)",
+                            havg["mistakes (paper)"] > havg["top-R (seed cal.)"] > havg["Samp-Agg"],
+                            ", ".join(f"{m} {havg[m]:.2f}" for m in hm)))
+    if "ablations" in only:
+        am = ["top-R", "mistakes (PTR)", "mistakes (paper)"]
+        for what, values in (("b_x", bxs), ("ridge", ridges)):
+            rows = ablation(args, what, values)
+            write_csv(out / f"ablation_{what}.csv", rows)
+            summ = summarise(rows, "value")
+            plot(out / f"ablation_{what}.png", summ, values, am, what, "fraction exactly recovered",
+                 f"Ablation of {what} (n=4000, p=100, s=5" + (", ridge 300)" if what == "b_x" else ")"))
+            md += [f"## Ablation: {what} (n = 4000" + (", ridge 300, b_y = b_x" if what == "b_x" else "") + ")", "",
+                   *table(summ, values, am, what), "", f"![{what}](ablation_{what}.png)", ""]
+            for m in ("top-R", "mistakes (paper)"):
+                means = [summ[(m, v)][0] for v in values]
+                if what == "b_x":
+                    k = int(np.argmax(means))
+                    checks.append(check(f"b_x ablation ({m}): an intermediate b_x is best",
+                                        0 < k < len(values) - 1 or means[k] == means[1],
+                                        ", ".join(f"{v}: {x:.2f}" for v, x in zip(values, means))))
+                else:
+                    checks.append(check(f"ridge ablation ({m}): the largest ridge hurts", means[-1] < max(means),
+                                        ", ".join(f"{v:g}: {x:.2f}" for v, x in zip(values, means))))
+    if "rsweep" in only:
+        rows = r_sweep(args, Rs)
+        write_csv(out / "r_sweep.csv", rows)
+        rm = ["top-R (brute force)", "top-R (brute force, seed cal.)"]
+        summ = summarise(rows, "R", "p_true")
+        plot(out / "r_sweep.png", summ, Rs, rm, "R", "P(release = true support)",
+             "R sweep (p=100, s=3, n=1000, ridge 80); bucket edges 292, 14260")
+        md += ["## Ablation: R (brute-force top-R lists; p = 100, s = 3, n = 1000, ridge 80)", "",
+               "Bucket edges: 1 + s(p - s) = 292 and 292 + C(3,2) C(97,2) = 14260 (the seed's App. D.1.2 "
+               "writes 1+291 and 1+291+13968). Exact P(release = true support).", "", *table(summ, Rs, rm, "R"), "",
+               "![R](r_sweep.png)", ""]
+        for m in rm:
+            means = [summ[(m, R)][0] for R in Rs]
+            checks.append(check(f"R ablation ({m}): a larger R never lowers P(true) (Lemma A.5)",
+                                all(b >= a - 1e-12 for a, b in zip(means, means[1:])),
+                                f"{means[0]:.3f} at R=2 -> {means[-1]:.3f} at R={Rs[-1]}"))
+            jumps = np.diff(means)
+            big_jumps = [Rs[i + 1] for i in np.argsort(-jumps)[:2] if jumps[i] > 1e-3]
+            checks.append(check(f"R ablation ({m}): the large jumps sit at the bucket edges (292, 14260)",
+                                bool(big_jumps) and all(R in (300, 14300) for R in big_jumps),
+                                "increases > 0.001 largest on reaching R = " + (", ".join(map(str, big_jumps)) or
+                                                                               "(none)")))
+    if "utility" in only:
+        rows = utility(args, ns)
+        write_csv(out / "utility.csv", rows)
+        um = ["mistakes (PTR)", "top-R", "MCMC", "Samp-Agg"]
+        for metric, label in (("utility_loss", "utility loss f(S) - f(S*)"), ("test_mse", "test MSE")):
+            summ = summarise([r for r in rows if not math.isnan(r[metric])], "n", metric)
+            plot(out / f"{metric}.png", summ, ns, um, "n", label, f"{label}, total eps = 2 (1 + 1)")
+            md += [f"## {label} with stage 2 (objective perturbation), total epsilon 2 -- seed App. D.1.1", "",
+                   *table(summ, ns, um, "n", "{:.4g}"), "", f"![{metric}]({metric}.png)", ""]
+        md += ["(Averages over the draws that released a support; a refused mistakes (PTR) test releases none.)", ""]
+    md += ["## The seed's stated orderings (spec 8), checked", "", "| claim | here | numbers |", "| --- | --- | --- |",
+           *checks, "", f"Total time {time.perf_counter() - t_start:.0f} s."]
+    (out / "table.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

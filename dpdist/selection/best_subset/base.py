@@ -1,0 +1,166 @@
+"""What the two BSS selectors share: parameters, validation, the charge-then-compute release.
+
+``fit`` validates the parameters and the data (Assumption 1) *before* anything is charged:
+bad input is a ``ParameterError`` and costs nothing. Then, with an accountant, the release
+goes through ``Accountant.release`` with ``privacy_charge()`` and every release parameter
+(``release_params``): the charge is recorded first, the MIP pipeline and the sampler run
+inside ``compute``, and the ledger records the released support -- or the refusal. A
+refusal is raised inside ``compute`` -- a solver limit as ``SolverFailure``, a failed
+propose-test-release check as ``ReleaseRefused`` -- so the accountant records it as the
+release's outcome: the charge stands, and a retry with the same key raises it again and spends
+nothing more (a solver limit that depends on the data cannot be retried into a result).
+
+The solvers' timings and diagnostics (``seconds_``, ``top_r_``, ``buckets_``) stay on the
+estimator for the operator; they are statistics of the data and are never part of the release.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.feature_selection import SelectorMixin
+from sklearn.utils.validation import validate_data
+
+from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverFailure
+from dpdist.privacy.loss import Charge
+from dpdist.selection.best_subset.executor import LocalExecutor
+from dpdist.selection.best_subset.objective import BOUND_MODES, LOSSES, make_problem
+from dpdist.utils.random import check_random_state
+from dpdist.utils.validation import check_count, check_epsilon, check_positive
+
+__all__ = ["BSSSelectorBase", "Refusal"]
+
+
+class Refusal(DPDistError):
+    """Raised inside a release when it publishes nothing: a solver limit ("solver") or a
+    failed privacy test ("test")."""
+
+    def __init__(self, message: str, kind: str = "solver") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class BSSSelectorBase(SelectorMixin, BaseEstimator):
+    """Shared parameters and the release logic of the top-R and mistakes selectors."""
+
+    mechanism = "bss"
+
+    def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
+                 ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
+                 tol: float = 1e-3, time_limit: float = 600.0, random_state: Any = None) -> None:
+        self.s = s
+        self.epsilon = epsilon
+        self.loss = loss
+        self.r = r
+        self.ridge = ridge
+        self.x_bound = x_bound
+        self.y_bound = y_bound
+        self.bounds = bounds
+        self.tol = tol
+        self.time_limit = time_limit
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ validation
+
+    def _validate(self) -> None:
+        check_count(self.s, "s")
+        check_epsilon(self.epsilon)
+        if self.loss not in LOSSES:
+            raise ParameterError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        if self.bounds not in BOUND_MODES:
+            raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
+        for name in ("r", "ridge", "x_bound", "y_bound", "time_limit"):
+            check_positive(getattr(self, name), name)
+        tol = check_positive(self.tol, "tol")
+        if tol > 0.05:
+            raise ParameterError(f"tol must be <= 0.05 (a fraction of Delta), got {tol!r}")
+        self._validate_extra()
+
+    def _validate_extra(self) -> None:
+        """Subclass parameters."""
+
+    def make_problem(self, X: Any, y: Any) -> Any:
+        """The validated instance (Assumption 1 enforced); raises ParameterError before any charge."""
+        self._validate()
+        return make_problem(X, y, self.s, self.loss, self.r, self.ridge, self.x_bound, self.y_bound, self.bounds)
+
+    # --------------------------------------------------------------------- release
+
+    def privacy_charge(self) -> Charge:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+    def release_params(self, n_features: int) -> dict[str, Any]:
+        """Every parameter of a release, for the ledger's release identity."""
+        params = self.get_params()
+        params.pop("random_state", None)
+        return {**params, "method": self.mechanism, "n_features": int(n_features)}
+
+    def _release(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:  # pragma: no cover
+        raise NotImplementedError
+
+    def fit(self, X: Any, y: Any, accountant: Any = None, dataset: str | None = None,
+            key: str | None = None) -> BSSSelectorBase:
+        """Select s features of (X, y); charged to ``accountant`` (when given) before computing.
+
+        X and y are validated (scikit-learn's ``validate_data``: finite, numeric, 2-d X) before
+        anything is charged; a failure is a ``ParameterError``.
+        """
+        self._validate()
+        try:
+            X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64, y_numeric=True)
+        except ParameterError:
+            raise
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
+        return self.fit_executor(LocalExecutor(self.make_problem(X, y)), accountant, dataset, key)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        return tags
+
+    def fit_executor(self, executor: Any, accountant: Any = None, dataset: str | None = None,
+                     key: str | None = None) -> BSSSelectorBase:
+        """Release from an instance behind ``executor`` (in-process or a Dask cluster)."""
+        self._validate()
+        if executor.meta.s != self.s or executor.meta.loss != self.loss:
+            raise ParameterError("the executor's instance was built with other parameters than this selector's")
+        rng = check_random_state(self.random_state)
+        t0 = time.perf_counter()
+
+        charged = "; the charge stands" if accountant is not None else ""
+
+        def compute() -> dict[str, Any]:
+            try:
+                support = self._release(executor, rng)
+            except Refusal as e:  # raised inside the release: the accountant records it as the outcome
+                error = ReleaseRefused if e.kind == "test" else SolverFailure
+                raise error(f"{self.mechanism}: no support released: {e}{charged} (whether this happens depends "
+                            "on the data, so the refusal is recorded as the release)") from None
+            return {"support": [int(j) for j in support]}
+
+        self.support_ = None
+        if accountant is None:
+            out, self.release_ = compute(), None
+        else:
+            if dataset is None:
+                raise ParameterError("dataset is required to charge the accountant")
+            key = key or f"{self.mechanism.replace('/', '-')}-{uuid.uuid4().hex}"
+            self.release_ = {"key": key}
+            # a refusal recorded by an earlier attempt under this key is raised again here (never redrawn)
+            out = accountant.release(dataset, self.privacy_charge(), key, compute,
+                                     self.release_params(executor.meta.p))
+        self.seconds_ = time.perf_counter() - t0
+        self.n_features_in_ = int(executor.meta.p)
+        self.support_ = np.asarray(sorted(out["support"]), dtype=np.int64)
+        return self
+
+    def _get_support_mask(self) -> np.ndarray:
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[self.support_] = True
+        return mask

@@ -1,0 +1,300 @@
+"""DP best subset selection by the mistakes method, made unconditional by propose-test-release
+(seed 002 Sec. 2.1.2, Theorem 2, App. A.4-A.5; spec 6.4).
+
+Procedure:
+
+1. Centre C: IHT + one-swap local search (``iht``), which gives f_1 = the best one-swap value.
+2. Second best (one MIP on a ``mip`` worker): the master over the supports with >= 2
+   mistakes from C, objective limit f_1. "Infeasible" certifies that no such support is
+   below f_1, so C is the optimum S* (it is a one-swap local minimum) and the gap is
+   gamma = f_1 - F(C). A support below F(C) restarts the search from it.
+3. Test (propose-test-release, charged epsilon_1 = ``ptr_fraction`` * epsilon): release
+   nothing unless gamma/Delta + Lap(1/epsilon_1') > 1 + 4 tol + ln(1/(2 delta))/epsilon_1'.
+4. Buckets (independent MIPs, one per j = 2..min(s, p - s), mapped over ``mip`` workers):
+   u_j = min(f_j, F(C) + M_j), f_j = min over the supports with exactly j mistakes
+   (sum_{j' in C} z_j' = s - j), found by a master with objective limit F(C) + M_j; when the
+   master is infeasible the bucket is clamped at F(C) + M_j. u_1 = min(f_1, F(C) + M_1).
+5. Sample (``samplers.mistakes_sample``, epsilon_2 = epsilon - epsilon_1): a bucket j with
+   probability ∝ |P_j| exp(-c u_j), |P_j| = C(s, j) C(p - s, j), then a uniform member of it.
+
+The horizon M_j = (ln|P_j| + ``horizon``)/c is public. A clamped bucket has at most
+e^-horizon times the weight of S* whatever its exact minimum, so clamping changes
+P(output = S*) by at most (number of buckets) * e^-horizon (4.5e-5 per bucket at the default
+horizon 10); it spares the MIP from proving the minimum of buckets too far away to matter.
+The seed computes every bucket to OA tolerance 5e-3 (relative) instead.
+
+Privacy (ADD/REMOVE): (epsilon, delta)-DP, unconditionally
+----------------------------------------------------------
+Notation: F_D as in ``objective`` (monotone, 0 <= F_D' - F_D <= Delta for D' = D + {d});
+S*(D) its minimiser; gamma(D) = min_{S != S*(D)} F_D(S) - F_D(S*(D)) >= 0 (0 on ties).
+
+(a) If gamma(D) > Delta then S*(D') = S*(D) for every neighbour D'. For D' = D + {d} and
+    S != S*: F_D'(S) - F_D'(S*) >= F_D(S) - F_D(S*) - Delta > 0; for D' = D - {d}:
+    F_D'(S) - F_D'(S*) >= (F_D(S) - Delta) - F_D(S*) > 0. (Seed Theorem 2 states 2 Delta for
+    REPLACE; ADD/REMOVE needs Delta.)
+(b) gamma is Delta-sensitive. If S*(D) = S*(D'), each difference F(S) - F(S*) moves by at
+    most Delta (both terms move the same way by amounts in [0, Delta]). If S*(D) = A !=
+    B = S*(D'), then by (a) gamma(D) <= Delta and gamma(D') <= Delta, and both are >= 0.
+(c) Given a common centre, every bucket minimum f_j = min_{S in P_j} F(S) is monotone and
+    Delta-sensitive (a minimum over a fixed set of monotone Delta-sensitive values), so is
+    F(C) + M_j, and so is their minimum u_j: the bucket EM at rate c = epsilon_2/Delta is
+    epsilon_2-DP (monotone utilities).
+(d) PTR. Call D safe when gamma(D) > Delta + 2 tau. If D is safe, the computed centres of D
+    and of any neighbour D' are both S*(D) (each is optimal within 1.2 tau and, by (a) and
+    (b), the optimum is unique by more than 2 tau in both), so the test (epsilon_1-DP by
+    (b)) composed with the EM (epsilon_2-DP by (c)) gives P_D(E) <= e^epsilon P_D'(E) and
+    back, for every event E. If neither D nor D' is safe, gamma^(D)/Delta <= 1 + 4 tol, so
+    P_D(pass) <= P(Lap(1/epsilon_1') > ln(1/(2 delta))/epsilon_1') = delta and
+    P_D(E) <= P_D(E and fail) + delta <= e^epsilon_1 P_D'(E) + delta (failing is a
+    post-processing of the epsilon_1-DP test). So the release is (epsilon, delta)-DP with
+    epsilon = epsilon_1 + epsilon_2.
+(e) Certified tolerance: all values are certified within tau = tol * Delta (gamma within
+    2 tau). The test's statistic then has sensitivity Delta (1 + 4 tol) and the EM's
+    utilities are within tau of (c); both run at rate epsilon_i / (1 + 4 tol), so each
+    spends exactly its epsilon_i (see ``top_r`` for the EM factor).
+
+Without the test ("paper" mode: the seed's public code -- all of epsilon on the EM at the
+seed's calibration exp(-epsilon F/(2 Delta)), buckets ">= j mistakes", the bucket's best
+support returned) the guarantee holds only on data satisfying gap > Delta, which nobody
+checks: paper mode has no privacy guarantee, is for reproducing the seed's figures, and
+refuses an accountant.
+
+A refused test releases nothing, by design; it is a valid output of the mechanism. Solver
+limits after the charge are refusals as for top-R (``top_r`` docstring).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import Charge, PrivacyLoss
+from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
+from dpdist.selection.best_subset.iht import iht_unit, local_search
+from dpdist.selection.best_subset.oa import MasterJob, drop_sets, master_unit, oracle_for, solve_master
+from dpdist.selection.best_subset.objective import Problem
+from dpdist.selection.best_subset.samplers import log_comb, mistakes_sample
+from dpdist.utils.validation import check_delta, check_positive
+
+__all__ = ["BSSMistakesSelector", "BucketJob", "Buckets", "bucket_unit", "center_and_gap", "mistakes_buckets"]
+
+Support = tuple[int, ...]
+MODES = ("ptr", "paper")
+
+
+@dataclass(frozen=True)
+class BucketJob:
+    """Bucket j of the centre: its minimum if below ``threshold``, else clamped."""
+
+    center: Support
+    j: int
+    threshold: float
+    tau: float
+    time_limit: float
+
+
+def bucket_unit(problem: Problem, job: BucketJob) -> tuple[str, float, Support | None]:
+    """Work unit: ("clamped", threshold, None), ("exact", value, argmin) or ("timelimit", nan, None).
+
+    The bucket is split by the removal set K (which j centre features leave; ``oa.drop_sets``),
+    cheapest first: each subproblem fixes the centre's variables, and the best value so far is
+    the next one's objective limit. A bucket with too many removal sets is one master.
+    """
+    s, C = problem.s, job.center
+    oracle = oracle_for(problem, job.tau / 10.0)
+    deadline = time.monotonic() + job.time_limit
+    best_value, best = job.threshold, None
+    Ks = drop_sets(oracle, C, [job.j])
+    for K in Ks if Ks is not None else [None]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timelimit", math.nan, None
+        kw = dict(drop=K) if K is not None else dict(common=s - job.j)
+        res = solve_master(oracle, [C], center=C, objlimit=best_value, gap=job.tau / 2.0, time_limit=left, **kw)
+        if res.status == "timelimit":
+            return "timelimit", math.nan, None
+        if res.status == "optimal" and res.value < best_value:
+            best_value, best = float(res.value), res.support
+    if best is None:
+        return "clamped", job.threshold, None
+    return "exact", min(best_value, job.threshold), best
+
+
+@dataclass
+class Buckets:
+    """The centre, its bucket values u_0..u_jmax and what the MIPs found."""
+
+    center: Support
+    values: np.ndarray
+    best: list[Support | None]
+    gap: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def center_and_gap(executor: Any, tau: float, time_limit: float, max_recenter: int = 5
+                   ) -> tuple[Support, float, float, np.ndarray, Support]:
+    """Steps 1-2: (centre, F(centre), f_1, swap table, best one-swap), centre certified optimal.
+
+    The returned f_1 is min(best one-swap, best >= 2-mistake support) when the latter is lower.
+    """
+    s = executor.meta.s
+    inner = tau / 10.0
+    start = executor.call(iht_unit, None)
+    for _ in range(max_recenter + 1):
+        center, f0, table = local_search(executor, start, inner)
+        i, j = np.unravel_index(int(np.argmin(table)), table.shape)
+        f1 = float(table[i, j])
+        from dpdist.selection.best_subset.iht import swap_support
+
+        second = swap_support(center, int(i), int(j))
+        if s < 2 or executor.meta.p - s < 2:  # no support has two mistakes
+            return center, f0, f1, table, second
+        res = executor.mip(master_unit, MasterJob((center,), inner, center=center, max_common=s - 2, objlimit=f1,
+                                                  gap=tau / 2.0, time_limit=time_limit))
+        if res.status == "timelimit":
+            raise Refusal(f"the optimality certificate of the centre hit the MIP time limit ({time_limit:g} s)")
+        if res.status == "infeasible":
+            return center, f0, f1, table, second
+        if float(res.value) < f0 - tau:
+            start = res.support
+            continue
+        return center, f0, min(f1, float(res.value)), table, res.support if res.value < f1 else second
+    raise Refusal(f"the centre moved more than max_recenter={max_recenter} times")
+
+
+def mistakes_buckets(executor: Any, center: Support, f0: float, f1: float, tau: float, scale: float,
+                     horizon: float, time_limit: float, best_one: Support) -> Buckets:
+    """Step 4: the bucket values u_j = min(f_j, F(C) + M_j), j = 0..min(s, p - s), each within tau."""
+    p, s = executor.meta.p, executor.meta.s
+    jmax = min(s, p - s)
+    M = [(log_comb(s, j) + log_comb(p - s, j) + horizon) / scale for j in range(jmax + 1)]
+    values = np.empty(jmax + 1)
+    best: list[Support | None] = [center] + [None] * jmax
+    values[0] = f0
+    values[1] = min(f1, f0 + M[1])
+    best[1] = best_one
+    jobs = [BucketJob(center, j, f0 + M[j], tau, time_limit) for j in range(2, jmax + 1)]
+    kinds = []
+    for job, (kind, value, support) in zip(jobs, executor.mip_map(bucket_unit, jobs)):
+        if kind == "timelimit":
+            raise Refusal(f"a mistakes bucket hit the MIP time limit ({time_limit:g} s)")
+        values[job.j], best[job.j] = value, support
+        kinds.append(kind)
+    return Buckets(center, values, best, f1 - f0, {"kinds": kinds})
+
+
+class BSSMistakesSelector(BSSSelectorBase):
+    """Private best subset selection by the mistakes method with a propose-test-release gap check.
+
+    Parameters (besides those of ``BSSTopRSelector``)
+    -----------------------------------------------
+    delta : the PTR failure probability; the release is (epsilon, delta)-DP (> 0 required).
+    ptr_fraction : share of epsilon spent on the gap test (the rest samples the buckets).
+    horizon : bucket clamping horizon (module docstring); larger is closer to the exact
+        minima and costlier.
+    mode : "ptr" (default, unconditionally private) or "paper" (the seed's public code:
+        no test, bucket best supports, ">= j" buckets, the seed's calibration; no privacy
+        guarantee, refuses an accountant).
+
+    A failed test raises ``ReleaseRefused`` (nothing is released; the charge stands).
+    """
+
+    mechanism = "bss/mistakes-ptr"
+
+    def __init__(self, s: int = 5, epsilon: float = 1.0, delta: float = 1e-6, loss: str = "squared",
+                 r: float = 1.1, ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5,
+                 bounds: str = "check", tol: float = 1e-3, time_limit: float = 600.0, ptr_fraction: float = 0.5,
+                 horizon: float = 10.0, mode: str = "ptr", random_state: Any = None) -> None:
+        super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
+                         bounds=bounds, tol=tol, time_limit=time_limit, random_state=random_state)
+        self.delta = delta
+        self.ptr_fraction = ptr_fraction
+        self.horizon = horizon
+        self.mode = mode
+
+    def _validate_extra(self) -> None:
+        if self.mode not in MODES:
+            raise ParameterError(f"mode must be one of {MODES}, got {self.mode!r}")
+        check_positive(self.horizon, "horizon")
+        if self.mode == "ptr":
+            delta = check_delta(self.delta)
+            if not 0.0 < delta < 0.5:
+                raise ParameterError(f"delta must lie in (0, 0.5) for the propose-test-release check, got {delta!r}")
+            if not 0.0 < float(self.ptr_fraction) < 1.0:
+                raise ParameterError(f"ptr_fraction must lie in (0, 1), got {self.ptr_fraction!r}")
+
+    def privacy_charge(self) -> Charge:
+        """What ``fit`` charges: (epsilon, delta)-DP (propose-test-release has no stronger form).
+
+        Paper mode has no guarantee to charge and raises ParameterError.
+        """
+        self._validate()
+        if self.mode == "paper":
+            raise ParameterError("mode='paper' (the seed's unchecked mistakes method) has no privacy guarantee; "
+                                 "it reproduces the seed's figures only and cannot be charged to an accountant")
+        return Charge(PrivacyLoss.approx(float(self.epsilon), float(self.delta)), self.mechanism)
+
+    def rates(self, delta_f: float) -> tuple[float, float]:
+        """(Laplace rate epsilon_1' of the test, EM rate c = epsilon_2'/Delta) after the tolerance factor."""
+        factor = 1.0 + 4.0 * self.tol
+        if self.mode == "paper":
+            return 0.0, self.epsilon / (2.0 * delta_f)
+        eps1 = self.ptr_fraction * self.epsilon
+        return eps1 / factor, (self.epsilon - eps1) / (factor * delta_f)
+
+    def threshold(self) -> float:
+        """The PTR threshold on gamma/Delta + noise."""
+        eps1, _ = self.rates(1.0)
+        return 1.0 + 4.0 * self.tol + math.log(1.0 / (2.0 * self.delta)) / eps1
+
+    def _release(self, executor: Any, rng: np.random.Generator) -> Support:
+        meta = executor.meta
+        tau = self.tol * meta.delta
+        eps1, scale = self.rates(meta.delta)
+        try:
+            center, f0, f1, _, best_one = center_and_gap(executor, tau, self.time_limit)
+            gamma = f1 - f0
+            if self.mode == "ptr":
+                noisy = gamma / meta.delta + rng.laplace(scale=1.0 / eps1)
+                if not noisy > self.threshold():
+                    raise Refusal("the propose-test-release check of the optimality gap failed "
+                                  "(the data are not stable enough for the mistakes method at this budget)",
+                                  kind="test")
+            # paper mode: the seed code's OA tolerance (5e-3 relative) for the buckets
+            bucket_tau = tau if self.mode == "ptr" else 5e-3 * abs(f0)
+            buckets = mistakes_buckets(executor, center, f0, f1, bucket_tau, scale, self.horizon, self.time_limit,
+                                       best_one)
+        except ArithmeticError as e:
+            raise Refusal(f"an inner solve failed: {e}") from None
+        self.buckets_ = buckets
+        if self.mode == "ptr":
+            return mistakes_sample(center, buckets.values, meta.p, scale, rng)
+        return self._paper_sample(executor, buckets, scale, rng)
+
+    def _paper_sample(self, executor: Any, buckets: Buckets, scale: float, rng: np.random.Generator) -> Support:
+        """The seed code: u_j = min over >= j mistakes, returning that bucket's best support."""
+        u = buckets.values.copy()
+        for j in range(u.size - 2, 1, -1):  # ">= j mistakes" for j >= 2
+            u[j] = min(u[j], u[j + 1])
+        owner = list(range(u.size))
+        for j in range(u.size - 2, 1, -1):
+            if buckets.values[owner[j + 1]] < buckets.values[j]:
+                owner[j] = owner[j + 1]
+        best = [buckets.best[owner[j]] for j in range(u.size)]
+        from dpdist.privacy.mechanisms import gumbel_max
+        from dpdist.selection.best_subset.samplers import mistakes_log_weights
+
+        j = int(gumbel_max(mistakes_log_weights(u, executor.meta.p, executor.meta.s, scale), rng))
+        if best[j] is None:  # a clamped bucket: find its best support now, to the seed's tolerance
+            k = owner[j]
+            tau = 5e-3 * abs(buckets.values[0])
+            kind, _, support = executor.mip(bucket_unit, BucketJob(buckets.center, k, math.inf, tau, self.time_limit))
+            if support is None:
+                raise Refusal("a mistakes bucket's best support could not be found in the time limit")
+            best[j] = support
+        return tuple(sorted(int(i) for i in best[j]))

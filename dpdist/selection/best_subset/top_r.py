@@ -1,0 +1,286 @@
+"""DP best subset selection by the top-R method (seed 002 Alg. 1 and App. B; spec 6.3).
+
+Procedure (R = 1 + s(p - s), public):
+
+1. Centre C: IHT warm start, then one-swap local search (``iht``), which also gives F at
+   all s(p - s) one-swaps of C (a Dask map over workers in ``pipelines.best_subset``).
+2. List L = {C} ∪ {one-swaps of C}, t = max_{S in L} F(S).
+3. Certificate (one SCIP tree on a ``mip`` worker, ``oa``, collecting mode): over the
+   supports with at least two mistakes from C (sum_{j in C} z_j <= s - 2), objective limit
+   t - tau. Every support the tree meets below the list's current threshold (its largest
+   value) less tau enters L and pushes out L's worst entry (so L keeps R entries and t
+   falls); every candidate is then excluded by a no-good cut sum_{j in T} z_j <= s - 1
+   (spec 6.5), a lazy constraint of the same tree. When the tree closes ("infeasible"),
+   every support outside L is either a known one with F >= t or has F >= t - tau: L is the
+   exact top-R. One tree does what the seed's check (step 6 of spec 6.6) only tests -- the
+   seed code drops the trial when its check fails; nothing is retried on other data here.
+4. If a support beats F(C) by more than tau, C was not the optimum: the search restarts
+   from it (at most ``max_recenter`` times). More than ``max_extra`` entries beyond the
+   one-swaps, or a time limit, is a refusal.
+5. Sample (``samplers.top_r_sample``): u(S) = min(F(S), t) for the R listed supports, t
+   for the C(p, s) - R others, P(S) ∝ exp(-c u(S)).
+
+The seed's "practical R" is s(p - s) + 2 (one more: the best support with >= 2 mistakes);
+ours is s(p - s) + 1 because the certificate replaces that entry.
+
+Privacy (ADD/REMOVE, pure epsilon-DP)
+-------------------------------------
+Let F_(R)(D) be the R-th smallest value of F_D over all supports and u_D(S) =
+min(F_D(S), F_(R)(D)). For neighbours D' = D + {d} we have, for every S,
+0 <= F_D'(S) - F_D(S) <= Delta (``objective``). Then
+
+* F_(R) is monotone and Delta-sensitive: F_D' >= F_D pointwise, so every order statistic
+  can only increase; F_D' <= F_D + Delta pointwise, so it increases by at most Delta;
+* min(a, b) is non-decreasing in each argument and 1-Lipschitz in the sup norm, so
+  0 <= u_D'(S) - u_D(S) <= Delta for every S.
+
+So the exponential mechanism P(S) ∝ exp(-epsilon u(S)/Delta) is epsilon-DP (monotone
+utilities; ``objective``). The procedure samples exactly this distribution when L is an
+exact top-R list: listed supports have u = F, unlisted ones have F >= F_(R) hence u = F_(R) =
+t, and ties at the R-th place do not matter (tied supports have the same u either way). The
+rejection loop is unbounded, so the outside category is exactly uniform.
+
+Certified tolerance. The sampler uses computed values F^ (the objective at a feasible beta,
+certified within tau/10 of F by a duality gap) and t^ = max_L F^; the certificate gives
+F(S) >= t^ - tau for every unlisted S (SCIP's tolerances, 1e-9 relative, are far below tau).
+Writing u^ for the utility the sampler uses, |u^ - u| <= tau everywhere: at most tau/10 on
+L; off L, F(S) >= t^ - tau and F_(R) lies in [t^ - tau, t^ + tau/10] (at most R - 1 supports
+lie below t^ - tau). For an EM at rate c on a utility within tau of a monotone
+Delta-sensitive one, P_D(S)/P_D'(S) <= exp(c (Delta + 4 tau)) (each of the two factors of the
+ratio moves by at most exp(2 c tau)). With tau = tol * Delta (``tol`` public) we sample at
+c = epsilon / (Delta (1 + 4 tol)), so the release is epsilon-DP as charged.
+
+Failures. A time limit, an uncertified inner solve or an exceeded ``max_extra`` after the
+charge is a refusal (``SolverFailure``): the charge stands, the ledger records the refusal as
+the release and no support is published. Whether a refusal happens depends on the data and is
+not covered by the epsilon guarantee; the limits are public and generous so it is rare.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpdist.privacy.loss import Charge, PrivacyLoss
+from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
+from dpdist.selection.best_subset.iht import iht_unit, local_search, swap_support
+from dpdist.selection.best_subset.oa import oracle_for, solve_master
+from dpdist.selection.best_subset.objective import Problem
+from dpdist.selection.best_subset.samplers import top_r_sample
+from dpdist.utils.validation import check_count
+
+__all__ = ["BSSTopRSelector", "CertifyJob", "TopRList", "certify_unit", "top_r_list", "top_r_probabilities"]
+
+Support = tuple[int, ...]
+
+
+class TopRList:
+    """The exact top-R list: the centre, its one-swaps (a table) and the entries found beyond them.
+
+    Entries are indexed [centre, swaps (row-major over the finite table cells), extras];
+    exactly R of them are listed. As the collector of the certifying solve it takes supports
+    below its threshold (the largest listed value) and drops its worst entry for each,
+    keeping R; it stops the solve when a support beats the centre by more than ``tau`` (the
+    centre was not the optimum) or when more than ``max_extra`` entries came in.
+    """
+
+    def __init__(self, center: Support, center_value: float, table: np.ndarray, tau: float = 0.0,
+                 max_extra: int = 10_000) -> None:
+        self.center, self.center_value, self.table = tuple(center), float(center_value), table
+        self.tau, self.max_extra = tau, max_extra
+        self._cells = np.flatnonzero(np.isfinite(table.ravel()))
+        self._values = [self.center_value, *table.ravel()[self._cells].tolist()]
+        self._alive = [True] * len(self._values)
+        self._heap = [(-v, k) for k, v in enumerate(self._values)]
+        heapq.heapify(self._heap)
+        self.extras: list[tuple[Support, float]] = []
+        self.better: Support | None = None
+        self.overflow = False
+        self.stats: dict[str, Any] = {}
+
+    @property
+    def R(self) -> int:
+        return int(sum(self._alive))
+
+    def support(self, k: int) -> Support:
+        if k == 0:
+            return self.center
+        if k <= self._cells.size:
+            i, j = divmod(int(self._cells[k - 1]), self.table.shape[1])
+            return swap_support(self.center, i, j)
+        return self.extras[k - 1 - self._cells.size][0]
+
+    def threshold(self) -> float:
+        while not self._alive[self._heap[0][1]]:
+            heapq.heappop(self._heap)
+        return -self._heap[0][0]
+
+    def add(self, support: Support, value: float) -> None:
+        """Enter ``support`` and drop the worst listed entry (the list keeps R entries)."""
+        k = len(self._values)
+        self._values.append(float(value))
+        self._alive.append(True)
+        self.extras.append((tuple(support), float(value)))
+        heapq.heappush(self._heap, (-float(value), k))
+        self.threshold()
+        self._alive[heapq.heappop(self._heap)[1]] = False
+
+    def offer(self, support: Support, value: float) -> bool:
+        """Collector protocol (``oa.solve_master``): take a support below the threshold."""
+        if value < self.center_value - self.tau:
+            self.better = tuple(support)
+            return False
+        self.add(support, value)
+        if len(self.extras) > self.max_extra:
+            self.overflow = True
+            return False
+        return True
+
+    def listed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, values) of the listed entries."""
+        idx = np.flatnonzero(np.asarray(self._alive))
+        return idx, np.asarray(self._values)[idx]
+
+    def is_listed(self, S: Support) -> bool:
+        common = len(set(S) & set(self.center))
+        s = len(self.center)
+        if common == s:
+            return bool(self._alive[0])
+        if common == s - 1:
+            out = next(k for k, c in enumerate(self.center) if c not in S)
+            inc = next(j for j in S if j not in self.center)
+            pos = int(np.searchsorted(self._cells, out * self.table.shape[1] + inc))
+            return bool(self._alive[1 + pos])
+        for k, (T, _) in enumerate(self.extras):
+            if T == S:
+                return bool(self._alive[1 + self._cells.size + k])
+        return False
+
+
+@dataclass(frozen=True)
+class CertifyJob:
+    """The certifying (collecting) solve of one centre, as a picklable unit of work."""
+
+    center: Support
+    center_value: float
+    table: np.ndarray
+    tau: float
+    time_limit: float
+    max_extra: int
+
+
+def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
+    """Work unit (on a ``mip`` worker): complete the centre's list to the exact top-R.
+
+    One SCIP tree over the supports with >= 2 mistakes from the centre, objective limit
+    t - tau, in collecting mode: every support below the list's (falling) threshold less tau
+    enters the list, every candidate is then excluded by a no-good cut, and "infeasible"
+    certifies the rest. Returns (status, list): "infeasible" (certified), "better" (a
+    support beats the centre), "overflow" (more than max_extra entries) or "timelimit".
+    """
+    lst = TopRList(job.center, job.center_value, job.table, job.tau, job.max_extra)
+    res = solve_master(oracle_for(problem, job.tau / 10.0), [job.center], center=job.center,
+                       max_common=problem.s - 2, objlimit=lst.threshold() - job.tau, time_limit=job.time_limit,
+                       collect=lst, margin=job.tau)
+    lst.stats.update(master_seconds=res.seconds, cuts=res.cuts, nodes=res.nodes, extras=len(lst.extras))
+    if res.status == "interrupted":
+        return ("better" if lst.better is not None else "overflow"), lst
+    return res.status, lst
+
+
+def top_r_list(executor: Any, tau: float, time_limit: float, max_extra: int = 10_000, max_recenter: int = 5
+               ) -> TopRList:
+    """The exact top-R list (module docstring, steps 1-4), values certified to ``tau``.
+
+    Raises ``Refusal`` on a time limit, an uncertified solve, more than ``max_extra`` entries
+    beyond the centre's one-swaps or more than ``max_recenter`` restarts.
+    """
+    inner = tau / 10.0
+    try:
+        start = executor.call(iht_unit, None)
+        for _ in range(max_recenter + 1):
+            center, f0, table = local_search(executor, start, inner)
+            if executor.meta.p - executor.meta.s < 2 or executor.meta.s < 2:
+                return TopRList(center, f0, table, tau, max_extra)  # no support has two mistakes
+            status, lst = executor.mip(certify_unit, CertifyJob(center, f0, table, tau, time_limit, max_extra))
+            if status == "infeasible":
+                return lst
+            if status == "timelimit":
+                raise Refusal(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
+            if status == "overflow":
+                raise Refusal(f"the exact top-R needs more than max_extra={max_extra} supports beyond the one-swaps")
+            start = lst.better  # the centre was not the optimum: restart from the better support
+        raise Refusal(f"the top-R centre moved more than max_recenter={max_recenter} times")
+    except ArithmeticError as e:
+        raise Refusal(f"an inner solve failed: {e}") from None
+
+
+class BSSTopRSelector(BSSSelectorBase):
+    """Private best subset selection by the top-R method (pure epsilon-DP).
+
+    Parameters
+    ----------
+    s : support size to release.
+    epsilon : the budget (pure DP; the charge is exactly epsilon).
+    loss : "squared" (least squares with ridge) or "hinge" (labels -1/+1).
+    r, ridge : the l2-ball radius and the ridge of F (seed: r = 1.1, ridge 120 / hinge 100).
+    x_bound, y_bound : Assumption 1, |x_ij| <= x_bound and |y_i| <= y_bound (squared loss).
+    bounds : "check" refuses data outside the bounds, "clip" clips each record.
+    tol : certified tolerance relative to Delta (tau = tol * Delta); the sampler runs at
+        epsilon / (1 + 4 tol) to pay for it (module docstring).
+    time_limit : seconds per MIP solve; hitting it is a refusal (the charge stands).
+    max_extra : largest number of supports beyond the one-swaps that may enter the list.
+    random_state : None (OS entropy, for every release) or a seed (experiments only).
+
+    After ``fit``: ``support_`` (ascending feature indices), ``n_features_in_``, ``release_``.
+    """
+
+    mechanism = "bss/top-r"
+
+    def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
+                 ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
+                 tol: float = 1e-3, time_limit: float = 600.0, max_extra: int = 10_000,
+                 random_state: Any = None) -> None:
+        super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
+                         bounds=bounds, tol=tol, time_limit=time_limit, random_state=random_state)
+        self.max_extra = max_extra
+
+    def _validate_extra(self) -> None:
+        check_count(self.max_extra, "max_extra", minimum=0)
+
+    def privacy_charge(self) -> Charge:
+        """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
+
+        The sampled distribution is an exponential mechanism on a monotone utility within
+        tau of a Delta-sensitive one, at rate epsilon / (Delta (1 + 4 tol)): for neighbours the
+        log-ratio ln P_D(S)/P_D'(S) ranges over an interval of width at most epsilon (the
+        utilities' differences lie in an interval of width Delta + 4 tau), which is the
+        bounded-range property (Durfee and Rogers 2019).
+        """
+        self._validate()
+        return Charge(PrivacyLoss.bounded_range(float(self.epsilon)), self.mechanism)
+
+    def _release(self, executor: Any, rng: np.random.Generator) -> Support:
+        meta = executor.meta
+        tau = self.tol * meta.delta
+        lst = top_r_list(executor, tau, self.time_limit, self.max_extra)
+        self.top_r_ = lst
+        idx, values = lst.listed()
+        scale = self.epsilon / (meta.delta * (1.0 + 4.0 * self.tol))
+        return top_r_sample(values, meta.p, meta.s, scale, rng, lambda k: lst.support(int(idx[k])), lst.is_listed)
+
+
+def top_r_probabilities(lst: TopRList, p: int, s: int, scale: float) -> tuple[np.ndarray, float]:
+    """(P of each listed entry, P of each single unlisted support) -- tests and experiments."""
+    from dpdist.selection.best_subset.samplers import top_r_log_weights
+    from scipy.special import logsumexp
+
+    _, values = lst.listed()
+    logw = top_r_log_weights(values, p, s, scale)
+    logz = logsumexp(logw)
+    rest = math.comb(p, s) - values.size
+    return np.exp(logw[:-1] - logz), (math.exp(logw[-1] - logz) / rest if rest else 0.0)

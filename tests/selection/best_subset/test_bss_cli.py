@@ -1,0 +1,106 @@
+"""``dpdist select --method bss-top-r|bss-mistakes``: charged releases, bad input exit 2, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpdist.cli import main
+from dpdist.privacy.accountant import Accountant
+from dpdist.selection.best_subset import oa as oa_module
+from dpdist.selection.best_subset import top_r as top_r_module
+from dpdist.selection.best_subset.oa import MasterResult
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = int(e.code)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def bss_store(tmp_path_factory):
+    from dpdist.data.synthetic import write_synthetic
+
+    from dpdist.data.store import open_store
+
+    path = tmp_path_factory.mktemp("bss") / "store"
+    meta = dict(write_synthetic("bss", path, seed=1, n=4000, d=30, s=3))
+    meta["dataset_id"] = open_store(path).budget_id  # the ledger's key; never printed
+    return path, meta
+
+
+@pytest.fixture()
+def ledger(tmp_path, bss_store):
+    path = str(tmp_path / "l.sqlite")
+    Accountant(path).init_budget(bss_store[1]["dataset_id"], 10.0, 1e-5)
+    return path
+
+
+@pytest.mark.parametrize("method, extra", [("bss-top-r", []), ("bss-mistakes", ["--delta", "1e-6"])])
+def test_bss_select_releases_and_charges(capsys, tmp_path, bss_store, ledger, method, extra):
+    store, meta = bss_store
+    out_file = tmp_path / "sel.json"
+    code, out, err = run(capsys, "select", str(store), "--method", method, "--k", "3", "--epsilon", "4", *extra,
+                         "--clip", "--ledger", ledger, "--out", str(out_file), "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["features"] == meta["true_support"] == [1, 3, 5]
+    assert "seconds" not in res and f"{method}: " in err  # solver time: terminal only
+    assert meta["dataset_id"] not in out
+    assert json.loads(out_file.read_text())["features"] == res["features"]
+    (rel,) = Accountant(ledger).history(meta["dataset_id"])
+    assert rel.epsilon == 4.0 and rel.delta == (1e-6 if extra else 0.0) and rel.key == res["key"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--k", "30"], "s must be smaller"), (["--r", "0"], "r must"), (["--r", "-1"], "r must"),
+    (["--x-bound", "0"], "x_bound"), (["--y-bound", "-0.5"], "y_bound"), (["--ridge", "0"], "ridge"),
+    (["--tol", "0.5"], "tol"), (["--time-limit", "0"], "time_limit"),
+])
+def test_bss_bad_input_exit_2(capsys, bss_store, ledger, args, message):
+    store, meta = bss_store
+    base = {"--k": "3", "--epsilon": "1"}
+    for k, v in zip(args[::2], args[1::2]):
+        base[k] = v
+    flat = [x for kv in base.items() for x in kv]
+    code, out, err = run(capsys, "select", str(store), "--method", "bss-top-r", *flat, "--clip", "--ledger", ledger)
+    assert code == 2 and message in err and out == ""
+    assert Accountant(ledger).history(meta["dataset_id"]) == []
+
+
+def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, bss_store, ledger):
+    store, meta = bss_store
+    code, _, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
+                       "--ledger", ledger)
+    assert code == 2 and "x_bound" in err and "--clip" in err
+    code, _, err = run(capsys, "select", str(store), "--method", "bss-mistakes", "--k", "3", "--epsilon", "1",
+                       "--clip", "--ledger", ledger)
+    assert code == 2 and "--delta" in err
+    code, _, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
+                       "--delta", "1e-6", "--clip", "--ledger", ledger)
+    assert code == 2 and "--delta" in err
+    code, _, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
+                       "--loss", "hinge", "--clip", "--ledger", ledger)
+    assert code == 2 and "needs a binary target" in err  # a regression store has no class labels
+    assert Accountant(ledger).history(meta["dataset_id"]) == []
+
+
+def test_bss_time_limit_refusal_keeps_the_charge(capsys, bss_store, ledger, monkeypatch):
+    store, meta = bss_store
+    def out_of_time(*a, **k):
+        return MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0)
+
+    monkeypatch.setattr(oa_module, "solve_master", out_of_time)
+    monkeypatch.setattr(top_r_module, "solve_master", out_of_time)
+    code, out, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
+                         "--time-limit", "5", "--clip", "--ledger", ledger, "--json")
+    assert code == 1 and out == ""
+    assert "time limit (5 s)" in err and "charge stands" in err
+    (rel,) = Accountant(ledger).history(meta["dataset_id"])
+    assert rel.epsilon == 1.0

@@ -1,0 +1,90 @@
+"""The MIP path against brute-force enumeration (p <= 12, s <= 3; least squares and hinge).
+
+OA's S*, the certified top-R list and every mistakes bucket minimum must equal what
+enumerating all C(p, s) supports gives.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from bss_helpers import small_problem
+
+from dpdist.selection.best_subset.brute_force import enumerate_values
+from dpdist.selection.best_subset.executor import LocalExecutor
+from dpdist.selection.best_subset.mistakes import BucketJob, bucket_unit, center_and_gap, mistakes_buckets
+from dpdist.selection.best_subset.oa import oracle_for, solve_master
+from dpdist.selection.best_subset.top_r import top_r_list
+
+TOL = 1e-3
+
+
+def mistakes_of(supports: np.ndarray, center) -> np.ndarray:
+    return np.array([len(set(map(int, S)) - set(center)) for S in supports])
+
+
+def test_oa_finds_the_optimum(small):
+    supports, values = enumerate_values(small)
+    worst = tuple(int(j) for j in supports[np.argmax(values)])  # start from the worst support
+    res = solve_master(oracle_for(small, 1e-9), [worst], gap=1e-9)
+    assert res.status == "optimal"
+    assert res.support == tuple(int(j) for j in supports[np.argmin(values)])
+    assert res.value == pytest.approx(values.min(), abs=1e-9)
+    assert res.lower <= values.min() + 1e-7
+
+
+def test_top_r_list_is_the_exact_top_r(small):
+    supports, values = enumerate_values(small)
+    tau = TOL * small.delta
+    lst = top_r_list(LocalExecutor(small), tau, time_limit=60)
+    p, s = small.p, small.s
+    R = 1 + s * (p - s)
+    assert lst.R == R
+    idx, listed_values = lst.listed()
+    listed = {lst.support(int(k)) for k in idx}
+    assert len(listed) == R
+    order = np.argsort(values, kind="stable")
+    t_true = values[order[R - 1]]
+    # every listed support has F <= the true R-th value, every unlisted one F >= it (ties allowed)
+    by_support = {tuple(int(j) for j in S): v for S, v in zip(supports, values)}
+    assert max(by_support[S] for S in listed) == pytest.approx(t_true, abs=1e-9)
+    assert min(v for S, v in by_support.items() if S not in listed) >= t_true - 1e-9
+    np.testing.assert_allclose(sorted(listed_values), np.sort(values)[:R], atol=1e-9)
+    for S in by_support:
+        assert lst.is_listed(S) == (S in listed)
+
+
+def test_bucket_minima_equal_enumeration(small):
+    supports, values = enumerate_values(small)
+    tau = TOL * small.delta
+    ex = LocalExecutor(small)
+    center, f0, f1, _, _ = center_and_gap(ex, tau, time_limit=60)
+    assert center == tuple(int(j) for j in supports[np.argmin(values)])
+    mist = mistakes_of(supports, center)
+    second = values[mist > 0].min()
+    assert f1 == pytest.approx(second, abs=1e-9)  # the optimality gap gamma = f1 - f0
+    for j in range(1, small.s + 1):
+        kind, value, best = bucket_unit(small, BucketJob(center, j, math.inf, tau, 60.0))
+        assert kind == "exact"
+        assert value == pytest.approx(values[mist == j].min(), abs=tau)
+        assert len(set(best) - set(center)) == j
+    # the clamped buckets of the mechanism: min(f_j, f0 + M_j) with M_j from a (public) rate
+    buckets = mistakes_buckets(ex, center, f0, f1, tau, scale=0.2, horizon=1.0, time_limit=60, best_one=center)
+    for j in range(small.s + 1):
+        M = (math.log(math.comb(small.s, j) * math.comb(small.p - small.s, j)) + 1.0) / 0.2
+        assert buckets.values[j] == pytest.approx(min(values[mist == j].min(), f0 + M), abs=tau)
+
+
+def test_no_good_fallback_is_exercised():
+    """An instance where a two-mistake support beats the worst one-swap: the exact top-R needs no-good cuts."""
+    for seed in range(6):
+        P = small_problem("squared", seed, p=10, s=3, n=80)
+        lst = top_r_list(LocalExecutor(P), TOL * P.delta, time_limit=60)
+        if lst.stats["extras"]:
+            supports, values = enumerate_values(P)
+            _, listed_values = lst.listed()
+            np.testing.assert_allclose(sorted(listed_values), np.sort(values)[: lst.R], atol=1e-9)
+            return
+    pytest.fail("no instance exercised the no-good fallback")
