@@ -47,7 +47,7 @@ def _plot_privacy_utility(models: list[dict], path: Path) -> bool:
     axes = list(axes) if metric == "accuracy" else [axes]
     for ax, m in zip(axes, [metric, "auc"] if metric == "accuracy" else [metric]):
         for method in sorted({r["method"] for r in models}):
-            pts = sorted((r["epsilon"], r[m]) for r in models if r["method"] == method)
+            pts = sorted((r["epsilon"], math.nan if r[m] is None else r[m]) for r in models if r["method"] == method)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=method)
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (per model)")
@@ -153,9 +153,12 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
         cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse", "r2"]
         private = all(m["private"] for m in mevals)
         md += ["## Models (held-out metrics)", "",
-               _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "evaluation epsilon"],
+               _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "density",
+                       "evaluation epsilon"],
                       [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols],
-                        r["nnz_weights"], r["evaluation_epsilon"]] for r in mevals]), "",
+                        r["nnz_weights"], r.get("density"), r["evaluation_epsilon"]] for r in mevals]), "",
+               "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
+               "features (screened models, rnm-screen / adp-screen, zero coordinates during training).", "",
                ("Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "
                 "the test rows' class-wise margin histograms and clipped losses), charged per model as the "
                 "evaluation epsilon above." if private else
@@ -173,7 +176,8 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
     create_markdown_artifact(key="dpdist-report", markdown="\n".join(md), description=f"dpdist run {cfg.name}")
     if mevals:
         create_table_artifact(key="dpdist-models", description="released models, held-out metrics",
-                              table=[{k: r[k] for k in ("method", "epsilon", "nnz_weights", *cols)} for r in mevals])
+                              table=[{k: r.get(k) for k in ("method", "epsilon", *cols, "nnz_weights", "density")}
+                                     for r in mevals])
     return {"report": str(report), "results": str((out / "results.json").resolve())}
 
 
