@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ParameterError
-from dpdist.solvers.frank_wolfe import FWResult, check_problem, column_norms, privacy_plan
+from dpdist.solvers.frank_wolfe import FWResult, check_init, check_problem, column_norms, privacy_plan
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
                                      _seed, _set, _settle, _total, block_shift)
 from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm, _screen_set
@@ -199,7 +199,7 @@ def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale):
 
 @numba.njit(cache=True)
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, seed, scr_mode, scr_mask, colnorm, scoef, events, n_events):
+             record_every, shift, seed, w0, scr_mode, scr_mask, colnorm, scoef, events, n_events):
     n, D = y.shape[0], ybar.shape[0]
     _seed(seed)
     wt = np.zeros(D)
@@ -208,6 +208,8 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     alpha = np.zeros(D)
     q = np.zeros(n)
     beta = np.zeros(1 if logistic else D)  # squared loss: X^T X w~
+    if w0.shape[0] == D:
+        _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic)
     if logistic:
         _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, True)
     path = np.empty(T, dtype=np.int64)
@@ -237,7 +239,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             size = _heap_build(alpha, keys, items, cur)
         else:
             _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
-    zero_buf = np.empty(min(D, T) + 1 if scr_mode in (1, 2) else 1, dtype=np.int64)
+    zero_buf = np.empty(D if scr_mode in (1, 2) else 1, dtype=np.int64)
     for t in range(1, T + 1):
         # ---- choose the vertex (j, sigma)
         if not logistic:
@@ -341,6 +343,20 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 
 @numba.njit(cache=True)
+def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
+    """A public starting point w0 (seeds 000/001): w~ = w0, vbar = X w0, beta = X^T vbar (squared); O(nnz)."""
+    wt[:] = w0
+    for i in range(vbar.shape[0]):
+        s = 0.0
+        for p in range(r_ptr[i], r_ptr[i + 1]):
+            s += r_val[p] * w0[r_idx[p]]
+        vbar[i] = s
+        if not logistic:
+            for p in range(r_ptr[i], r_ptr[i + 1]):
+                beta[r_idx[p]] += s * r_val[p]
+
+
+@numba.njit(cache=True)
 def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
                  y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, keys, items, cur, size, W, c, err, st, shift,
                  xbuf, wbuf, bits, scale, mark, touched):
@@ -426,15 +442,18 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
     return size
 
 
-def _screen_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int) -> tuple:
-    """The kernel's screening arguments (mode 0 and dummies without screening)."""
+def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None) -> tuple:
+    """The kernel's arguments after ``seed``: the start (empty: 0) and the screening (mode 0 and dummies
+    without it)."""
+    w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
     if plan is None:
-        return 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
+        return w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
             np.zeros(1, dtype=np.int64)
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
-    return plan.code, plan.mask, column_norms(X), scoef, np.zeros((T + 1, 2), dtype=np.int64), \
+    events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
+    return w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
         np.zeros(1, dtype=np.int64)
 
 
@@ -442,10 +461,10 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
                      selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
                      y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
                      random_state: RandomState = None, screening: ScreeningPlan | None = None,
-                     lipschitz_noise: float | None = None) -> FWResult:
+                     init: np.ndarray | None = None, lipschitz_noise: float | None = None) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed). ``screening``:
-    zero coordinates at the scheduled iterations (module doc)."""
+    zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball."""
     X, y = check_problem(X, y, loss, lam, max_iter,
                          selection is not None or (screening is not None and screening.loss is not None),
                          y_bound, record_every)
@@ -470,12 +489,14 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (less memory traffic)
     rows = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data)
     cols = (Xc.indptr.astype(np.int64, copy=False), Xc.indices.astype(np.int32, copy=False), Xc.data)
-    scr = _screen_args(screening, Xc, max_iter)
+    if init is not None:
+        check_init(init, D, lam)
+    scr = _extra_args(screening, Xc, max_iter, init)
     t0 = time.perf_counter()
     coef, path, objective, _ = _fast_fw(*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic",
                                         _MODES[selection], eps0, L, int(refresh), int(record_every), block_shift(D),
                                         int(rng.integers(2**62)), *scr)
     seconds = time.perf_counter() - t0
-    screened = scr[4][:int(scr[5][0])].tolist()
+    screened = scr[5][:int(scr[6][0])].tolist()
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan, screened)
 

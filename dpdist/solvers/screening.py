@@ -130,7 +130,7 @@ from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
 __all__ = ["MODES", "RULES", "Schedule", "ScreeningPlan", "rule_constants", "rule_scores", "schedule_mask",
-           "screening_plan", "seed_sensitivity", "sensitivity", "uniform_l1_ball"]
+           "scores_at", "screening_plan", "seed_sensitivity", "sensitivity", "uniform_l1_ball"]
 
 MODES = ("exact", "adp", "rnm")
 RULES = ("safe", "seed")
@@ -340,6 +340,18 @@ def uniform_l1_ball(d: int, lam: float, random_state: RandomState = None) -> np.
 
 
 # ------------------------------------------------------------------ scores (numpy)
+
+
+def scores_at(X, y: np.ndarray, w: np.ndarray, loss: str, coef: np.ndarray) -> np.ndarray:
+    """All d scores of the rule ``coef`` at w, from the exact gradient (O(nnz + d)); for tests and
+    experiments (the solvers compute the same pieces from their state)."""
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(X)
+    u = X @ w
+    g = expit(u) - y if loss == "logistic" else u - y
+    a = np.sqrt(np.asarray(X.multiply(X).sum(axis=0)).ravel())
+    return rule_scores(X.T @ g, a, float(u @ g), float(np.linalg.norm(u)), float(np.linalg.norm(g)), coef)
 
 
 def rule_scores(alpha: np.ndarray, colnorm: np.ndarray, ug: float, unorm: float, gnorm: float,
