@@ -25,7 +25,13 @@ feature j and, through them, O(S_r S_c) entries of the gradient:
 The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
 below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
 (BSLS, Alg. 2 + 4), ``"exponential-bruteforce"`` (an O(D) exponential race -- Gumbel-max --
-over the same maintained weights, the seed's Alg. 2 + brute-force noisy-max ablation).
+over the same maintained weights, the seed's Alg. 2 + brute-force noisy-max ablation),
+``"laplace"`` (Talwar et al.'s Laplace report-noisy-max over the 2D signed vertices, O(D) per
+step, as Alg. 1 draws it: the DP-FW of seeds 000/001).
+
+``gram=True`` (squared loss, small D): beta moves by delta times a row of the precomputed X^T X
+instead of through the rows of column j, so a step costs O(S_r + D) instead of O(S_r S_c) --
+the difference on dense low-dimensional data (seed 001's regression sets); O(n D^2) once.
 
 Screening (``screening``; :mod:`dpdist.solvers.screening`): at a scheduled iteration, after the
 move (and after a refresh due at that iteration), one pass computes u^T g, ||u||, ||g|| over the
@@ -52,13 +58,13 @@ from dpdist.exceptions import ParameterError
 from dpdist.solvers.frank_wolfe import FWResult, check_init, check_problem, column_norms, privacy_plan
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
                                      _seed, _set, _settle, _total, block_shift)
-from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm, _screen_set
+from dpdist.solvers.screening import ScreeningPlan, _laplace, _pass_constants, _screen_rnm, _screen_set
 from dpdist.utils.random import RandomState, check_random_state
 
 __all__ = ["FAST_SELECTIONS", "fast_frank_wolfe"]
 
-FAST_SELECTIONS = (None, "exponential", "exponential-bruteforce")
-_MODES = {None: 0, "exponential": 1, "exponential-bruteforce": 2}
+FAST_SELECTIONS = (None, "exponential", "exponential-bruteforce", "laplace")
+_MODES = {None: 0, "exponential": 1, "exponential-bruteforce": 2, "laplace": 3}
 
 
 # ------------------------------------------------------------------ lazy max-queue (Alg. 3)
@@ -199,7 +205,7 @@ def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale):
 
 @numba.njit(cache=True)
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, seed, w0, scr_mode, scr_mask, colnorm, scoef, events, n_events):
+             record_every, shift, seed, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events):
     n, D = y.shape[0], ybar.shape[0]
     _seed(seed)
     wt = np.zeros(D)
@@ -208,6 +214,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     alpha = np.zeros(D)
     q = np.zeros(n)
     beta = np.zeros(1 if logistic else D)  # squared loss: X^T X w~
+    use_gram = not logistic and gram.shape[0] == D
     if w0.shape[0] == D:
         _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic)
     if logistic:
@@ -223,7 +230,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     cur = np.empty(D if heap else 1)
     popped = np.empty(D if heap else 1, dtype=np.int64)
     size = 0
-    ns = D if mode != 0 else 1
+    ns = D if mode in (1, 2) else 1
     W = np.empty(ns)
     c = np.empty((ns + (1 << shift) - 1) >> shift)
     err = np.empty_like(c)
@@ -237,7 +244,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     if logistic:
         if mode == 0:
             size = _heap_build(alpha, keys, items, cur)
-        else:
+        elif mode != 3:
             _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
     zero_buf = np.empty(D if scr_mode in (1, 2) else 1, dtype=np.int64)
     for t in range(1, T + 1):
@@ -245,6 +252,9 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         if not logistic:
             for k in range(D):
                 alpha[k] = wm * beta[k] - ybar[k]
+        if mode == 3:
+            j, sigma = _laplace_vertex(alpha, L / eps0)
+        elif not logistic:
             if mode == 0:
                 j, best = 0, -1.0
                 for k in range(D):
@@ -259,7 +269,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale)
         if mode == 0:
             sigma = -1.0 if alpha[j] > 0 else 1.0
-        else:
+        elif mode != 3:
             a = scale * alpha[j]
             descent = -1.0 if a > 0 else 1.0
             sigma = descent if np.random.random() < 1.0 / (1.0 + math.exp(-2.0 * abs(a))) else -descent
@@ -285,9 +295,12 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                     touched[n_touched] = k  # kept only if k is new in this step (branch-free)
                     n_touched += 1 - mark[k]
                     mark[k] = 1
-            else:
+            elif not use_gram:
                 for pp in range(r_ptr[i], r_ptr[i + 1]):
                     beta[r_idx[pp]] += delta * xij * r_val[pp]
+        if use_gram:
+            for k in range(D):
+                beta[k] += delta * gram[j, k]
         # ---- queue / sampler: once per coordinate whose alpha moved in this step
         for p in range(n_touched):
             mark[touched[p]] = 0
@@ -300,7 +313,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                         size = _heap_build(alpha, keys, items, cur)
                     size = _heap_push(keys, items, size, ak, k)
                     cur[k] = ak
-        elif n_touched > 0:
+        elif mode != 3 and n_touched > 0:
             ref, xmax = st[0], -np.inf
             for p in range(n_touched):
                 xbuf[p] = scale * abs(alpha[touched[p]]) - ref
@@ -327,16 +340,30 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, True)
             if mode == 0:
                 size = _heap_build(alpha, keys, items, cur)
-            else:
+            elif mode != 3:
                 _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
         if scr_mode > 0 and scr_mask[t] != 0:
             size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
-                                c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, keys, items, cur,
-                                size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched)
+                                c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
+                                keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     # the last item is internal state for the tests (alpha is the raw gradient): fast_frank_wolfe drops it
     return wt * wm, path, objective, (alpha, W, c, st)
+
+
+@numba.njit(cache=True)
+def _laplace_vertex(alpha, b):
+    """Talwar et al.'s report-noisy-max over the 2D signed vertices: argmax -sigma alpha_j + Lap(b)."""
+    best, j, sigma = -np.inf, 0, 1.0
+    for k in range(alpha.shape[0]):
+        v = -alpha[k] + _laplace(b)
+        if v > best:
+            best, j, sigma = v, k, 1.0
+        v = alpha[k] + _laplace(b)
+        if v > best:
+            best, j, sigma = v, k, -1.0
+    return j, sigma
 
 
 # ------------------------------------------------------------------ screening (kernel side)
@@ -358,8 +385,8 @@ def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
 
 @numba.njit(cache=True)
 def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
-                 y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, keys, items, cur, size, W, c, err, st, shift,
-                 xbuf, wbuf, bits, scale, mark, touched):
+                 y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
+                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched):
     """One screening pass from the solver's state (module doc); returns the heap size."""
     if not logistic:  # alpha at the moved iterate
         for k in range(alpha.shape[0]):
@@ -383,8 +410,8 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
     for p in range(count):
         j = zero_buf[p]
         size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
-                                beta, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
-                                touched)
+                                beta, gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits,
+                                scale, mark, touched)
         events[n_events[0], 0] = t
         events[n_events[0], 1] = j
         n_events[0] += 1
@@ -393,7 +420,8 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
 
 @numba.njit(cache=True)
 def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q, beta,
-                     keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched):
+                     gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
+                     touched):
     """w~_j <- 0 with the same state updates as a Frank-Wolfe move of coordinate j; returns the heap size."""
     delta = -wt[j]
     wt[j] = 0.0
@@ -413,9 +441,12 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
                 touched[n_touched] = k
                 n_touched += 1 - mark[k]
                 mark[k] = 1
-        else:
+        elif not use_gram:
             for pp in range(r_ptr[i], r_ptr[i + 1]):
                 beta[r_idx[pp]] += delta * xij * r_val[pp]
+    if use_gram:
+        for k in range(beta.shape[0]):
+            beta[k] += delta * gram[j, k]
     for p in range(n_touched):
         mark[touched[p]] = 0
     if mode == 0:
@@ -427,7 +458,7 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
                     size = _heap_build(alpha, keys, items, cur)
                 size = _heap_push(keys, items, size, ak, k)
                 cur[k] = ak
-    elif n_touched > 0:
+    elif mode != 3 and n_touched > 0:
         ref, xmax = st[0], -np.inf
         for p in range(n_touched):
             xbuf[p] = scale * abs(alpha[touched[p]]) - ref
@@ -442,18 +473,20 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
     return size
 
 
-def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None) -> tuple:
-    """The kernel's arguments after ``seed``: the start (empty: 0) and the screening (mode 0 and dummies
-    without it)."""
+def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None,
+                gram: np.ndarray | None = None) -> tuple:
+    """The kernel's arguments after ``seed``: the start (empty: 0), the Gram matrix (empty: none) and the
+    screening (mode 0 and dummies without it)."""
     w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
+    w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
     if plan is None:
-        return w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
+        return *w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
             np.zeros(1, dtype=np.int64)
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
     events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
-    return w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
+    return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
         np.zeros(1, dtype=np.int64)
 
 
@@ -461,10 +494,12 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
                      selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
                      y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
                      random_state: RandomState = None, screening: ScreeningPlan | None = None,
-                     init: np.ndarray | None = None, lipschitz_noise: float | None = None) -> FWResult:
+                     init: np.ndarray | None = None, lipschitz_noise: float | None = None,
+                     gram: bool = False) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed). ``screening``:
-    zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball."""
+    zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball;
+    ``gram``: precompute X^T X (squared loss; module doc)."""
     X, y = check_problem(X, y, loss, lam, max_iter,
                          selection is not None or (screening is not None and screening.loss is not None),
                          y_bound, record_every)
@@ -478,9 +513,11 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if selection is not None:
         if epsilon is None or delta is None:
             raise ParameterError("a private run needs epsilon and delta")
-        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, "exponential", calibration,
-                            lipschitz_noise)
+        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound,
+                            "laplace" if selection == "laplace" else "exponential", calibration, lipschitz_noise)
         eps0, L = plan.eps0, plan.lipschitz
+        if selection == "laplace":  # the kernel draws Lap(L / eps0): 2 L / eps0, or the seeds' L / eps0
+            L *= 2.0 if calibration == "safe" else 1.0
     if max(n, D) >= 2**31:
         raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")
     rng = check_random_state(random_state)
@@ -491,12 +528,17 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     cols = (Xc.indptr.astype(np.int64, copy=False), Xc.indices.astype(np.int32, copy=False), Xc.data)
     if init is not None:
         check_init(init, D, lam)
-    scr = _extra_args(screening, Xc, max_iter, init)
+    G = None
+    if gram:
+        if loss != "squared" or D > 20000:
+            raise ParameterError("gram=True is for squared loss with at most 20,000 features (a dense D x D matrix)")
+        G = np.asarray((Xc.T @ Xc).toarray(), dtype=np.float64)
+    scr = _extra_args(screening, Xc, max_iter, init, G)
     t0 = time.perf_counter()
     coef, path, objective, _ = _fast_fw(*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic",
                                         _MODES[selection], eps0, L, int(refresh), int(record_every), block_shift(D),
                                         int(rng.integers(2**62)), *scr)
     seconds = time.perf_counter() - t0
-    screened = scr[5][:int(scr[6][0])].tolist()
+    screened = scr[6][:int(scr[7][0])].tolist()
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan, screened)
 

@@ -233,8 +233,10 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
         zero_buf = np.empty(D, dtype=np.int64)
         _seed(int(rng.integers(2**62)))  # the screening kernels draw from numba's generator, seeded from rng
     t0 = time.perf_counter()
+    cached = None  # the gradient a screening pass computed at the current w (reused when it zeroed nothing)
     for t in range(1, max_iter + 1):
-        alpha = XT @ derivative(loss, margins, y)  # sum-gradient at w_t
+        alpha = XT @ derivative(loss, margins, y) if cached is None else cached  # sum-gradient at w_t
+        cached = None
         if selection is None:
             j = int(np.argmax(np.abs(alpha)))
             sigma = -1.0 if alpha[j] > 0 else 1.0
@@ -254,11 +256,13 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
         margins[Xc.indices[lo:hi]] += eta * sigma * lam * Xc.data[lo:hi]
         res.path.append(int(sigma * (j + 1)))
         if screening is not None and screening.mask[t]:
-            for k in _screen_standard(screening, XT, y, loss, w, margins, colnorm, zero_buf):
+            zero, cached = _screen_standard(screening, XT, y, loss, w, margins, colnorm, zero_buf)
+            for k in zero:
                 lo, hi = Xc.indptr[k], Xc.indptr[k + 1]
                 margins[Xc.indices[lo:hi]] -= w[k] * Xc.data[lo:hi]
                 w[k] = 0.0
                 res.screened.append([t, int(k)])
+                cached = None
         if record_every and t % record_every == 0:
             res.objective.append(mean_loss(loss, X @ w, y))
     res.seconds = time.perf_counter() - t0
@@ -266,14 +270,14 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
 
 
 def _screen_standard(plan: ScreeningPlan, XT: sp.csr_matrix, y: np.ndarray, loss: str, w: np.ndarray,
-                     margins: np.ndarray, colnorm: np.ndarray, buf: np.ndarray) -> list[int]:
-    """One screening pass at w from the exact gradient: the coordinates to zero (w_j != 0 only)."""
+                     margins: np.ndarray, colnorm: np.ndarray, buf: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """One screening pass at w from the exact gradient: (the coordinates to zero (w_j != 0 only), that gradient)."""
     g = derivative(loss, margins, y)
     alpha = XT @ g
     const, rt, Bc = _pass_constants(alpha, float(margins @ g), float(np.linalg.norm(margins)),
                                     float(np.linalg.norm(g)), plan.coef)
     if plan.mode == "rnm":
         j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, plan.coef, plan.rnm_scale, plan.threshold_scale)
-        return [int(j)] if screened and w[j] != 0.0 else []
+        return ([int(j)] if screened and w[j] != 0.0 else []), alpha
     k = _screen_set(alpha, colnorm, w, const, rt, Bc, plan.coef, plan.sigma if plan.mode == "adp" else 0.0, buf)
-    return buf[:k].tolist()
+    return buf[:k].tolist(), alpha

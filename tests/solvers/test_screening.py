@@ -13,7 +13,7 @@ from scipy.special import expit
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
-from dpdist.solvers.fast_frank_wolfe import _fast_fw, _extra_args, fast_frank_wolfe
+from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw, _laplace_vertex, fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import frank_wolfe
 from dpdist.solvers.samplers import _seed, block_shift
 from dpdist.solvers.screening import (_screen_rnm, _screen_set, rule_constants, rule_scores, schedule_mask,
@@ -514,3 +514,44 @@ def test_private_screening_runs_record_what_they_zero(regression):
             np.testing.assert_allclose(m, X @ r.coef, atol=1e-9)
     with pytest.raises(ParameterError, match="plan is for"):
         fast_frank_wolfe(X, y, 8.0, 100, loss="squared", screening=screening_plan("exact", "squared", 8.0, 60, 50))
+
+
+def test_gram_path_is_the_sparse_path(regression):
+    """gram=True (squared loss) follows the same vertices and zeroings as the sparse updates and Alg. 1."""
+    X, y = regression
+    init = uniform_l1_ball(X.shape[1], 3.0, 7)
+    for rule in ("safe", "seed"):
+        plan = screening_plan("exact", "squared", 3.0, X.shape[1], 200, 1, rule=rule)
+        a = fast_frank_wolfe(X, y, 3.0, 200, loss="squared", screening=plan, init=init)
+        b = fast_frank_wolfe(X, y, 3.0, 200, loss="squared", screening=plan, init=init, gram=True)
+        c = frank_wolfe(X, y, 3.0, 200, loss="squared", screening=plan, init=init)
+        assert a.path == b.path == c.path and a.screened == b.screened == c.screened
+        np.testing.assert_allclose(a.coef, b.coef, atol=1e-10)
+    with pytest.raises(ParameterError, match="gram"):
+        fast_frank_wolfe(X, (y > 0).astype(float), 3.0, 10, gram=True)
+
+
+@numba.njit(cache=True)
+def _vertex_counts(alpha, b, draws):
+    counts = np.zeros((alpha.shape[0], 2), dtype=np.int64)
+    for _ in range(draws):
+        j, s = _laplace_vertex(alpha, b)
+        counts[j, 0 if s > 0 else 1] += 1
+    return counts
+
+
+def test_fast_laplace_vertex_matches_report_noisy_max(regression):
+    """The fast solver's "laplace" selection is argmax_(j, sigma) -sigma alpha_j + Lap(b) (checked against
+    quadrature; half the noise fails), and its plan is Alg. 1's."""
+    alpha = np.array([0.5, -1.0, 0.0])
+    b, draws = 0.8, 200_000
+    scores = np.concatenate([-alpha, alpha])  # to maximise; as a minimum: -scores
+    P = _rnm_exact(-scores, 0.0, b, 1.0).sum(axis=1)
+    expected = np.column_stack([P[:3], P[3:]])
+    _seed(13)
+    assert _chi2_p(_vertex_counts(alpha, b, draws), expected) > 1e-4
+    assert _chi2_p(_vertex_counts(alpha, b / 2, draws), expected) < 1e-8
+    X, y = regression
+    fast = fast_frank_wolfe(X, y, 3.0, 50, loss="squared", selection="laplace", epsilon=1.0, delta=1e-6, y_bound=3.0)
+    std = frank_wolfe(X, y, 3.0, 50, loss="squared", selection="laplace", epsilon=1.0, delta=1e-6, y_bound=3.0)
+    assert fast.privacy == std.privacy
