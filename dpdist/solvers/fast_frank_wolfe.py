@@ -495,11 +495,11 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
                      y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
                      random_state: RandomState = None, screening: ScreeningPlan | None = None,
                      init: np.ndarray | None = None, lipschitz_noise: float | None = None,
-                     gram: bool = False) -> FWResult:
+                     gram: bool | np.ndarray = False) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed). ``screening``:
     zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball;
-    ``gram``: precompute X^T X (squared loss; module doc)."""
+    ``gram``: precompute X^T X (squared loss; module doc), or the precomputed matrix itself."""
     X, y = check_problem(X, y, loss, lam, max_iter,
                          selection is not None or (screening is not None and screening.loss is not None),
                          y_bound, record_every)
@@ -529,10 +529,12 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if init is not None:
         check_init(init, D, lam)
     G = None
-    if gram:
+    if gram is not False:
         if loss != "squared" or D > 20000:
-            raise ParameterError("gram=True is for squared loss with at most 20,000 features (a dense D x D matrix)")
-        G = np.asarray((Xc.T @ Xc).toarray(), dtype=np.float64)
+            raise ParameterError("gram is for squared loss with at most 20,000 features (a dense D x D matrix)")
+        G = np.asarray((Xc.T @ Xc).toarray() if gram is True else gram, dtype=np.float64)
+        if G.shape != (D, D) or not np.all(np.isfinite(G)):
+            raise ParameterError(f"gram must be X^T X, a finite {D} x {D} matrix")
     scr = _extra_args(screening, Xc, max_iter, init, G)
     t0 = time.perf_counter()
     coef, path, objective, _ = _fast_fw(*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic",
