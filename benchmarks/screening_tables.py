@@ -14,7 +14,8 @@ two calibrations of the same algorithm (spec 3, 8):
 
 Settings (spec 3.6): the synthetic set n = 3000, d = 600 (x ~ N(0, I) or Sigma_ij = 0.5^|i-j|, divided by
 the global max |x|; w* 35 x (+1), 35 x (-1) at random positions, data seed 1); seed 000: lambda = 5, T =
-1000, eps1 = eps2 = 2.5, delta1 = delta2 = 1/6000; seed 001 Table 1: lambda = 50, T = 1000, eps1 = 4.9,
+1000, eps1 = eps2 = 2.5, delta1 = delta2 = 1/6000 (regime R1 with logistic loss: 5 trials, its exact
+scores need a full gradient every step); seed 001 Table 1: lambda = 50, T = 1000, eps1 = 4.9,
 eps2 = 0.1, delta1 = 1/4000, delta2 = 1/12000; real data: Yeo-Johnson (scikit-learn PowerTransformer,
 standardised) on features and target, or (Tables 4-5) none with |y| scaled to 1; rows scaled to ||x_i||_inf
 <= 1; lambda = ||w_LASSO||_1 of a scikit-learn Lasso (no intercept, like the FW model) whose alpha gives
@@ -30,6 +31,7 @@ The solver is the fast solver (Alg. 2) with a precomputed Gram matrix for square
 against Alg. 1); logistic seed-000 runs refresh the derivatives every step (exact scores).
 
     .venv/bin/python benchmarks/screening_tables.py [--trials 20] [--parts seed000,table1,real] [--jobs 2]
+    .venv/bin/python benchmarks/screening_tables.py --report-only   # table.md and PNGs again from the CSVs
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def real(name: str, yeo_johnson: bool):
 
 
 def _prepare(name: str, yeo_johnson: bool):
-    from sklearn.linear_model import Lasso, lasso_path
+    from sklearn.linear_model import lasso_path
     from sklearn.preprocessing import PowerTransformer
 
     from dpdist.data.transforms import clip_rows
@@ -148,13 +150,11 @@ def _prepare(name: str, yeo_johnson: bool):
     d = X.shape[1]
     target = max(1, round(d / 3))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the path's small alphas on collinear data; the final fit is tight
-        alphas, coefs, _ = lasso_path(X, y, n_alphas=150, eps=1e-3)  # no intercept, as the FW model
+        warnings.simplefilter("ignore")  # the path's smallest alphas on collinear data (not the ones used)
+        alphas, coefs, _ = lasso_path(X, y, n_alphas=150, eps=1e-3, precompute=True, max_iter=5000)
     nnz = np.count_nonzero(coefs, axis=0)
     k = int(np.argmin(np.abs(nnz - target) + 1e-9 * np.arange(nnz.size)))  # nearest d/3, largest alpha on ties
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        best = (int(nnz[k]), Lasso(alpha=alphas[k], fit_intercept=False, max_iter=100000, tol=1e-8).fit(X, y).coef_)
+    best = (int(nnz[k]), coefs[:, k])  # scikit-learn's LASSO (no intercept) at that alpha
     ref = np.flatnonzero(best[1])
     return sp.csr_matrix(X), y, ref, float(np.abs(best[1]).sum())
 
@@ -287,7 +287,7 @@ def seed000_tasks(trials: int) -> list[dict]:
     tasks = []
     for cal in ("paper", "default"):
         for t in range(trials):
-            for loss in ("squared", "logistic"):
+            for loss in ("squared", "logistic") if t < 5 else ("squared",):  # logistic: O(nnz) per step, 5 trials
                 tasks.append(dict(data=f"syn-{loss}", settings=s, calibration=cal, method="np+exact", trial=t,
                                   seed=1000 + t, labels={"part": "seed000", "regime": "R1", "loss": loss}))
             tasks.append(dict(data="syn-squared", settings=s, calibration=cal, method="np+adp50", trial=t,
@@ -368,6 +368,22 @@ def _welch(a, b, alternative: str) -> float:
     if np.std(a) == 0 and np.std(b) == 0:
         return 0.0 if (a.mean() > b.mean() if alternative == "greater" else a.mean() < b.mean()) else 1.0
     return float(stats.ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
+
+
+def _read_csv(path: Path) -> list[dict]:
+    def conv(v: str):
+        if v in ("True", "False"):
+            return v == "True"
+        try:
+            return int(v)
+        except ValueError:
+            try:
+                return float(v)
+            except ValueError:
+                return v
+
+    with open(path, newline="") as f:
+        return [{k: conv(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -452,6 +468,18 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
     # ---- real data
     rl = sel(part="real")
     if rl:
+        md += ["## Seed 001, real data: notes", "",
+               "- Pyrim has 26 features here (the staged CSV, same data as LIBSVM's pyrim) against the paper's 27.",
+               "- Communities: 1,994 x 122 after dropping the 5 non-predictive columns; its 36,850 missing cells are "
+               "set to column means (the seeds do not say how they imputed; mean imputation is a statistic of the "
+               "data, not private -- so is the seeds' whole preprocessing: Yeo-Johnson exponents, standardisation, "
+               "the LASSO reference).",
+               "- Residential: the target \"profit\" is read as V-9 (sale price) minus V-10 (construction cost).",
+               "- Table 2's Abalone and Housing rows are internally impossible (their F1 exceeds the largest F1 "
+               "reachable at their own TPR), so compare F1, Sparsity and R^2 there, not TPR/FPR.",
+               "- The default calibration's RNM-Screen tests a fresh noisy value of the chosen score (about half "
+               "the passes screen when the noise dominates); the seeds test the noisy minimum, which is below 0 "
+               "almost always: ours screens less, hence the higher sparsity (density) and TPR/FPR.", ""]
         for yj, tables in ((True, "Tables 2-3 (Yeo-Johnson)"), (False, "Tables 4-5 (no Yeo-Johnson)")):
             md += [f"## Seed 001 {tables}", "",
                    "| data | n | d (paper) | K | lambda | T |", "|---|---|---|---|---|---|"]
@@ -591,9 +619,24 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--parts", default="seed000,table1,real")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--report-only", action="store_true", help="rewrite table.md and the PNGs from the CSVs")
     args = ap.parse_args()
     parts = args.parts.split(",")
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        rows = [r for part in parts if (OUT / f"{part}.csv").exists() for r in _read_csv(OUT / f"{part}.csv")]
+        info = {}
+        if "real" in parts:
+            for name in REAL:
+                for yj in (True, False):
+                    X, _, ref, lam = real(name, yj)  # from the cache of the run
+                    info[(name, yj)] = {"n": X.shape[0], "d": X.shape[1], "K": int(ref.size), "lambda": lam}
+        eps_rows = _read_csv(OUT / "epsilon.csv") if (OUT / "epsilon.csv").exists() else []
+        md = ["# DP screening (seeds 000/001): reproduction", "", (OUT / "table.md").read_text().splitlines()[2], ""]
+        report(rows, info, eps_rows, md)
+        (OUT / "table.md").write_text("\n".join(md) + "\n")
+        print(f"rewrote {OUT}/table.md and the PNGs from {len(rows)} runs")
+        return
     t0 = time.time()
     info = load_data(parts)
     print(f"data ready in {time.time() - t0:.1f} s", flush=True)
