@@ -86,7 +86,8 @@ Mechanisms (``MODES``), each screening pass at the iterations of a public schedu
   every j with a negative noisy score zeroed (post-processing). Gaussian mechanism, Delta_2 =
   sqrt(d) Delta(N): rho = Delta_2^2 / (2 sigma^2) per pass (Bun & Steinke 2016, Prop. 1.6), l
   passes l rho (``PrivacyLoss.gaussian``); sigma from ``calibrate`` at (eps2, delta2), or from
-  a given rho2.
+  a given rho2. Only coordinates with w_j != 0 can change, so the kernels draw the noise of those
+  alone: the effective outcomes have the same distribution as with all d noisy scores.
 * ``"rnm"`` (RNM-Screen, seed 001 Alg. 2): j* = argmin_j s_j + Lap(2 Delta / eps_c) (report-noisy-
   min; the scores are non-monotone, so 2 Delta: spec 1.3), eps_c-DP, i.e. eps_c^2/2-zCDP
   (``PrivacyLoss.pure_steps``); then the threshold test on a fresh value s_j* + Lap(Delta / eps_t),
@@ -411,14 +412,74 @@ def _screen_set(alpha, colnorm, wt, const, rt, Bc, coef, sigma, out):
 
 @numba.njit(cache=True)
 def _screen_rnm(alpha, colnorm, const, rt, Bc, coef, b_rnm, b_th):
-    """RNM-Screen's pass: (j*, screened). j* = argmin_j s_j + Lap(b_rnm) over all d coordinates;
-    screened: s_j* + Lap(b_th) < 0 (fresh value), or the noisy minimum < 0 when b_th == 0 (seeds)."""
-    best, jbest = math.inf, 0
-    ca, ba, Bmax = coef[0], coef[2], coef[7]
-    for j in range(alpha.shape[0]):
-        z = ca * abs(alpha[j]) + rt * min(ba * colnorm[j] + Bc, Bmax) + _laplace(b_rnm)
-        if z < best:
-            best, jbest = z, j
+    """RNM-Screen's pass: (j*, screened). j* = argmin_j s_j + Lap(b_rnm) over all d coordinates
+    (:func:`_noisy_argmin`); screened: s_j* + Lap(b_th) < 0 (fresh value), or the noisy minimum < 0
+    when b_th == 0 (the seeds)."""
+    D = alpha.shape[0]
+    jbest, best = _noisy_argmin(alpha, colnorm, rt, Bc, coef, b_rnm, max(16, D // 16))
     if b_th == 0.0:
         return jbest, best + const < 0.0
     return jbest, _score(alpha, colnorm, jbest, const, rt, Bc, coef) + _laplace(b_th) < 0.0
+
+
+@numba.njit(cache=True)
+def _noisy_argmin(alpha, colnorm, rt, Bc, coef, b, kmax):
+    """(argmin_j, min_j) of v_j + Z_j, v_j = c_a |alpha_j| + r~ B~_j, Z_j iid Lap(b) -- drawn exactly, lazily.
+
+    The D noise values are drawn from the smallest up: the order statistics of D uniforms from the
+    bottom (U_(1) = 1 - V^(1/D), 1 - U_(k+1) = (1 - U_(k)) V^(1/(D - k)), in log space), each mapped
+    through the Laplace inverse CDF and given to a uniformly random coordinate not yet drawn (a
+    uniformly random assignment of the sorted values is the iid draw). Once the next value z
+    satisfies min_j v_j + z >= the best noisy value so far, no coordinate without a value can win,
+    so the argmin (and its noisy value) are those of the full draw. When the noise dominates the
+    spread of the v_j this stops after a few values: the pass costs O(D) arithmetic (the minimum of
+    the v_j) and O(1) random numbers instead of D Laplace draws. After ``kmax`` values the rest are
+    drawn directly, each from the Laplace law conditioned on being above the last order statistic
+    (exact as well), so the pass never costs much more than drawing all D."""
+    D = alpha.shape[0]
+    ca, ba, Bmax = coef[0], coef[2], coef[7]
+    vmin = math.inf
+    for j in range(D):
+        vmin = min(vmin, ca * abs(alpha[j]) + rt * min(ba * colnorm[j] + Bc, Bmax))
+    mark = np.zeros(D, dtype=np.uint8)
+    best, jbest = math.inf, 0
+    logw = 0.0  # ln(1 - U_(k))
+    k = 0
+    while k < D:
+        if k == kmax:  # the rest directly: U ~ Uniform(U_(k), 1), i.e. ln(1 - U) = logw + ln V
+            for j in range(D):
+                if mark[j]:
+                    continue
+                lw = logw + math.log(_unit())
+                u = -math.expm1(lw)
+                z = b * math.log(2.0 * u) if u <= 0.5 else -b * (_LN2 + lw)
+                val = ca * abs(alpha[j]) + rt * min(ba * colnorm[j] + Bc, Bmax) + z
+                if val < best:
+                    best, jbest = val, j
+            break
+        logw += math.log(_unit()) / (D - k)
+        u = -math.expm1(logw)  # U_(k+1)
+        z = b * math.log(2.0 * u) if u <= 0.5 else -b * (_LN2 + logw)
+        if vmin + z >= best:
+            break
+        j = int(np.random.random() * D)
+        while mark[j]:
+            j = int(np.random.random() * D)
+        mark[j] = 1
+        k += 1
+        val = ca * abs(alpha[j]) + rt * min(ba * colnorm[j] + Bc, Bmax) + z
+        if val < best:
+            best, jbest = val, j
+    return jbest, best
+
+
+_LN2 = math.log(2.0)
+
+
+@numba.njit(cache=True)
+def _unit():
+    """Uniform on (0, 1)."""
+    v = np.random.random()
+    while v == 0.0:
+        v = np.random.random()
+    return v

@@ -16,7 +16,7 @@ from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw, _laplace_vertex, fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import frank_wolfe
 from dpdist.solvers.samplers import _seed, block_shift
-from dpdist.solvers.screening import (_screen_rnm, _screen_set, rule_constants, rule_scores, schedule_mask,
+from dpdist.solvers.screening import (_noisy_argmin, _screen_rnm, _screen_set, rule_constants, rule_scores, schedule_mask,
                                       scores_at, screening_plan, seed_sensitivity, sensitivity, uniform_l1_ball)
 
 
@@ -248,6 +248,31 @@ def _adp_counts(alpha, colnorm, wt, const, rt, Bc, coef, sigma, draws):
         for p in range(k):
             counts[buf[p]] += 1
     return counts
+
+
+@numba.njit(cache=True)
+def _argmin_counts(alpha, b, kmax, draws):
+    coef = np.array([1.0, 0, 0, 0, 0, 0, 0, 0, 1.0])
+    counts = np.zeros(alpha.shape[0], dtype=np.int64)
+    for _ in range(draws):
+        j, _v = _noisy_argmin(alpha, np.zeros(alpha.shape[0]), 0.0, 0.0, coef, b, kmax)
+        counts[j] += 1
+    return counts
+
+
+@pytest.mark.parametrize("b, kmax", [(1.0, 16), (1.0, 1), (0.05, 16), (20.0, 16), (20.0, 2)])
+def test_lazy_noisy_argmin_is_exact(b, kmax):
+    """The lazy order-statistics draw of argmin_j v_j + Lap(b) (noise-dominated, signal-dominated, and with
+    the direct draw of the rest after kmax values) against quadrature; half the noise fails."""
+    v = np.array([0.3, 1.2, 0.0, 0.9, 2.0, 0.05])
+    P = _rnm_exact(v, 0.0, b, 1.0).sum(axis=1)
+    _seed(31)
+    counts = _argmin_counts(v, b, kmax, 120_000)
+    keep = P * counts.sum() > 5
+    assert stats.chisquare(counts[keep], P[keep] / P[keep].sum() * counts[keep].sum()).pvalue > 1e-4
+    if b == 1.0 and kmax == 16:
+        half = _argmin_counts(v, b / 2, kmax, 120_000)
+        assert stats.chisquare(half[keep], P[keep] / P[keep].sum() * half[keep].sum()).pvalue < 1e-8
 
 
 def _lap_sf(x, b):
