@@ -172,7 +172,11 @@ class PrivateEvaluation:
     def evaluate(self, w: np.ndarray, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
                  screened: list[list[int]] | None = None) -> dict[str, Any]:
         """The noisy metrics and curve (call it inside the accountant's release, after the charge);
-        ``screened``: the released screening events of the path."""
+        ``screened``: the released screening events of the path.
+
+        A metric the noisy counts leave undefined (no rows, one class) is None, never NaN: every
+        outcome is recordable, so no outcome can force a redraw.
+        """
         X = clip_rows(X, 1.0, "clip")
         y = np.asarray(y, dtype=np.float64)
         if self.task == "regression":
@@ -222,8 +226,8 @@ class PrivateEvaluation:
         n = max(noisy[0], 1.0)
         sse = max(noisy[1], 0.0)
         var = noisy[3] - noisy[2] ** 2 / n
-        return {"rows": float(max(noisy[0], 0.0)), "mse": sse / n,
-                "r2": float(1.0 - sse / var) if var > 0 else None}  # None: undefined (a release is JSON)
+        return {"rows": float(max(noisy[0], 0.0)), "mse": float(sse / n),
+                "r2": float(1.0 - sse / var) if var > 0 else None}
 
 
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:

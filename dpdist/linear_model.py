@@ -1,7 +1,10 @@
-"""L1-constrained (DP) Frank-Wolfe estimators in scikit-learn style (seed 004; spec 2).
+"""L1-constrained (DP) Frank-Wolfe estimators, scikit-learn style (seed 004; spec 2).
 
 ``DPFrankWolfeClassifier`` (logistic loss, two classes) and ``DPFrankWolfeRegressor``
 (squared loss) minimise the mean loss over ||w||_1 <= lam with ``max_iter`` Frank-Wolfe steps.
+They are scikit-learn estimators: parameters are set in ``__init__`` and validated in ``fit``,
+so ``clone``, ``Pipeline`` and ``GridSearchCV`` work (non-private methods for model selection:
+a grid search over private fits would spend one budget per fit and per fold).
 
 ``method``:
 
@@ -9,13 +12,13 @@
   vertices drawn by the Big-Step Little-Step sampler; (epsilon, delta)-DP.
 * "dp-fw": the standard Alg. 1 with Laplace report-noisy-max (Talwar et al.), scale
   2 L/eps0.
+* "fw", "fast-fw": non-private baselines (Alg. 1 and Alg. 2 + Alg. 3); they release an
+  un-noised model, so they refuse an accountant.
 
 eps0 comes from the tight accountant (T eps0^2/8-zCDP for the exponential mechanism's
 steps, T eps0^2/2 for Laplace report-noisy-max; :func:`dpdist.solvers.frank_wolfe.privacy_plan`).
 ``calibration="paper"`` is seed 004's eps0 = eps / sqrt(8 T ln(1/delta)) (and, for "dp-fw",
 the seeds' Laplace scale L/eps0); the release is charged its true loss.
-* "fw", "fast-fw": non-private baselines (Alg. 1 and Alg. 2 + Alg. 3); they release an
-  un-noised model, so they refuse an accountant.
 
 ``screening`` (seeds 000/001; :mod:`dpdist.solvers.screening`) zeroes coordinates whose safe-
 screening score says "zero at the optimum", at the iterations of ``screen_schedule`` (an int m:
@@ -31,20 +34,26 @@ every m-th iteration; or a list of iterations):
 * "exact": the rule without noise, for the non-private methods.
 
 The privacy bounds are enforced: |X_ij| <= 1 and, for regression, |y_i| <= y_bound
-(``bounds="check"`` refuses, ``"clip"`` clips each record). For the logistic fast solver the
-stale row derivatives are refreshed every ceil(max_iter / 10) steps (spec 2.4; see
+(``bounds="check"`` refuses, ``"clip"`` clips each record). The classifier's two labels are
+public (``classes``, or the labels seen in y). For the logistic fast solver the stale row
+derivatives are refreshed every ceil(max_iter / 10) steps (spec 2.4; see
 benchmarks/fw_refresh.py). When ``accountant`` is given, ``fit`` charges it before the
 coefficients are returned, and a retried ``key`` replays the recorded model.
+``from_release`` rebuilds a fitted estimator from a recorded release (``dpdist models export``).
 """
 
 from __future__ import annotations
 
 import math
 import uuid
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
@@ -64,20 +73,18 @@ SCREENINGS = (None, "rnm", "adp", "exact")
 SCREEN_METHODS = {"rnm-screen": "rnm", "adp-screen": "adp"}  # CLI / run-config names -> fast-dp-fw + screening
 
 
-class _FrankWolfe:
+class _FrankWolfe(BaseEstimator):
     _loss = "logistic"
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, lam: float = 50.0, max_iter: int = 1000,
-                 method: str = "fast-dp-fw", calibration: str = "safe", bounds: str = "check",
-                 random_state: RandomState = None, screening: str | None = None, screen_epsilon: float | None = None,
-                 screen_delta: float | None = None, screen_rho: float | None = None, screen_schedule=1,
-                 screen_rule: str = "safe", n_max: int | None = None) -> None:
-        self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
-        self.method, self.calibration, self.bounds, self.random_state = method, calibration, bounds, random_state
+    @property
+    def private(self) -> bool:
+        return self.method in PRIVATE
+
+    def _set_screening(self, screening: str | None, screen_epsilon: float | None, screen_delta: float | None,
+                       screen_rho: float | None, screen_schedule: Any, screen_rule: str, n_max: int | None) -> None:
         self.screening, self.screen_epsilon, self.screen_delta = screening, screen_epsilon, screen_delta
         self.screen_rho, self.screen_schedule, self.screen_rule, self.n_max = screen_rho, screen_schedule, \
             screen_rule, n_max
-        self._validate()
 
     def _validate(self) -> None:
         if self.method not in METHODS:
@@ -88,6 +95,7 @@ class _FrankWolfe:
             raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
         check_positive(self.lam, "lam")
         check_count(self.max_iter, "max_iter")
+        check_positive(self._y_bound(), "y_bound")
         if self.private:
             check_epsilon(self.epsilon)
             check_delta(self.delta, allow_zero=False)
@@ -107,10 +115,6 @@ class _FrankWolfe:
                                          "for private screening")
                 check_count(self.n_max, "n_max")
 
-    @property
-    def private(self) -> bool:
-        return self.method in PRIVATE
-
     def _y_bound(self) -> float:
         return 1.0
 
@@ -120,7 +124,10 @@ class _FrankWolfe:
         if n_features is None:
             n_features = getattr(self, "n_features_in_", None)
         if n_features is None:
-            raise ParameterError("the screening's charge depends on the number of features: pass n_features")
+            if self.calibration == "paper" and self.screening != "exact":
+                raise ParameterError("the screening's charge with calibration='paper' depends on the number of "
+                                     "features: pass n_features")
+            n_features = 1  # the safe calibration's loss does not depend on d (only its sigma does)
         return screening_plan(self.screening, self._loss, self.lam, n_features, self.max_iter, self.screen_schedule,
                               self.screen_epsilon, self.screen_delta, self.screen_rho, self.screen_rule,
                               self.calibration, self._y_bound(), self.n_max, standalone_delta=self.delta)
@@ -146,8 +153,9 @@ class _FrankWolfe:
         """The charge of one fit (its tight privacy loss and mechanism), whatever the data.
 
         With screening it is the Frank-Wolfe steps composed with the screening's loss
-        (``PrivacyLoss.compose``); that needs the (public) number of features ``n_features``
-        (default: the fitted model's). A caller that runs the fit elsewhere (a Dask worker)
+        (``PrivacyLoss.compose``). Its loss depends on the (public) number of features
+        ``n_features`` (default: the fitted model's) only with ``calibration="paper"``; without it
+        the details' noise scales are those of one feature. A caller that runs the fit elsewhere (a Dask worker)
         charges this in its own accountant before the model leaves.
         """
         self._validate()
@@ -163,7 +171,7 @@ class _FrankWolfe:
         return Charge(PrivacyLoss.compose(plan.loss, screen.loss), f"frank_wolfe/{self.method}+{self.screening}-screen",
                       {**details, "fw_epsilon": plan.loss.epsilon, **screen.details()})
 
-    def release_params(self) -> dict:
+    def release_params(self) -> dict[str, Any]:
         """Every parameter of a fit, for the ledger's release identity."""
         out = {"method": self.method, "loss": self._loss, "epsilon": self.epsilon, "delta": self.delta,
                "lam": self.lam, "max_iter": self.max_iter, "calibration": self.calibration, "bounds": self.bounds,
@@ -176,20 +184,20 @@ class _FrankWolfe:
         return out
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
-             key: str | None) -> None:
-        self._validate()
+             key: str | None, extra: dict[str, Any]) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
         X = sp.csr_matrix(X, dtype=np.float64)
-        X, y = enforce_bounds(X, y, 1.0, None if self._loss == "logistic" else self._y_bound(), mode=self.bounds)
-        self.n_features_in_ = X.shape[1]
-        result: dict = {}
+        if self.private or self.bounds == "clip":  # a non-private fit assumes no bound, unless asked to clip
+            X, y = enforce_bounds(X, y, 1.0, None if self._loss == "logistic" else self._y_bound(), mode=self.bounds)
+        result: dict[str, FWResult] = {}
 
-        def compute() -> dict:
+        def compute() -> dict[str, Any]:
             res = self._solve(X, y)
             result["fw"] = res
             nz = np.flatnonzero(res.coef)
-            out = {"indices": nz.tolist(), "values": res.coef[nz].tolist()}
+            out = {"indices": nz.tolist(), "values": res.coef[nz].tolist(), "path": list(res.path),
+                   "n_features": int(X.shape[1]), **extra}
             return {**out, "screened": res.screened} if self.screening is not None else out
 
         if accountant is None:
@@ -199,48 +207,106 @@ class _FrankWolfe:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"{self.method}-{uuid.uuid4().hex}"
             out = accountant.release(dataset, self.privacy_charge(X.shape[1]), key, compute,
-                                     {**self.release_params(), "n_features": X.shape[1]})
-        self.coef_ = np.zeros(X.shape[1])
-        self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+                                     {**self.release_params(), "n_features": X.shape[1], **extra})
+        self._set_released(out)
         fw = result.get("fw")
         self.n_iter_ = self.max_iter
-        self.seconds_ = fw.seconds if fw else float("nan")
+        self.seconds_ = fw.seconds if fw else float("nan")  # the operator's own: never released
         self.privacy_ = fw.privacy if fw else None
-        self.path_ = fw.path if fw else None
-        self.screened_ = out.get("screened") if self.screening is not None else None
 
-    def decision_function(self, X: Matrix) -> np.ndarray:
-        if X.shape[1] != self.n_features_in_:
-            raise ParameterError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
+    def _set_released(self, out: dict[str, Any]) -> None:
+        self.n_features_in_ = int(out["n_features"])
+        self.coef_ = np.zeros(self.n_features_in_)
+        self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        self.path_ = list(out.get("path", []))
+        self.screened_ = [list(e) for e in out.get("screened", [])] if self.screening is not None else None
+
+    @classmethod
+    def from_release(cls, record: dict[str, Any], **params: Any) -> _FrankWolfe:
+        """A fitted estimator from a recorded release: the ``result`` of a ledger record (or an export
+        of ``dpdist models export``, or the bare result). ``params`` are the estimator's parameters."""
+        result = record.get("result", record)
+        if not {"indices", "values", "n_features"} <= set(result):
+            raise ParameterError("not a released Frank-Wolfe model (needs indices, values and n_features)")
+        est = cls(**params)
+        est._set_released(result)
+        est._from_result(result)
+        return est
+
+    def _from_result(self, result: dict[str, Any]) -> None:
+        pass
+
+    def _margins(self, X: Matrix) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        X = validate_data(self, X, accept_sparse="csr", reset=False)
         return np.asarray(X @ self.coef_).ravel()
 
 
-class DPFrankWolfeClassifier(_FrankWolfe):
-    """Private L1-constrained logistic regression for two classes."""
+class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
+    """Private L1-constrained logistic regression for two classes.
+
+    ``classes``: the two labels, public (default: the labels seen in y, which are then treated as
+    public, as scikit-learn does).
+    """
 
     _loss = "logistic"
 
-    def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, lam: float = 50.0, max_iter: int = 1000,
+                 method: str = "fast-dp-fw", calibration: str = "safe", bounds: str = "check",
+                 classes: Any = None, random_state: RandomState = None, screening: str | None = None,
+                 screen_epsilon: float | None = None, screen_delta: float | None = None,
+                 screen_rho: float | None = None, screen_schedule: Any = 1, screen_rule: str = "safe",
+                 n_max: int | None = None) -> None:
+        self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
+        self.method, self.calibration, self.bounds, self.classes = method, calibration, bounds, classes
+        self.random_state = random_state
+        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule, screen_rule, n_max)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None) -> DPFrankWolfeClassifier:
-        y = np.asarray(y).ravel()
-        self.classes_ = np.unique(y)  # the label set is treated as public (as in scikit-learn)
-        if self.classes_.size != 2:
-            raise ParameterError(f"DPFrankWolfeClassifier needs exactly 2 classes, got {self.classes_.size}")
-        self._fit(X, (y == self.classes_[1]).astype(np.float64), accountant, dataset, key)
+        self._validate()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
+        if self.classes is None:
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
+            if y_type != "binary":
+                raise ParameterError(f"Only binary classification is supported. The type of the target is {y_type}: "
+                                     f"DPFrankWolfeClassifier needs exactly 2 classes, got {np.unique(y).size} class(es)")
+        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
+        if classes.size != 2:
+            raise ParameterError(f"DPFrankWolfeClassifier needs exactly 2 classes, got {classes.size} class(es)")
+        if not np.isin(y, classes).all():
+            raise ParameterError("y has labels outside the given classes")
+        self.classes_ = classes
+        self._fit(X, (y == classes[1]).astype(np.float64), accountant, dataset, key,
+                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]})
         return self
+
+    def _from_result(self, result: dict[str, Any]) -> None:
+        classes = result.get("classes") or self.classes
+        if classes is None:
+            raise ParameterError("the released model does not name its classes: pass classes=[negative, positive]")
+        self.classes_ = np.asarray(classes)
+
+    def decision_function(self, X: Matrix) -> np.ndarray:
+        return self._margins(X)
 
     def predict_proba(self, X: Matrix) -> np.ndarray:
         p = expit(self.decision_function(X))
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: Matrix) -> np.ndarray:
+        check_is_fitted(self, "coef_")
         return self.classes_[(self.decision_function(X) > 0).astype(np.int64)]
 
-    def score(self, X: Matrix, y: np.ndarray) -> float:
-        return float(np.mean(self.predict(X) == np.asarray(y).ravel()))
 
-
-class DPFrankWolfeRegressor(_FrankWolfe):
+class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
     """Private L1-constrained least squares; ``y_bound`` is the public bound on |y|."""
 
     _loss = "squared"
@@ -248,24 +314,28 @@ class DPFrankWolfeRegressor(_FrankWolfe):
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, lam: float = 50.0, max_iter: int = 1000,
                  method: str = "fast-dp-fw", calibration: str = "safe", bounds: str = "check", y_bound: float = 1.0,
                  random_state: RandomState = None, screening: str | None = None, screen_epsilon: float | None = None,
-                 screen_delta: float | None = None, screen_rho: float | None = None, screen_schedule=1,
+                 screen_delta: float | None = None, screen_rho: float | None = None, screen_schedule: Any = 1,
                  screen_rule: str = "safe", n_max: int | None = None) -> None:
-        self.y_bound = check_positive(y_bound, "y_bound")
-        super().__init__(epsilon, delta, lam, max_iter, method, calibration, bounds, random_state, screening,
-                         screen_epsilon, screen_delta, screen_rho, screen_schedule, screen_rule, n_max)
+        self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
+        self.method, self.calibration, self.bounds, self.y_bound = method, calibration, bounds, y_bound
+        self.random_state = random_state
+        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule,
+                            screen_rule, n_max)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
 
     def _y_bound(self) -> float:
         return self.y_bound
 
-    def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
+    def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None) -> DPFrankWolfeRegressor:
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key)
+        self._validate()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
+        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {})
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:
-        return self.decision_function(X)
-
-    def score(self, X: Matrix, y: np.ndarray) -> float:
-        y = np.asarray(y, dtype=np.float64).ravel()
-        resid = y - self.predict(X)
-        return float(1.0 - resid @ resid / max(((y - y.mean()) ** 2).sum(), 1e-300))
+        return self._margins(X)

@@ -14,7 +14,11 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
     [budget]   epsilon, delta, name: set for the dataset if the ledger has no budget for it yet
                (name: its public name, default random)
     [cluster]  kind = "local" | "address" | "slurm"; n_workers, threads_per_worker (local),
-               address, jobqueue (path of a dask-jobqueue YAML, slurm), dashboard_address
+               address (tls://host:port), jobqueue (path of a dask-jobqueue YAML, slurm),
+               host (local: where scheduler and workers listen, default 127.0.0.1),
+               dashboard_address (local, slurm: default 127.0.0.1:0, loopback only),
+               tls_ca_file, tls_cert, tls_key (address: this client's credentials),
+               insecure = true (DANGEROUS: plain, unauthenticated TCP; see runtime.py)
     [select]   methods (dp-sis, two-stage), k, epsilon (each), alpha (two-stage LASSO),
                n_blocks (two-stage; default floor(sqrt) of the noisy train row count)
     [train]    methods (fast-dp-fw, dp-fw, rnm-screen, adp-screen, objective-perturbation), epsilon
@@ -48,7 +52,7 @@ import yaml
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["RunConfig", "load_config", "DEFAULTS_FILE"]
+__all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE"]
 
 DEFAULTS_FILE = "defaults.toml"
 SOURCES = ("synth", "svmlight", "store")
@@ -80,6 +84,8 @@ class DataConfig:
     test_fraction: float = 0.2
     bounds: str = "check"
     count_epsilon: float = 0.02
+    task: str | None = None
+    labels: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,12 @@ class ClusterConfig:
     threads_per_worker: int = 1
     address: str | None = None
     jobqueue: str | None = None
-    dashboard_address: str = ":0"
+    host: str | None = None  # local: None = 127.0.0.1
+    dashboard_address: str = "127.0.0.1:0"
+    insecure: bool = False  # True: plain TCP with no authentication between client, scheduler, workers
+    tls_ca_file: str | None = None  # address: the CA, certificate and key this client presents
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +182,14 @@ class RunConfig:
         return int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little")
 
 
+def store_paths(cfg: RunConfig) -> dict[str, str]:
+    """Where a run puts (or finds) the source store, the two halves of the split and a public test set."""
+    root = Path(cfg.output) / "stores"
+    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
+    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test"),
+            "public_test": str(root / "public-test")}
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
@@ -240,13 +259,64 @@ class _Checker:
         return v
 
 
+def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
+    """The ``[cluster]`` section: kind and sizes, bind addresses, and TLS unless ``insecure``."""
+    c.choice("cluster.kind", cluster.kind, CLUSTERS)
+    c.number("cluster.n_workers", cluster.n_workers, 1, integer=True)
+    c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
+    if not isinstance(cluster.insecure, bool):
+        c.fail("cluster.insecure", f"must be true or false, got {cluster.insecure!r}")
+    for key in ("host", "dashboard_address"):
+        v = getattr(cluster, key)
+        if v is not None and (not isinstance(v, str) or not v):
+            c.fail(f"cluster.{key}", f"must be a non-empty string, got {v!r}")
+    if cluster.host is not None and cluster.kind != "local":
+        c.fail("cluster.host", "only for kind 'local' (a SLURM scheduler listens where its workers reach it)")
+    tls = {k: getattr(cluster, k) for k in ("tls_ca_file", "tls_cert", "tls_key")}
+    if cluster.kind != "address":
+        for k, v in tls.items():
+            if v is not None:
+                c.fail(f"cluster.{k}", "only for kind 'address': local and slurm clusters get fresh "
+                                       "credentials for every run")
+    if cluster.kind == "slurm" and not cluster.jobqueue:
+        c.fail("cluster.jobqueue", "kind 'slurm' needs a dask-jobqueue YAML (e.g. deploy/jobqueue.yaml)")
+    if cluster.kind != "address":
+        return
+    if not cluster.address or not isinstance(cluster.address, str):
+        c.fail("cluster.address", "kind 'address' needs the scheduler address (tls://host:port)")
+    scheme = cluster.address.split("://")[0] if "://" in cluster.address else "tcp"
+    if cluster.insecure:
+        if scheme == "tls" or any(v is not None for v in tls.values()):
+            c.fail("cluster.insecure", "insecure = true is for a plain tcp:// scheduler; a tls:// one takes "
+                                       "tls_ca_file, tls_cert and tls_key without it")
+        return
+    if scheme != "tls":
+        c.fail("cluster.address", f"{cluster.address!r} is not TLS: anyone who reaches a {scheme}:// scheduler "
+                                  "can run code as you and read the data; start it with TLS (tls://) and give "
+                                  "cluster.tls_ca_file, tls_cert, tls_key, or set cluster.insecure = true "
+                                  "(dangerous) on a network only you can reach")
+    for k, v in tls.items():
+        if v is None:
+            c.fail(f"cluster.{k}", "a tls:// scheduler needs this client's CA, certificate and key "
+                                   "(tls_ca_file, tls_cert, tls_key)")
+        if not isinstance(v, str) or not Path(v).is_file():
+            c.fail(f"cluster.{k}", f"no such file {v!r}")
+    if Path(tls["tls_key"]).stat().st_mode & 0o077:
+        c.fail("cluster.tls_key", f"{tls['tls_key']} is open to group/others "
+                                  f"(mode {Path(tls['tls_key']).stat().st_mode & 0o777:04o}); chmod 600 it")
+
+
 def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
     """The embedded defaults, updated by the file at ``path`` and then by ``overrides``."""
     doc = _defaults()
     source = "<defaults>"
     if path is not None:
         source = str(path)
-        doc = _merge(doc, _read(Path(path)))
+        user = _read(Path(path))
+        if "budget" not in user and "data" in user and _merge(doc["data"], user["data"]) != doc["data"]:
+            # the embedded budget belongs to the demo's synthetic data: other data needs its own choice
+            doc = {**doc, "budget": {}}
+        doc = _merge(doc, user)
     if overrides:
         doc = _merge(doc, overrides)
     c = _Checker(source)
@@ -254,6 +324,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     for k in doc:
         if k not in known:
             c.fail(k, f"unknown key (allowed: {', '.join(sorted(known))})")
+    if isinstance(doc.get("data"), dict) and isinstance(doc["data"].get("labels"), list):
+        doc["data"] = {**doc["data"], "labels": tuple(doc["data"]["labels"])}
     for k in ("select", "train"):
         if isinstance(doc.get(k), dict):
             for list_key in ("methods", "epsilon") if k == "train" else ("methods",):
@@ -287,6 +359,18 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("data.path", f"no such file {data.path}")
     if data.source == "store" and data.path and not Path(data.path).is_dir():
         c.fail("data.path", f"no such store {data.path}")
+    if data.source == "svmlight":  # the task and classes must be public: one record cannot recode the others
+        c.choice("data.task", data.task, ("binary", "multiclass", "regression"))
+        if data.task != "regression" and not data.labels:
+            c.fail("data.labels", f"task {data.task!r} needs its classes, e.g. labels = [-1, 1] (public knowledge)")
+        if data.task == "regression" and data.labels:
+            c.fail("data.labels", "a regression has no classes")
+    elif data.task is not None or data.labels is not None:
+        c.fail("data.task", "give the task and labels of an svmlight source only (a store or a synthetic set "
+                            "records its own)")
+    if data.labels is not None:
+        for v in data.labels:
+            c.number("data.labels", v)
     for key in ("n", "d", "n_features"):
         if getattr(data, key) is not None:
             c.number(f"data.{key}", getattr(data, key), 1, integer=True)
@@ -304,13 +388,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     if budget.name is not None and (not isinstance(budget.name, str) or not budget.name.strip()):
         c.fail("budget.name", f"must be a non-empty string, got {budget.name!r}")
 
-    c.choice("cluster.kind", cluster.kind, CLUSTERS)
-    c.number("cluster.n_workers", cluster.n_workers, 1, integer=True)
-    c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
-    if cluster.kind == "address" and not cluster.address:
-        c.fail("cluster.address", "kind 'address' needs the scheduler address (tcp://host:port)")
-    if cluster.kind == "slurm" and not cluster.jobqueue:
-        c.fail("cluster.jobqueue", "kind 'slurm' needs a dask-jobqueue YAML (e.g. deploy/jobqueue.yaml)")
+    _check_cluster(c, cluster)
 
     for m in select.methods:
         c.choice("select.methods", m, SELECT_METHODS)

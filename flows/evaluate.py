@@ -21,8 +21,8 @@ from prefect.logging import get_run_logger
 from dpdist.data.store import open_store
 from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, sparse_coef, support_recall
 from dpdist.selection.sis import store_target
-from flows.config import RunConfig, load_config
-from flows.ingest import store_paths, store_summary
+from flows.config import RunConfig, load_config, store_paths
+from flows.ingest import store_summary
 from flows.release import release
 from flows.results import read_stage, write_stage
 from flows.runtime import cluster_client, on_cluster
@@ -50,6 +50,27 @@ def public_metrics(test_path: str, model: dict[str, Any]) -> dict[str, Any]:
     its, losses = path_losses(store.task, r["path"], model["lam"], X, y, screened=r.get("screened")) \
         if r["path"] else ([], [])
     return {**exact_metrics(store.task, w, X, y), "curve_iterations": its, "curve_loss": losses, "private": False}
+
+
+@task(name="reference", retries=1)
+def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[str, Any]:
+    """Exact references on *public* data only (a synthetic set): a non-private fast FW fit at the run's
+    lambda and T, and the majority class (classification) or the train mean (regression)."""
+    import numpy as np
+
+    from pipelines.train import estimator
+
+    train, test = open_store(train_path), open_store(test_path)
+    Xtr, ytr = train.csr(), store_target(train)
+    Xte, yte = test.csr(), store_target(test)
+    model = estimator(train.task, "fast-fw", 1.0, 1e-6, lam, iters).fit(Xtr, ytr)
+    out = {"non_private": exact_metrics(test.task, model.coef_, Xte, yte)}
+    if test.task == "regression":
+        out["baseline"] = {"mse": float(np.mean((yte - ytr.mean()) ** 2)), "r2": 0.0, "what": "the train mean"}
+    else:
+        major = 1.0 if (ytr > 0).mean() >= 0.5 else -1.0
+        out["baseline"] = {"accuracy": float(np.mean(yte == major)), "auc": 0.5, "what": "the majority class"}
+    return out
 
 
 def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any] | None,
@@ -89,7 +110,10 @@ def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, 
                     ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc", "mse", "r2")
                               if metrics.get(k) is not None),
                     "private" if metrics["private"] else "public test set, exact")
-    out = {"selections": sel_eval, "models": model_eval, "true_support": truth}
+    ref = None
+    if models and cfg.data.source == "synth" and stores.get("test"):  # public data: references cost no privacy
+        ref = reference(stores["train"]["store"], stores["test"]["store"], cfg.train.lam, cfg.train.iters)
+    out = {"selections": sel_eval, "models": model_eval, "true_support": truth, "reference": ref}
     write_stage(cfg, "evaluation", out)
     return out
 

@@ -18,25 +18,18 @@ from prefect.logging import get_run_logger
 
 from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import split_store
-from dpdist.data.store import open_store
+from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
+from dpdist.utils.files import private_dir
 from dpdist.utils.random import check_random_state
-from flows.config import RunConfig, load_config
+from flows.config import RunConfig, load_config, store_paths
 from flows.release import RAW, ensure_budget, release
 from flows.runtime import on_cluster
 
 __all__ = ["ingest", "ingest_stage", "store_paths", "store_summary"]
-
-
-def store_paths(cfg: RunConfig) -> dict[str, str]:
-    """Where the stage puts (or finds) the source store, the two halves of the split and a public test set."""
-    root = Path(cfg.output) / "stores"
-    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
-    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test"),
-            "public_test": str(root / "public-test")}
 
 
 def store_summary(path: str) -> dict[str, Any]:
@@ -51,14 +44,23 @@ def store_summary(path: str) -> dict[str, Any]:
 
 @task(name="ingest-source", retries=1, **RAW)
 def make_source(cfg: RunConfig) -> dict[str, Any]:
-    """Write the source store (synthetic or svmlight) or check an existing one."""
+    """Write the source store (synthetic or svmlight), unless the store of the same source exists already.
+
+    A store records the fingerprint of its source (``flows.plan.source_fingerprint``); a second run
+    of the same config reuses it instead of generating or ingesting again.
+    """
+    from flows.plan import known_source, source_fingerprint
+
     out = store_paths(cfg)["source"]
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    private_dir(Path(store_paths(cfg)["train"]).parent)  # <output>/stores: raw records, owner-only
     d = cfg.data
-    if d.source == "synth":
-        write_synthetic(d.name, out, seed=d.data_seed, force=True, n=d.n, d=d.d)
-    elif d.source == "svmlight":
-        ingest_svmlight(d.path, out, force=True, n_features=d.n_features)
+    if d.source != "store" and known_source(cfg) is None:
+        meta = {"source_fingerprint": source_fingerprint(cfg)}
+        if d.source == "synth":
+            write_synthetic(d.name, out, seed=d.data_seed, force=True, metadata=meta, n=d.n, d=d.d)
+        else:
+            ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta, task=d.task,
+                            labels=None if d.labels is None else list(d.labels))
     return store_summary(out)
 
 
@@ -75,10 +77,23 @@ def public_test(cfg: RunConfig, n_features: int) -> dict[str, Any]:
 
 @task(name="split", retries=1, **RAW)
 def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[str, Any]]:
-    """The keyed split (each record's side from its own content and the secret key) into two stores."""
+    """The keyed split (each record's side from its own content and the secret key) into two stores.
+
+    The split is a function of the source and the key only: halves a previous run wrote from the
+    same source and fraction are reused.
+    """
     paths = store_paths(cfg)
-    split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, key, force=True)
+    if not all(_is_split_of(paths[h], source["dataset"], cfg.data.test_fraction) for h in ("train", "test")):
+        split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, key, force=True)
     return {"train": store_summary(paths["train"]), "test": store_summary(paths["test"])}
+
+
+def _is_split_of(path: str, dataset: str, test_fraction: float) -> bool:
+    try:
+        meta = open_store(path).meta
+    except Exception:  # noqa: BLE001 - absent or unreadable: written anew
+        return False
+    return meta.get("split_of") == dataset and meta.get("test_fraction") == test_fraction
 
 
 def _count_rows(cfg: RunConfig, stores: dict[str, Any], dataset: str) -> dict[str, Any]:
@@ -101,6 +116,7 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     """Run on the active task runner: source store, budget, split, noisy counts. Returns their summaries."""
     logger = get_run_logger()
     source = make_source.submit(cfg).result()
+    check_schema(open_store(source["store"]))  # a declared task and classes, before any charge
     dataset = source["dataset"]
     status = ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta, cfg.budget.name)
     logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])

@@ -39,21 +39,25 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _plot_privacy_utility(models: list[dict], path: Path) -> bool:
+def _plot_privacy_utility(models: list[dict], reference: dict[str, Any] | None, path: Path) -> bool:
     if not models:
         return False
-    metric = "accuracy" if "accuracy" in models[0] else "mse"
-    fig, axes = plt.subplots(1, 2 if metric == "accuracy" else 1, figsize=(9 if metric == "accuracy" else 5, 3.6))
-    axes = list(axes) if metric == "accuracy" else [axes]
-    for ax, m in zip(axes, [metric, "auc"] if metric == "accuracy" else [metric]):
+    classification = "accuracy" in models[0]
+    metrics = ["accuracy", "auc"] if classification else ["r2"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
         for method in sorted({r["method"] for r in models}):
-            pts = sorted((r["epsilon"], math.nan if r[m] is None else r[m]) for r in models if r["method"] == method)
+            pts = sorted((r["epsilon"], r[m]) for r in models if r["method"] == method and r.get(m) is not None)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=method)
+        if reference:  # exact, on public (synthetic) data only
+            ax.axhline(reference["non_private"][m], color="k", ls="--", lw=1, label="non-private FW")
+            ax.axhline(reference["baseline"][m], color="grey", ls=":", lw=1, label=reference["baseline"]["what"])
+        ax.set_ylim(0.0, 1.0) if classification else ax.set_ylim(top=1.0)  # the whole scale: no exaggeration
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (per model)")
-        ax.set_ylabel(f"held-out {m}")
+        ax.set_ylabel(f"held-out {m}" + (" (private)" if models[0]["private"] else ""))
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=7)
     fig.suptitle("privacy-utility")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -119,7 +123,7 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
     run_keys = {r["key"] for r in recs}
     released_now = {r["key"] for r in recs if not r["replayed"]}
     mevals = evaluation["models"]
-    plots = {"privacy_utility": _plot_privacy_utility(mevals, out / "privacy_utility.png"),
+    plots = {"privacy_utility": _plot_privacy_utility(mevals, evaluation.get("reference"), out / "privacy_utility.png"),
              "convergence": _plot_convergence([m for m in mevals if m["curve_iterations"]], out / "convergence.png"),
              "selected_features": _plot_features(evaluation["selections"], evaluation["true_support"],
                                                  out / "selected_features.png")}
@@ -148,17 +152,27 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
                         ", ".join(map(str, rec["features"]))] for m, rec in selection.items()]), ""]
         if plots["selected_features"]:
             md += ["![selected features](selected_features.png)", ""]
+    ref = evaluation.get("reference")
     if mevals:
         metric = "accuracy" if "accuracy" in mevals[0] else "mse"
         cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse", "r2"]
         private = all(m["private"] for m in mevals)
+        rows = [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols], r["nnz_weights"],
+                 r.get("density"), r["evaluation_epsilon"]] for r in mevals]
+        if ref:
+            rows += [["non-private FW (reference)", None, None, None, *[ref["non_private"].get(c) for c in cols], None,
+                      None, None], [f"{ref['baseline']['what']} (reference)", None, None, None,
+                                    *[ref["baseline"].get(c) for c in cols], None, None, None]]
         md += ["## Models (held-out metrics)", "",
                _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "density",
-                       "evaluation epsilon"],
-                      [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols],
-                        r["nnz_weights"], r.get("density"), r["evaluation_epsilon"]] for r in mevals]), "",
+                       "evaluation epsilon"], rows),
+               "",
                "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
                "features (screened models, rnm-screen / adp-screen, zero coordinates during training).", "",
+               ("References (exact: the data is a public synthetic set, so they cost no privacy): a non-private "
+                f"fast FW fit at the same lambda and T, and {ref['baseline']['what']}." if ref else
+                "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
+                "private data."), "",
                ("Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "
                 "the test rows' class-wise margin histograms and clipped losses), charged per model as the "
                 "evaluation epsilon above." if private else
@@ -166,7 +180,11 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
                "![privacy-utility](privacy_utility.png)", ""]
         if plots["convergence"]:
             md += ["![convergence](convergence.png)", ""]
+    if run_keys - released_now:
+        md += ["Releases marked *replayed* were recorded by an earlier run of the same config: this run returned "
+               "the recorded results, so its own noise (and any `--seed`) did not apply to them.", ""]
     report = write_text_atomic(out / "report.md", "\n".join(md))
+    html = write_text_atomic(out / "report.html", render_html(cfg.name, "\n".join(md), out))
     results = {"name": cfg.name, "flow_run": flow_run, "dataset": status["dataset"],
                "stores": {k: stores[k]["store"] for k in ("source", "train", "test", "public_test") if stores.get(k)},
                "row_counts": counts or None, "selection": selection,
@@ -176,9 +194,41 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
     create_markdown_artifact(key="dpdist-report", markdown="\n".join(md), description=f"dpdist run {cfg.name}")
     if mevals:
         create_table_artifact(key="dpdist-models", description="released models, held-out metrics",
-                              table=[{k: r.get(k) for k in ("method", "epsilon", *cols, "nnz_weights", "density")}
+                              table=[{k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *cols)}
                                      for r in mevals])
-    return {"report": str(report), "results": str((out / "results.json").resolve())}
+    return {"report": str(report), "html": str(html), "results": str((out / "results.json").resolve())}
+
+
+def render_html(title: str, markdown_text: str, folder: Path) -> str:
+    """The report as one self-contained HTML page: the markdown rendered, its PNG plots embedded."""
+    import base64
+    import html as html_lib
+    import re
+
+    import markdown
+
+    body = markdown.markdown(markdown_text, extensions=["tables"])
+
+    def embed(match: re.Match) -> str:
+        png = folder / match.group(2)
+        data = base64.b64encode(png.read_bytes()).decode() if png.is_file() else ""
+        return f'<img alt="{match.group(1)}" src="data:image/png;base64,{data}">'
+
+    body = re.sub(r'<img alt="([^"]*)" src="([^"]+\.png)"\s*/?>', embed, body)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html_lib.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; }}
+th {{ background: #f2f2f2; }}
+img {{ max-width: 100%; }}
+code {{ background: #f6f6f6; padding: 0 0.2em; }}
+</style></head>
+<body>
+{body}
+</body></html>
+"""
 
 
 def _recall(recall: float | None, truth: list[int] | None) -> str:

@@ -65,9 +65,10 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     t0 = time.perf_counter()
     model.fit(X, y)
     log.info("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
+    classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
     if method == "objective-perturbation":
         return {"indices": [int(j) for j in features], "values": model.coef_.tolist(), "path": [],
-                "n_features": int(store.shape[1]), "iterations": 0}
+                "n_features": int(store.shape[1]), "iterations": 0, "classes": classes}
     cols = np.asarray(features, dtype=np.int64) if features is not None else None
     nz = np.flatnonzero(model.coef_)
     path = [int(v) for v in model.path_] if model.path_ is not None else []
@@ -79,7 +80,7 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     else:
         nz_cols = nz
     out = {"indices": nz_cols.tolist(), "values": model.coef_[nz].tolist(), "path": path,
-           "n_features": int(store.shape[1]), "iterations": int(max_iter)}
+           "n_features": int(store.shape[1]), "iterations": int(max_iter), "classes": classes}
     return {**out, "screened": screened} if method in SCREEN_METHODS else out
 
 

@@ -55,15 +55,47 @@ def test_regressor_bounds_and_accountant(tmp_path):
         DPFrankWolfeRegressor(method="fw").fit(X, y, acc, "ds")
 
 
-def test_parameters_fail_fast():
-    with pytest.raises(ParameterError, match="method"):
-        DPFrankWolfeClassifier(method="sgd")
-    with pytest.raises(ParameterError, match="epsilon"):
-        DPFrankWolfeClassifier(epsilon=0)
-    with pytest.raises(ParameterError, match="calibration"):
-        DPFrankWolfeClassifier(calibration="bogus")
+def test_parameters_are_validated_in_fit():
+    X, y, _ = data(200, 20)
+    for bad, needle in (({"method": "sgd"}, "method"), ({"epsilon": 0}, "epsilon"), ({"calibration": "x"}, "calibration"),
+                        ({"delta": 0.0}, "delta"), ({"lam": -1}, "lam"), ({"max_iter": 0}, "max_iter")):
+        est = DPFrankWolfeClassifier(**bad)  # scikit-learn style: __init__ only stores
+        assert est.get_params()[next(iter(bad))] == next(iter(bad.values()))
+        with pytest.raises(ParameterError, match=needle):
+            est.fit(X, y)
+        with pytest.raises(ParameterError, match=needle):
+            est.privacy_charge()
     with pytest.raises(ParameterError, match="2 classes"):
         DPFrankWolfeClassifier(max_iter=5).fit(sp.eye(3, format="csr"), [0, 1, 2])
+
+
+def test_scikit_learn_clone_pipeline_and_grid_search():
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MaxAbsScaler
+
+    X, y, _ = data(600, 30)
+    est = DPFrankWolfeClassifier(method="fast-fw", lam=5.0, max_iter=100)
+    assert clone(est).get_params() == est.get_params()
+    pipe = make_pipeline(MaxAbsScaler(), est).fit(X, y)
+    assert pipe.score(X, y) > 0.6
+    grid = GridSearchCV(est, {"lam": [1.0, 10.0], "max_iter": [50, 100]}, cv=3).fit(X, y)  # non-private search
+    assert grid.best_params_["lam"] in (1.0, 10.0) and hasattr(grid.best_estimator_, "coef_")
+
+
+def test_a_released_model_is_rebuilt_from_its_record(tmp_path):
+    X, y, _ = data()
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 30.0, 1e-5)
+    clf = DPFrankWolfeClassifier(epsilon=20.0, delta=1e-6, lam=20.0, max_iter=300, random_state=1).fit(X, y, acc, "ds",
+                                                                                                       key="m")
+    (rec,) = acc.history("ds")
+    again = DPFrankWolfeClassifier.from_release(json.loads(rec.result))
+    assert list(again.classes_) == ["ham", "spam"] and again.path_ == clf.path_
+    np.testing.assert_array_equal(again.predict(X), clf.predict(X))
+    with pytest.raises(ParameterError, match="released"):
+        DPFrankWolfeRegressor.from_release({"features": [1, 2]})
 
 
 def test_cli_train(tmp_path, capsys):
@@ -92,3 +124,18 @@ def test_cli_train(tmp_path, capsys):
     assert main(args + ["--method", "fast-fw", "--non-private"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert not res["private"] and "epsilon" not in res and res["seconds_per_iter"] > 0
+
+
+def test_a_release_key_reused_with_another_lambda_is_refused(tmp_path):
+    from dpdist.exceptions import ReleaseKeyConflict
+
+    X, _, y = data()
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 10.0, 1e-5)
+    kw = dict(epsilon=1.0, delta=1e-6, max_iter=50, y_bound=1.0, bounds="clip")
+    DPFrankWolfeRegressor(lam=5.0, **kw).fit(X, y, acc, "ds", key="m")
+    with pytest.raises(ReleaseKeyConflict):  # same epsilon, delta and mechanism: only lambda differs
+        DPFrankWolfeRegressor(lam=10.0, **kw).fit(X, y, acc, "ds", key="m")
+    with pytest.raises(ReleaseKeyConflict):
+        DPFrankWolfeRegressor(lam=5.0, **{**kw, "max_iter": 60}).fit(X, y, acc, "ds", key="m")
+    assert acc.status("ds").releases == 1

@@ -83,9 +83,13 @@ def test_rho_form_and_paper_mode(raj):
     ({"screening": "rnm", "method": "fw"}, "screening"),
     ({"screening": "exact"}, "screening"),
 ])
-def test_bad_screening_parameters_name_themselves(kw, needle):
+def test_bad_screening_parameters_name_themselves(raj, kw, needle):
+    est = DPFrankWolfeRegressor(**{**COMMON, "screening": "rnm", **kw})  # scikit-learn style: validated in fit
     with pytest.raises(ParameterError, match=needle):
-        DPFrankWolfeRegressor(**{**COMMON, "screening": "rnm", **kw})
+        est.fit(*raj)
+    if est.method != "fw":
+        with pytest.raises(ParameterError, match=needle):
+            est.privacy_charge(80)
 
 
 def test_unbounded_data_is_refused_unless_clipped(raj):
@@ -168,3 +172,28 @@ def test_run_config_and_pipeline_estimator(tmp_path: Path):
     path.write_text('[train]\nmethods = ["adp-screen"]\nscreen_epsilon = 0.5\nscreen_delta = 1e-7\n')
     with pytest.raises(ConfigError, match="train.n_max"):
         load_config(path)
+
+
+@pytest.mark.parametrize("calibration, rule", [("safe", "safe"), ("paper", "seed")])
+def test_run_plan_lists_the_screening_charges_the_fits_make(tmp_path: Path, raj, calibration, rule):
+    """flows.plan (``dpdist run --plan``): each screened model's entry is what its fit charges the ledger
+    (paper mode's true loss depends on the number of features: the plan takes the data's)."""
+    from flows.plan import plan
+
+    path = tmp_path / "c.toml"
+    path.write_text('[data]\nsource = "synth"\nname = "raj"\nn = 800\nd = 80\n[budget]\nepsilon = 50.0\ndelta = 1e-5\n'
+                    f'[train]\nmethods = ["rnm-screen", "adp-screen"]\nepsilon = [2.0]\ndelta = 1e-6\nlam = 5.0\n'
+                    f'iters = 200\ncalibration = "{calibration}"\nscreen_rule = "{rule}"\nscreen_epsilon = 0.5\n'
+                    'screen_delta = 1e-6\nn_max = 2000\nscreen_schedule = 10\n[select]\nmethods = []\n')
+    cfg = load_config(path)
+    planned = {p.method: p.charge for p in plan(cfg, "binary") if p.step == "train"}
+    X, y = raj
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 1e4, 1e-5)  # paper mode's true loss is large (the seeds' RNM test leaks d-fold)
+    for method in ("rnm-screen", "adp-screen"):
+        est = estimator("binary", method, 2.0, 1e-6, 5.0, 200, calibration=calibration, random_state=0,
+                        screening=cfg.train.screening())
+        est.fit(X, y > 0, acc, "ds", key=method)
+        (rec,) = [h for h in acc.history("ds") if h.key == method]
+        assert planned[f"{method} eps=2"].loss == rec.privacy_loss
+        assert planned[f"{method} eps=2"].mechanism == rec.mechanism

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from dpdist.data.store import open_store, write_blocks
 from dpdist.exceptions import ParameterError
 
-__all__ = ["record_sides", "split_store"]
+__all__ = ["derive_key", "record_sides", "split_store"]
 
 _KEY_BYTES = 32
 
@@ -41,6 +41,11 @@ def _check(test_fraction: float, key: bytes) -> None:
         raise ParameterError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     if not isinstance(key, bytes) or len(key) != _KEY_BYTES:
         raise ParameterError(f"the split key must be {_KEY_BYTES} random bytes")
+
+
+def derive_key(key: bytes, purpose: str) -> bytes:
+    """Another secret key for another split of the same records (a fixed derivation: no data enters it)."""
+    return hashlib.blake2b(purpose.encode(), key=key, digest_size=_KEY_BYTES, person=b"dpdist-derive").digest()
 
 
 def record_sides(X: sp.csr_matrix, y: np.ndarray, key: bytes, test_fraction: float) -> np.ndarray:
@@ -85,7 +90,7 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
                     yield X[keep], y[keep]
 
         meta = {"split_of": store.dataset_id, "split": "test" if want else "train", "test_fraction": test_fraction,
-                "name": store.meta.get("name"),
+                "name": store.meta.get("name"), "schema": store.meta.get("schema", "inferred"),
                 "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")}}
         metas.append(write_blocks(out, blocks(), store.shape[1], task=store.task, force=force, metadata=meta,
                                   block_rows=store.block_rows, label_mapping=store.meta.get("label_mapping")))

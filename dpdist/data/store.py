@@ -14,6 +14,10 @@ Layout (the AnnData on-disk convention for sparse matrices, so other tools can o
 
 Writing is atomic: everything goes to a temporary directory beside the target that is
 renamed into place only when complete; a failure removes it and leaves no store behind.
+A store holds raw records, so it is owner-only whatever the umask (``dpdist.utils.files``):
+the temporary directory is made 0700 before anything is written into it (so nothing zarr
+creates inside, with the umask's mode, is reachable by others), the CSC buckets 0600, and
+every file and directory of the finished tree 0600/0700 before the rename.
 The CSC copy is built out of core: one pass over the CSR rows splits the entries into
 column-range buckets of bounded size on disk, then each bucket is sorted by column and
 written. Peak memory is bounded by the block and bucket sizes, not by the data.
@@ -39,8 +43,10 @@ import zarr
 
 from dpdist.exceptions import ParameterError
 from dpdist.utils.random import random_name
+from dpdist.utils.files import open_private, private_dir, restrict_tree
 
-__all__ = ["TASKS", "SparseStore", "StoreWriter", "check_task", "label_mapping", "open_store", "write_blocks",
+__all__ = ["TASKS", "SparseStore", "StoreWriter", "check_schema", "check_task", "label_mapping", "open_store",
+           "schema", "write_blocks",
            "write_store"]
 
 FORMAT = "dpdist-sparse-store"
@@ -59,13 +65,24 @@ def check_task(task: str) -> str:
     return task
 
 
-def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[str, dict[str, int] | None]:
-    """Resolve ``task`` from the distinct labels and return (task, mapping label -> class code).
+def label_mapping(labels: list[float] | None, task: str, source: str,
+                  declared: list[float] | None = None) -> tuple[str, dict[str, int] | None]:
+    """Resolve ``task`` and return (task, mapping label -> class code).
 
-    ``auto`` is binary for exactly two distinct labels, else regression. Codes follow
-    ascending label order.
+    With ``declared`` labels (public: given by the user, not read from the data) the classes are
+    those, whatever the data holds, and a label outside them is refused. Otherwise ``auto`` is
+    binary for exactly two distinct labels seen, else regression. Codes follow ascending label order.
     """
     check_task(task)
+    if declared is not None:
+        classes = sorted({float(v) for v in declared})
+        if task == "auto":
+            task = "binary" if len(classes) == 2 else "multiclass"
+        if task == "regression" or len(classes) < 2 or (task == "binary" and len(classes) != 2):
+            raise ParameterError(f"{source}: declared labels {classes} do not fit task={task}")
+        if labels is None or not set(map(float, labels)) <= set(classes):
+            raise ParameterError(f"{source}: the data has labels outside the declared ones {classes}")
+        return task, {repr(v): i for i, v in enumerate(classes)}
     if task == "auto":
         task = "binary" if labels is not None and len(labels) == 2 else "regression"
     if task == "regression":
@@ -75,6 +92,25 @@ def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[s
     if task == "binary" and len(labels) != 2:
         raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, found {len(labels)}")
     return task, {repr(float(v)): i for i, v in enumerate(labels)}
+
+
+def schema(task: str, declared: list[float] | None) -> str:
+    """"declared" when the task and the classes are the user's (public), "inferred" when read from the data."""
+    return "declared" if declared is not None or task == "regression" else "inferred"
+
+
+def check_schema(store: Any) -> None:
+    """Refuse private use of a store whose task or classes were inferred from its data.
+
+    Under ADD/REMOVE neighbours one record with a new label would change the task (binary ->
+    regression) or the class codes of every other record: the coding of the targets must be a
+    public, per-record map. Raised before any charge or computation.
+    """
+    if store.meta.get("schema") != "declared":
+        raise ParameterError(
+            f"store {store.path}: its task and labels were inferred from the data, so one record could recode all "
+            "the others; declare them (public knowledge) and ingest again: --task binary --labels=-1,1 (your two "
+            "labels), --task multiclass --labels ..., or --task regression (data.task / data.labels in a run config)")
 
 
 _resolve_labels = label_mapping  # write_blocks has a parameter of that name
@@ -128,11 +164,11 @@ class StoreWriter:
         self.out = Path(out)
         if self.out.exists() and not force:
             raise ParameterError(f"store {self.out} already exists; pass --force (force=True) to overwrite it")
-        if not self.out.parent.is_dir():
-            raise ParameterError(f"the parent directory of {self.out} does not exist")
+        self.out.parent.mkdir(parents=True, exist_ok=True)
         self.memory_bytes = int(memory_bytes)
         self.force = force
         self.tmp = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex[:12]}"
+        private_dir(self.tmp)
         self.root = zarr.open_group(self.tmp, mode="w-", zarr_format=3)
         g = _sparse_group(self.root, "X", "csr_matrix", 0, None)
         self._data, self._indptr = _Appender(g["data"]), _Appender(g["indptr"])
@@ -231,6 +267,7 @@ class StoreWriter:
             self.root["X"].attrs["shape"] = shape
             self.root["X_csc"].attrs["shape"] = shape
             self.root.attrs["dpdist"] = json.loads(json.dumps(meta))
+            restrict_tree(self.tmp)  # zarr wrote its files with the umask's mode
             self._rename_into_place()
             return meta
         except BaseException:
@@ -257,9 +294,8 @@ class StoreWriter:
             c1 = int(np.searchsorted(colptr, colptr[c0] + per_bucket, side="right")) - 1
             starts.append(min(n_features, max(c1, c0 + 1)))
         bounds = np.asarray(starts, dtype=np.int64)
-        bucket_dir = self.tmp / "_csc_buckets"
-        bucket_dir.mkdir()
-        files = [open(bucket_dir / f"{b}.bin", "wb") for b in range(len(bounds) - 1)]
+        bucket_dir = private_dir(self.tmp / "_csc_buckets")
+        files = [open_private(bucket_dir / f"{b}.bin") for b in range(len(bounds) - 1)]
 
         # one hash per component, so the id does not depend on how rows were blocked
         parts = {k: hashlib.sha256() for k in ("row_nnz", "indices", "data", "y")}
@@ -332,10 +368,12 @@ def write_blocks(
     metadata: dict[str, Any] | None = None,
     memory_bytes: int = DEFAULT_MEMORY,
     label_mapping: dict[str, int] | None = None,
+    labels: list[float] | None = None,
 ) -> dict[str, Any]:
     """Write (CSR block, labels) pairs as a store; the task and label mapping are resolved
-    from the labels seen (``label_mapping``), or taken as given (``task`` and ``label_mapping``
-    of a source store, for its parts). Returns the store's metadata."""
+    from ``labels`` (declared, public) or the labels seen (``label_mapping``), or taken as given
+    (``task`` and ``label_mapping`` of a source store, for its parts: pass its ``schema`` in
+    ``metadata``). Returns the store's metadata."""
     check_task(task)
     writer = StoreWriter(out, force=force, memory_bytes=memory_bytes)
     try:
@@ -346,12 +384,14 @@ def write_blocks(
             if writer.distinct_labels is None or unknown:
                 raise ParameterError(f"{out}: labels outside the given label mapping")
             resolved, mapping = task, label_mapping
+            how = (metadata or {}).get("schema", "inferred")
         else:
-            resolved, mapping = _resolve_labels(writer.distinct_labels, task, str(out))
+            resolved, mapping = _resolve_labels(writer.distinct_labels, task, str(out), labels)
+            how = schema(task, labels)
     except BaseException:
         writer.abort()
         raise
-    meta = {**(metadata or {}), "task": resolved, "label_mapping": mapping}
+    meta = {**(metadata or {}), "task": resolved, "label_mapping": mapping, "schema": how}
     return writer.finish(n_features=n_features, block_rows=block_rows, metadata=meta)
 
 
@@ -365,8 +405,9 @@ def write_store(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     metadata: dict[str, Any] | None = None,
     memory_bytes: int = DEFAULT_MEMORY,
+    labels: list[float] | None = None,
 ) -> dict[str, Any]:
-    """Write an in-memory matrix (dense or sparse) and its labels as a store."""
+    """Write an in-memory matrix (dense or sparse) and its labels as a store (``labels``: declared classes)."""
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sum_duplicates()
     X.sort_indices()
@@ -378,7 +419,7 @@ def write_store(
     step = max(1, block_rows)
     blocks = ((X[r0:r1], y[r0:r1]) for r0, r1 in _ranges(X.shape[0], step))
     return write_blocks(out, blocks, X.shape[1], task=task, force=force, block_rows=block_rows,
-                        metadata=metadata, memory_bytes=memory_bytes)
+                        metadata=metadata, memory_bytes=memory_bytes, labels=labels)
 
 
 class SparseStore:
@@ -405,6 +446,12 @@ class SparseStore:
     @property
     def dataset_id(self) -> str:
         return self.meta["dataset_id"]
+
+    @property
+    def budget_id(self) -> str:
+        """The ledger key its releases are charged to: the source's content hash for a part of a split
+        (its records are the source's), else its own."""
+        return self.meta.get("split_of") or self.dataset_id
 
     @property
     def name(self) -> str | None:

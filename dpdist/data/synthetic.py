@@ -308,6 +308,7 @@ def write_synthetic(
     seed: int | None = None,
     force: bool = False,
     store_name: str | None = None,
+    metadata: dict[str, Any] | None = None,
     **params: Any,
 ) -> dict[str, Any]:
     """Generate ``name`` and write it as a store (public ``store_name``: default random); returns its metadata."""
@@ -319,5 +320,9 @@ def write_synthetic(
         "true_support": synth.true_support,
         "true_coef": synth.true_coef,
         "name": store_name,
+        **(metadata or {}),
     }
-    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta)
+    # the generator's classes are public (its definition, not its draws): a declared schema
+    classes = ([0.0, 1.0] if name == "raj" else [-1.0, 1.0]) if synth.task == "binary" else None
+    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta,
+                        labels=classes)

@@ -49,9 +49,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseKeyConflict, UnknownDataset
+from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, UnknownDataset
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.utils.random import random_name
+from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path"]
@@ -175,13 +176,18 @@ class Accountant:
     Safe to share between threads and processes: every call opens its own connection.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0,
+                 create: bool = True) -> None:
+        """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none): for
+        commands that only read, so a mistyped path creates nothing."""
         self.path = Path(path) if path is not None else default_ledger_path()
         self.timeout = float(timeout)
         # Test hook: called inside a charge's transaction, after the insert and before the
         # commit (used to kill a process mid-charge). Never set in production code.
         self._before_commit: Callable[[], None] | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not create and not self.path.is_file():
+            raise UnknownDataset(f"there is no ledger at {self.path} (nothing has been charged there yet)")
+        private_sqlite(self.path)  # owner-only ledger (and its -wal/-shm), whatever the umask
         with self._transaction() as con:
             version = con.execute("PRAGMA user_version").fetchone()[0]
             if version == 1:
@@ -442,21 +448,52 @@ class Accountant:
         ``compute`` draws the noise and returns a JSON-serialisable result. If ``key`` was
         released before, the recorded result is returned and ``compute`` is not called, so
         one charge never yields two different noisy results. If an earlier attempt was
-        charged but died before recording its result, that result never left this method,
-        and ``compute`` runs again under the same charge. A ``compute`` that fails (e.g. a
-        solver that cannot certify its answer) leaves the charge in place and releases
-        nothing: whether it fails can depend on the data.
+        charged but died before recording anything (a killed worker or process), its result
+        never left, and ``compute`` runs again under the same charge.
+
+        A ``compute`` that fails with a dpdist error (a solver that cannot certify its answer, a
+        refused test, a bound the data violates) has an outcome that can depend on the data and
+        on the noise already drawn: that failure *is* the release. It is recorded, the charge
+        stands, and every retry under the key raises it again instead of drawing fresh noise.
         """
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
-            return json.loads(charged.result)
-        result = compute()
-        encoded = json.dumps(result, sort_keys=True, allow_nan=False)
+            return _replay(charged.result)
+        try:
+            result = compute()
+            encoded = json.dumps(result, sort_keys=True, allow_nan=False)
+        except DPDistError as e:
+            failure = {_FAILURE: {"type": type(e).__name__, "message": str(e)}}
+            return _replay(self._record(dataset, key, json.dumps(failure, sort_keys=True)))
+        except ValueError as e:  # not JSON-recordable (NaN): a failure of this release, recorded as such
+            failure = {_FAILURE: {"type": "SolverFailure", "message": f"the result cannot be recorded ({e})"}}
+            return _replay(self._record(dataset, key, json.dumps(failure, sort_keys=True)))
+        return _replay(self._record(dataset, key, encoded))
+
+    def _record(self, dataset: str, key: str, encoded: str) -> str:
+        """Record ``encoded`` as the result of ``key`` unless a concurrent attempt recorded first; the stored one."""
         with self._transaction() as con:
             row = con.execute(
                 "SELECT result FROM releases WHERE dataset = ? AND key = ?", (dataset, key)
             ).fetchone()
             if row[0] is not None:  # a concurrent attempt recorded first: its result stands
-                return json.loads(row[0])
+                return row[0]
             con.execute("UPDATE releases SET result = ? WHERE dataset = ? AND key = ?", (encoded, dataset, key))
-        return json.loads(encoded)
+        return encoded
+
+
+_FAILURE = "__dpdist_failure__"
+
+
+def _replay(encoded: str) -> Any:
+    """The recorded result, or the recorded failure raised again (the same type, the same message)."""
+    from dpdist import exceptions
+
+    result = json.loads(encoded)
+    if isinstance(result, dict) and _FAILURE in result:
+        failure = result[_FAILURE]
+        cls = getattr(exceptions, failure["type"], None)
+        cls = cls if isinstance(cls, type) and issubclass(cls, DPDistError) else exceptions.SolverFailure
+        raise cls(f"{failure['message']} [recorded as this release's outcome: its charge stands, and a retry "
+                  "raises it again rather than drawing new noise]")
+    return result

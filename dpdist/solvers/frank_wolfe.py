@@ -50,6 +50,7 @@ the ball (seeds 000/001 start from a random one, :func:`dpdist.solvers.screening
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -133,9 +134,16 @@ def privacy_plan(epsilon: float, delta: float, T: int, loss: str, lam: float, y_
         # with Ln < L is L/Ln times weaker
         charged = step((eps0 if selection == "exponential" else 2.0 * eps0) * L / Ln, T, delta=delta)
     else:
-        eps0 = calibrate(lambda e: step(e, T, delta=delta), epsilon, delta, upper=float(epsilon))
+        eps0 = _calibrated_eps0(float(epsilon), float(delta), T, selection)
         charged = step(eps0, T, delta=delta)
     return FWPrivacy(float(epsilon), float(delta), eps0, charged, Ln, calibration)
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrated_eps0(epsilon: float, delta: float, T: int, selection: str) -> float:
+    """The largest per-step eps0 whose T steps compose to (epsilon, delta) (a pure function: cached)."""
+    step = PrivacyLoss.bounded_range if selection == "exponential" else PrivacyLoss.pure_steps
+    return calibrate(lambda e: step(e, T, delta=delta), epsilon, delta, upper=epsilon)
 
 
 @dataclass

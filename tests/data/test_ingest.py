@@ -151,7 +151,7 @@ def test_existing_store_needs_force(tmp_path, capsys):
     assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
     # the public part only: no content hash, no row or non-zero count (statistics of the data)
-    assert set(first) == {"store", "name", "n_features", "task", "label_mapping"}
+    assert set(first) == {"store", "name", "n_features", "task", "label_mapping", "schema"}
     before = open_store(tmp_path / "s").dataset_id
     p.write_bytes(b"1 1:9\n-1 2:9\n")
     assert main(["ingest", str(p), "--out", str(tmp_path / "s")]) == 2

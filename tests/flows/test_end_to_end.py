@@ -21,7 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, dpdist, flow_env, ledger_keys, small_config, write_config
+from conftest import (REPO, dpdist, flow_env, ledger_keys, prefect_cli, small_config, tls_credentials, tls_security,
+                      write_config)
 
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import compose_epsilon
@@ -145,18 +146,35 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
         assert second_sel[m]["features"] == first_sel[m]["features"] and second_sel[m]["replayed"]
 
 
-def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
-    # an svmlight source (ingested by the flow); budget enough for the two selections (0.5 + 0.5),
-    # not for the model (1.0)
+def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
+    # an svmlight source (ingested by the flow)
     from sklearn.datasets import dump_svmlight_file
 
+    from dpdist.data.ingest import ingest_svmlight
     from dpdist.data.synthetic import make_synthetic
 
     X, y = make_synthetic("rcv1", random_state=3, n=3000, d=2000).materialize()
     dump_svmlight_file(X, y, str(tmp_path / "data.svm"))
-    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.3, "delta": 1e-6},
-                                              data={"source": "svmlight", "path": str(tmp_path / "data.svm"),
-                                                    "n_features": 2000},
+    data = {"source": "svmlight", "path": str(tmp_path / "data.svm"), "n_features": 2000, "task": "binary",
+            "labels": [-1, 1]}
+    out = tmp_path / "out"
+
+    # 1. the plan (0.001 + 2 x 0.5 + 1.0 + 0.1) cannot fit a budget of 1.3: refused before any work
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.3, "delta": 1e-6}, data=data,
+                                              train={"epsilon": [1.0]}))
+    r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert r.returncode == 3 and r.stdout == "" and "budget refused" in r.stderr, r.stderr[-4000:]
+    assert not out.exists() and (not (tmp_path / "ledger.sqlite").exists()
+                                 or Accountant(tmp_path / "ledger.sqlite").datasets() == [])
+
+    # 2. the same data was ingested and given a budget of 1.3 elsewhere; the config asks for 20, which
+    # the pre-flight accepts for data it has not seen, but the ledger's budget is the one that counts:
+    # the selections are released, the model is refused, nothing of it is charged
+    ingest_svmlight(tmp_path / "data.svm", tmp_path / "elsewhere", n_features=2000, task="binary", labels=[-1, 1])
+    from dpdist.data.store import open_store
+
+    Accountant(tmp_path / "ledger.sqlite").init_budget(open_store(tmp_path / "elsewhere").dataset_id, 1.3, 1e-6)
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 20.0, "delta": 1e-6}, data=data,
                                               train={"epsilon": [1.0]}))
     r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
     assert r.returncode == 3, r.stderr[-4000:]
@@ -166,8 +184,7 @@ def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: di
     (status,) = acc.datasets()
     keys = [h.key for h in acc.history(status.dataset)]
     assert len(keys) == 3 and all("/select/" in k or "/counts/" in k for k in keys)  # the refused step: no charge
-    assert status.epsilon_basic == pytest.approx(1.001)
-    out = tmp_path / "out"
+    assert status.epsilon_basic == pytest.approx(1.001) and status.epsilon_total == 1.3
     assert (out / "selection.json").exists()  # the releases before the refusal stand
     assert not (out / "models.json").exists() and not (out / "report.md").exists()
 
@@ -176,11 +193,16 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
                                                                           tmp_path: Path) -> None:
     from distributed import Client, LocalCluster
 
+    # a scheduler started by the user, with TLS: the run joins it with the config's credentials
+    creds = tls_credentials(tmp_path / "tls")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"solver": 1},
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0", security=tls_security(creds)) as cluster, \
+            Client(cluster) as client:
+        assert cluster.scheduler_address.startswith("tls://")
         # the standard DP-FW (Alg. 1) on 20,000 x 47,236 rows: long enough to be killed mid-fit
         cfg = write_config(tmp_path, small_config(
-            tmp_path, data={"n": 20000, "d": 47236}, cluster={"kind": "address", "address": cluster.scheduler_address},
+            tmp_path, data={"n": 20000, "d": 47236},
+            cluster={"kind": "address", "address": cluster.scheduler_address, **creds},
             select={"methods": ["dp-sis"]}, train={"methods": ["dp-fw"], "epsilon": [1.0], "iters": 2500}))
         proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json"],
                                 env=flow_env(tmp_path, prefect_server), cwd=tmp_path, stdout=subprocess.PIPE,
@@ -228,12 +250,14 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
                 assert time.time() < deadline and server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
                 time.sleep(1.0)
         assert dep.schedules and dep.schedules[0].schedule.cron == "0 2 * * *"
-        from prefect.deployments import run_deployment
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: url}):
-            run = run_deployment("dpdist-end-to-end/test-deploy", timeout=600)
-        assert run.state.is_completed(), (tmp_path / "serve.log").read_text()[-4000:]
+        # as a user would: list it, run it and watch the run, find the run among the completed ones
+        assert "dpdist-end-to-end/test-deploy" in prefect_cli(["deployment", "ls"], env).stdout
+        r = prefect_cli(["deployment", "run", "dpdist-end-to-end/test-deploy", "--watch", "--watch-timeout", "600"],
+                        env, timeout=660)
+        assert r.returncode == 0 and "finished successfully in 'Completed'" in r.stdout, (
+            r.stdout[-2000:] + (tmp_path / "serve.log").read_text()[-4000:])
+        (run_id,) = set(re.findall(r"UUID: ([0-9a-f-]{36})", r.stdout))
+        assert run_id in prefect_cli(["flow-run", "ls", "--state", "COMPLETED"], env).stdout
     finally:
         server.send_signal(signal.SIGINT)
         try:
@@ -257,11 +281,18 @@ def test_screened_models_in_the_flow(prefect_server: dict, tmp_path: Path) -> No
                                               train={"methods": ["rnm-screen", "adp-screen"], "epsilon": [1.0],
                                                      "features": "dp-sis", "screen_epsilon": 0.5,
                                                      "screen_delta": 1e-7, "n_max": 10000, "screen_schedule": 20}))
+    planned = dpdist(["run", str(cfg), "--plan", "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert planned.returncode == 0, planned.stderr[-4000:]
+    plan = json.loads(planned.stdout)["plan"]
     r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
     assert r.returncode == 0, r.stderr[-4000:]
     out = json.loads(r.stdout)
     acc = Accountant(tmp_path / "ledger.sqlite")
     history = acc.history(acc.resolve(out["dataset"]))
+    # the pre-flight plan listed every release the run charged, each at its exact charge, and the same total
+    assert sorted((p["mechanism"], p["epsilon"], p["delta"]) for p in plan["releases"]) == \
+        sorted((h.mechanism, h.epsilon, h.delta) for h in history)
+    assert plan["epsilon_after"] == pytest.approx(acc.status(acc.resolve(out["dataset"])).epsilon_spent, rel=1e-12)
     mechanisms = {h.mechanism for h in history}
     assert {"frank_wolfe/fast-dp-fw+rnm-screen", "frank_wolfe/fast-dp-fw+adp-screen"} <= mechanisms
     selected = json.loads((tmp_path / "out" / "selection.json").read_text())["dp-sis"]["features"]

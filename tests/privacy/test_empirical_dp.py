@@ -168,3 +168,52 @@ def test_split_then_selection_stays_within_the_charged_epsilon_and_the_old_split
             assert bound <= EPSILON, f"keyed split: measured epsilon >= {bound:.2f} > charged {EPSILON}"
         else:
             assert bound > EPSILON, f"the position split should leak; measured only {bound:.2f}"
+
+
+# ------------------------------------------- fast DP-FW steps at the tight calibration
+
+
+def _fw_paths(X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: float, runs: int,
+              seed: int) -> np.ndarray:
+    """The released vertex paths of ``runs`` fast DP-FW fits (the solver's kernel), coded as integers."""
+    import scipy.sparse as sp
+
+    from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw
+    from dpdist.solvers.samplers import block_shift
+
+    Xr = sp.csr_matrix(X)
+    Xc = Xr.tocsc()
+    rows = (Xr.indptr.astype(np.int64), Xr.indices.astype(np.int32), Xr.data)
+    cols = (Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data)
+    ybar = np.asarray(Xr.T @ y)
+    rng = np.random.default_rng(seed)
+    D = X.shape[1]
+    out = np.empty(runs, dtype=np.int64)
+    for i in range(runs):
+        _, path, _, _ = _fast_fw(*rows, *cols, y, ybar, lam, T, False, 1, eps0, L, 0, 0, block_shift(D),
+                                 int(rng.integers(2**62)), *_extra_args(None, Xc, T))
+        code = 0
+        for v in path:
+            code = code * 2 * D + (abs(v) - 1) * 2 + (v > 0)
+        out[i] = code
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T", [2, 3, 4, 5])
+def test_fast_dp_fw_steps_at_the_tight_calibration_stay_within_the_charged_epsilon(T):
+    """Squared loss with a tiny lambda: the added record (x = (1, -1), y = 1) moves the two
+    sum-gradient coordinates by +-1 of L = lambda + 1, nearly the worst case for the signed-vertex
+    exponential mechanism. The whole path is the outcome; a 6x eps0 is caught."""
+    from dpdist.solvers.frank_wolfe import privacy_plan
+
+    X, y = np.array([[1.0, 0.0], [0.0, 1.0]]), np.zeros(2)
+    X2, y2 = np.vstack([X, [1.0, -1.0]]), np.append(y, 1.0)
+    lam = 0.01
+    plan = privacy_plan(1.0, 1e-6, T, "squared", lam, 1.0, "exponential")
+    charged = plan.loss.epsilon
+    for mult, ok in ((1.0, True), (6.0, False)):
+        a = _fw_paths(X, y, lam, T, plan.eps0 * mult, plan.lipschitz, 30_000, 1)
+        b = _fw_paths(X2, y2, lam, T, plan.eps0 * mult, plan.lipschitz, 30_000, 2)
+        bound = privacy_loss_lower_bound(a, b, 4 ** T)
+        assert (bound <= charged) if ok else (bound > charged), (T, mult, bound, charged)

@@ -103,3 +103,25 @@ def test_votes_outside_the_truncation_bound_are_refused():
     with pytest.raises(ParameterError, match="public n_blocks"):
         TwoStageSelector(2, 1.0).fit_votes(np.zeros(10), 4)  # votes need the public m they were cast over
     assert math.isqrt(400) == 20
+
+
+def test_a_sparse_block_is_fitted_on_its_non_empty_columns_with_the_same_solution():
+    import warnings
+
+    import scipy.sparse as sp
+    from sklearn.linear_model import Lasso
+
+    from dpdist.selection.two_stage import lasso_coefficients
+
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 5000, density=0.004, format="csr", random_state=1)
+    w = np.zeros(5000)
+    w[np.unique(X.indices)[:20]] = 3.0
+    y = X @ w + 0.1 * rng.normal(size=300)
+    ours = lasso_coefficients(X, y, 0.001)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = Lasso(alpha=0.001, max_iter=5000, tol=1e-4).fit(sp.csc_matrix(X), y).coef_
+    assert np.count_nonzero(full) > 3
+    np.testing.assert_allclose(ours, full, atol=1e-9)
+    assert not lasso_coefficients(sp.csr_matrix((3, 10)), np.ones(3), 0.1).any()  # an empty block votes nothing

@@ -77,4 +77,8 @@ def test_a_solve_that_cannot_be_certified_keeps_the_charge_and_releases_nothing(
     with pytest.raises(SolverFailure, match="charge stands"):
         fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")
     (rec,) = acc.history("ds")
-    assert rec.key == "m" and rec.result is None and acc.status("ds").epsilon_spent == pytest.approx(1.0)
+    # the failure is the release (review finding 2): recorded, and a retry raises it again, never redraws
+    assert rec.key == "m" and "SolverFailure" in rec.result and acc.status("ds").epsilon_spent == pytest.approx(1.0)
+    with pytest.raises(SolverFailure, match="charge stands"):
+        fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")
+    assert len(acc.history("ds")) == 1
