@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from dpdist.exceptions import ParameterError
 from dpdist.solvers.frank_wolfe import FWResult, check_init, check_problem, column_norms, privacy_plan
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
-                                     _seed, _set, _settle, _total, block_shift)
+                                     _set, _settle, _total, block_shift)
 from dpdist.solvers.screening import ScreeningPlan, _laplace, _pass_constants, _screen_rnm, _screen_set
 from dpdist.utils.random import RandomState, check_random_state
 
@@ -195,19 +195,18 @@ def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits):
 
 
 @numba.njit(cache=True)
-def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale):
+def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng):
     z = _total(c)
     if _needs_rebuild(z):
         _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
         z = _total(c)
-    return _draw(W, c, shift, z) if mode == 1 else _race(W)
+    return _draw(W, c, shift, z, rng) if mode == 1 else _race(W, rng)
 
 
 @numba.njit(cache=True)
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, seed, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events):
+             record_every, shift, rng, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events):
     n, D = y.shape[0], ybar.shape[0]
-    _seed(seed)
     wt = np.zeros(D)
     vbar = np.zeros(n)
     wm = 1.0
@@ -253,7 +252,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             for k in range(D):
                 alpha[k] = wm * beta[k] - ybar[k]
         if mode == 3:
-            j, sigma = _laplace_vertex(alpha, L / eps0)
+            j, sigma = _laplace_vertex(alpha, L / eps0, rng)
         elif not logistic:
             if mode == 0:
                 j, best = 0, -1.0
@@ -262,17 +261,17 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                         best, j = abs(alpha[k]), k
             else:
                 _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
-                j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale)
+                j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng)
         elif mode == 0:
             j, size = _heap_next(alpha, keys, items, size, cur, popped)
         else:
-            j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale)
+            j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng)
         if mode == 0:
             sigma = -1.0 if alpha[j] > 0 else 1.0
         elif mode != 3:
             a = scale * alpha[j]
             descent = -1.0 if a > 0 else 1.0
-            sigma = descent if np.random.random() < 1.0 / (1.0 + math.exp(-2.0 * abs(a))) else -descent
+            sigma = descent if rng.random() < 1.0 / (1.0 + math.exp(-2.0 * abs(a))) else -descent
         path[t - 1] = int(sigma) * (j + 1)
         # ---- move: w <- (1 - eta) w + eta sigma lam e_j
         eta = 2.0 / (t + 2.0)
@@ -345,7 +344,8 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         if scr_mode > 0 and scr_mask[t] != 0:
             size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
                                 c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
-                                keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched)
+                                keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched,
+                                rng)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     # the last item is internal state for the tests (alpha is the raw gradient): fast_frank_wolfe drops it
@@ -353,14 +353,14 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 
 @numba.njit(cache=True)
-def _laplace_vertex(alpha, b):
+def _laplace_vertex(alpha, b, rng):
     """Talwar et al.'s report-noisy-max over the 2D signed vertices: argmax -sigma alpha_j + Lap(b)."""
     best, j, sigma = -np.inf, 0, 1.0
     for k in range(alpha.shape[0]):
-        v = -alpha[k] + _laplace(b)
+        v = -alpha[k] + _laplace(b, rng)
         if v > best:
             best, j, sigma = v, k, 1.0
-        v = alpha[k] + _laplace(b)
+        v = alpha[k] + _laplace(b, rng)
         if v > best:
             best, j, sigma = v, k, -1.0
     return j, sigma
@@ -386,7 +386,7 @@ def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
 @numba.njit(cache=True)
 def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
                  y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
-                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched):
+                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, rng):
     """One screening pass from the solver's state (module doc); returns the heap size."""
     if not logistic:  # alpha at the moved iterate
         for k in range(alpha.shape[0]):
@@ -400,13 +400,14 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
         gn2 += gi * gi
     const, rt, Bc = _pass_constants(alpha, ug, math.sqrt(un2), math.sqrt(gn2), scoef)
     if scr_mode == 3:
-        j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, scoef, scoef[9], scoef[10])
+        j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, scoef, scoef[9], scoef[10], rng)
         count = 0
         if screened and wt[j] != 0.0:
             zero_buf[0] = j
             count = 1
     else:
-        count = _screen_set(alpha, colnorm, wt, const, rt, Bc, scoef, scoef[9] if scr_mode == 2 else 0.0, zero_buf)
+        count = _screen_set(alpha, colnorm, wt, const, rt, Bc, scoef, scoef[9] if scr_mode == 2 else 0.0, zero_buf,
+                             rng)
     for p in range(count):
         j = zero_buf[p]
         size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
@@ -475,7 +476,7 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
 
 def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None,
                 gram: np.ndarray | None = None) -> tuple:
-    """The kernel's arguments after ``seed``: the start (empty: 0), the Gram matrix (empty: none) and the
+    """The kernel's arguments after ``rng``: the start (empty: 0), the Gram matrix (empty: none) and the
     screening (mode 0 and dummies without it)."""
     w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
     w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
@@ -539,7 +540,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     t0 = time.perf_counter()
     coef, path, objective, _ = _fast_fw(*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic",
                                         _MODES[selection], eps0, L, int(refresh), int(record_every), block_shift(D),
-                                        int(rng.integers(2**62)), *scr)
+                                        rng, *scr)
     seconds = time.perf_counter() - t0
     screened = scr[6][:int(scr[7][0])].tolist()
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan, screened)

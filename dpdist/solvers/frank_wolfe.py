@@ -63,7 +63,6 @@ from dpdist.data.transforms import check_row_bound, check_target_bound
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon
 from dpdist.privacy.loss import PrivacyLoss, calibrate
-from dpdist.solvers.samplers import _seed
 from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm, _screen_set
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_positive
@@ -239,7 +238,6 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
             raise ParameterError(f"the screening plan is for {screening.mask.shape[0] - 1} iterations, not {max_iter}")
         colnorm = column_norms(Xc)
         zero_buf = np.empty(D, dtype=np.int64)
-        _seed(int(rng.integers(2**62)))  # the screening kernels draw from numba's generator, seeded from rng
     t0 = time.perf_counter()
     cached = None  # the gradient a screening pass computed at the current w (reused when it zeroed nothing)
     for t in range(1, max_iter + 1):
@@ -264,7 +262,7 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
         margins[Xc.indices[lo:hi]] += eta * sigma * lam * Xc.data[lo:hi]
         res.path.append(int(sigma * (j + 1)))
         if screening is not None and screening.mask[t]:
-            zero, cached = _screen_standard(screening, XT, y, loss, w, margins, colnorm, zero_buf)
+            zero, cached = _screen_standard(screening, XT, y, loss, w, margins, colnorm, zero_buf, rng)
             for k in zero:
                 lo, hi = Xc.indptr[k], Xc.indptr[k + 1]
                 margins[Xc.indices[lo:hi]] -= w[k] * Xc.data[lo:hi]
@@ -278,14 +276,15 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
 
 
 def _screen_standard(plan: ScreeningPlan, XT: sp.csr_matrix, y: np.ndarray, loss: str, w: np.ndarray,
-                     margins: np.ndarray, colnorm: np.ndarray, buf: np.ndarray) -> tuple[list[int], np.ndarray]:
+                     margins: np.ndarray, colnorm: np.ndarray, buf: np.ndarray,
+                     rng: np.random.Generator) -> tuple[list[int], np.ndarray]:
     """One screening pass at w from the exact gradient: (the coordinates to zero (w_j != 0 only), that gradient)."""
     g = derivative(loss, margins, y)
     alpha = XT @ g
     const, rt, Bc = _pass_constants(alpha, float(margins @ g), float(np.linalg.norm(margins)),
                                     float(np.linalg.norm(g)), plan.coef)
     if plan.mode == "rnm":
-        j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, plan.coef, plan.rnm_scale, plan.threshold_scale)
+        j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, plan.coef, plan.rnm_scale, plan.threshold_scale, rng)
         return ([int(j)] if screened and w[j] != 0.0 else []), alpha
-    k = _screen_set(alpha, colnorm, w, const, rt, Bc, plan.coef, plan.sigma if plan.mode == "adp" else 0.0, buf)
+    k = _screen_set(alpha, colnorm, w, const, rt, Bc, plan.coef, plan.sigma if plan.mode == "adp" else 0.0, buf, rng)
     return buf[:k].tolist(), alpha

@@ -383,16 +383,16 @@ def _score(alpha, colnorm, j, const, rt, Bc, coef):
 
 
 @numba.njit(cache=True)
-def _laplace(b):
+def _laplace(b, rng):
     """Lap(b) by the inverse CDF: -b sign(u) ln(1 - 2|u|), u uniform on (-1/2, 1/2)."""
-    u = np.random.random() - 0.5
+    u = rng.random() - 0.5
     while u == -0.5:
-        u = np.random.random() - 0.5
+        u = rng.random() - 0.5
     return b * math.log(1.0 + 2.0 * u) if u < 0.0 else -b * math.log(1.0 - 2.0 * u)
 
 
 @numba.njit(cache=True)
-def _screen_set(alpha, colnorm, wt, const, rt, Bc, coef, sigma, out):
+def _screen_set(alpha, colnorm, wt, const, rt, Bc, coef, sigma, out, rng):
     """ADP (sigma > 0) or exact (sigma = 0): the coordinates j with w_j != 0 and s_j (+ N(0, sigma^2)) < 0.
 
     Decisions for coordinates already at zero change nothing, so their noise is not drawn (the
@@ -403,7 +403,7 @@ def _screen_set(alpha, colnorm, wt, const, rt, Bc, coef, sigma, out):
             continue
         s = _score(alpha, colnorm, j, const, rt, Bc, coef)
         if sigma > 0.0:
-            s += sigma * np.random.standard_normal()
+            s += sigma * rng.standard_normal()
         if s < 0.0:
             out[k] = j
             k += 1
@@ -411,19 +411,19 @@ def _screen_set(alpha, colnorm, wt, const, rt, Bc, coef, sigma, out):
 
 
 @numba.njit(cache=True)
-def _screen_rnm(alpha, colnorm, const, rt, Bc, coef, b_rnm, b_th):
+def _screen_rnm(alpha, colnorm, const, rt, Bc, coef, b_rnm, b_th, rng):
     """RNM-Screen's pass: (j*, screened). j* = argmin_j s_j + Lap(b_rnm) over all d coordinates
     (:func:`_noisy_argmin`); screened: s_j* + Lap(b_th) < 0 (fresh value), or the noisy minimum < 0
     when b_th == 0 (the seeds)."""
     D = alpha.shape[0]
-    jbest, best = _noisy_argmin(alpha, colnorm, rt, Bc, coef, b_rnm, max(16, D // 16))
+    jbest, best = _noisy_argmin(alpha, colnorm, rt, Bc, coef, b_rnm, max(16, D // 16), rng)
     if b_th == 0.0:
         return jbest, best + const < 0.0
-    return jbest, _score(alpha, colnorm, jbest, const, rt, Bc, coef) + _laplace(b_th) < 0.0
+    return jbest, _score(alpha, colnorm, jbest, const, rt, Bc, coef) + _laplace(b_th, rng) < 0.0
 
 
 @numba.njit(cache=True)
-def _noisy_argmin(alpha, colnorm, rt, Bc, coef, b, kmax):
+def _noisy_argmin(alpha, colnorm, rt, Bc, coef, b, kmax, rng):
     """(argmin_j, min_j) of v_j + Z_j, v_j = c_a |alpha_j| + r~ B~_j, Z_j iid Lap(b) -- drawn exactly, lazily.
 
     The D noise values are drawn from the smallest up: the order statistics of D uniforms from the
@@ -450,21 +450,21 @@ def _noisy_argmin(alpha, colnorm, rt, Bc, coef, b, kmax):
             for j in range(D):
                 if mark[j]:
                     continue
-                lw = logw + math.log(_unit())
+                lw = logw + math.log(_unit(rng))
                 u = -math.expm1(lw)
                 z = b * math.log(2.0 * u) if u <= 0.5 else -b * (_LN2 + lw)
                 val = ca * abs(alpha[j]) + rt * min(ba * colnorm[j] + Bc, Bmax) + z
                 if val < best:
                     best, jbest = val, j
             break
-        logw += math.log(_unit()) / (D - k)
+        logw += math.log(_unit(rng)) / (D - k)
         u = -math.expm1(logw)  # U_(k+1)
         z = b * math.log(2.0 * u) if u <= 0.5 else -b * (_LN2 + logw)
         if vmin + z >= best:
             break
-        j = int(np.random.random() * D)
+        j = int(rng.random() * D)
         while mark[j]:
-            j = int(np.random.random() * D)
+            j = int(rng.random() * D)
         mark[j] = 1
         k += 1
         val = ca * abs(alpha[j]) + rt * min(ba * colnorm[j] + Bc, Bmax) + z
@@ -477,9 +477,9 @@ _LN2 = math.log(2.0)
 
 
 @numba.njit(cache=True)
-def _unit():
+def _unit(rng):
     """Uniform on (0, 1)."""
-    v = np.random.random()
+    v = rng.random()
     while v == 0.0:
-        v = np.random.random()
+        v = rng.random()
     return v
