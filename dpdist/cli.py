@@ -282,10 +282,11 @@ def _train(args: argparse.Namespace) -> int:
     from dpdist.data.split import derive_key, record_sides
     from dpdist.data.store import check_schema, open_store
     from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
-    from dpdist.linear_model import PRIVATE, DPFrankWolfeClassifier, DPFrankWolfeRegressor
+    from dpdist.linear_model import PRIVATE, SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
     from dpdist.selection.sis import store_target
 
-    private = args.method in PRIVATE
+    screening = SCREEN_METHODS.get(args.method)
+    private = args.method in PRIVATE or screening is not None
     if not private and not args.non_private:
         raise ParameterError(f"--method {args.method} releases an un-noised model of the data; "
                              "pass --non-private to confirm (nothing is charged to the ledger)")
@@ -293,6 +294,20 @@ def _train(args: argparse.Namespace) -> int:
         raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
     if args.eval_epsilon <= 0:
         raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
+    screen_opts = {k: getattr(args, k) for k in ("screen_epsilon", "screen_delta", "screen_rho", "n_max")
+                   if getattr(args, k) is not None}
+    if args.screen_every is not None and args.screen_at is not None:
+        raise ParameterError("give --screen-every or --screen-at, not both")
+    if screening is None and (screen_opts or args.screen_every is not None or args.screen_at is not None):
+        raise ParameterError(f"--screen-* and --n-max are options of --method rnm-screen|adp-screen, "
+                             f"not of {args.method}")
+    schedule: Any = 1 if args.screen_every is None else args.screen_every
+    if args.screen_at is not None:
+        try:
+            schedule = [int(t) for t in args.screen_at.split(",")]
+        except ValueError:
+            raise ParameterError(f"--screen-at must be a comma-separated list of iterations, "
+                                 f"got {args.screen_at!r}") from None
     store = open_store(args.store)
     if private:
         check_schema(store)
@@ -300,12 +315,27 @@ def _train(args: argparse.Namespace) -> int:
     name = acc.status(store.budget_id).name if acc is not None else store.name  # no budget: fail before the work
     if args.loss == "logistic" and store.task != "binary":
         raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
-    X, y = store.csr(), store_target(store)
+    common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters,
+                  method="fast-dp-fw" if screening else args.method, calibration=args.calibration,
+                  bounds="clip" if args.clip else "check", random_state=args.seed)
+    if screening:
+        common.update(screening=screening, screen_schedule=schedule, screen_rule=args.screen_rule, **screen_opts)
+    model = DPFrankWolfeClassifier(**common) if args.loss == "logistic" else \
+        DPFrankWolfeRegressor(**common, y_bound=args.y_bound)  # bad parameters: exit 2 before any work
+    chosen = None
     if args.features:
         try:
             chosen = json.loads(open(args.features).read())["features"]
         except (OSError, ValueError, KeyError) as e:
             raise ParameterError(f"--features {args.features}: not a select result ({e})") from None
+    if private:  # a refused budget: exit 3 before the data is read
+        task = "binary" if args.loss == "logistic" else "regression"
+        evaluation = [PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound).privacy_charge()] \
+            if args.test_fraction > 0 else []
+        acc.check(store.budget_id, model.privacy_charge(len(chosen) if chosen is not None else store.shape[1]),
+                  *evaluation)
+    X, y = store.csr(), store_target(store)
+    if chosen is not None:
         X = X[:, np.asarray(chosen, dtype=np.int64)]
     # each record's side from its own content and the dataset's secret key (dpdist.data.split)
     # the train command's own split (the run's split key, derived for it: a part of a run's split splits again)
@@ -313,10 +343,6 @@ def _train(args: argparse.Namespace) -> int:
         secrets.token_bytes(32)
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
     Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
-    common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters, method=args.method,
-                  calibration=args.calibration, bounds="clip" if args.clip else "check", random_state=args.seed)
-    model = DPFrankWolfeClassifier(**common) if args.loss == "logistic" else \
-        DPFrankWolfeRegressor(**common, y_bound=args.y_bound)
     key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
@@ -325,11 +351,16 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{args.method}: {seconds:.2f} s, {1e3 * seconds / args.iters:.4f} ms/iteration", file=sys.stderr)
     coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
     payload: dict[str, Any] = {"method": args.method, "loss": args.loss, "nnz_weights": len(coef["indices"]),
-                               "iterations": args.iters, "dataset": name, "private": private}
+                               "density": len(coef["indices"]) / X.shape[1], "iterations": args.iters,
+                               "dataset": name, "private": private}
     if private:
         charge = model.privacy_charge()
         payload.update(epsilon=args.epsilon, delta=args.delta, true_epsilon=charge.epsilon, key=key,
                        ledger=str(acc.path), rho=charge.loss.rho)
+        if screening:
+            payload.update(screen_epsilon=args.screen_epsilon, screen_delta=args.screen_delta,
+                           screen_rho=args.screen_rho, screen_schedule=schedule, n_max=args.n_max,
+                           fw_epsilon=charge.details["fw_epsilon"], screened=len(model.screened_ or []))
     else:  # a non-private run: its timing is the operator's own
         payload.update(seconds=round(seconds, 4), seconds_per_iter=seconds / args.iters)
     if args.test_fraction > 0:
@@ -338,8 +369,9 @@ def _train(args: argparse.Namespace) -> int:
         path = [int(v) for v in model.path_] if model.path_ is not None else []
         if private:
             ev = PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound, random_state=args.seed)
+            screened = model.screened_
             metrics = acc.release(store.budget_id, ev.privacy_charge(), f"{key}/evaluation",
-                                  lambda: ev.evaluate(w, path, args.lam, Xte, yte),
+                                  lambda: ev.evaluate(w, path, args.lam, Xte, yte, screened),
                                   {"model": key, "epsilon": args.eval_epsilon})
             payload.update(eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
         else:
@@ -349,16 +381,19 @@ def _train(args: argparse.Namespace) -> int:
         write_json_atomic(args.out, {**payload, "coef": coef})
 
     def human() -> str:
+        def f(v: float | None, spec: str) -> str:
+            return "undefined" if v is None else format(v, spec)
+
         if "accuracy" in payload:
-            metric = f"held-out accuracy {payload['accuracy']:.4f}, AUC {payload['auc']:.4f}"
+            metric = f"held-out accuracy {f(payload['accuracy'], '.4f')}, AUC {f(payload['auc'], '.4f')}"
         elif "mse" in payload:
-            metric = f"held-out MSE {payload['mse']:.5g}, R^2 {payload['r2']:.4f}"
+            metric = f"held-out MSE {f(payload['mse'], '.5g')}, R^2 {f(payload['r2'], '.4f')}"
         else:
             metric = "no held-out rows"
         where = f"; recorded in {acc.path} under {key}" if private else " (non-private)"
         return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}"
                 f"{' (private)' if private and args.test_fraction > 0 else ''}, {payload['nnz_weights']} non-zero "
-                f"weights{where}")
+                f"weights (density {payload['density']:.3g}){where}")
 
     _emit(args, payload, human)
     return EXIT_OK
@@ -637,7 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="L1-constrained (DP) Frank-Wolfe model (charges the ledger before output)")
     p.add_argument("store")
-    p.add_argument("--method", required=True, choices=("dp-fw", "fast-dp-fw", "fw", "fast-fw"))
+    p.add_argument("--method", required=True, choices=("dp-fw", "fast-dp-fw", "fw", "fast-fw", "rnm-screen",
+                                                          "adp-screen"),
+                   help="rnm-screen / adp-screen: fast DP-FW with RNM-Screen / ADP-Screen (seeds 000/001)")
     p.add_argument("--loss", required=True, choices=("logistic", "squared"))
     p.add_argument("--lam", type=float, required=True, help="L1-ball radius lambda")
     p.add_argument("--iters", type=int, required=True, help="Frank-Wolfe iterations T")
@@ -653,6 +690,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="safe: eps0 from tight (zCDP) accounting; paper: seed 004's eps/sqrt(8T ln(1/delta))")
     p.add_argument("--clip", action="store_true", help="clip |x_ij| (and |y_i|) to the bounds instead of refusing")
     p.add_argument("--non-private", action="store_true", help="required for fw/fast-fw (no noise, no charge)")
+    p.add_argument("--screen-epsilon", type=float, default=None, help="screening: its epsilon (eps2, on top of --epsilon)")
+    p.add_argument("--screen-delta", type=float, default=None, help="screening: its delta (delta2)")
+    p.add_argument("--screen-rho", type=float, default=None, help="screening: its budget as zCDP rho (instead of "
+                                                                      "--screen-epsilon/--screen-delta)")
+    p.add_argument("--screen-every", type=int, default=None, help="screen every M-th iteration (default: every one)")
+    p.add_argument("--screen-at", default=None, help="screen at these iterations (comma-separated)")
+    p.add_argument("--screen-rule", choices=("safe", "seed"), default="safe",
+                   help="safe: the corrected safe rule; seed: the seeds' printed rule")
+    p.add_argument("--n-max", type=int, default=None,
+                   help="screening: a public upper bound on the number of training records (required)")
     _release_args(p)
     p.set_defaults(func=_train)
 

@@ -68,21 +68,38 @@ def checkpoints(T: int, points: int) -> list[int]:
     return sorted(set(np.unique(np.geomspace(1, max(T, 1), points).astype(np.int64)).tolist()) | {T})
 
 
-def path_margins(path: list[int], lam: float, X: sp.spmatrix, marks: list[int]):
+def path_margins(path: list[int], lam: float, X: sp.spmatrix, marks: list[int],
+                 screened: list[list[int]] | None = None):
     """Yield (t, margins X w_t) at the iterations ``marks`` of the Frank-Wolfe path.
 
     w_t = (1 - eta_t) w_{t-1} + eta_t lam s_t with eta_t = 2/(t+2) (seed 004 Alg. 1/2), so the
-    path of private selections determines every iterate.
+    path of private selections determines every iterate; a screened run also zeroes w_j after
+    step t's move for each released [t, j] in ``screened`` (dpdist.solvers.screening).
     """
     Xc = sp.csc_matrix(X)
     want = set(marks)
     margins = np.zeros(Xc.shape[0])
+    zeroed: dict[int, list[int]] = {}
+    for t, j in screened or []:
+        zeroed.setdefault(int(t), []).append(int(j))
+    wt = np.zeros(Xc.shape[1]) if zeroed else None  # w = scale * wt (the shrink is one multiply)
+    scale = 1.0
     for t, v in enumerate(path, start=1):
         eta = 2.0 / (t + 2.0)
         j, sigma = abs(int(v)) - 1, (1.0 if v > 0 else -1.0)
         margins *= 1.0 - eta
         lo, hi = Xc.indptr[j], Xc.indptr[j + 1]
         margins[Xc.indices[lo:hi]] += eta * sigma * lam * Xc.data[lo:hi]
+        if wt is not None:
+            scale *= 1.0 - eta
+            if scale < 1e-200:
+                wt *= scale
+                scale = 1.0
+            wt[j] += eta * sigma * lam / scale
+            for k in zeroed.get(t, ()):
+                lo, hi = Xc.indptr[k], Xc.indptr[k + 1]
+                margins[Xc.indices[lo:hi]] -= scale * wt[k] * Xc.data[lo:hi]
+                wt[k] = 0.0
         if t in want:
             yield t, margins
 
@@ -94,11 +111,11 @@ def _record_losses(task: str, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def path_losses(task: str, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
-                points: int = 50) -> tuple[list[int], list[float]]:
+                points: int = 50, screened: list[list[int]] | None = None) -> tuple[list[int], list[float]]:
     """Exact held-out mean loss of the iterates (public test sets and experiments only)."""
     y = np.asarray(y, dtype=np.float64)
     its, losses = [], []
-    for t, m in path_margins(path, lam, X, checkpoints(len(path), points)):
+    for t, m in path_margins(path, lam, X, checkpoints(len(path), points), screened):
         its.append(t)
         losses.append(float(np.mean(_record_losses(task, m, y))) if y.size else float("nan"))
     return its, losses
@@ -152,8 +169,10 @@ class PrivateEvaluation:
         """Interior bin edges of the margins: logit(k / bins), k = 1..bins-1 (public)."""
         return logit(np.arange(1, self.bins) / self.bins)
 
-    def evaluate(self, w: np.ndarray, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray) -> dict[str, Any]:
-        """The noisy metrics and curve (call it inside the accountant's release, after the charge).
+    def evaluate(self, w: np.ndarray, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
+                 screened: list[list[int]] | None = None) -> dict[str, Any]:
+        """The noisy metrics and curve (call it inside the accountant's release, after the charge);
+        ``screened``: the released screening events of the path.
 
         A metric the noisy counts leave undefined (no rows, one class) is None, never NaN: every
         outcome is recordable, so no outcome can force a redraw.
@@ -168,7 +187,7 @@ class PrivateEvaluation:
         n = max(out["rows"], 1.0)
         marks = checkpoints(len(path), self.points) if path else []
         sums = np.array([np.minimum(_record_losses(self.task, m, y), self._clip).sum()
-                         for _, m in path_margins(path, lam, X, marks)])
+                         for _, m in path_margins(path, lam, X, marks, screened)])
         noisy = sums + self._rng.laplace(scale=len(marks) * self._clip / part, size=len(marks)) if marks else sums
         out["curve_iterations"] = marks
         out["curve_loss"] = [float(min(max(v / n, 0.0), self._clip)) for v in noisy]

@@ -20,6 +20,19 @@ steps, T eps0^2/2 for Laplace report-noisy-max; :func:`dpdist.solvers.frank_wolf
 ``calibration="paper"`` is seed 004's eps0 = eps / sqrt(8 T ln(1/delta)) (and, for "dp-fw",
 the seeds' Laplace scale L/eps0); the release is charged its true loss.
 
+``screening`` (seeds 000/001; :mod:`dpdist.solvers.screening`) zeroes coordinates whose safe-
+screening score says "zero at the optimum", at the iterations of ``screen_schedule`` (an int m:
+every m-th iteration; or a list of iterations):
+
+* "rnm" (RNM-Screen) and "adp" (ADP-Screen) with a private method, budget ``screen_epsilon`` /
+  ``screen_delta`` (eps2, delta2) or ``screen_rho`` (zCDP), and ``n_max``, a public upper bound on
+  the number of training records (the score's sensitivity grows as sqrt(n_max); beyond it the
+  score is clipped, so privacy never depends on it). ``fit`` charges the Frank-Wolfe steps
+  composed with the screening (``privacy_charge``). With ``calibration="paper"`` both parts use
+  the seeds' calibration (the printed rule is chosen by ``screen_rule="seed"``; the FW noise
+  takes squared loss as 1-Lipschitz, as seeds 000/001 do) and the true loss is charged.
+* "exact": the rule without noise, for the non-private methods.
+
 The privacy bounds are enforced: |X_ij| <= 1 and, for regression, |y_i| <= y_bound
 (``bounds="check"`` refuses, ``"clip"`` clips each record). The classifier's two labels are
 public (``classes``, or the labels seen in y). For the logistic fast solver the stale row
@@ -45,16 +58,19 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.loss import Charge
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, frank_wolfe, privacy_plan
-from dpdist.utils.random import check_random_state
+from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
+from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
-__all__ = ["METHODS", "DPFrankWolfeClassifier", "DPFrankWolfeRegressor"]
+__all__ = ["METHODS", "SCREEN_METHODS", "DPFrankWolfeClassifier", "DPFrankWolfeRegressor"]
 
 METHODS = ("fast-dp-fw", "dp-fw", "fw", "fast-fw")
 PRIVATE = ("fast-dp-fw", "dp-fw")
+SCREENINGS = (None, "rnm", "adp", "exact")
+SCREEN_METHODS = {"rnm-screen": "rnm", "adp-screen": "adp"}  # CLI / run-config names -> fast-dp-fw + screening
 
 
 class _FrankWolfe(BaseEstimator):
@@ -63,6 +79,12 @@ class _FrankWolfe(BaseEstimator):
     @property
     def private(self) -> bool:
         return self.method in PRIVATE
+
+    def _set_screening(self, screening: str | None, screen_epsilon: float | None, screen_delta: float | None,
+                       screen_rho: float | None, screen_schedule: Any, screen_rule: str, n_max: int | None) -> None:
+        self.screening, self.screen_epsilon, self.screen_delta = screening, screen_epsilon, screen_delta
+        self.screen_rho, self.screen_schedule, self.screen_rule, self.n_max = screen_rho, screen_schedule, \
+            screen_rule, n_max
 
     def _validate(self) -> None:
         if self.method not in METHODS:
@@ -77,13 +99,47 @@ class _FrankWolfe(BaseEstimator):
         if self.private:
             check_epsilon(self.epsilon)
             check_delta(self.delta, allow_zero=False)
+        if self.screening not in SCREENINGS:
+            raise ParameterError(f"screening must be one of {SCREENINGS}, got {self.screening!r}")
+        if self.screening is not None:
+            if (self.screening == "exact") == self.private:
+                raise ParameterError(f"screening={self.screening!r} does not go with method {self.method!r}: private "
+                                     "methods screen with 'rnm' or 'adp', non-private ones with 'exact'")
+            schedule_mask(self.screen_schedule, self.max_iter)
+            if self.screen_rule not in RULES:
+                raise ParameterError(f"screen_rule must be one of {RULES}, got {self.screen_rule!r}")
+            if self.private:
+                _budget(self.screen_epsilon, self.screen_delta, self.screen_rho)
+                if self.n_max is None:
+                    raise ParameterError("n_max (a public upper bound on the number of training records) is required "
+                                         "for private screening")
+                check_count(self.n_max, "n_max")
 
     def _y_bound(self) -> float:
         return 1.0
 
+    def _screening_plan(self, n_features: int | None) -> ScreeningPlan | None:
+        if self.screening is None:
+            return None
+        if n_features is None:
+            n_features = getattr(self, "n_features_in_", None)
+        if n_features is None:
+            if self.calibration == "paper" and self.screening != "exact":
+                raise ParameterError("the screening's charge with calibration='paper' depends on the number of "
+                                     "features: pass n_features")
+            n_features = 1  # the safe calibration's loss does not depend on d (only its sigma does)
+        return screening_plan(self.screening, self._loss, self.lam, n_features, self.max_iter, self.screen_schedule,
+                              self.screen_epsilon, self.screen_delta, self.screen_rho, self.screen_rule,
+                              self.calibration, self._y_bound(), self.n_max, standalone_delta=self.delta)
+
+    def _lipschitz_noise(self) -> float | None:
+        """Seeds 000/001 (paper mode with screening) scale the FW noise with L = 1."""
+        return 1.0 if self.screening in ("rnm", "adp") and self.calibration == "paper" else None
+
     def _solve(self, X: sp.csr_matrix, y: np.ndarray) -> FWResult:
         rng = check_random_state(self.random_state)
-        kw = dict(loss=self._loss, y_bound=self._y_bound(), random_state=rng)
+        kw = dict(loss=self._loss, y_bound=self._y_bound(), random_state=rng,
+                  screening=self._screening_plan(X.shape[1]), lipschitz_noise=self._lipschitz_noise())
         if self.method in ("fw", "dp-fw"):
             sel = "laplace" if self.method == "dp-fw" else None
             return frank_wolfe(X, y, self.lam, self.max_iter, selection=sel, epsilon=self.epsilon if sel else None,
@@ -93,24 +149,39 @@ class _FrankWolfe(BaseEstimator):
         return fast_frank_wolfe(X, y, self.lam, self.max_iter, selection=sel, epsilon=self.epsilon if sel else None,
                                 delta=self.delta if sel else None, refresh=refresh, calibration=self.calibration, **kw)
 
-    def privacy_charge(self) -> Charge:
+    def privacy_charge(self, n_features: int | None = None) -> Charge:
         """The charge of one fit (its tight privacy loss and mechanism), whatever the data.
 
-        A caller that runs the fit elsewhere (a Dask worker) charges this in its own
-        accountant before the model leaves.
+        With screening it is the Frank-Wolfe steps composed with the screening's loss
+        (``PrivacyLoss.compose``). Its loss depends on the (public) number of features
+        ``n_features`` (default: the fitted model's) only with ``calibration="paper"``; without it
+        the details' noise scales are those of one feature. A caller that runs the fit elsewhere (a Dask worker)
+        charges this in its own accountant before the model leaves.
         """
         self._validate()
         if not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it has no privacy charge")
         plan = privacy_plan(self.epsilon, self.delta, self.max_iter, self._loss, self.lam, self._y_bound(),
-                            "laplace" if self.method == "dp-fw" else "exponential", self.calibration)
-        return Charge(plan.loss, f"frank_wolfe/{self.method}", {"eps0": plan.eps0, "calibration": self.calibration})
+                            "laplace" if self.method == "dp-fw" else "exponential", self.calibration,
+                            self._lipschitz_noise())
+        details = {"eps0": plan.eps0, "calibration": self.calibration}
+        screen = self._screening_plan(n_features)
+        if screen is None:
+            return Charge(plan.loss, f"frank_wolfe/{self.method}", details)
+        return Charge(PrivacyLoss.compose(plan.loss, screen.loss), f"frank_wolfe/{self.method}+{self.screening}-screen",
+                      {**details, "fw_epsilon": plan.loss.epsilon, **screen.details()})
 
     def release_params(self) -> dict[str, Any]:
         """Every parameter of a fit, for the ledger's release identity."""
-        return {"method": self.method, "loss": self._loss, "epsilon": self.epsilon, "delta": self.delta,
-                "lam": self.lam, "max_iter": self.max_iter, "calibration": self.calibration, "bounds": self.bounds,
-                "y_bound": self._y_bound()}
+        out = {"method": self.method, "loss": self._loss, "epsilon": self.epsilon, "delta": self.delta,
+               "lam": self.lam, "max_iter": self.max_iter, "calibration": self.calibration, "bounds": self.bounds,
+               "y_bound": self._y_bound()}
+        if self.screening is not None:
+            sched = self.screen_schedule
+            out.update(screening=self.screening, screen_epsilon=self.screen_epsilon, screen_delta=self.screen_delta,
+                       screen_rho=self.screen_rho, screen_rule=self.screen_rule, n_max=self.n_max,
+                       screen_schedule=int(sched) if isinstance(sched, (int, np.integer)) else [int(t) for t in sched])
+        return out
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
              key: str | None, extra: dict[str, Any]) -> None:
@@ -125,8 +196,9 @@ class _FrankWolfe(BaseEstimator):
             res = self._solve(X, y)
             result["fw"] = res
             nz = np.flatnonzero(res.coef)
-            return {"indices": nz.tolist(), "values": res.coef[nz].tolist(), "path": list(res.path),
-                    "n_features": int(X.shape[1]), **extra}
+            out = {"indices": nz.tolist(), "values": res.coef[nz].tolist(), "path": list(res.path),
+                   "n_features": int(X.shape[1]), **extra}
+            return {**out, "screened": res.screened} if self.screening is not None else out
 
         if accountant is None:
             out = compute()
@@ -134,7 +206,7 @@ class _FrankWolfe(BaseEstimator):
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"{self.method}-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, self.privacy_charge(), key, compute,
+            out = accountant.release(dataset, self.privacy_charge(X.shape[1]), key, compute,
                                      {**self.release_params(), "n_features": X.shape[1], **extra})
         self._set_released(out)
         fw = result.get("fw")
@@ -147,6 +219,7 @@ class _FrankWolfe(BaseEstimator):
         self.coef_ = np.zeros(self.n_features_in_)
         self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
         self.path_ = list(out.get("path", []))
+        self.screened_ = [list(e) for e in out.get("screened", [])] if self.screening is not None else None
 
     @classmethod
     def from_release(cls, record: dict[str, Any], **params: Any) -> _FrankWolfe:
@@ -180,10 +253,14 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, lam: float = 50.0, max_iter: int = 1000,
                  method: str = "fast-dp-fw", calibration: str = "safe", bounds: str = "check",
-                 classes: Any = None, random_state: Any = None) -> None:
+                 classes: Any = None, random_state: RandomState = None, screening: str | None = None,
+                 screen_epsilon: float | None = None, screen_delta: float | None = None,
+                 screen_rho: float | None = None, screen_schedule: Any = 1, screen_rule: str = "safe",
+                 n_max: int | None = None) -> None:
         self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
         self.method, self.calibration, self.bounds, self.classes = method, calibration, bounds, classes
         self.random_state = random_state
+        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule, screen_rule, n_max)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -236,10 +313,14 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, lam: float = 50.0, max_iter: int = 1000,
                  method: str = "fast-dp-fw", calibration: str = "safe", bounds: str = "check", y_bound: float = 1.0,
-                 random_state: Any = None) -> None:
+                 random_state: RandomState = None, screening: str | None = None, screen_epsilon: float | None = None,
+                 screen_delta: float | None = None, screen_rho: float | None = None, screen_schedule: Any = 1,
+                 screen_rule: str = "safe", n_max: int | None = None) -> None:
         self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
         self.method, self.calibration, self.bounds, self.y_bound = method, calibration, bounds, y_bound
         self.random_state = random_state
+        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule,
+                            screen_rule, n_max)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -29,10 +29,13 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
                (certified tolerance, a fraction of Delta), bss_time_limit (seconds per MIP;
                past it the release is a recorded refusal), bss_delta and bss_ptr_fraction
                (bss-mistakes' propose-test-release: its delta and its share of epsilon)
-    [train]    methods (fast-dp-fw, dp-fw, objective-perturbation), epsilon (one or a list: the
-               privacy-utility curve), delta (each FW model), lam, iters, calibration
-               ("safe" | "paper"), features = "all" | a select method (objective-perturbation
-               needs one)
+    [train]    methods (fast-dp-fw, dp-fw, rnm-screen, adp-screen, objective-perturbation), epsilon
+               (one or a list: the privacy-utility curve), delta (each FW model), lam, iters,
+               calibration ("safe" | "paper"), features = "all" | a select method
+               (objective-perturbation needs one); screening (rnm-screen, adp-screen: fast DP-FW
+               with RNM-/ADP-Screen): screen_epsilon, screen_delta (or screen_rho), screen_schedule
+               (every m-th iteration, or a list), screen_rule ("safe" | "seed"), n_max (a public
+               upper bound on the train rows)
     [evaluate] epsilon (each model's private held-out metrics and curve), public_test (a
                separate svmlight file or store the user declares public: exact metrics), bins,
                points
@@ -64,8 +67,9 @@ SOURCES = ("synth", "svmlight", "store")
 CLUSTERS = ("local", "address", "slurm")
 BSS_METHODS = ("bss-top-r", "bss-mistakes")
 SELECT_METHODS = ("dp-sis", "two-stage", *BSS_METHODS)
-TRAIN_METHODS = ("fast-dp-fw", "dp-fw", "objective-perturbation")
-FW_METHODS = ("fast-dp-fw", "dp-fw")
+TRAIN_METHODS = ("fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen", "objective-perturbation")
+FW_METHODS = ("fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen")
+SCREEN_METHODS = ("rnm-screen", "adp-screen")
 
 
 _REMOVED = {"data": {"split_seed": "removed: each record's side of the split is decided by the record and the "
@@ -142,6 +146,19 @@ class TrainConfig:
     iters: int = 4000
     features: str = "all"
     calibration: str = "safe"
+    screen_epsilon: float | None = None
+    screen_delta: float | None = None
+    screen_rho: float | None = None
+    screen_schedule: Any = 1
+    screen_rule: str = "safe"
+    n_max: int | None = None
+
+    def screening(self) -> dict[str, Any]:
+        """The estimator options of the screening methods."""
+        sched = list(self.screen_schedule) if isinstance(self.screen_schedule, (list, tuple)) else self.screen_schedule
+        return {"screen_epsilon": self.screen_epsilon, "screen_delta": self.screen_delta,
+                "screen_rho": self.screen_rho, "screen_schedule": sched, "screen_rule": self.screen_rule,
+                "n_max": self.n_max}
 
 
 @dataclass(frozen=True)
@@ -425,6 +442,27 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
                                  f"got {train.features!r}")
     if "objective-perturbation" in train.methods and train.features == "all":
         c.fail("train.features", "objective-perturbation fits on a released selection: name a select method")
+    if any(m in SCREEN_METHODS for m in train.methods):
+        if train.screen_rho is not None:
+            c.number("train.screen_rho", train.screen_rho, 0, lo_open=True)
+            if train.screen_epsilon is not None:
+                c.fail("train.screen_rho", "give screen_epsilon/screen_delta or screen_rho, not both")
+        else:
+            for key in ("screen_epsilon", "screen_delta"):
+                if getattr(train, key) is None:
+                    c.fail(f"train.{key}", "rnm-screen/adp-screen need screen_epsilon and screen_delta (or screen_rho)")
+            c.number("train.screen_epsilon", train.screen_epsilon, 0, lo_open=True)
+            c.number("train.screen_delta", train.screen_delta, 0, 1, lo_open=True, hi_open=True)
+        if train.n_max is None:
+            c.fail("train.n_max", "rnm-screen/adp-screen need a public upper bound on the number of train rows")
+        c.number("train.n_max", train.n_max, 1, integer=True)
+        c.choice("train.screen_rule", train.screen_rule, ("safe", "seed"))
+        from dpdist.solvers.screening import schedule_mask
+        try:
+            schedule_mask(list(train.screen_schedule) if isinstance(train.screen_schedule, (list, tuple))
+                          else train.screen_schedule, train.iters)
+        except ParameterError as e:
+            c.fail("train.screen_schedule", str(e).removeprefix("screen_schedule: "))
     c.number("evaluate.epsilon", evaluate.epsilon, 0, lo_open=True)
     c.number("evaluate.bins", evaluate.bins, 2, integer=True)
     if evaluate.bins % 2:

@@ -37,7 +37,7 @@ def _private_metrics(test_path: str, model: dict[str, Any], epsilon: float, bins
     r = model["result"]
     w = sparse_coef(r["indices"], r["values"], store.shape[1])
     ev = PrivateEvaluation(store.task, epsilon, bins=bins, points=points, random_state=seed)
-    return ev.evaluate(w, r["path"], model["lam"], store.csr(), store_target(store))
+    return ev.evaluate(w, r["path"], model["lam"], store.csr(), store_target(store), r.get("screened"))
 
 
 @task(name="evaluate-public", retries=1)
@@ -47,7 +47,8 @@ def public_metrics(test_path: str, model: dict[str, Any]) -> dict[str, Any]:
     X, y = store.csr(), store_target(store)
     r = model["result"]
     w = sparse_coef(r["indices"], r["values"], store.shape[1])
-    its, losses = path_losses(store.task, r["path"], model["lam"], X, y) if r["path"] else ([], [])
+    its, losses = path_losses(store.task, r["path"], model["lam"], X, y, screened=r.get("screened")) \
+        if r["path"] else ([], [])
     return {**exact_metrics(store.task, w, X, y), "curve_iterations": its, "curve_loss": losses, "private": False}
 
 
@@ -103,9 +104,11 @@ def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, 
         model_eval.append({"method": m["method"], "epsilon": m["target_epsilon"], "charged_epsilon": m["epsilon"],
                            "delta": m["delta"], "form": m.get("form"), "key": m["key"], "replayed": m["replayed"],
                            "features": m["features"], "nnz_weights": len(r["indices"]),
+                           "density": len(r["indices"]) / max(int(r.get("n_features") or 0), 1),
                            "iterations": r["iterations"], **charge_info, **metrics})
         logger.info("%s epsilon=%g: %s (%s)", m["method"], m["target_epsilon"],
-                    ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc", "mse", "r2") if k in metrics),
+                    ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc", "mse", "r2")
+                              if metrics.get(k) is not None),
                     "private" if metrics["private"] else "public test set, exact")
     ref = None
     if models and cfg.data.source == "synth" and stores.get("test"):  # public data: references cost no privacy

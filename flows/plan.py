@@ -24,7 +24,7 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
-from flows.config import BSS_METHODS, RunConfig, store_paths
+from flows.config import BSS_METHODS, FW_METHODS, RunConfig, store_paths
 
 __all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source", "bss_selector"]
 
@@ -62,8 +62,10 @@ class Planned:
                 "loss": loss.describe()}
 
 
-def plan(cfg: RunConfig, task: str = "binary") -> list[Planned]:
-    """The releases of ``cfg`` in the order the flow makes them (``task``: the data's, if known)."""
+def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None) -> list[Planned]:
+    """The releases of ``cfg`` in the order the flow makes them (``task``, ``n_features``: the data's,
+    if known; the number of features is public and only the screening methods' charge in
+    ``calibration = "paper"`` depends on it)."""
     from pipelines.train import estimator
 
     out: list[Planned] = []
@@ -80,9 +82,12 @@ def plan(cfg: RunConfig, task: str = "binary") -> list[Planned]:
         out.append(Planned("select", method, sel.privacy_charge()))
     t = cfg.train
     models = [(m, e) for m in t.methods for e in t.epsilon]
+    d = s.k if t.features != "all" else (n_features or cfg.data.d or cfg.data.n_features)
     for method, eps in models:
-        model = estimator(task, method, eps, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration)
-        out.append(Planned("train", f"{method} eps={eps:g}", model.privacy_charge()))
+        model = estimator(task, method, eps, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration,
+                          screening=t.screening())
+        charge = model.privacy_charge(d) if method in FW_METHODS else model.privacy_charge()
+        out.append(Planned("train", f"{method} eps={eps:g}", charge))
     if not cfg.evaluate.public_test:
         for method, eps in models:
             ev = PrivateEvaluation(task, cfg.evaluate.epsilon, bins=cfg.evaluate.bins, points=cfg.evaluate.points)
@@ -106,8 +111,9 @@ def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
     return None
 
 
-def known_source(cfg: RunConfig) -> tuple[str, str] | None:
-    """(content hash, task) of the configured source if its store exists already, else None."""
+def known_source(cfg: RunConfig) -> tuple[str, str, int] | None:
+    """(content hash, task, number of features) of the configured source if its store exists already,
+    else None."""
     from dpdist.data.store import open_store
 
     path = store_paths(cfg)["source"]
@@ -119,7 +125,7 @@ def known_source(cfg: RunConfig) -> tuple[str, str] | None:
         return None
     if cfg.data.source != "store" and store.meta.get("source_fingerprint") != source_fingerprint(cfg):
         return None
-    return store.dataset_id, store.task
+    return store.dataset_id, store.task, int(store.shape[1])
 
 
 def preflight(cfg: RunConfig) -> dict[str, Any]:
@@ -128,7 +134,7 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
     Returns the plan's summary: its releases, tight and basic totals, and what it was checked against.
     """
     known = known_source(cfg)
-    steps = plan(cfg, known[1] if known else "binary")
+    steps = plan(cfg, *(known[1:] if known else ("binary",)))
     charges = [p.charge for p in steps]
     acc = Accountant(cfg.ledger)
     summary: dict[str, Any] = {"releases": [p.to_dict() for p in steps],

@@ -158,14 +158,17 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
         cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse", "r2"]
         private = all(m["private"] for m in mevals)
         rows = [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols], r["nnz_weights"],
-                 r["evaluation_epsilon"]] for r in mevals]
+                 r.get("density"), r["evaluation_epsilon"]] for r in mevals]
         if ref:
             rows += [["non-private FW (reference)", None, None, None, *[ref["non_private"].get(c) for c in cols], None,
-                      None], [f"{ref['baseline']['what']} (reference)", None, None, None,
-                              *[ref["baseline"].get(c) for c in cols], None, None]]
+                      None, None], [f"{ref['baseline']['what']} (reference)", None, None, None,
+                                    *[ref["baseline"].get(c) for c in cols], None, None, None]]
         md += ["## Models (held-out metrics)", "",
-               _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "evaluation epsilon"], rows),
+               _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "density",
+                       "evaluation epsilon"], rows),
                "",
+               "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
+               "features (screened models, rnm-screen / adp-screen, zero coordinates during training).", "",
                ("References (exact: the data is a public synthetic set, so they cost no privacy): a non-private "
                 f"fast FW fit at the same lambda and T, and {ref['baseline']['what']}." if ref else
                 "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
@@ -191,7 +194,8 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
     create_markdown_artifact(key="dpdist-report", markdown="\n".join(md), description=f"dpdist run {cfg.name}")
     if mevals:
         create_table_artifact(key="dpdist-models", description="released models, held-out metrics",
-                              table=[{k: r[k] for k in ("method", "epsilon", "nnz_weights", *cols)} for r in mevals])
+                              table=[{k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *cols)}
+                                     for r in mevals])
     return {"report": str(report), "html": str(html), "results": str((out / "results.json").resolve())}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from prefect import flow
 from prefect.logging import get_run_logger
 
-from flows.config import RunConfig, load_config
+from flows.config import FW_METHODS, RunConfig, load_config
 from flows.ingest import ingest_stage
 from flows.release import release
 from flows.results import read_stage, write_stage
@@ -39,9 +39,10 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
         for eps in t.epsilon:
             def make(seed: int | None, method: str = method, eps: float = eps) -> Any:
                 return estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, cfg.data.bounds,
-                                 t.calibration, seed)
+                                 t.calibration, seed, t.screening())
 
             params = {**make(None).release_params(), "features": features, "method": method}
+            n_features = len(features) if features is not None else train_store["n_features"]
             key = cfg.step_key("train", method, params)
             seed = cfg.step_seed(key)
             logger.info("%s at epsilon=%g on %s", method, eps,
@@ -50,9 +51,11 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
             def compute(method: str = method, eps: float = eps, seed: int | None = seed) -> dict[str, Any]:
                 with cluster_client() as client:
                     return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
-                                         features, cfg.data.bounds, seed, t.calibration)
+                                         features, cfg.data.bounds, seed, t.calibration, t.screening())
 
-            rec = release(cfg.ledger, dataset, make(None).privacy_charge(), key, compute, params)
+            model = make(None)
+            charge = model.privacy_charge(n_features) if method in FW_METHODS else model.privacy_charge()
+            rec = release(cfg.ledger, dataset, charge, key, compute, params)
             rec.update(method=method, target_epsilon=eps, lam=t.lam, iters=t.iters, features=t.features)
             out.append(rec)
             logger.info("%s at epsilon=%g: %d non-zero weights", method, eps, len(rec["result"]["indices"]))

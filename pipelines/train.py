@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dpdist.data.store import open_store
-from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
+from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.selection.sis import store_target
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 from dpdist.utils.random import RandomState
@@ -33,20 +33,26 @@ log = logging.getLogger("dpdist.pipelines.train")
 
 
 def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
-              bounds: str = "check", calibration: str = "safe",
-              random_state: RandomState = None) -> DPFrankWolfeClassifier | DPFrankWolfeRegressor | ObjectivePerturbation:
-    """The estimator of ``method`` for a store's task (binary classification or regression)."""
+              bounds: str = "check", calibration: str = "safe", random_state: RandomState = None,
+              screening: dict[str, Any] | None = None
+              ) -> DPFrankWolfeClassifier | DPFrankWolfeRegressor | ObjectivePerturbation:
+    """The estimator of ``method`` for a store's task (binary classification or regression);
+    rnm-screen / adp-screen are fast DP-FW with the screening options ``screening``."""
     if method == "objective-perturbation":
         return ObjectivePerturbation("squared" if task == "regression" else "logistic", epsilon, 0.0,
                                      random_state=random_state)
     cls = DPFrankWolfeRegressor if task == "regression" else DPFrankWolfeClassifier
+    screen = {}
+    if method in SCREEN_METHODS:
+        screen = {**(screening or {}), "screening": SCREEN_METHODS[method]}
+        method = "fast-dp-fw"
     return cls(epsilon=epsilon, delta=delta, lam=lam, max_iter=max_iter, method=method, calibration=calibration,
-               bounds=bounds, random_state=random_state)
+               bounds=bounds, random_state=random_state, **screen)
 
 
 def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
               features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
-              calibration: str = "safe") -> dict[str, Any]:
+              calibration: str = "safe", screening: dict[str, Any] | None = None) -> dict[str, Any]:
     """On a worker: fit on the store at ``path`` (optionally on the columns ``features``).
 
     Returns the released form of the model: the non-zero weights (indices in the store's
@@ -58,7 +64,7 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
     y = store_target(store)
-    model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed)
+    model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed, screening)
     t0 = time.perf_counter()
     model.fit(X, y)
     log.info("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
@@ -69,20 +75,23 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     cols = np.asarray(features, dtype=np.int64) if features is not None else None
     nz = np.flatnonzero(model.coef_)
     path = [int(v) for v in model.path_] if model.path_ is not None else []
+    screened = [[int(t), int(j)] for t, j in model.screened_ or []]
     if cols is not None:  # back to store columns: signed 1-based vertices
         nz_cols = cols[nz]
         path = [int(np.sign(v)) * (int(cols[abs(v) - 1]) + 1) for v in path]
+        screened = [[t, int(cols[j])] for t, j in screened]
     else:
         nz_cols = nz
-    return {"indices": nz_cols.tolist(), "values": model.coef_[nz].tolist(), "path": path,
-            "n_features": int(store.shape[1]), "iterations": int(max_iter), "classes": classes}
+    out = {"indices": nz_cols.tolist(), "values": model.coef_[nz].tolist(), "path": path,
+           "n_features": int(store.shape[1]), "iterations": int(max_iter), "classes": classes}
+    return {**out, "screened": screened} if method in SCREEN_METHODS else out
 
 
 def fit_on_solver(client: Any, path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
                   features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
-                  calibration: str = "safe") -> dict[str, Any]:
+                  calibration: str = "safe", screening: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run :func:`fit_store` on a worker holding the ``solver`` resource and wait for it."""
     fut = client.submit(fit_store, str(path), method, epsilon, delta, lam, max_iter, features, bounds, seed,
-                        calibration, resources={SOLVER_RESOURCE: 1}, pure=False,
+                        calibration, screening, resources={SOLVER_RESOURCE: 1}, pure=False,
                         key=f"fit-{method}-{os.urandom(6).hex()}")
     return fut.result()

@@ -2,7 +2,8 @@
 
 The non-private configurations pass every check, and so does the private classifier with
 per-record clipping (``bounds="clip"``: scikit-learn's test data is not scaled to |x_ij| <= 1,
-and the default ``bounds="check"`` refuses such data by design, naming the bound). The one
+and the default ``bounds="check"`` refuses such data by design, naming the bound), with or without
+screening (private RNM-Screen; exact screening for a non-private fit). The one
 documented exception contradicts DP: the private regressor at epsilon = 1 on scikit-learn's
 30-row regression set is too noisy for the check's R^2 threshold.
 
@@ -25,7 +26,10 @@ ESTIMATORS = [DPFrankWolfeClassifier(method="fast-fw", lam=5.0, max_iter=200),
               DPFrankWolfeClassifier(bounds="clip"),
               DPFrankWolfeRegressor(bounds="clip"),
               BSSTopRSelector(s=1, bounds="clip"),
-              BSSMistakesSelector(s=1, bounds="clip", mode="paper")]
+              BSSMistakesSelector(s=1, bounds="clip", mode="paper"),
+              DPFrankWolfeClassifier(bounds="clip", screening="rnm", screen_epsilon=0.5, screen_delta=1e-6,
+                                     n_max=1000, screen_schedule=10),
+              DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200, screening="exact")]
 
 
 def expected_failures(estimator) -> dict[str, str]:

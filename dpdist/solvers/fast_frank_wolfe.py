@@ -25,7 +25,24 @@ feature j and, through them, O(S_r S_c) entries of the gradient:
 The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
 below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
 (BSLS, Alg. 2 + 4), ``"exponential-bruteforce"`` (an O(D) exponential race -- Gumbel-max --
-over the same maintained weights, the seed's Alg. 2 + brute-force noisy-max ablation).
+over the same maintained weights, the seed's Alg. 2 + brute-force noisy-max ablation),
+``"laplace"`` (Talwar et al.'s Laplace report-noisy-max over the 2D signed vertices, O(D) per
+step, as Alg. 1 draws it: the DP-FW of seeds 000/001).
+
+``gram=True`` (squared loss, small D): beta moves by delta times a row of the precomputed X^T X
+instead of through the rows of column j, so a step costs O(S_r + D) instead of O(S_r S_c) --
+the difference on dense low-dimensional data (seed 001's regression sets); O(n D^2) once.
+
+Screening (``screening``; :mod:`dpdist.solvers.screening`): at a scheduled iteration, after the
+move (and after a refresh due at that iteration), one pass computes u^T g, ||u||, ||g|| over the
+rows (O(n): u_i = w_m vbar_i; g_i = u_i - y_i, or the cached qbar_i for logistic loss), alpha
+(squared: w_m beta - X^T y, O(D); logistic: maintained) and the precomputed column norms, and
+zeroes the chosen coordinates. Zeroing j is the move w~_j <- 0 through the same bookkeeping as
+a Frank-Wolfe step (:func:`_zero_coordinate`): vbar on the rows of column j, beta (squared) or
+qbar and alpha on those rows (logistic), then the sampler weights or heap keys of every touched
+coordinate; w_m is untouched. So the invariants (w = w_m w~, X w = w_m vbar, beta = X^T X w~,
+alpha = X^T qbar) hold after every pass. The kernel code of screening lives in the functions
+below ``_fast_fw``; the loop only calls :func:`_fast_screen`.
 """
 
 from __future__ import annotations
@@ -38,15 +55,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ParameterError
-from dpdist.solvers.frank_wolfe import FWResult, check_problem, privacy_plan
+from dpdist.solvers.frank_wolfe import FWResult, check_init, check_problem, column_norms, privacy_plan
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
-                                     _seed, _set, _settle, _total, block_shift)
+                                     _set, _settle, _total, block_shift)
+from dpdist.solvers.screening import ScreeningPlan, _laplace, _pass_constants, _screen_rnm, _screen_set
 from dpdist.utils.random import RandomState, check_random_state
 
 __all__ = ["FAST_SELECTIONS", "fast_frank_wolfe"]
 
-FAST_SELECTIONS = (None, "exponential", "exponential-bruteforce")
-_MODES = {None: 0, "exponential": 1, "exponential-bruteforce": 2}
+FAST_SELECTIONS = (None, "exponential", "exponential-bruteforce", "laplace")
+_MODES = {None: 0, "exponential": 1, "exponential-bruteforce": 2, "laplace": 3}
 
 
 # ------------------------------------------------------------------ lazy max-queue (Alg. 3)
@@ -177,25 +195,27 @@ def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits):
 
 
 @numba.njit(cache=True)
-def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale):
+def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng):
     z = _total(c)
     if _needs_rebuild(z):
         _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
         z = _total(c)
-    return _draw(W, c, shift, z) if mode == 1 else _race(W)
+    return _draw(W, c, shift, z, rng) if mode == 1 else _race(W, rng)
 
 
 @numba.njit(cache=True)
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, seed):
+             record_every, shift, rng, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events):
     n, D = y.shape[0], ybar.shape[0]
-    _seed(seed)
     wt = np.zeros(D)
     vbar = np.zeros(n)
     wm = 1.0
     alpha = np.zeros(D)
     q = np.zeros(n)
     beta = np.zeros(1 if logistic else D)  # squared loss: X^T X w~
+    use_gram = not logistic and gram.shape[0] == D
+    if w0.shape[0] == D:
+        _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic)
     if logistic:
         _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, True)
     path = np.empty(T, dtype=np.int64)
@@ -209,7 +229,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     cur = np.empty(D if heap else 1)
     popped = np.empty(D if heap else 1, dtype=np.int64)
     size = 0
-    ns = D if mode != 0 else 1
+    ns = D if mode in (1, 2) else 1
     W = np.empty(ns)
     c = np.empty((ns + (1 << shift) - 1) >> shift)
     err = np.empty_like(c)
@@ -223,13 +243,17 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     if logistic:
         if mode == 0:
             size = _heap_build(alpha, keys, items, cur)
-        else:
+        elif mode != 3:
             _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+    zero_buf = np.empty(D if scr_mode in (1, 2) else 1, dtype=np.int64)
     for t in range(1, T + 1):
         # ---- choose the vertex (j, sigma)
         if not logistic:
             for k in range(D):
                 alpha[k] = wm * beta[k] - ybar[k]
+        if mode == 3:
+            j, sigma = _laplace_vertex(alpha, L / eps0, rng)
+        elif not logistic:
             if mode == 0:
                 j, best = 0, -1.0
                 for k in range(D):
@@ -237,17 +261,17 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                         best, j = abs(alpha[k]), k
             else:
                 _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
-                j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale)
+                j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng)
         elif mode == 0:
             j, size = _heap_next(alpha, keys, items, size, cur, popped)
         else:
-            j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale)
+            j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng)
         if mode == 0:
             sigma = -1.0 if alpha[j] > 0 else 1.0
-        else:
+        elif mode != 3:
             a = scale * alpha[j]
             descent = -1.0 if a > 0 else 1.0
-            sigma = descent if np.random.random() < 1.0 / (1.0 + math.exp(-2.0 * abs(a))) else -descent
+            sigma = descent if rng.random() < 1.0 / (1.0 + math.exp(-2.0 * abs(a))) else -descent
         path[t - 1] = int(sigma) * (j + 1)
         # ---- move: w <- (1 - eta) w + eta sigma lam e_j
         eta = 2.0 / (t + 2.0)
@@ -270,9 +294,12 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                     touched[n_touched] = k  # kept only if k is new in this step (branch-free)
                     n_touched += 1 - mark[k]
                     mark[k] = 1
-            else:
+            elif not use_gram:
                 for pp in range(r_ptr[i], r_ptr[i + 1]):
                     beta[r_idx[pp]] += delta * xij * r_val[pp]
+        if use_gram:
+            for k in range(D):
+                beta[k] += delta * gram[j, k]
         # ---- queue / sampler: once per coordinate whose alpha moved in this step
         for p in range(n_touched):
             mark[touched[p]] = 0
@@ -285,7 +312,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                         size = _heap_build(alpha, keys, items, cur)
                     size = _heap_push(keys, items, size, ak, k)
                     cur[k] = ak
-        elif n_touched > 0:
+        elif mode != 3 and n_touched > 0:
             ref, xmax = st[0], -np.inf
             for p in range(n_touched):
                 xbuf[p] = scale * abs(alpha[touched[p]]) - ref
@@ -312,21 +339,171 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, True)
             if mode == 0:
                 size = _heap_build(alpha, keys, items, cur)
-            else:
+            elif mode != 3:
                 _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+        if scr_mode > 0 and scr_mask[t] != 0:
+            size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
+                                c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
+                                keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched,
+                                rng)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     # the last item is internal state for the tests (alpha is the raw gradient): fast_frank_wolfe drops it
     return wt * wm, path, objective, (alpha, W, c, st)
 
 
+@numba.njit(cache=True)
+def _laplace_vertex(alpha, b, rng):
+    """Talwar et al.'s report-noisy-max over the 2D signed vertices: argmax -sigma alpha_j + Lap(b)."""
+    best, j, sigma = -np.inf, 0, 1.0
+    for k in range(alpha.shape[0]):
+        v = -alpha[k] + _laplace(b, rng)
+        if v > best:
+            best, j, sigma = v, k, 1.0
+        v = alpha[k] + _laplace(b, rng)
+        if v > best:
+            best, j, sigma = v, k, -1.0
+    return j, sigma
+
+
+# ------------------------------------------------------------------ screening (kernel side)
+
+
+@numba.njit(cache=True)
+def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
+    """A public starting point w0 (seeds 000/001): w~ = w0, vbar = X w0, beta = X^T vbar (squared); O(nnz)."""
+    wt[:] = w0
+    for i in range(vbar.shape[0]):
+        s = 0.0
+        for p in range(r_ptr[i], r_ptr[i + 1]):
+            s += r_val[p] * w0[r_idx[p]]
+        vbar[i] = s
+        if not logistic:
+            for p in range(r_ptr[i], r_ptr[i + 1]):
+                beta[r_idx[p]] += s * r_val[p]
+
+
+@numba.njit(cache=True)
+def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
+                 y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
+                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, rng):
+    """One screening pass from the solver's state (module doc); returns the heap size."""
+    if not logistic:  # alpha at the moved iterate
+        for k in range(alpha.shape[0]):
+            alpha[k] = wm * beta[k] - ybar[k]
+    ug, un2, gn2 = 0.0, 0.0, 0.0
+    for i in range(y.shape[0]):
+        ui = wm * vbar[i]
+        gi = q[i] if logistic else ui - y[i]
+        ug += ui * gi
+        un2 += ui * ui
+        gn2 += gi * gi
+    const, rt, Bc = _pass_constants(alpha, ug, math.sqrt(un2), math.sqrt(gn2), scoef)
+    if scr_mode == 3:
+        j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, scoef, scoef[9], scoef[10], rng)
+        count = 0
+        if screened and wt[j] != 0.0:
+            zero_buf[0] = j
+            count = 1
+    else:
+        count = _screen_set(alpha, colnorm, wt, const, rt, Bc, scoef, scoef[9] if scr_mode == 2 else 0.0, zero_buf,
+                             rng)
+    for p in range(count):
+        j = zero_buf[p]
+        size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
+                                beta, gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits,
+                                scale, mark, touched)
+        events[n_events[0], 0] = t
+        events[n_events[0], 1] = j
+        n_events[0] += 1
+    return size
+
+
+@numba.njit(cache=True)
+def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q, beta,
+                     gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
+                     touched):
+    """w~_j <- 0 with the same state updates as a Frank-Wolfe move of coordinate j; returns the heap size."""
+    delta = -wt[j]
+    wt[j] = 0.0
+    n_touched = 0
+    for p in range(c_ptr[j], c_ptr[j + 1]):
+        i, xij = c_idx[p], c_val[p]
+        vbar[i] += delta * xij
+        if logistic:
+            new = _sigmoid(wm * vbar[i]) - y[i]
+            gam = new - q[i]
+            q[i] = new
+            if gam == 0.0:
+                continue
+            for pp in range(r_ptr[i], r_ptr[i + 1]):
+                k = r_idx[pp]
+                alpha[k] += gam * r_val[pp]
+                touched[n_touched] = k
+                n_touched += 1 - mark[k]
+                mark[k] = 1
+        elif not use_gram:
+            for pp in range(r_ptr[i], r_ptr[i + 1]):
+                beta[r_idx[pp]] += delta * xij * r_val[pp]
+    if use_gram:
+        for k in range(beta.shape[0]):
+            beta[k] += delta * gram[j, k]
+    for p in range(n_touched):
+        mark[touched[p]] = 0
+    if mode == 0:
+        for p in range(n_touched):
+            k = touched[p]
+            ak = abs(alpha[k])
+            if ak > cur[k]:
+                if size == keys.shape[0]:
+                    size = _heap_build(alpha, keys, items, cur)
+                size = _heap_push(keys, items, size, ak, k)
+                cur[k] = ak
+    elif mode != 3 and n_touched > 0:
+        ref, xmax = st[0], -np.inf
+        for p in range(n_touched):
+            xbuf[p] = scale * abs(alpha[touched[p]]) - ref
+            xmax = max(xmax, xbuf[p])
+        if xmax > _HEADROOM:
+            _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+        else:
+            _exp_weights(xbuf, n_touched, st[1], wbuf, bits)
+            for p in range(n_touched):
+                _set(W, c, err, shift, touched[p], wbuf[p])
+            _settle(W, c, err, shift)
+    return size
+
+
+def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None,
+                gram: np.ndarray | None = None) -> tuple:
+    """The kernel's arguments after ``rng``: the start (empty: 0), the Gram matrix (empty: none) and the
+    screening (mode 0 and dummies without it)."""
+    w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
+    w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
+    if plan is None:
+        return *w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
+            np.zeros(1, dtype=np.int64)
+    if plan.mask.shape[0] != T + 1:
+        raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
+    scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
+    events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
+    return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
+        np.zeros(1, dtype=np.int64)
+
+
 def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
                      selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
                      y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
-                     random_state: RandomState = None) -> FWResult:
+                     random_state: RandomState = None, screening: ScreeningPlan | None = None,
+                     init: np.ndarray | None = None, lipschitz_noise: float | None = None,
+                     gram: bool | np.ndarray = False) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
-    gradient refresh every that many steps (logistic only; 0 = never, as the seed)."""
-    X, y = check_problem(X, y, loss, lam, max_iter, selection is not None, y_bound, record_every)
+    gradient refresh every that many steps (logistic only; 0 = never, as the seed). ``screening``:
+    zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball;
+    ``gram``: precompute X^T X (squared loss; module doc), or the precomputed matrix itself."""
+    X, y = check_problem(X, y, loss, lam, max_iter,
+                         selection is not None or (screening is not None and screening.loss is not None),
+                         y_bound, record_every)
     if selection not in FAST_SELECTIONS:
         raise ParameterError(f"selection must be one of {FAST_SELECTIONS}, got {selection!r}")
     if refresh < 0:
@@ -337,8 +514,11 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if selection is not None:
         if epsilon is None or delta is None:
             raise ParameterError("a private run needs epsilon and delta")
-        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, "exponential", calibration)
+        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound,
+                            "laplace" if selection == "laplace" else "exponential", calibration, lipschitz_noise)
         eps0, L = plan.eps0, plan.lipschitz
+        if selection == "laplace":  # the kernel draws Lap(L / eps0): 2 L / eps0, or the seeds' L / eps0
+            L *= 2.0 if calibration == "safe" else 1.0
     if max(n, D) >= 2**31:
         raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")
     rng = check_random_state(random_state)
@@ -347,10 +527,21 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (less memory traffic)
     rows = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data)
     cols = (Xc.indptr.astype(np.int64, copy=False), Xc.indices.astype(np.int32, copy=False), Xc.data)
+    if init is not None:
+        check_init(init, D, lam)
+    G = None
+    if gram is not False:
+        if loss != "squared" or D > 20000:
+            raise ParameterError("gram is for squared loss with at most 20,000 features (a dense D x D matrix)")
+        G = np.asarray((Xc.T @ Xc).toarray() if gram is True else gram, dtype=np.float64)
+        if G.shape != (D, D) or not np.all(np.isfinite(G)):
+            raise ParameterError(f"gram must be X^T X, a finite {D} x {D} matrix")
+    scr = _extra_args(screening, Xc, max_iter, init, G)
     t0 = time.perf_counter()
     coef, path, objective, _ = _fast_fw(*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic",
                                         _MODES[selection], eps0, L, int(refresh), int(record_every), block_shift(D),
-                                        int(rng.integers(2**62)))
+                                        rng, *scr)
     seconds = time.perf_counter() - t0
-    return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan)
+    screened = scr[6][:int(scr[7][0])].tolist()
+    return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan, screened)
 

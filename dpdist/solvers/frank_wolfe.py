@@ -37,7 +37,15 @@ Per-step budget (:func:`privacy_plan`), from the tight accountant (:mod:`dpdist.
 * ``calibration="paper"``: seed 004's rule eps0 = eps / sqrt(8 T ln(1/delta)) (advanced
   composition, exact bound checked) with the seeds' noise; the release is charged its true
   loss (T bounded-range eps0 steps for the EM, T pure 2 eps0 steps for Laplace at the seeds'
-  scale), and ``true_epsilon`` reports it.
+  scale), and ``true_epsilon`` reports it. Seeds 000/001 also take squared loss to be
+  1-Lipschitz (spec 2.2 FLAG); ``lipschitz`` (paper mode only) sets the L of the noise to theirs,
+  and the charge scales each step's epsilon by the true L over it.
+
+Screening (``screening``, a :class:`dpdist.solvers.screening.ScreeningPlan`): after the move of
+every scheduled iteration the rule's scores are computed from the exact gradient and the chosen
+coordinates are zeroed (ADP-Screen, RNM-Screen or the non-private rule); the zeroings that
+change w are recorded in ``FWResult.screened`` as [t, j]. ``init``: a public starting point in
+the ball (seeds 000/001 start from a random one, :func:`dpdist.solvers.screening.uniform_l1_ball`).
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from dpdist.data.transforms import check_row_bound, check_target_bound
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon
 from dpdist.privacy.loss import PrivacyLoss, calibrate
+from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm, _screen_set
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_positive
 
@@ -103,23 +112,30 @@ class FWPrivacy:
 
 
 def privacy_plan(epsilon: float, delta: float, T: int, loss: str, lam: float, y_bound: float,
-                 selection: str | None, calibration: str = "safe") -> FWPrivacy:
-    """The per-step eps0 and the privacy loss of T private Frank-Wolfe steps (module doc)."""
+                 selection: str | None, calibration: str = "safe", lipschitz_noise: float | None = None) -> FWPrivacy:
+    """The per-step eps0 and the privacy loss of T private Frank-Wolfe steps (module doc).
+
+    ``lipschitz_noise`` (paper mode only): the L the noise is scaled with (seeds 000/001: 1);
+    the charge uses the true L."""
     if calibration not in CALIBRATIONS:
         raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
     if selection not in ("laplace", "exponential"):
         raise ParameterError(f"a private plan needs selection 'laplace' or 'exponential', got {selection!r}")
     L = lipschitz(loss, lam, y_bound)
     T = check_count(T, "max_iter")
+    if lipschitz_noise is not None and calibration != "paper":
+        raise ParameterError("lipschitz_noise (the seeds' L) exists for calibration='paper' only")
+    Ln = L if lipschitz_noise is None else check_positive(lipschitz_noise, "lipschitz_noise")
     step = PrivacyLoss.bounded_range if selection == "exponential" else PrivacyLoss.pure_steps
     if calibration == "paper":
         eps0 = advanced_step_epsilon(epsilon, delta, T)
-        # the seeds' Laplace scale L/eps0 on non-monotone scores is 2 eps0-DP per step
-        charged = step(eps0 if selection == "exponential" else 2.0 * eps0, T, delta=delta)
+        # the seeds' Laplace scale L/eps0 on non-monotone scores is 2 eps0-DP per step; noise scaled
+        # with Ln < L is L/Ln times weaker
+        charged = step((eps0 if selection == "exponential" else 2.0 * eps0) * L / Ln, T, delta=delta)
     else:
         eps0 = _calibrated_eps0(float(epsilon), float(delta), T, selection)
         charged = step(eps0, T, delta=delta)
-    return FWPrivacy(float(epsilon), float(delta), eps0, charged, L, calibration)
+    return FWPrivacy(float(epsilon), float(delta), eps0, charged, Ln, calibration)
 
 
 @functools.lru_cache(maxsize=256)
@@ -137,6 +153,24 @@ class FWResult:
     objective: list[float] = field(default_factory=list)  # mean loss every ``record_every`` steps
     path: list[int] = field(default_factory=list)  # selected signed vertices: +(j+1) or -(j+1)
     privacy: FWPrivacy | None = None
+    screened: list[list[int]] = field(default_factory=list)  # [t, j]: w_j zeroed after step t's move
+
+
+def check_init(init: np.ndarray | None, D: int, lam: float) -> np.ndarray:
+    """The starting point: 0, or a given public point of the lambda-ball."""
+    if init is None:
+        return np.zeros(D)
+    w0 = np.array(init, dtype=np.float64).ravel()
+    if w0.shape != (D,) or not np.all(np.isfinite(w0)) or np.abs(w0).sum() > lam * (1 + 1e-12):
+        raise ParameterError(f"init must be a finite vector of {D} entries with ||init||_1 <= lam")
+    return w0
+
+
+def column_norms(X: sp.spmatrix) -> np.ndarray:
+    """||x_(j)||_2 of every column (O(nnz); the screening rules' a_j)."""
+    Xc = sp.csc_matrix(X)
+    return np.sqrt(np.add.reduceat(np.append(Xc.data ** 2, 0.0), Xc.indptr[:-1])
+                   * (np.diff(Xc.indptr) > 0))
 
 
 def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, private: bool = False,
@@ -178,9 +212,13 @@ def exponential_vertex(alpha: np.ndarray, eps0: float, L: float, rng: np.random.
 def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
                 selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
                 calibration: str = "safe", y_bound: float = 1.0, record_every: int = 0,
-                random_state: RandomState = None) -> FWResult:
-    """Seed 004 Alg. 1 (standard sparse-aware FW), private when ``selection`` is set."""
-    X, y = check_problem(X, y, loss, lam, max_iter, selection is not None, y_bound, record_every)
+                random_state: RandomState = None, screening: ScreeningPlan | None = None,
+                init: np.ndarray | None = None, lipschitz_noise: float | None = None) -> FWResult:
+    """Seed 004 Alg. 1 (standard sparse-aware FW), private when ``selection`` is set; ``screening``
+    zeroes coordinates at the scheduled iterations (module doc)."""
+    X, y = check_problem(X, y, loss, lam, max_iter,
+                         selection is not None or (screening is not None and screening.loss is not None),
+                         y_bound, record_every)
     if selection not in SELECTIONS:
         raise ParameterError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     n, D = X.shape
@@ -188,16 +226,23 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
     if selection is not None:
         if epsilon is None or delta is None:
             raise ParameterError("a private run needs epsilon and delta")
-        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, selection, calibration)
+        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, selection, calibration, lipschitz_noise)
     rng = check_random_state(random_state)
     XT = X.T.tocsr()
     Xc = X.tocsc()
-    w = np.zeros(D)
-    margins = np.zeros(n)
+    w = check_init(init, D, lam)
+    margins = X @ w
     res = FWResult(w, max_iter, 0.0, privacy=plan)
+    if screening is not None:
+        if screening.mask.shape[0] != max_iter + 1:
+            raise ParameterError(f"the screening plan is for {screening.mask.shape[0] - 1} iterations, not {max_iter}")
+        colnorm = column_norms(Xc)
+        zero_buf = np.empty(D, dtype=np.int64)
     t0 = time.perf_counter()
+    cached = None  # the gradient a screening pass computed at the current w (reused when it zeroed nothing)
     for t in range(1, max_iter + 1):
-        alpha = XT @ derivative(loss, margins, y)  # sum-gradient at w_t
+        alpha = XT @ derivative(loss, margins, y) if cached is None else cached  # sum-gradient at w_t
+        cached = None
         if selection is None:
             j = int(np.argmax(np.abs(alpha)))
             sigma = -1.0 if alpha[j] > 0 else 1.0
@@ -216,7 +261,30 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
         lo, hi = Xc.indptr[j], Xc.indptr[j + 1]
         margins[Xc.indices[lo:hi]] += eta * sigma * lam * Xc.data[lo:hi]
         res.path.append(int(sigma * (j + 1)))
+        if screening is not None and screening.mask[t]:
+            zero, cached = _screen_standard(screening, XT, y, loss, w, margins, colnorm, zero_buf, rng)
+            for k in zero:
+                lo, hi = Xc.indptr[k], Xc.indptr[k + 1]
+                margins[Xc.indices[lo:hi]] -= w[k] * Xc.data[lo:hi]
+                w[k] = 0.0
+                res.screened.append([t, int(k)])
+                cached = None
         if record_every and t % record_every == 0:
             res.objective.append(mean_loss(loss, X @ w, y))
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _screen_standard(plan: ScreeningPlan, XT: sp.csr_matrix, y: np.ndarray, loss: str, w: np.ndarray,
+                     margins: np.ndarray, colnorm: np.ndarray, buf: np.ndarray,
+                     rng: np.random.Generator) -> tuple[list[int], np.ndarray]:
+    """One screening pass at w from the exact gradient: (the coordinates to zero (w_j != 0 only), that gradient)."""
+    g = derivative(loss, margins, y)
+    alpha = XT @ g
+    const, rt, Bc = _pass_constants(alpha, float(margins @ g), float(np.linalg.norm(margins)),
+                                    float(np.linalg.norm(g)), plan.coef)
+    if plan.mode == "rnm":
+        j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, plan.coef, plan.rnm_scale, plan.threshold_scale, rng)
+        return ([int(j)] if screened and w[j] != 0.0 else []), alpha
+    k = _screen_set(alpha, colnorm, w, const, rt, Bc, plan.coef, plan.sigma if plan.mode == "adp" else 0.0, buf, rng)
+    return buf[:k].tolist(), alpha

@@ -31,7 +31,9 @@ additions) when that bound exceeds 1e-12 c_b -- this covers the cancellation spe
   exponential race argmax_j W_j / E_j with E_j ~ Exp(1), which is Gumbel-max
   argmax_j v_j - ln E_j written with the same weights.
 
-The kernels draw from numba's generator, seeded from the caller's ``numpy`` Generator.
+The kernels draw from the caller's ``numpy`` Generator itself (passed into the njit functions), so its
+whole 128-bit PCG64 state drives the noise (review finding 1: a seed handed to numba's legacy
+generator was truncated to 32 bits).
 """
 
 from __future__ import annotations
@@ -58,11 +60,6 @@ _LN2_LO = 1.90821492927058770002e-10
 def block_shift(D: int) -> int:
     """log2 of the block size B: the power of two nearest sqrt(D) (block of j = j >> shift)."""
     return max(0, round(math.log2(math.sqrt(D)))) if D > 1 else 0
-
-
-@numba.njit(cache=True)
-def _seed(seed: int) -> None:
-    np.random.seed(seed)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -160,7 +157,7 @@ def _needs_rebuild(z: float) -> bool:
 
 
 @numba.njit(cache=True)
-def _draw(W: np.ndarray, c: np.ndarray, shift: int, z: float) -> int:
+def _draw(W: np.ndarray, c: np.ndarray, shift: int, z: float, rng: np.random.Generator) -> int:
     """One exact draw: A-ExpJ reservoir over the items, jumping blocks the budget skips."""
     D = W.shape[0]
     inv = 1.0 / z
@@ -178,13 +175,13 @@ def _draw(W: np.ndarray, c: np.ndarray, shift: int, z: float) -> int:
             if om > 0.0 and om >= budget:  # this item takes the reservoir
                 res = pos
                 t = math.exp(om * log_key)  # T^omega; 0 for the first reservoir
-                r = t + (1.0 - t) * np.random.random()
+                r = t + (1.0 - t) * rng.random()
                 if r <= 0.0:
                     r = 5e-324
                 log_key = math.log(r) / om
-                u = np.random.random()
+                u = rng.random()
                 while u <= 0.0:
-                    u = np.random.random()
+                    u = rng.random()
                 budget = math.log(u) / log_key
             else:
                 budget -= om
@@ -192,13 +189,13 @@ def _draw(W: np.ndarray, c: np.ndarray, shift: int, z: float) -> int:
 
 
 @numba.njit(cache=True)
-def _race(W: np.ndarray) -> int:
+def _race(W: np.ndarray, rng: np.random.Generator) -> int:
     """Brute force over all D: argmax_j W_j / E_j, E_j ~ Exp(1) (Gumbel-max on the same weights)."""
     best, arg = -1.0, -1
     for j in range(W.shape[0]):
-        u = np.random.random()
+        u = rng.random()
         while u <= 0.0:
-            u = np.random.random()
+            u = rng.random()
         key = W[j] / -math.log(u)
         if key > best:
             best, arg = key, j
@@ -217,12 +214,12 @@ def _update_log(v, W, c, err, st, shift, xbuf, bits, j, log_weight):
 
 
 @numba.njit(cache=True)
-def _draw_checked(v, W, c, err, st, shift, xbuf, bits, brute):
+def _draw_checked(v, W, c, err, st, shift, xbuf, bits, brute, rng):
     z = _total(c)
     if _needs_rebuild(z):
         _rebuild(v, W, c, err, st, shift, xbuf, bits)
         z = _total(c)
-    return _race(W) if brute else _draw(W, c, shift, z)
+    return _race(W, rng) if brute else _draw(W, c, shift, z, rng)
 
 
 class BSLSSampler:
@@ -243,7 +240,7 @@ class BSLSSampler:
         self.st = np.empty(2)
         self._buf = (np.empty(D), np.empty(D, dtype=np.int64))
         _rebuild(self.v, self.W, self.c, self.err, self.st, self.shift, *self._buf)
-        _seed(int(check_random_state(random_state).integers(2**62)))
+        self._rng = check_random_state(random_state)  # its whole state drives the kernels' draws
 
     @property
     def block_log_sums(self) -> np.ndarray:
@@ -257,8 +254,8 @@ class BSLSSampler:
         _update_log(self.v, self.W, self.c, self.err, self.st, self.shift, *self._buf, int(j), float(log_weight))
 
     def draw(self) -> int:
-        return int(_draw_checked(self.v, self.W, self.c, self.err, self.st, self.shift, *self._buf, False))
+        return int(_draw_checked(self.v, self.W, self.c, self.err, self.st, self.shift, *self._buf, False, self._rng))
 
     def draw_bruteforce(self) -> int:
         """The O(D) reference: an exponential race (Gumbel-max) over the same weights."""
-        return int(_draw_checked(self.v, self.W, self.c, self.err, self.st, self.shift, *self._buf, True))
+        return int(_draw_checked(self.v, self.W, self.c, self.err, self.st, self.shift, *self._buf, True, self._rng))

@@ -272,3 +272,34 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
     (model,) = json.loads((tmp_path / "out" / "models.json").read_text())
     assert model["result"]["indices"] and set(model["result"]["indices"]) <= set(selected)
     assert {abs(v) - 1 for v in model["result"]["path"]} <= set(selected)  # vertices in store columns
+
+
+def test_screened_models_in_the_flow(prefect_server: dict, tmp_path: Path) -> None:
+    """rnm-screen and adp-screen as train.methods: charged as FW + screening, their zeroings released in store
+    columns (here on DP-SIS's columns), evaluated along the screened path, sparsity beside the metrics."""
+    cfg = write_config(tmp_path, small_config(tmp_path, select={"methods": ["dp-sis"]},
+                                              train={"methods": ["rnm-screen", "adp-screen"], "epsilon": [1.0],
+                                                     "features": "dp-sis", "screen_epsilon": 0.5,
+                                                     "screen_delta": 1e-7, "n_max": 10000, "screen_schedule": 20}))
+    planned = dpdist(["run", str(cfg), "--plan", "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert planned.returncode == 0, planned.stderr[-4000:]
+    plan = json.loads(planned.stdout)["plan"]
+    r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = json.loads(r.stdout)
+    acc = Accountant(tmp_path / "ledger.sqlite")
+    history = acc.history(acc.resolve(out["dataset"]))
+    # the pre-flight plan listed every release the run charged, each at its exact charge, and the same total
+    assert sorted((p["mechanism"], p["epsilon"], p["delta"]) for p in plan["releases"]) == \
+        sorted((h.mechanism, h.epsilon, h.delta) for h in history)
+    assert plan["epsilon_after"] == pytest.approx(acc.status(acc.resolve(out["dataset"])).epsilon_spent, rel=1e-12)
+    mechanisms = {h.mechanism for h in history}
+    assert {"frank_wolfe/fast-dp-fw+rnm-screen", "frank_wolfe/fast-dp-fw+adp-screen"} <= mechanisms
+    selected = json.loads((tmp_path / "out" / "selection.json").read_text())["dp-sis"]["features"]
+    models = json.loads((tmp_path / "out" / "models.json").read_text())
+    assert sorted(m["method"] for m in models) == ["adp-screen", "rnm-screen"]
+    for m in models:
+        assert all(t % 20 == 0 and j in selected for t, j in m["result"]["screened"])
+        assert 1.0 < m["epsilon"] < 1.5  # FW (1.0) composed with the screening (0.5)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| non-zeros | density |" in report and "rnm-screen" in report

@@ -178,7 +178,7 @@ def _fw_paths(X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: 
     """The released vertex paths of ``runs`` fast DP-FW fits (the solver's kernel), coded as integers."""
     import scipy.sparse as sp
 
-    from dpdist.solvers.fast_frank_wolfe import _fast_fw
+    from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw
     from dpdist.solvers.samplers import block_shift
 
     Xr = sp.csr_matrix(X)
@@ -191,7 +191,7 @@ def _fw_paths(X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: 
     out = np.empty(runs, dtype=np.int64)
     for i in range(runs):
         _, path, _, _ = _fast_fw(*rows, *cols, y, ybar, lam, T, False, 1, eps0, L, 0, 0, block_shift(D),
-                                 int(rng.integers(2**62)))
+                                 rng, *_extra_args(None, Xc, T))
         code = 0
         for v in path:
             code = code * 2 * D + (abs(v) - 1) * 2 + (v > 0)

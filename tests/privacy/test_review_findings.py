@@ -1,7 +1,7 @@
 """Privacy review (branch ``review``): each test shows one finding of the audit report.
 
-They are strict xfails: they fail today because of the bug they name, and a fix turns them
-into unexpected passes (then drop the marker and keep the test).
+They were strict xfails: each failed because of the bug it names; a fix turned it into an
+unexpected pass, and its marker was dropped (the test stays).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.sis import store_target
+from dpdist.solvers.samplers import BSLSSampler
 
 
 def _svmlight(path, labels, seed=0, d=8):
@@ -63,24 +64,44 @@ def test_private_evaluation_is_always_recordable():
         json.dumps(out, allow_nan=False)  # what Accountant.release does before recording
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: fast DP-FW noise comes from a 32-bit seed")
-def test_fast_dp_fw_noise_depends_on_more_than_32_bits(monkeypatch):
+def _pcg64(state: int) -> np.random.Generator:
+    """A Generator in a chosen 128-bit PCG64 state (the same increment throughout)."""
+    g = np.random.Generator(np.random.PCG64())
+    g.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": 0xDA3E39CB94B95BDB},
+                             "has_uint32": 0, "uinteger": 0}
+    return g
+
+
+@pytest.mark.parametrize("screen", [None, "rnm", "adp"])
+def test_fast_dp_fw_noise_depends_on_more_than_32_bits(screen):
+    """Finding 1 (fixed): the numba kernels draw from the caller's numpy Generator itself -- its whole
+    128-bit PCG64 state -- not from numba's legacy generator seeded with a value truncated to 32 bits
+    (the sampler, Talwar's selection and the screening noise alike)."""
+    from dpdist.solvers.screening import screening_plan
+
     rng = np.random.default_rng(3)
     X = sp.csr_matrix(np.clip(rng.normal(size=(200, 12)) * (rng.random((200, 12)) < 0.4), -1, 1))
     y = (rng.random(200) < 0.5).astype(float)
+    plan = None if screen is None else screening_plan(screen, "logistic", 2.0, 12, 200, 5, 1.0, 1e-6, n_max=400)
 
-    class Seed:  # hands the kernel a chosen seed where the library draws rng.integers(2**62)
-        def __init__(self, s):
-            self.s = s
+    def path(g):
+        return ffw.fast_frank_wolfe(X, y, 2.0, 200, selection="exponential", epsilon=1.0, delta=1e-6,
+                                    screening=plan, random_state=g).path
 
-        def integers(self, hi):
-            return self.s
-
-    paths = []
-    for s in (12345, 12345 + (1 << 40)):
-        monkeypatch.setattr(ffw, "check_random_state", lambda rs, s=s: Seed(s))
-        paths.append(ffw.fast_frank_wolfe(X, y, 2.0, 200, selection="exponential", epsilon=1.0, delta=1e-6).path)
-    assert paths[0] != paths[1], "seeds equal mod 2**32 give the same released path"
+    s = 12345
+    assert path(_pcg64(s)) == path(_pcg64(s))  # a fixed state (an experiment's opt-in) reproduces the run
+    assert path(_pcg64(s)) != path(_pcg64(s + (1 << 100))), "states equal in their low 100 bits give the same path"
+    # the noise is the Generator's stream: the fit drew far more from it than one seed
+    g, one_seed = _pcg64(s), _pcg64(s)
+    path(g)
+    one_seed.integers(2**62)
+    assert g.bit_generator.state != one_seed.bit_generator.state
+    sampler = BSLSSampler(np.zeros(50), random_state=_pcg64(s))
+    draws = [sampler.draw() for _ in range(40)]
+    again = BSLSSampler(np.zeros(50), random_state=_pcg64(s))
+    assert [again.draw() for _ in range(40)] == draws
+    other = BSLSSampler(np.zeros(50), random_state=_pcg64(s + (1 << 100)))
+    assert [other.draw() for _ in range(40)] != draws
 
 
 def test_a_split_half_is_charged_to_its_source(tmp_path):

@@ -11,7 +11,7 @@ from sklearn.datasets import load_svmlight_file
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
-from dpdist.solvers.fast_frank_wolfe import _fast_fw, fast_frank_wolfe
+from dpdist.solvers.fast_frank_wolfe import _fast_fw, _extra_args, fast_frank_wolfe
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz, privacy_plan
 from dpdist.solvers.samplers import block_shift
@@ -126,7 +126,7 @@ def _kernel(X, y, lam, T, loss, mode, eps0, refresh):
     _, path, _, state = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
                                  Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
                                  np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh, 0,
-                                 block_shift(X.shape[1]), 7)
+                                 block_shift(X.shape[1]), np.random.default_rng(7), *_extra_args(None, X, T))
     return path.tolist(), state
 
 
