@@ -119,3 +119,15 @@ def test_accuracy_plot_has_the_references_on_the_full_scale(tmp_path: Path, monk
         assert {"fast-dp-fw", "non-private FW", "the majority class"} <= set(labels), labels
         assert ax.get_ylim() == (0.0, 1.0) and metric in ax.get_ylabel()
 
+
+def test_published_release_times_carry_no_time_of_day(tmp_path: Path) -> None:
+    """Charge times a second or less apart would publish how long the private computation between
+    two charges took (a solver's time): the report and the CLI's records give the date only."""
+    import re
+
+    md = _markdown(_report(tmp_path))
+    assert not re.search(r"\d{2}:\d{2}:\d{2}", md), md
+    acc = Accountant(tmp_path / "l.sqlite")
+    (rec,) = acc.history("hash")
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", rec.to_dict("demo-data")["time"])
+    assert rec.time.startswith(rec.to_dict("demo-data")["time"]) and "T" in rec.time  # the ledger keeps the full time
