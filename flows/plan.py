@@ -95,7 +95,7 @@ def known_source(cfg: RunConfig) -> tuple[str, str] | None:
         return None
     if cfg.data.source != "store" and store.meta.get("source_fingerprint") != source_fingerprint(cfg):
         return None
-    return store.dataset_id, store.task
+    return store.budget_id, store.task  # a part of a split is charged to its source's budget
 
 
 def preflight(cfg: RunConfig) -> dict[str, Any]:
