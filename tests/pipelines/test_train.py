@@ -40,3 +40,12 @@ def test_a_public_test_set_is_scored_exactly_and_labelled_public(stores):
     w = sparse_coef(model["result"]["indices"], model["result"]["values"], 300)
     assert got["private"] is False and got["accuracy"] == exact_metrics("binary", w, Xte, yte)["accuracy"]
     assert len(got["curve_iterations"]) == len(got["curve_loss"]) > 0
+
+
+def test_a_private_model_on_a_one_class_half_is_fitted_not_refused(tmp_path):
+    """The classes are the store's public label mapping (-1, +1), not the classes a half happens to
+    hold: whether a fit is refused must not depend on one record (issue 12: no data-dependent refusal)."""
+    X, _ = make_synthetic("rcv1", random_state=0, n=200, d=50).materialize()
+    write_store(tmp_path / "one", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
+    rec = fit_store(str(tmp_path / "one"), "fast-dp-fw", 1.0, 1e-6, 5.0, 20, seed=1)
+    assert rec["classes"] == [-1.0, 1.0] and len(rec["path"]) == 20
