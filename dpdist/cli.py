@@ -433,8 +433,9 @@ def _models(args: argparse.Namespace) -> int:
     record = rec.to_dict(name)
     if args.models_command == "export":
         write_json_atomic(args.out, record)
-        _emit(args, {"key": args.key, "out": str(args.out)}, lambda: f"{args.key} -> {args.out} "
-              "(load it with DPFrankWolfeClassifier.from_release(json.load(open(...))) or the Regressor's)")
+        hint = (" (load it with DPFrankWolfeClassifier.from_release(json.load(open(...))) or the Regressor's)"
+                if rec.mechanism.startswith("frank_wolfe/") else "")
+        _emit(args, {"key": args.key, "out": str(args.out)}, lambda: f"{args.key} -> {args.out}{hint}")
     else:
         _emit(args, record, lambda: json.dumps(record, indent=1, sort_keys=True))
     return EXIT_OK

@@ -17,7 +17,7 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from dpdist.data.ingest import ingest_svmlight
-from dpdist.data.split import split_store
+from dpdist.data.split import derive_key, split_store
 from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
 from dpdist.privacy.accountant import Accountant
@@ -35,10 +35,11 @@ __all__ = ["ingest", "ingest_stage", "store_paths", "store_summary"]
 def store_summary(path: str) -> dict[str, Any]:
     """What the flow passes on of a store: its path, public schema and, internally, its content hash.
 
-    ``dataset`` (the content hash) is for the ledger only; no row count or statistic is here.
+    ``dataset`` (the content hash whose budget the store is charged to: for a part of a split, its
+    source's) is for the ledger only; no row count or statistic is here.
     """
     s = open_store(path)
-    return {"store": path, "dataset": s.dataset_id, "n_features": s.shape[1], "task": s.task,
+    return {"store": path, "dataset": s.budget_id, "n_features": s.shape[1], "task": s.task,
             "true_support": s.meta.get("true_support")}
 
 
@@ -83,7 +84,8 @@ def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[
     same source and fraction are reused.
     """
     paths = store_paths(cfg)
-    if not all(_is_split_of(paths[h], source["dataset"], cfg.data.test_fraction) for h in ("train", "test")):
+    own = open_store(source["store"]).dataset_id
+    if not all(_is_split_of(paths[h], own, cfg.data.test_fraction) for h in ("train", "test")):
         split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, key, force=True)
     return {"train": store_summary(paths["train"]), "test": store_summary(paths["test"])}
 
@@ -93,7 +95,7 @@ def _is_split_of(path: str, dataset: str, test_fraction: float) -> bool:
         meta = open_store(path).meta
     except Exception:  # noqa: BLE001 - absent or unreadable: written anew
         return False
-    return meta.get("split_of") == dataset and meta.get("test_fraction") == test_fraction
+    return meta.get("split_source", meta.get("split_of")) == dataset and meta.get("test_fraction") == test_fraction
 
 
 def _count_rows(cfg: RunConfig, stores: dict[str, Any], dataset: str) -> dict[str, Any]:
@@ -121,7 +123,10 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     status = ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta, cfg.budget.name)
     logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])
     if cfg.data.test_fraction > 0:
-        halves = split.submit(cfg, source, Accountant(cfg.ledger).split_key(dataset)).result()
+        key = Accountant(cfg.ledger).split_key(dataset)
+        if open_store(source["store"]).dataset_id != dataset:  # a part of a split splits again, by another key
+            key = derive_key(key, "dpdist run")
+        halves = split.submit(cfg, source, key).result()
     else:
         halves = {"train": source, "test": None}
     out = {"source": source, **halves, "dataset": dataset, "name": status["dataset"], "counts": None,

@@ -125,7 +125,7 @@ def known_source(cfg: RunConfig) -> tuple[str, str, int] | None:
         return None
     if cfg.data.source != "store" and store.meta.get("source_fingerprint") != source_fingerprint(cfg):
         return None
-    return store.dataset_id, store.task, int(store.shape[1])
+    return store.budget_id, store.task, int(store.shape[1])  # a part of a split is charged to its source's budget
 
 
 def preflight(cfg: RunConfig) -> dict[str, Any]:

@@ -142,7 +142,7 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
           f"(zCDP/Renyi parts added, then converted; approximate parts added); basic composition would say "
           f"epsilon={status['epsilon_basic']:.4g}, delta={status['delta_basic']:.3g}. "
           f"{status['releases']} releases in all.", "",
-          _table(["time", "mechanism", "epsilon", "delta", "loss", "key", "this run"],
+          _table(["date", "mechanism", "epsilon", "delta", "loss", "key", "this run"],
                  _ledger_rows(history, run_keys, released_now)), ""]
     if selection:
         md += ["## Selected features", "",

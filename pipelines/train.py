@@ -41,13 +41,17 @@ def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, 
     if method == "objective-perturbation":
         return ObjectivePerturbation("squared" if task == "regression" else "logistic", epsilon, 0.0,
                                      random_state=random_state)
-    cls = DPFrankWolfeRegressor if task == "regression" else DPFrankWolfeClassifier
     screen = {}
     if method in SCREEN_METHODS:
         screen = {**(screening or {}), "screening": SCREEN_METHODS[method]}
         method = "fast-dp-fw"
-    return cls(epsilon=epsilon, delta=delta, lam=lam, max_iter=max_iter, method=method, calibration=calibration,
-               bounds=bounds, random_state=random_state, **screen)
+    if task == "regression":
+        return DPFrankWolfeRegressor(epsilon=epsilon, delta=delta, lam=lam, max_iter=max_iter, method=method,
+                                     calibration=calibration, bounds=bounds, random_state=random_state, **screen)
+    # the classes are store_target's public mapping, never those the (train half of the) data happens to hold
+    return DPFrankWolfeClassifier(epsilon=epsilon, delta=delta, lam=lam, max_iter=max_iter, method=method,
+                                  calibration=calibration, bounds=bounds, classes=[-1.0, 1.0],
+                                  random_state=random_state, **screen)
 
 
 def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,

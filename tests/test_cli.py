@@ -11,6 +11,7 @@ import pytest
 
 from dpdist.cli import main
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -151,3 +152,12 @@ def test_models_list_show_export_and_from_release(capsys, tmp_path):
     assert list(clf.classes_) == [-1.0, 1.0] and clf.score(X, y) > 0.8
     code, _, err = run(capsys, "models", "show", "nope", "--ledger", ledger)
     assert code == 2 and "models list" in err
+
+
+def test_models_export_suggests_from_release_for_models_only(capsys, tmp_path):
+    ledger = str(tmp_path / "l.sqlite")
+    acc = Accountant(ledger)
+    acc.init_budget("h", 10.0, 1e-6, name="m")
+    acc.release("h", Charge(PrivacyLoss.bounded_range(0.5), "dp_sis/canonical_topk"), "sel", lambda: [1, 2])
+    code, out, _ = run(capsys, "models", "export", "sel", "--out", str(tmp_path / "s.json"), "--ledger", ledger)
+    assert code == 0 and "from_release" not in out and json.loads((tmp_path / "s.json").read_text())["result"] == [1, 2]

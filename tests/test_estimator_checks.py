@@ -1,9 +1,10 @@
 """scikit-learn's own estimator checks on dpdist's estimators.
 
-The non-private configurations pass every check, and so does the private classifier with
-per-record clipping (``bounds="clip"``: scikit-learn's test data is not scaled to |x_ij| <= 1,
-and the default ``bounds="check"`` refuses such data by design, naming the bound), with or without
-screening (private RNM-Screen; exact screening for a non-private fit). The one
+The selectors (always private: they have no non-private mode) and the non-private
+configurations pass every check, and so does the private classifier with per-record clipping
+(``bounds="clip"``: scikit-learn's test data is not scaled to |x_ij| <= 1, and the default
+``bounds="check"`` refuses such data by design, naming the bound), with or without screening
+(private RNM-Screen; exact screening for a non-private fit). The one
 documented exception contradicts DP: the private regressor at epsilon = 1 on scikit-learn's
 30-row regression set is too noisy for the check's R^2 threshold.
 
@@ -19,6 +20,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
+from dpdist.selection import DPSIS, TwoStageSelector
 
 ESTIMATORS = [DPFrankWolfeClassifier(method="fast-fw", lam=5.0, max_iter=200),
               DPFrankWolfeClassifier(method="fw", lam=5.0, max_iter=100),
@@ -29,7 +31,9 @@ ESTIMATORS = [DPFrankWolfeClassifier(method="fast-fw", lam=5.0, max_iter=200),
               BSSMistakesSelector(s=1, bounds="clip", mode="paper"),
               DPFrankWolfeClassifier(bounds="clip", screening="rnm", screen_epsilon=0.5, screen_delta=1e-6,
                                      n_max=1000, screen_schedule=10),
-              DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200, screening="exact")]
+              DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200, screening="exact"),
+              DPSIS(k=1, bounds="clip"),
+              TwoStageSelector(k=1, n_blocks=2)]
 
 
 def expected_failures(estimator) -> dict[str, str]:

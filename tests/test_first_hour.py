@@ -90,7 +90,6 @@ def test_11_version_typo_ledgers_and_fast_config_errors(capsys, tmp_path):
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "dpdist.cli", "run", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "train.lam" in r.stderr
-    assert "prefect" not in sys.modules or True  # (in this process pytest may have imported it)
     assert time.perf_counter() - t0 < 20  # no Prefect import before the config is read
     r = subprocess.run([sys.executable, "-c", "import sys, dpdist.cli as c; c.main(['run', sys.argv[1]]);"
                         "print('prefect' in sys.modules)", str(bad)], capture_output=True, text=True)

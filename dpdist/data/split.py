@@ -73,7 +73,9 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
 
     Memory is one row block at a time (each half is written by its own pass). The halves keep
     the source's task and label mapping (a half need not hold every class), and record
-    ``split_of`` (the source's content hash: store internals, never published).
+    ``split_of``: the content hash whose budget the source is charged to (the source's own, or its
+    source's when it is itself a part of a split) and ``split_source`` (the source's own content
+    hash): store internals, never published.
     """
     _check(test_fraction, key)
     store = open_store(src)
@@ -89,8 +91,9 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
                 if keep.any():
                     yield X[keep], y[keep]
 
-        meta = {"split_of": store.dataset_id, "split": "test" if want else "train", "test_fraction": test_fraction,
-                "name": store.meta.get("name"), "schema": store.meta.get("schema", "inferred"),
+        meta = {"split_of": store.budget_id, "split_source": store.dataset_id, "split": "test" if want else "train",
+                "test_fraction": test_fraction, "name": store.meta.get("name"),
+                "schema": store.meta.get("schema", "inferred"),
                 "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")}}
         metas.append(write_blocks(out, blocks(), store.shape[1], task=store.task, force=force, metadata=meta,
                                   block_rows=store.block_rows, label_mapping=store.meta.get("label_mapping")))

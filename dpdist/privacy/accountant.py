@@ -117,9 +117,13 @@ class Release:
         return self.loss if self.loss is not None else PrivacyLoss.approx(self.epsilon, self.delta)
 
     def to_dict(self, name: str | None = None) -> dict[str, Any]:
-        """The audit-trail record (the dataset shown by its public ``name``, never its content hash)."""
+        """The audit-trail record (the dataset shown by its public ``name``, never its content hash).
+
+        ``time`` is the UTC *date* of the charge: the ledger keeps the full time, but two charges'
+        times a few seconds apart would publish how long the private computation between them took.
+        """
         loss = self.privacy_loss
-        return {"dataset": name, "key": self.key, "time": self.time, "mechanism": self.mechanism,
+        return {"dataset": name, "key": self.key, "time": self.time[:10], "mechanism": self.mechanism,
                 "epsilon": self.epsilon, "delta": self.delta, "form": loss.form, "rho": loss.rho,
                 "loss": loss.describe(), "result": None if self.result is None else json.loads(self.result)}
 

@@ -128,6 +128,11 @@ class DPSIS(SelectorMixin, BaseEstimator):
         cls = PeelingTopK if self.mechanism == "peeling" else JointTopK
         return cls(k, self.epsilon, 1.0, random_state=rng)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     def privacy_charge(self) -> Charge:
         """What a release is charged (exactly what ``fit`` charges itself): the top-k mechanism's
         loss -- the canonical mechanism with Gumbel noise is an exponential mechanism, so it is
@@ -154,7 +159,8 @@ class DPSIS(SelectorMixin, BaseEstimator):
         mech = self._make_mechanism(check_random_state(self.random_state))
         scores = np.asarray(scores, dtype=np.float64)
         if mech.k >= scores.shape[0]:
-            raise ParameterError(f"k={mech.k} must be smaller than the number of features {scores.shape[0]}")
+            raise ParameterError(f"k={mech.k} must be smaller than the number of features (n_features = "
+                                 f"{scores.shape[0]})")
         compute = lambda: [int(i) for i in mech.select(scores)]  # noqa: E731
         if accountant is None:
             self.features_, self.release_ = np.asarray(compute(), dtype=np.int64), None

@@ -43,7 +43,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import Lasso
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
@@ -147,6 +147,11 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         elif not 0.0 < float(self.count_fraction) < 1.0:
             raise ParameterError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     @property
     def _eps_count(self) -> float:
         return 0.0 if self.n_blocks is not None else float(self.epsilon) * float(self.count_fraction)
@@ -166,12 +171,9 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
             key: str | None = None) -> TwoStageSelector:
         """Select from (X, y); everything that touches the data runs after the charge."""
         self._validate()
-        y = np.asarray(y, dtype=np.float64)
-        if X.shape[0] != y.shape[0]:
-            raise ParameterError("X and y must have the same number of rows")
-        X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
         if self.k >= X.shape[1]:
-            raise ParameterError(f"k={self.k} must be smaller than the number of features {X.shape[1]}")
+            raise ParameterError(f"k={self.k} must be smaller than the number of features (n_features = {X.shape[1]})")
         rng = check_random_state(self.random_state)
 
         def compute() -> dict:
@@ -198,7 +200,8 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         self._validate()
         counts = np.asarray(counts, dtype=np.float64)
         if self.k >= counts.shape[0]:
-            raise ParameterError(f"k={self.k} must be smaller than the number of features {counts.shape[0]}")
+            raise ParameterError(f"k={self.k} must be smaller than the number of features (n_features = "
+                                 f"{counts.shape[0]})")
         m = int(n_blocks)
         # the sensitivity 2k/m holds only for votes of at most k distinct features per block
         if counts.min() < 0 or counts.max() > m or counts.sum() > self.k * m or np.any(counts != np.round(counts)):

@@ -19,21 +19,23 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def _report(tmp_path: Path) -> Path:
-    """A report from recorded releases, as the flow's report stage writes it (no cluster needed)."""
+def _report(tmp_path: Path, replayed: bool = False) -> Path:
+    """A report from recorded releases, as the flow's report stage writes it (no cluster needed).
+
+    ``replayed``: the run found every release recorded by an earlier run of its config."""
     ledger = tmp_path / "l.sqlite"
     acc = Accountant(ledger)
     acc.init_budget("hash", 10.0, 1e-6, name="demo-data")
     sel = acc.release("hash", Charge(PrivacyLoss.bounded_range(0.5), "dp_sis/canonical_topk"), "t/select/dp-sis/x",
                       lambda: [1, 5, 9])
     cfg = load_config(None, {"output": str(tmp_path / "out"), "ledger": str(ledger)})
-    selection = {"dp-sis": {"key": "t/select/dp-sis/x", "replayed": False, "epsilon": 0.5, "features": sel, "k": 3}}
+    selection = {"dp-sis": {"key": "t/select/dp-sis/x", "replayed": replayed, "epsilon": 0.5, "features": sel, "k": 3}}
     curve = {"curve_iterations": [1, 10, 100], "curve_loss": [0.69, 0.6, 0.55], "private": True}
-    models = [{"key": f"t/train/fast-dp-fw/{e}", "replayed": False, "epsilon": e, "delta": 1e-7, "form": "zcdp",
+    models = [{"key": f"t/train/fast-dp-fw/{e}", "replayed": replayed, "epsilon": e, "delta": 1e-7, "form": "zcdp",
                "method": "fast-dp-fw", "target_epsilon": e, "features": "all", "lam": 50.0, "iters": 100,
                "result": {"indices": [1], "values": [0.5], "path": [2], "iterations": 100}} for e in (1.0, 3.0)]
     mevals = [{"method": "fast-dp-fw", "epsilon": e, "charged_epsilon": e, "delta": 1e-7, "form": "zcdp",
-               "key": f"t/train/fast-dp-fw/{e}", "replayed": False, "features": "all", "nnz_weights": 1,
+               "key": f"t/train/fast-dp-fw/{e}", "replayed": replayed, "features": "all", "nnz_weights": 1,
                "iterations": 100, "evaluation_key": None, "evaluation_epsilon": 0.1, "accuracy": 0.6 + e / 20,
                "auc": 0.65 + e / 20, "rows": 4000.0, **curve} for e in (1.0, 3.0)]
     evaluation = {"selections": {"dp-sis": {"features": sel, "true_support_recall": 2 / 3}}, "models": mevals,
@@ -83,3 +85,49 @@ window.onload = () => {
                     "--window-size=1200,1600", page.as_uri()], capture_output=True, timeout=120, check=True)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+def _markdown(html_path: Path) -> str:
+    return html_path.with_name("report.md").read_text()
+
+
+@pytest.mark.parametrize("replayed", [False, True])
+def test_this_run_column_and_the_replay_note(tmp_path: Path, replayed: bool) -> None:
+    md = _markdown(_report(tmp_path, replayed))
+    (row,) = [ln for ln in md.splitlines() if "t/select/dp-sis/x" in ln]
+    assert row.rstrip(" |").endswith("replayed" if replayed else "released")
+    # a replayed release did not draw this run's noise, nor use its --seed: the report says so
+    assert ("its own noise (and any `--seed`) did not apply" in md) == replayed
+
+
+def test_support_recall_names_the_size_of_the_true_support(tmp_path: Path) -> None:
+    md = _markdown(_report(tmp_path))
+    (row,) = [ln for ln in md.splitlines() if ln.startswith("| dp-sis |")]
+    assert "| 0.67 of 3 |" in row
+
+
+def test_accuracy_plot_has_the_references_on_the_full_scale(tmp_path: Path, monkeypatch) -> None:
+    import flows.report
+
+    figures = []
+    close = flows.report.plt.close
+    monkeypatch.setattr(flows.report.plt, "close", lambda fig=None: (figures.append(fig), close(fig)))
+    _report(tmp_path)
+    (fig,) = [f for f in figures if f.get_suptitle() == "privacy-utility"]
+    for ax, metric in zip(fig.axes, ("accuracy", "auc")):
+        labels = [ln.get_label() for ln in ax.get_lines()]
+        assert {"fast-dp-fw", "non-private FW", "the majority class"} <= set(labels), labels
+        assert ax.get_ylim() == (0.0, 1.0) and metric in ax.get_ylabel()
+
+
+def test_published_release_times_carry_no_time_of_day(tmp_path: Path) -> None:
+    """Charge times a second or less apart would publish how long the private computation between
+    two charges took (a solver's time): the report and the CLI's records give the date only."""
+    import re
+
+    md = _markdown(_report(tmp_path))
+    assert not re.search(r"\d{2}:\d{2}:\d{2}", md), md
+    acc = Accountant(tmp_path / "l.sqlite")
+    (rec,) = acc.history("hash")
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", rec.to_dict("demo-data")["time"])
+    assert rec.time.startswith(rec.to_dict("demo-data")["time"]) and "T" in rec.time  # the ledger keeps the full time

@@ -1,0 +1,51 @@
+"""The flow's model fits on a worker (``pipelines.train.fit_store``) and the exact scoring of a public
+test set (``flows.evaluate.public_metrics``), run in process: what ``train.methods =
+["objective-perturbation"]`` and ``evaluate.public_test`` reach (issue 12 item 8, issue 12 Build)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpdist.data.store import write_store
+from dpdist.data.synthetic import make_synthetic
+from dpdist.evaluation import exact_metrics, sparse_coef
+from flows.evaluate import public_metrics
+from pipelines.train import estimator, fit_store
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    X, y = make_synthetic("rcv1", random_state=0, n=1200, d=300).materialize()
+    root = tmp_path_factory.mktemp("s")
+    write_store(root / "train", X[:1000], y[:1000], task="binary")
+    write_store(root / "test", X[1000:], y[1000:], task="binary")
+    return root, X[1000:].tocsr(), np.where(y[1000:] > 0, 1.0, -1.0)
+
+
+def test_objective_perturbation_on_a_selection_is_a_model_in_store_columns(stores):
+    root, _, _ = stores
+    features = [3, 17, 42, 99, 250]
+    rec = fit_store(str(root / "train"), "objective-perturbation", 1.0, 0.0, 50.0, 100, features, seed=1)
+    assert rec["indices"] == features and len(rec["values"]) == len(features)
+    assert rec["path"] == [] and rec["iterations"] == 0 and rec["n_features"] == 300
+    charge = estimator("binary", "objective-perturbation", 1.0, 0.0, 50.0, 100).privacy_charge()
+    assert charge.mechanism == "objective_perturbation/logistic" and charge.epsilon == pytest.approx(1.0)
+
+
+def test_a_public_test_set_is_scored_exactly_and_labelled_public(stores):
+    root, Xte, yte = stores
+    model = {"result": fit_store(str(root / "train"), "fast-fw", 1.0, 1e-6, 50.0, 100, seed=1), "lam": 50.0}
+    got = public_metrics.fn(str(root / "test"), model)
+    w = sparse_coef(model["result"]["indices"], model["result"]["values"], 300)
+    assert got["private"] is False and got["accuracy"] == exact_metrics("binary", w, Xte, yte)["accuracy"]
+    assert len(got["curve_iterations"]) == len(got["curve_loss"]) > 0
+
+
+def test_a_private_model_on_a_one_class_half_is_fitted_not_refused(tmp_path):
+    """The classes are the store's public label mapping (-1, +1), not the classes a half happens to
+    hold: whether a fit is refused must not depend on one record (issue 12: no data-dependent refusal)."""
+    X, _ = make_synthetic("rcv1", random_state=0, n=200, d=50).materialize()
+    write_store(tmp_path / "one", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
+    rec = fit_store(str(tmp_path / "one"), "fast-dp-fw", 1.0, 1e-6, 5.0, 20, seed=1)
+    assert rec["classes"] == [-1.0, 1.0] and len(rec["path"]) == 20
