@@ -320,7 +320,9 @@ def _train(args: argparse.Namespace) -> int:
                   bounds="clip" if args.clip else "check", random_state=args.seed)
     if screening:
         common.update(screening=screening, screen_schedule=schedule, screen_rule=args.screen_rule, **screen_opts)
-    model = DPFrankWolfeClassifier(**common) if args.loss == "logistic" else \
+    # the classes are store_target's public mapping, never those the train rows happen to hold (a
+    # train part with one class must not refuse before the charge: that refusal would be data-dependent)
+    model = DPFrankWolfeClassifier(**common, classes=[-1.0, 1.0]) if args.loss == "logistic" else \
         DPFrankWolfeRegressor(**common, y_bound=args.y_bound)  # bad parameters: exit 2 before any work
     chosen = None
     if args.features:
@@ -468,7 +470,9 @@ def _run(args: argparse.Namespace) -> int:
             _emit(args, {"plan": checked}, lambda: _format_plan(checked))
             return EXIT_OK
         print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
-              f"output {cfg.output}; plan: {len(checked['releases'])} releases, epsilon "
+              f"output {cfg.output}; plan: {len(checked['releases'])} releases"
+              + (f" ({checked['replayed']} replayed from the ledger)" if checked.get("replayed") else "")
+              + ", epsilon "
               f"{checked['epsilon_after']:.4g} of {checked['epsilon_total']:g} after it", file=sys.stderr, flush=True)
         return _supervise(args.argv, cfg.output)
     signal.signal(signal.SIGTERM, _interrupt)
@@ -581,7 +585,9 @@ def _format_plan(p: dict[str, Any]) -> str:
     lines = [f"  {r['step']:<9} {r['method']:<28} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} "
              f"delta={r['delta']:<8.3g} {r['loss']}" for r in p["releases"]]
     lines.append(f"{len(p['releases'])} releases; basic composition epsilon={p['epsilon_basic']:.4g}, "
-                 f"delta={p['delta_basic']:.3g}; checked against the {p['checked_against']} "
+                 f"delta={p['delta_basic']:.3g}; "
+                 + (f"{p['replayed']} already in the ledger (replayed, no charge); " if p.get("replayed") else "")
+                 + f"checked against the {p['checked_against']} "
                  f"(epsilon={p['epsilon_total']:g}, delta={p['delta_total']:g}): spend after the run "
                  f"epsilon={p['epsilon_after']:.4g} (tight composition) -- it fits")
     return "\n".join(lines)

@@ -161,3 +161,22 @@ def test_models_export_suggests_from_release_for_models_only(capsys, tmp_path):
     acc.release("h", Charge(PrivacyLoss.bounded_range(0.5), "dp_sis/canonical_topk"), "sel", lambda: [1, 2])
     code, out, _ = run(capsys, "models", "export", "sel", "--out", str(tmp_path / "s.json"), "--ledger", ledger)
     assert code == 0 and "from_release" not in out and json.loads((tmp_path / "s.json").read_text())["result"] == [1, 2]
+
+
+def test_train_on_a_store_whose_rows_hold_one_class_is_charged_not_refused(capsys, tmp_path):
+    """The classifier's classes are the store's public mapping (-1, +1): a train part that happens
+    to hold one class is fitted under the charge, never refused before it (that refusal would
+    depend on one record)."""
+    import numpy as np
+
+    from dpdist.data.store import open_store, write_store
+
+    X = np.random.default_rng(1).uniform(-1, 1, size=(200, 5))
+    write_store(tmp_path / "s", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 10.0, 1e-5, name="one")
+    code, out, err = run(capsys, "train", str(tmp_path / "s"), "--method", "fast-dp-fw", "--loss", "logistic",
+                         "--lam", "5", "--iters", "20", "--epsilon", "1", "--test-fraction", "0", "--ledger",
+                         ledger, "--json")
+    assert code == 0, err
+    assert Accountant(ledger).status(open_store(tmp_path / "s").budget_id).releases >= 1

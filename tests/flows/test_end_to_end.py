@@ -77,7 +77,8 @@ def _published(out_dir: Path, stdout: str, artifacts: list[dict]) -> dict[str, s
 
 
 def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, small_config(tmp_path))
+    # a budget the run fits once but not twice: the re-run's pre-flight must count its replays as free
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 4.0, "delta": 1e-6}))
     env = {**flow_env(tmp_path, prefect_server), "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
     r = dpdist(["run", str(cfg), "--json"], env, tmp_path)
     assert r.returncode == 0, r.stderr[-4000:]
@@ -139,6 +140,7 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     first_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
     r2 = dpdist(["run", str(cfg), "--json"], env, tmp_path)
     assert r2.returncode == 0, r2.stderr[-4000:]
+    assert "plan: 7 releases (7 replayed from the ledger)" in r2.stderr
     assert ledger_keys(tmp_path) == keys
     assert acc.status(dataset).epsilon_spent == status.epsilon_spent
     second_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
