@@ -1,4 +1,9 @@
-"""Two-stage stage 1 on Dask: route rows to their random blocks, fit one LASSO per block in parallel."""
+"""Two-stage stage 1 on Dask: route rows to their random blocks, fit one LASSO per block in parallel.
+
+The store's row blocks are read through the per-worker block cache, each pinned to one
+worker (round robin, others allowed if it dies), so a repeated selection in the run reads
+nothing from disk.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +17,14 @@ from dpdist.data.store import open_store
 from dpdist.selection.sis import store_target
 from dpdist.selection.two_stage import block_labels, block_votes, split_by_label
 from dpdist.utils.random import RandomState
+from pipelines._placement import pinned, workers
 
 
 def _split_chunk(path: str, r0: int, r1: int, labels: np.ndarray, m: int) -> list[tuple[sp.csr_matrix, np.ndarray]]:
     """Rows r0..r1 of the store, split by their block label (one piece per block)."""
-    store = open_store(path)
+    store = open_store(path, cache=True)
     X = store.read_rows(r0, r1)
-    y = store_target(store, store.root["y"][r0:r1])
+    y = store_target(store, store.y[r0:r1])
     return [(X[rows], y[rows]) for rows in split_by_label(labels, m)]
 
 
@@ -36,11 +42,15 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, alpha: float = 0.1, 
     n, d = store.shape
     labels, m = block_labels(n, random_state, n_blocks)
     tok = dask.base.tokenize(path, labels, k, alpha, block_rows)  # distinct keys for distinct graphs
-    chunks = [dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], m, dask_key_name=f"split-{tok}-{r0}")
-              for r0, r1 in store.row_bounds(block_rows)]
+    addresses = workers()
+    chunks = []
+    for i, (r0, r1) in enumerate(store.row_bounds(block_rows)):
+        with pinned(i, addresses):
+            chunks.append(dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], m,
+                                                                dask_key_name=f"split-{tok}-{r0}"))
     votes = [dask.delayed(_fit_block, pure=True)(b, k, alpha, *chunks, dask_key_name=f"lasso-block-{tok}-{b}")
              for b in range(m)]
     counts = np.zeros(d)
-    for v in dask.compute(*votes):
+    for v in dask.compute(*votes, optimize_graph=False):
         counts[v] += 1
     return counts, m
