@@ -316,12 +316,12 @@ class StoreWriter:
             lo, hi = int(indices.min()), int(indices.max())
             if lo < 0:
                 raise ParameterError(f"negative column index {lo}")
+            if hi > _INT32_MAX:
+                raise ParameterError(f"column index {hi} is beyond the 2^31 columns a store holds")
             self.min_index = lo if self.min_index is None else min(self.min_index, lo)
             self.max_index = max(self.max_index, hi)
             self._write_buckets(indptr, indices, data, hi)
             stored = indices.astype(np.int64) - self._guess
-            if self._indices.arr.dtype == np.int32 and (hi - self._guess > _INT32_MAX or lo - self._guess < -_INT32_MAX):
-                self._widen_indices()
             self._indices.append(stored)
             for o, h in self._hash_indices.items():
                 h.update((stored if o == self._guess else stored + (self._guess - o)).data)
@@ -368,19 +368,6 @@ class StoreWriter:
                 f.write(rec.data)
             sizes[b >> delta] = sizes.get(b >> delta, 0) + rec.shape[0]
         self._bucket_sizes, self._bucket_shift = sizes, shift
-
-    def _widen_indices(self) -> None:
-        """Column indices beyond int32: move X/indices (written so far) to int64 (rare)."""
-        self._indices.close()
-        old = self._indices.arr
-        new = _array(self.root["X"], "_indices64", NNZ_CHUNK, "int64")
-        wide = _Appender(new)
-        for a, b in _ranges(old.shape[0], NNZ_CHUNK):
-            wide.append(old[a:b].astype(np.int64))
-        wide.close()
-        del self.root["X"]["indices"]
-        os.rename(self.tmp / "X" / "_indices64", self.tmp / "X" / "indices")
-        self._indices = _Appender(zarr.open_array(self.tmp / "X" / "indices", mode="r+"))
 
     @property
     def distinct_labels(self) -> list[float] | None:
