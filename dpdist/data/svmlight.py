@@ -208,6 +208,9 @@ def _parse_kernel(buf: np.ndarray):
     """Parse a block that ends with a newline. Returns (ok, indptr, indices, data, y, slow),
     where slow[k] = (0 for a label / 1 for a value, its position, token start, token end)."""
     n = buf.shape[0]
+    if n == 0 or buf[n - 1] != _NL:  # every scan below stops at a newline: the last byte must be one
+        return False, np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0), np.empty(0), \
+            np.empty((0, 4), dtype=np.int64)
     max_rows = 0
     max_nnz = 0
     for i in range(n):
