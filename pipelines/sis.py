@@ -105,4 +105,9 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
 def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int | None = None) -> np.ndarray:
     """|X^T y| computed on the active Dask scheduler (a distributed Client if one is set)."""
     parts = xty_graph(path, bounds, n_blocks)
-    return np.abs(np.concatenate(dask.compute(*parts, optimize_graph=False))) if parts else np.zeros(0)
+    scores = np.empty(open_store(path).shape[1])
+    c0 = 0
+    for part in dask.compute(*parts, optimize_graph=False):  # assembled in place: no D-sized temporaries
+        np.abs(part, out=scores[c0 : c0 + part.shape[0]])
+        c0 += part.shape[0]
+    return scores
