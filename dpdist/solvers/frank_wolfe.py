@@ -126,8 +126,8 @@ def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, 
         raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
     if loss == "logistic" and not np.isin(y, (0.0, 1.0)).all():
         raise ParameterError("logistic loss needs labels in {0, 1}")
-    if private:
-        check_row_bound(X)
+    if private:  # entries are the stored values when no row repeats a column (no copy of X to sum duplicates)
+        check_row_bound(X.data if X.has_canonical_format else X)
         if loss == "squared":
             check_target_bound(y, check_positive(y_bound, "y_bound"))
     return X, y
