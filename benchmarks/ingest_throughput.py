@@ -51,7 +51,9 @@ else:
     rows, nnz = X.shape[0], X.nnz
 seconds = time.perf_counter() - t
 ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": seconds, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024, "rows": rows,
+# peak RSS of this process image: VmHWM (ru_maxrss would include the parent's RSS at fork)
+hwm_kb = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"seconds": seconds, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": hwm_kb / 1024, "rows": rows,
                   "nnz": nnz}))
 """
 

@@ -153,3 +153,18 @@ def test_block_cache_serves_reads_and_follows_content(tmp_path):
     assert (open_store(tmp_path / "s", cache=True).read_rows(0, 20) != X2[:20]).nnz == 0
     assert (open_store(tmp_path / "s").read_rows(0, 20) != X2[:20]).nnz == 0  # uncached reads are writable copies
     BLOCK_CACHE.clear()
+
+
+def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
+    # zarr does not write a chunk that is all fill value (explicit zeros here); reads fill it in
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    rng = np.random.default_rng(5)
+    X = sp.random(60, 40, density=0.2, random_state=rng, format="csr")
+    X.data[:200] = 0.0  # stored zeros: the first three data chunks are all zero
+    X.data[200:] = rng.normal(size=X.nnz - 200)
+    write_store(tmp_path / "s", X, np.zeros(60), task="regression")
+    assert not (tmp_path / "s" / "X" / "data" / "c" / "0").exists()
+    s = open_store(tmp_path / "s")
+    got = s.csr()
+    assert np.array_equal(got.data, X.data) and np.array_equal(got.indices, X.indices) and got.nnz == X.nnz
+    assert np.array_equal(s.y, np.zeros(60)) and (s.csc() != X.tocsc()).nnz == 0
