@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from dask.delayed import Delayed
 
-from dpdist.data.store import open_store
+from dpdist.data.store import SparseStore, open_store
 from dpdist.data.transforms import check_target_bound, clip_target, enforce_bounds
 from dpdist.selection.sis import store_target
 from pipelines._placement import pinned, workers
@@ -58,9 +58,8 @@ def _column_xty(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, y: np
     return True
 
 
-def _bounded_target(path: str, bounds: str) -> np.ndarray:
+def _bounded_target(store: SparseStore, bounds: str) -> np.ndarray:
     """The store's target in [-1, 1] (checked or clipped), cached per worker with the blocks."""
-    store = open_store(path, cache=True)
 
     def load() -> tuple[np.ndarray]:
         y = store_target(store, store.y)
@@ -75,7 +74,7 @@ def _bounded_target(path: str, bounds: str) -> np.ndarray:
 def _columns_xty(path: str, c0: int, c1: int, bounds: str) -> np.ndarray:
     """On a worker: x_j^T y for the columns [c0, c1), the bounds enforced."""
     store = open_store(path, cache=True)
-    y = _bounded_target(path, bounds)
+    y = _bounded_target(store, bounds)
     data, indices, indptr = store.column_slice(c0, c1)
     out = np.empty(c1 - c0)
     if not _column_xty(indptr, indices, data, y, bounds == "clip", out):
