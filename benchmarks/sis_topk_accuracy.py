@@ -92,9 +92,11 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
         ref_coef, r2 = true_coef, float("nan")
     ks = sorted({5, int(math.floor(math.log(d)))})
     # two-stage: one set of block fits per trial, shared by every k and epsilon of that trial
+    # the seed's m = floor(sqrt(n)) of these public benchmark sets (dpdist's default would release a noisy n)
+    m = math.isqrt(n)
     block_coefs = []
     for _ in range(trials):
-        blocks = assign_blocks(n, rng)
+        blocks = assign_blocks(n, m, rng)
         block_coefs.append([lasso_coefficients(Xs[rows], y[rows], 0.1) for rows in blocks])
     rows = []
     for k in ks:
@@ -111,7 +113,7 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
             mechs = {"dp-sis": CanonicalTopK(k, eps, random_state=rng), "peeling": PeelingTopK(k, eps, random_state=rng),
                      "joint": JointTopK(k, eps, random_state=rng),
                      "laplace": LaplaceTopK(k, eps, 1e-5, random_state=rng)}
-            two_stage = TwoStageSelector(k, eps, alpha=0.1, random_state=rng)
+            two_stage = TwoStageSelector(k, eps, alpha=0.1, n_blocks=m, random_state=rng)
             acc = {m: [] for m in METHODS}
             tgg = {"TOP": 0, "GREAT": 0, "GOOD": 0}
             for t in range(trials):

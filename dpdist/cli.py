@@ -1,28 +1,33 @@
 """The ``dpdist`` command line (contract: ``../shared/spec/cli.md``).
 
-Exit codes: 0 success; 2 bad arguments or input; 3 privacy budget refused; 1 anything else.
+Exit codes: 0 success; 2 bad arguments or input; 3 privacy budget refused; 130 interrupted
+(Ctrl-C or SIGTERM); 1 anything else.
 With ``--json`` exactly one JSON object is printed on stdout; messages go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
 from dpdist.privacy.accountant import Accountant, default_ledger_path
 from dpdist.utils.io import write_json_atomic
 
-EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr (default: WARNING)")
     parser.add_argument(
         "--ledger",
         default=None,
@@ -48,29 +53,46 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
 # ----------------------------------------------------------------------- budget
 
 
+def _dataset(acc: Accountant, ref: str) -> str:
+    """The content hash a command refers to: a store's (a path) or the ledger's for a public name."""
+    from dpdist.data.store import open_store
+
+    if os.path.isdir(ref):
+        return open_store(ref).budget_id
+    return acc.resolve(ref)
+
+
 def _budget_init(args: argparse.Namespace) -> int:
-    status = Accountant(args.ledger).init_budget(args.dataset, args.epsilon, args.delta)
-    payload = {"dataset": status.dataset, "epsilon_total": status.epsilon_total, "delta_total": status.delta_total}
-    _emit(
-        args,
-        payload,
-        lambda: f"budget of {status.dataset}: epsilon={status.epsilon_total:g} delta={status.delta_total:g}",
-    )
+    from dpdist.data.store import open_store
+
+    store = open_store(args.store)
+    acc = Accountant(args.ledger)
+    if store.budget_id != store.dataset_id:
+        raise ParameterError(f"{args.store} holds part of another store's records (its train/test split): releases "
+                             "on it are charged to that store's budget; set the budget on the source store")
+    status = acc.init_budget(store.dataset_id, args.epsilon, args.delta, args.name or store.name)
+    payload = {"dataset": status.name, "epsilon_total": status.epsilon_total, "delta_total": status.delta_total}
+    _emit(args, payload, lambda: f"budget of {status.name} ({args.store}): epsilon={status.epsilon_total:g} "
+                                 f"delta={status.delta_total:g}, in {acc.path}")
     return EXIT_OK
 
 
 def _format_status(s: dict[str, Any]) -> str:
     return (
-        f"{s['dataset']}: epsilon spent {s['epsilon_spent']:g} of {s['epsilon_total']:g} "
-        f"(remaining {s['epsilon_remaining']:g}), delta spent {s['delta_spent']:g} of {s['delta_total']:g}, "
-        f"{s['releases']} release(s)"
+        f"{s['dataset']}: epsilon spent {s['epsilon_spent']:.4g} of {s['epsilon_total']:g} at delta={s['delta_total']:g} "
+        f"(tight composition; remaining {s['epsilon_remaining']:.4g}; basic composition would say "
+        f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}), {s['releases']} release(s)"
     )
 
 
 def _budget_show(args: argparse.Namespace) -> int:
-    acc = Accountant(args.ledger)
+    path = args.ledger or str(default_ledger_path())
+    if args.dataset is None and not os.path.isfile(path):  # nothing to show, and nothing is created
+        _emit(args, {"ledger": path, "datasets": []}, lambda: f"no budgets: there is no ledger at {path} yet")
+        return EXIT_OK
+    acc = Accountant(args.ledger, create=False)
     if args.dataset is not None:
-        payload = acc.status(args.dataset).to_dict()
+        payload = acc.status(_dataset(acc, args.dataset)).to_dict()
         _emit(args, payload, lambda: _format_status(payload))
     else:
         rows = [s.to_dict() for s in acc.datasets()]
@@ -83,13 +105,16 @@ def _budget_show(args: argparse.Namespace) -> int:
 
 
 def _budget_history(args: argparse.Namespace) -> int:
-    releases = [r.to_dict() for r in Accountant(args.ledger).history(args.dataset)]
-    payload = {"dataset": args.dataset, "releases": releases}
+    acc = Accountant(args.ledger, create=False)
+    dataset = _dataset(acc, args.dataset)
+    name = acc.name(dataset)
+    releases = [r.to_dict(name) for r in acc.history(dataset)]
+    payload = {"dataset": name, "releases": releases}
 
     def human() -> str:
-        lines = [f"{r['time']}  {r['mechanism']:<24} eps={r['epsilon']:<10g} delta={r['delta']:<10g} {r['key']}"
-                 for r in releases]
-        return "\n".join(lines) or f"no releases for {args.dataset}"
+        lines = [f"{r['time']}  {r['mechanism']:<28} eps={r['epsilon']:<10.4g} delta={r['delta']:<9.3g} "
+                 f"{r['loss']:<28} {r['key']}" for r in releases]
+        return "\n".join(lines) or f"no releases for {name}"
 
     _emit(args, payload, human)
     return EXIT_OK
@@ -99,37 +124,46 @@ def _budget_history(args: argparse.Namespace) -> int:
 
 
 def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str, Any], what: str) -> None:
-    payload = {"store": str(args.out), **{k: meta[k] for k in ("dataset_id", "n_rows", "n_features", "nnz", "task")},
-               **extra}
-    _emit(
-        args,
-        payload,
-        lambda: f"{args.out}: {what}{meta['n_rows']} x {meta['n_features']}, nnz {meta['nnz']}, "
-        f"task {meta['task']}, dataset id {meta['dataset_id']}",
-    )
+    """Ingest/synth output: the store, its public name and schema (no row count, no content hash)."""
+    payload = {"store": str(args.out), "name": meta["name"], "n_features": meta["n_features"], "task": meta["task"],
+               "schema": meta["schema"], **extra}
+    _emit(args, payload, lambda: f"{args.out}: {what}store {meta['name']}, {meta['n_features']} features, "
+                                 f"task {meta['task']}")
 
+
+@contextlib.contextmanager
+def _progress_bar(args: argparse.Namespace, what: str, total: float | None) -> Iterator[Callable[[float], None]]:
+    """A progress bar on stderr when it is a terminal (and not --json); silent otherwise.
+
+    Yields ``update(done)``. The bar is the operator's own view of their data (never a release).
+    """
+    if args.json or not sys.stderr.isatty():
+        yield lambda done: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn(what), BarColumn(), DownloadColumn() if total else TextColumn(""), TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda done: bar.update(task, completed=done)
 
 
 def _ingest(args: argparse.Namespace) -> int:
     from dpdist.data.ingest import ingest_svmlight
     from dpdist.data.tables import ingest_table, is_table
 
-    def progress(rows: int, text_bytes: int) -> None:
-        print(f"\ringest: {rows:,} rows, {text_bytes / 1e6:,.1f} MB of text", end="", file=sys.stderr, flush=True)
-
     if is_table(args.src):
-        meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute)
+        meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute,
+                            encode=args.encode_categories, task=args.task, name=args.name, labels=args.labels)
     else:
-        meta = ingest_svmlight(
-            args.src,
-            args.out,
-            force=args.force,
-            zero_based=args.zero_based,
-            n_features=args.n_features,
-            task=args.task,
-            progress=progress,
-        )
-        print(file=sys.stderr)
+        size = os.path.getsize(args.src) if os.path.isfile(args.src) else None
+        compressed = str(args.src).endswith((".bz2", ".xz", ".gz"))
+        with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None if compressed else size) as update:
+            meta = ingest_svmlight(args.src, args.out, force=args.force, zero_based=args.zero_based,
+                                   n_features=args.n_features, task=args.task, name=args.name,
+                                   labels=None if args.labels is None else [float(v) for v in args.labels],
+                                   progress=lambda rows, text_bytes: update(text_bytes))
     _emit_store(args, meta, {"label_mapping": meta["label_mapping"]}, "")
     return EXIT_OK
 
@@ -146,51 +180,59 @@ def _synth(args: argparse.Namespace) -> int:
         params["task"] = args.task
     if args.hinge:
         params["hinge"] = True
-    meta = write_synthetic(args.name, args.out, seed=args.seed, force=args.force, **params)
-    _emit_store(args, meta, {"true_support": meta["true_support"]}, f"synthetic {args.name}, ")
+    meta = write_synthetic(args.name_, args.out, seed=args.seed, force=args.force, store_name=args.name, **params)
+    _emit_store(args, meta, {"true_support": meta["true_support"]}, f"synthetic {args.name_}, ")
     return EXIT_OK
 
 
 # ---------------------------------------------------------------------- select
 
 
-def _progress(what: str) -> Callable[[int, int], None]:
-    def report(done: int, total: int) -> None:
-        print(f"\r{what}: {done:,}/{total:,} rows", end="" if done < total else "\n", file=sys.stderr, flush=True)
-
-    return report
-
-
 def _select(args: argparse.Namespace) -> int:
     import time
     import uuid
 
-    from dpdist.data.store import open_store
+    from dpdist.data.store import check_schema, open_store
     from dpdist.selection.sis import DPSIS, store_scores, store_target
-    from dpdist.selection.two_stage import TwoStageSelector
+    from dpdist.selection.two_stage import TwoStageSelector, fit_on_support
+    from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 
     if args.delta != 0.0:
         raise ParameterError(f"--delta: {args.method} is pure epsilon-DP, so delta must be 0 (got {args.delta:g})")
+    if args.stage2 is not None and args.stage2 <= 0:
+        raise ParameterError(f"--stage2 must be an epsilon > 0, got {args.stage2:g}")
     store = open_store(args.store)
+    check_schema(store)
     acc = Accountant(args.ledger)
-    acc.status(store.dataset_id)  # fail before any computation when the dataset has no budget
+    status = acc.status(store.budget_id)  # fail before any computation when the dataset has no budget
     key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
+    extra: dict[str, Any] = {}
     if args.method == "dp-sis":
         sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
-        scores = store_scores(store, bounds=sis.bounds, progress=_progress("dp-sis scores"))
-        features = sis.fit_scores(scores, acc, store.dataset_id, key).features_
+        acc.check(store.budget_id, sis.privacy_charge())  # a refusal before any work
+        with _progress_bar(args, "dp-sis: X^T y", None) as update:
+            scores = store_scores(store, bounds=sis.bounds, progress=lambda done, total: update(done))
+        features = sis.fit_scores(scores, acc, store.budget_id, key).features_
     else:
-        sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, random_state=args.seed)
-        print(f"two-stage: {math.isqrt(store.shape[0])} LASSO blocks", file=sys.stderr)
-        features = sel.fit(store.csr(), store_target(store), acc, store.dataset_id, key).features_
+        sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, n_blocks=args.n_blocks, random_state=args.seed)
+        features = sel.fit(store.csr(), store_target(store), acc, store.budget_id, key).features_
+        extra["n_blocks"] = sel.n_blocks_
+    if args.stage2 is not None:
+        model = ObjectivePerturbation("squared" if store.task == "regression" else "logistic", args.stage2,
+                                      random_state=args.seed)
+        coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.budget_id,
+                              f"{key}/stage2")
+        extra["stage2"] = {"key": f"{key}/stage2", "epsilon": args.stage2, "loss": model.loss,
+                           "indices": [int(i) for i in features], "values": coef.tolist()}
+    print(f"{args.method}: {time.perf_counter() - t0:.2f} s", file=sys.stderr)
     payload = {"method": args.method, "k": args.k, "features": [int(i) for i in features], "epsilon": args.epsilon,
-               "delta": 0.0, "seconds": round(time.perf_counter() - t0, 4), "dataset_id": store.dataset_id,
-               "key": key}
+               "delta": 0.0, "dataset": status.name, "key": key, "ledger": str(acc.path), **extra}
     if args.out:
         write_json_atomic(args.out, payload)
     _emit(args, payload, lambda: f"{args.method}: {args.k} features {payload['features']} "
-                                 f"(epsilon={args.epsilon:g} charged to {store.dataset_id}, {payload['seconds']:.2f} s)")
+                                 f"(epsilon={args.epsilon:g} charged to {status.name}; recorded in {acc.path} "
+                                 f"under {key})")
     return EXIT_OK
 
 
@@ -198,13 +240,17 @@ def _select(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    import secrets
+    import time
     import uuid
 
     import numpy as np
-    from sklearn.metrics import roc_auc_score
 
-    from dpdist.data.store import open_store
+    from dpdist.data.split import derive_key, record_sides
+    from dpdist.data.store import check_schema, open_store
+    from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
     from dpdist.linear_model import PRIVATE, DPFrankWolfeClassifier, DPFrankWolfeRegressor
+    from dpdist.selection.sis import store_target
 
     private = args.method in PRIVATE
     if not private and not args.non_private:
@@ -212,54 +258,117 @@ def _train(args: argparse.Namespace) -> int:
                              "pass --non-private to confirm (nothing is charged to the ledger)")
     if not 0.0 <= args.test_fraction < 1.0:
         raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
+    if args.eval_epsilon <= 0:
+        raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
     store = open_store(args.store)
+    if private:
+        check_schema(store)
     acc = Accountant(args.ledger) if private else None
-    if acc is not None:
-        acc.status(store.dataset_id)  # no budget for this dataset: fail before the work
-    X, y = store.csr(), store.y
+    name = acc.status(store.budget_id).name if acc is not None else store.name  # no budget: fail before the work
+    if args.loss == "logistic" and store.task != "binary":
+        raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
+    X, y = store.csr(), store_target(store)
     if args.features:
         try:
             chosen = json.loads(open(args.features).read())["features"]
         except (OSError, ValueError, KeyError) as e:
             raise ParameterError(f"--features {args.features}: not a select result ({e})") from None
         X = X[:, np.asarray(chosen, dtype=np.int64)]
-    if args.loss == "logistic" and store.task != "binary":
-        raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
-    split = np.random.default_rng(args.seed).random(X.shape[0]) < args.test_fraction  # public: record order only
-    Xtr, ytr, Xte, yte = X[~split], y[~split], X[split], y[split]
+    # each record's side from its own content and the dataset's secret key (dpdist.data.split)
+    # the train command's own split (the run's split key, derived for it: a part of a run's split splits again)
+    split_key = derive_key(acc.split_key(store.budget_id), "dpdist train") if acc is not None else \
+        secrets.token_bytes(32)
+    test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
+    Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
     common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters, method=args.method,
-                  bounds="clip" if args.clip else "check", random_state=args.seed)
+                  calibration=args.calibration, bounds="clip" if args.clip else "check", random_state=args.seed)
     model = DPFrankWolfeClassifier(**common) if args.loss == "logistic" else \
         DPFrankWolfeRegressor(**common, y_bound=args.y_bound)
     key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
-    print(f"{args.method}: {args.iters} iterations on {Xtr.shape[0]:,} x {Xtr.shape[1]:,} ...", file=sys.stderr)
-    model.fit(Xtr, ytr, acc, store.dataset_id if acc else None, key if acc else None)
-    payload: dict[str, Any] = {"method": args.method, "loss": args.loss, "nnz_weights": int(np.count_nonzero(model.coef_)),
-                               "iterations": args.iters, "seconds": round(model.seconds_, 4),
-                               "seconds_per_iter": model.seconds_ / args.iters,
-                               "epsilon": args.epsilon if private else None, "delta": args.delta if private else None,
-                               "true_epsilon": model.privacy_.true_epsilon if model.privacy_ else None,
-                               "dataset_id": store.dataset_id, "key": key if private else None,
-                               "n_train": int(Xtr.shape[0]), "n_test": int(Xte.shape[0])}
-    if Xte.shape[0]:
-        if args.loss == "logistic":
-            payload["accuracy"] = model.score(Xte, yte)
-            pos = yte == model.classes_[1]
-            payload["auc"] = float(roc_auc_score(pos, model.decision_function(Xte))) if 0 < pos.sum() < pos.size \
-                else None
+    print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
+    t0 = time.perf_counter()
+    model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None)
+    seconds = time.perf_counter() - t0
+    print(f"{args.method}: {seconds:.2f} s, {1e3 * seconds / args.iters:.4f} ms/iteration", file=sys.stderr)
+    coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
+    payload: dict[str, Any] = {"method": args.method, "loss": args.loss, "nnz_weights": len(coef["indices"]),
+                               "iterations": args.iters, "dataset": name, "private": private}
+    if private:
+        charge = model.privacy_charge()
+        payload.update(epsilon=args.epsilon, delta=args.delta, true_epsilon=charge.epsilon, key=key,
+                       ledger=str(acc.path), rho=charge.loss.rho)
+    else:  # a non-private run: its timing is the operator's own
+        payload.update(seconds=round(seconds, 4), seconds_per_iter=seconds / args.iters)
+    if args.test_fraction > 0:
+        task = "binary" if args.loss == "logistic" else "regression"
+        w = sparse_coef(coef["indices"], coef["values"], X.shape[1])
+        path = [int(v) for v in model.path_] if model.path_ is not None else []
+        if private:
+            ev = PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound, random_state=args.seed)
+            metrics = acc.release(store.budget_id, ev.privacy_charge(), f"{key}/evaluation",
+                                  lambda: ev.evaluate(w, path, args.lam, Xte, yte),
+                                  {"model": key, "epsilon": args.eval_epsilon})
+            payload.update(eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
         else:
-            payload["mse"] = float(np.mean((model.predict(Xte) - yte) ** 2))
+            metrics = exact_metrics(task, w, Xte, yte)
+        payload.update({k: metrics[k] for k in ("accuracy", "auc", "mse", "r2", "rows") if k in metrics})
     if args.out:
-        write_json_atomic(args.out, {**payload, "coef": {"indices": np.flatnonzero(model.coef_).tolist(),
-                                                          "values": model.coef_[model.coef_ != 0].tolist()}})
+        write_json_atomic(args.out, {**payload, "coef": coef})
 
     def human() -> str:
-        metric = (f"accuracy {payload.get('accuracy', float('nan')):.4f}, AUC {payload.get('auc') or float('nan'):.4f}"
-                  if args.loss == "logistic" else f"MSE {payload.get('mse', float('nan')):.5g}")
-        return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}, "
-                f"{payload['nnz_weights']} non-zero weights, {payload['seconds_per_iter'] * 1e3:.3f} ms/iteration")
+        if "accuracy" in payload:
+            metric = f"held-out accuracy {payload['accuracy']:.4f}, AUC {payload['auc']:.4f}"
+        elif "mse" in payload:
+            metric = f"held-out MSE {payload['mse']:.5g}, R^2 {payload['r2']:.4f}"
+        else:
+            metric = "no held-out rows"
+        where = f"; recorded in {acc.path} under {key}" if private else " (non-private)"
+        return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}"
+                f"{' (private)' if private and args.test_fraction > 0 else ''}, {payload['nnz_weights']} non-zero "
+                f"weights{where}")
 
     _emit(args, payload, human)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- models
+
+
+def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, Any]:
+    """(public name, release) of ``key`` in one dataset (``--dataset``) or the only one that has it."""
+    hashes = [_dataset(acc, dataset)] if dataset else [s.dataset for s in acc.datasets()]
+    found = [(h, r) for h in hashes for r in acc.history(h) if r.key == key]
+    if not found:
+        raise ParameterError(f"no release with key {key!r} in {acc.path}; `dpdist models list` shows the keys")
+    if len(found) > 1:
+        raise ParameterError(f"key {key!r} is in several datasets: name one with --dataset")
+    h, rec = found[0]
+    if rec.result is None:
+        raise ParameterError(f"release {key!r} was charged but has no recorded result (its computation never "
+                             "completed); nothing was released under it")
+    return acc.name(h), rec
+
+
+def _models(args: argparse.Namespace) -> int:
+    acc = Accountant(args.ledger, create=False)
+    if args.models_command == "list":
+        hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
+        rows = [{**r.to_dict(acc.name(h)), "result": None} for h in hashes for r in acc.history(h)
+                if r.result is not None]
+        for r in rows:
+            r.pop("result")
+        _emit(args, {"releases": rows}, lambda: "\n".join(
+            f"{r['dataset']:<14} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} {r['key']}" for r in rows)
+            or f"no recorded releases in {acc.path}")
+        return EXIT_OK
+    name, rec = _find_release(acc, args.key, args.dataset)
+    record = rec.to_dict(name)
+    if args.models_command == "export":
+        write_json_atomic(args.out, record)
+        _emit(args, {"key": args.key, "out": str(args.out)}, lambda: f"{args.key} -> {args.out} "
+              "(load it with DPFrankWolfeClassifier.from_release(json.load(open(...))) or the Regressor's)")
+    else:
+        _emit(args, record, lambda: json.dumps(record, indent=1, sort_keys=True))
     return EXIT_OK
 
 
@@ -267,11 +376,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The main job: the end-to-end Prefect flow (flows.end_to_end) on the config's cluster."""
+    """The main job: the end-to-end Prefect flow (flows.end_to_end) on the config's cluster.
+
+    The config is read and the privacy plan checked against the ledger before Prefect is even
+    imported: a bad config exits 2 and a plan the budget cannot hold exits 3 at once.
+    """
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows.config import load_config
-    from flows.end_to_end import end_to_end
-    from flows.runtime import prefect_api
+    from flows.plan import preflight
 
     overrides: dict[str, Any] = {}
     if args.ledger:
@@ -281,24 +393,141 @@ def _run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         overrides["seed"] = args.seed
     cfg = load_config(args.config, overrides)  # bad config: exit 2 before anything starts
-    print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
-          f"output {cfg.output}", file=sys.stderr, flush=True)
-    with prefect_api() as api:
-        print(f"Prefect API: {api}", file=sys.stderr, flush=True)
-        summary = end_to_end(args.config, overrides)
+    if os.environ.get(_RUN_CHILD) != "1":
+        checked = preflight(cfg)  # no budget (exit 2) or not enough (exit 3): before any work
+        if args.plan:
+            _emit(args, {"plan": checked}, lambda: _format_plan(checked))
+            return EXIT_OK
+        print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
+              f"output {cfg.output}; plan: {len(checked['releases'])} releases, epsilon "
+              f"{checked['epsilon_after']:.4g} of {checked['epsilon_total']:g} after it", file=sys.stderr, flush=True)
+        return _supervise(args.argv, cfg.output)
+    signal.signal(signal.SIGTERM, _interrupt)
+    from flows.end_to_end import end_to_end
+    from flows.runtime import prefect_api
+
+    try:
+        with prefect_api() as api:
+            print(f"Prefect API: {api}", file=sys.stderr, flush=True)
+            summary = end_to_end(args.config, overrides)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
     def human() -> str:
-        lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset_id']}"]
-        lines += [f"  {s['step']:<9} {s['seconds']:8.1f} s" for s in summary["steps"]]
-        lines.append(f"report: {summary['report']}")
+        lines = [f"flow run {summary['flow_run']}, dataset {summary['dataset']}"]
+        lines += [f"  {s['step']:<9} {len(s.get('releases', []))} release(s)" for s in summary["steps"]]
+        lines.append(f"report: {summary['report']} (and {summary['html']}: one page, plots embedded)")
         return "\n".join(lines)
 
     _emit(args, summary, human)
     return EXIT_OK
 
 
+_RUN_CHILD = "DPDIST_RUN_SUPERVISED"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (not the one at creation)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def _logging(verbose: bool) -> None:
+    """stderr logs at WARNING (INFO with -v), for dpdist, Prefect and Dask, in this process and its children."""
+    level = "INFO" if verbose else "WARNING"
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", level)
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", level.lower())
+    logger = logging.getLogger("dpdist")
+    logger.setLevel(getattr(logging, level))
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    import logging
+
+    logging.disable(logging.CRITICAL)  # the interrupted flow's crash reports are not for the terminal
+    raise KeyboardInterrupt
+
+
+def _supervise(argv: list[str], output: str) -> int:
+    """Run this same command in a child process in its own session, and stop it in order on Ctrl-C.
+
+    A Ctrl-C at the terminal reaches every process of the terminal's process group. In the
+    child's own session, the temporary Prefect server and the Dask workers never see it: only
+    this process does, and it asks the child (SIGTERM) to leave the flow, close the cluster and
+    then stop the server, removes the temporaries of stores left half-written, and exits 130.
+    A second Ctrl-C kills the child's whole session at once.
+    """
+    import subprocess
+    import time
+
+    env = {**os.environ, _RUN_CHILD: "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", *argv], env=env, start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            print("\ndpdist run: interrupted; stopping the flow, the cluster and the Prefect server "
+                  "(Ctrl-C again to kill them)", file=sys.stderr, flush=True)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                deadline = time.monotonic() + 60
+                while proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            except KeyboardInterrupt:
+                pass
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            _remove_partial(output)
+            return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _remove_partial(output: str) -> None:
+    """Temporaries of stores and files an interrupted run left half-written (complete stores stay)."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(output)
+    for pattern in ("stores/.*.tmp-*", "stores/.*.old-*", ".tmp-*"):
+        for p in root.glob(pattern):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def _format_plan(p: dict[str, Any]) -> str:
+    lines = [f"  {r['step']:<9} {r['method']:<28} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} "
+             f"delta={r['delta']:<8.3g} {r['loss']}" for r in p["releases"]]
+    lines.append(f"{len(p['releases'])} releases; basic composition epsilon={p['epsilon_basic']:.4g}, "
+                 f"delta={p['delta_basic']:.3g}; checked against the {p['checked_against']} "
+                 f"(epsilon={p['epsilon_total']:g}, delta={p['delta_total']:g}): spend after the run "
+                 f"epsilon={p['epsilon_after']:.4g} (tight composition) -- it fits")
+    return "\n".join(lines)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpdist")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpdist", description="Differentially private sparse regression and selection.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="svmlight/LIBSVM file (plain, .bz2, .xz, .gz) or a table -> zarr store")
@@ -309,18 +538,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="column indices start at 0 (auto: one-based unless an index 0 appears)")
     p.add_argument("--n-features", type=int, default=None, help="number of columns (default: largest index seen)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"), default="auto",
-                   help="auto: binary when there are exactly two distinct labels, else regression")
+                   help="auto: binary when there are exactly two distinct labels (a text target: by its "
+                        "number of categories), else regression")
     p.add_argument("--target", default=None,
                    help="tables (.csv, .data, .xlsx, .zip, .RData, .rda): target column (default: last)")
     p.add_argument("--impute", choices=("mean",), default=None,
-                   help="tables: fill missing features with column means (data-dependent)")
+                   help="tables: fill missing features with column means (data-dependent: not private; warns)")
+    p.add_argument("--encode-categories", action="store_true",
+                   help="tables: encode non-numeric feature columns as category codes 1..K (else refused)")
+    p.add_argument("--name", default=None, help="the store's public name (default: random)")
+    p.add_argument("--labels", default=None, type=lambda s: [v for v in s.split(",") if v],
+                   help="the classes, comma-separated (public: with --task binary/multiclass; private analyses "
+                        "need them, or --task regression, so that no record's label can recode the others)")
     _common(p)
     p.set_defaults(func=_ingest)
 
     from dpdist.data.synthetic import GENERATORS
 
     p = sub.add_parser("synth", help="write a synthetic store (seed experiments; LIBSVM-shaped sparse sets)")
-    p.add_argument("name", choices=sorted(GENERATORS))
+    p.add_argument("name_", metavar="name", choices=sorted(GENERATORS))
+    p.add_argument("--name", dest="name", default=None, help="the store's public name (default: random)")
     p.add_argument("--out", required=True, help="store directory to create")
     p.add_argument("--seed", type=int, default=None, help="reproducible data (default: OS entropy)")
     p.add_argument("--n", type=int, default=None, help="rows (default: the set's own)")
@@ -342,6 +579,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.1, help="two-stage: LASSO alpha of each block")
     p.add_argument("--clip", action="store_true",
                    help="dp-sis: clip |x_ij| and |y_i| to 1 instead of refusing data outside the bounds")
+    p.add_argument("--n-blocks", type=int, default=None,
+                   help="two-stage: a public number of blocks (default: floor(sqrt) of a noisy row count)")
+    p.add_argument("--stage2", type=float, default=None, metavar="EPSILON",
+                   help="also release a model on the selected features by objective perturbation at this epsilon")
     _release_args(p)
     p.set_defaults(func=_select)
 
@@ -355,7 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, default=1e-6)
     p.add_argument("--y-bound", type=float, default=1.0, help="squared loss: public bound on |y|")
     p.add_argument("--features", default=None, help="JSON written by 'dpdist select --out': train on those columns")
-    p.add_argument("--test-fraction", type=float, default=0.2, help="held-out rows (random, by record)")
+    p.add_argument("--test-fraction", type=float, default=0.2,
+                   help="held-out records (each by its keyed hash; 0: train on all, no metrics)")
+    p.add_argument("--eval-epsilon", type=float, default=0.1,
+                   help="epsilon of the private held-out metrics (charged on top of --epsilon)")
+    p.add_argument("--calibration", choices=("safe", "paper"), default="safe",
+                   help="safe: eps0 from tight (zCDP) accounting; paper: seed 004's eps/sqrt(8T ln(1/delta))")
     p.add_argument("--clip", action="store_true", help="clip |x_ij| (and |y_i|) to the bounds instead of refusing")
     p.add_argument("--non-private", action="store_true", help="required for fw/fast-fw (no noise, no charge)")
     _release_args(p)
@@ -364,27 +610,46 @@ def build_parser() -> argparse.ArgumentParser:
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
     bsub = budget.add_subparsers(dest="budget_command", required=True)
 
-    p = bsub.add_parser("init", help="set a dataset's total (epsilon, delta) budget")
-    p.add_argument("--dataset", required=True, help="dataset id (the content hash recorded by ingest/synth)")
+    p = bsub.add_parser("init", help="set a dataset's total (epsilon, delta) budget (permanent)")
+    p.add_argument("store", help="the store (written by ingest/synth) whose data the budget covers")
+    p.add_argument("--name", default=None, help="the dataset's public name (default: the store's name)")
     p.add_argument("--epsilon", required=True, type=float)
     p.add_argument("--delta", required=True, type=float)
     _common(p)
     p.set_defaults(func=_budget_init)
 
     p = bsub.add_parser("show", help="spent and remaining budget")
-    p.add_argument("--dataset", default=None)
+    p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
     _common(p)
     p.set_defaults(func=_budget_show)
 
-    p = bsub.add_parser("history", help="every release charged to a dataset")
-    p.add_argument("--dataset", required=True)
+    p = bsub.add_parser("history", help="every release charged to a dataset, with its recorded result")
+    p.add_argument("--dataset", required=True, help="a dataset's public name, or a store")
     _common(p)
     p.set_defaults(func=_budget_history)
+    models = sub.add_parser("models", help="released models and selections, read back from the ledger")
+    msub = models.add_subparsers(dest="models_command", required=True)
+    p = msub.add_parser("list", help="every release with a recorded result")
+    p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
+    _common(p)
+    p.set_defaults(func=_models)
+    for name, what in (("show", "print a release's record (its loss and result)"),
+                       ("export", "write a release's record to a file (loads with from_release)")):
+        p = msub.add_parser(name, help=what)
+        p.add_argument("key", help="the release key (printed by train/select/run; `dpdist models list`)")
+        p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
+        if name == "export":
+            p.add_argument("--out", required=True, help="JSON file to write (atomically)")
+        _common(p)
+        p.set_defaults(func=_models)
+
     p = sub.add_parser("run", help="the main job: the end-to-end Prefect flow on a Dask cluster")
     p.add_argument("config", nargs="?", default=None,
                    help="run config (TOML or YAML; default: the embedded defaults, see flows/defaults.toml)")
     p.add_argument("--output", default=None, help="output directory (overrides the config's)")
     p.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
+    p.add_argument("--plan", action="store_true",
+                   help="print every release the run would make, its cost and whether the budget holds it; run nothing")
     _common(p)
     p.set_defaults(func=_run)
     return parser
@@ -393,8 +658,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad arguments
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    _logging(args.verbose)
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        print("dpdist: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BudgetExceeded as e:
         print(f"dpdist: budget refused: {e}", file=sys.stderr)
         return EXIT_BUDGET

@@ -1,23 +1,56 @@
-"""Held-out evaluation of released models and selections.
+"""Held-out evaluation of released models and selections, released privately by default.
 
-Everything here is computed from a released model (its weights or its signed vertex path)
-and *held-out* rows. Like the seeds' tables and ``dpdist train``, the metrics are not noised:
-they describe the test rows, which an analyst evaluating on private data must count as
-part of what is published (see README, "What is released").
+The test rows of a split are records of the source dataset: a metric computed on them is a
+statistic of the data and leaves only through a mechanism charged to the source's budget.
+
+:class:`PrivateEvaluation` (ADD/REMOVE neighbours; the released model w and its vertex path
+are fixed, public inputs, so each test record's contribution depends on that record alone):
+
+* classification (labels y in {-1, +1}): the numbers of correct and wrong predictions, and two
+  histograms of the margins x.w, one per class, on public bins (equal steps in sigmoid(x.w)).
+  Adding or removing a record changes one count by 1 and one cell by 1: each release has
+  l1-sensitivity 1 and gets Laplace noise of scale 1/eps_part, eps_part = epsilon / 3.
+  Accuracy and the number of test rows come from the two counts, AUC from the histograms
+  (negative counts clamped to 0; pairs within a bin count as ties).
+* regression: (n, sum r_i^2, sum y_i, sum y_i^2) with r_i = y_i - x_i.w clipped to
+  [-c, c], c = 2 y_bound, and y clipped to [-y_bound, y_bound]: sensitivities 1, c^2,
+  y_bound, y_bound^2; each coordinate gets eps_h/4 (Laplace). MSE (of the clipped residuals)
+  and R^2 are post-processing.
+* the convergence curve: at K public checkpoints of the path, the sum over test rows of the
+  per-record loss of the iterate w_t clipped to [0, C] (C = 4 for the logistic loss, c^2 for
+  the squared loss): each record moves each sum by at most C, the K sums by K C in l1;
+  Laplace of scale K C / eps_c. Means divide by the released n.
+
+The curve gets the same share as each other part (epsilon / 3 for classification, epsilon / 2 for
+regression); the release is charged as that many Laplace mechanisms
+(:meth:`PrivateEvaluation.privacy_charge`). Test rows are clipped to |x_ij| <= 1 (per record)
+so that every margin is within the public range the bins assume.
+
+:func:`exact_metrics` and :func:`path_losses` compute the exact values: only for a test set
+the user declares public (a separate file) or for non-private experiments.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import logit
 from sklearn.metrics import roc_auc_score
 
+from dpdist.data.transforms import clip_rows, clip_target
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.solvers.frank_wolfe import mean_loss
+from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.validation import check_count, check_epsilon, check_positive
 
-__all__ = ["sparse_coef", "model_metrics", "path_losses", "support_recall"]
+__all__ = ["PrivateEvaluation", "checkpoints", "exact_metrics", "path_losses", "path_margins", "sparse_coef",
+           "support_recall"]
+
+LOGISTIC_LOSS_CLIP = 4.0
 
 
 def sparse_coef(indices: list[int], values: list[float], n_features: int) -> np.ndarray:
@@ -30,48 +63,156 @@ def sparse_coef(indices: list[int], values: list[float], n_features: int) -> np.
     return w
 
 
-def model_metrics(task: str, w: np.ndarray, X: sp.spmatrix, y: np.ndarray) -> dict[str, float]:
-    """Held-out metrics: accuracy, AUC and log-loss (binary, y in {-1, +1}) or MSE (regression)."""
-    margins = np.asarray(X @ w).ravel()
-    y = np.asarray(y, dtype=np.float64)
-    if task == "regression":
-        return {"mse": float(np.mean((margins - y) ** 2))}
-    pos = y > 0
-    out = {"accuracy": float(np.mean((margins > 0) == pos)), "log_loss": mean_loss("logistic", margins, pos)}
-    out["auc"] = float(roc_auc_score(pos, margins)) if 0 < pos.sum() < pos.size else float("nan")
-    return out
+def checkpoints(T: int, points: int) -> list[int]:
+    """Public, log-spaced iterations 1..T (T included) at which the curve is evaluated."""
+    return sorted(set(np.unique(np.geomspace(1, max(T, 1), points).astype(np.int64)).tolist()) | {T})
 
 
-def path_losses(task: str, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
-                points: int = 50) -> tuple[list[int], list[float]]:
-    """Held-out mean loss of the Frank-Wolfe iterates w_t rebuilt from the signed vertex path.
+def path_margins(path: list[int], lam: float, X: sp.spmatrix, marks: list[int]):
+    """Yield (t, margins X w_t) at the iterations ``marks`` of the Frank-Wolfe path.
 
     w_t = (1 - eta_t) w_{t-1} + eta_t lam s_t with eta_t = 2/(t+2) (seed 004 Alg. 1/2), so the
-    path of private selections determines every iterate; the held-out margins follow it in
-    O(nnz of the selected column) per step.
+    path of private selections determines every iterate.
     """
     Xc = sp.csc_matrix(X)
-    y = np.asarray(y, dtype=np.float64)
-    loss = "squared" if task == "regression" else "logistic"
-    target = y if loss == "squared" else (y > 0).astype(np.float64)
-    T = len(path)
-    marks = set(np.unique(np.geomspace(1, max(T, 1), points).astype(np.int64)).tolist()) | {T}
+    want = set(marks)
     margins = np.zeros(Xc.shape[0])
-    its, losses = [], []
     for t, v in enumerate(path, start=1):
         eta = 2.0 / (t + 2.0)
         j, sigma = abs(int(v)) - 1, (1.0 if v > 0 else -1.0)
         margins *= 1.0 - eta
         lo, hi = Xc.indptr[j], Xc.indptr[j + 1]
         margins[Xc.indices[lo:hi]] += eta * sigma * lam * Xc.data[lo:hi]
-        if t in marks:
-            its.append(t)
-            losses.append(mean_loss(loss, margins, target))
+        if t in want:
+            yield t, margins
+
+
+def _record_losses(task: str, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if task == "regression":
+        return (margins - y) ** 2
+    return np.logaddexp(0.0, -np.where(y > 0, 1.0, -1.0) * margins)  # logistic loss, y in {-1, +1}
+
+
+def path_losses(task: str, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
+                points: int = 50) -> tuple[list[int], list[float]]:
+    """Exact held-out mean loss of the iterates (public test sets and experiments only)."""
+    y = np.asarray(y, dtype=np.float64)
+    its, losses = [], []
+    for t, m in path_margins(path, lam, X, checkpoints(len(path), points)):
+        its.append(t)
+        losses.append(float(np.mean(_record_losses(task, m, y))) if y.size else float("nan"))
     return its, losses
 
 
+def exact_metrics(task: str, w: np.ndarray, X: sp.spmatrix, y: np.ndarray) -> dict[str, float]:
+    """Exact held-out metrics (public test sets and experiments only): accuracy, AUC, log-loss or MSE, R^2."""
+    margins = np.asarray(X @ w).ravel()
+    y = np.asarray(y, dtype=np.float64)
+    if task == "regression":
+        resid = y - margins
+        var = float(((y - y.mean()) ** 2).sum()) if y.size else 0.0
+        return {"mse": float(np.mean(resid ** 2)), "r2": float(1.0 - resid @ resid / var) if var > 0 else float("nan")}
+    pos = y > 0
+    out = {"accuracy": float(np.mean((margins > 0) == pos)), "log_loss": mean_loss("logistic", margins, pos)}
+    out["auc"] = float(roc_auc_score(pos, margins)) if 0 < pos.sum() < pos.size else float("nan")
+    return out
+
+
+class PrivateEvaluation:
+    """Held-out metrics and convergence curve of one released model, released with Laplace noise.
+
+    ``epsilon``: the evaluation's whole budget (half to the metrics, half to the curve);
+    ``bins``: histogram bins (classification); ``points``: curve checkpoints;
+    ``y_bound``: the public bound on |y| (regression).
+    """
+
+    def __init__(self, task: str, epsilon: float, bins: int = 40, points: int = 8, y_bound: float = 1.0,
+                 random_state: RandomState = None) -> None:
+        if task not in ("binary", "multiclass", "regression"):
+            raise ParameterError(f"task must be binary or regression, got {task!r}")
+        self.task = "regression" if task == "regression" else "binary"
+        self.epsilon = check_epsilon(epsilon)
+        self.bins = check_count(bins, "bins", 2)
+        self.points = check_count(points, "points")
+        self.y_bound = check_positive(y_bound, "y_bound")
+        self._rng = check_random_state(random_state)
+
+    @property
+    def _parts(self) -> int:
+        return 3 if self.task == "binary" else 2
+
+    def privacy_charge(self) -> Charge:
+        return Charge(PrivacyLoss.laplace(self.epsilon / self._parts, self._parts), f"evaluation/{self.task}")
+
+    @property
+    def _clip(self) -> float:
+        return LOGISTIC_LOSS_CLIP if self.task == "binary" else (2.0 * self.y_bound) ** 2
+
+    def edges(self) -> np.ndarray:
+        """Interior bin edges of the margins: logit(k / bins), k = 1..bins-1 (public)."""
+        return logit(np.arange(1, self.bins) / self.bins)
+
+    def evaluate(self, w: np.ndarray, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray) -> dict[str, Any]:
+        """The noisy metrics and curve (call it inside the accountant's release, after the charge).
+
+        A metric the noisy counts leave undefined (no rows, one class) is None, never NaN: every
+        outcome is recordable, so no outcome can force a redraw.
+        """
+        X = clip_rows(X, 1.0, "clip")
+        y = np.asarray(y, dtype=np.float64)
+        if self.task == "regression":
+            y = clip_target(y, self.y_bound)
+        part = self.epsilon / self._parts
+        margins = np.asarray(X @ w).ravel()
+        out = self._metrics(margins, y, part)
+        n = max(out["rows"], 1.0)
+        marks = checkpoints(len(path), self.points) if path else []
+        sums = np.array([np.minimum(_record_losses(self.task, m, y), self._clip).sum()
+                         for _, m in path_margins(path, lam, X, marks)])
+        noisy = sums + self._rng.laplace(scale=len(marks) * self._clip / part, size=len(marks)) if marks else sums
+        out["curve_iterations"] = marks
+        out["curve_loss"] = [float(min(max(v / n, 0.0), self._clip)) for v in noisy]
+        out["curve_loss_clip"] = self._clip
+        out["private"] = True
+        return out
+
+    def histogram(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The exact class-wise margin histograms (2 x bins): each record adds 1 to one cell."""
+        cell = np.searchsorted(self.edges(), margins, side="left")
+        pos = y > 0
+        return np.stack([np.bincount(cell[~pos], minlength=self.bins),
+                         np.bincount(cell[pos], minlength=self.bins)]).astype(np.float64)
+
+    def noisy_histogram(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The released histograms: + Laplace(1/eps_part) per cell (l1-sensitivity 1)."""
+        hist = self.histogram(margins, y)
+        return hist + self._rng.laplace(scale=self._parts / self.epsilon, size=hist.shape)
+
+    def _metrics(self, margins: np.ndarray, y: np.ndarray, eps: float) -> dict[str, Any]:
+        if self.task == "binary":
+            right = float(np.count_nonzero((margins > 0) == (y > 0)))
+            correct, wrong = np.maximum(np.array([right, y.size - right]) + self._rng.laplace(scale=1.0 / eps, size=2),
+                                        0.0)
+            n = float(correct + wrong)
+            neg, posc = np.maximum(self.noisy_histogram(margins, y), 0.0)
+            below = np.concatenate([[0.0], np.cumsum(neg)[:-1]])
+            pairs = float(neg.sum() * posc.sum())
+            auc = float((posc * (below + 0.5 * neg)).sum() / pairs) if pairs > 0 else None
+            return {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
+        c = 2.0 * self.y_bound
+        r = np.clip(y - margins, -c, c)
+        sens = np.array([1.0, c * c, self.y_bound, self.y_bound ** 2])
+        exact = np.array([float(y.size), float(r @ r), float(y.sum()), float(y @ y)])
+        noisy = exact + self._rng.laplace(scale=4.0 * sens / eps)
+        n = max(noisy[0], 1.0)
+        sse = max(noisy[1], 0.0)
+        var = noisy[3] - noisy[2] ** 2 / n
+        return {"rows": float(max(noisy[0], 0.0)), "mse": float(sse / n),
+                "r2": float(1.0 - sse / var) if var > 0 else None}
+
+
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:
-    """Fraction of the true support (known for synthetic sets) among the selected features."""
+    """Fraction of the true support (public for synthetic sets) among the selected features."""
     if not true_support:
         return None
     return float(len(set(selected) & set(true_support)) / len(true_support))

@@ -14,7 +14,11 @@ class ParameterError(DPDistError, ValueError):
 
 
 class BudgetExceeded(DPDistError):
-    """A charge would overspend a dataset's privacy budget; nothing was charged or released."""
+    """A charge would overspend a dataset's privacy budget; nothing was charged or released.
+
+    ``epsilon_spent`` / ``epsilon_after`` are the dataset's spend (tight composition at the
+    budget's delta) before and with the refused charge.
+    """
 
     def __init__(
         self,
@@ -22,7 +26,7 @@ class BudgetExceeded(DPDistError):
         epsilon: float,
         delta: float,
         epsilon_spent: float,
-        delta_spent: float,
+        epsilon_after: float,
         epsilon_total: float,
         delta_total: float,
     ) -> None:
@@ -30,13 +34,12 @@ class BudgetExceeded(DPDistError):
         self.epsilon = epsilon
         self.delta = delta
         self.epsilon_spent = epsilon_spent
-        self.delta_spent = delta_spent
+        self.epsilon_after = epsilon_after
         self.epsilon_total = epsilon_total
         self.delta_total = delta_total
         super().__init__(
-            f"privacy budget of dataset {dataset!r} refused: charging "
-            f"(epsilon={epsilon:g}, delta={delta:g}) on top of spent "
-            f"(epsilon={epsilon_spent:g}, delta={delta_spent:g}) would exceed the total "
+            f"privacy budget of dataset {dataset!r} refused: a release of (epsilon={epsilon:g}, delta={delta:g}) "
+            f"would bring the spend from epsilon={epsilon_spent:.6g} to {epsilon_after:.6g}, above the total "
             f"(epsilon={epsilon_total:g}, delta={delta_total:g}); nothing was charged"
         )
 
@@ -46,4 +49,9 @@ class UnknownDataset(DPDistError):
 
 
 class ReleaseKeyConflict(DPDistError):
-    """A release key was reused for a different charge (other epsilon, delta or mechanism)."""
+    """A release key was reused with other parameters (mechanism, privacy loss or release parameters)."""
+
+
+class SolverFailure(DPDistError):
+    """A solver could not certify its answer after the charge: nothing is released, the charge stands
+    (whether a solver fails can depend on the data, so the attempt itself costs its budget)."""

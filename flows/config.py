@@ -9,17 +9,29 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
     seed = 0                       # fixed noise for experiments only; absent = OS entropy
 
     [data]     source = "synth" | "svmlight" | "store"; name/n/d (synth), path (svmlight, store),
-               n_features (svmlight), test_fraction, split_seed, bounds = "check" | "clip"
-    [budget]   epsilon, delta: set for the dataset if the ledger has no budget for it yet
+               n_features (svmlight), test_fraction (0 with evaluate.public_test: no split),
+               bounds = "check" | "clip", count_epsilon (the noisy train/test row counts; 0: none)
+    [budget]   epsilon, delta, name: set for the dataset if the ledger has no budget for it yet
+               (name: its public name, default random)
     [cluster]  kind = "local" | "address" | "slurm"; n_workers, threads_per_worker (local),
-               address, jobqueue (path of a dask-jobqueue YAML, slurm), dashboard_address
-    [select]   methods (dp-sis, two-stage), k, epsilon (each), alpha (two-stage LASSO)
-    [train]    methods (fast-dp-fw, dp-fw), epsilon (one or a list: the privacy-utility
-               curve), delta (each), lam, iters, features = "all" | a select method
+               address (tls://host:port), jobqueue (path of a dask-jobqueue YAML, slurm),
+               host (local: where scheduler and workers listen, default 127.0.0.1),
+               dashboard_address (local, slurm: default 127.0.0.1:0, loopback only),
+               tls_ca_file, tls_cert, tls_key (address: this client's credentials),
+               insecure = true (DANGEROUS: plain, unauthenticated TCP; see runtime.py)
+    [select]   methods (dp-sis, two-stage), k, epsilon (each), alpha (two-stage LASSO),
+               n_blocks (two-stage; default floor(sqrt) of the noisy train row count)
+    [train]    methods (fast-dp-fw, dp-fw, objective-perturbation), epsilon (one or a list: the
+               privacy-utility curve), delta (each FW model), lam, iters, calibration
+               ("safe" | "paper"), features = "all" | a select method (objective-perturbation
+               needs one)
+    [evaluate] epsilon (each model's private held-out metrics and curve), public_test (a
+               separate svmlight file or store the user declares public: exact metrics), bins,
+               points
 
-Every release is charged to the source dataset: the epsilon split is the sum of the
-select epsilons and the train epsilons (each with its delta), and the flow stops with
-``BudgetExceeded`` at the first release the ledger refuses.
+Every release is charged to the source dataset and composed tightly in the ledger; the flow
+stops with ``BudgetExceeded`` at the first release the ledger refuses. The train/test split
+is keyed by the dataset's secret split key (``dpdist.data.split``).
 """
 
 from __future__ import annotations
@@ -37,13 +49,19 @@ import yaml
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["RunConfig", "load_config", "DEFAULTS_FILE"]
+__all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE"]
 
 DEFAULTS_FILE = "defaults.toml"
 SOURCES = ("synth", "svmlight", "store")
 CLUSTERS = ("local", "address", "slurm")
 SELECT_METHODS = ("dp-sis", "two-stage")
-TRAIN_METHODS = ("fast-dp-fw", "dp-fw")
+TRAIN_METHODS = ("fast-dp-fw", "dp-fw", "objective-perturbation")
+FW_METHODS = ("fast-dp-fw", "dp-fw")
+
+
+_REMOVED = {"data": {"split_seed": "removed: each record's side of the split is decided by the record and the "
+                                   "dataset's secret split key in the ledger (a split by row position with a public "
+                                   "seed broke the privacy guarantee); delete the key"}}
 
 
 class ConfigError(ParameterError):
@@ -60,14 +78,17 @@ class DataConfig:
     path: str | None = None
     n_features: int | None = None
     test_fraction: float = 0.2
-    split_seed: int = 0
     bounds: str = "check"
+    count_epsilon: float = 0.02
+    task: str | None = None
+    labels: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
 class BudgetConfig:
     epsilon: float | None = None
     delta: float | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +98,12 @@ class ClusterConfig:
     threads_per_worker: int = 1
     address: str | None = None
     jobqueue: str | None = None
-    dashboard_address: str = ":0"
+    host: str | None = None  # local: None = 127.0.0.1
+    dashboard_address: str = "127.0.0.1:0"
+    insecure: bool = False  # True: plain TCP with no authentication between client, scheduler, workers
+    tls_ca_file: str | None = None  # address: the CA, certificate and key this client presents
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +112,7 @@ class SelectConfig:
     k: int = 10
     epsilon: float = 0.5
     alpha: float = 0.1
+    n_blocks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +123,15 @@ class TrainConfig:
     lam: float = 50.0
     iters: int = 4000
     features: str = "all"
+    calibration: str = "safe"
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    epsilon: float = 0.1
+    public_test: str | None = None
+    bins: int = 40
+    points: int = 8
 
 
 @dataclass(frozen=True)
@@ -107,6 +143,7 @@ class RunConfig:
     cluster: ClusterConfig
     select: SelectConfig
     train: TrainConfig
+    evaluate: EvaluateConfig
     ledger: str | None = None
     seed: int | None = None
     source_file: str = "<defaults>"
@@ -126,6 +163,14 @@ class RunConfig:
         if self.seed is None:
             return None
         return int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little")
+
+
+def store_paths(cfg: RunConfig) -> dict[str, str]:
+    """Where a run puts (or finds) the source store, the two halves of the split and a public test set."""
+    root = Path(cfg.output) / "stores"
+    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
+    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test"),
+            "public_test": str(root / "public-test")}
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -170,6 +215,8 @@ class _Checker:
             self.fail(name, "must be a table")
         allowed = set(cls.__dataclass_fields__)
         for k in sec:
+            if k in _REMOVED.get(name, {}):
+                self.fail(f"{name}.{k}", _REMOVED[name][k])
             if k not in allowed:
                 self.fail(f"{name}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
         try:
@@ -195,20 +242,73 @@ class _Checker:
         return v
 
 
+def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
+    """The ``[cluster]`` section: kind and sizes, bind addresses, and TLS unless ``insecure``."""
+    c.choice("cluster.kind", cluster.kind, CLUSTERS)
+    c.number("cluster.n_workers", cluster.n_workers, 1, integer=True)
+    c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
+    if not isinstance(cluster.insecure, bool):
+        c.fail("cluster.insecure", f"must be true or false, got {cluster.insecure!r}")
+    for key in ("host", "dashboard_address"):
+        v = getattr(cluster, key)
+        if v is not None and (not isinstance(v, str) or not v):
+            c.fail(f"cluster.{key}", f"must be a non-empty string, got {v!r}")
+    if cluster.host is not None and cluster.kind != "local":
+        c.fail("cluster.host", "only for kind 'local' (a SLURM scheduler listens where its workers reach it)")
+    tls = {k: getattr(cluster, k) for k in ("tls_ca_file", "tls_cert", "tls_key")}
+    if cluster.kind != "address":
+        for k, v in tls.items():
+            if v is not None:
+                c.fail(f"cluster.{k}", "only for kind 'address': local and slurm clusters get fresh "
+                                       "credentials for every run")
+    if cluster.kind == "slurm" and not cluster.jobqueue:
+        c.fail("cluster.jobqueue", "kind 'slurm' needs a dask-jobqueue YAML (e.g. deploy/jobqueue.yaml)")
+    if cluster.kind != "address":
+        return
+    if not cluster.address or not isinstance(cluster.address, str):
+        c.fail("cluster.address", "kind 'address' needs the scheduler address (tls://host:port)")
+    scheme = cluster.address.split("://")[0] if "://" in cluster.address else "tcp"
+    if cluster.insecure:
+        if scheme == "tls" or any(v is not None for v in tls.values()):
+            c.fail("cluster.insecure", "insecure = true is for a plain tcp:// scheduler; a tls:// one takes "
+                                       "tls_ca_file, tls_cert and tls_key without it")
+        return
+    if scheme != "tls":
+        c.fail("cluster.address", f"{cluster.address!r} is not TLS: anyone who reaches a {scheme}:// scheduler "
+                                  "can run code as you and read the data; start it with TLS (tls://) and give "
+                                  "cluster.tls_ca_file, tls_cert, tls_key, or set cluster.insecure = true "
+                                  "(dangerous) on a network only you can reach")
+    for k, v in tls.items():
+        if v is None:
+            c.fail(f"cluster.{k}", "a tls:// scheduler needs this client's CA, certificate and key "
+                                   "(tls_ca_file, tls_cert, tls_key)")
+        if not isinstance(v, str) or not Path(v).is_file():
+            c.fail(f"cluster.{k}", f"no such file {v!r}")
+    if Path(tls["tls_key"]).stat().st_mode & 0o077:
+        c.fail("cluster.tls_key", f"{tls['tls_key']} is open to group/others "
+                                  f"(mode {Path(tls['tls_key']).stat().st_mode & 0o777:04o}); chmod 600 it")
+
+
 def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
     """The embedded defaults, updated by the file at ``path`` and then by ``overrides``."""
     doc = _defaults()
     source = "<defaults>"
     if path is not None:
         source = str(path)
-        doc = _merge(doc, _read(Path(path)))
+        user = _read(Path(path))
+        if "budget" not in user and "data" in user and _merge(doc["data"], user["data"]) != doc["data"]:
+            # the embedded budget belongs to the demo's synthetic data: other data needs its own choice
+            doc = {**doc, "budget": {}}
+        doc = _merge(doc, user)
     if overrides:
         doc = _merge(doc, overrides)
     c = _Checker(source)
-    known = {"name", "output", "ledger", "seed", "data", "budget", "cluster", "select", "train"}
+    known = {"name", "output", "ledger", "seed", "data", "budget", "cluster", "select", "train", "evaluate"}
     for k in doc:
         if k not in known:
             c.fail(k, f"unknown key (allowed: {', '.join(sorted(known))})")
+    if isinstance(doc.get("data"), dict) and isinstance(doc["data"].get("labels"), list):
+        doc["data"] = {**doc["data"], "labels": tuple(doc["data"]["labels"])}
     for k in ("select", "train"):
         if isinstance(doc.get(k), dict):
             for list_key in ("methods", "epsilon") if k == "train" else ("methods",):
@@ -222,6 +322,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     cluster = c.section(doc, "cluster", ClusterConfig)
     select = c.section(doc, "select", SelectConfig)
     train = c.section(doc, "train", TrainConfig)
+    evaluate = c.section(doc, "evaluate", EvaluateConfig)
 
     name = doc.get("name")
     if not isinstance(name, str) or not name or "/" in name:
@@ -241,31 +342,47 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("data.path", f"no such file {data.path}")
     if data.source == "store" and data.path and not Path(data.path).is_dir():
         c.fail("data.path", f"no such store {data.path}")
+    if data.source == "svmlight":  # the task and classes must be public: one record cannot recode the others
+        c.choice("data.task", data.task, ("binary", "multiclass", "regression"))
+        if data.task != "regression" and not data.labels:
+            c.fail("data.labels", f"task {data.task!r} needs its classes, e.g. labels = [-1, 1] (public knowledge)")
+        if data.task == "regression" and data.labels:
+            c.fail("data.labels", "a regression has no classes")
+    elif data.task is not None or data.labels is not None:
+        c.fail("data.task", "give the task and labels of an svmlight source only (a store or a synthetic set "
+                            "records its own)")
+    if data.labels is not None:
+        for v in data.labels:
+            c.number("data.labels", v)
     for key in ("n", "d", "n_features"):
         if getattr(data, key) is not None:
             c.number(f"data.{key}", getattr(data, key), 1, integer=True)
-    c.number("data.test_fraction", data.test_fraction, 0, 1, lo_open=True, hi_open=True)
+    if data.test_fraction == 0 and not evaluate.public_test:
+        c.fail("data.test_fraction", "0 (no split) needs evaluate.public_test: a separate test file declared public")
+    c.number("data.test_fraction", data.test_fraction, 0, 1, hi_open=True)
     c.choice("data.bounds", data.bounds, ("check", "clip"))
+    c.number("data.count_epsilon", data.count_epsilon, 0)
 
     if (budget.epsilon is None) != (budget.delta is None):
         c.fail("budget", "give both epsilon and delta, or neither")
     if budget.epsilon is not None:
         c.number("budget.epsilon", budget.epsilon, 0, lo_open=True)
         c.number("budget.delta", budget.delta, 0, 1, hi_open=True)
+    if budget.name is not None and (not isinstance(budget.name, str) or not budget.name.strip()):
+        c.fail("budget.name", f"must be a non-empty string, got {budget.name!r}")
 
-    c.choice("cluster.kind", cluster.kind, CLUSTERS)
-    c.number("cluster.n_workers", cluster.n_workers, 1, integer=True)
-    c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
-    if cluster.kind == "address" and not cluster.address:
-        c.fail("cluster.address", "kind 'address' needs the scheduler address (tcp://host:port)")
-    if cluster.kind == "slurm" and not cluster.jobqueue:
-        c.fail("cluster.jobqueue", "kind 'slurm' needs a dask-jobqueue YAML (e.g. deploy/jobqueue.yaml)")
+    _check_cluster(c, cluster)
 
     for m in select.methods:
         c.choice("select.methods", m, SELECT_METHODS)
     c.number("select.k", select.k, 1, integer=True)
     c.number("select.epsilon", select.epsilon, 0, lo_open=True)
     c.number("select.alpha", select.alpha, 0, lo_open=True)
+    if select.n_blocks is not None:
+        c.number("select.n_blocks", select.n_blocks, 1, integer=True)
+    elif "two-stage" in select.methods and data.count_epsilon == 0:
+        c.fail("select.n_blocks", "two-stage needs a public number of blocks, or data.count_epsilon > 0 to derive "
+                                  "it from the noisy train row count")
 
     for m in train.methods:
         c.choice("train.methods", m, TRAIN_METHODS)
@@ -276,11 +393,21 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     c.number("train.delta", train.delta, 0, 1, lo_open=True, hi_open=True)
     c.number("train.lam", train.lam, 0, lo_open=True)
     c.number("train.iters", train.iters, 1, integer=True)
+    c.choice("train.calibration", train.calibration, ("safe", "paper"))
     if train.features != "all" and train.features not in select.methods:
         c.fail("train.features", f"must be 'all' or one of select.methods {list(select.methods)}, "
                                  f"got {train.features!r}")
+    if "objective-perturbation" in train.methods and train.features == "all":
+        c.fail("train.features", "objective-perturbation fits on a released selection: name a select method")
+    c.number("evaluate.epsilon", evaluate.epsilon, 0, lo_open=True)
+    c.number("evaluate.bins", evaluate.bins, 2, integer=True)
+    if evaluate.bins % 2:
+        c.fail("evaluate.bins", f"must be even (one bin edge at margin 0), got {evaluate.bins}")
+    c.number("evaluate.points", evaluate.points, 1, integer=True)
+    if evaluate.public_test is not None and not Path(evaluate.public_test).exists():
+        c.fail("evaluate.public_test", f"no such file or store {evaluate.public_test}")
     if not select.methods and not train.methods:
         c.fail("select.methods", "nothing to run: give select.methods or train.methods")
 
     return RunConfig(name=name, output=doc["output"], data=data, budget=budget, cluster=cluster, select=select,
-                     train=train, ledger=doc.get("ledger"), seed=seed, source_file=source)
+                     train=train, evaluate=evaluate, ledger=doc.get("ledger"), seed=seed, source_file=source)

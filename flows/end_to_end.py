@@ -7,6 +7,7 @@ from the config's ``[cluster]`` section (local, an existing scheduler, or SLURM)
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -34,19 +35,26 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
     """All stages on the active task runner; returns the run summary (the CLI's JSON).
 
     ``flow_run`` is the id reported for the run (the parent flow's); default: this flow run.
+    The summary is public: the dataset's name, release keys and output paths. How long each
+    step took goes to the operator's terminal (stderr) and the flow's log only: it includes
+    the private fits' times.
     """
     logger = get_run_logger()
     flow_run = flow_run or _flow_run_id()
     steps: list[dict[str, Any]] = []
     t0 = time.perf_counter()
+    last = [t0]
 
     def step(name: str, **info: Any) -> None:
-        steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 3), **info})
-        logger.info("step %s done after %.1f s", name, time.perf_counter() - t0)
+        now = time.perf_counter()
+        steps.append({"step": name, **info})
+        logger.info("step %s took %.1f s", name, now - last[0])
+        print(f"dpdist run: step {name} took {now - last[0]:.1f} s ({now - t0:.1f} s in all)", file=sys.stderr,
+              flush=True)
+        last[0] = now
 
     stores = ingest_stage(cfg)
-    step("ingest", dataset_id=stores["source"]["dataset_id"], train_rows=stores["train"]["n_rows"],
-         test_rows=stores["test"]["n_rows"])
+    step("ingest", dataset=stores["name"], releases=[stores["counts"]["key"]] if stores.get("counts") else [])
     selection = select_stage(cfg, stores) if cfg.select.methods else None
     if selection is not None:
         step("select", releases=[r["key"] for r in selection.values()])
@@ -54,10 +62,10 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
     if models is not None:
         step("train", releases=[m["key"] for m in models])
     evaluation = evaluate_stage(cfg, stores, selection, models)
-    step("evaluate")
+    step("evaluate", releases=[m["evaluation_key"] for m in evaluation["models"] if m.get("evaluation_key")])
     files = write_report(cfg, flow_run, stores, selection, models, evaluation)
     step("report", **files)
-    return {"flow_run": flow_run, "dataset_id": stores["source"]["dataset_id"], "steps": steps, **files}
+    return {"flow_run": flow_run, "dataset": stores["name"], "steps": steps, **files}
 
 
 @flow(name="dpdist-end-to-end")

@@ -1,8 +1,14 @@
-"""Flow stage ``evaluate``: held-out metrics of the released models and selections.
+"""Flow stage ``evaluate``: held-out metrics of the released models, released privately.
 
-One task per model runs on the cluster: it reads the test store and scores the released
-weights, and rebuilds the iterates from the released vertex path for the convergence curve.
-Selections are scored against the true support when the data is synthetic.
+The test half of the split holds records of the source dataset, so each model's metrics and
+convergence curve leave only through :class:`dpdist.evaluation.PrivateEvaluation` (Laplace on
+class-wise margin histograms / clipped sums, and on clipped losses at a few checkpoints of the
+released path), charged to the source's budget (``evaluate.epsilon`` per model) in the
+central ``release`` task; the work itself runs on a cluster worker inside the release.
+
+A test file the user declares public (``evaluate.public_test``) is scored exactly, and the
+report labels those numbers so. Selections are scored against the true support of a synthetic
+set (public: the generator's parameters).
 """
 
 from __future__ import annotations
@@ -13,26 +19,57 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from dpdist.data.store import open_store
-from dpdist.evaluation import model_metrics, path_losses, sparse_coef, support_recall
+from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, sparse_coef, support_recall
 from dpdist.selection.sis import store_target
-from flows.config import RunConfig, load_config
-from flows.ingest import store_paths, store_summary
-from flows.release import RAW
+from flows.config import RunConfig, load_config, store_paths
+from flows.ingest import store_summary
+from flows.release import release
 from flows.results import read_stage, write_stage
-from flows.runtime import on_cluster
+from flows.runtime import cluster_client, on_cluster
 
 __all__ = ["evaluate", "evaluate_stage"]
 
 
-@task(name="evaluate-model", retries=1, **RAW)
-def evaluate_model(test_path: str, model: dict[str, Any]) -> dict[str, Any]:
-    """Held-out metrics and the held-out loss along the path of one released model."""
+def _private_metrics(test_path: str, model: dict[str, Any], epsilon: float, bins: int, points: int,
+                     seed: int | None) -> dict[str, Any]:
+    """On a worker: the noisy metrics and curve of one released model (run after the charge)."""
+    store = open_store(test_path)
+    r = model["result"]
+    w = sparse_coef(r["indices"], r["values"], store.shape[1])
+    ev = PrivateEvaluation(store.task, epsilon, bins=bins, points=points, random_state=seed)
+    return ev.evaluate(w, r["path"], model["lam"], store.csr(), store_target(store))
+
+
+@task(name="evaluate-public", retries=1)
+def public_metrics(test_path: str, model: dict[str, Any]) -> dict[str, Any]:
+    """Exact metrics and curve on a test set the user declared public."""
     store = open_store(test_path)
     X, y = store.csr(), store_target(store)
     r = model["result"]
     w = sparse_coef(r["indices"], r["values"], store.shape[1])
-    its, losses = path_losses(store.task, r["path"], model["lam"], X, y)
-    return {**model_metrics(store.task, w, X, y), "curve_iterations": its, "curve_loss": losses}
+    its, losses = path_losses(store.task, r["path"], model["lam"], X, y) if r["path"] else ([], [])
+    return {**exact_metrics(store.task, w, X, y), "curve_iterations": its, "curve_loss": losses, "private": False}
+
+
+@task(name="reference", retries=1)
+def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[str, Any]:
+    """Exact references on *public* data only (a synthetic set): a non-private fast FW fit at the run's
+    lambda and T, and the majority class (classification) or the train mean (regression)."""
+    import numpy as np
+
+    from pipelines.train import estimator
+
+    train, test = open_store(train_path), open_store(test_path)
+    Xtr, ytr = train.csr(), store_target(train)
+    Xte, yte = test.csr(), store_target(test)
+    model = estimator(train.task, "fast-fw", 1.0, 1e-6, lam, iters).fit(Xtr, ytr)
+    out = {"non_private": exact_metrics(test.task, model.coef_, Xte, yte)}
+    if test.task == "regression":
+        out["baseline"] = {"mse": float(np.mean((yte - ytr.mean()) ** 2)), "r2": 0.0, "what": "the train mean"}
+    else:
+        major = 1.0 if (ytr > 0).mean() >= 0.5 else -1.0
+        out["baseline"] = {"accuracy": float(np.mean(yte == major)), "auc": 0.5, "what": "the majority class"}
+    return out
 
 
 def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any] | None,
@@ -42,25 +79,51 @@ def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, 
     truth = stores["source"].get("true_support")
     sel_eval = {m: {"features": rec["features"], "true_support_recall": support_recall(rec["features"], truth)}
                 for m, rec in (selection or {}).items()}
-    futures = [evaluate_model.submit(stores["test"]["store"], m) for m in (models or [])]
+    e = cfg.evaluate
     model_eval = []
-    for m, fut in zip(models or [], futures):
-        metrics = fut.result()
+    for m in models or []:
         r = m["result"]
+        if stores.get("public_test"):
+            metrics = public_metrics(stores["public_test"]["store"], m)
+            charge_info = {"evaluation_key": None, "evaluation_epsilon": 0.0}
+        else:
+            ev = PrivateEvaluation(stores["test"]["task"], e.epsilon, bins=e.bins, points=e.points)
+            params = {"model": m["key"], "epsilon": e.epsilon, "bins": e.bins, "points": e.points}
+            key = cfg.step_key("evaluate", m["method"], params)
+            seed = cfg.step_seed(key)
+
+            def compute(m: dict = m, seed: int | None = seed) -> dict[str, Any]:
+                with cluster_client() as client:
+                    return client.submit(_private_metrics, stores["test"]["store"], m, e.epsilon, e.bins, e.points,
+                                         seed, pure=False).result()
+
+            rec = release(cfg.ledger, stores["dataset"], ev.privacy_charge(), key, compute, params)
+            metrics = rec["result"]
+            charge_info = {"evaluation_key": key, "evaluation_epsilon": rec["epsilon"]}
         model_eval.append({"method": m["method"], "epsilon": m["target_epsilon"], "charged_epsilon": m["epsilon"],
-                           "delta": m["delta"], "key": m["key"], "replayed": m["replayed"], "features": m["features"],
-                           "nnz_weights": len(r["indices"]), "iterations": r["iterations"], "seconds": r["seconds"],
-                           "seconds_per_iter": r["seconds"] / max(1, r["iterations"]), **metrics})
-        logger.info("%s epsilon=%g: %s", m["method"], m["target_epsilon"],
-                    ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc", "mse") if k in metrics))
-    out = {"selections": sel_eval, "models": model_eval, "true_support": truth}
+                           "delta": m["delta"], "form": m.get("form"), "key": m["key"], "replayed": m["replayed"],
+                           "features": m["features"], "nnz_weights": len(r["indices"]),
+                           "iterations": r["iterations"], **charge_info, **metrics})
+        logger.info("%s epsilon=%g: %s (%s)", m["method"], m["target_epsilon"],
+                    ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc", "mse", "r2") if k in metrics),
+                    "private" if metrics["private"] else "public test set, exact")
+    ref = None
+    if models and cfg.data.source == "synth" and stores.get("test"):  # public data: references cost no privacy
+        ref = reference(stores["train"]["store"], stores["test"]["store"], cfg.train.lam, cfg.train.iters)
+    out = {"selections": sel_eval, "models": model_eval, "true_support": truth, "reference": ref}
     write_stage(cfg, "evaluation", out)
     return out
 
 
 def _evaluate_saved(cfg: RunConfig) -> dict[str, Any]:
+    from dpdist.privacy.accountant import Accountant
+
     paths = store_paths(cfg)
-    stores = {name: store_summary(p) for name, p in paths.items()}
+    source = store_summary(paths["source"])
+    acc = Accountant(cfg.ledger)
+    stores = {"source": source, "dataset": source["dataset"], "name": acc.name(source["dataset"]),
+              "test": store_summary(paths["test"]) if cfg.data.test_fraction > 0 else None,
+              "public_test": store_summary(paths["public_test"]) if cfg.evaluate.public_test else None}
     selection = read_stage(cfg, "selection") if cfg.select.methods else None
     models = read_stage(cfg, "models") if cfg.train.methods else None
     return evaluate_stage(cfg, stores, selection, models)

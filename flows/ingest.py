@@ -1,7 +1,10 @@
 """Flow stage ``ingest``: the source (svmlight file, synthetic set or existing store) as a zarr
-store, and its public train/test split, written under ``<output>/stores/``.
+store, its budget, its keyed train/test split, and the noisy row counts, under ``<output>/stores/``.
 
-The tasks run on Dask workers (the task runner's cluster); they return only store metadata.
+The source and split tasks run on Dask workers (the task runner's cluster) and return store
+summaries; the split key comes from the ledger (it is the dataset's secret, created with its
+budget) and the counts are a release (Laplace, charged). A store's content hash travels between
+tasks as ``dataset`` and never leaves the flow; what is shown is the dataset's public name.
 """
 
 from __future__ import annotations
@@ -9,68 +12,130 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import split_store
-from dpdist.data.store import open_store
+from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
-from flows.config import RunConfig, load_config
-from flows.release import RAW
+from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
+from dpdist.privacy.mechanisms import Laplace
+from dpdist.utils.files import private_dir
+from dpdist.utils.random import check_random_state
+from flows.config import RunConfig, load_config, store_paths
+from flows.release import RAW, ensure_budget, release
 from flows.runtime import on_cluster
 
-__all__ = ["ingest", "ingest_stage", "store_paths"]
-
-def store_paths(cfg: RunConfig) -> dict[str, str]:
-    """Where the stage puts (or finds) the source store and the two halves of the split."""
-    root = Path(cfg.output) / "stores"
-    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
-    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test")}
+__all__ = ["ingest", "ingest_stage", "store_paths", "store_summary"]
 
 
 def store_summary(path: str) -> dict[str, Any]:
-    """What the flow passes on and reports of a store: its public shape and identity (no statistic)."""
+    """What the flow passes on of a store: its path, public schema and, internally, its content hash.
+
+    ``dataset`` (the content hash) is for the ledger only; no row count or statistic is here.
+    """
     s = open_store(path)
-    return {"store": path, "dataset_id": s.dataset_id, "n_rows": s.shape[0], "n_features": s.shape[1],
-            "task": s.task, "true_support": s.meta.get("true_support")}
+    return {"store": path, "dataset": s.dataset_id, "n_features": s.shape[1], "task": s.task,
+            "true_support": s.meta.get("true_support")}
 
 
 @task(name="ingest-source", retries=1, **RAW)
 def make_source(cfg: RunConfig) -> dict[str, Any]:
-    """Write the source store (synthetic or svmlight) or check an existing one."""
+    """Write the source store (synthetic or svmlight), unless the store of the same source exists already.
+
+    A store records the fingerprint of its source (``flows.plan.source_fingerprint``); a second run
+    of the same config reuses it instead of generating or ingesting again.
+    """
+    from flows.plan import known_source, source_fingerprint
+
     out = store_paths(cfg)["source"]
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    private_dir(Path(store_paths(cfg)["train"]).parent)  # <output>/stores: raw records, owner-only
     d = cfg.data
-    if d.source == "synth":
-        write_synthetic(d.name, out, seed=d.data_seed, force=True, n=d.n, d=d.d)
-    elif d.source == "svmlight":
-        ingest_svmlight(d.path, out, force=True, n_features=d.n_features)
+    if d.source != "store" and known_source(cfg) is None:
+        meta = {"source_fingerprint": source_fingerprint(cfg)}
+        if d.source == "synth":
+            write_synthetic(d.name, out, seed=d.data_seed, force=True, metadata=meta, n=d.n, d=d.d)
+        else:
+            ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta, task=d.task,
+                            labels=None if d.labels is None else list(d.labels))
+    return store_summary(out)
+
+
+@task(name="public-test", retries=1, **RAW)
+def public_test(cfg: RunConfig, n_features: int) -> dict[str, Any]:
+    """The user's public test set (a separate file or store), as a store."""
+    path = cfg.evaluate.public_test
+    if Path(path).is_dir():
+        return store_summary(path)
+    out = store_paths(cfg)["public_test"]
+    ingest_svmlight(path, out, force=True, n_features=n_features)
     return store_summary(out)
 
 
 @task(name="split", retries=1, **RAW)
-def split(cfg: RunConfig, source: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The public split (per-row Bernoulli draws from ``split_seed``) into train and test stores."""
+def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[str, Any]]:
+    """The keyed split (each record's side from its own content and the secret key) into two stores.
+
+    The split is a function of the source and the key only: halves a previous run wrote from the
+    same source and fraction are reused.
+    """
     paths = store_paths(cfg)
-    split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, cfg.data.split_seed,
-                force=True)
+    if not all(_is_split_of(paths[h], source["dataset"], cfg.data.test_fraction) for h in ("train", "test")):
+        split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, key, force=True)
     return {"train": store_summary(paths["train"]), "test": store_summary(paths["test"])}
 
 
+def _is_split_of(path: str, dataset: str, test_fraction: float) -> bool:
+    try:
+        meta = open_store(path).meta
+    except Exception:  # noqa: BLE001 - absent or unreadable: written anew
+        return False
+    return meta.get("split_of") == dataset and meta.get("test_fraction") == test_fraction
+
+
+def _count_rows(cfg: RunConfig, stores: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """Release (n_train, n_test) + Lap(1/count_epsilon) each: one record is on one side (l1-sensitivity 1)."""
+    eps = cfg.data.count_epsilon
+    halves = [h for h in ("train", "test") if stores.get(h)]
+    params = {"epsilon": eps, "halves": halves, "test_fraction": cfg.data.test_fraction}
+    key = cfg.step_key("counts", "laplace", params)
+    rng = check_random_state(cfg.step_seed(key))
+
+    def compute() -> dict[str, float]:
+        exact = np.array([open_store(stores[h]["store"]).shape[0] for h in halves], dtype=np.float64)
+        noisy = Laplace(eps, 1.0, random_state=rng).randomise(exact)
+        return {h: float(v) for h, v in zip(halves, np.atleast_1d(noisy))}
+
+    return release(cfg.ledger, dataset, Charge(PrivacyLoss.laplace(eps), "counts/laplace"), key, compute, params)
+
+
 def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
-    """Run on the active task runner: source store, then its split. Returns their summaries."""
+    """Run on the active task runner: source store, budget, split, noisy counts. Returns their summaries."""
     logger = get_run_logger()
     source = make_source.submit(cfg).result()
-    logger.info("source store %s: %d x %d, dataset %s", source["store"], source["n_rows"], source["n_features"],
-                source["dataset_id"])
-    halves = split.submit(cfg, source).result()
-    logger.info("split: %d train rows, %d test rows", halves["train"]["n_rows"], halves["test"]["n_rows"])
-    return {"source": source, **halves}
+    check_schema(open_store(source["store"]))  # a declared task and classes, before any charge
+    dataset = source["dataset"]
+    status = ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta, cfg.budget.name)
+    logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])
+    if cfg.data.test_fraction > 0:
+        halves = split.submit(cfg, source, Accountant(cfg.ledger).split_key(dataset)).result()
+    else:
+        halves = {"train": source, "test": None}
+    out = {"source": source, **halves, "dataset": dataset, "name": status["dataset"], "counts": None,
+           "public_test": public_test.submit(cfg, source["n_features"]).result() if cfg.evaluate.public_test else None}
+    if cfg.data.count_epsilon > 0:
+        out["counts"] = _count_rows(cfg, out, dataset)
+        logger.info("noisy row counts: %s", ", ".join(f"{k} {v:.0f}" for k, v in out["counts"]["result"].items()))
+    return out
 
 
 @flow(name="dpdist-ingest")
 def ingest(config: str | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Standalone ingest flow on the config's cluster."""
+    """Standalone ingest flow on the config's cluster (returns the public part of the summaries)."""
     cfg = load_config(config, overrides)
-    return on_cluster(cfg, "dpdist-ingest-stage", ingest_stage)
+    stores = on_cluster(cfg, "dpdist-ingest-stage", ingest_stage)
+    return {"dataset": stores["name"], "stores": {k: stores[k]["store"] for k in ("source", "train", "test")
+                                                  if stores.get(k)}}

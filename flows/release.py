@@ -7,7 +7,8 @@ charge, every noisy draw of a selection and every record of a result happens in 
 process, through ``Accountant.release`` (charge first, compute, record, return).
 
 * A retried task (or a re-run of the same config) finds its key charged and recorded, and
-  returns the recorded release: one charge never yields two different noisy results.
+  returns the recorded release: one charge never yields two different noisy results. A key
+  reused with other parameters is refused (``ReleaseKeyConflict``).
 * A solver that draws its noise on a Dask worker (``pipelines.train``) runs inside ``compute``,
   after the charge. If its worker dies, Dask runs it again under the same charge; the first
   attempt's model never left the worker.
@@ -19,11 +20,15 @@ Raw aggregates (the un-noised X^T y, per-block LASSO supports) come from tasks w
 even with ``PREFECT_RESULTS_PERSIST_BY_DEFAULT=true``. Release tasks are not cached by Prefect
 either: the ledger is the one record of a release, and a retry is answered from it (a Prefect
 cache keyed apart from the ledger could hand out a release the ledger in use never charged).
-What Prefect may persist are the flows' summaries (paths, ids, timings).
+What Prefect may persist are the flows' summaries (paths, public names, release keys).
+
+Datasets are passed between tasks by their content hash (``dataset``), which never leaves the
+flow: logs, summaries, reports and artifacts name the dataset by its public name.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,49 +38,52 @@ from prefect.logging import get_run_logger
 
 from dpdist.exceptions import UnknownDataset
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge
 
 __all__ = ["release", "ensure_budget", "RAW"]
 
-# options of every task that returns an un-noised statistic of the data
+# options of every task that returns an un-noised statistic of the data (or a content hash)
 RAW: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
 
 @task(name="release", cache_policy=NO_CACHE, persist_result=False, retries=0)
-def release(ledger_path: str, dataset: str, epsilon: float, delta: float, mechanism: str, key: str,
-            compute: Callable[[], Any]) -> dict[str, Any]:
-    """Charge (dataset, epsilon, delta) under ``key``, then compute and record; see the module doc.
+def release(ledger_path: str | None, dataset: str, charge: Charge, key: str, compute: Callable[[], Any],
+            params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Charge ``charge`` to ``dataset`` under ``key``, then compute and record; see the module doc.
 
-    Returns ``{"key", "epsilon", "delta", "mechanism", "replayed", "result"}``.
+    Returns ``{"key", "epsilon", "delta", "form", "mechanism", "replayed", "result"}``. The time
+    the computation took goes to the flow's log only.
     """
     acc = Accountant(ledger_path)
     logger = get_run_logger()
     before = {r.key for r in acc.history(dataset) if r.result is not None}
-    result = acc.release(dataset, epsilon, delta, mechanism, key, compute)
+    t0 = time.perf_counter()
+    result = acc.release(dataset, charge, key, compute, params)
     replayed = key in before
     status = acc.status(dataset)
-    logger.info("%s %s (epsilon=%g, delta=%g) under %s; dataset %s spent epsilon=%g of %g",
-                "replayed" if replayed else "released", mechanism, epsilon, delta, key, dataset[:12],
-                status.epsilon_spent, status.epsilon_total)
-    return {"key": key, "epsilon": epsilon, "delta": delta, "mechanism": mechanism, "replayed": replayed,
-            "result": result}
+    logger.info("%s %s (%s) under %s in %.2f s; dataset %s spent epsilon=%.4g of %g",
+                "replayed" if replayed else "released", charge.mechanism, charge.loss.describe(), key,
+                time.perf_counter() - t0, status.name, status.epsilon_spent, status.epsilon_total)
+    return {"key": key, "epsilon": charge.epsilon, "delta": charge.delta, "form": charge.loss.form,
+            "rho": charge.loss.rho, "mechanism": charge.mechanism, "replayed": replayed, "result": result}
 
 
 @task(name="budget", cache_policy=NO_CACHE, persist_result=False)
-def ensure_budget(ledger_path: str | None, dataset: str, epsilon: float | None, delta: float | None) -> dict[str, Any]:
-    """Set the config's budget if the ledger has none for ``dataset``; return the ledger's status.
+def ensure_budget(ledger_path: str | None, dataset: str, epsilon: float | None, delta: float | None,
+                  name: str | None = None) -> dict[str, Any]:
+    """Set the config's budget if the ledger has none for ``dataset``; return its public status.
 
-    An existing budget is never changed here (``dpdist budget init`` changes budgets).
+    An existing budget is never changed here (``dpdist budget init`` sets budgets).
     """
     acc = Accountant(ledger_path)
     logger = get_run_logger()
-    known = {s.dataset for s in acc.datasets()}
-    if dataset not in known:
+    if not acc.has_budget(dataset):
         if epsilon is None:
-            raise UnknownDataset(f"no privacy budget for dataset {dataset} in {acc.path}; set one with "
-                                 f"`dpdist budget init --dataset {dataset} ...` or [budget] in the config")
-        acc.init_budget(dataset, epsilon, delta)
-        logger.info("budget set for dataset %s: epsilon=%g, delta=%g", dataset[:12], epsilon, delta)
+            raise UnknownDataset(f"no privacy budget for this run's data in {acc.path}; give [budget] epsilon and "
+                                 "delta in the run config, or set one with `dpdist budget init STORE ...`")
+        status = acc.init_budget(dataset, epsilon, delta, name)
+        logger.warning("budget set for dataset %s: epsilon=%g, delta=%g (permanent)", status.name, epsilon, delta)
     status = acc.status(dataset)
-    logger.info("ledger %s: dataset %s has epsilon %g of %g left", acc.path, dataset[:12], status.epsilon_remaining,
+    logger.info("ledger %s: dataset %s has epsilon %.4g of %g left", acc.path, status.name, status.epsilon_remaining,
                 status.epsilon_total)
     return status.to_dict()

@@ -1,7 +1,9 @@
 """The run report: ``report.md`` with PNG plots, ``results.json``, and Prefect artifacts.
 
-Everything in the report is a release (selections, models, the ledger's charges) or a
-held-out evaluation of one; nothing here reads the training data.
+Everything in the report is a release (selections, models, noisy row counts, private
+evaluations, the ledger's charges) or public (the config, the feature dimension, a test set
+the user declared public); nothing here reads the data. The dataset is named by its public
+name, never by its content hash; there are no exact row counts and no timings.
 """
 
 from __future__ import annotations
@@ -37,21 +39,25 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _plot_privacy_utility(models: list[dict], path: Path) -> bool:
+def _plot_privacy_utility(models: list[dict], reference: dict[str, Any] | None, path: Path) -> bool:
     if not models:
         return False
-    metric = "accuracy" if "accuracy" in models[0] else "mse"
-    fig, axes = plt.subplots(1, 2 if metric == "accuracy" else 1, figsize=(9 if metric == "accuracy" else 5, 3.6))
-    axes = list(axes) if metric == "accuracy" else [axes]
-    for ax, m in zip(axes, [metric, "auc"] if metric == "accuracy" else [metric]):
+    classification = "accuracy" in models[0]
+    metrics = ["accuracy", "auc"] if classification else ["r2"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
         for method in sorted({r["method"] for r in models}):
-            pts = sorted((r["epsilon"], r[m]) for r in models if r["method"] == method)
+            pts = sorted((r["epsilon"], r[m]) for r in models if r["method"] == method and r.get(m) is not None)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=method)
+        if reference:  # exact, on public (synthetic) data only
+            ax.axhline(reference["non_private"][m], color="k", ls="--", lw=1, label="non-private FW")
+            ax.axhline(reference["baseline"][m], color="grey", ls=":", lw=1, label=reference["baseline"]["what"])
+        ax.set_ylim(0.0, 1.0) if classification else ax.set_ylim(top=1.0)  # the whole scale: no exaggeration
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (per model)")
-        ax.set_ylabel(f"held-out {m}")
+        ax.set_ylabel(f"held-out {m}" + (" (private)" if models[0]["private"] else ""))
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=7)
     fig.suptitle("privacy-utility")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -93,62 +99,133 @@ def _plot_features(selections: dict[str, Any], truth: list[int] | None, path: Pa
     return True
 
 
+def _ledger_rows(history: list[dict], run_keys: set[str], released_now: set[str]) -> list[list[Any]]:
+    rows = []
+    for h in history:
+        form = f"rho={h['rho']:.4g}" if h["rho"] is not None else h["loss"]
+        state = "released" if h["key"] in released_now else ("replayed" if h["key"] in run_keys else "")
+        rows.append([h["time"], h["mechanism"], h["epsilon"], h["delta"], form, h["key"], state])
+    return rows
+
+
 def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selection: dict[str, Any] | None,
                  models: list[dict] | None, evaluation: dict[str, Any]) -> dict[str, str]:
     """Write report.md, its plots and results.json into ``cfg.output``; publish the artifacts."""
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
-    dataset = stores["source"]["dataset_id"]
     acc = Accountant(cfg.ledger)
+    dataset = stores["dataset"]
     status = acc.status(dataset).to_dict()
-    history = [r.to_dict() for r in acc.history(dataset)]
-    run_keys = {rec["key"] for rec in (selection or {}).values()} | {m["key"] for m in (models or [])}
+    history = [r.to_dict(status["dataset"]) for r in acc.history(dataset)]
+    recs = list((selection or {}).values()) + list(models or []) + ([stores["counts"]] if stores.get("counts") else [])
+    recs += [{"key": m["evaluation_key"], "replayed": m["replayed"]} for m in evaluation["models"]
+             if m.get("evaluation_key")]
+    run_keys = {r["key"] for r in recs}
+    released_now = {r["key"] for r in recs if not r["replayed"]}
     mevals = evaluation["models"]
-    plots = {"privacy_utility": _plot_privacy_utility(mevals, out / "privacy_utility.png"),
-             "convergence": _plot_convergence(mevals, out / "convergence.png"),
+    plots = {"privacy_utility": _plot_privacy_utility(mevals, evaluation.get("reference"), out / "privacy_utility.png"),
+             "convergence": _plot_convergence([m for m in mevals if m["curve_iterations"]], out / "convergence.png"),
              "selected_features": _plot_features(evaluation["selections"], evaluation["true_support"],
                                                  out / "selected_features.png")}
+    counts = (stores.get("counts") or {}).get("result") or {}
     src = stores["source"]
     md = [f"# dpdist run `{cfg.name}`", "",
           f"Prefect flow run `{flow_run}`; config `{cfg.source_file}`; ledger `{acc.path}`.", "",
           "## Data", "",
-          _table(["store", "rows", "features", "task"],
-                 [[Path(s["store"]).name, s["n_rows"], s["n_features"], s["task"]]
-                  for s in (src, stores["train"], stores["test"])]), "",
-          f"Dataset id (charged for every release): `{dataset}`. Row counts are treated as public, as the "
-          "mechanisms' sensitivities (which use n) and the seeds do; no other statistic of the data is shown.", "",
+          f"Dataset `{status['dataset']}` (its public name in the ledger), {src['n_features']} features, task "
+          f"{src['task']}. Neighbouring relation: one record added or removed; the number of records is private.", "",
+          (_table(["part", "rows (noisy, released)"], [[k, round(v)] for k, v in counts.items()]) if counts else
+           "No row counts were released (data.count_epsilon = 0)."), "",
           "## Privacy ledger", "",
-          f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}; spent "
-          f"epsilon={status['epsilon_spent']:.6g}, delta={status['delta_spent']:.3g}; "
+          f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}. Spent: "
+          f"**epsilon={status['epsilon_spent']:.4g}** by tight composition at delta={status['delta_total']:g} "
+          f"(zCDP/Renyi parts added, then converted; approximate parts added); basic composition would say "
+          f"epsilon={status['epsilon_basic']:.4g}, delta={status['delta_basic']:.3g}. "
           f"{status['releases']} releases in all.", "",
-          _table(["time", "mechanism", "epsilon", "delta", "key", "this run"],
-                 [[h["time"], h["mechanism"], h["epsilon"], h["delta"], h["key"], "yes" if h["key"] in run_keys else ""]
-                  for h in history]), ""]
+          _table(["time", "mechanism", "epsilon", "delta", "loss", "key", "this run"],
+                 _ledger_rows(history, run_keys, released_now)), ""]
     if selection:
         md += ["## Selected features", "",
                _table(["method", "k", "epsilon", "replayed", "true-support recall", "features"],
                       [[m, rec["k"], rec["epsilon"], rec["replayed"],
-                        evaluation["selections"][m]["true_support_recall"],
+                        _recall(evaluation["selections"][m]["true_support_recall"], evaluation["true_support"]),
                         ", ".join(map(str, rec["features"]))] for m, rec in selection.items()]), ""]
         if plots["selected_features"]:
             md += ["![selected features](selected_features.png)", ""]
+    ref = evaluation.get("reference")
     if mevals:
         metric = "accuracy" if "accuracy" in mevals[0] else "mse"
-        cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse"]
+        cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse", "r2"]
+        private = all(m["private"] for m in mevals)
+        rows = [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols], r["nnz_weights"],
+                 r["evaluation_epsilon"]] for r in mevals]
+        if ref:
+            rows += [["non-private FW (reference)", None, None, None, *[ref["non_private"].get(c) for c in cols], None,
+                      None], [f"{ref['baseline']['what']} (reference)", None, None, None,
+                              *[ref["baseline"].get(c) for c in cols], None, None]]
         md += ["## Models (held-out metrics)", "",
-               _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "ms/iteration"],
-                      [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols],
-                        r["nnz_weights"], 1e3 * r["seconds_per_iter"]] for r in mevals]), "",
-               "![privacy-utility](privacy_utility.png)", "", "![convergence](convergence.png)", ""]
-    md += ["Held-out metrics are computed from the released models on the test rows and are not noised "
-           "(as in the seeds' tables); count them as published.", ""]
+               _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "evaluation epsilon"], rows),
+               "",
+               ("References (exact: the data is a public synthetic set, so they cost no privacy): a non-private "
+                f"fast FW fit at the same lambda and T, and {ref['baseline']['what']}." if ref else
+                "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
+                "private data."), "",
+               ("Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "
+                "the test rows' class-wise margin histograms and clipped losses), charged per model as the "
+                "evaluation epsilon above." if private else
+                "Held-out metrics are exact, on the test set the config declares public (evaluate.public_test)."), "",
+               "![privacy-utility](privacy_utility.png)", ""]
+        if plots["convergence"]:
+            md += ["![convergence](convergence.png)", ""]
+    if run_keys - released_now:
+        md += ["Releases marked *replayed* were recorded by an earlier run of the same config: this run returned "
+               "the recorded results, so its own noise (and any `--seed`) did not apply to them.", ""]
     report = write_text_atomic(out / "report.md", "\n".join(md))
-    results = {"name": cfg.name, "flow_run": flow_run, "dataset_id": dataset, "stores": stores,
-               "selection": selection, "models": [{k: v for k, v in m.items() if k != "result"} for m in models or []],
+    html = write_text_atomic(out / "report.html", render_html(cfg.name, "\n".join(md), out))
+    results = {"name": cfg.name, "flow_run": flow_run, "dataset": status["dataset"],
+               "stores": {k: stores[k]["store"] for k in ("source", "train", "test", "public_test") if stores.get(k)},
+               "row_counts": counts or None, "selection": selection,
+               "models": [{k: v for k, v in m.items() if k != "result"} for m in models or []],
                "evaluation": evaluation, "ledger": {"path": str(acc.path), **status}, "config": cfg.to_dict()}
     write_json_atomic(out / "results.json", results)
     create_markdown_artifact(key="dpdist-report", markdown="\n".join(md), description=f"dpdist run {cfg.name}")
     if mevals:
         create_table_artifact(key="dpdist-models", description="released models, held-out metrics",
                               table=[{k: r[k] for k in ("method", "epsilon", "nnz_weights", *cols)} for r in mevals])
-    return {"report": str(report), "results": str((out / "results.json").resolve())}
+    return {"report": str(report), "html": str(html), "results": str((out / "results.json").resolve())}
+
+
+def render_html(title: str, markdown_text: str, folder: Path) -> str:
+    """The report as one self-contained HTML page: the markdown rendered, its PNG plots embedded."""
+    import base64
+    import html as html_lib
+    import re
+
+    import markdown
+
+    body = markdown.markdown(markdown_text, extensions=["tables"])
+
+    def embed(match: re.Match) -> str:
+        png = folder / match.group(2)
+        data = base64.b64encode(png.read_bytes()).decode() if png.is_file() else ""
+        return f'<img alt="{match.group(1)}" src="data:image/png;base64,{data}">'
+
+    body = re.sub(r'<img alt="([^"]*)" src="([^"]+\.png)"\s*/?>', embed, body)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html_lib.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; }}
+th {{ background: #f2f2f2; }}
+img {{ max-width: 100%; }}
+code {{ background: #f6f6f6; padding: 0 0.2em; }}
+</style></head>
+<body>
+{body}
+</body></html>
+"""
+
+
+def _recall(recall: float | None, truth: list[int] | None) -> str:
+    return "–" if recall is None else f"{recall:.2f} of {len(truth)}"

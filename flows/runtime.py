@@ -4,34 +4,67 @@ Three cluster kinds (``[cluster]`` in the run config):
 
 * ``local``: a ``distributed.LocalCluster`` of worker processes, each holding the
   ``solver=1`` resource so single-process solvers run one per worker (``pipelines.train``);
-* ``address``: an existing scheduler (``tcp://host:port``), started by the user;
+* ``address``: an existing scheduler (``tls://host:port``), started by the user;
 * ``slurm``: a ``dask_jobqueue.SLURMCluster`` built from a dask-jobqueue YAML file
   (``deploy/jobqueue.yaml``): the ``jobqueue.slurm`` mapping becomes its keyword arguments
   and the cluster is scaled to ``n_workers`` jobs.
+
+Who can reach the cluster. Whoever can talk to a Dask scheduler can run code as the job's
+owner and read the rows in flight, so every cluster dpdist starts or joins uses Dask's TLS
+with mutual authentication (``distributed.security.Security``, ``require_encryption``): a
+peer without a certificate signed by the cluster's CA is refused at the handshake.
+
+* ``local`` and ``slurm``: fresh credentials for every run (``Security.temporary()``: a new
+  2048-bit RSA key and self-signed CA certificate, in memory), so no earlier run's peer is
+  accepted. A LocalCluster hands them to its worker processes in memory. SLURM workers run
+  elsewhere: the CA, certificate and key are written owner-only (0600) into a per-run 0700
+  directory ``<output>/.dask-tls-*`` (the output is on a filesystem the workers share: they
+  read the stores there) and dask-jobqueue passes their paths to ``dask worker``
+  (``--tls-ca-file/--tls-cert/--tls-key``); the job scripts carry only the paths and are
+  written 0600 (``_private_slurm_job``); the directory is removed when the run ends.
+* ``address``: the user starts the scheduler with TLS; ``cluster.tls_ca_file``,
+  ``tls_cert`` and ``tls_key`` are the CA and the certificate/key this client presents.
+
+``cluster.insecure = true`` turns TLS off (plain TCP, no authentication): only for a
+network that no one else can reach. Independently of TLS, a local cluster listens on
+127.0.0.1 (``cluster.host``) and the scheduler's dashboard, which has no authentication,
+on 127.0.0.1 for local and SLURM runs (``cluster.dashboard_address``); SLURM workers' own
+dashboards on their node's loopback.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
+import socket
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import dask
 import yaml
+from distributed.security import Security
 from prefect import flow
 from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 from prefect_dask import DaskTaskRunner
 
+from dpdist.utils.files import open_private
 from flows.config import ClusterConfig, ConfigError
 from pipelines.train import SOLVER_RESOURCE
 
-__all__ = ["task_runner", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link", "cluster_client"]
+__all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link",
+           "client_dashboard_link", "cluster_client"]
 
 T = TypeVar("T")
+
+LOOPBACK = "127.0.0.1"
+# keys of the jobqueue YAML that dpdist sets itself (TLS, credentials, where the dashboard listens)
+_DPDIST_SLURM_KEYS = ("security", "protocol", "job_cls")
 
 
 def slurm_kwargs(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -47,24 +80,105 @@ def slurm_kwargs(path: str | os.PathLike[str]) -> dict[str, Any]:
         kw = dict(doc["jobqueue"]["slurm"])
     except (KeyError, TypeError):
         raise ConfigError(f"cluster.jobqueue: {p} has no 'jobqueue: slurm:' mapping") from None
+    kw = {k.replace("-", "_"): v for k, v in kw.items()}
+    for key in _DPDIST_SLURM_KEYS:
+        if key in kw:
+            raise ConfigError(f"cluster.jobqueue: {p} sets {key!r}, which dpdist sets itself (TLS with fresh "
+                              "credentials per run; cluster.insecure = true turns it off)")
+    sched = dict(kw.get("scheduler_options") or {})
+    for key in ("dashboard_address", "security", "protocol"):
+        if key in sched:
+            raise ConfigError(f"cluster.jobqueue: {p} sets scheduler_options.{key}, which dpdist sets itself "
+                              "(the dashboard: cluster.dashboard_address)")
     extra = list(kw.get("worker_extra_args") or [])
     if "--resources" not in extra:
         extra += ["--resources", f"{SOLVER_RESOURCE}=1"]
+    if "--dashboard-address" not in extra:  # a worker's dashboard on its node's loopback only
+        extra += ["--dashboard-address", f"{LOOPBACK}:0"]
     kw["worker_extra_args"] = extra
     kw.pop("name", None)
     return kw
 
 
-def task_runner(cluster: ClusterConfig) -> DaskTaskRunner:
-    """The ``DaskTaskRunner`` for a ``[cluster]`` section."""
+def _private_slurm_job() -> type:
+    """``SLURMJob`` whose job script is written owner-only (dask-jobqueue's follows the umask)."""
+    from dask_jobqueue.slurm import SLURMJob
+
+    class _PrivateSLURMJob(SLURMJob):
+        @contextmanager
+        def job_file(self) -> Iterator[str]:
+            fd, fn = tempfile.mkstemp(suffix=".sh", prefix="dpdist-job-")  # 0600
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(self.job_script())
+                yield fn
+            finally:
+                Path(fn).unlink(missing_ok=True)
+
+    return _PrivateSLURMJob
+
+
+def _address_security(cluster: ClusterConfig) -> Security:
+    return Security(require_encryption=True, tls_ca_file=cluster.tls_ca_file, tls_client_cert=cluster.tls_cert,
+                    tls_client_key=cluster.tls_key)
+
+
+def _slurm_security(tls_dir: Path) -> Security:
+    """Fresh credentials of one SLURM run: in memory for the scheduler and the client, as files
+    (0600, in the run's 0700 ``tls_dir``) for the worker jobs, whose scripts pass their paths."""
+    tmp = Security.temporary()
+    files = {"ca.pem": tmp.tls_ca_file, "worker.pem": tmp.tls_worker_cert, "worker.key": tmp.tls_worker_key}
+    for name, pem in files.items():
+        with open_private(tls_dir / name, "w") as f:
+            f.write(pem)
+    return Security(require_encryption=True, tls_ca_file=str(tls_dir / "ca.pem"),
+                    tls_client_cert=tmp.tls_client_cert, tls_client_key=tmp.tls_client_key,
+                    tls_scheduler_cert=tmp.tls_scheduler_cert, tls_scheduler_key=tmp.tls_scheduler_key,
+                    tls_worker_cert=str(tls_dir / "worker.pem"), tls_worker_key=str(tls_dir / "worker.key"))
+
+
+@contextmanager
+def cluster_security(cluster: ClusterConfig, output: str | os.PathLike[str]) -> Iterator[Security | None]:
+    """The TLS credentials of one run on ``cluster`` (None with ``cluster.insecure``).
+
+    For SLURM, the per-run directory holding the workers' credentials (0700, under ``output``,
+    which the worker jobs share) is removed when the context ends, after the cluster closed.
+    """
+    if cluster.insecure:
+        yield None
+    elif cluster.kind == "address":
+        yield _address_security(cluster)
+    elif cluster.kind == "local":
+        yield Security.temporary()
+    else:
+        out = Path(output).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        tls_dir = Path(tempfile.mkdtemp(prefix=".dask-tls-", dir=out))  # 0700
+        try:
+            yield _slurm_security(tls_dir)
+        finally:
+            shutil.rmtree(tls_dir, ignore_errors=True)
+
+
+def task_runner(cluster: ClusterConfig, security: Security | None = None) -> DaskTaskRunner:
+    """The ``DaskTaskRunner`` for a ``[cluster]`` section, with the run's credentials (:func:`cluster_security`)."""
     if cluster.kind == "address":
-        return DaskTaskRunner(address=cluster.address)
+        return DaskTaskRunner(address=cluster.address, client_kwargs={"security": security} if security else None)
     if cluster.kind == "slurm":
-        return DaskTaskRunner(cluster_class="dask_jobqueue.SLURMCluster", cluster_kwargs=slurm_kwargs(cluster.jobqueue),
+        kw = slurm_kwargs(cluster.jobqueue)
+        kw["scheduler_options"] = {**(kw.get("scheduler_options") or {}),
+                                   "dashboard_address": cluster.dashboard_address}
+        kw["job_cls"] = _private_slurm_job()
+        if security is not None:
+            kw.update(security=security, protocol="tls://")
+        return DaskTaskRunner(cluster_class="dask_jobqueue.SLURMCluster", cluster_kwargs=kw,
                               adapt_kwargs={"minimum": cluster.n_workers, "maximum": cluster.n_workers})
-    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs={
-        "n_workers": cluster.n_workers, "threads_per_worker": cluster.threads_per_worker, "processes": True,
-        "resources": {SOLVER_RESOURCE: 1}, "dashboard_address": cluster.dashboard_address})
+    kw = {"n_workers": cluster.n_workers, "threads_per_worker": cluster.threads_per_worker, "processes": True,
+          "resources": {SOLVER_RESOURCE: 1}, "host": cluster.host or LOOPBACK,
+          "dashboard_address": cluster.dashboard_address}
+    if security is not None:
+        kw.update(security=security, protocol="tls://")
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=kw)
 
 
 @contextmanager
@@ -111,11 +225,39 @@ def cluster_client() -> Iterator[Any]:
         yield client
 
 
+def _dashboard_link_template(cluster: ClusterConfig) -> dict[str, str]:
+    """Dask's dashboard-link template naming the host the dashboard is bound to, when that is one
+    host (Dask's own link names the scheduler's host, not the dashboard's)."""
+    if cluster.kind == "address":
+        return {}
+    host = cluster.dashboard_address.rsplit(":", 1)[0] if ":" in cluster.dashboard_address else ""
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        return {}
+    return {"distributed.dashboard.link": f"{{scheme}}://{f'[{host}]' if ':' in host else host}:{{port}}/status"}
+
+
+def client_dashboard_link(client: Any) -> str | None:
+    """The dashboard of ``client``'s cluster where it really listens.
+
+    For a scheduler in this process (local, SLURM) the address its HTTP server is bound to,
+    saying so when that is every interface; for a remote scheduler the link it reports.
+    """
+    server = getattr(getattr(client.cluster, "scheduler", None), "http_server", None)
+    if server is None or not getattr(server, "port", None):
+        return client.dashboard_link or None
+    scheme = "https" if dask.config.get("distributed.scheduler.dashboard.tls.cert") else "http"
+    host = server.address
+    if host in ("", "0.0.0.0", "::"):
+        return f"{scheme}://{socket.getfqdn()}:{server.port}/status (listening on all interfaces)"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{server.port}/status"
+
+
 def dashboard_link() -> str | None:
     """The Dask dashboard of the running flow's cluster (None outside a Dask flow run)."""
     try:
         with cluster_client() as client:
-            return client.dashboard_link
+            return client_dashboard_link(client)
     except RuntimeError:
         return None
 
@@ -124,8 +266,9 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
     """Run ``stage(cfg, *args)`` as a subflow on the cluster of ``cfg.cluster`` (``cfg``: a RunConfig).
 
     The subflow owns the ``DaskTaskRunner``: its tasks (and the Dask graphs they submit) run on
-    that cluster, which starts before the stage and is closed after it. The dashboard link is
-    logged (and printed to stderr) as soon as the cluster is up.
+    that cluster, which starts before the stage and is closed after it, with the run's TLS
+    credentials (:func:`cluster_security`), removed after it. The dashboard link is logged
+    (and printed to stderr) as soon as the cluster is up.
     """
 
     @functools.wraps(stage)
@@ -136,4 +279,7 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
             print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
         return stage(cfg, *args)
 
-    return flow(run, name=name, task_runner=task_runner(cfg.cluster), validate_parameters=False)(cfg, *args)
+    # the stage's return value holds store paths and content hashes: never persisted by Prefect
+    with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(_dashboard_link_template(cfg.cluster)):
+        runner = task_runner(cfg.cluster, security)
+        return flow(run, name=name, task_runner=runner, validate_parameters=False, persist_result=False)(cfg, *args)

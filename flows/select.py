@@ -3,7 +3,9 @@
 The raw aggregates (|X^T y| per feature; the per-block LASSO vote counts) are Dask graphs
 (``pipelines.sis``, ``pipelines.two_stage``) that a task in the flow process submits to the
 flow's cluster; those tasks are never cached or persisted (``flows.release.RAW``). The
-selection itself is drawn inside the central ``release`` task, after the charge.
+selection itself is drawn inside the central ``release`` task, after the charge. Two-stage's
+number of blocks is public: ``select.n_blocks``, or floor(sqrt) of the released noisy train
+row count.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from dpdist.selection.sis import DPSIS
-from dpdist.selection.two_stage import TwoStageSelector
+from dpdist.selection.two_stage import TwoStageSelector, blocks_from_count
 from flows.config import RunConfig, load_config
 from flows.ingest import ingest_stage
-from flows.release import RAW, ensure_budget, release
+from flows.release import RAW, release
 from flows.results import write_stage
 from flows.runtime import cluster_client, on_cluster
 from pipelines.sis import correlation_scores
@@ -35,33 +37,45 @@ def xty_scores(path: str, bounds: str) -> np.ndarray:
 
 
 @task(name="two-stage-votes", retries=1, **RAW)
-def two_stage_votes(path: str, k: int, alpha: float, seed: int | None) -> tuple[np.ndarray, int]:
-    """Per-feature LASSO vote counts over sqrt(n) random row blocks fitted in parallel (un-noised)."""
+def two_stage_votes(path: str, k: int, n_blocks: int, alpha: float, seed: int | None) -> np.ndarray:
+    """Per-feature LASSO vote counts over the public number of random row blocks, fitted in parallel (un-noised)."""
     with cluster_client():
-        return block_vote_counts(path, k, alpha, random_state=seed)
+        return block_vote_counts(path, k, n_blocks, alpha, random_state=seed)
+
+
+def n_blocks(cfg: RunConfig, stores: dict[str, Any]) -> int:
+    """Two-stage's public number of blocks (``select.n_blocks``, else from the noisy train count)."""
+    if cfg.select.n_blocks is not None:
+        return cfg.select.n_blocks
+    return blocks_from_count(stores["counts"]["result"]["train"])
 
 
 def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
     """Release each ``select.methods`` selection; returns {method: release record}."""
     logger = get_run_logger()
-    dataset = stores["source"]["dataset_id"]
+    dataset = stores["dataset"]
     train = stores["train"]["store"]
     s = cfg.select
-    ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta)
     out: dict[str, Any] = {}
     for method in s.methods:
-        params = {"method": method, "k": s.k, "epsilon": s.epsilon, "alpha": s.alpha if method == "two-stage" else None}
-        key = cfg.step_key("select", method, params)
-        seed = cfg.step_seed(key)
         if method == "dp-sis":
-            selector = DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds, random_state=seed)
+            def make(seed: int | None) -> Any:
+                return DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds, random_state=seed)
+        else:
+            m = n_blocks(cfg, stores)
+
+            def make(seed: int | None, m: int = m) -> Any:
+                return TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=m, random_state=seed)
+        params = make(None).release_params(stores["train"]["n_features"])
+        key = cfg.step_key("select", method, params)
+        selector = make(cfg.step_seed(key))
+        if method == "dp-sis":
             raw = xty_scores(train, cfg.data.bounds)
             compute = lambda sel=selector, raw=raw: sel.fit_scores(raw).features_.tolist()  # noqa: E731
         else:
-            selector = TwoStageSelector(s.k, s.epsilon, s.alpha, random_state=seed)
-            counts, m = two_stage_votes(train, s.k, s.alpha, seed)
-            compute = lambda sel=selector, c=counts, m=m: sel.fit_votes(c, m).features_.tolist()  # noqa: E731
-        rec = release(cfg.ledger, dataset, *selector.privacy_charge(), key, compute)
+            counts = two_stage_votes(train, s.k, selector.n_blocks, s.alpha, selector.random_state)
+            compute = lambda sel=selector, c=counts: sel.fit_votes(c, sel.n_blocks).features_.tolist()  # noqa: E731
+        rec = release(cfg.ledger, dataset, selector.privacy_charge(), key, compute, params)
         rec["features"] = sorted(rec.pop("result"))
         rec["k"] = s.k
         out[method] = rec

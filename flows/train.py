@@ -1,9 +1,10 @@
-"""Flow stage ``train``: private L1-constrained models on the train store, one per (method, epsilon).
+"""Flow stage ``train``: private models on the train store, one per (method, epsilon).
 
 Each fit is one process (``pipelines.train.fit_on_solver``): it runs on a worker holding the
 ``solver`` resource, inside the central ``release`` task and therefore after the charge.
 With ``train.features`` naming a selection method, the model is fitted on the columns that
-selection released (post-processing of a release: no extra charge).
+selection released (post-processing of a release: no extra charge); objective perturbation
+(two-stage's stage 2) always is.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from prefect.logging import get_run_logger
 
 from flows.config import RunConfig, load_config
 from flows.ingest import ingest_stage
-from flows.release import ensure_budget, release
+from flows.release import release
 from flows.results import read_stage, write_stage
 from flows.runtime import cluster_client, on_cluster
 from flows.select import select_stage
@@ -27,36 +28,34 @@ __all__ = ["train", "train_stage"]
 def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any] | None = None) -> list[dict]:
     """Release one model per (train method, epsilon); returns the release records."""
     logger = get_run_logger()
-    dataset = stores["source"]["dataset_id"]
+    dataset = stores["dataset"]
     train_store = stores["train"]
     t = cfg.train
     features = None
     if t.features != "all":
         features = (selection or read_stage(cfg, "selection"))[t.features]["features"]
-    ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta)
     out: list[dict] = []
     for method in t.methods:
         for eps in t.epsilon:
-            params = {"method": method, "epsilon": eps, "delta": t.delta, "lam": t.lam, "iters": t.iters,
-                      "features": features}
+            def make(seed: int | None, method: str = method, eps: float = eps) -> Any:
+                return estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, cfg.data.bounds,
+                                 t.calibration, seed)
+
+            params = {**make(None).release_params(), "features": features, "method": method}
             key = cfg.step_key("train", method, params)
             seed = cfg.step_seed(key)
-            model = estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, cfg.data.bounds, seed)
-            charge = model.privacy_charge(train_store["n_rows"])
-            logger.info("%s at epsilon=%g: %d iterations on %s", method, eps, t.iters,
+            logger.info("%s at epsilon=%g on %s", method, eps,
                         "all features" if features is None else f"the {len(features)} {t.features} features")
 
             def compute(method: str = method, eps: float = eps, seed: int | None = seed) -> dict[str, Any]:
                 with cluster_client() as client:
                     return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
-                                         features, cfg.data.bounds, seed)
+                                         features, cfg.data.bounds, seed, t.calibration)
 
-            rec = release(cfg.ledger, dataset, *charge, key, compute)
+            rec = release(cfg.ledger, dataset, make(None).privacy_charge(), key, compute, params)
             rec.update(method=method, target_epsilon=eps, lam=t.lam, iters=t.iters, features=t.features)
             out.append(rec)
-            r = rec["result"]
-            logger.info("%s at epsilon=%g: %d non-zero weights, %.3f ms per iteration", method, eps,
-                        len(r["indices"]), 1e3 * r["seconds"] / max(1, r["iterations"]))
+            logger.info("%s at epsilon=%g: %d non-zero weights", method, eps, len(rec["result"]["indices"]))
     write_stage(cfg, "models", out)
     return out
 

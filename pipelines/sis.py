@@ -78,7 +78,7 @@ def _columns_xty(path: str, c0: int, c1: int, bounds: str) -> np.ndarray:
     data, indices, indptr = store.column_slice(c0, c1)
     out = np.empty(c1 - c0)
     if not _column_xty(indptr, indices, data, y, bounds == "clip", out):
-        enforce_bounds(store.read_columns(c0, c1), mode="check", name=f"{path} columns {c0}..{c1}")
+        enforce_bounds(store.read_columns(c0, c1), mode="check", name=f"store {path}")
     return out
 
 

@@ -34,13 +34,15 @@ def _fit_block(b: int, k: int, alpha: float, *chunks: list[tuple[sp.csr_matrix, 
     return block_votes(X, y, k, alpha)
 
 
-def block_vote_counts(path: str | os.PathLike[str], k: int, alpha: float = 0.1, random_state: RandomState = None,
-                      n_blocks: int | None = None, block_rows: int | None = None) -> tuple[np.ndarray, int]:
-    """(votes per feature summed over the blocks, m): the input of ``TwoStageSelector.fit_votes``."""
+def block_vote_counts(path: str | os.PathLike[str], k: int, n_blocks: int, alpha: float = 0.1,
+                      random_state: RandomState = None, block_rows: int | None = None) -> np.ndarray:
+    """Votes per feature summed over the public ``n_blocks`` blocks: the input of
+    ``TwoStageSelector.fit_votes`` (un-noised; it never leaves the caller)."""
     path = str(path)
     store = open_store(path)
     n, d = store.shape
-    labels, m = block_labels(n, random_state, n_blocks)
+    m = int(n_blocks)
+    labels = block_labels(n, m, random_state)
     tok = dask.base.tokenize(path, labels, k, alpha, block_rows)  # distinct keys for distinct graphs
     addresses = workers()
     chunks = []
@@ -53,4 +55,4 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, alpha: float = 0.1, 
     counts = np.zeros(d)
     for v in dask.compute(*votes, optimize_graph=False):
         counts[v] += 1
-    return counts, m
+    return counts

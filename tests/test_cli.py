@@ -22,56 +22,76 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_budget_init_show_history_json(capsys, tmp_path):
+@pytest.fixture()
+def store(tmp_path):
+    import numpy as np
+
+    from dpdist.data.store import write_store
+
+    write_store(tmp_path / "s", np.eye(4), np.array([1.0, -1.0, 1.0, -1.0]), metadata={"name": "study-a"})
+    return str(tmp_path / "s")
+
+
+def test_budget_init_show_history_json(capsys, tmp_path, store):
+    from dpdist.data.store import open_store
+    from dpdist.privacy.loss import Charge, PrivacyLoss
+
     ledger = str(tmp_path / "l.sqlite")
-    code, out, _ = run(capsys, "budget", "init", "--dataset", "d1", "--epsilon", "2", "--delta", "1e-6",
-                       "--ledger", ledger, "--json")
+    code, out, _ = run(capsys, "budget", "init", store, "--epsilon", "2", "--delta", "1e-6", "--ledger", ledger,
+                       "--json")
     assert code == 0
-    assert json.loads(out) == {"dataset": "d1", "epsilon_total": 2.0, "delta_total": 1e-6}
+    assert json.loads(out) == {"dataset": "study-a", "epsilon_total": 2.0, "delta_total": 1e-6}
+    ds = open_store(store).dataset_id
+    assert ds not in out  # the content hash is never printed
 
-    Accountant(ledger).charge("d1", 0.5, 1e-7, "laplace", "r1")
+    Accountant(ledger).release(ds, Charge(PrivacyLoss.bounded_range(0.5), "em"), "r1", lambda: [3, 1])
 
-    code, out, _ = run(capsys, "budget", "show", "--dataset", "d1", "--ledger", ledger, "--json")
+    code, out, _ = run(capsys, "budget", "show", "--dataset", "study-a", "--ledger", ledger, "--json")
     shown = json.loads(out)
     assert code == 0
-    assert shown["epsilon_spent"] == 0.5 and shown["delta_spent"] == 1e-7 and shown["releases"] == 1
-    assert shown["epsilon_total"] == 2.0 and shown["delta_total"] == 1e-6
+    assert shown["epsilon_spent"] == 0.5 and shown["epsilon_basic"] == 0.5 and shown["releases"] == 1
+    assert shown["epsilon_total"] == 2.0 and shown["delta_total"] == 1e-6 and shown["dataset"] == "study-a"
+    assert json.loads(run(capsys, "budget", "show", "--dataset", store, "--ledger", ledger, "--json")[1]) == shown
 
     code, out, _ = run(capsys, "budget", "show", "--ledger", ledger, "--json")
-    assert [d["dataset"] for d in json.loads(out)["datasets"]] == ["d1"]
+    assert [d["dataset"] for d in json.loads(out)["datasets"]] == ["study-a"]
 
-    code, out, _ = run(capsys, "budget", "history", "--dataset", "d1", "--ledger", ledger, "--json")
+    code, out, _ = run(capsys, "budget", "history", "--dataset", "study-a", "--ledger", ledger, "--json")
     rel = json.loads(out)["releases"]
     assert code == 0 and len(rel) == 1
-    assert {"time", "mechanism", "epsilon", "delta", "key"} <= set(rel[0])
-    assert rel[0]["key"] == "r1" and rel[0]["epsilon"] == 0.5
+    assert {"time", "mechanism", "epsilon", "delta", "key", "form", "rho", "result"} <= set(rel[0])
+    assert rel[0]["key"] == "r1" and rel[0]["epsilon"] == 0.5 and rel[0]["form"] == "zcdp"
+    assert rel[0]["rho"] == pytest.approx(0.5 ** 2 / 8) and rel[0]["result"] == [3, 1]
+    assert ds not in out
 
 
-def test_human_output(capsys, tmp_path):
+def test_human_output(capsys, tmp_path, store):
     ledger = str(tmp_path / "l.sqlite")
-    run(capsys, "budget", "init", "--dataset", "d1", "--epsilon", "1", "--delta", "0", "--ledger", ledger)
-    code, out, _ = run(capsys, "budget", "show", "--dataset", "d1", "--ledger", ledger)
+    run(capsys, "budget", "init", store, "--epsilon", "1", "--delta", "0", "--ledger", ledger)
+    code, out, _ = run(capsys, "budget", "show", "--dataset", "study-a", "--ledger", ledger)
     assert code == 0 and "epsilon spent 0 of 1" in out
 
 
-def test_ledger_from_environment(capsys, tmp_path, monkeypatch):
+def test_ledger_from_environment(capsys, tmp_path, monkeypatch, store):
     monkeypatch.setenv("DPDIST_LEDGER", str(tmp_path / "env.sqlite"))
-    code, _, _ = run(capsys, "budget", "init", "--dataset", "d", "--epsilon", "1", "--delta", "0")
+    code, _, _ = run(capsys, "budget", "init", store, "--epsilon", "1", "--delta", "0")
     assert code == 0 and (tmp_path / "env.sqlite").exists()
 
 
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["budget", "init", "--dataset", "d", "--epsilon", "0", "--delta", "0"], "epsilon"),
-        (["budget", "init", "--dataset", "d", "--epsilon", "nan", "--delta", "0"], "epsilon"),
-        (["budget", "init", "--dataset", "d", "--epsilon", "1", "--delta", "1"], "delta"),
-        (["budget", "init", "--dataset", "d", "--epsilon", "abc", "--delta", "0"], "--epsilon"),
-        (["budget", "init", "--epsilon", "1", "--delta", "0"], "--dataset"),
-        (["budget", "history", "--dataset", "unknown"], "budget init"),
+        (["budget", "init", "STORE", "--epsilon", "0", "--delta", "0"], "epsilon"),
+        (["budget", "init", "STORE", "--epsilon", "nan", "--delta", "0"], "epsilon"),
+        (["budget", "init", "STORE", "--epsilon", "1", "--delta", "1"], "delta"),
+        (["budget", "init", "STORE", "--epsilon", "abc", "--delta", "0"], "--epsilon"),
+        (["budget", "init", "--epsilon", "1", "--delta", "0"], "store"),
+        (["budget", "init", "no-such-store", "--epsilon", "1", "--delta", "0"], "does not exist"),
+        (["budget", "history", "--dataset", "unknown"], "no ledger at"),
     ],
 )
-def test_bad_input_exits_2(capsys, tmp_path, argv, needle):
+def test_bad_input_exits_2(capsys, tmp_path, store, argv, needle):
+    argv = [store if a == "STORE" else a for a in argv]
     code, out, err = run(capsys, *argv, "--ledger", str(tmp_path / "l.sqlite"))
     assert code == 2
     assert needle in err
@@ -84,3 +104,50 @@ def test_console_script_installed(tmp_path):
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["datasets"] == []
+
+
+def test_two_ingests_of_the_same_data_share_one_budget(capsys, tmp_path):
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:0.5 3:0.25\n-1 2:1\n1 3:-0.5\n-1 1:0.1 2:0.2\n")
+    ledger = str(tmp_path / "l.sqlite")
+    names = []
+    for s in ("a", "b"):
+        code, out, _ = run(capsys, "ingest", str(data), "--out", str(tmp_path / s), "--json")
+        assert code == 0
+        names.append(json.loads(out)["name"])
+    assert names[0] != names[1]  # public names are random, not a function of the data
+    assert run(capsys, "budget", "init", str(tmp_path / "a"), "--epsilon", "1", "--delta", "0", "--ledger", ledger)[0] == 0
+    # a second ingest of the same data does not get a second, fresh budget
+    code, _, err = run(capsys, "budget", "init", str(tmp_path / "b"), "--epsilon", "5", "--delta", "0", "--ledger", ledger)
+    assert code == 2 and "already has a budget" in err
+    shown = [json.loads(run(capsys, "budget", "show", "--dataset", str(tmp_path / s), "--ledger", ledger,
+                            "--json")[1]) for s in ("a", "b")]
+    assert shown[0] == shown[1] and shown[0]["dataset"] == names[0] and shown[0]["epsilon_total"] == 1.0
+
+
+def test_models_list_show_export_and_from_release(capsys, tmp_path):
+    import numpy as np
+
+    from dpdist.data.store import open_store, write_store
+    from dpdist.linear_model import DPFrankWolfeClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(400, 6))
+    y = np.where(X[:, 0] + 0.1 * rng.normal(size=400) > 0, 1.0, -1.0)
+    write_store(tmp_path / "s", X, y, metadata={"name": "m"}, task="binary", labels=[-1.0, 1.0])
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 100.0, 1e-5, name="m")
+    code, out, _ = run(capsys, "train", str(tmp_path / "s"), "--method", "fast-dp-fw", "--loss", "logistic",
+                       "--lam", "5", "--iters", "100", "--epsilon", "50", "--key", "my-model", "--ledger", ledger,
+                       "--json")
+    assert code == 0
+    code, out, _ = run(capsys, "models", "list", "--ledger", ledger, "--json")
+    assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model", "my-model/evaluation"]
+    code, out, _ = run(capsys, "models", "show", "my-model", "--ledger", ledger, "--json")
+    shown = json.loads(out)
+    assert shown["dataset"] == "m" and shown["form"] == "zcdp" and shown["result"]["n_features"] == 6
+    assert run(capsys, "models", "export", "my-model", "--out", str(tmp_path / "m.json"), "--ledger", ledger)[0] == 0
+    clf = DPFrankWolfeClassifier.from_release(json.loads((tmp_path / "m.json").read_text()))
+    assert list(clf.classes_) == [-1.0, 1.0] and clf.score(X, y) > 0.8
+    code, _, err = run(capsys, "models", "show", "nope", "--ledger", ledger)
+    assert code == 2 and "models list" in err

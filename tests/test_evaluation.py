@@ -1,11 +1,15 @@
-"""Held-out evaluation of released models: metrics and iterates rebuilt from the vertex path."""
+"""Held-out evaluation: exact metrics (public test sets), and the private release of metrics and curves."""
 
 from __future__ import annotations
 
-import numpy as np
-import scipy.sparse as sp
+import math
 
-from dpdist.evaluation import model_metrics, path_losses, sparse_coef, support_recall
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, sparse_coef, support_recall
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.solvers.frank_wolfe import mean_loss
 
@@ -30,14 +34,72 @@ def test_path_rebuilds_the_released_iterate() -> None:
     assert np.isclose(losses[-1], final, rtol=1e-9)  # the path determines w_T exactly
 
 
-def test_metrics_and_sparse_coef() -> None:
+def test_exact_metrics_and_sparse_coef() -> None:
     X, y = _data(seed=2)
     reg = DPFrankWolfeRegressor(lam=2.0, max_iter=100, method="fw").fit(X, y * 0.5)
     nz = np.flatnonzero(reg.coef_)
     w = sparse_coef(nz.tolist(), reg.coef_[nz].tolist(), X.shape[1])
     assert np.array_equal(w, reg.coef_)
-    m = model_metrics("regression", w, X, y * 0.5)
+    m = exact_metrics("regression", w, X, y * 0.5)
     assert np.isclose(m["mse"], np.mean((X @ w - y * 0.5) ** 2))
-    c = model_metrics("binary", w, X, y)
+    c = exact_metrics("binary", w, X, y)
     assert set(c) == {"accuracy", "auc", "log_loss"} and 0.5 < c["auc"] <= 1.0
     assert support_recall([1, 2, 9], [1, 2, 3, 4]) == 0.5 and support_recall([1], None) is None
+
+
+def test_private_metrics_track_the_exact_ones_on_many_rows() -> None:
+    X, y = _data(n=20000, seed=3)
+    clf = DPFrankWolfeClassifier(lam=5.0, max_iter=150, method="fw").fit(X, y)
+    exact = exact_metrics("binary", clf.coef_, X, y)
+    out = PrivateEvaluation("binary", 1.0, random_state=4).evaluate(clf.coef_, clf.path_, 5.0, X, y)
+    assert out["private"] and abs(out["rows"] - 20000) < 300
+    assert out["accuracy"] == pytest.approx(exact["accuracy"], abs=0.01)
+    assert out["auc"] == pytest.approx(exact["auc"], abs=0.02)  # binned: ties within a bin count half
+    its, losses = path_losses("binary", clf.path_, 5.0, X, y, points=8)
+    assert out["curve_iterations"] == its
+    assert np.allclose(out["curve_loss"], losses, atol=0.05)
+    reg = DPFrankWolfeRegressor(lam=2.0, max_iter=100, method="fw").fit(X, y * 0.5)
+    r = PrivateEvaluation("regression", 1.0, random_state=5).evaluate(reg.coef_, reg.path_, 2.0, X, y * 0.5)
+    e = exact_metrics("regression", reg.coef_, X, y * 0.5)
+    assert r["mse"] == pytest.approx(e["mse"], rel=0.05) and r["r2"] == pytest.approx(e["r2"], abs=0.05)
+
+
+class _HalvedNoise(PrivateEvaluation):
+    """Broken on purpose: half the Laplace scale."""
+
+    def noisy_histogram(self, margins, y):
+        hist = self.histogram(margins, y)
+        return hist + self._rng.laplace(scale=1.5 / self.epsilon, size=hist.shape)
+
+
+@pytest.mark.parametrize(("cls", "ok"), [(PrivateEvaluation, True), (_HalvedNoise, False)])
+def test_histogram_noise_is_exactly_laplace_of_the_sensitivity_over_epsilon_half(cls, ok) -> None:
+    rng = np.random.default_rng(6)
+    margins, y = rng.normal(size=300), np.where(rng.random(300) < 0.5, 1.0, -1.0)
+    ev = cls("binary", 0.8, bins=10, random_state=7)
+    exact = ev.histogram(margins, y)
+    noise = np.concatenate([(ev.noisy_histogram(margins, y) - exact).ravel() for _ in range(300)])
+    p = stats.kstest(noise, stats.laplace(scale=3.0 / 0.8).cdf).pvalue  # epsilon/3 for the histograms
+    assert (p > 1e-4) if ok else (p < 1e-6)
+
+
+def test_audit_of_the_released_histogram_on_neighbouring_test_sets() -> None:
+    """One test record more moves one cell by 1; events {cell > c} stay within e^(epsilon/3)."""
+    rng = np.random.default_rng(8)
+    margins, y = rng.normal(size=200), np.where(rng.random(200) < 0.5, 1.0, -1.0)
+    m2, y2 = np.append(margins, 0.3), np.append(y, 1.0)  # D' = D plus one record
+    eps = 1.0
+    ev1, ev2 = PrivateEvaluation("binary", eps, bins=10, random_state=9), PrivateEvaluation("binary", eps, bins=10,
+                                                                                           random_state=10)
+    cell = (1, int(np.searchsorted(ev1.edges(), 0.3, side="left")))
+    n = 60_000
+    a = np.array([ev1.noisy_histogram(margins, y)[cell] for _ in range(n)])
+    b = np.array([ev2.noisy_histogram(m2, y2)[cell] for _ in range(n)])
+    base = ev1.histogram(margins, y)[cell]
+    worst = 0.0
+    for c in base + np.array([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]):
+        ka, kb = int((a > c).sum()), int((b > c).sum())
+        lo_b = stats.beta.ppf(1e-5, kb, n - kb + 1)
+        hi_a = stats.beta.ppf(1 - 1e-5, ka + 1, n - ka)
+        worst = max(worst, math.log(lo_b / hi_a))
+    assert 0.1 < worst <= eps / 3  # the audit sees a real loss, and never more than charged

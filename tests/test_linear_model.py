@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from dpdist.cli import main
+from dpdist.data.store import open_store
 from dpdist.exceptions import ParameterError
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.privacy.accountant import Accountant
@@ -47,41 +48,94 @@ def test_regressor_bounds_and_accountant(tmp_path):
     again = DPFrankWolfeRegressor(epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip",
                                   random_state=3).fit(X, y, acc, "ds", key="m1")
     np.testing.assert_array_equal(reg.coef_, again.coef_)  # replayed, not re-noised
-    assert acc.status("ds").epsilon_spent == pytest.approx(1.0)
+    charge = reg.privacy_charge()
+    assert charge.epsilon <= 1.0 and charge.loss.form == "zcdp"
+    assert acc.status("ds").epsilon_spent == pytest.approx(charge.loss.epsilon_at(1e-5))  # converted at the budget's delta
     with pytest.raises(ParameterError, match="not private"):
         DPFrankWolfeRegressor(method="fw").fit(X, y, acc, "ds")
 
 
-def test_parameters_fail_fast():
-    with pytest.raises(ParameterError, match="method"):
-        DPFrankWolfeClassifier(method="sgd")
-    with pytest.raises(ParameterError, match="epsilon"):
-        DPFrankWolfeClassifier(epsilon=0)
-    with pytest.raises(ParameterError, match="paper"):
-        DPFrankWolfeClassifier(calibration="paper")
+def test_parameters_are_validated_in_fit():
+    X, y, _ = data(200, 20)
+    for bad, needle in (({"method": "sgd"}, "method"), ({"epsilon": 0}, "epsilon"), ({"calibration": "x"}, "calibration"),
+                        ({"delta": 0.0}, "delta"), ({"lam": -1}, "lam"), ({"max_iter": 0}, "max_iter")):
+        est = DPFrankWolfeClassifier(**bad)  # scikit-learn style: __init__ only stores
+        assert est.get_params()[next(iter(bad))] == next(iter(bad.values()))
+        with pytest.raises(ParameterError, match=needle):
+            est.fit(X, y)
+        with pytest.raises(ParameterError, match=needle):
+            est.privacy_charge()
     with pytest.raises(ParameterError, match="2 classes"):
         DPFrankWolfeClassifier(max_iter=5).fit(sp.eye(3, format="csr"), [0, 1, 2])
+
+
+def test_scikit_learn_clone_pipeline_and_grid_search():
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MaxAbsScaler
+
+    X, y, _ = data(600, 30)
+    est = DPFrankWolfeClassifier(method="fast-fw", lam=5.0, max_iter=100)
+    assert clone(est).get_params() == est.get_params()
+    pipe = make_pipeline(MaxAbsScaler(), est).fit(X, y)
+    assert pipe.score(X, y) > 0.6
+    grid = GridSearchCV(est, {"lam": [1.0, 10.0], "max_iter": [50, 100]}, cv=3).fit(X, y)  # non-private search
+    assert grid.best_params_["lam"] in (1.0, 10.0) and hasattr(grid.best_estimator_, "coef_")
+
+
+def test_a_released_model_is_rebuilt_from_its_record(tmp_path):
+    X, y, _ = data()
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 30.0, 1e-5)
+    clf = DPFrankWolfeClassifier(epsilon=20.0, delta=1e-6, lam=20.0, max_iter=300, random_state=1).fit(X, y, acc, "ds",
+                                                                                                       key="m")
+    (rec,) = acc.history("ds")
+    again = DPFrankWolfeClassifier.from_release(json.loads(rec.result))
+    assert list(again.classes_) == ["ham", "spam"] and again.path_ == clf.path_
+    np.testing.assert_array_equal(again.predict(X), clf.predict(X))
+    with pytest.raises(ParameterError, match="released"):
+        DPFrankWolfeRegressor.from_release({"features": [1, 2]})
 
 
 def test_cli_train(tmp_path, capsys):
     assert main(["synth", "rcv1", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "3000", "--d", "2000",
                  "--json"]) == 0
-    ds = json.loads(capsys.readouterr().out)["dataset_id"]
+    capsys.readouterr()
+    ds = open_store(tmp_path / "r").dataset_id
     ledger = str(tmp_path / "l.sqlite")
-    Accountant(ledger).init_budget(ds, 1.0, 1e-5)
+    Accountant(ledger).init_budget(ds, 2e4, 1e-5)
     args = ["train", str(tmp_path / "r"), "--loss", "logistic", "--lam", "20", "--iters", "300", "--ledger", ledger,
             "--seed", "1", "--json"]
-    assert main(args + ["--method", "fast-dp-fw", "--epsilon", "0.8", "--delta", "1e-6"]) == 0
+    assert main(args + ["--method", "fast-dp-fw", "--epsilon", "1e4", "--delta", "1e-6", "--eval-epsilon", "20"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert {"method", "loss", "accuracy", "auc", "nnz_weights", "iterations", "seconds", "seconds_per_iter",
-            "epsilon", "delta"} <= set(res)
-    assert 0 < res["nnz_weights"] <= 300 and res["accuracy"] > 0.5
-    assert Accountant(ledger).status(ds).epsilon_spent == pytest.approx(0.8)
+    assert {"method", "loss", "accuracy", "auc", "nnz_weights", "iterations", "epsilon", "delta", "eval_epsilon",
+            "key", "ledger", "rows"} <= set(res)
+    assert not {"seconds", "seconds_per_iter", "n_train", "n_test", "dataset_id"} & set(res)  # private run
+    assert 0 < res["nnz_weights"] <= 300 and res["accuracy"] > 0.55
+    spent = Accountant(ledger).status(ds).epsilon_spent
+    assert 1e4 < spent <= 1e4 + 20 + 1e-9  # the model, then its private held-out metrics
     # the rest of the budget cannot pay for another 0.8: exit 3, nothing printed or charged
     out_file = tmp_path / "m.json"
-    assert main(args + ["--method", "dp-fw", "--epsilon", "0.8", "--delta", "1e-6", "--out", str(out_file)]) == 3
+    assert main(args + ["--method", "dp-fw", "--epsilon", "1e4", "--delta", "1e-6", "--out", str(out_file)]) == 3
     assert capsys.readouterr().out == "" and not out_file.exists()
-    assert Accountant(ledger).status(ds).epsilon_spent == pytest.approx(0.8)
+    assert Accountant(ledger).status(ds).epsilon_spent == spent
     assert main(args + ["--method", "fw"]) == 2  # non-private needs --non-private
     assert main(args + ["--method", "fast-fw", "--non-private"]) == 0
-    assert json.loads(capsys.readouterr().out)["epsilon"] is None
+    res = json.loads(capsys.readouterr().out)
+    assert not res["private"] and "epsilon" not in res and res["seconds_per_iter"] > 0
+
+
+def test_a_release_key_reused_with_another_lambda_is_refused(tmp_path):
+    from dpdist.exceptions import ReleaseKeyConflict
+
+    X, _, y = data()
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 10.0, 1e-5)
+    kw = dict(epsilon=1.0, delta=1e-6, max_iter=50, y_bound=1.0, bounds="clip")
+    DPFrankWolfeRegressor(lam=5.0, **kw).fit(X, y, acc, "ds", key="m")
+    with pytest.raises(ReleaseKeyConflict):  # same epsilon, delta and mechanism: only lambda differs
+        DPFrankWolfeRegressor(lam=10.0, **kw).fit(X, y, acc, "ds", key="m")
+    with pytest.raises(ReleaseKeyConflict):
+        DPFrankWolfeRegressor(lam=5.0, **{**kw, "max_iter": 60}).fit(X, y, acc, "ds", key="m")
+    assert acc.status("ds").releases == 1

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dpdist.data.store import DEFAULT_BLOCK_ROWS, DEFAULT_MEMORY, StoreWriter, check_task, label_mapping
+from dpdist.data.store import DEFAULT_BLOCK_ROWS, DEFAULT_MEMORY, StoreWriter, check_task, label_mapping, schema
 from dpdist.data.svmlight import DEFAULT_BLOCK_BYTES, iter_svmlight_blocks
 from dpdist.exceptions import ParameterError
 
@@ -42,6 +42,9 @@ def ingest_svmlight(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     memory_bytes: int = DEFAULT_MEMORY,
     progress: Callable[[int, int], None] | None = None,
+    name: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    labels: list[float] | None = None,
 ) -> dict[str, Any]:
     """Ingest an svmlight file into a new store at ``out``; returns the store's metadata.
 
@@ -69,15 +72,18 @@ def ingest_svmlight(
             offset = 0 if writer.min_index == 0 else 1
         else:
             offset = 0 if zero_based == "yes" else 1
-        resolved_task, mapping = label_mapping(writer.distinct_labels, task, str(src))
+        resolved_task, mapping = label_mapping(writer.distinct_labels, task, str(src), labels)
     except BaseException:
         writer.abort()
         raise
     metadata = {
         "task": resolved_task,
         "label_mapping": mapping,
+        "schema": schema(task, labels),
         "source": str(src.resolve()),
         "source_text_bytes": text_bytes,
         "zero_based": offset == 0,
+        "name": name,
+        **(metadata or {}),
     }
     return writer.finish(index_offset=offset, n_features=n_features, block_rows=block_rows, metadata=metadata)

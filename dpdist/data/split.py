@@ -1,13 +1,26 @@
-"""A public train/test split of a store into two stores, streamed block by block.
+"""The train/test split of a store into two stores, streamed block by block.
 
-Which rows go to the test store depends only on the row number and a seed (an independent
-Bernoulli(``test_fraction``) draw per row), never on the data, so the split itself reveals
-nothing. Both halves stay rows of the *source* dataset: releases computed on either are
-charged to the source's dataset id (see ``flows``), not to the ids of the halves.
+Each record's side depends only on the record itself and a secret key: the record goes to the
+test side when its keyed hash, BLAKE2b(key; its column indices, values and label), read as a
+number in [0, 1), is below ``test_fraction``. The key is random and kept in the ledger with
+the dataset's budget (``Accountant.split_key``), so the same data always splits the same way.
+
+Why: under ADD/REMOVE neighbours, D' = D plus one record anywhere (top, middle or bottom).
+Every record of D keeps its side in D', and the new record falls on one side, so the two
+halves of D' are the halves of D, one of them with one record more: a release computed on
+either half of neighbours is computed on neighbours, whatever the key. A split by row
+*position* (one Bernoulli draw per row number from a seed) has no such property: inserting a
+record at row 0 shifts every later record onto another row's draw, and the halves of
+neighbouring data sets differ in about half their records.
+
+Both halves stay rows of the *source* dataset: releases computed on either are charged to
+the source's budget (see ``flows``). A half may be empty; nothing here depends on the data
+beyond each record's own side.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -18,38 +31,67 @@ import scipy.sparse as sp
 from dpdist.data.store import open_store, write_blocks
 from dpdist.exceptions import ParameterError
 
-__all__ = ["split_mask", "split_store"]
+__all__ = ["derive_key", "record_sides", "split_store"]
+
+_KEY_BYTES = 32
 
 
-def split_mask(n_rows: int, test_fraction: float, seed: int) -> np.ndarray:
-    """Boolean mask of the test rows: one public Bernoulli(test_fraction) draw per row."""
-    if not 0.0 < test_fraction < 1.0:
+def _check(test_fraction: float, key: bytes) -> None:
+    if not 0.0 < float(test_fraction) < 1.0:
         raise ParameterError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    return np.random.default_rng([int(seed), 0x5D11]).random(int(n_rows)) < test_fraction
+    if not isinstance(key, bytes) or len(key) != _KEY_BYTES:
+        raise ParameterError(f"the split key must be {_KEY_BYTES} random bytes")
+
+
+def derive_key(key: bytes, purpose: str) -> bytes:
+    """Another secret key for another split of the same records (a fixed derivation: no data enters it)."""
+    return hashlib.blake2b(purpose.encode(), key=key, digest_size=_KEY_BYTES, person=b"dpdist-derive").digest()
+
+
+def record_sides(X: sp.csr_matrix, y: np.ndarray, key: bytes, test_fraction: float) -> np.ndarray:
+    """Boolean mask of the records that go to the test side (each decided by itself and ``key``)."""
+    _check(test_fraction, key)
+    X = sp.csr_matrix(X)
+    indices = memoryview(np.ascontiguousarray(X.indices, dtype="<i8").tobytes())
+    values = memoryview(np.ascontiguousarray(X.data, dtype="<f8").tobytes())
+    labels = np.ascontiguousarray(y, dtype="<f8")
+    ptr = X.indptr
+    threshold = int(float(test_fraction) * 2.0**64)
+    out = np.empty(X.shape[0], dtype=bool)
+    for i in range(X.shape[0]):
+        a, b = 8 * int(ptr[i]), 8 * int(ptr[i + 1])
+        h = hashlib.blake2b(indices[a:b], key=key, digest_size=8, person=b"dpdist-split")
+        h.update(values[a:b])
+        h.update(labels[i:i + 1].tobytes())
+        out[i] = int.from_bytes(h.digest(), "little") < threshold
+    return out
 
 
 def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], test_out: str | os.PathLike[str],
-                test_fraction: float, seed: int, force: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write the rows of ``src`` to ``train_out`` and ``test_out`` by :func:`split_mask`.
+                test_fraction: float, key: bytes, force: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write the records of ``src`` to ``train_out`` and ``test_out`` by :func:`record_sides`.
 
-    Memory is one row block at a time (each half is written by its own pass). Returns the
-    metadata of the two stores; each records ``split_of`` (the source dataset id).
+    Memory is one row block at a time (each half is written by its own pass). The halves keep
+    the source's task and label mapping (a half need not hold every class), and record
+    ``split_of`` (the source's content hash: store internals, never published).
     """
+    _check(test_fraction, key)
     store = open_store(src)
-    test = split_mask(store.shape[0], test_fraction, seed)
-    if test.all() or not test.any():
-        raise ParameterError(f"test_fraction={test_fraction} leaves one side of the split of {src} empty")
+    sides: dict[int, np.ndarray] = {}  # one bit per record, computed in the first pass
     metas = []
     for out, want in ((train_out, False), (test_out, True)):
         def blocks(want: bool = want) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
             for r0, X, y in store.iter_row_blocks():
-                keep = test[r0:r0 + X.shape[0]] == want
+                y = np.asarray(y)
+                if r0 not in sides:
+                    sides[r0] = record_sides(X, y, key, test_fraction)
+                keep = sides[r0] == want
                 if keep.any():
-                    yield X[keep], np.asarray(y)[keep]
+                    yield X[keep], y[keep]
 
         meta = {"split_of": store.dataset_id, "split": "test" if want else "train", "test_fraction": test_fraction,
-                "split_seed": int(seed), "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic",
-                                                                                       "true_support")}}
+                "name": store.meta.get("name"), "schema": store.meta.get("schema", "inferred"),
+                "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")}}
         metas.append(write_blocks(out, blocks(), store.shape[1], task=store.task, force=force, metadata=meta,
-                                  block_rows=store.block_rows))
+                                  block_rows=store.block_rows, label_mapping=store.meta.get("label_mapping")))
     return metas[0], metas[1]

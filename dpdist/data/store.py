@@ -29,6 +29,10 @@ column), to an on-disk bucket of a fixed column range; ``finish`` counting-sorts
 bucket by column (rows stay ascending) and appends it to the CSC arrays. A bucket larger
 than the memory budget is read in pieces, one column group at a time. Peak memory is
 bounded by the block and budget sizes (and O(n_features) counters), not by the data.
+A store holds raw records, so it is owner-only whatever the umask (``dpdist.utils.files``):
+the temporary directory is made 0700 before anything is written into it (so nothing zarr
+creates inside, with the umask's mode, is reachable by others), the CSC bucket directory 0700
+and its files 0600, and every file and directory of the finished tree 0600/0700 before the rename.
 
 The dataset id is a SHA-256 of the canonical content (shape, row lengths, column indices,
 values and labels), computed while the rows stream in, so the same data has the same id
@@ -62,9 +66,11 @@ from numcodecs import Blosc
 from zarr.codecs import BloscCodec
 
 from dpdist.exceptions import ParameterError
+from dpdist.utils.random import random_name
+from dpdist.utils.files import open_private, private_dir, restrict_tree
 
-__all__ = ["BLOCK_CACHE", "TASKS", "SparseStore", "StoreWriter", "check_task", "label_mapping", "open_store",
-           "write_blocks", "write_store"]
+__all__ = ["BLOCK_CACHE", "TASKS", "SparseStore", "StoreWriter", "check_schema", "check_task", "label_mapping",
+           "open_store", "schema", "write_blocks", "write_store"]
 
 FORMAT = "dpdist-sparse-store"
 FORMAT_VERSION = 2
@@ -97,13 +103,24 @@ def check_task(task: str) -> str:
     return task
 
 
-def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[str, dict[str, int] | None]:
-    """Resolve ``task`` from the distinct labels and return (task, mapping label -> class code).
+def label_mapping(labels: list[float] | None, task: str, source: str,
+                  declared: list[float] | None = None) -> tuple[str, dict[str, int] | None]:
+    """Resolve ``task`` and return (task, mapping label -> class code).
 
-    ``auto`` is binary for exactly two distinct labels, else regression. Codes follow
-    ascending label order.
+    With ``declared`` labels (public: given by the user, not read from the data) the classes are
+    those, whatever the data holds, and a label outside them is refused. Otherwise ``auto`` is
+    binary for exactly two distinct labels seen, else regression. Codes follow ascending label order.
     """
     check_task(task)
+    if declared is not None:
+        classes = sorted({float(v) for v in declared})
+        if task == "auto":
+            task = "binary" if len(classes) == 2 else "multiclass"
+        if task == "regression" or len(classes) < 2 or (task == "binary" and len(classes) != 2):
+            raise ParameterError(f"{source}: declared labels {classes} do not fit task={task}")
+        if labels is None or not set(map(float, labels)) <= set(classes):
+            raise ParameterError(f"{source}: the data has labels outside the declared ones {classes}")
+        return task, {repr(v): i for i, v in enumerate(classes)}
     if task == "auto":
         task = "binary" if labels is not None and len(labels) == 2 else "regression"
     if task == "regression":
@@ -113,6 +130,28 @@ def label_mapping(labels: list[float] | None, task: str, source: str) -> tuple[s
     if task == "binary" and len(labels) != 2:
         raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, found {len(labels)}")
     return task, {repr(float(v)): i for i, v in enumerate(labels)}
+
+
+def schema(task: str, declared: list[float] | None) -> str:
+    """"declared" when the task and the classes are the user's (public), "inferred" when read from the data."""
+    return "declared" if declared is not None or task == "regression" else "inferred"
+
+
+def check_schema(store: Any) -> None:
+    """Refuse private use of a store whose task or classes were inferred from its data.
+
+    Under ADD/REMOVE neighbours one record with a new label would change the task (binary ->
+    regression) or the class codes of every other record: the coding of the targets must be a
+    public, per-record map. Raised before any charge or computation.
+    """
+    if store.meta.get("schema") != "declared":
+        raise ParameterError(
+            f"store {store.path}: its task and labels were inferred from the data, so one record could recode all "
+            "the others; declare them (public knowledge) and ingest again: --task binary --labels=-1,1 (your two "
+            "labels), --task multiclass --labels ..., or --task regression (data.task / data.labels in a run config)")
+
+
+_resolve_labels = label_mapping  # write_blocks has a parameter of that name
 
 
 def _ranges(n: int, step: int) -> list[tuple[int, int]]:
@@ -226,7 +265,7 @@ def _scatter_columns(v, k, lo, hi, cursor, rows_out, vals_out):
 def _write_frame(path: Path, v: np.ndarray, k: np.ndarray) -> None:
     """Append (values, keys) to a bucket file as one compressed frame."""
     ev, ek = _FRAME_CODEC.encode(v), _FRAME_CODEC.encode(k)
-    with open(path, "ab") as f:
+    with open_private(path, "ab") as f:
         f.write(np.array([v.shape[0], len(ev), len(ek)], dtype="<i8").tobytes())
         f.write(ev)
         f.write(ek)
@@ -296,8 +335,7 @@ class StoreWriter:
         self.out = Path(out)
         if self.out.exists() and not force:
             raise ParameterError(f"store {self.out} already exists; pass --force (force=True) to overwrite it")
-        if not self.out.parent.is_dir():
-            raise ParameterError(f"the parent directory of {self.out} does not exist")
+        self.out.parent.mkdir(parents=True, exist_ok=True)
         if not index_offsets or any(o < 0 for o in index_offsets):
             raise ParameterError(f"index_offsets must be non-negative offsets, got {index_offsets}")
         self.memory_bytes = int(memory_bytes)
@@ -305,6 +343,7 @@ class StoreWriter:
         self.index_offsets = tuple(dict.fromkeys(int(o) for o in index_offsets))
         self._guess = self.index_offsets[0]
         self.tmp = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex[:12]}"
+        private_dir(self.tmp)
         self.root = zarr.open_group(self.tmp, mode="w-", zarr_format=3)
         g = _sparse_group(self.root, "X", "csr_matrix")
         self._data = _Appender(_array(g, "data", NNZ_CHUNK, "float64"))
@@ -321,8 +360,7 @@ class StoreWriter:
         self._hash = {k: hashlib.sha256() for k in ("row_nnz", "data", "y")}
         self._hash_indices = hashlib.sha256()  # of the indices shifted by the first offset
         # CSC buckets: raw columns [b << shift, (b + 1) << shift) go to bucket file b
-        self._bucket_dir = self.tmp / "_csc_buckets"
-        self._bucket_dir.mkdir()
+        self._bucket_dir = private_dir(self.tmp / "_csc_buckets")
         self._bucket_shift: int | None = None
         self._n_features_hint = n_features
         self._bucket_sizes: dict[int, int] = {}
@@ -442,17 +480,19 @@ class StoreWriter:
             meta = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
-                "dataset_id": h.hexdigest(),
+                "dataset_id": h.hexdigest(),  # private: a content hash (ledger and store internals only)
                 "n_rows": self.n_rows,
                 "n_features": int(n_features),
                 "nnz": self.nnz,
                 "block_rows": int(block_rows),
                 **(metadata or {}),
             }
+            meta["name"] = meta.get("name") or random_name()  # the public name: never a function of the data
             shape = [self.n_rows, int(n_features)]
             self.root["X"].attrs["shape"] = shape
             self.root["X_csc"].attrs["shape"] = shape
             self.root.attrs["dpdist"] = json.loads(json.dumps(meta))
+            restrict_tree(self.tmp)  # zarr wrote its files with the umask's mode
             self._rename_into_place()
             return meta
         except BaseException:
@@ -569,19 +609,31 @@ def write_blocks(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     metadata: dict[str, Any] | None = None,
     memory_bytes: int = DEFAULT_MEMORY,
+    label_mapping: dict[str, int] | None = None,
+    labels: list[float] | None = None,
 ) -> dict[str, Any]:
     """Write (CSR block, labels) pairs as a store; the task and label mapping are resolved
-    from the labels seen (``label_mapping``). Returns the store's metadata."""
+    from ``labels`` (declared, public) or the labels seen (``label_mapping``), or taken as given
+    (``task`` and ``label_mapping`` of a source store, for its parts: pass its ``schema`` in
+    ``metadata``). Returns the store's metadata."""
     check_task(task)
     writer = StoreWriter(out, force=force, memory_bytes=memory_bytes, n_features=n_features)
     try:
         for X, y in blocks:
             writer.append(X.indptr, X.indices, X.data, y)
-        resolved, mapping = label_mapping(writer.distinct_labels, task, str(out))
+        if label_mapping is not None:
+            unknown = set(map(float, writer.distinct_labels or [])) - {float(v) for v in label_mapping}
+            if writer.distinct_labels is None or unknown:
+                raise ParameterError(f"{out}: labels outside the given label mapping")
+            resolved, mapping = task, label_mapping
+            how = (metadata or {}).get("schema", "inferred")
+        else:
+            resolved, mapping = _resolve_labels(writer.distinct_labels, task, str(out), labels)
+            how = schema(task, labels)
     except BaseException:
         writer.abort()
         raise
-    meta = {**(metadata or {}), "task": resolved, "label_mapping": mapping}
+    meta = {**(metadata or {}), "task": resolved, "label_mapping": mapping, "schema": how}
     return writer.finish(n_features=n_features, block_rows=block_rows, metadata=meta)
 
 
@@ -595,8 +647,9 @@ def write_store(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     metadata: dict[str, Any] | None = None,
     memory_bytes: int = DEFAULT_MEMORY,
+    labels: list[float] | None = None,
 ) -> dict[str, Any]:
-    """Write an in-memory matrix (dense or sparse) and its labels as a store."""
+    """Write an in-memory matrix (dense or sparse) and its labels as a store (``labels``: declared classes)."""
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sum_duplicates()
     X.sort_indices()
@@ -608,7 +661,7 @@ def write_store(
     step = max(1, block_rows)
     blocks = ((X[r0:r1], y[r0:r1]) for r0, r1 in _ranges(X.shape[0], step))
     return write_blocks(out, blocks, X.shape[1], task=task, force=force, block_rows=block_rows,
-                        metadata=metadata, memory_bytes=memory_bytes)
+                        metadata=metadata, memory_bytes=memory_bytes, labels=labels)
 
 
 # ------------------------------------------------------------------------ reading
@@ -755,6 +808,17 @@ class SparseStore:
     @property
     def dataset_id(self) -> str:
         return self.meta["dataset_id"]
+
+    @property
+    def budget_id(self) -> str:
+        """The ledger key its releases are charged to: the source's content hash for a part of a split
+        (its records are the source's), else its own."""
+        return self.meta.get("split_of") or self.dataset_id
+
+    @property
+    def name(self) -> str | None:
+        """The store's public name (None for stores written before names existed)."""
+        return self.meta.get("name")
 
     @property
     def shape(self) -> tuple[int, int]:

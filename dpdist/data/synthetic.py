@@ -307,9 +307,11 @@ def write_synthetic(
     *,
     seed: int | None = None,
     force: bool = False,
+    store_name: str | None = None,
+    metadata: dict[str, Any] | None = None,
     **params: Any,
 ) -> dict[str, Any]:
-    """Generate ``name`` and write it as a store; returns the store's metadata."""
+    """Generate ``name`` and write it as a store (public ``store_name``: default random); returns its metadata."""
     synth = make_synthetic(name, seed, **{k: v for k, v in params.items() if v is not None})
     meta = {
         "synthetic": name,
@@ -317,5 +319,10 @@ def write_synthetic(
         "params": {**synth.params, **{k: v for k, v in params.items() if v is not None}},
         "true_support": synth.true_support,
         "true_coef": synth.true_coef,
+        "name": store_name,
+        **(metadata or {}),
     }
-    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta)
+    # the generator's classes are public (its definition, not its draws): a declared schema
+    classes = ([0.0, 1.0] if name == "raj" else [-1.0, 1.0]) if synth.task == "binary" else None
+    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta,
+                        labels=classes)

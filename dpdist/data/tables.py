@@ -4,8 +4,8 @@ The regression sets of seed 001 and the microarray sets of seed 003 come as tabl
 svmlight. ``read_table`` turns one into (X, y) with the column conventions of the papers:
 
 * CSV (optionally .xz/.gz/.bz2): header row, target = last column unless ``target`` names
-  one; non-numeric feature columns are encoded as category codes 1..K (abalone's sex, as in
-  LIBSVM's abalone).
+  one. A non-numeric feature column is refused, naming it, unless ``encode=True`` asks for
+  category codes 1..K (abalone's sex, as in LIBSVM's abalone).
 * R lists ``list(x, y)`` (the datamicroarray package): x is n x p, y a factor -> class codes.
   A bare matrix (galgo's Yeoh ``ALL``, genes x samples) is transposed and its labels are read
   from the sibling ``<name>.classes.rda``.
@@ -15,9 +15,13 @@ svmlight. ``read_table`` turns one into (X, y) with the column conventions of th
   the 4 date columns dropped), BlogFeedback (``blogData_train.csv`` inside the zip), bodyfat
   (target BodyFat, the 14 LIBSVM features).
 
-Missing values are refused unless a preset or ``impute="mean"`` says otherwise; mean
-imputation uses column means, a statistic of the data (not private), and the store's
-metadata says so.
+Missing values are refused unless ``impute="mean"`` is asked for (``--impute mean``): mean
+imputation uses column means, a statistic of the data (not private), so it always warns
+(``DataDependentWarning``) and the store's metadata says so. No preset imputes by itself.
+
+The task: ``task="auto"`` makes a numeric target with exactly two distinct values ``binary``
+(0/1, -1/+1, ...), any other numeric target ``regression``, and a text target ``binary`` or
+``multiclass`` by its number of categories; ``task=`` forces one (checked against the labels).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dpdist.data.store import write_store
+from dpdist.data.transforms import DataDependentWarning
 from dpdist.exceptions import ParameterError
 
 __all__ = ["PRESETS", "TABLE_SUFFIXES", "Table", "ingest_table", "is_table", "read_table"]
@@ -53,7 +58,7 @@ class Table:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "communities.data": {"header": None, "na_values": "?", "drop": [0, 1, 2, 3, 4], "impute": "mean"},
+    "communities.data": {"header": None, "na_values": "?", "drop": [0, 1, 2, 3, 4]},
     "Residential-Building-Data-Set.xlsx": {"residential": True},
     "BlogFeedback.zip": {"member": "blogData_train.csv", "header": None},
     "bodyfat.csv": {"target": "BodyFat"},
@@ -79,7 +84,7 @@ def _codes(values: pd.Series | pd.Categorical | np.ndarray) -> tuple[np.ndarray,
 
 
 def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], impute: str | None,
-                 source: str) -> Table:
+                 source: str, encode: bool = False) -> Table:
     notes: dict[str, Any] = {}
     if drop:
         df = df.drop(columns=[df.columns[i] for i in drop])
@@ -94,15 +99,19 @@ def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], im
         raise ParameterError(f"{source}: target column {target!r} not found; columns are {list(df.columns)[:20]}...")
     y_raw = df[tcol]
     Xdf = df.drop(columns=[tcol])
-    for col in Xdf.columns:
-        if not pd.api.types.is_numeric_dtype(Xdf[col]):
-            codes, cats = _codes(Xdf[col])
-            Xdf[col] = codes + 1.0
-            notes.setdefault("category_codes", {})[str(col)] = {c: i + 1 for i, c in enumerate(cats)}
+    for i, col in enumerate(Xdf.columns):  # by position: some files repeat a column name (Residential's lags)
+        column = Xdf.iloc[:, i]
+        if not pd.api.types.is_numeric_dtype(column):
+            if not encode:
+                raise ParameterError(f"{source}: column {col!r} is not numeric; encode it in the file, or pass "
+                                     "--encode-categories (encode=True) for category codes 1..K")
+            codes, cats = _codes(column)
+            Xdf.isetitem(i, codes + 1.0)
+            notes.setdefault("category_codes", {})[str(col)] = {c: k + 1 for k, c in enumerate(cats)}
     X = Xdf.to_numpy(dtype=np.float64)
     if pd.api.types.is_numeric_dtype(y_raw):
         y, classes = y_raw.to_numpy(dtype=np.float64), None
-        task = "regression"
+        task = "auto"  # binary for two distinct values, else regression (resolved by the store writer)
     else:
         y, classes = _codes(y_raw)
         task = "binary" if len(classes) == 2 else "multiclass"
@@ -111,11 +120,13 @@ def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], im
         raise ParameterError(f"{source}: the target has {int(np.isnan(y).sum())} missing values")
     if missing.any():
         if impute != "mean":
-            raise ParameterError(f"{source}: {int(missing.sum())} missing feature values; pass impute='mean' "
-                                 "(column means: data-dependent, not private) or clean the file")
+            raise ParameterError(f"{source}: missing feature values; pass --impute mean (impute='mean': column "
+                                 "means, data-dependent, not private) or clean the file")
+        warnings.warn(f"{source}: missing feature values set to column means: a statistic of the whole data set, "
+                      "not differentially private", DataDependentWarning, stacklevel=3)
         means = np.nanmean(X, axis=0)
         X = np.where(missing, means, X)
-        notes["imputation"] = f"{int(missing.sum())} missing values set to column means (data-dependent)"
+        notes["imputation"] = "missing values set to column means (data-dependent, not private)"
     return Table(X, y, [str(c) for c in Xdf.columns], task, classes, notes)
 
 
@@ -149,15 +160,17 @@ def _read_rdata(path: Path) -> Table:
     return Table(X, y, names, "binary" if len(classes) == 2 else "multiclass", classes, notes)
 
 
-def read_table(path: str | os.PathLike[str], target: str | int | None = None, impute: str | None = None) -> Table:
+def read_table(path: str | os.PathLike[str], target: str | int | None = None, impute: str | None = None,
+               encode: bool = False) -> Table:
     """Read a table into (X, y) with the conventions of the module docstring."""
+    if impute not in (None, "mean"):
+        raise ParameterError(f"impute must be None or 'mean', got {impute!r}")
     path = Path(path)
     if not path.is_file():
         raise ParameterError(f"input file {path} does not exist")
     base = _base_name(path)
     preset = dict(PRESETS.get(base, {}))
     target = target if target is not None else preset.get("target")
-    impute = impute or preset.get("impute")
     low = base.lower()
     if low.endswith((".rdata", ".rda")):
         return _read_rdata(path)
@@ -166,7 +179,7 @@ def read_table(path: str | os.PathLike[str], target: str | int | None = None, im
         df.columns = [c[1] for c in df.columns]
         df = df.copy().drop(columns=["START YEAR", "START QUARTER", "COMPLETION YEAR", "COMPLETION QUARTER"])
         df["PROFIT"] = df.pop("V-9") - df.pop("V-10")
-        table = _frame_to_xy(df, "PROFIT", [], impute, str(path))
+        table = _frame_to_xy(df, "PROFIT", [], impute, str(path), encode)
         table.notes["target"] = "profit = V-9 (sale price) - V-10 (construction cost)"
         return table
     if low.endswith(".xlsx"):
@@ -180,7 +193,7 @@ def read_table(path: str | os.PathLike[str], target: str | int | None = None, im
             df = pd.read_csv(io.BytesIO(z.read(member)), header=preset.get("header", "infer"))
     else:
         df = pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values"))
-    table = _frame_to_xy(df, target, preset.get("drop", []), impute, str(path))
+    table = _frame_to_xy(df, target, preset.get("drop", []), impute, str(path), encode)
     if "member" in preset:
         table.notes["member"] = preset["member"]
     return table
@@ -193,13 +206,36 @@ def ingest_table(
     force: bool = False,
     target: str | int | None = None,
     impute: str | None = None,
+    encode: bool = False,
+    task: str = "auto",
+    name: str | None = None,
+    labels: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """Read a table and write it as a store; returns the store's metadata."""
-    table = read_table(src, target=target, impute=impute)
+    """Read a table and write it as a store (public ``name``: default random); returns its metadata.
+
+    ``task`` forces the task (``auto``: as the module docstring says); the labels must fit it.
+    """
+    table = read_table(src, target=target, impute=impute, encode=encode)
+    if task != "auto":
+        table.task = task
     meta = {
         "classes": table.classes,
         "feature_names": table.feature_names,
         "source": str(Path(src).resolve()),
         "table_notes": table.notes,
+        "name": name,
     }
-    return write_store(out, table.X, table.y, task=table.task, force=force, metadata=meta)
+    declared = None
+    if labels is not None:  # public classes, by name for a text target (its codes follow the sorted names)
+        if table.classes is not None:
+            names = [str(v) for v in labels]
+            if not set(table.classes) <= set(names):
+                raise ParameterError(f"{src}: the data has labels outside the declared ones {names}")
+            codes = {c: i for i, c in enumerate(sorted(names))}
+            table.y = np.asarray([codes[table.classes[int(c)]] for c in table.y], dtype=np.float64)
+            meta["classes"] = sorted(names)
+            declared = [float(i) for i in range(len(names))]
+        else:
+            declared = [float(v) for v in labels]
+    return write_store(out, table.X, table.y, task=table.task if task == "auto" and labels is None else task,
+                       force=force, metadata=meta, labels=declared)

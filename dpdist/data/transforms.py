@@ -214,25 +214,25 @@ def yeo_johnson(X: np.ndarray, lambdas: np.ndarray | None = None) -> tuple[np.nd
 # ------------------------------------------------------------------------- checks
 
 
-def _check_bound(values: np.ndarray, bound: float, name: str, what: str, fix: str) -> None:
-    if values.size and not np.all(np.isfinite(values)):
-        raise ParameterError(f"{name} has non-finite values")
-    worst = float(np.max(np.abs(values))) if values.size else 0.0
-    if worst > bound:
+def _check_bound(values: np.ndarray, bound: float, name: str, what: str) -> None:
+    """Refuse values outside the bound. The message names the bound and the parameter only:
+    no value, position or count of the data leaves in it (it is shown before any charge)."""
+    if values.size and not (np.all(np.isfinite(values)) and float(np.max(np.abs(values))) <= bound):
         raise ParameterError(
-            f"{name} violates the bound {what} <= {bound:g} the privacy calibration assumes "
-            f"(largest is {worst:g}); apply {fix} first"
+            f"{name} violates the bound {what} <= {bound:g} that the privacy calibration assumes (or is not "
+            "finite); clip each record to it (--clip on the command line, bounds='clip' in Python, "
+            "data.bounds = \"clip\" in a run config) or rescale by a public constant"
         )
 
 
 def check_row_bound(X: Matrix, bound: float = 1.0, name: str = "X") -> None:
     """Raise ParameterError unless every |X_ij| <= bound (i.e. ||x_i||_inf <= bound)."""
-    _check_bound(_values(X), bound, name, "||x_i||_inf", "dpdist.data.transforms.clip_rows")
+    _check_bound(_values(X), bound, name, "|X_ij|")
 
 
 def check_target_bound(y: np.ndarray, bound: float, name: str = "y") -> None:
     """Raise ParameterError unless every |y_i| <= bound."""
-    _check_bound(np.asarray(y, dtype=np.float64), bound, name, "|y_i|", "clip_target or scale_target")
+    _check_bound(np.asarray(y, dtype=np.float64), bound, name, "|y_i|")
 
 
 BOUND_MODES = ("check", "clip")

@@ -9,42 +9,63 @@ The ledger is a SQLite database in WAL mode with ``synchronous=FULL``:
   so processes charging the same ledger at once can never overspend;
 * idempotent: a release is identified by ``(dataset, key)``. Charging the same key again
   with the same parameters returns the recorded charge without spending anything; reusing
-  a key for a different charge raises ``ReleaseKeyConflict``;
-* exact: spent budgets are summed with ``math.fsum`` (correctly rounded), so ten charges
-  of 0.1 spend exactly 1.0.
+  a key with different parameters (a hash of the mechanism, its privacy loss and every
+  release parameter the caller names) raises ``ReleaseKeyConflict``;
+* tight: each release records its privacy loss in the strongest form its mechanism has
+  (:class:`dpdist.privacy.loss.PrivacyLoss`: zCDP rho, Laplace/RDP curves, or (eps, delta)),
+  and a dataset's spend is the tight composition of all of them at the budget's delta
+  (:func:`dpdist.privacy.loss.compose_epsilon`), computed inside the charge's transaction.
+  Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it.
+
+Datasets are keyed by the content hash of their store (``dataset``), which is private: it
+tells two neighbouring datasets apart. What is printed, logged and reported is the
+dataset's *name*, chosen by the user or drawn at random when the budget is set, never a
+function of the data. Each dataset also has a secret *split key* (random, kept here), from
+which :mod:`dpdist.data.split` decides each record's side of the train/test split.
 
 ``Accountant.release`` is the one path for a mechanism's output: it charges, computes the
 noisy result, records it in the same ledger and only then returns it. A retried release
 with the same key returns the recorded result and never draws fresh noise for a charge
 whose result was already released.
+
+Schema history: version 1 (dpdist <= commit 5360b17) had no names, split keys, losses or
+parameter hashes; it is upgraded in place, in one transaction, when opened (its releases
+keep their (eps, delta) as approximate-DP records; its budgets get a random name and key).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseKeyConflict, UnknownDataset
+from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, UnknownDataset
+from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
+from dpdist.utils.random import random_name
+from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path"]
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS budgets (
     dataset       TEXT PRIMARY KEY,
     epsilon_total REAL NOT NULL CHECK (epsilon_total > 0),
     delta_total   REAL NOT NULL CHECK (delta_total >= 0 AND delta_total < 1),
-    created       TEXT NOT NULL
+    created       TEXT NOT NULL,
+    name          TEXT,
+    split_key     TEXT
 );
 CREATE TABLE IF NOT EXISTS releases (
     id        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -55,9 +76,19 @@ CREATE TABLE IF NOT EXISTS releases (
     epsilon   REAL NOT NULL CHECK (epsilon > 0),
     delta     REAL NOT NULL CHECK (delta >= 0 AND delta < 1),
     result    TEXT,
+    loss      TEXT,
+    params    TEXT,
     UNIQUE (dataset, key)
 );
+CREATE UNIQUE INDEX IF NOT EXISTS budgets_name ON budgets(name);
 """
+_V1_TO_V2 = (
+    "ALTER TABLE budgets ADD COLUMN name TEXT",
+    "ALTER TABLE budgets ADD COLUMN split_key TEXT",
+    "ALTER TABLE releases ADD COLUMN loss TEXT",
+    "ALTER TABLE releases ADD COLUMN params TEXT",
+    "CREATE UNIQUE INDEX IF NOT EXISTS budgets_name ON budgets(name)",
+)
 
 
 def default_ledger_path() -> Path:
@@ -68,7 +99,7 @@ def default_ledger_path() -> Path:
 
 @dataclass(frozen=True)
 class Release:
-    """One charged release: what was spent, by which mechanism, under which key."""
+    """One charged release: its loss, by which mechanism, under which key (and its result)."""
 
     dataset: str
     key: str
@@ -77,37 +108,50 @@ class Release:
     epsilon: float
     delta: float
     result: str | None = None
+    loss: PrivacyLoss | None = None
+    params: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("result")
-        return d
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """The recorded loss; a v1 record is an (epsilon, delta) charge."""
+        return self.loss if self.loss is not None else PrivacyLoss.approx(self.epsilon, self.delta)
+
+    def to_dict(self, name: str | None = None) -> dict[str, Any]:
+        """The audit-trail record (the dataset shown by its public ``name``, never its content hash)."""
+        loss = self.privacy_loss
+        return {"dataset": name, "key": self.key, "time": self.time, "mechanism": self.mechanism,
+                "epsilon": self.epsilon, "delta": self.delta, "form": loss.form, "rho": loss.rho,
+                "loss": loss.describe(), "result": None if self.result is None else json.loads(self.result)}
 
 
 @dataclass(frozen=True)
 class BudgetStatus:
-    """A dataset's total, spent and remaining budget."""
+    """A dataset's total budget and what its releases spent.
 
-    dataset: str
+    ``epsilon_spent`` is the tight composition of every release at ``delta_total``; the
+    basic-composition totals (sums of each release's standalone epsilon and delta) are beside it.
+    """
+
+    dataset: str  # the content hash: private (ledger internals only)
+    name: str
     epsilon_total: float
     delta_total: float
     epsilon_spent: float
     delta_spent: float
+    epsilon_basic: float
+    delta_basic: float
     releases: int
 
     @property
     def epsilon_remaining(self) -> float:
         return max(0.0, self.epsilon_total - self.epsilon_spent)
 
-    @property
-    def delta_remaining(self) -> float:
-        return max(0.0, self.delta_total - self.delta_spent)
-
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["epsilon_remaining"] = self.epsilon_remaining
-        d["delta_remaining"] = self.delta_remaining
-        return d
+        """The public form: the dataset's name, never its content hash."""
+        return {"dataset": self.name, "epsilon_total": self.epsilon_total, "delta_total": self.delta_total,
+                "epsilon_spent": self.epsilon_spent, "delta_spent": self.delta_spent,
+                "epsilon_remaining": self.epsilon_remaining, "epsilon_basic": self.epsilon_basic,
+                "delta_basic": self.delta_basic, "releases": self.releases}
 
 
 def _check_name(value: object, name: str) -> str:
@@ -120,27 +164,51 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+def params_hash(charge: Charge, params: dict[str, Any] | None) -> str:
+    """SHA-256 of the mechanism, its privacy loss and the release's parameters."""
+    doc = {"mechanism": charge.mechanism, "loss": json.loads(charge.loss.to_json()), "params": params or {}}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
 class Accountant:
     """A durable privacy ledger at ``path`` (default: ``default_ledger_path()``).
 
     Safe to share between threads and processes: every call opens its own connection.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0,
+                 create: bool = True) -> None:
+        """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none): for
+        commands that only read, so a mistyped path creates nothing."""
         self.path = Path(path) if path is not None else default_ledger_path()
         self.timeout = float(timeout)
         # Test hook: called inside a charge's transaction, after the insert and before the
         # commit (used to kill a process mid-charge). Never set in production code.
         self._before_commit: Callable[[], None] | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not create and not self.path.is_file():
+            raise UnknownDataset(f"there is no ledger at {self.path} (nothing has been charged there yet)")
+        private_sqlite(self.path)  # owner-only ledger (and its -wal/-shm), whatever the umask
         with self._transaction() as con:
-            for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
-                con.execute(stmt)
             version = con.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
+            if version == 1:
+                self._migrate_v1(con)
+            elif version == 0:
+                for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                    con.execute(stmt)
                 con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
             elif version != _SCHEMA_VERSION:
-                raise ParameterError(f"ledger {self.path} has schema version {version}, expected {_SCHEMA_VERSION}")
+                raise ParameterError(f"ledger {self.path} has schema version {version}; this dpdist reads "
+                                     f"versions 1 and {_SCHEMA_VERSION}")
+
+    @staticmethod
+    def _migrate_v1(con: sqlite3.Connection) -> None:
+        """v1 -> v2 in the caller's transaction: new columns, a random name and split key per budget."""
+        for stmt in _V1_TO_V2:
+            con.execute(stmt)
+        for (dataset,) in con.execute("SELECT dataset FROM budgets").fetchall():
+            con.execute("UPDATE budgets SET name = ?, split_key = ? WHERE dataset = ?",
+                        (random_name(), secrets.token_hex(32), dataset))
+        con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     # ------------------------------------------------------------------ connections
 
@@ -186,27 +254,63 @@ class Accountant:
 
     # ---------------------------------------------------------------------- budgets
 
-    def init_budget(self, dataset: str, epsilon: float, delta: float) -> BudgetStatus:
-        """Set ``dataset``'s total budget. Re-running with the same totals is a no-op;
-        a budget, once set, is never changed (a different total raises ParameterError)."""
+    def init_budget(self, dataset: str, epsilon: float, delta: float, name: str | None = None) -> BudgetStatus:
+        """Set ``dataset``'s total budget (``dataset``: the store's content hash).
+
+        ``name`` is the public name shown for the dataset (default: a random one). Re-running
+        with the same totals is a no-op and keeps the existing name; a budget, once set, is
+        never changed (a different total raises ParameterError).
+        """
         dataset = _check_name(dataset, "dataset")
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
+        if name is not None:
+            name = _check_name(name, "name")
         with self._transaction() as con:
             row = con.execute(
-                "SELECT epsilon_total, delta_total FROM budgets WHERE dataset = ?", (dataset,)
+                "SELECT epsilon_total, delta_total, name FROM budgets WHERE dataset = ?", (dataset,)
             ).fetchone()
             if row is None:
+                name = name or random_name()
+                if con.execute("SELECT 1 FROM budgets WHERE name = ?", (name,)).fetchone():
+                    raise ParameterError(f"the name {name!r} is already used by another dataset in {self.path}")
                 con.execute(
-                    "INSERT INTO budgets (dataset, epsilon_total, delta_total, created) VALUES (?, ?, ?, ?)",
-                    (dataset, epsilon, delta, _now()),
+                    "INSERT INTO budgets (dataset, epsilon_total, delta_total, created, name, split_key) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (dataset, epsilon, delta, _now(), name, secrets.token_hex(32)),
                 )
-            elif tuple(row) != (epsilon, delta):
+            elif tuple(row[:2]) != (epsilon, delta):
                 raise ParameterError(
-                    f"dataset {dataset!r} already has a budget (epsilon={row[0]:g}, delta={row[1]:g}) in "
+                    f"dataset {row[2]!r} already has a budget (epsilon={row[0]:g}, delta={row[1]:g}) in "
                     f"{self.path}; a budget is never changed once set"
                 )
             return self._status(con, dataset)
+
+    def has_budget(self, dataset: str) -> bool:
+        with self._reader() as con:
+            return con.execute("SELECT 1 FROM budgets WHERE dataset = ?", (dataset,)).fetchone() is not None
+
+    def resolve(self, name_or_dataset: str) -> str:
+        """The dataset (content hash) of a public name (or of the hash itself)."""
+        with self._reader() as con:
+            row = con.execute("SELECT dataset FROM budgets WHERE name = ? OR dataset = ?",
+                              (name_or_dataset, name_or_dataset)).fetchone()
+        if row is None:
+            raise UnknownDataset(f"no dataset named {name_or_dataset!r} in ledger {self.path}; "
+                                 "`dpdist budget show` lists the datasets it has")
+        return row[0]
+
+    def name(self, dataset: str) -> str:
+        """The public name of ``dataset``."""
+        with self._reader() as con:
+            return self._budget_row(con, dataset)[2]
+
+    def split_key(self, dataset: str) -> bytes:
+        """The secret key that decides each record's side of the train/test split (never published)."""
+        with self._reader() as con:
+            self._budget_row(con, dataset)
+            return bytes.fromhex(con.execute("SELECT split_key FROM budgets WHERE dataset = ?",
+                                             (dataset,)).fetchone()[0])
 
     def status(self, dataset: str) -> BudgetStatus:
         """Total, spent and remaining budget of ``dataset``."""
@@ -214,9 +318,9 @@ class Accountant:
             return self._status(con, _check_name(dataset, "dataset"))
 
     def datasets(self) -> list[BudgetStatus]:
-        """The status of every dataset in the ledger."""
+        """The status of every dataset in the ledger (ordered by name)."""
         with self._reader() as con:
-            names = [r[0] for r in con.execute("SELECT dataset FROM budgets ORDER BY dataset")]
+            names = [r[0] for r in con.execute("SELECT dataset FROM budgets ORDER BY name")]
             return [self._status(con, n) for n in names]
 
     def history(self, dataset: str) -> list[Release]:
@@ -224,77 +328,99 @@ class Accountant:
         dataset = _check_name(dataset, "dataset")
         with self._reader() as con:
             self._budget_row(con, dataset)
-            rows = con.execute(
-                "SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases "
-                "WHERE dataset = ? ORDER BY id",
-                (dataset,),
-            ).fetchall()
-        return [Release(*r) for r in rows]
+            return self._releases(con, dataset)
 
-    def _budget_row(self, con: sqlite3.Connection, dataset: str) -> tuple[float, float]:
-        row = con.execute("SELECT epsilon_total, delta_total FROM budgets WHERE dataset = ?", (dataset,)).fetchone()
+    def _releases(self, con: sqlite3.Connection, dataset: str) -> list[Release]:
+        rows = con.execute(
+            "SELECT dataset, key, time, mechanism, epsilon, delta, result, loss, params FROM releases "
+            "WHERE dataset = ? ORDER BY id",
+            (dataset,),
+        ).fetchall()
+        return [Release(*r[:7], None if r[7] is None else PrivacyLoss.from_json(r[7]), r[8]) for r in rows]
+
+    def _budget_row(self, con: sqlite3.Connection, dataset: str) -> tuple[float, float, str]:
+        row = con.execute("SELECT epsilon_total, delta_total, name FROM budgets WHERE dataset = ?",
+                          (dataset,)).fetchone()
         if row is None:
             raise UnknownDataset(
-                f"no privacy budget for dataset {dataset!r} in ledger {self.path}; "
-                f"set one with: dpdist budget init --dataset {dataset} --epsilon E --delta D"
+                f"no privacy budget for this dataset in ledger {self.path}; set one with: "
+                "dpdist budget init STORE --epsilon E --delta D"
             )
-        return float(row[0]), float(row[1])
+        return float(row[0]), float(row[1]), str(row[2])
 
-    def _status(self, con: sqlite3.Connection, dataset: str) -> BudgetStatus:
-        eps_total, delta_total = self._budget_row(con, dataset)
-        rows = con.execute("SELECT epsilon, delta FROM releases WHERE dataset = ?", (dataset,)).fetchall()
-        return BudgetStatus(
-            dataset=dataset,
-            epsilon_total=eps_total,
-            delta_total=delta_total,
-            epsilon_spent=math.fsum(r[0] for r in rows),
-            delta_spent=math.fsum(r[1] for r in rows),
-            releases=len(rows),
-        )
+    def _status(self, con: sqlite3.Connection, dataset: str,
+                extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
+        eps_total, delta_total, name = self._budget_row(con, dataset)
+        losses = [r.privacy_loss for r in self._releases(con, dataset)] + (extra or [])
+        eps_basic = math.fsum(loss.epsilon for loss in losses)
+        delta_basic = math.fsum(loss.delta for loss in losses)
+        tight = compose_epsilon(losses, delta_total, basic=False) if losses else 0.0
+        if losses and tight < eps_basic:
+            eps_spent, delta_spent = tight, delta_total
+        else:
+            eps_spent, delta_spent = (eps_basic, delta_basic) if delta_basic <= delta_total else (math.inf, delta_total)
+        return BudgetStatus(dataset=dataset, name=name, epsilon_total=eps_total, delta_total=delta_total,
+                            epsilon_spent=eps_spent, delta_spent=delta_spent, epsilon_basic=eps_basic,
+                            delta_basic=delta_basic, releases=len(losses))
 
     # ---------------------------------------------------------------------- charges
 
-    def charge(self, dataset: str, epsilon: float, delta: float, mechanism: str, key: str) -> Release:
-        """Charge (epsilon, delta) to ``dataset`` for the release ``key``, before it is released.
+    def check(self, dataset: str, *charges: Charge) -> BudgetStatus:
+        """Raise ``BudgetExceeded`` unless ``charges`` would fit the budget now (reads, charges nothing).
 
-        Returns the recorded charge. Raises ``BudgetExceeded`` (and records nothing) when
-        the charge would overspend the total, ``UnknownDataset`` when the dataset has no
-        budget, and ``ReleaseKeyConflict`` when ``key`` was already used for a different
-        charge. Charging an existing key with the same parameters spends nothing more.
+        For a refusal before any work (a pre-flight check); the charge itself checks again.
+        Returns the status the dataset would have after them.
+        """
+        with self._reader() as con:
+            before = self._status(con, _check_name(dataset, "dataset"))
+            after = self._status(con, dataset, [c.loss for c in charges])
+        if after.epsilon_spent > after.epsilon_total:
+            total = PrivacyLoss.compose(*(c.loss for c in charges))
+            raise BudgetExceeded(after.name, total.epsilon, total.delta, before.epsilon_spent, after.epsilon_spent,
+                                 after.epsilon_total, after.delta_total)
+        return after
+
+    def charge(self, dataset: str, charge: Charge, key: str, params: dict[str, Any] | None = None) -> Release:
+        """Charge ``charge`` to ``dataset`` for the release ``key``, before it is released.
+
+        ``params`` names every parameter of the release (method, lambda, T, columns, ...);
+        with the mechanism and the loss they make the release's identity. Returns the
+        recorded charge. Raises ``BudgetExceeded`` (and records nothing) when the tight
+        composition of all releases would exceed the budget's epsilon at its delta,
+        ``UnknownDataset`` when the dataset has no budget, and ``ReleaseKeyConflict`` when
+        ``key`` was already used with other parameters. Charging an existing key with the same
+        parameters spends nothing more.
         """
         dataset = _check_name(dataset, "dataset")
         key = _check_name(key, "key")
-        mechanism = _check_name(mechanism, "mechanism")
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
+        if not isinstance(charge, Charge):
+            raise ParameterError(f"charge must be a dpdist.privacy.loss.Charge, got {type(charge).__name__}")
+        mechanism = _check_name(charge.mechanism, "mechanism")
+        loss = charge.loss
+        digest = params_hash(charge, params)
         with self._transaction() as con:
             existing = self._find(con, dataset, key)
             if existing is not None:
-                if (existing.mechanism, existing.epsilon, existing.delta) != (mechanism, epsilon, delta):
+                same = (existing.params == digest if existing.params is not None else
+                        (existing.mechanism, existing.epsilon, existing.delta) == (mechanism, loss.epsilon, loss.delta))
+                if not same:
                     raise ReleaseKeyConflict(
-                        f"release key {key!r} of dataset {dataset!r} was charged as {existing.mechanism} "
-                        f"(epsilon={existing.epsilon:g}, delta={existing.delta:g}); it cannot be reused for "
-                        f"{mechanism} (epsilon={epsilon:g}, delta={delta:g})"
+                        f"release key {key!r} was already charged as {existing.mechanism} "
+                        f"(epsilon={existing.epsilon:g}, delta={existing.delta:g}) with other parameters; it cannot "
+                        f"be reused for {mechanism} (epsilon={loss.epsilon:g}, delta={loss.delta:g}) with these: "
+                        "give the new release its own key"
                     )
                 return existing
-            eps_total, delta_total = self._budget_row(con, dataset)
-            rows = con.execute("SELECT epsilon, delta FROM releases WHERE dataset = ?", (dataset,)).fetchall()
-            eps_after = math.fsum([*(r[0] for r in rows), epsilon])
-            delta_after = math.fsum([*(r[1] for r in rows), delta])
-            if eps_after > eps_total or delta_after > delta_total:
-                raise BudgetExceeded(
-                    dataset,
-                    epsilon,
-                    delta,
-                    math.fsum(r[0] for r in rows),
-                    math.fsum(r[1] for r in rows),
-                    eps_total,
-                    delta_total,
-                )
-            release = Release(dataset, key, _now(), mechanism, epsilon, delta)
+            status = self._status(con, dataset, [loss])
+            if status.epsilon_spent > status.epsilon_total:
+                before = self._status(con, dataset)
+                raise BudgetExceeded(status.name, loss.epsilon, loss.delta, before.epsilon_spent, status.epsilon_spent,
+                                     before.epsilon_total, before.delta_total)
+            release = Release(dataset, key, _now(), mechanism, loss.epsilon, loss.delta, None, loss, digest)
             con.execute(
-                "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta) VALUES (?, ?, ?, ?, ?, ?)",
-                (dataset, key, release.time, mechanism, epsilon, delta),
+                "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss, params) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (dataset, key, release.time, mechanism, loss.epsilon, loss.delta, loss.to_json(), digest),
             )
             if self._before_commit is not None:
                 self._before_commit()
@@ -302,38 +428,72 @@ class Accountant:
 
     def _find(self, con: sqlite3.Connection, dataset: str, key: str) -> Release | None:
         row = con.execute(
-            "SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases WHERE dataset = ? AND key = ?",
+            "SELECT dataset, key, time, mechanism, epsilon, delta, result, loss, params FROM releases "
+            "WHERE dataset = ? AND key = ?",
             (dataset, key),
         ).fetchone()
-        return None if row is None else Release(*row)
+        return None if row is None else Release(*row[:7], None if row[7] is None else PrivacyLoss.from_json(row[7]),
+                                                row[8])
 
     def release(
         self,
         dataset: str,
-        epsilon: float,
-        delta: float,
-        mechanism: str,
+        charge: Charge,
         key: str,
         compute: Callable[[], Any],
+        params: dict[str, Any] | None = None,
     ) -> Any:
         """Charge, then compute the private result, record it, and return it.
 
         ``compute`` draws the noise and returns a JSON-serialisable result. If ``key`` was
         released before, the recorded result is returned and ``compute`` is not called, so
         one charge never yields two different noisy results. If an earlier attempt was
-        charged but died before recording its result, that result never left this method,
-        and ``compute`` runs again under the same charge.
+        charged but died before recording anything (a killed worker or process), its result
+        never left, and ``compute`` runs again under the same charge.
+
+        A ``compute`` that fails with a dpdist error (a solver that cannot certify its answer, a
+        refused test, a bound the data violates) has an outcome that can depend on the data and
+        on the noise already drawn: that failure *is* the release. It is recorded, the charge
+        stands, and every retry under the key raises it again instead of drawing fresh noise.
         """
-        charged = self.charge(dataset, epsilon, delta, mechanism, key)
+        charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
-            return json.loads(charged.result)
-        result = compute()
-        encoded = json.dumps(result, sort_keys=True, allow_nan=False)
+            return _replay(charged.result)
+        try:
+            result = compute()
+            encoded = json.dumps(result, sort_keys=True, allow_nan=False)
+        except DPDistError as e:
+            failure = {_FAILURE: {"type": type(e).__name__, "message": str(e)}}
+            return _replay(self._record(dataset, key, json.dumps(failure, sort_keys=True)))
+        except ValueError as e:  # not JSON-recordable (NaN): a failure of this release, recorded as such
+            failure = {_FAILURE: {"type": "SolverFailure", "message": f"the result cannot be recorded ({e})"}}
+            return _replay(self._record(dataset, key, json.dumps(failure, sort_keys=True)))
+        return _replay(self._record(dataset, key, encoded))
+
+    def _record(self, dataset: str, key: str, encoded: str) -> str:
+        """Record ``encoded`` as the result of ``key`` unless a concurrent attempt recorded first; the stored one."""
         with self._transaction() as con:
             row = con.execute(
                 "SELECT result FROM releases WHERE dataset = ? AND key = ?", (dataset, key)
             ).fetchone()
             if row[0] is not None:  # a concurrent attempt recorded first: its result stands
-                return json.loads(row[0])
+                return row[0]
             con.execute("UPDATE releases SET result = ? WHERE dataset = ? AND key = ?", (encoded, dataset, key))
-        return json.loads(encoded)
+        return encoded
+
+
+_FAILURE = "__dpdist_failure__"
+
+
+def _replay(encoded: str) -> Any:
+    """The recorded result, or the recorded failure raised again (the same type, the same message)."""
+    from dpdist import exceptions
+
+    result = json.loads(encoded)
+    if isinstance(result, dict) and _FAILURE in result:
+        failure = result[_FAILURE]
+        cls = getattr(exceptions, failure["type"], None)
+        cls = cls if isinstance(cls, type) and issubclass(cls, DPDistError) else exceptions.SolverFailure
+        raise cls(f"{failure['message']} [recorded as this release's outcome: its charge stands, and a retry "
+                  "raises it again rather than drawing new noise]")
+    return result

@@ -20,7 +20,10 @@ protected by report-noisy-max and is never returned (spec 1.3, 9.5).
 
 Every mechanism carries ``epsilon`` and ``delta`` (what it was asked for),
 ``true_epsilon`` (what it guarantees; different only in the seeds' ``"paper"``
-calibration) and ``name``; the accountant charges ``true_epsilon``.
+calibration), ``name`` and ``privacy_loss``: its loss in the strongest form it has
+(:mod:`dpdist.privacy.loss`), which is what the accountant charges. The exponential mechanism
+is epsilon-bounded-range (epsilon^2/8-zCDP), Gaussian noise is Delta^2/(2 sigma^2)-zCDP, Laplace
+noise has its exact Renyi curve, and report-noisy-max is pure true_epsilon-DP.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive, check_scores
 
@@ -64,6 +68,11 @@ class _Mechanism:
         """The epsilon this mechanism actually guarantees (what the accountant charges)."""
         return self.epsilon
 
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """The loss the accountant charges (pure true_epsilon-DP unless a subclass knows better)."""
+        return PrivacyLoss.pure(self.true_epsilon)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon!r}, delta={self.delta!r})"
 
@@ -87,6 +96,10 @@ class Laplace(_Mechanism):
     def scale(self) -> float:
         return self.sensitivity / self.epsilon
 
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        return PrivacyLoss.laplace(self.epsilon)
+
     def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
         arr = np.asarray(value, dtype=np.float64)
         if not np.all(np.isfinite(arr)):
@@ -103,6 +116,12 @@ class _GaussianBase(_Mechanism):
     def __init__(self, epsilon: float, delta: float, sensitivity: float, random_state: RandomState) -> None:
         super().__init__(epsilon, check_delta(delta, allow_zero=False), random_state)
         self.sensitivity = check_positive(sensitivity, "sensitivity")
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """rho = Delta^2 / (2 sigma^2)-zCDP; standalone (epsilon, delta) as calibrated."""
+        rho = self.sensitivity ** 2 / (2.0 * self.sigma ** 2)
+        return PrivacyLoss((("zcdp", rho),), self.epsilon, self.delta)
 
     def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
         arr = np.asarray(value, dtype=np.float64)
@@ -237,6 +256,10 @@ class ExponentialMechanism(_Selection):
         random_state: RandomState = None,
     ) -> None:
         super().__init__(epsilon, sensitivity, monotone, random_state)
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        return PrivacyLoss.bounded_range(self.epsilon)
 
     @property
     def multiplier(self) -> float:

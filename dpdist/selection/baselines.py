@@ -33,6 +33,7 @@ import numba
 import numpy as np
 
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive, check_scores
 
@@ -55,6 +56,11 @@ class _TopKBase:
     def true_epsilon(self) -> float:
         return self.epsilon
 
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """An exponential mechanism over k-sets/sequences: epsilon-bounded-range (epsilon^2/8-zCDP)."""
+        return PrivacyLoss.bounded_range(self.epsilon)
+
     def _normalised(self, scores: np.ndarray) -> np.ndarray:
         q = check_scores(scores)
         if self.k >= q.shape[0]:
@@ -69,6 +75,11 @@ class PeelingTopK(_TopKBase):
     """Peeling exponential mechanism (k rounds at epsilon/k), sampled in one shot with Gumbel noise."""
 
     name = "peeling_em"
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """k adaptive exponential mechanisms at epsilon/k each (Durfee & Rogers 2019, Lemmas 4.1-4.2)."""
+        return PrivacyLoss.bounded_range(self.epsilon / self.k, self.k)
 
     def select(self, scores: np.ndarray) -> np.ndarray:
         x = self._normalised(scores)
@@ -85,6 +96,10 @@ class LaplaceTopK(_TopKBase):
                  random_state: RandomState = None) -> None:
         super().__init__(k, epsilon, sensitivity, False, random_state)
         self.delta = check_delta(delta, allow_zero=False)
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        return PrivacyLoss.approx(self.epsilon, self.delta)
 
     def select(self, scores: np.ndarray) -> np.ndarray:
         x = self._normalised(scores)

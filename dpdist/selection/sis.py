@@ -16,17 +16,20 @@ about it, and is not done here.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.feature_selection import SelectorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge
 from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
 from dpdist.selection.topk import CanonicalTopK
 from dpdist.utils.random import RandomState, check_random_state
@@ -76,14 +79,14 @@ def store_scores(store: Any, y: np.ndarray | None = None, bounds: str = "check",
     y = store_target(store) if y is None else np.asarray(y, dtype=np.float64)
     acc = np.zeros(store.shape[1])
     for r0, X_b, _ in store.iter_row_blocks(block_rows):
-        X_b, y_b = enforce_bounds(X_b, y[r0:r0 + X_b.shape[0]], mode=bounds, name=f"{store.path} rows {r0}..")
+        X_b, y_b = enforce_bounds(X_b, y[r0:r0 + X_b.shape[0]], mode=bounds, name=f"store {store.path}")
         acc += X_b.T @ y_b
         if progress is not None:
             progress(r0 + X_b.shape[0], store.shape[0])
     return np.abs(acc)
 
 
-class DPSIS:
+class DPSIS(SelectorMixin, BaseEstimator):
     """Private feature screening: the k features with the largest |x_(j)^T y|, by a DP top-k.
 
     Parameters
@@ -97,74 +100,75 @@ class DPSIS:
     bounds : "check" (refuse |X_ij| > 1 or |y_i| > 1) or "clip".
     random_state : None draws noise from OS entropy; an int is for experiments only.
 
-    After ``fit``: ``features_`` (ascending indices), ``n_features_in_``, ``release_`` (the
-    ledger record when an accountant was given), ``seconds_``.
+    A scikit-learn selector (``get_support``, ``transform``, usable in a ``Pipeline``);
+    parameters are validated in ``fit``. After ``fit``: ``features_`` (ascending indices),
+    ``n_features_in_``, ``release_`` (the ledger record when an accountant was given).
     """
 
-    def __init__(self, k: int, epsilon: float, delta: float = 0.0, mechanism: str = "canonical", gamma: float = 0.5,
-                 noise: str = "gumbel", bounds: str = "check", random_state: RandomState = None) -> None:
-        if mechanism not in MECHANISMS:
-            raise ParameterError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
-        if bounds not in BOUND_MODES:
-            raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {bounds!r}")
-        self.k, self.epsilon, self.delta = check_count(k, "k"), epsilon, delta
+    def __init__(self, k: int = 10, epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "canonical",
+                 gamma: float = 0.5, noise: str = "gumbel", bounds: str = "check",
+                 random_state: RandomState = None) -> None:
+        self.k, self.epsilon, self.delta = k, epsilon, delta
         self.mechanism, self.gamma, self.noise, self.bounds = mechanism, gamma, noise, bounds
         self.random_state = random_state
-        self._mech = self._make_mechanism()  # validates epsilon, delta, gamma, noise now
 
-    def _make_mechanism(self) -> Any:
-        rng = check_random_state(self.random_state)
+    def _make_mechanism(self, rng: np.random.Generator | None = None) -> Any:
+        """The top-k mechanism (validates every parameter)."""
+        if self.mechanism not in MECHANISMS:
+            raise ParameterError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+        if self.bounds not in BOUND_MODES:
+            raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
+        k = check_count(self.k, "k")
         if self.mechanism == "canonical":
-            return CanonicalTopK(self.k, self.epsilon, 1.0, gamma=self.gamma, noise=self.noise, random_state=rng)
+            return CanonicalTopK(k, self.epsilon, 1.0, gamma=self.gamma, noise=self.noise, random_state=rng)
         if self.mechanism == "laplace":
-            return LaplaceTopK(self.k, self.epsilon, self.delta, 1.0, random_state=rng)
+            return LaplaceTopK(k, self.epsilon, self.delta, 1.0, random_state=rng)
         if self.delta:
             raise ParameterError(f"mechanism {self.mechanism!r} is pure epsilon-DP; delta must be 0, got {self.delta!r}")
         cls = PeelingTopK if self.mechanism == "peeling" else JointTopK
-        return cls(self.k, self.epsilon, 1.0, random_state=rng)
+        return cls(k, self.epsilon, 1.0, random_state=rng)
 
-    @property
-    def mechanism_name(self) -> str:
-        return f"dp_sis/{self._mech.name}"
+    def privacy_charge(self) -> Charge:
+        """What a release is charged (exactly what ``fit`` charges itself): the top-k mechanism's
+        loss -- the canonical mechanism with Gumbel noise is an exponential mechanism, so it is
+        epsilon-bounded-range (epsilon^2/8-zCDP) as well as epsilon-DP."""
+        mech = self._make_mechanism()
+        return Charge(mech.privacy_loss, f"dp_sis/{mech.name}")
 
-    def privacy_charge(self) -> tuple[float, float, str]:
-        """(epsilon, delta, mechanism) a release must be charged: what ``fit`` charges itself."""
-        return self._mech.true_epsilon, self._mech.delta, self.mechanism_name
+    def release_params(self, n_features: int) -> dict[str, Any]:
+        """Every parameter of a release, for the ledger's release identity."""
+        return {"k": self.k, "epsilon": self.epsilon, "delta": self.delta, "mechanism": self.mechanism,
+                "gamma": self.gamma, "noise": self.noise, "bounds": self.bounds, "n_features": int(n_features)}
 
     def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None) -> DPSIS:
         """Screen (X, y) and release the k features (charged to ``accountant`` first when given)."""
+        self._make_mechanism()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
         X, y = enforce_bounds(X, np.asarray(y, dtype=np.float64), mode=self.bounds)
         return self.fit_scores(correlation_scores(X, y), accountant, dataset, key)
 
     def fit_scores(self, scores: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
                    key: str | None = None) -> DPSIS:
         """Release from scores |X^T y| that the caller computed under the bounds (stores, Dask)."""
-        t0 = time.perf_counter()
+        mech = self._make_mechanism(check_random_state(self.random_state))
         scores = np.asarray(scores, dtype=np.float64)
-        if self.k >= scores.shape[0]:
-            raise ParameterError(f"k={self.k} must be smaller than the number of features {scores.shape[0]}")
-        compute = lambda: [int(i) for i in self._mech.select(scores)]  # noqa: E731
+        if mech.k >= scores.shape[0]:
+            raise ParameterError(f"k={mech.k} must be smaller than the number of features {scores.shape[0]}")
+        compute = lambda: [int(i) for i in mech.select(scores)]  # noqa: E731
         if accountant is None:
             self.features_, self.release_ = np.asarray(compute(), dtype=np.int64), None
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"dp-sis-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, *self.privacy_charge(), key, compute)
-            self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"dataset": dataset, "key": key}
+            out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(scores.shape[0]))
+            self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"key": key}
         self.n_features_in_ = scores.shape[0]
-        self.seconds_ = time.perf_counter() - t0
         return self
 
-    def get_support(self, indices: bool = False) -> np.ndarray:
-        if indices:
-            return self.features_.copy()
+    def _get_support_mask(self) -> np.ndarray:
+        check_is_fitted(self, "features_")
         mask = np.zeros(self.n_features_in_, dtype=bool)
         mask[self.features_] = True
         return mask
-
-    def transform(self, X: Matrix) -> Matrix:
-        if X.shape[1] != self.n_features_in_:
-            raise ParameterError(f"X has {X.shape[1]} features, the screen was fitted on {self.n_features_in_}")
-        return X[:, self.features_]

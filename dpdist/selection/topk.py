@@ -39,6 +39,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_epsilon, check_positive, check_scores
 
@@ -255,6 +256,12 @@ class CanonicalTopK:
     @property
     def true_epsilon(self) -> float:
         return self.epsilon
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """"gumbel" is an exponential mechanism: epsilon-bounded-range (epsilon^2/8-zCDP); the
+        exponential-noise variant is report-noisy-max: pure epsilon-DP."""
+        return PrivacyLoss.bounded_range(self.epsilon) if self.noise == "gumbel" else PrivacyLoss.pure(self.epsilon)
 
     @property
     def c(self) -> float:

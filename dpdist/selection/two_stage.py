@@ -1,55 +1,67 @@
 """Two-stage private sparse regression (Kifer, Smith, Thakurta 2012; spec 5): the seed-003 baseline.
 
+Neighbouring relation: ADD/REMOVE one record, n private.
+
 Stage 1 ("Samp-Agg" support selection, pure epsilon_1-DP):
 
-1. m = floor(sqrt(n)) disjoint blocks. Each record draws its block uniformly at random,
-   independently of every other record (a fixed random assignment by record, spec 5.1), so
-   adding, removing or replacing one record changes exactly one block.
-2. On each block a LASSO, (1/(2 n_b))||y_b - X_b beta||^2 + alpha ||beta||_1 (scikit-learn's
+1. m disjoint blocks, m public: ``n_blocks`` given by the caller (e.g. floor(sqrt(n~)) of a
+   row count released earlier), or, by default, m = floor(sqrt(n~)) with n~ = n + Lap(1/eps_c)
+   released first inside the same charge (eps_c = ``count_fraction`` * epsilon_1). The seeds'
+   m = floor(sqrt(n)) of the exact n is not used: n is private, and when it crosses a perfect
+   square m changes and every block changes with it.
+2. Each record draws its block uniformly at random, independently of every other record,
+   from secret randomness (OS entropy; a fixed seed only for experiments). Given m, the
+   labels of D's records can be coupled between D and a neighbour D' (the extra record draws
+   its own), and then the blocks of D and D' differ in exactly one block, by one record.
+3. On each block a LASSO, (1/(2 n_b))||y_b - X_b beta||^2 + alpha ||beta||_1 (scikit-learn's
    coordinate descent; seed 003 uses alpha = 0.1), and the vote v^(b) = indicator of the
-   s largest |beta_j| among its non-zeros. The truncation to s is what bounds the
-   sensitivity.
-3. a = (1/m) sum_b v^(b) has l1-sensitivity 2s/m; release the top-s of a + Lap(2s/(m eps_1))^p.
+   s largest |beta_j| among its non-zeros. The truncation to s is what bounds the sensitivity:
+   changing one block moves the vote sum by at most 2 s in l1 norm (s votes out, s in).
+4. a = (1/m) sum_b v^(b) has l1-sensitivity 2s/m; release the top-s of a + Lap(2s/(m eps_v))^p
+   (eps_v = epsilon_1 - eps_c, or all of epsilon_1 when m is given): a Laplace mechanism, so
+   the accountant charges it with the exact Laplace Renyi curve; the coupling of step 2 holds for
+   every realisation of the labels, so the guarantee holds averaged over them.
 
 Stage 2 fits :class:`dpdist.solvers.objective_perturbation.ObjectivePerturbation` on the
-selected columns with epsilon_2; the total is epsilon_1 + epsilon_2 by basic composition
+selected columns with epsilon_2 (a release of its own); the two releases compose in the ledger
 (the SoK code's 1.5 epsilon is not reproduced).
 
 The block fits are independent: :func:`block_votes` is the unit of work that
 ``pipelines.two_stage`` runs on Dask workers, and :meth:`TwoStageSelector.fit_votes`
-releases from the summed votes.
+releases from the summed votes with a public m.
 """
 
 from __future__ import annotations
 
 import math
-import time
 import uuid
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import Lasso
+from sklearn.utils.validation import check_is_fitted
 
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_epsilon, check_positive
 
-__all__ = ["TwoStageRegression", "TwoStageSelector", "assign_blocks", "block_labels", "block_votes", "lasso_coefficients",
-           "split_by_label", "truncated_vote"]
+__all__ = ["TwoStageRegression", "TwoStageSelector", "assign_blocks", "block_labels", "block_votes", "blocks_from_count",
+           "fit_on_support", "lasso_coefficients", "split_by_label", "truncated_vote"]
 
 
-def block_labels(n: int, random_state: RandomState = None, n_blocks: int | None = None) -> tuple[np.ndarray, int]:
-    """(block of each record, m): m = floor(sqrt(n)) blocks, each record placed independently."""
-    m = n_blocks if n_blocks is not None else math.isqrt(n)
-    if m < 1 or m > n:
-        raise ParameterError(f"n_blocks must lie in [1, n={n}], got {m}")
-    return check_random_state(random_state).integers(m, size=n), m
+def block_labels(n: int, n_blocks: int, random_state: RandomState = None) -> np.ndarray:
+    """The block of each of n records, each drawn uniformly from the public ``n_blocks`` independently."""
+    m = check_count(n_blocks, "n_blocks")
+    return check_random_state(random_state).integers(m, size=n)
 
 
 def split_by_label(label: np.ndarray, m: int) -> list[np.ndarray]:
@@ -58,20 +70,41 @@ def split_by_label(label: np.ndarray, m: int) -> list[np.ndarray]:
     return np.split(order, np.cumsum(np.bincount(label, minlength=m))[:-1])
 
 
-def assign_blocks(n: int, random_state: RandomState = None, n_blocks: int | None = None) -> list[np.ndarray]:
-    """Row indices of each of m = floor(sqrt(n)) blocks, each record placed independently."""
-    return split_by_label(*block_labels(n, random_state, n_blocks))
+def assign_blocks(n: int, n_blocks: int, random_state: RandomState = None) -> list[np.ndarray]:
+    """Row indices of each of the public ``n_blocks`` blocks, each record placed independently."""
+    return split_by_label(block_labels(n, n_blocks, random_state), n_blocks)
+
+
+def blocks_from_count(noisy_n: float) -> int:
+    """m = floor(sqrt(n~)) (at least 1) from a released, noisy row count."""
+    return max(1, math.isqrt(max(1, int(round(noisy_n)))))
 
 
 def lasso_coefficients(X_b: Matrix, y_b: np.ndarray, alpha: float) -> np.ndarray:
-    """The block's LASSO coefficients (scikit-learn coordinate descent; CSC for sparse input)."""
+    """The block's LASSO coefficients (scikit-learn coordinate descent; CSC for sparse input).
+
+    A sparse block is fitted on its non-empty columns only: an all-zero column's coefficient is
+    exactly 0 (its gradient is 0, and centering leaves it 0), so the solution is the same, and a
+    2,900-row KDDA block then costs its ~10^5 non-empty columns instead of all 2e7.
+    """
+    coef = np.zeros(X_b.shape[1])
     if X_b.shape[0] == 0:
-        return np.zeros(X_b.shape[1])
+        return coef
+    cols = None
+    if sp.issparse(X_b):
+        X_b = sp.csc_matrix(X_b)
+        cols = np.flatnonzero(np.diff(X_b.indptr))
+        if cols.size == 0:
+            return coef
+        X_b = X_b[:, cols]
     model = Lasso(alpha=alpha, max_iter=5000, tol=1e-4)
     with warnings.catch_warnings():  # an unconverged block still casts a valid (truncated) vote
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(sp.csc_matrix(X_b) if sp.issparse(X_b) else X_b, y_b)
-    return model.coef_
+        model.fit(X_b, y_b)
+    if cols is None:
+        return model.coef_
+    coef[cols] = model.coef_
+    return coef
 
 
 def truncated_vote(coef: np.ndarray, s: int) -> np.ndarray:
@@ -87,94 +120,156 @@ def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarra
     return truncated_vote(lasso_coefficients(X_b, y_b, alpha), s)
 
 
-class TwoStageSelector:
-    """Stage 1: private selection of the k features most often chosen by per-block LASSOs."""
+class TwoStageSelector(SelectorMixin, BaseEstimator):
+    """Stage 1: private selection of the k features most often chosen by per-block LASSOs.
+
+    ``n_blocks``: a public number of blocks m; None (default) releases a noisy row count with
+    ``count_fraction`` of epsilon and uses m = floor(sqrt(n~)) (module doc).
+    """
 
     name = "two_stage/samp_agg"
 
-    def __init__(self, k: int, epsilon: float, alpha: float = 0.1, n_blocks: int | None = None,
-                 random_state: RandomState = None) -> None:
-        self.k = check_count(k, "k")
-        self.epsilon = check_epsilon(epsilon)
-        self.alpha = check_positive(alpha, "alpha")
+    def __init__(self, k: int = 10, epsilon: float = 1.0, alpha: float = 0.1, n_blocks: int | None = None,
+                 count_fraction: float = 0.1, random_state: RandomState = None) -> None:
+        self.k = k
+        self.epsilon = epsilon
+        self.alpha = alpha
         self.n_blocks = n_blocks
-        self.delta = 0.0
-        self._rng = check_random_state(random_state)
+        self.count_fraction = count_fraction
+        self.random_state = random_state
 
-    def blocks(self, n: int) -> list[np.ndarray]:
-        return assign_blocks(n, self._rng, self.n_blocks)
+    def _validate(self) -> None:
+        check_count(self.k, "k")
+        check_epsilon(self.epsilon)
+        check_positive(self.alpha, "alpha")
+        if self.n_blocks is not None:
+            check_count(self.n_blocks, "n_blocks")
+        elif not 0.0 < float(self.count_fraction) < 1.0:
+            raise ParameterError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
+
+    @property
+    def _eps_count(self) -> float:
+        return 0.0 if self.n_blocks is not None else float(self.epsilon) * float(self.count_fraction)
+
+    def privacy_charge(self) -> Charge:
+        """What a release is charged: the Laplace vote release (and the Laplace row count when m is not given)."""
+        self._validate()
+        votes = PrivacyLoss.laplace(float(self.epsilon) - self._eps_count)
+        loss = votes if self.n_blocks is not None else PrivacyLoss.compose(PrivacyLoss.laplace(self._eps_count), votes)
+        return Charge(loss, self.name)
+
+    def release_params(self, n_features: int) -> dict:
+        return {"k": self.k, "epsilon": self.epsilon, "alpha": self.alpha, "n_blocks": self.n_blocks,
+                "count_fraction": self.count_fraction, "n_features": int(n_features)}
 
     def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None) -> TwoStageSelector:
+        """Select from (X, y); everything that touches the data runs after the charge."""
+        self._validate()
         y = np.asarray(y, dtype=np.float64)
         if X.shape[0] != y.shape[0]:
-            raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
+            raise ParameterError("X and y must have the same number of rows")
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-        blocks = self.blocks(X.shape[0])
-        counts = np.zeros(X.shape[1])
-        for rows in blocks:
-            counts[block_votes(X[rows], y[rows], self.k, self.alpha)] += 1
-        return self.fit_votes(counts, len(blocks), accountant, dataset, key)
+        if self.k >= X.shape[1]:
+            raise ParameterError(f"k={self.k} must be smaller than the number of features {X.shape[1]}")
+        rng = check_random_state(self.random_state)
 
-    def privacy_charge(self) -> tuple[float, float, str]:
-        """(epsilon, delta, mechanism) a release must be charged: what ``fit`` charges itself."""
-        return self.epsilon, 0.0, self.name
+        def compute() -> dict:
+            m = self.n_blocks
+            out: dict = {}
+            if m is None:
+                noisy_n = Laplace(self._eps_count, 1.0, random_state=rng).randomise(float(X.shape[0]))
+                m = blocks_from_count(noisy_n)
+                out["noisy_rows"] = float(noisy_n)
+            counts = np.zeros(X.shape[1])
+            for rows in assign_blocks(X.shape[0], m, rng):
+                counts[block_votes(X[rows], y[rows], self.k, self.alpha)] += 1
+            out.update(features=self._noisy_top_k(counts, m, rng), n_blocks=int(m))
+            return out
+
+        self._release(compute, X.shape[1], accountant, dataset, key)
+        return self
 
     def fit_votes(self, counts: np.ndarray, n_blocks: int, accountant: Accountant | None = None,
                   dataset: str | None = None, key: str | None = None) -> TwoStageSelector:
-        """Release the top-k of counts/m + Lap(2k/(m epsilon)) (counts = votes summed over m blocks)."""
-        t0 = time.perf_counter()
+        """Release the top-k of counts/m + Lap(2k/(m epsilon)) (counts = votes summed over the public m blocks)."""
+        if self.n_blocks is None or int(n_blocks) != int(self.n_blocks):
+            raise ParameterError("fit_votes needs the selector's public n_blocks, and votes over that many blocks")
+        self._validate()
         counts = np.asarray(counts, dtype=np.float64)
         if self.k >= counts.shape[0]:
             raise ParameterError(f"k={self.k} must be smaller than the number of features {counts.shape[0]}")
-        m = check_count(n_blocks, "n_blocks")
+        m = int(n_blocks)
         # the sensitivity 2k/m holds only for votes of at most k distinct features per block
         if counts.min() < 0 or counts.max() > m or counts.sum() > self.k * m or np.any(counts != np.round(counts)):
             raise ParameterError(f"counts are not the sum of {m} block votes of at most k={self.k} features each")
-        lap = Laplace(self.epsilon, sensitivity=2.0 * self.k / m, random_state=self._rng)
+        rng = check_random_state(self.random_state)
+        self._release(lambda: {"features": self._noisy_top_k(counts, m, rng), "n_blocks": m}, counts.shape[0],
+                      accountant, dataset, key)
+        return self
 
-        def compute() -> list[int]:
-            noisy = lap.randomise(counts / m)
-            return sorted(int(i) for i in np.argpartition(-noisy, self.k - 1)[: self.k])
+    def _noisy_top_k(self, counts: np.ndarray, m: int, rng: np.random.Generator) -> list[int]:
+        lap = Laplace(float(self.epsilon) - self._eps_count, sensitivity=2.0 * self.k / m, random_state=rng)
+        noisy = lap.randomise(counts / m)
+        return sorted(int(i) for i in np.argpartition(-noisy, self.k - 1)[: self.k])
 
+    def _release(self, compute, n_features: int, accountant: Accountant | None, dataset: str | None,
+                 key: str | None) -> None:
         if accountant is None:
             out, self.release_ = compute(), None
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"two-stage-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, *self.privacy_charge(), key, compute)
-            self.release_ = {"dataset": dataset, "key": key}
-        self.features_ = np.asarray(out, dtype=np.int64)
-        self.n_features_in_ = counts.shape[0]
-        self.seconds_ = time.perf_counter() - t0
-        return self
+            out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(n_features))
+            self.release_ = {"key": key}
+        self.features_ = np.asarray(out["features"], dtype=np.int64)
+        self.n_blocks_ = int(out["n_blocks"])
+        self.n_features_in_ = int(n_features)
+
+    def _get_support_mask(self) -> np.ndarray:
+        check_is_fitted(self, "features_")
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[self.features_] = True
+        return mask
 
 
-class TwoStageRegression:
+class TwoStageRegression(BaseEstimator):
     """Both stages: private support (epsilon_1) then objective perturbation on it (epsilon_2).
 
     ``epsilon`` is split as ``epsilon_split`` : 1 - ``epsilon_split`` (50/50 as in the seed-002
     code); ``delta`` > 0 switches stage 2 to Gaussian noise. ``coef_`` has zeros off the support.
+    With an accountant the two stages are two releases, ``key`` and ``key + "/stage2"``.
     """
 
-    def __init__(self, k: int, epsilon: float, delta: float = 0.0, loss: str = "squared", alpha: float = 0.1,
-                 epsilon_split: float = 0.5, random_state: RandomState = None) -> None:
-        check_epsilon(epsilon)
-        if not 0.0 < float(epsilon_split) < 1.0:
-            raise ParameterError(f"epsilon_split must lie in (0, 1), got {epsilon_split!r}")
-        rng = check_random_state(random_state)
-        self.epsilon, self.delta, self.loss = float(epsilon), delta, loss
-        self.selector = TwoStageSelector(k, epsilon * epsilon_split, alpha, random_state=rng)
-        self.model = ObjectivePerturbation(loss, epsilon * (1.0 - epsilon_split), delta, random_state=rng)
+    def __init__(self, k: int = 10, epsilon: float = 1.0, delta: float = 0.0, loss: str = "squared",
+                 alpha: float = 0.1, epsilon_split: float = 0.5, n_blocks: int | None = None,
+                 random_state: RandomState = None) -> None:
+        self.k, self.epsilon, self.delta, self.loss, self.alpha = k, epsilon, delta, loss, alpha
+        self.epsilon_split, self.n_blocks, self.random_state = epsilon_split, n_blocks, random_state
 
-    def fit(self, X: Matrix, y: np.ndarray) -> TwoStageRegression:
-        self.selector.fit(X, y)
-        S = self.selector.features_
-        X_S = X[:, S]
-        self.model.fit(X_S.toarray() if sp.issparse(X_S) else X_S, y)
+    def _stages(self) -> tuple[TwoStageSelector, ObjectivePerturbation]:
+        eps = check_epsilon(self.epsilon)
+        if not 0.0 < float(self.epsilon_split) < 1.0:
+            raise ParameterError(f"epsilon_split must lie in (0, 1), got {self.epsilon_split!r}")
+        rng = check_random_state(self.random_state)
+        return (TwoStageSelector(self.k, eps * self.epsilon_split, self.alpha, self.n_blocks, random_state=rng),
+                ObjectivePerturbation(self.loss, eps * (1.0 - self.epsilon_split), self.delta, random_state=rng))
+
+    def privacy_charge(self) -> Charge:
+        """Both stages composed (what the two releases together cost)."""
+        selector, model = self._stages()
+        return Charge(PrivacyLoss.compose(selector.privacy_charge().loss, model.privacy_loss), "two_stage/regression")
+
+    def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
+            key: str | None = None) -> TwoStageRegression:
+        selector, model = self._stages()
+        key = key or f"two-stage-regression-{uuid.uuid4().hex}"
+        selector.fit(X, y, accountant, dataset, key if accountant else None)
+        S = selector.features_
+        self.stage2_ = fit_on_support(model, X, y, S, accountant, dataset, f"{key}/stage2" if accountant else None)
         self.coef_ = np.zeros(X.shape[1])
-        self.coef_[S] = self.model.coef_
+        self.coef_[S] = self.stage2_
         self.features_ = S
         return self
 
@@ -184,3 +279,22 @@ class TwoStageRegression:
     def predict(self, X: Matrix) -> np.ndarray:
         z = self.decision_function(X)
         return (z > 0).astype(np.int64) if self.loss == "logistic" else z
+
+
+def fit_on_support(model: ObjectivePerturbation, X: Matrix, y: np.ndarray, support: np.ndarray,
+                   accountant: Accountant | None = None, dataset: str | None = None,
+                   key: str | None = None) -> np.ndarray:
+    """Stage 2 on the released ``support``: the objective-perturbation coefficients (charged first)."""
+    S = np.asarray(support, dtype=np.int64)
+    X_S = X[:, S]
+    X_S = X_S.toarray() if sp.issparse(X_S) else np.asarray(X_S)
+
+    def compute() -> list[float]:
+        return model.fit(X_S, y).coef_.tolist()
+
+    if accountant is None:
+        return np.asarray(compute())
+    if dataset is None or key is None:
+        raise ParameterError("dataset and key are required to charge the accountant")
+    params = {**model.release_params(), "support": S.tolist()}
+    return np.asarray(accountant.release(dataset, model.privacy_charge(), key, compute, params))

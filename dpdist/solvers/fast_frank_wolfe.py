@@ -336,7 +336,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
                      selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
-                     y_bound: float = 1.0, refresh: int = 0, record_every: int = 0,
+                     y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
                      random_state: RandomState = None) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed)."""
@@ -351,7 +351,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if selection is not None:
         if epsilon is None or delta is None:
             raise ParameterError("a private run needs epsilon and delta")
-        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, n, y_bound, "exponential")
+        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, "exponential", calibration)
         eps0, L = plan.eps0, plan.lipschitz
     if max(n, D) >= 2**31:
         raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")

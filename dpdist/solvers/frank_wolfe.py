@@ -11,27 +11,38 @@ Losses (``LOSSES``), with the bounds ||x_i||_inf <= 1 and |y_i| <= b_y enforced 
 * "squared": l = (m - y)^2 / 2; l' = m - y; L = lambda + b_y (spec 2.2: the seeds' L = 1 is
   wrong for lambda > 1).
 
-L bounds ||grad l||_inf, so one record moves each vertex score <s, g> by at most
-Delta = lambda L / n (ADD/REMOVE, n public).
+L bounds ||grad l||_inf, so adding or removing one record moves each coordinate of the
+sum-gradient alpha = X^T l'(X w; y) by at most L (ADD/REMOVE; n never enters the mechanisms).
 
 Vertex selection (``selection``):
 
 * None: the exact minimiser of <s, g>: j = argmax |alpha_j|, sigma = -sign(alpha_j).
-* "laplace": report-noisy-max over the 2D signed vertices with Laplace noise (Talwar et al.).
-  The scores are non-monotone, so the correct scale is b = 2 Delta / eps0 (``calibration=
-  "safe"``, default); ``calibration="paper"`` uses the seeds' Delta / eps0, which is 2 eps0-DP
-  per step, and the true total is reported (spec 2.2 FLAG).
+* "laplace": report-noisy-max over the 2D signed vertices with Laplace noise (Talwar et al.),
+  scores -sigma alpha_j. They are non-monotone, so the correct scale is b = 2 L / eps0
+  (``calibration="safe"``, default): eps0-DP per step. ``calibration="paper"`` uses the seeds'
+  L / eps0, which is 2 eps0-DP per step, and the true total is computed and charged (spec 2.2 FLAG).
 * "exponential": the exponential mechanism over signed vertices, P(j, sigma) ∝
   exp(-sigma a_j), a_j = eps0 alpha_j / (2 L) (spec 2.2, exactly eps0-DP per step), drawn by
   Gumbel-max over the D log-weights ln(2 cosh a_j) and then the sign. This is the
   distribution the fast solver samples.
 
-eps0 = epsilon / sqrt(8 T ln(1/delta)) (advanced composition over the T steps, exact bound
-checked, :func:`dpdist.privacy.composition.advanced_step_epsilon`).
+Per-step budget (:func:`privacy_plan`), from the tight accountant (:mod:`dpdist.privacy.loss`):
+
+* "exponential", ``calibration="safe"``: each step is an exponential mechanism, hence
+  eps0-bounded-range and eps0^2/8-zCDP (Cesar & Rogers 2021, Lemma 3.4); the T adaptive steps
+  are T eps0^2/8-zCDP. eps0 is the largest value whose conversion at delta (Canonne, Kamath &
+  Steinke 2020) is within epsilon: about 4.6x seed 004's eps / sqrt(8 T ln(1/delta)) at
+  T = 4000, delta = 1e-6.
+* "laplace", ``"safe"``: each step is pure eps0-DP (not bounded-range): T eps0^2/2-zCDP.
+* ``calibration="paper"``: seed 004's rule eps0 = eps / sqrt(8 T ln(1/delta)) (advanced
+  composition, exact bound checked) with the seeds' noise; the release is charged its true
+  loss (T bounded-range eps0 steps for the EM, T pure 2 eps0 steps for Laplace at the seeds'
+  scale), and ``true_epsilon`` reports it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -42,7 +53,8 @@ from scipy.special import expit
 
 from dpdist.data.transforms import check_row_bound, check_target_bound
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
+from dpdist.privacy.composition import advanced_step_epsilon
+from dpdist.privacy.loss import PrivacyLoss, calibrate
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_positive
 
@@ -75,26 +87,46 @@ def mean_loss(loss: str, margins: np.ndarray, y: np.ndarray) -> float:
 
 @dataclass
 class FWPrivacy:
-    """What a private run spends: nominal (epsilon, delta), per-step eps0, and the true total."""
+    """What a private run spends: target (epsilon, delta), per-step eps0, and its privacy loss."""
 
     epsilon: float
     delta: float
     eps0: float
-    true_epsilon: float
-    sensitivity: float  # Delta of a vertex score (mean gradient)
+    loss: PrivacyLoss  # what the release is charged (tight form)
     lipschitz: float
+    calibration: str = "safe"
+
+    @property
+    def true_epsilon(self) -> float:
+        """The release's epsilon at ``delta`` (above the target only in the seeds' Laplace "paper" mode)."""
+        return self.loss.epsilon
 
 
-def privacy_plan(epsilon: float, delta: float, T: int, loss: str, lam: float, n: int, y_bound: float,
+def privacy_plan(epsilon: float, delta: float, T: int, loss: str, lam: float, y_bound: float,
                  selection: str | None, calibration: str = "safe") -> FWPrivacy:
+    """The per-step eps0 and the privacy loss of T private Frank-Wolfe steps (module doc)."""
     if calibration not in CALIBRATIONS:
         raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-    if calibration == "paper" and selection != "laplace":
-        raise ParameterError("calibration='paper' exists only for selection='laplace' (the seeds' RNM scale)")
+    if selection not in ("laplace", "exponential"):
+        raise ParameterError(f"a private plan needs selection 'laplace' or 'exponential', got {selection!r}")
     L = lipschitz(loss, lam, y_bound)
-    eps0 = advanced_step_epsilon(epsilon, delta, T)
-    true_eps = rnm_paper_true_epsilon(epsilon, delta, T).epsilon if calibration == "paper" else float(epsilon)
-    return FWPrivacy(float(epsilon), float(delta), eps0, true_eps, lam * L / n, L)
+    T = check_count(T, "max_iter")
+    step = PrivacyLoss.bounded_range if selection == "exponential" else PrivacyLoss.pure_steps
+    if calibration == "paper":
+        eps0 = advanced_step_epsilon(epsilon, delta, T)
+        # the seeds' Laplace scale L/eps0 on non-monotone scores is 2 eps0-DP per step
+        charged = step(eps0 if selection == "exponential" else 2.0 * eps0, T, delta=delta)
+    else:
+        eps0 = _calibrated_eps0(float(epsilon), float(delta), T, selection)
+        charged = step(eps0, T, delta=delta)
+    return FWPrivacy(float(epsilon), float(delta), eps0, charged, L, calibration)
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrated_eps0(epsilon: float, delta: float, T: int, selection: str) -> float:
+    """The largest per-step eps0 whose T steps compose to (epsilon, delta) (a pure function: cached)."""
+    step = PrivacyLoss.bounded_range if selection == "exponential" else PrivacyLoss.pure_steps
+    return calibrate(lambda e: step(e, T, delta=delta), epsilon, delta, upper=epsilon)
 
 
 @dataclass
@@ -156,7 +188,7 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
     if selection is not None:
         if epsilon is None or delta is None:
             raise ParameterError("a private run needs epsilon and delta")
-        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, n, y_bound, selection, calibration)
+        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, selection, calibration)
     rng = check_random_state(random_state)
     Xc = X.tocsc()
     XT = Xc.T  # X^T in CSR form, sharing Xc's arrays (one transposed copy of X, not two)
@@ -170,10 +202,9 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
             j = int(np.argmax(np.abs(alpha)))
             sigma = -1.0 if alpha[j] > 0 else 1.0
         elif selection == "laplace":
-            b = (2.0 if calibration == "safe" else 1.0) * plan.sensitivity / plan.eps0
-            # score of vertex (j, sigma) to maximise: -<s, g> = -sigma lam alpha_j / n
-            base = lam * alpha / n
-            noisy = np.concatenate([-base, base]) + rng.laplace(scale=b, size=2 * D)
+            b = (2.0 if calibration == "safe" else 1.0) * plan.lipschitz / plan.eps0
+            # score of vertex (j, sigma) to maximise: -sigma alpha_j (sensitivity L)
+            noisy = np.concatenate([-alpha, alpha]) + rng.laplace(scale=b, size=2 * D)
             k = int(np.argmax(noisy))
             j, sigma = (k, 1.0) if k < D else (k - D, -1.0)
         else:

@@ -5,16 +5,41 @@ On the s = |S| selected columns, with the per-record bounds enforced by clipping
 
 * rows: if ||x_i,S||_2 > sqrt(s) the row is rescaled to norm sqrt(s) (seed-002 code);
 * squared loss l = (y - x.theta)^2 / 2 with |y| clipped to s and theta in the ball
-  ||theta||_2 <= sqrt(s), so |x.theta| <= s and the gradient norm is at most
+  ||theta||_2 <= R = sqrt(s), so |x.theta| <= s and the gradient norm is at most
   zeta = 2 s^{3/2}; the Hessian of one record is at most lambda_H = s;
 * logistic loss (labels in {0, 1} or {-1, +1}): zeta = sqrt(s), lambda_H = s/4; theta free.
 
-The released minimiser of (1/n) sum_i l(theta; d_i) + (Delta/(2n))||theta||^2 + b.theta/n, with
-Delta = 2 lambda_H / epsilon and b with density ∝ exp(-epsilon ||b|| / (2 zeta)) (pure: norm
-~ Gamma(s, 2 zeta/epsilon), uniform direction) or b ~ N(0, zeta^2 (8 ln(2/delta) + 4 epsilon)
-/ epsilon^2 I) when delta > 0, is (epsilon, delta)-DP. The feasible set is a ball for the
-squared loss because the SoK code's unconstrained version has no bound on the gradient;
-the Lipschitz constant above holds only on the ball.
+The mechanism (ADD/REMOVE neighbours; n never enters it): release the minimiser of
+
+    F_D(theta; b) = sum_i l(theta; d_i) + (Delta/2) ||theta||^2 + b.theta,   Delta = 2 lambda_H / eps1,
+
+with b of density ∝ exp(-eps1 ||b|| / (2 zeta)) (pure: norm ~ Gamma(s, 2 zeta / eps1), uniform
+direction) or b ~ N(0, zeta^2 (8 ln(2/delta) + 4 eps1) / eps1^2 I) when delta > 0. Kifer et al.
+(Thm. 1 and its Gaussian variant) show the *exact* minimiser is eps1-DP ((eps1, delta)-DP):
+one record changes the gradient by at most zeta (the density of b by at most e^{eps1/2}) and
+adds a Hessian of rank one and norm at most lambda_H (the Jacobian of the noise-to-minimiser
+map by a factor at most 1 + lambda_H/Delta <= e^{eps1/2}). Dividing F by n does not change the
+minimiser, so this is the seeds' normalised objective.
+
+The proof needs the exact minimiser; a solver stops at a tolerance. dpdist accounts for that:
+
+* squared loss (a trust-region problem: a quadratic on a ball): solved exactly, up to floating
+  point, by an eigendecomposition of X^T X + Delta I and bisection on the ball's multiplier to
+  machine precision (Moré & Sorensen 1983); the KKT conditions are checked, and a solve that
+  misses them raises ``SolverFailure``. The whole budget goes to b.
+* logistic loss (unconstrained): approximate minima perturbation (Iyengar et al. 2019). Newton's
+  method runs until the distance to the exact minimiser is *certified* below the public
+  ``tolerance`` r: F is Delta-strongly convex, so ||theta - theta*|| <= ||grad F(theta)|| / Delta.
+  Then theta + Z is released, Z of density ∝ exp(-eps2 ||z|| / (2 r)), eps2 = ``output_fraction``
+  * epsilon and eps1 = epsilon - eps2. Proof: F_D is strictly convex, so b = -grad G_D(t) (G_D the
+  unperturbed part) is a function of the exact minimiser t and D; the released value is
+  M2(D, M1(D)) with M1(D) = t the exact objective perturbation (eps1-DP) and
+  M2(D, t) = theta_hat(D, b_D(t)) + Z. For every t, ||theta_hat(D, .) - t|| <= r and
+  ||theta_hat(D', .) - t|| <= r, so the two means differ by at most 2 r and M2(., t) is
+  eps2-DP (the density ratio of Z is at most exp(eps2 2r / (2r))). Adaptive composition gives
+  (eps1 + eps2)-DP ((eps1 + eps2, delta) with Gaussian b), and dropping t is post-processing.
+  Newton that cannot certify r raises ``SolverFailure`` after the charge: nothing is
+  released (whether it fails can depend on the data, so the charge stands).
 """
 
 from __future__ import annotations
@@ -23,11 +48,11 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import minimize
 
-from dpdist.exceptions import ParameterError
+from dpdist.exceptions import ParameterError, SolverFailure
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_delta, check_epsilon
+from dpdist.utils.validation import check_delta, check_epsilon, check_positive
 
 __all__ = ["LOSSES", "ObjectivePerturbation"]
 
@@ -40,17 +65,79 @@ def _rows_bounded(X: np.ndarray, s: int) -> np.ndarray:
     return X / factor[:, None]
 
 
-class ObjectivePerturbation:
-    """Private linear or logistic regression on few features by objective perturbation."""
+def _l2_laplace(rng: np.random.Generator, s: int, scale: float) -> np.ndarray:
+    """A draw of density ∝ exp(-||z||_2 / scale) in R^s: norm ~ Gamma(s, scale), uniform direction."""
+    direction = rng.normal(size=s)
+    direction /= np.linalg.norm(direction)
+    return rng.gamma(shape=s, scale=scale) * direction
 
-    def __init__(self, loss: str = "squared", epsilon: float = 1.0, delta: float = 0.0,
-                 random_state: RandomState = None) -> None:
+
+def _trust_region(A: np.ndarray, c: np.ndarray, radius: float) -> np.ndarray:
+    """argmin 1/2 t'At - c't over ||t|| <= radius for A positive definite, to machine precision."""
+    lam, Q = np.linalg.eigh(A)
+    qc = Q.T @ c
+
+    def norm(nu: float) -> float:
+        return float(np.linalg.norm(qc / (lam + nu)))
+
+    if norm(0.0) <= radius:
+        return Q @ (qc / lam)
+    lo, hi = 0.0, max(1.0, float(np.linalg.norm(c)) / radius)
+    while norm(hi) > radius:
+        hi *= 2.0
+    for _ in range(200):  # ||t(nu)|| decreases in nu; stop when the bracket no longer shrinks
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        lo, hi = (mid, hi) if norm(mid) > radius else (lo, mid)
+    theta = Q @ (qc / (lam + hi))
+    nrm = np.linalg.norm(theta)
+    return theta * (radius / nrm) if nrm > radius else theta
+
+
+class ObjectivePerturbation:
+    """Private linear or logistic regression on few features by objective perturbation.
+
+    ``tolerance`` (logistic only) is the public bound r on the distance between the released
+    minimiser and the exact one; ``output_fraction`` of epsilon pays for it (module doc).
+    """
+
+    def __init__(self, loss: str = "squared", epsilon: float = 1.0, delta: float = 0.0, tolerance: float = 1e-6,
+                 output_fraction: float = 0.01, random_state: RandomState = None) -> None:
         if loss not in LOSSES:
             raise ParameterError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.loss = loss
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
+        self.tolerance = check_positive(tolerance, "tolerance")
+        if not 0.0 < float(output_fraction) < 1.0:
+            raise ParameterError(f"output_fraction must lie in (0, 1), got {output_fraction!r}")
+        self.output_fraction = float(output_fraction)
         self._rng = check_random_state(random_state)
+
+    @property
+    def _eps_output(self) -> float:
+        return self.epsilon * self.output_fraction if self.loss == "logistic" else 0.0
+
+    @property
+    def _eps_objective(self) -> float:
+        return self.epsilon - self._eps_output
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """eps1 (objective) + eps2 (output noise, logistic): pure epsilon-DP, or (epsilon, delta)."""
+        first = (PrivacyLoss.approx(self._eps_objective, self.delta) if self.delta > 0
+                 else PrivacyLoss.pure(self._eps_objective))
+        if self._eps_output == 0.0:
+            return first
+        return PrivacyLoss.compose(first, PrivacyLoss.pure(self._eps_output))
+
+    def privacy_charge(self) -> Charge:
+        return Charge(self.privacy_loss, f"objective_perturbation/{self.loss}")
+
+    def release_params(self) -> dict:
+        return {"loss": self.loss, "epsilon": self.epsilon, "delta": self.delta, "tolerance": self.tolerance,
+                "output_fraction": self.output_fraction}
 
     def constants(self, s: int) -> tuple[float, float]:
         """(lambda_H, zeta) for s features."""
@@ -59,56 +146,79 @@ class ObjectivePerturbation:
         return s / 4.0, math.sqrt(s)
 
     def _noise(self, s: int, zeta: float) -> np.ndarray:
+        eps1 = self._eps_objective
         if self.delta > 0:
-            sd = zeta * math.sqrt(8.0 * math.log(2.0 / self.delta) + 4.0 * self.epsilon) / self.epsilon
+            sd = zeta * math.sqrt(8.0 * math.log(2.0 / self.delta) + 4.0 * eps1) / eps1
             return self._rng.normal(scale=sd, size=s)
-        direction = self._rng.normal(size=s)
-        direction /= np.linalg.norm(direction)
-        return self._rng.gamma(shape=s, scale=2.0 * zeta / self.epsilon) * direction
+        return _l2_laplace(self._rng, s, 2.0 * zeta / eps1)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> ObjectivePerturbation:
         X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         n, s = X.shape
         if n != y.shape[0]:
-            raise ParameterError(f"X has {n} rows but y has {y.shape[0]} entries")
+            raise ParameterError("X and y must have the same number of rows")
         if s == 0:
             raise ParameterError("objective perturbation needs at least one feature")
         X = _rows_bounded(X, s)
         if self.loss == "squared":
             y = np.clip(y, -s, s)
         else:
-            labels = np.unique(y)
-            if not (np.isin(labels, [0.0, 1.0]).all() or np.isin(labels, [-1.0, 1.0]).all()):
-                raise ParameterError(f"logistic loss needs labels in {{0, 1}} or {{-1, +1}}, got {labels[:5]}")
+            if not (np.isin(y, [0.0, 1.0]).all() or np.isin(y, [-1.0, 1.0]).all()):
+                raise ParameterError("logistic loss needs labels in {0, 1} or {-1, +1}")
             y = np.where(y > 0, 1.0, -1.0)
         lam_h, zeta = self.constants(s)
-        reg = 2.0 * lam_h / self.epsilon
+        reg = 2.0 * lam_h / self._eps_objective
         b = self._noise(s, zeta)
-
-        def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
-            z = X @ theta
-            if self.loss == "squared":
-                r = z - y
-                f, g = 0.5 * (r @ r), X.T @ r
-            else:
-                m = y * z
-                f = np.logaddexp(0.0, -m).sum()
-                g = X.T @ (-y * np.exp(-np.logaddexp(0.0, m)))
-            f = (f + 0.5 * reg * (theta @ theta) + b @ theta) / n
-            return f, (g + reg * theta + b) / n
-
-        theta0 = np.zeros(s)
         if self.loss == "squared":
-            radius = math.sqrt(s)
-            cons = {"type": "ineq", "fun": lambda t: radius ** 2 - t @ t, "jac": lambda t: -2.0 * t}
-            res = minimize(objective, theta0, jac=True, method="SLSQP", constraints=[cons],
-                           options={"maxiter": 500, "ftol": 1e-12})
+            theta = self._solve_squared(X, y, reg, b, math.sqrt(s))
         else:
-            res = minimize(objective, theta0, jac=True, method="L-BFGS-B", options={"maxiter": 1000})
-        self.coef_ = res.x
+            theta = self._solve_logistic(X, y, reg, b)
+            theta = theta + _l2_laplace(self._rng, s, 2.0 * self.tolerance / self._eps_output)
+        self.coef_ = theta
         self.n_features_in_ = s
         return self
+
+    @staticmethod
+    def _solve_squared(X: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray, radius: float) -> np.ndarray:
+        """Exact minimiser of 1/2||X t - y||^2 + reg/2 ||t||^2 + b.t on the ball (checked KKT)."""
+        A = X.T @ X + reg * np.eye(X.shape[1])
+        c = X.T @ y - b
+        theta = _trust_region(A, c, radius)
+        g = A @ theta - c  # KKT: g = 0 inside, g = -nu theta (nu >= 0) on the boundary
+        scale = max(1.0, float(np.linalg.norm(c)), float(np.linalg.norm(A, 2)) * radius)
+        on_boundary = np.linalg.norm(theta) >= radius * (1.0 - 1e-12)
+        nu = max(0.0, -float(g @ theta) / radius ** 2) if on_boundary else 0.0
+        if np.linalg.norm(g + nu * theta) > 1e-8 * scale:
+            raise SolverFailure("objective perturbation (squared loss): the trust-region solve did not meet its "
+                                "optimality conditions; the charge stands and nothing is released")
+        return theta
+
+    def _solve_logistic(self, X: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
+        """Newton with backtracking until ||grad F|| / reg <= tolerance / 2 (certified distance)."""
+        theta = np.zeros(X.shape[1])
+
+        def value_grad(t: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+            m = y * (X @ t)
+            f = float(np.logaddexp(0.0, -m).sum() + 0.5 * reg * (t @ t) + b @ t)
+            p = np.exp(-np.logaddexp(0.0, m))  # sigmoid(-m)
+            return f, X.T @ (-y * p) + reg * t + b, p
+
+        f, g, p = value_grad(theta)
+        for _ in range(200):
+            if np.linalg.norm(g) / reg <= 0.5 * self.tolerance:
+                return theta
+            H = (X * (p * (1.0 - p))[:, None]).T @ X + reg * np.eye(X.shape[1])
+            step = np.linalg.solve(H, g)
+            t = 1.0
+            while True:
+                f_new, g_new, p_new = value_grad(theta - t * step)
+                if f_new <= f - 1e-4 * t * float(g @ step) or t < 1e-12:
+                    break
+                t *= 0.5
+            theta, f, g, p = theta - t * step, f_new, g_new, p_new
+        raise SolverFailure("objective perturbation (logistic loss): Newton's method could not certify the "
+                            "minimiser within the public tolerance; the charge stands and nothing is released")
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)

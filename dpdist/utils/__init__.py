@@ -1,1 +1,1 @@
-"""Shared helpers: parameter validation and random number generation."""
+"""Shared helpers: parameter validation, random number generation, atomic and owner-only files."""

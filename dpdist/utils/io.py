@@ -1,10 +1,15 @@
-"""Atomic file writes: a reader sees the old file or the whole new one, never half of it."""
+"""Atomic file writes: a reader sees the old file or the whole new one, never half of it.
+
+These write published outputs (report, released models, CLI results): the file gets the
+umask's mode, like any file the user creates. Raw data and privacy state are written
+owner-only through ``dpdist.utils.files`` instead.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,9 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same directory, fsync, rename."""
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    tmp = target.parent / f".tmp-{secrets.token_hex(8)}"
+    # not mkstemp: its 0600 would make a published file unreadable to the readers the umask allows
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)

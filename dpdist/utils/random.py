@@ -12,6 +12,7 @@ of textbook Laplace sampling (Mironov 2012) are not mitigated.
 from __future__ import annotations
 
 import numbers
+import secrets
 
 import numpy as np
 
@@ -38,3 +39,8 @@ def check_random_state(random_state: RandomState) -> np.random.Generator:
         f"random_state must be None (OS entropy), a non-negative int seed or a numpy Generator, "
         f"got {random_state!r}"
     )
+
+
+def random_name() -> str:
+    """A public dataset name that is not a function of the data: ``ds-`` and 8 random hex digits."""
+    return f"ds-{secrets.token_hex(4)}"

@@ -150,14 +150,17 @@ def test_existing_store_needs_force(tmp_path, capsys):
     p.write_bytes(SMALL)
     assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
-    assert {"store", "dataset_id", "n_rows", "n_features", "nnz", "task"} <= set(first)
+    # the public part only: no content hash, no row or non-zero count (statistics of the data)
+    assert set(first) == {"store", "name", "n_features", "task", "label_mapping", "schema"}
+    before = open_store(tmp_path / "s").dataset_id
     p.write_bytes(b"1 1:9\n-1 2:9\n")
     assert main(["ingest", str(p), "--out", str(tmp_path / "s")]) == 2
     assert "--force" in capsys.readouterr().err
-    assert open_store(tmp_path / "s").dataset_id == first["dataset_id"]  # untouched
+    assert open_store(tmp_path / "s").dataset_id == before  # untouched
     assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--force", "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
-    assert second["dataset_id"] != first["dataset_id"] and open_store(tmp_path / "s").nnz == 2
+    assert open_store(tmp_path / "s").dataset_id != before and open_store(tmp_path / "s").nnz == 2
+    assert second["name"] != first["name"]  # random public names
     assert sorted(x.name for x in tmp_path.iterdir()) == ["a.svm", "s"]
 
 

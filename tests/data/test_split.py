@@ -1,38 +1,70 @@
-"""The public train/test split of a store."""
+"""The keyed train/test split: each record's side depends on the record and a secret key only."""
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpdist.data.split import split_mask, split_store
+from dpdist.data.split import record_sides, split_store
 from dpdist.data.store import open_store, write_store
 from dpdist.exceptions import ParameterError
 
 
-def test_split_is_public_and_partitions_the_rows(tmp_path: Path) -> None:
-    rng = np.random.default_rng(0)
-    X = sp.random(500, 40, density=0.1, format="csr", random_state=1)
-    y = np.where(rng.random(500) < 0.5, -1.0, 1.0)
+def data(n: int = 500, seed: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, 40, density=0.1, format="csr", random_state=seed + 1)
+    return X, np.where(rng.random(n) < 0.5, -1.0, 1.0)
+
+
+def test_split_partitions_the_records_by_their_keyed_hash(tmp_path: Path) -> None:
+    X, y = data()
+    key = secrets.token_bytes(32)
     write_store(tmp_path / "src", X, y, block_rows=64)
-    tr, te = split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.3, seed=5)
-    mask = split_mask(500, 0.3, 5)
-    assert np.array_equal(mask, split_mask(500, 0.3, 5))  # a function of (n, fraction, seed) only
+    tr, te = split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.3, key)
+    test = record_sides(X, y, key, 0.3)
+    assert np.array_equal(test, record_sides(X, y, key, 0.3))  # a function of the records and the key
+    assert 0.2 < test.mean() < 0.4
     a, b = open_store(tmp_path / "tr"), open_store(tmp_path / "te")
-    assert a.shape == (int((~mask).sum()), 40) and b.shape == (int(mask.sum()), 40)
-    assert (a.csr() != X[~mask]).nnz == 0 and (b.csr() != X[mask]).nnz == 0
-    assert np.array_equal(a.y, y[~mask]) and np.array_equal(b.y, y[mask])
-    src_id = open_store(tmp_path / "src").dataset_id
-    assert tr["split_of"] == te["split_of"] == src_id  # releases are charged to the source
+    assert (a.csr() != X[~test]).nnz == 0 and (b.csr() != X[test]).nnz == 0
+    assert np.array_equal(a.y, y[~test]) and np.array_equal(b.y, y[test])
+    src = open_store(tmp_path / "src")
+    assert tr["split_of"] == te["split_of"] == src.dataset_id  # releases are charged to the source
+    assert a.meta["label_mapping"] == b.meta["label_mapping"] == src.meta["label_mapping"]
+    # another key, another split
+    assert not np.array_equal(test, record_sides(X, y, secrets.token_bytes(32), 0.3))
 
 
-def test_bad_fraction_fails_fast(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["top", "middle", "bottom"])
+def test_a_neighbour_leaves_every_other_record_on_its_side(where: str) -> None:
+    X, y = data(400, 3)
+    key = secrets.token_bytes(32)
+    extra = sp.csr_matrix(np.ones((1, 40)) * 0.5)
+    at = {"top": 0, "middle": 200, "bottom": 400}[where]
+    X2 = sp.vstack([X[:at], extra, X[at:]], format="csr")
+    y2 = np.concatenate([y[:at], [1.0], y[at:]])
+    s1, s2 = record_sides(X, y, key, 0.5), record_sides(X2, y2, key, 0.5)
+    assert np.array_equal(np.delete(s2, at), s1)
+    # removing a record (the other direction of add/remove) likewise
+    assert np.array_equal(record_sides(X[1:], y[1:], key, 0.5), s1[1:])
+
+
+def test_halves_may_be_empty_and_keep_the_task(tmp_path: Path) -> None:
+    X = sp.csr_matrix(np.eye(3))
+    y = np.array([1.0, -1.0, 1.0])
+    write_store(tmp_path / "src", X, y)
+    key = secrets.token_bytes(32)
+    tr, te = split_store(tmp_path / "src", tmp_path / "a", tmp_path / "b", 1e-9, key)  # all records train
+    assert open_store(tmp_path / "b").shape == (0, 3) and open_store(tmp_path / "a").shape == (3, 3)
+    assert tr["task"] == te["task"] == "binary" and te["label_mapping"] == tr["label_mapping"]
+
+
+def test_bad_fraction_or_key_fails_fast(tmp_path: Path) -> None:
+    X, y = data(10)
     with pytest.raises(ParameterError, match="test_fraction"):
-        split_mask(10, 1.0, 0)
-    write_store(tmp_path / "src", sp.eye(3, format="csr"), np.array([1.0, -1.0, 1.0]))
-    with pytest.raises(ParameterError, match="empty"):
-        split_store(tmp_path / "src", tmp_path / "a", tmp_path / "b", 0.01, seed=0)
-    assert not (tmp_path / "a").exists()
+        record_sides(X, y, secrets.token_bytes(32), 1.0)
+    with pytest.raises(ParameterError, match="key"):
+        record_sides(X, y, b"short", 0.5)

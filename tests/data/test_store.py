@@ -77,3 +77,33 @@ def test_inconsistent_block_is_refused(tmp_path):
         w.append(np.array([0, 2]), np.array([0, 1]), np.array([1.0]), np.array([1.0]))
     w.abort()
     assert not any(tmp_path.iterdir())
+
+
+def test_a_store_written_before_names_and_the_v2_ledger_still_opens_and_keeps_its_identity():
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "v1" / "store"
+    s = open_store(fixture)
+    assert s.shape == (40, 12) and s.task == "binary" and s.name is None
+    assert s.dataset_id == "985f982fd027394973c67cc158c911c75f6c854db32ee05f95afb7c6e01896b1"
+    X = s.csr()
+    assert (s.csc() != X.tocsc()).nnz == 0 and X.nnz == s.nnz
+
+
+
+def test_the_same_content_written_today_has_the_v1_content_hash(tmp_path):
+    from pathlib import Path
+
+    old = open_store(Path(__file__).resolve().parents[1] / "fixtures" / "v1" / "store")
+    meta = write_store(tmp_path / "again", old.csr(), old.y)
+    assert meta["dataset_id"] == old.dataset_id  # ledgers keyed by it keep their budgets
+
+
+def test_same_content_same_hash_but_random_public_names(tmp_path, matrix):
+    X, y = matrix
+    a = write_store(tmp_path / "a", X, y)
+    b = write_store(tmp_path / "b", X, y)
+    assert a["dataset_id"] == b["dataset_id"]  # private: ties the budget to the content
+    assert a["name"] != b["name"] and a["name"].startswith("ds-")  # public: not a function of the data
+    c = write_store(tmp_path / "c", X, y, metadata={"name": "study"})
+    assert open_store(tmp_path / "c").name == "study"

@@ -103,8 +103,8 @@ def test_cli_synth(tmp_path, capsys):
     code = main(["synth", "kdda", "--out", str(tmp_path / "k"), "--seed", "1", "--n", "500", "--d", "100000", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert {"store", "dataset_id", "n_rows", "n_features", "nnz", "true_support"} <= set(out)
-    assert (out["n_rows"], out["n_features"]) == (500, 100000)
+    assert set(out) == {"store", "name", "n_features", "task", "true_support", "schema"}
+    assert out["n_features"] == 100000 and open_store(out["store"]).shape == (500, 100000)
     assert main(["synth", "kdda", "--out", str(tmp_path / "k"), "--n", "10"]) == 2  # exists
     assert main(["synth", "raj", "--out", str(tmp_path / "r"), "--d", "10"]) == 2
     assert "d must be >= 70" in capsys.readouterr().err

@@ -12,6 +12,7 @@ import pytest
 from dpdist.cli import main
 from dpdist.data import open_store
 from dpdist.data.tables import ingest_table, is_table, read_table
+from dpdist.data.transforms import DataDependentWarning
 from dpdist.exceptions import ParameterError
 
 # file -> (n, d, task) from ../shared/data/README.md and seed 001 Table 2 / seed 003 Table 1
@@ -51,10 +52,16 @@ def test_every_shared_file_is_covered(shared_data):
     assert all(is_table(shared_data / f) for f in TABLES) and not any(is_table(shared_data / f) for f in svm)
 
 
+# what a user must ask for explicitly: Communities' missing values, Abalone's text column
+OPTIONS = {"regression/communities.data.xz": {"impute": "mean"}, "regression/abalone.csv.xz": {"encode": True}}
+
+
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_table_ingests(shared_data, tmp_path, name):
     n, d, task = TABLES[name]
-    meta = ingest_table(shared_data / name, tmp_path / "s")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataDependentWarning)
+        meta = ingest_table(shared_data / name, tmp_path / "s", **OPTIONS.get(name, {}))
     store = open_store(tmp_path / "s")
     assert store.shape == (n, d) and meta["task"] == task == store.task
     assert np.all(np.isfinite(store.csr().data)) and store.y.shape == (n,)
@@ -78,13 +85,29 @@ def test_values_match_the_source(shared_data, tmp_path):
     assert a.meta["classes"] == ["n", "t"] and a.y.tolist() == [float(v == "t") for v in alon["y"]]
 
 
-def test_presets_are_recorded(shared_data):
-    t = read_table(shared_data / "regression/communities.data.xz")
+def test_data_dependent_preprocessing_only_when_asked_and_always_with_the_warning(shared_data):
+    with pytest.raises(ParameterError, match="--impute mean"):  # no preset imputes silently
+        read_table(shared_data / "regression/communities.data.xz")
+    with pytest.warns(DataDependentWarning, match="column means"):
+        t = read_table(shared_data / "regression/communities.data.xz", impute="mean")
     assert "data-dependent" in t.notes["imputation"]
     r = read_table(shared_data / "regression/Residential-Building-Data-Set.xlsx")
     assert "V-9" in r.notes["target"]
-    ab = read_table(shared_data / "regression/abalone.csv.xz")
+    with pytest.raises(ParameterError, match="'Gender' is not numeric.*--encode-categories"):
+        read_table(shared_data / "regression/abalone.csv.xz")
+    ab = read_table(shared_data / "regression/abalone.csv.xz", encode=True)
     assert ab.notes["category_codes"]["Gender"] == {"F": 1, "I": 2, "M": 3}
+
+
+def test_a_numeric_two_valued_target_is_binary_and_task_is_honoured(tmp_path, capsys):
+    p = tmp_path / "b.csv"
+    p.write_text("a,b,y\n0.1,0.2,0\n0.3,0.1,1\n0.5,0.4,1\n0.2,0.9,0\n")
+    assert ingest_table(p, tmp_path / "s")["task"] == "binary"
+    assert ingest_table(p, tmp_path / "r", task="regression")["task"] == "regression"
+    assert main(["ingest", str(p), "--out", str(tmp_path / "c"), "--task", "regression", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["task"] == "regression"
+    with pytest.raises(ParameterError, match="exactly 2"):
+        ingest_table(tmp_path / "b.csv", tmp_path / "x", target="a", task="binary")
 
 
 def test_missing_values_refused_without_impute(tmp_path):
@@ -92,7 +115,8 @@ def test_missing_values_refused_without_impute(tmp_path):
     p.write_text("a,b,y\n1,,3\n2,5,6\n")
     with pytest.raises(ParameterError, match="missing feature values"):
         read_table(p)
-    assert read_table(p, impute="mean").X.tolist() == [[1.0, 5.0], [2.0, 5.0]]
+    with pytest.warns(DataDependentWarning):
+        assert read_table(p, impute="mean").X.tolist() == [[1.0, 5.0], [2.0, 5.0]]
     with pytest.raises(ParameterError, match="target column 'zz' not found"):
         read_table(p, target="zz", impute="mean")
 
@@ -102,4 +126,4 @@ def test_cli_ingests_tables(shared_data, tmp_path, capsys):
     capsys.readouterr()
     assert main(["ingest", str(shared_data / "microarray/west.RData"), "--out", str(tmp_path / "w"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert (out["n_rows"], out["n_features"], out["task"]) == (49, 7129, "binary")
+    assert (out["n_features"], out["task"]) == (7129, "binary") and open_store(out["store"]).shape[0] == 49

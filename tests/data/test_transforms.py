@@ -107,11 +107,16 @@ def test_yeo_johnson_matches_scipy_and_public_lambdas():
     assert y.shape == (50,) and lam_y.tolist() == [0.5]
 
 
-def test_check_row_bound_names_the_fix():
-    with pytest.raises(ParameterError, match="clip_rows"):
-        check_row_bound(DENSE, 1.0)
-    with pytest.raises(ParameterError, match="non-finite"):
+def test_check_row_bound_names_the_fix_and_no_value_of_the_data():
+    X = np.array([[0.5, 4.52283], [0.1, -0.2]])
+    with pytest.raises(ParameterError, match="--clip") as e:
+        check_row_bound(X, 1.0)
+    assert "4.52" not in str(e.value) and "|X_ij| <= 1" in str(e.value)
+    with pytest.raises(ParameterError, match="not finite"):
         check_row_bound(np.array([[np.nan]]), 1.0)
+    with pytest.raises(ParameterError) as e:
+        check_target_bound(np.array([0.3, -7.25]), 1.0)
+    assert "7.25" not in str(e.value) and "|y_i| <= 1" in str(e.value)
 
 
 def test_duplicate_entries_are_summed_before_bounds():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -30,7 +31,10 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """`prefect server start` on 127.0.0.1 with its own PREFECT_HOME; yields its API URL and home."""
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    # the port through the setting, not only --port: the UI's API address is built from the setting
+    # (with --port alone the UI served here would call 127.0.0.1:4200)
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_API_PORT": str(port)}
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
@@ -58,12 +62,18 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def small_config(tmp: Path, **sections: Any) -> dict[str, Any]:
-    """A run config small enough for a test: 4,000 x 5,000 RCV1-profile rows, 2 local workers."""
+    """A run config small enough for a test: 6,000 x 2,000 RCV1-profile rows, 2 local workers.
+
+    Half the records are held out, and the row counts are released with little epsilon: the
+    halves' exact sizes (about 3,000 each) then appear in no published output, and are larger
+    than every feature index, so a scan for them cannot hit one by chance.
+    """
     cfg: dict[str, Any] = {
         "name": "t",
         "output": str(tmp / "out"),
         "seed": 7,
-        "data": {"source": "synth", "name": "rcv1", "n": 4000, "d": 5000, "test_fraction": 0.25},
+        "data": {"source": "synth", "name": "rcv1", "n": 6000, "d": 2000, "test_fraction": 0.5,
+                 "count_epsilon": 0.001},
         "budget": {"epsilon": 10.0, "delta": 1e-6},
         "cluster": {"kind": "local", "n_workers": 2},
         "select": {"methods": ["dp-sis", "two-stage"], "k": 5, "epsilon": 0.5},
@@ -92,6 +102,68 @@ def flow_env(tmp: Path, server: dict[str, str] | None) -> dict[str, str]:
 def dpdist(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dpdist.cli", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def only_dataset(tmp: Path) -> str:
+    """The content hash of the one dataset in the test's ledger (ledger internals)."""
+    (status,) = Accountant(tmp / "ledger.sqlite").datasets()
+    return status.dataset
+
+
+def tls_credentials(directory: Path) -> dict[str, str]:
+    """A fresh CA certificate and key (one self-signed pair, as ``Security.temporary`` makes) written
+    owner-only to ``directory``: the run-config keys of a TLS ``address`` cluster."""
+    from distributed.security import Security
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = Security.temporary()
+    paths = {"tls_ca_file": directory / "ca.pem", "tls_cert": directory / "cert.pem", "tls_key": directory / "key.pem"}
+    for key, pem in (("tls_ca_file", tmp.tls_ca_file), ("tls_cert", tmp.tls_client_cert),
+                     ("tls_key", tmp.tls_client_key)):
+        paths[key].write_text(pem)
+        paths[key].chmod(0o600)
+    return {k: str(v) for k, v in paths.items()}
+
+
+def tls_security(creds: dict[str, str]):
+    """The ``Security`` of a scheduler, its workers and its clients from :func:`tls_credentials`."""
+    from distributed.security import Security
+
+    return Security(require_encryption=True, tls_ca_file=creds["tls_ca_file"],
+                    **{f"tls_{role}_{part}": creds[f"tls_{part}"] for role in ("scheduler", "worker", "client")
+                       for part in ("cert", "key")})
+
+
+def assert_refuses_strangers(address: str, ca_file: str) -> None:
+    """The scheduler at ``address`` (``tls://``) refuses every peer without the cluster's credentials:
+    a Dask client that trusts the cluster's CA but presents its own certificate, a Dask client on
+    plain TCP, and a bare TLS handshake with no client certificate."""
+    from distributed import Client
+    from distributed.security import Security
+
+    assert address.startswith("tls://"), address
+    stranger = Security.temporary()
+    impostor = Security(require_encryption=True, tls_ca_file=ca_file, tls_client_cert=stranger.tls_client_cert,
+                        tls_client_key=stranger.tls_client_key)
+    with pytest.raises(OSError):
+        Client(address, security=impostor, timeout="5s")
+    with pytest.raises(OSError):
+        Client("tcp://" + address.removeprefix("tls://"), timeout="5s")
+    host, port = address.removeprefix("tls://").rsplit(":", 1)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # trusts anything, shows no certificate
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            with ctx.wrap_socket(raw) as conn:
+                conn.sendall(b"\0" * 8)
+                conn.recv(8)
+
+
+def prefect_cli(args: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 120
+                ) -> subprocess.CompletedProcess:
+    """The `prefect` command, with a terminal wide enough that its tables do not cut names."""
+    return subprocess.run([sys.executable, "-m", "prefect", *args], env={**env, "COLUMNS": "250"}, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def ledger_keys(tmp: Path) -> list[str]:

@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -20,9 +21,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, dpdist, flow_env, ledger_keys, small_config, write_config
+from conftest import (REPO, dpdist, flow_env, ledger_keys, prefect_cli, small_config, tls_credentials, tls_security,
+                      write_config)
 
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import compose_epsilon
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +59,23 @@ def _persisted_results(home: Path) -> list:
     return out
 
 
+def _artifacts(url: str) -> list[dict]:
+    req = urllib.request.Request(f"{url}/artifacts/filter", method="POST", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"limit": 200}).encode())
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _published(out_dir: Path, stdout: str, artifacts: list[dict]) -> dict[str, str]:
+    """Everything a run publishes: its output files but the stores (raw data), the CLI JSON, the artifacts."""
+    texts = {str(p): p.read_text(errors="replace") for p in out_dir.rglob("*")
+             if p.is_file() and "stores" not in p.relative_to(out_dir).parts and p.suffix != ".png"}
+    texts["stdout"] = stdout
+    for a in artifacts:
+        texts[f"artifact {a['key']}"] = json.dumps(a.get("data"))
+    return texts
+
+
 def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, tmp_path: Path) -> None:
     cfg = write_config(tmp_path, small_config(tmp_path))
     env = {**flow_env(tmp_path, prefect_server), "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
@@ -63,64 +83,98 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     assert r.returncode == 0, r.stderr[-4000:]
     out = json.loads(r.stdout)
     assert [s["step"] for s in out["steps"]] == ["ingest", "select", "train", "evaluate", "report"]
-    assert "Dask dashboard: http" in r.stderr
+    assert "Dask dashboard: http" in r.stderr and "step train took" in r.stderr  # timings: the terminal only
     report = Path(out["report"])
     text = report.read_text()
     for png in ("privacy_utility.png", "convergence.png", "selected_features.png"):
         assert (report.parent / png).stat().st_size > 1000 and png in text
 
-    # one charge per release: 2 selections + 2 models, all on the source dataset
+    # one charge per release: the row counts, 2 selections, 2 models and their 2 private evaluations
     keys = ledger_keys(tmp_path)
-    assert len(keys) == len(set(keys)) == 4
+    assert len(keys) == len(set(keys)) == 7
     acc = Accountant(tmp_path / "ledger.sqlite")
-    status = acc.status(out["dataset_id"])
-    assert status.epsilon_spent == pytest.approx(0.5 + 0.5 + 1.0 + 2.0) and status.releases == 4
+    dataset = acc.resolve(out["dataset"])
+    status = acc.status(dataset)
+    losses = [h.privacy_loss for h in acc.history(dataset)]
+    assert status.releases == 7 and status.epsilon_basic == pytest.approx(0.001 + 0.5 + 0.5 + 1.0 + 2.0 + 0.1 + 0.1)
+    assert status.epsilon_spent == pytest.approx(compose_epsilon(losses, 1e-6)) and status.epsilon_spent < 3.5
     models = json.loads((tmp_path / "out" / "models.json").read_text())
-    recorded = {h.key: json.loads(h.result) for h in acc.history(out["dataset_id"])}
+    recorded = {h.key: json.loads(h.result) for h in acc.history(dataset)}
     for m in models:
         assert recorded[m["key"]] == m["result"]  # what the flow wrote is what the ledger recorded
+        assert "seconds" not in m["result"]
 
     # the server saw the run complete, with its artifacts
     run = _api(prefect_server["url"], lambda c: c.read_flow_run(out["flow_run"]))
     assert run.state.is_completed()
-    req = urllib.request.Request(f"{prefect_server['url']}/artifacts/filter", method="POST",
-                                 headers={"Content-Type": "application/json"},
-                                 data=json.dumps({"limit": 200}).encode())
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        arts = [a for a in json.loads(resp.read()) if out["flow_run"] in (a.get("data") or "")
-                or a["key"] == "dpdist-models"]
+    arts = [a for a in _artifacts(prefect_server["url"]) if out["flow_run"] in (a.get("data") or "")
+            or a["key"] == "dpdist-models"]
     assert {a["key"] for a in arts} == {"dpdist-report", "dpdist-models"}
     assert any("## Models" in (a.get("data") or "") for a in arts)
 
-    # persistence was on by default (env below), yet Prefect stored only the flows' summaries:
-    # no raw aggregate (X^T y, block votes), no model outside the ledger
+    # nothing published is a function of the data but a release: no content hash of any store, no
+    # exact row count, no solver time -- in the files, the CLI JSON and the artifacts
+    from dpdist.data.store import open_store
+
+    stores = {k: open_store(tmp_path / "out" / "stores" / k) for k in ("source", "train", "test")}
+    secrets_ = {f"content hash of {k}": s.dataset_id for k, s in stores.items()}
+    secrets_.update({f"row count of {k}": str(stores[k].shape[0]) for k in ("train", "test")})
+    texts = _published(tmp_path / "out", r.stdout, arts)
+    assert {Path(p).name for p in texts if p.startswith("/")} >= {"report.md", "results.json", "models.json",
+                                                                    "selection.json", "evaluation.json"}
+    for where, body in texts.items():
+        for what, value in secrets_.items():
+            assert not re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", body), f"{what} published in {where}"
+        assert not re.search(r"seconds|ms/iter|per_iter|\bfit_time", body), f"a timing published in {where}"
+    assert out["dataset"] == status.name and not re.fullmatch(r"[0-9a-f]{64}", out["dataset"])
+
+    # persistence was on by default (env below), yet Prefect stored only the flows' public summaries:
+    # no raw aggregate (X^T y, block votes), no model outside the ledger, no content hash
     persisted = _persisted_results(tmp_path / "prefect-client")
-    assert persisted and all(isinstance(p, dict) and set(p) >= {"flow_run", "dataset_id", "steps"}
+    assert persisted and all(isinstance(p, dict) and set(p) >= {"flow_run", "dataset", "steps"}
                              for p in persisted), [type(p) for p in persisted]
+    assert all(stores["source"].dataset_id not in json.dumps(p, default=str) for p in persisted)
 
     # the same config again: every release is replayed from the ledger, nothing is charged
     first_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
     r2 = dpdist(["run", str(cfg), "--json"], env, tmp_path)
     assert r2.returncode == 0, r2.stderr[-4000:]
     assert ledger_keys(tmp_path) == keys
-    assert acc.status(out["dataset_id"]).epsilon_spent == status.epsilon_spent
+    assert acc.status(dataset).epsilon_spent == status.epsilon_spent
     second_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
     for m in first_sel:
         assert second_sel[m]["features"] == first_sel[m]["features"] and second_sel[m]["replayed"]
 
 
-def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
-    # an svmlight source (ingested by the flow); budget enough for the two selections (0.5 + 0.5),
-    # not for the model (1.0)
+def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
+    # an svmlight source (ingested by the flow)
     from sklearn.datasets import dump_svmlight_file
 
+    from dpdist.data.ingest import ingest_svmlight
     from dpdist.data.synthetic import make_synthetic
 
-    X, y = make_synthetic("rcv1", random_state=3, n=3000, d=4000).materialize()
+    X, y = make_synthetic("rcv1", random_state=3, n=3000, d=2000).materialize()
     dump_svmlight_file(X, y, str(tmp_path / "data.svm"))
-    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.5, "delta": 1e-6},
-                                              data={"source": "svmlight", "path": str(tmp_path / "data.svm"),
-                                                    "n_features": 4000},
+    data = {"source": "svmlight", "path": str(tmp_path / "data.svm"), "n_features": 2000, "task": "binary",
+            "labels": [-1, 1]}
+    out = tmp_path / "out"
+
+    # 1. the plan (0.001 + 2 x 0.5 + 1.0 + 0.1) cannot fit a budget of 1.3: refused before any work
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 1.3, "delta": 1e-6}, data=data,
+                                              train={"epsilon": [1.0]}))
+    r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert r.returncode == 3 and r.stdout == "" and "budget refused" in r.stderr, r.stderr[-4000:]
+    assert not out.exists() and (not (tmp_path / "ledger.sqlite").exists()
+                                 or Accountant(tmp_path / "ledger.sqlite").datasets() == [])
+
+    # 2. the same data was ingested and given a budget of 1.3 elsewhere; the config asks for 20, which
+    # the pre-flight accepts for data it has not seen, but the ledger's budget is the one that counts:
+    # the selections are released, the model is refused, nothing of it is charged
+    ingest_svmlight(tmp_path / "data.svm", tmp_path / "elsewhere", n_features=2000, task="binary", labels=[-1, 1])
+    from dpdist.data.store import open_store
+
+    Accountant(tmp_path / "ledger.sqlite").init_budget(open_store(tmp_path / "elsewhere").dataset_id, 1.3, 1e-6)
+    cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 20.0, "delta": 1e-6}, data=data,
                                               train={"epsilon": [1.0]}))
     r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
     assert r.returncode == 3, r.stderr[-4000:]
@@ -129,9 +183,8 @@ def test_budget_refused_mid_flow_exits_3_and_releases_nothing(prefect_server: di
     acc = Accountant(tmp_path / "ledger.sqlite")
     (status,) = acc.datasets()
     keys = [h.key for h in acc.history(status.dataset)]
-    assert len(keys) == 2 and all("/select/" in k for k in keys)  # the refused step left no charge
-    assert status.epsilon_spent == pytest.approx(1.0)
-    out = tmp_path / "out"
+    assert len(keys) == 3 and all("/select/" in k or "/counts/" in k for k in keys)  # the refused step: no charge
+    assert status.epsilon_basic == pytest.approx(1.001) and status.epsilon_total == 1.3
     assert (out / "selection.json").exists()  # the releases before the refusal stand
     assert not (out / "models.json").exists() and not (out / "report.md").exists()
 
@@ -140,11 +193,16 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
                                                                           tmp_path: Path) -> None:
     from distributed import Client, LocalCluster
 
+    # a scheduler started by the user, with TLS: the run joins it with the config's credentials
+    creds = tls_credentials(tmp_path / "tls")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"solver": 1},
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0", security=tls_security(creds)) as cluster, \
+            Client(cluster) as client:
+        assert cluster.scheduler_address.startswith("tls://")
         # the standard DP-FW (Alg. 1) on 20,000 x 47,236 rows: long enough to be killed mid-fit
         cfg = write_config(tmp_path, small_config(
-            tmp_path, data={"n": 20000, "d": 47236}, cluster={"kind": "address", "address": cluster.scheduler_address},
+            tmp_path, data={"n": 20000, "d": 47236},
+            cluster={"kind": "address", "address": cluster.scheduler_address, **creds},
             select={"methods": ["dp-sis"]}, train={"methods": ["dp-fw"], "epsilon": [1.0], "iters": 2500}))
         proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json"],
                                 env=flow_env(tmp_path, prefect_server), cwd=tmp_path, stdout=subprocess.PIPE,
@@ -164,11 +222,12 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
     assert proc.returncode == 0, stderr[-4000:]
     out = json.loads(stdout)
     keys = ledger_keys(tmp_path)
-    assert len(keys) == len(set(keys)) == 2  # dp-sis + dp-fw, each charged once
+    assert len(keys) == len(set(keys)) == 4  # counts + dp-sis + dp-fw + its evaluation, each charged once
     acc = Accountant(tmp_path / "ledger.sqlite")
-    assert acc.status(out["dataset_id"]).epsilon_spent == pytest.approx(1.5)
+    dataset = acc.resolve(out["dataset"])
+    assert acc.status(dataset).epsilon_basic == pytest.approx(0.001 + 0.5 + 1.0 + 0.1)
     (model,) = json.loads((tmp_path / "out" / "models.json").read_text())
-    recorded = {h.key: json.loads(h.result) for h in acc.history(out["dataset_id"])}
+    recorded = {h.key: json.loads(h.result) for h in acc.history(dataset)}
     assert recorded[model["key"]] == model["result"] and model["result"]["iterations"] == 2500
 
 
@@ -191,12 +250,14 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
                 assert time.time() < deadline and server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
                 time.sleep(1.0)
         assert dep.schedules and dep.schedules[0].schedule.cron == "0 2 * * *"
-        from prefect.deployments import run_deployment
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: url}):
-            run = run_deployment("dpdist-end-to-end/test-deploy", timeout=600)
-        assert run.state.is_completed(), (tmp_path / "serve.log").read_text()[-4000:]
+        # as a user would: list it, run it and watch the run, find the run among the completed ones
+        assert "dpdist-end-to-end/test-deploy" in prefect_cli(["deployment", "ls"], env).stdout
+        r = prefect_cli(["deployment", "run", "dpdist-end-to-end/test-deploy", "--watch", "--watch-timeout", "600"],
+                        env, timeout=660)
+        assert r.returncode == 0 and "finished successfully in 'Completed'" in r.stdout, (
+            r.stdout[-2000:] + (tmp_path / "serve.log").read_text()[-4000:])
+        (run_id,) = set(re.findall(r"UUID: ([0-9a-f-]{36})", r.stdout))
+        assert run_id in prefect_cli(["flow-run", "ls", "--state", "COMPLETED"], env).stdout
     finally:
         server.send_signal(signal.SIGINT)
         try:
@@ -205,7 +266,7 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
             server.kill()
         log.close()
     keys = ledger_keys(tmp_path)
-    assert len(keys) == 2 and len(set(keys)) == 2
+    assert len(keys) == 4 and len(set(keys)) == 4  # counts, dp-sis, the model and its evaluation
     assert (tmp_path / "out" / "report.md").exists()
     selected = json.loads((tmp_path / "out" / "selection.json").read_text())["dp-sis"]["features"]
     (model,) = json.loads((tmp_path / "out" / "models.json").read_text())

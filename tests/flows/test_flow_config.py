@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows.config import ConfigError, load_config
-from flows.runtime import slurm_kwargs
+from flows.runtime import LOOPBACK, slurm_kwargs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,6 +39,13 @@ def test_toml_and_yaml_files_override_the_defaults(tmp_path: Path) -> None:
     ("[data]\ntest_fraction = 1.0\n", "data.test_fraction"),
     ("[cluster]\nkind = 'slurm'\n", "cluster.jobqueue"),
     ("[cluster]\nkind = 'address'\n", "cluster.address"),
+    ("[cluster]\nkind = 'address'\naddress = 'tcp://10.0.0.5:8786'\n", "cluster.insecure"),
+    ("[cluster]\nkind = 'address'\naddress = '10.0.0.5:8786'\n", "cluster.address"),
+    ("[cluster]\nkind = 'address'\naddress = 'tls://10.0.0.5:8786'\n", "cluster.tls_ca_file"),
+    ("[cluster]\nkind = 'address'\naddress = 'tls://h:1'\ninsecure = true\n", "cluster.insecure"),
+    ("[cluster]\ninsecure = 'yes'\n", "cluster.insecure"),
+    ("[cluster]\ntls_key = 'k.pem'\n", "cluster.tls_key"),
+    ("[cluster]\nkind = 'slurm'\njobqueue = 'j.yaml'\nhost = '0.0.0.0'\n", "cluster.host"),
     ("[train]\nfeatures = 'two-stage'\n[select]\nmethods = ['dp-sis']\n", "train.features"),
     ("[budget]\nepsilon = 1.0\ndelta = 1e-6\nextra = 1\n", "budget.extra"),
     ("[budget]\nepsilon = 0\ndelta = 1e-6\n", "budget.epsilon"),
@@ -79,3 +86,57 @@ def test_jobqueue_yaml_gives_slurm_workers_the_solver_resource() -> None:
 def test_missing_jobqueue_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cluster.jobqueue"):
         slurm_kwargs(tmp_path / "nope.yaml")
+
+
+def test_local_cluster_defaults_to_loopback_and_tls() -> None:
+    c = load_config().cluster
+    assert c.host is None and c.dashboard_address == f"{LOOPBACK}:0" and c.insecure is False
+
+
+def test_plain_tcp_scheduler_is_refused_with_exit_2_naming_the_key(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    from dpdist.cli import main
+
+    path = tmp_path / "plain.toml"
+    path.write_text("[cluster]\nkind = 'address'\naddress = 'tcp://127.0.0.1:8786'\n")
+    assert main(["run", str(path)]) == 2  # before any server or cluster starts
+    err = capsys.readouterr().err
+    assert "cluster.address" in err and "cluster.insecure = true" in err and "Traceback" not in err
+    path.write_text("[cluster]\nkind = 'address'\naddress = 'tcp://127.0.0.1:8786'\ninsecure = true\n")
+    assert load_config(path).cluster.insecure  # the documented opt-out
+
+
+def test_address_cluster_takes_existing_owner_only_credentials(tmp_path: Path) -> None:
+    creds = {k: tmp_path / f"{k}.pem" for k in ("tls_ca_file", "tls_cert", "tls_key")}
+    for p in creds.values():
+        p.write_text("-----BEGIN-----\n")
+        p.chmod(0o600)
+    body = "[cluster]\nkind = 'address'\naddress = 'tls://10.0.0.5:8786'\n" + "".join(
+        f"{k} = '{p}'\n" for k, p in creds.items())
+    path = tmp_path / "tls.toml"
+    path.write_text(body)
+    c = load_config(path).cluster
+    assert (c.tls_ca_file, c.tls_cert, c.tls_key) == tuple(str(p) for p in creds.values())
+    creds["tls_key"].chmod(0o644)  # a key others can read is refused, like ssh does
+    with pytest.raises(ConfigError, match="cluster.tls_key: .* open to group/others .*chmod 600"):
+        load_config(path)
+    creds["tls_key"].unlink()
+    with pytest.raises(ConfigError, match="cluster.tls_key: no such file"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("line, key", [
+    ("    security: true\n", "'security'"),
+    ("    protocol: tcp://\n", "'protocol'"),
+    ("    scheduler_options: {dashboard_address: ':8787'}\n", "scheduler_options.dashboard_address"),
+])
+def test_jobqueue_yaml_cannot_turn_tls_or_the_dashboard_off(tmp_path: Path, line: str, key: str) -> None:
+    path = tmp_path / "jq.yaml"
+    path.write_text((REPO / "deploy" / "jobqueue.yaml").read_text() + line)
+    with pytest.raises(ConfigError, match=f"cluster.jobqueue: .*{key}"):
+        slurm_kwargs(path)
+
+
+def test_jobqueue_workers_keep_their_dashboard_on_loopback() -> None:
+    extra = slurm_kwargs(REPO / "deploy" / "jobqueue.yaml")["worker_extra_args"]
+    assert extra[extra.index("--dashboard-address") + 1] == f"{LOOPBACK}:0"

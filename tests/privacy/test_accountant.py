@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -15,6 +16,12 @@ import pytest
 
 from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseKeyConflict, UnknownDataset
 from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.privacy.loss import Charge, PrivacyLoss
+
+
+def C(epsilon: float, delta: float, mechanism: str) -> Charge:
+    """An (epsilon, delta) charge: composed by plain addition, so the sums below are exact."""
+    return Charge(PrivacyLoss.approx(epsilon, delta), mechanism)
 
 
 @pytest.fixture
@@ -30,8 +37,8 @@ def test_wal_mode_and_durable_sync(ledger: Accountant):
 
 
 def test_charge_status_history(ledger: Accountant):
-    ledger.charge("ds", 0.25, 1e-7, "laplace", "a")
-    ledger.charge("ds", 0.5, 0.0, "exponential", "b")
+    ledger.charge("ds", C(0.25, 1e-7, "laplace"), "a")
+    ledger.charge("ds", C(0.5, 0.0, "exponential"), "b")
     s = ledger.status("ds")
     assert (s.epsilon_spent, s.delta_spent, s.releases) == (0.75, 1e-7, 2)
     assert s.epsilon_remaining == pytest.approx(0.25)
@@ -42,35 +49,35 @@ def test_charge_status_history(ledger: Accountant):
 
 
 def test_budget_exceeded_charges_nothing(ledger: Accountant):
-    ledger.charge("ds", 0.9, 0.0, "laplace", "a")
+    ledger.charge("ds", C(0.9, 0.0, "laplace"), "a")
     with pytest.raises(BudgetExceeded, match="nothing was charged"):
-        ledger.charge("ds", 0.2, 0.0, "laplace", "b")
+        ledger.charge("ds", C(0.2, 0.0, "laplace"), "b")
     with pytest.raises(BudgetExceeded):
-        ledger.charge("ds", 0.01, 2e-6, "gaussian", "c")  # delta overspent
+        ledger.charge("ds", C(0.01, 2e-6, "gaussian"), "c")  # delta overspent
     s = ledger.status("ds")
     assert (s.epsilon_spent, s.releases) == (0.9, 1)
 
 
 def test_ten_charges_of_a_tenth_spend_exactly_one(ledger: Accountant):
     for i in range(10):
-        ledger.charge("ds", 0.1, 0.0, "laplace", f"k{i}")
+        ledger.charge("ds", C(0.1, 0.0, "laplace"), f"k{i}")
     assert ledger.status("ds").epsilon_spent == 1.0
     with pytest.raises(BudgetExceeded):
-        ledger.charge("ds", 0.1, 0.0, "laplace", "k10")
+        ledger.charge("ds", C(0.1, 0.0, "laplace"), "k10")
 
 
 def test_idempotent_per_key(ledger: Accountant):
-    first = ledger.charge("ds", 0.3, 0.0, "laplace", "task-1")
-    again = ledger.charge("ds", 0.3, 0.0, "laplace", "task-1")
+    first = ledger.charge("ds", C(0.3, 0.0, "laplace"), "task-1")
+    again = ledger.charge("ds", C(0.3, 0.0, "laplace"), "task-1")
     assert again == first
     assert ledger.status("ds").epsilon_spent == 0.3
     with pytest.raises(ReleaseKeyConflict):
-        ledger.charge("ds", 0.4, 0.0, "laplace", "task-1")
+        ledger.charge("ds", C(0.4, 0.0, "laplace"), "task-1")
 
 
 def test_unknown_dataset(ledger: Accountant):
     with pytest.raises(UnknownDataset, match="budget init"):
-        ledger.charge("other", 0.1, 0.0, "laplace", "a")
+        ledger.charge("other", C(0.1, 0.0, "laplace"), "a")
 
 
 def test_budget_never_changes_once_set(ledger: Accountant):
@@ -85,7 +92,7 @@ def test_budget_never_changes_once_set(ledger: Accountant):
 )
 def test_bad_parameters(ledger: Accountant, eps, delta):
     with pytest.raises(ParameterError):
-        ledger.charge("ds", eps, delta, "laplace", "bad")
+        ledger.charge("ds", C(eps, delta, "laplace"), "bad")
     with pytest.raises(ParameterError):
         ledger.init_budget("new", eps if eps != 0.1 else 1.0, delta)
     assert ledger.status("ds").releases == 0
@@ -94,7 +101,7 @@ def test_bad_parameters(ledger: Accountant, eps, delta):
 def test_bad_names(ledger: Accountant):
     for dataset, mech, key in [("", "m", "k"), ("ds", "", "k"), ("ds", "m", ""), ("ds", "m", None)]:
         with pytest.raises(ParameterError):
-            ledger.charge(dataset, 0.1, 0.0, mech, key)
+            ledger.charge(dataset, C(0.1, 0.0, mech), key)
 
 
 def test_default_ledger_path(monkeypatch, tmp_path):
@@ -114,21 +121,21 @@ def test_release_records_and_replays_the_result(ledger: Accountant):
         calls.append(1)
         return {"features": [3, 1, 4], "value": 0.5 * len(calls)}
 
-    r1 = ledger.release("ds", 0.2, 0.0, "exponential", "sel-1", compute)
-    r2 = ledger.release("ds", 0.2, 0.0, "exponential", "sel-1", compute)
+    r1 = ledger.release("ds", C(0.2, 0.0, "exponential"), "sel-1", compute)
+    r2 = ledger.release("ds", C(0.2, 0.0, "exponential"), "sel-1", compute)
     assert r1 == r2 == {"features": [3, 1, 4], "value": 0.5}
     assert len(calls) == 1
     assert ledger.status("ds").epsilon_spent == 0.2
 
 
 def test_release_refused_computes_nothing(ledger: Accountant):
-    ledger.charge("ds", 1.0, 0.0, "laplace", "all")
+    ledger.charge("ds", C(1.0, 0.0, "laplace"), "all")
 
     def compute():
         raise AssertionError("noise must not be drawn when the budget is refused")
 
     with pytest.raises(BudgetExceeded):
-        ledger.release("ds", 0.1, 0.0, "laplace", "more", compute)
+        ledger.release("ds", C(0.1, 0.0, "laplace"), "more", compute)
 
 
 def test_release_after_failed_compute(ledger: Accountant):
@@ -136,9 +143,9 @@ def test_release_after_failed_compute(ledger: Accountant):
         raise RuntimeError("worker died")
 
     with pytest.raises(RuntimeError):
-        ledger.release("ds", 0.2, 0.0, "laplace", "r", boom)
+        ledger.release("ds", C(0.2, 0.0, "laplace"), "r", boom)
     # the charge stands, nothing was released; the retry computes under the same charge
-    assert ledger.release("ds", 0.2, 0.0, "laplace", "r", lambda: [1.5]) == [1.5]
+    assert ledger.release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.5]) == [1.5]
     assert ledger.status("ds").epsilon_spent == 0.2
 
 
@@ -149,7 +156,7 @@ def _race_worker(path: str, i: int, start, out) -> None:
     acc = Accountant(path)
     start.wait()
     try:
-        acc.charge("ds", 0.1, 0.0, "laplace", f"proc-{i}")
+        acc.charge("ds", C(0.1, 0.0, "laplace"), f"proc-{i}")
         out.put("ok")
     except BudgetExceeded:
         out.put("refused")
@@ -177,6 +184,8 @@ _CHILD = r"""
 import sys, time
 from pathlib import Path
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
+C = lambda e, d, m: Charge(PrivacyLoss.approx(e, d), m)
 path, mode, flag = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 acc = Accountant(path)
 if mode == "pause":
@@ -184,12 +193,12 @@ if mode == "pause":
         flag.write_text("inside")
         time.sleep(120)
     acc._before_commit = hook
-    acc.charge("ds", 0.3, 1e-7, "laplace", "killed")
+    acc.charge("ds", C(0.3, 1e-7, "laplace"), "killed")
 else:
     flag.write_text("started")
     i = 0
     while True:
-        acc.charge("ds", 1e-6, 0.0, "laplace", f"{mode}-{i}")
+        acc.charge("ds", C(1e-6, 0.0, "laplace"), f"{mode}-{i}")
         i += 1
 """
 
@@ -212,7 +221,7 @@ def _integrity(path: Path) -> None:
 
 
 def test_sigkill_inside_the_transaction_leaves_no_charge(tmp_path: Path, ledger: Accountant):
-    ledger.charge("ds", 0.1, 0.0, "laplace", "before")
+    ledger.charge("ds", C(0.1, 0.0, "laplace"), "before")
     proc = _run_child(tmp_path, ledger, "pause")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -221,7 +230,7 @@ def test_sigkill_inside_the_transaction_leaves_no_charge(tmp_path: Path, ledger:
     assert (s.epsilon_spent, s.delta_spent, s.releases) == (0.1, 0.0, 1)
     assert [r.key for r in ledger.history("ds")] == ["before"]
     # the ledger is usable at once: the killed writer's lock is gone
-    ledger.charge("ds", 0.3, 1e-7, "laplace", "killed")
+    ledger.charge("ds", C(0.3, 1e-7, "laplace"), "killed")
     assert ledger.status("ds").epsilon_spent == pytest.approx(0.4)
 
 
@@ -242,3 +251,114 @@ def test_sigkill_at_random_points_keeps_the_ledger_consistent(tmp_path: Path, le
         s = ledger.status("ds")
         assert s.releases == len(hist)
         assert s.epsilon_spent == pytest.approx(1e-6 * len(hist))
+
+
+# ------------------------------------------------------------------ v2: tight, names, keys
+
+
+def test_key_reused_with_other_parameters_is_a_conflict(ledger: Accountant):
+    charge = C(0.2, 0.0, "frank_wolfe/fast-dp-fw")
+    ledger.release("ds", charge, "model", lambda: [1], {"lam": 50, "iters": 100})
+    assert ledger.release("ds", charge, "model", lambda: [2], {"lam": 50, "iters": 100}) == [1]  # a replay
+    with pytest.raises(ReleaseKeyConflict, match="other parameters"):
+        ledger.release("ds", charge, "model", lambda: [3], {"lam": 10, "iters": 100})  # same epsilon, other lambda
+    assert ledger.status("ds").releases == 1
+
+
+def test_status_composes_tightly_and_keeps_the_basic_total(tmp_path: Path):
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 3.0, 1e-6)
+    step = PrivacyLoss.bounded_range(0.05, 100, delta=1e-6)  # 100 exponential mechanisms at 0.05
+    for i in range(4):
+        acc.charge("ds", Charge(step, "em"), f"fit-{i}")
+    s = acc.status("ds")
+    assert s.epsilon_basic == pytest.approx(4 * step.epsilon)
+    assert s.epsilon_spent < s.epsilon_basic  # rho adds up: 4 fits cost far less than 4 times one
+    assert s.epsilon_spent == pytest.approx(PrivacyLoss.bounded_range(0.05, 400, delta=1e-6).epsilon)
+    # charges are refused on the tight total, not the basic one
+    assert s.epsilon_basic > 3.0 > s.epsilon_spent
+    hist = acc.history("ds")
+    assert hist[0].privacy_loss.rho == pytest.approx(100 * 0.05 ** 2 / 8)
+    d = hist[0].to_dict("name")
+    assert d["form"] == "zcdp" and d["dataset"] == "name" and "ds" not in str(d)
+
+
+def test_names_are_public_and_random_and_split_keys_secret(tmp_path: Path):
+    acc = Accountant(tmp_path / "l.sqlite")
+    a = acc.init_budget("hash-a", 1.0, 0.0)
+    b = acc.init_budget("hash-b", 1.0, 0.0, name="my-study")
+    assert a.name.startswith("ds-") and b.name == "my-study"
+    assert "hash-a" not in str(a.to_dict()) and a.to_dict()["dataset"] == a.name
+    assert acc.resolve("my-study") == "hash-b" and acc.resolve(a.name) == "hash-a"
+    assert len(acc.split_key("hash-a")) == 32 and acc.split_key("hash-a") != acc.split_key("hash-b")
+    assert acc.init_budget("hash-a", 1.0, 0.0).name == a.name  # idempotent, same name
+    with pytest.raises(ParameterError, match="already used"):
+        acc.init_budget("hash-c", 1.0, 0.0, name="my-study")
+    with pytest.raises(UnknownDataset):
+        acc.resolve("ds-00000000")
+
+
+def test_check_refuses_before_any_work_and_charges_nothing(ledger: Accountant):
+    ledger.check("ds", C(0.5, 0.0, "a"), C(0.5, 0.0, "b"))
+    with pytest.raises(BudgetExceeded):
+        ledger.check("ds", C(0.6, 0.0, "a"), C(0.5, 0.0, "b"))
+    assert ledger.status("ds").releases == 0
+
+
+def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
+    import shutil
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "v1" / "ledger.sqlite"
+    path = tmp_path / "old.sqlite"
+    shutil.copy(src, path)
+    con = sqlite3.connect(path)
+    before_budgets = con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset")\
+        .fetchall()
+    before = con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id")\
+        .fetchall()
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+    con.close()
+    acc = Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset")\
+        .fetchall() == before_budgets
+    assert con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id")\
+        .fetchall() == before
+    con.close()
+    ds = "985f982fd027394973c67cc158c911c75f6c854db32ee05f95afb7c6e01896b1"
+    s = acc.status(ds)
+    assert (s.epsilon_spent, s.epsilon_basic, s.releases) == (1.75, 1.75, 3)  # old charges keep their (eps, delta)
+    assert [r.result is not None for r in acc.history(ds)] == [True, True, False]
+    assert json.loads(acc.history(ds)[0].result) == [1, 4, 7]
+    assert len({st.name for st in acc.datasets()}) == 2 and len(acc.split_key(ds)) == 32
+    # a replay of an old key with its old (eps, delta) works; other parameters conflict as before
+    assert acc.release(ds, C(0.5, 0.0, "dp_sis/canonical_topk"), "select-1", lambda: [0]) == [1, 4, 7]
+    with pytest.raises(ReleaseKeyConflict):
+        acc.charge(ds, C(0.6, 0.0, "dp_sis/canonical_topk"), "select-1")
+    # and new releases compose with the old ones
+    acc.charge(ds, Charge(PrivacyLoss.pure(0.25), "new"), "new-1")
+    assert acc.status(ds).epsilon_spent == pytest.approx(2.0)
+    Accountant(path)  # opening again is a no-op
+
+
+def test_an_interrupted_migration_changes_nothing(tmp_path: Path, monkeypatch):
+    import shutil
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "v1" / "ledger.sqlite"
+    path = tmp_path / "old.sqlite"
+    shutil.copy(src, path)
+
+    def boom(con):
+        con.execute("ALTER TABLE budgets ADD COLUMN name TEXT")
+        raise RuntimeError("killed mid-migration")
+
+    monkeypatch.setattr(Accountant, "_migrate_v1", staticmethod(boom))
+    with pytest.raises(RuntimeError):
+        Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert "name" not in [r[1] for r in con.execute("PRAGMA table_info(budgets)")]
+    con.close()
+    monkeypatch.undo()
+    assert Accountant(path).status("legacy-name").epsilon_spent == 0.5

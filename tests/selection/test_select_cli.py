@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dpdist.cli import main
+from dpdist.data.store import open_store
 from dpdist.privacy.accountant import Accountant
 
 
@@ -24,7 +25,9 @@ def fanlv(tmp_path, capsys):
     code, out, _ = run(capsys, "synth", "fan-lv", "--out", str(tmp_path / "f"), "--seed", "1", "--n", "400",
                        "--d", "300", "--json")
     assert code == 0
-    return tmp_path / "f", json.loads(out)
+    meta = json.loads(out)
+    meta["dataset_id"] = open_store(tmp_path / "f").dataset_id  # the ledger's key; never printed
+    return tmp_path / "f", meta
 
 
 @pytest.mark.parametrize("method", ["dp-sis", "two-stage"])
@@ -37,7 +40,8 @@ def test_select_charges_and_reports(capsys, tmp_path, fanlv, method):
                        "--clip", "--seed", "3", "--ledger", ledger, "--out", str(out_file), "--json")
     assert code == 0, out
     res = json.loads(out)
-    assert set(res) >= {"method", "k", "features", "epsilon", "delta", "seconds"}
+    assert set(res) >= {"method", "k", "features", "epsilon", "delta", "dataset", "key", "ledger"}
+    assert "seconds" not in res and meta["dataset_id"] not in out  # no timing, no content hash
     assert res["method"] == method and len(res["features"]) == 8 and res["delta"] == 0.0
     assert json.loads(out_file.read_text())["features"] == res["features"]
     if method == "dp-sis":  # with this budget DP-SIS finds most of the 8 true features
@@ -62,11 +66,11 @@ def test_select_bad_input_exit_2(capsys, tmp_path, fanlv):
     ledger = str(tmp_path / "l.sqlite")
     code, _, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1",
                        "--ledger", ledger)
-    assert code == 2 and meta["dataset_id"] in err  # no budget for this dataset yet
+    assert code == 2 and "budget init" in err and meta["dataset_id"] not in err  # no budget for this dataset yet
     Accountant(ledger).init_budget(meta["dataset_id"], 10.0, 0.0)
     code, _, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1",
                        "--ledger", ledger)
-    assert code == 2 and ("|y_i| <= 1" in err or "||x_i||_inf" in err)  # fan-lv is not bounded: --clip needed
+    assert code == 2 and ("|y_i| <= 1" in err or "|X_ij| <= 1" in err) and "--clip" in err  # fan-lv is unbounded
     code, _, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1",
                        "--delta", "1e-6", "--ledger", ledger)
     assert code == 2 and "--delta" in err
@@ -74,3 +78,17 @@ def test_select_bad_input_exit_2(capsys, tmp_path, fanlv):
                        "--clip", "--ledger", ledger)
     assert code == 2 and "epsilon" in err
     assert Accountant(ledger).history(meta["dataset_id"]) == []
+
+
+def test_two_stage_with_stage2_releases_a_model_on_the_selection(capsys, tmp_path, fanlv):
+    store, meta = fanlv
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(meta["dataset_id"], 1e4, 0.0)
+    code, out, err = run(capsys, "select", str(store), "--method", "two-stage", "--k", "8", "--epsilon", "100",
+                         "--stage2", "5", "--seed", "4", "--ledger", ledger, "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["stage2"]["indices"] == res["features"] and len(res["stage2"]["values"]) == 8
+    hist = Accountant(ledger).history(meta["dataset_id"])
+    assert [h.key for h in hist] == [res["key"], res["key"] + "/stage2"]
+    assert [h.epsilon for h in hist] == [100.0, 5.0] and res["n_blocks"] >= 1

@@ -28,7 +28,7 @@ def test_scores_are_absolute_correlations_dense_and_sparse():
 
 def test_bounds_are_enforced():
     X, y = bounded()
-    with pytest.raises(ParameterError, match=r"\|\|x_i\|\|_inf <= 1"):
+    with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
         DPSIS(3, 1.0).fit(2 * X, y)
     with pytest.raises(ParameterError, match=r"\|y_i\| <= 1"):
         DPSIS(3, 1.0).fit(X, 3 * y)
@@ -60,16 +60,25 @@ def test_accountant_charged_once_per_key_and_refusal(tmp_path):
         DPSIS(3, 0.1).fit(X, y, acc)
 
 
-def test_parameters_fail_fast():
-    with pytest.raises(ParameterError, match="mechanism"):
-        DPSIS(3, 1.0, mechanism="nope")
-    with pytest.raises(ParameterError, match="epsilon"):
-        DPSIS(3, 0.0)
-    with pytest.raises(ParameterError, match="pure epsilon-DP"):
-        DPSIS(3, 1.0, delta=1e-5, mechanism="peeling")
+def test_parameters_are_validated_in_fit_and_it_is_a_scikit_learn_selector():
+    from sklearn.base import clone
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+
+    X, y = bounded()
+    for kw, needle in (({"mechanism": "nope"}, "mechanism"), ({"epsilon": 0.0}, "epsilon"),
+                       ({"delta": 1e-5, "mechanism": "peeling"}, "pure epsilon-DP")):
+        sel = DPSIS(3, **{"epsilon": 1.0, **kw})
+        with pytest.raises(ParameterError, match=needle):
+            sel.fit(X, y)
+        with pytest.raises(ParameterError, match=needle):
+            sel.privacy_charge()
     with pytest.raises(ParameterError, match="smaller than the number of features"):
-        X, y = bounded()
         DPSIS(10, 1.0).fit(X[:, :10], y)
+    sel = DPSIS(3, 1e5, random_state=1)
+    assert clone(sel).get_params() == sel.get_params()
+    pipe = make_pipeline(DPSIS(3, 1e5, random_state=1), LinearRegression()).fit(X, y)
+    assert pipe[0].get_support(indices=True).tolist() == [3, 30, 100] and pipe[1].coef_.shape == (3,)
 
 
 def test_store_scores_match_in_memory(tmp_path):

@@ -12,7 +12,8 @@ from sklearn.datasets import load_svmlight_file
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
 from dpdist.solvers.fast_frank_wolfe import _fast_fw, fast_frank_wolfe
-from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz
+from dpdist.privacy.loss import PrivacyLoss
+from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz, privacy_plan
 from dpdist.solvers.samplers import block_shift
 
 
@@ -64,15 +65,24 @@ def test_privacy_plan_and_paper_mode():
     rng = np.random.default_rng(1)
     X = sp.random(200, 50, density=0.1, random_state=2, format="csr")
     y = (rng.random(200) < 0.5).astype(float)
+    seed_rule = advanced_step_epsilon(1.0, 1e-6, 100)
+    # Laplace report-noisy-max: T pure eps0 steps, T eps0^2/2-zCDP, calibrated tightly
     res = frank_wolfe(X, y, 10.0, 100, selection="laplace", epsilon=1.0, delta=1e-6, random_state=3)
-    assert res.privacy.eps0 == pytest.approx(advanced_step_epsilon(1.0, 1e-6, 100))
-    assert res.privacy.true_epsilon == 1.0 and res.privacy.sensitivity == pytest.approx(10.0 / 200)
+    assert res.privacy.eps0 > 1.5 * seed_rule
+    assert res.privacy.loss.rho == pytest.approx(100 * res.privacy.eps0 ** 2 / 2)
+    assert res.privacy.true_epsilon <= 1.0 and res.privacy.loss.epsilon_at(1e-6) <= 1.0
+    # the seeds' scale at their eps0 is 2 eps0 per step: its true epsilon is charged, above the target
     paper = frank_wolfe(X, y, 10.0, 100, selection="laplace", epsilon=1.0, delta=1e-6, calibration="paper")
-    assert paper.privacy.true_epsilon == pytest.approx(rnm_paper_true_epsilon(1.0, 1e-6, 100).epsilon)
-    assert paper.privacy.true_epsilon > 1.0
+    assert paper.privacy.eps0 == pytest.approx(seed_rule)
+    assert paper.privacy.loss == PrivacyLoss.pure_steps(2 * seed_rule, 100, delta=1e-6)
+    # (advanced composition would call it ~1.04; tight composition charges less)
+    assert paper.privacy.true_epsilon < rnm_paper_true_epsilon(1.0, 1e-6, 100).epsilon
+    # the exponential mechanism's steps are bounded-range: T eps0^2/8
+    em = privacy_plan(1.0, 1e-6, 4000, "logistic", 50.0, 1.0, "exponential")
+    assert em.loss.rho == pytest.approx(4000 * em.eps0 ** 2 / 8) and em.eps0 > 4 * advanced_step_epsilon(1.0, 1e-6, 4000)
+    old = privacy_plan(1.0, 1e-6, 4000, "logistic", 50.0, 1.0, "exponential", "paper")
+    assert old.eps0 == pytest.approx(advanced_step_epsilon(1.0, 1e-6, 4000)) and old.true_epsilon < 0.3
     assert lipschitz("squared", 50.0, 1.0) == 51.0 and lipschitz("logistic", 50.0) == 1.0
-    with pytest.raises(ParameterError, match="paper"):
-        frank_wolfe(X, y, 10.0, 10, selection="exponential", epsilon=1.0, delta=1e-6, calibration="paper")
     with pytest.raises(ParameterError, match="labels"):
         frank_wolfe(X, 3 * y, 10.0, 10)
     with pytest.raises(ParameterError, match="epsilon and delta"):
@@ -151,7 +161,7 @@ def test_private_solvers_enforce_the_bounds():
     X = sp.csr_matrix(np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
     y = np.array([1.0, 0.0, 1.0])
     for solve, sel in ((frank_wolfe, "laplace"), (fast_frank_wolfe, "exponential")):
-        with pytest.raises(ParameterError, match=r"\|\|x_i\|\|_inf <= 1"):
+        with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
             solve(X, y, 1.0, 5, selection=sel, epsilon=1.0, delta=1e-6)
         with pytest.raises(ParameterError, match=r"\|y_i\| <= 0.5"):
             solve(X / 2, y, 1.0, 5, loss="squared", selection=sel, epsilon=1.0, delta=1e-6, y_bound=0.5)

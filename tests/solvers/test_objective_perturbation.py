@@ -1,24 +1,27 @@
-"""Objective perturbation (Kifer et al. Alg. 1): calibration and behaviour at the extremes."""
+"""Objective perturbation (Kifer et al. Alg. 1): calibration, the exact/certified minimiser, the charge."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
-from dpdist.exceptions import ParameterError
-from dpdist.solvers.objective_perturbation import ObjectivePerturbation
+from dpdist.exceptions import ParameterError, SolverFailure
+from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import PrivacyLoss
+from dpdist.solvers.objective_perturbation import ObjectivePerturbation, _trust_region
 
 
 def test_noise_norm_is_gamma_s_2zeta_over_epsilon():
-    op = ObjectivePerturbation("logistic", epsilon=2.0, random_state=0)
+    op = ObjectivePerturbation("squared", epsilon=2.0, random_state=0)
     s = 4
     lam_h, zeta = op.constants(s)
-    assert (lam_h, zeta) == (1.0, 2.0)
+    assert (lam_h, zeta) == (4.0, 16.0)
     norms = np.array([np.linalg.norm(op._noise(s, zeta)) for _ in range(20000)])
     assert norms.mean() == pytest.approx(s * 2 * zeta / 2.0, rel=0.02)  # Gamma(s, 2 zeta/eps) mean
-    assert ObjectivePerturbation("squared").constants(4) == (4.0, 16.0)
+    assert ObjectivePerturbation("logistic").constants(4) == (1.0, 2.0)
 
 
 def test_large_epsilon_approaches_the_constrained_fit():
@@ -30,13 +33,53 @@ def test_large_epsilon_approaches_the_constrained_fit():
     assert np.linalg.norm(theta) <= math.sqrt(3) + 1e-9
 
 
-def test_logistic_labels_checked_and_fit():
+def test_trust_region_solve_is_exact_inside_and_on_the_ball():
+    rng = np.random.default_rng(3)
+    M = rng.normal(size=(6, 4))
+    A = M.T @ M + 0.1 * np.eye(4)
+    c = rng.normal(size=4) * 10
+    free = np.linalg.solve(A, c)
+    assert np.allclose(_trust_region(A, c, 2 * np.linalg.norm(free)), free)
+    t = _trust_region(A, c, 0.5)  # on the boundary: A t - c = -nu t with nu >= 0
+    assert np.linalg.norm(t) == pytest.approx(0.5, rel=1e-12)
+    g = A @ t - c
+    nu = -(g @ t) / 0.25
+    assert nu > 0 and np.linalg.norm(g + nu * t) < 1e-9 * np.linalg.norm(c)
+
+
+def test_logistic_minimiser_is_certified_within_the_tolerance_and_charged_for_it():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(4000, 2))
     y = (X @ np.array([3.0, -3.0]) + rng.logistic(size=4000) > 0).astype(float)
-    theta = ObjectivePerturbation("logistic", epsilon=1e6, random_state=4).fit(X, y).coef_
+    op = ObjectivePerturbation("logistic", epsilon=50.0, tolerance=1e-6, random_state=4)
+    theta = op.fit(X, y).coef_
     assert theta[0] > 1.5 and theta[1] < -1.5
+    # output noise pays for the tolerance: 1% of epsilon, both parts pure
+    assert op.privacy_loss.epsilon == pytest.approx(50.0) and op.privacy_loss.delta == 0.0
+    assert op.privacy_loss.parts == (("zcdp", 49.5 ** 2 / 2), ("zcdp", 0.5 ** 2 / 2))
     with pytest.raises(ParameterError, match="labels"):
         ObjectivePerturbation("logistic").fit(X, 3 * y + 2)
     with pytest.raises(ParameterError, match="loss"):
         ObjectivePerturbation("hinge")
+    # squared loss: exact solve, the whole epsilon on b
+    assert ObjectivePerturbation("squared", 1.0).privacy_loss == PrivacyLoss.pure(1.0)
+    assert ObjectivePerturbation("squared", 1.0, delta=1e-6).privacy_loss == PrivacyLoss.approx(1.0, 1e-6)
+
+
+def test_a_solve_that_cannot_be_certified_keeps_the_charge_and_releases_nothing(tmp_path, monkeypatch):
+    from dpdist.selection.two_stage import fit_on_support
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(200, 3))
+    y = (rng.random(200) < 0.5).astype(float)
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 5.0, 0.0)
+    op = ObjectivePerturbation("logistic", epsilon=1.0, tolerance=1e-300, random_state=6)  # unreachable
+    with pytest.raises(SolverFailure, match="charge stands"):
+        fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")
+    (rec,) = acc.history("ds")  # the failure is the release's recorded outcome: no coefficients, charge stands
+    assert rec.key == "m" and json.loads(rec.result) == {"__dpdist_failure__": {
+        "type": "SolverFailure", "message": json.loads(rec.result)["__dpdist_failure__"]["message"]}}
+    assert "charge stands" in rec.result and acc.status("ds").epsilon_spent == pytest.approx(1.0)
+    with pytest.raises(SolverFailure, match="a retry raises it again"):  # a retry replays it, never redraws
+        fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")

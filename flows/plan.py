@@ -1,0 +1,130 @@
+"""A run's privacy plan: every release a config will make and what each costs, known before any work.
+
+``dpdist run`` checks the plan against the ledger (or against the config's budget for data the
+ledger does not know yet) before it generates, ingests or computes anything, and refuses with
+exit code 3 when the budget cannot hold it; ``dpdist run --plan`` prints it. The charges are the
+estimators' own ``privacy_charge()`` -- exactly what the flow will charge -- so the plan cannot
+drift from the run.
+
+The dataset is identified before ingest when its store already exists: a ``store`` source, or
+the source store a previous run of the same config left in ``<output>/stores/source`` (its
+recorded source parameters match the config's).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpdist.evaluation import PrivateEvaluation
+from dpdist.exceptions import BudgetExceeded, UnknownDataset
+from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
+from dpdist.selection.sis import DPSIS
+from dpdist.selection.two_stage import TwoStageSelector
+from flows.config import RunConfig, store_paths
+
+__all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    step: str
+    method: str
+    charge: Charge
+
+    def to_dict(self) -> dict[str, Any]:
+        loss = self.charge.loss
+        return {"step": self.step, "method": self.method, "mechanism": self.charge.mechanism,
+                "epsilon": loss.epsilon, "delta": loss.delta, "form": loss.form, "rho": loss.rho,
+                "loss": loss.describe()}
+
+
+def plan(cfg: RunConfig, task: str = "binary") -> list[Planned]:
+    """The releases of ``cfg`` in the order the flow makes them (``task``: the data's, if known)."""
+    from pipelines.train import estimator
+
+    out: list[Planned] = []
+    if cfg.data.count_epsilon > 0:
+        out.append(Planned("counts", "laplace", Charge(PrivacyLoss.laplace(cfg.data.count_epsilon), "counts/laplace")))
+    s = cfg.select
+    for method in s.methods:
+        sel = (DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds) if method == "dp-sis" else
+               TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=s.n_blocks or 1))  # m is public in the flow
+        out.append(Planned("select", method, sel.privacy_charge()))
+    t = cfg.train
+    models = [(m, e) for m in t.methods for e in t.epsilon]
+    for method, eps in models:
+        model = estimator(task, method, eps, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration)
+        out.append(Planned("train", f"{method} eps={eps:g}", model.privacy_charge()))
+    if not cfg.evaluate.public_test:
+        for method, eps in models:
+            ev = PrivateEvaluation(task, cfg.evaluate.epsilon, bins=cfg.evaluate.bins, points=cfg.evaluate.points)
+            out.append(Planned("evaluate", f"{method} eps={eps:g}", ev.privacy_charge()))
+    return out
+
+
+def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
+    """What identifies the configured source's content without reading it (None for a ``store`` source).
+
+    A synthetic set is fixed by its generator and parameters; an svmlight file by its path, size
+    and modification time (as make and rsync do).
+    """
+    d = cfg.data
+    if d.source == "synth":
+        return {"synth": d.name, "n": d.n, "d": d.d, "seed": d.data_seed}
+    if d.source == "svmlight":
+        st = Path(d.path).stat()
+        return {"svmlight": str(Path(d.path).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                "n_features": d.n_features, "task": d.task, "labels": None if d.labels is None else list(d.labels)}
+    return None
+
+
+def known_source(cfg: RunConfig) -> tuple[str, str] | None:
+    """(content hash, task) of the configured source if its store exists already, else None."""
+    from dpdist.data.store import open_store
+
+    path = store_paths(cfg)["source"]
+    if not Path(path).is_dir():
+        return None
+    try:
+        store = open_store(path)
+    except Exception:  # noqa: BLE001 - an unreadable leftover is rebuilt by the ingest stage
+        return None
+    if cfg.data.source != "store" and store.meta.get("source_fingerprint") != source_fingerprint(cfg):
+        return None
+    return store.dataset_id, store.task
+
+
+def preflight(cfg: RunConfig) -> dict[str, Any]:
+    """Check the plan before any work: ``BudgetExceeded`` (exit 3) or ``UnknownDataset`` (exit 2).
+
+    Returns the plan's summary: its releases, tight and basic totals, and what it was checked against.
+    """
+    known = known_source(cfg)
+    steps = plan(cfg, known[1] if known else "binary")
+    charges = [p.charge for p in steps]
+    acc = Accountant(cfg.ledger)
+    summary: dict[str, Any] = {"releases": [p.to_dict() for p in steps],
+                               "epsilon_basic": math.fsum(c.epsilon for c in charges),
+                               "delta_basic": math.fsum(c.delta for c in charges)}
+    if known and acc.has_budget(known[0]):
+        after = acc.check(known[0], *charges)
+        summary.update(checked_against="ledger", dataset=after.name, epsilon_total=after.epsilon_total,
+                       delta_total=after.delta_total, epsilon_after=after.epsilon_spent)
+        return summary
+    b = cfg.budget
+    if b.epsilon is None:
+        raise UnknownDataset(
+            f"{cfg.source_file}: no privacy budget for this run's data: add a [budget] section (epsilon, delta; "
+            "the budget is permanent) to the config, or ingest the data (dpdist ingest), set its budget "
+            "(dpdist budget init STORE --epsilon E --delta D) and use data.source = \"store\"")
+    total = compose_epsilon([c.loss for c in charges], b.delta)
+    summary.update(checked_against="config budget", epsilon_total=b.epsilon, delta_total=b.delta,
+                   epsilon_after=total)
+    if total > b.epsilon:
+        planned = PrivacyLoss.compose(*(c.loss for c in charges))
+        raise BudgetExceeded(b.name or "(new dataset)", planned.epsilon, planned.delta, 0.0, total, b.epsilon, b.delta)
+    return summary
