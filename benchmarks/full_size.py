@@ -71,11 +71,13 @@ def write_text(path: Path, profile: str, rows: int, labels: list[float], seed: i
 
 def _label(p: psutil.Process, root: int) -> str:
     if p.pid == root:
-        return "flow (dpdist run)"
+        return "dpdist launcher"
     try:
         cmd = " ".join(p.cmdline())
     except psutil.Error:
         return "?"
+    if "dpdist.cli" in cmd:
+        return "flow (python -m dpdist.cli run)"
     if "prefect" in cmd and "server" in cmd:
         return "prefect server"
     if "multiprocessing" in cmd or "spawn" in cmd or "forkserver" in cmd:
