@@ -24,6 +24,7 @@ import numpy as np
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
+from dpdist.privacy.accountant import Accountant
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector, blocks_from_count
 from flows.config import BSS_METHODS, RunConfig, load_config
@@ -99,18 +100,30 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
         params = make(None).release_params(stores["train"]["n_features"])
         key = cfg.step_key("select", method, params)
         selector = make(cfg.step_seed(key))
+        # A release this config recorded already is replayed from the ledger: its raw aggregate is
+        # not computed again (a second run of the same config reads nothing; issue 16). Otherwise
+        # it is computed here, as a task, before the charge; the fallback (.fn, in the release)
+        # only serves a concurrent run that recorded the key in between.
+        replay = _recorded(cfg, dataset, key)
         if method in BSS_METHODS:
             from pipelines.best_subset import ProblemSpec
 
             spec = ProblemSpec.of(train, selector)
-            bss_instance(spec)
+            if not replay:
+                bss_instance(spec)  # bad input fails here, before the charge
             compute = lambda sel=selector, spec=spec: bss_support(spec, sel)  # noqa: E731
         elif method == "dp-sis":
-            raw = xty_scores(train, cfg.data.bounds)
-            compute = lambda sel=selector, raw=raw: sel.fit_scores(raw).features_.tolist()  # noqa: E731
+            raw = None if replay else xty_scores(train, cfg.data.bounds)
+
+            def compute(sel=selector, raw=raw) -> list[int]:
+                raw = xty_scores.fn(train, cfg.data.bounds) if raw is None else raw
+                return sel.fit_scores(raw).features_.tolist()
         else:
-            counts = two_stage_votes(train, s.k, selector.n_blocks, s.alpha, selector.random_state)
-            compute = lambda sel=selector, c=counts: sel.fit_votes(c, sel.n_blocks).features_.tolist()  # noqa: E731
+            counts = None if replay else two_stage_votes(train, s.k, selector.n_blocks, s.alpha, selector.random_state)
+
+            def compute(sel=selector, c=counts) -> list[int]:
+                c = two_stage_votes.fn(train, s.k, sel.n_blocks, s.alpha, sel.random_state) if c is None else c
+                return sel.fit_votes(c, sel.n_blocks).features_.tolist()
         rec = release(cfg.ledger, dataset, selector.privacy_charge(), key, compute, params)
         rec["features"] = sorted(rec.pop("result"))
         rec["k"] = s.k
@@ -118,6 +131,11 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
         logger.info("%s: %d features released", method, len(rec["features"]))
     write_stage(cfg, "selection", out)
     return out
+
+
+def _recorded(cfg: RunConfig, dataset: str, key: str) -> bool:
+    """Whether the ledger holds a recorded result under ``key`` (a replay: nothing to compute)."""
+    return any(r.key == key and r.result is not None for r in Accountant(cfg.ledger).history(dataset))
 
 
 def _select_all(cfg: RunConfig) -> dict[str, Any]:

@@ -1,9 +1,12 @@
 """svmlight / LIBSVM file -> dpdist store (``dpdist ingest``).
 
-Streaming with bounded memory: blocks of text are parsed and appended to the store as they
-are read (``dpdist.data.svmlight``), the CSC copy is built out of core
-(``dpdist.data.store``). Zero- or one-based indices are detected like scikit-learn's
-``zero_based="auto"`` (one-based unless a column index 0 appears) or forced.
+Streaming with bounded memory: blocks of text are read (and decompressed) by one thread,
+parsed in parallel by others and appended to the store in file order while the next blocks
+are parsed (``dpdist.data.svmlight``); the CSC copy is built out of core, from buckets
+filled during the same pass (``dpdist.data.store``). Zero- or one-based indices are detected
+like scikit-learn's ``zero_based="auto"`` (one-based unless a column index 0 appears) or
+forced; in ``auto`` mode the indices are stored as one-based (the LIBSVM convention) and
+rewritten once if a 0 turns up.
 
 Labels are stored exactly as read. The task is recorded: ``binary`` when the file has
 exactly two distinct labels (``auto``), ``regression`` otherwise, or as forced with
@@ -54,7 +57,8 @@ def ingest_svmlight(
     check_task(task)
     if n_features is not None and n_features < 1:
         raise ParameterError(f"n_features must be >= 1, got {n_features}")
-    writer = StoreWriter(out, force=force, memory_bytes=memory_bytes)
+    offsets = {"auto": (1, 0), "yes": (0,), "no": (1,)}[zero_based]
+    writer = StoreWriter(out, force=force, memory_bytes=memory_bytes, index_offsets=offsets, n_features=n_features)
     text_bytes = 0
     try:
         for block in iter_svmlight_blocks(src, block_bytes=block_bytes):

@@ -192,8 +192,8 @@ def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, 
         raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
     if loss == "logistic" and not np.isin(y, (0.0, 1.0)).all():
         raise ParameterError("logistic loss needs labels in {0, 1}")
-    if private:
-        check_row_bound(X)
+    if private:  # entries are the stored values when no row repeats a column (no copy of X to sum duplicates)
+        check_row_bound(X.data if X.has_canonical_format else X)
         if loss == "squared":
             check_target_bound(y, check_positive(y_bound, "y_bound"))
     return X, y
@@ -228,8 +228,8 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
             raise ParameterError("a private run needs epsilon and delta")
         plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, selection, calibration, lipschitz_noise)
     rng = check_random_state(random_state)
-    XT = X.T.tocsr()
     Xc = X.tocsc()
+    XT = Xc.T  # X^T in CSR form, sharing Xc's arrays (one transposed copy of X, not two)
     w = check_init(init, D, lam)
     margins = X @ w
     res = FWResult(w, max_iter, 0.0, privacy=plan)

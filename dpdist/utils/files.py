@@ -60,10 +60,12 @@ def private_file(path: str | os.PathLike[str]) -> Path:
 
 
 def open_private(path: str | os.PathLike[str], mode: str = "wb") -> IO:
-    """A new (or truncated) file opened for writing, readable by its owner only (0600)."""
-    if mode not in ("wb", "w"):
-        raise ValueError(f"open_private writes only ('wb' or 'w'), got {mode!r}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), PRIVATE_FILE)
+    """A file opened for writing (``wb``/``w``: new or truncated; ``ab``: appended to), readable
+    by its owner only (0600)."""
+    if mode not in ("wb", "w", "ab"):
+        raise ValueError(f"open_private writes only ('wb', 'w' or 'ab'), got {mode!r}")
+    how = os.O_APPEND if mode == "ab" else os.O_TRUNC
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | how | getattr(os, "O_CLOEXEC", 0), PRIVATE_FILE)
     os.fchmod(fd, PRIVATE_FILE)
     return os.fdopen(fd, mode)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import numpy as np
 import pytest
 from distributed import Client, LocalCluster
@@ -16,7 +17,10 @@ from pipelines.two_stage import block_vote_counts
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    # no work stealing: a pinned task may otherwise move to the idle worker on a loaded machine,
+    # and the cache test checks where each block ran
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as c:
         yield c
 
@@ -34,12 +38,33 @@ def test_dask_scores_equal_single_process(client, store):
     got = correlation_scores(path)
     np.testing.assert_allclose(got, in_memory_scores(X, y), rtol=1e-12)
     np.testing.assert_allclose(got, store_scores(open_store(path)), rtol=1e-12)
-    # one task per group of row blocks (9 blocks here) and a tree of sums with at most 8 inputs each
-    np.testing.assert_allclose(correlation_scores(path, groups=9), got, rtol=1e-12)
-    graph = dict(xty_graph(path, groups=9).__dask_graph__())
-    assert sum(str(k).startswith("xty-group-") for k in graph) == 9
-    assert all(len(v.dependencies) <= 8 for k, v in graph.items() if str(k).startswith("xty-sum-"))
-    assert sum(str(k).startswith("xty-group-") for k in dict(xty_graph(path).__dask_graph__())) == 2  # 2 workers
+    # one task per column range, concatenated in column order; any number of ranges gives the same scores
+    np.testing.assert_array_equal(correlation_scores(path, n_blocks=9), got)
+    parts = xty_graph(path, n_blocks=9)
+    assert len(parts) == 9 and all(str(p.key).startswith("xty-columns-") for p in parts)
+    assert len(xty_graph(path)) == 2  # at least one range per worker
+
+
+def _cache_stats() -> tuple[int, int]:
+    from dpdist.data.store import BLOCK_CACHE
+    return BLOCK_CACHE.hits, BLOCK_CACHE.misses
+
+
+def test_column_ranges_reuse_the_worker_cache(client, store):
+    path, _, _ = store
+    client.run(lambda: __import__("dpdist.data.store").data.store.BLOCK_CACHE.clear())
+    first = correlation_scores(path, n_blocks=6)
+    after_first = client.run(_cache_stats)
+    futures = client.compute(xty_graph(path, n_blocks=6), optimize_graph=False)
+    second = np.abs(np.concatenate(client.gather(futures)))
+    np.testing.assert_array_equal(first, second)
+    # range i is pinned to worker i mod 2 (sorted addresses), and the second pass reads nothing from disk
+    workers = sorted(client.scheduler_info()["workers"])
+    assert [next(iter(client.who_has(f)[f.key])) for f in futures] == [workers[i % 2] for i in range(6)]
+    after_second = client.run(_cache_stats)
+    for w in workers:
+        assert after_second[w][1] == after_first[w][1]  # no new misses
+        assert after_second[w][0] >= after_first[w][0] + 3  # each of its 3 ranges served from the cache
 
 
 def test_dask_scores_enforce_bounds(client, tmp_path):

@@ -169,3 +169,36 @@ def test_private_solvers_enforce_the_bounds():
     for solve, sel in ((frank_wolfe, "laplace"), (fast_frank_wolfe, "exponential")):
         with pytest.raises(ParameterError, match="exact training loss"):
             solve(X / 2, y, 1.0, 5, selection=sel, epsilon=1.0, delta=1e-6, record_every=1)
+
+
+_TIMER_PROBE = r"""
+import json, time
+import numpy as np
+import scipy.sparse as sp
+import dpdist.solvers.fast_frank_wolfe as ffw
+
+loaded_at_timer = []
+class _Clock:  # records, at each reading of the solver's clock, whether the kernel was already loaded
+    @staticmethod
+    def perf_counter():
+        loaded_at_timer.append(len(ffw._fast_fw.overloads))
+        return time.perf_counter()
+
+ffw.time = _Clock
+X = sp.random(40, 30, density=0.2, random_state=0, format="csr")
+y = (np.arange(40) % 2).astype(float)
+ffw.fast_frank_wolfe(X, y, 1.0, 5, selection="exponential", epsilon=1.0, delta=1e-6, refresh=2, random_state=0)
+print(json.dumps(loaded_at_timer))
+"""
+
+
+@pytest.mark.slow
+def test_kernel_is_loaded_before_the_timer():
+    # a fresh process: the first fit must not time the kernel's load (~0.4 s) as iterations
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _TIMER_PROBE], capture_output=True, text=True, check=True)
+    readings = json.loads(out.stdout.strip().splitlines()[-1])
+    assert readings[-2] >= 1  # the solve's start time (t0) is read after the kernel was loaded

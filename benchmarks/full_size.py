@@ -1,0 +1,205 @@
+"""Full size on one machine (issue 16): a full-shape config end to end, wall time per stage and
+peak RSS per process.
+
+For ``deploy/full-size/<profile>.toml`` (kdda, url, webspam):
+
+1. writes the synthetic svmlight text of the profile (``dpdist.data.synthetic``, labels as the
+   real set's) to the config's ``data.path`` once (atomically; kept for later runs), unless
+   the file exists (then it is used as it is: the real file works the same way);
+2. runs ``dpdist run <config>`` twice in fresh processes: the first ingests, the second must
+   reuse the source store and the split halves (``flows.plan.source_fingerprint``);
+3. samples the RSS of every process of each run's tree (the flow process, the temporary
+   Prefect server, the Dask scheduler's nanny and workers) every 0.5 s with psutil and keeps
+   each one's peak;
+4. prints a markdown table (the stage times ``dpdist run`` prints on stderr, the peaks, the
+   text and store sizes on disk, the load average) and appends it to
+   ``benchmarks/results/full_size.md``.
+
+``--fraction f`` runs the first ``round(f * rows)`` rows of the profile instead (a derived
+config beside the text, its own output), for shapes that do not fit the machine or the time;
+the fraction is stated in the table. The timings are of private fits: they go to this
+operator's terminal and the results file, never to the run's report.
+
+    .venv/bin/python benchmarks/full_size.py kdda [--fraction 1.0] [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import psutil
+from sklearn.datasets import dump_svmlight_file
+
+from dpdist.data.synthetic import SPARSE_PROFILES, make_synthetic
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "full_size.md"
+STEP = re.compile(r"dpdist run: step (\w+) took ([0-9.]+) s")
+
+
+def write_text(path: Path, profile: str, rows: int, labels: list[float], seed: int = 1) -> float:
+    """The profile's first ``rows`` rows as one-based svmlight text (atomic); returns seconds."""
+    t = time.perf_counter()
+    tmp = path.with_name(path.name + ".part")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lo, hi = min(labels), max(labels)
+    data = make_synthetic(profile, random_state=seed, n=rows, block_rows=1 << 16)
+    done = 0
+    with open(tmp, "wb") as f:
+        for X, y in data.blocks:
+            buf = io.BytesIO()
+            dump_svmlight_file(X, np.where(y > 0, hi, lo), buf, zero_based=False)
+            f.write(buf.getvalue())
+            done += X.shape[0]
+            print(f"\r  {path.name}: {done:,} / {rows:,} rows, {f.tell() / 1e9:.2f} GB", end="", file=sys.stderr,
+                  flush=True)
+    print(file=sys.stderr)
+    os.replace(tmp, path)
+    return time.perf_counter() - t
+
+
+def _label(p: psutil.Process, root: int) -> str:
+    if p.pid == root:
+        return "dpdist launcher"
+    try:
+        cmd = " ".join(p.cmdline())
+    except psutil.Error:
+        return "?"
+    if "dpdist.cli" in cmd:
+        return "flow (python -m dpdist.cli run)"
+    if "prefect" in cmd and "server" in cmd:
+        return "prefect server"
+    if "multiprocessing" in cmd or "spawn" in cmd or "forkserver" in cmd:
+        return "dask worker/nanny"
+    return (p.name() or "?")[:20]
+
+
+def run_sampled(cmd: list[str], env: dict[str, str]) -> tuple[int, str, dict[int, tuple[str, float]], float]:
+    """Run ``cmd``; (exit code, stderr, {pid: (label, peak RSS GiB)}, wall seconds)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peaks: dict[int, tuple[str, float]] = {}
+    err: list[str] = []
+
+    def drain() -> None:
+        for line in proc.stderr:
+            err.append(line)
+            if "step" in line or "error" in line.lower():
+                print("   ", line.rstrip(), file=sys.stderr, flush=True)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            procs = []
+        for p in procs:
+            try:
+                rss = p.memory_info().rss / 2**30
+                label = peaks[p.pid][0] if p.pid in peaks else _label(p, proc.pid)
+            except psutil.Error:
+                continue
+            if rss > peaks.get(p.pid, ("", 0.0))[1]:
+                peaks[p.pid] = (label, rss)
+        time.sleep(0.5)
+    proc.stdout.read()
+    reader.join()
+    return proc.returncode, "".join(err), peaks, time.perf_counter() - t
+
+
+def disk_gb(path: Path) -> float:
+    if path.is_file():
+        return path.stat().st_size / 1e9
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("profile", choices=["kdda", "url", "webspam"])
+    ap.add_argument("--fraction", type=float, default=1.0, help="row fraction of the full shape (stated in the table)")
+    ap.add_argument("--runs", type=int, default=2, help="dpdist run repetitions (the 2nd+ must reuse the stores)")
+    ap.add_argument("--fresh", action="store_true", help="delete the run's output (stores, ledger) first")
+    args = ap.parse_args()
+    if not 0 < args.fraction <= 1:
+        ap.error("--fraction must lie in (0, 1]")
+
+    config = ROOT / "deploy" / "full-size" / f"{args.profile}.toml"
+    cfg = tomllib.loads(config.read_text())
+    prof = SPARSE_PROFILES[args.profile]
+    rows = max(1, round(prof.n * args.fraction))
+    text = ROOT / cfg["data"]["path"]
+    output = ROOT / cfg["output"]
+    if args.fraction < 1:  # a derived config: its own text and output, the fraction in their names
+        tag = f"f{args.fraction:g}"
+        text = text.with_name(f"{text.stem}-{tag}{text.suffix}")
+        output = output.with_name(f"{output.name}-{tag}")
+        body = config.read_text()
+        body = body.replace(f'path = "{cfg["data"]["path"]}"', f'path = "{text.relative_to(ROOT)}"')
+        body = body.replace(f'output = "{cfg["output"]}"', f'output = "{output.relative_to(ROOT)}"')
+        config = text.with_name(f"{args.profile}-{tag}.toml")
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(body)
+    if args.fresh and output.exists():
+        shutil.rmtree(output)
+
+    gen = None
+    if not text.exists():
+        print(f"writing {rows:,} rows of the {args.profile} profile to {text}", file=sys.stderr)
+        gen = write_text(text, args.profile, rows, cfg["data"]["labels"])
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_HOME": str(output.parent / f".prefect-{args.profile}"),
+           "DPDIST_LEDGER": str(output / "ledger.sqlite")}  # the benchmark's own ledger, not the user's
+    cmd = [str(ROOT / ".venv" / "bin" / "dpdist"), "run", str(config.relative_to(ROOT))]
+    runs = []
+    for i in range(args.runs):
+        load0 = os.getloadavg()
+        print(f"run {i + 1}: {' '.join(cmd)} (load {load0[0]:.2f})", file=sys.stderr, flush=True)
+        code, err, peaks, wall = run_sampled(cmd, env)
+        if code != 0:
+            print(err[-4000:], file=sys.stderr)
+            raise SystemExit(f"dpdist run exited {code}")
+        steps = {m.group(1): float(m.group(2)) for m in STEP.finditer(err)}
+        runs.append({"wall": wall, "steps": steps, "peaks": peaks, "load": (load0, os.getloadavg())})
+
+    store = output / "stores" / "source"
+    lines = [f"\n### {args.profile}: {rows:,} x {prof.d:,} rows x columns (fraction {args.fraction:g} of "
+             f"{prof.n:,} rows), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
+             f"`{' '.join(sys.argv[0:1] + sys.argv[1:])}` runs `dpdist run {config.relative_to(ROOT)}` "
+             f"{args.runs} times; {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB "
+             "(shared with other developers).\n",
+             f"- svmlight text: {disk_gb(text):.2f} GB on disk"
+             + (f", written in {gen:.0f} s (before the runs, not timed in them)" if gen is not None else
+                " (existed: not regenerated)"),
+             f"- stores on disk after the runs: source {disk_gb(store):.2f} GB, train "
+             f"{disk_gb(output / 'stores' / 'train'):.2f} GB, test {disk_gb(output / 'stores' / 'test'):.2f} GB\n",
+             "| run | " + " | ".join(f"{s} s" for s in ("ingest", "select", "train", "evaluate", "report"))
+             + " | wall s | peak RSS GiB per process | load 1-min before / after |",
+             "| --- | " + " | ".join("---:" for _ in range(6)) + " | --- | --- |"]
+    for i, r in enumerate(runs, 1):
+        peaks = sorted(r["peaks"].values(), key=lambda v: -v[1])
+        top = ", ".join(f"{label} {gb:.2f}" for label, gb in peaks if gb >= 0.1)
+        lines.append(f"| {i} | " + " | ".join(f"{r['steps'].get(s, float('nan')):.1f}"
+                                              for s in ("ingest", "select", "train", "evaluate", "report"))
+                     + f" | {r['wall']:.1f} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS, "a") as f:
+        f.write(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Store formats: version-1 stores still read, the same content keeps its dataset id, the
+version-2 writer's CSC buckets, chunked appends, index offsets and the block cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import zarr
+
+from dpdist.data import open_store, write_store
+from dpdist.data import store as store_mod
+from dpdist.data.ingest import ingest_svmlight
+from dpdist.data.store import BLOCK_CACHE, StoreWriter, write_blocks
+from dpdist.exceptions import ParameterError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_matrix() -> tuple[sp.csr_matrix, np.ndarray]:
+    z = np.load(FIXTURES / "store-v1-matrix.npz")
+    return sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"])), z["y"]
+
+
+def test_v1_stores_open_and_read():
+    X, y = fixture_matrix()
+    s = open_store(FIXTURES / "store-v1-matrix")
+    assert s.meta["format_version"] == 1 and s.shape == X.shape and s.nnz == X.nnz
+    assert (s.csr() != X).nnz == 0 and (s.csc() != X.tocsc()).nnz == 0 and np.array_equal(s.y, y)
+    assert (s.read_rows(5, 30) != X[5:30]).nnz == 0 and (s.read_columns(3, 21) != X[:, 3:21]).nnz == 0
+    data, rows, ptr = s.column_slice(3, 21)
+    assert (sp.csc_matrix((data, rows, ptr), shape=(X.shape[0], 18)) != X[:, 3:21]).nnz == 0
+    cached = open_store(FIXTURES / "store-v1-matrix", cache=True)
+    assert (cached.read_rows(0, 40) != X).nnz == 0
+    t = open_store(FIXTURES / "store-v1-svmlight")
+    assert t.shape == (5, 5) and t.task == "binary" and t.csr()[4, 4] == 1.0
+
+
+def test_same_content_keeps_its_v1_dataset_id(tmp_path):
+    # ledgers are keyed by the id: today's writer must give the ids version-1 code gave
+    X, y = fixture_matrix()
+    meta = write_store(tmp_path / "m", X, y, task="regression", block_rows=7)
+    assert meta["format_version"] == 2
+    assert meta["dataset_id"] == open_store(FIXTURES / "store-v1-matrix").dataset_id
+    meta = ingest_svmlight(FIXTURES / "store-v1-source.svm", tmp_path / "s", block_bytes=16)
+    assert meta["dataset_id"] == open_store(FIXTURES / "store-v1-svmlight").dataset_id
+
+
+def test_v2_layout_codecs(tmp_path):
+    X, y = fixture_matrix()
+    write_store(tmp_path / "m", X, y)
+    g = zarr.open_group(tmp_path / "m", mode="r")
+    for name in ("X/data", "X/indices", "X/indptr", "X_csc/data", "X_csc/indices", "X_csc/indptr", "y"):
+        (codec,) = g[name].compressors
+        assert codec.to_dict()["name"] == "blosc" and codec.cname.value == "lz4"
+        assert codec.shuffle.value == ("noshuffle" if g[name].dtype.kind == "f" else "shuffle")
+    assert g["X/indices"].dtype == np.int32 and g["X_csc/indices"].dtype == np.int32
+    assert set(g.keys()) == {"X", "X_csc", "y"}  # no bucket files or temporaries left
+
+
+def skewed(rng: np.random.Generator, n: int, d: int) -> sp.csr_matrix:
+    """Column 7 in 90% of rows, a few frequent columns, a long tail; some explicit zeros."""
+    X = sp.random(n, d, density=3.0 / d, random_state=rng, format="lil")
+    X[:, 7] = (rng.random((n, 1)) < 0.9) * rng.normal(size=(n, 1))
+    X[:, d - 1] = rng.normal(size=(n, 1))
+    X = X.tocsr()
+    X.data[::17] = 0.0  # stored zeros stay stored
+    return X
+
+
+@pytest.mark.parametrize("memory_bytes", [1 << 26, 32 * 3 * 150, 32 * 3 * 5])
+def test_csc_from_buckets_under_any_budget(tmp_path, monkeypatch, memory_bytes):
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)  # many chunks: exercises the chunked appends
+    monkeypatch.setattr(store_mod, "ROW_CHUNK", 256)
+    rng = np.random.default_rng(memory_bytes)
+    X = skewed(rng, 700, 20_000)  # ~20 buckets of 1024 columns; column 7's bucket far over the small budgets
+    y = rng.normal(size=700)
+    ref = write_store(tmp_path / "ref", X, y, block_rows=1000)
+    meta = write_store(tmp_path / "s", X, y, block_rows=33, memory_bytes=memory_bytes)
+    assert meta["dataset_id"] == ref["dataset_id"]
+    s = open_store(tmp_path / "s")
+    C = s.csc()
+    assert C.has_sorted_indices and np.array_equal(C.indptr, X.tocsc().indptr)
+    assert np.array_equal(C.indices, X.tocsc().indices) and np.array_equal(C.data, X.tocsc().data)
+    assert (s.csr() != X).nnz == 0 and np.array_equal(s.csr().data, X.data) and np.array_equal(s.y, y)
+    assert zarr.open_group(tmp_path / "s")["X/data"].nchunks > 10
+
+
+def test_wide_indices_after_a_narrow_first_block_rebucket(tmp_path):
+    rng = np.random.default_rng(3)
+    narrow = sp.random(50, 100, density=0.1, random_state=rng, format="csr")
+    wide = sp.random(200, 1 << 23, density=4e-6, random_state=rng, format="csr")
+    X = sp.vstack([sp.hstack([narrow, sp.csr_matrix((50, (1 << 23) - 100))]), wide], format="csr")
+    y = rng.normal(size=X.shape[0])
+    w = StoreWriter(tmp_path / "s")  # no n_features hint: buckets sized from the first block
+    w.append(narrow.indptr, narrow.indices, narrow.data, y[:50])
+    assert w._bucket_shift == 10
+    w.append(wide.indptr, wide.indices, wide.data, y[50:])
+    assert w._bucket_shift > 10 and len(w._bucket_sizes) <= 256
+    w.finish(n_features=X.shape[1])
+    s = open_store(tmp_path / "s")
+    assert (s.csc() != X.tocsc()).nnz == 0 and (s.csr() != X).nnz == 0
+
+
+def test_zero_based_file_found_late_is_rewritten(tmp_path):
+    lines = [f"{i % 2} {i % 50 + 1}:{i} {i % 50 + 60}:1\n" for i in range(3000)]
+    lines[2900] = "1 0:5 3:1\n"  # a column index 0, far into the file: zero-based after all
+    p = tmp_path / "z.svm"
+    p.write_text("".join(lines))
+    auto = ingest_svmlight(p, tmp_path / "a", block_bytes=1 << 10)
+    forced = ingest_svmlight(p, tmp_path / "b", zero_based="yes")
+    assert auto["zero_based"] is True and auto["dataset_id"] == forced["dataset_id"]
+    a, b = open_store(tmp_path / "a"), open_store(tmp_path / "b")
+    assert (a.csr() != b.csr()).nnz == 0 and (a.csc() != b.csc()).nnz == 0
+    assert a.csr()[2900, 0] == 5 and a.csr()[0, 1] == 0 and a.csr()[0, 2] == 0
+
+
+def test_column_index_beyond_int32_is_refused(tmp_path):
+    w = StoreWriter(tmp_path / "s")
+    with pytest.raises(ParameterError, match="2\\^31"):
+        w.append(np.array([0, 1]), np.array([2**31], dtype=np.int64), np.array([1.0]), np.array([1.0]))
+    w.abort()
+    assert not any(tmp_path.iterdir())
+
+
+def test_write_blocks_failure_leaves_nothing(tmp_path):
+    def blocks():
+        yield sp.csr_matrix(np.eye(3)), np.ones(3)
+        raise RuntimeError("source broke")
+
+    with pytest.raises(RuntimeError, match="source broke"):
+        write_blocks(tmp_path / "s", blocks(), 3)
+    assert not any(tmp_path.iterdir())
+
+
+def test_block_cache_serves_reads_and_follows_content(tmp_path):
+    BLOCK_CACHE.clear()
+    X, y = fixture_matrix()
+    write_store(tmp_path / "s", X, y)
+    s = open_store(tmp_path / "s", cache=True)
+    first = s.read_rows(0, 20)
+    assert (first != X[:20]).nnz == 0 and BLOCK_CACHE.misses == 1
+    again = open_store(tmp_path / "s", cache=True).read_rows(0, 20)
+    assert BLOCK_CACHE.hits == 1 and again.data.base is first.data.base or np.shares_memory(again.data, first.data)
+    with pytest.raises(ValueError, match="read-only"):
+        again.data[0] = 5.0  # cached blocks cannot be changed in place by a caller
+    # the same path rewritten with other content: the dataset id differs, so the cache is not stale
+    X2 = X.copy()
+    X2.data = X2.data + 1.0
+    write_store(tmp_path / "s", X2, y, force=True)
+    assert (open_store(tmp_path / "s", cache=True).read_rows(0, 20) != X2[:20]).nnz == 0
+    assert (open_store(tmp_path / "s").read_rows(0, 20) != X2[:20]).nnz == 0  # uncached reads are writable copies
+    BLOCK_CACHE.clear()
+
+
+def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
+    # zarr does not write a chunk that is all fill value (explicit zeros here); reads fill it in
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    rng = np.random.default_rng(5)
+    X = sp.random(60, 40, density=0.2, random_state=rng, format="csr")
+    X.data[:200] = 0.0  # stored zeros: the first three data chunks are all zero
+    X.data[200:] = rng.normal(size=X.nnz - 200)
+    write_store(tmp_path / "s", X, np.zeros(60), task="regression")
+    assert not (tmp_path / "s" / "X" / "data" / "c" / "0").exists()
+    s = open_store(tmp_path / "s")
+    got = s.csr()
+    assert np.array_equal(got.data, X.data) and np.array_equal(got.indices, X.indices) and got.nnz == X.nnz
+    assert np.array_equal(s.y, np.zeros(60)) and (s.csc() != X.tocsc()).nnz == 0
