@@ -193,7 +193,7 @@ def test_run_plan_lists_the_screening_charges_the_fits_make(tmp_path: Path, raj,
     for method in ("rnm-screen", "adp-screen"):
         est = estimator("binary", method, 2.0, 1e-6, 5.0, 200, calibration=calibration, random_state=0,
                         screening=cfg.train.screening())
-        est.fit(X, y > 0, acc, "ds", key=method)
+        est.fit(X, np.where(y > 0, 1.0, -1.0), acc, "ds", key=method)  # the public classes -1, +1
         (rec,) = [h for h in acc.history("ds") if h.key == method]
         assert planned[f"{method} eps=2"].loss == rec.privacy_loss
         assert planned[f"{method} eps=2"].mechanism == rec.mechanism
