@@ -45,9 +45,9 @@ import numpy as np
 from scipy.special import logsumexp
 
 from dpdist.data.synthetic import make_synthetic
+from dpdist.exceptions import SolverAborted
 from dpdist.privacy.mechanisms import gumbel_max
 from dpdist.selection.best_subset import BSSMistakesSelector
-from dpdist.selection.best_subset.base import Refusal
 from dpdist.selection.best_subset.brute_force import enumerate_values
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.mcmc import RoyTewariMCMC
@@ -88,7 +88,7 @@ def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b
         t0 = time.perf_counter()
         try:
             lst = top_r_list(ex, tau, time_limit=time_limit)
-        except Refusal:
+        except SolverAborted:
             lst = None
         secs = time.perf_counter() - t0
         for name, c in (("top-R", EPS / (delta_f * (1 + 4 * TOL))), ("top-R (seed cal.)", EPS / (2 * delta_f))):
@@ -109,7 +109,7 @@ def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b
         t0 = time.perf_counter()
         try:
             center, f0, f1, _, best_one = center_and_gap(ex, tau, time_limit=time_limit)
-        except Refusal:
+        except SolverAborted:
             center = None
         sel = BSSMistakesSelector(s=s, epsilon=EPS, delta=DELTA, loss=loss, r=R_BALL, ridge=ridge, x_bound=b,
                                   y_bound=b, tol=TOL)
@@ -125,7 +125,7 @@ def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b
             bucket_tau = tau if mode == "ptr" else 5e-3 * abs(f0)
             try:
                 buckets = mistakes_buckets(ex, center, f0, f1, bucket_tau, c, sel.horizon, time_limit, best_one)
-            except Refusal:
+            except SolverAborted:
                 out[name] = {"draws": [None] * draws, "p_true": 0.0, "seconds": time.perf_counter() - t0,
                              "refused": True}
                 continue

@@ -57,6 +57,20 @@ class SolverFailure(DPDistError):
     (whether a solver fails can depend on the data, so the attempt itself costs its budget)."""
 
 
+class SolverAborted(DPDistError):
+    """A release's solver work ran out of a resource (a time limit, an inner solve it could not
+    certify) *before any noise was drawn*: an operator abort, not a release.
+
+    ``Accountant.release`` does not record it: the charge stands, the ledger keeps no outcome
+    for the key, and a retry under the same key recomputes. That is safe only because nothing
+    random was drawn yet -- the aborted attempt released nothing and the retry draws the
+    release's noise for the first time -- so raise it only before the mechanism's first draw.
+    Whether an abort happens can depend on the data, like a solver's time; it goes to the
+    operator, never into the ledger, and its message names public parameters only (a limit, a
+    tolerance), never a value of the data.
+    """
+
+
 class ReleaseRefused(DPDistError):
     """A charged mechanism's output is "nothing": a propose-test-release check refused the release.
 

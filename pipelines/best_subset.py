@@ -135,8 +135,9 @@ def select_store(client: Any, path: str | os.PathLike[str], selector: BSSSelecto
 
     The instance is built and validated on a worker first (ParameterError before any charge);
     then ``selector.fit_executor`` charges ``accountant`` and runs every solve on the cluster.
-    Returns the released support (ascending); a refusal raises ``SolverFailure`` (a solver limit) or
-    ``ReleaseRefused`` (a failed propose-test-release check), recorded as the release.
+    Returns the released support (ascending); a failed propose-test-release check raises
+    ``ReleaseRefused`` (recorded as the release); a solver limit raises ``SolverAborted`` before
+    any noise is drawn (not recorded: the charge stands, a retry under the key recomputes).
     """
     selector._validate()
     executor = DaskExecutor(client, ProblemSpec.of(path, selector))

@@ -49,7 +49,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, UnknownDataset
+from dpdist.exceptions import (BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, SolverAborted,
+                               UnknownDataset)
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
@@ -459,6 +460,13 @@ class Accountant:
         refused test, a bound the data violates) has an outcome that can depend on the data and
         on the noise already drawn: that failure *is* the release. It is recorded, the charge
         stands, and every retry under the key raises it again instead of drawing fresh noise.
+
+        The exception is ``SolverAborted``: solver work that ran out of time (or could not
+        certify an inner solve) before ``compute`` drew any noise. It is an operator abort, not
+        the release's outcome: it propagates, the charge stands, nothing is recorded, and a retry
+        under the key runs ``compute`` again. No noise was drawn, so the retry's draw is the
+        release's first (the charge covers it); recording the abort would publish a
+        data-dependent event the charge does not cover.
         """
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
@@ -466,6 +474,8 @@ class Accountant:
         try:
             result = compute()
             encoded = json.dumps(result, sort_keys=True, allow_nan=False)
+        except SolverAborted:  # before any noise: not an outcome; the charge stands, nothing recorded
+            raise
         except DPDistError as e:
             failure = {_FAILURE: {"type": type(e).__name__, "message": str(e)}}
             return _replay(self._record(dataset, key, json.dumps(failure, sort_keys=True)))

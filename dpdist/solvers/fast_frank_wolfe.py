@@ -520,6 +520,9 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
                          y_bound, record_every)
     if selection not in FAST_SELECTIONS:
         raise ParameterError(f"selection must be one of {FAST_SELECTIONS}, got {selection!r}")
+    if selection is not None and screening is not None and screening.mode == "exact":
+        raise ParameterError(f"screening plan mode 'exact' is not private and does not go with the private "
+                             f"selection={selection!r}: screen private runs with 'rnm' or 'adp'")
     if refresh < 0:
         raise ParameterError(f"refresh must be >= 0, got {refresh}")
     n, D = X.shape
@@ -533,8 +536,8 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         eps0, L = plan.eps0, plan.lipschitz
         if selection == "laplace":  # the kernel draws Lap(L / eps0): 2 L / eps0, or the seeds' L / eps0
             L *= 2.0 if calibration == "safe" else 1.0
-    if max(n, D) >= 2**31:
-        raise ParameterError(f"X has shape {X.shape}: each dimension must be below 2**31")
+    if max(n, D) >= 2**31:  # n is private: the message names neither dimension's value
+        raise ParameterError("X must have fewer than 2**31 rows and fewer than 2**31 columns")
     rng = check_random_state(random_state)
     Xc = X.tocsc()
     ybar = np.asarray(X.T @ y)

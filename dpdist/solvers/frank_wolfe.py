@@ -221,6 +221,9 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
                          y_bound, record_every)
     if selection not in SELECTIONS:
         raise ParameterError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    if selection is not None and screening is not None and screening.mode == "exact":
+        raise ParameterError(f"screening plan mode 'exact' is not private and does not go with the private "
+                             f"selection={selection!r}: screen private runs with 'rnm' or 'adp'")
     n, D = X.shape
     plan = None
     if selection is not None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseKeyConflict, UnknownDataset
+from dpdist.exceptions import (BudgetExceeded, ParameterError, ReleaseKeyConflict, SolverAborted, SolverFailure,
+                               UnknownDataset)
 from dpdist.privacy.accountant import Accountant, default_ledger_path
 from dpdist.privacy.loss import Charge, PrivacyLoss
 
@@ -147,6 +148,28 @@ def test_release_after_failed_compute(ledger: Accountant):
     # the charge stands, nothing was released; the retry computes under the same charge
     assert ledger.release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.5]) == [1.5]
     assert ledger.status("ds").epsilon_spent == 0.2
+
+
+def test_solver_aborted_is_not_recorded_and_the_retry_computes(ledger: Accountant):
+    """SolverAborted (solver work stopped before any noise) is not the release's outcome: the
+    charge stands, nothing is recorded, a retry under the key computes; a SolverFailure is recorded."""
+    def abort():
+        raise SolverAborted("the MIP time limit (7 s) was hit before any noise was drawn")
+
+    with pytest.raises(SolverAborted, match="time limit"):
+        ledger.release("ds", C(0.2, 0.0, "em"), "r", abort)
+    (rel,) = ledger.history("ds")
+    assert rel.result is None and ledger.status("ds").epsilon_spent == 0.2
+    assert ledger.release("ds", C(0.2, 0.0, "em"), "r", lambda: [2]) == [2]
+    assert ledger.status("ds").epsilon_spent == 0.2
+
+    def fail():
+        raise SolverFailure("could not certify")
+
+    with pytest.raises(SolverFailure):
+        ledger.release("ds", C(0.2, 0.0, "em"), "f", fail)
+    with pytest.raises(SolverFailure, match="recorded"):  # recorded: replayed, compute not called again
+        ledger.release("ds", C(0.2, 0.0, "em"), "f", abort)
 
 
 # ------------------------------------------------------------ processes and crashes

@@ -545,6 +545,16 @@ def test_private_screening_runs_record_what_they_zero(regression):
         fast_frank_wolfe(X, y, 8.0, 100, loss="squared", screening=screening_plan("exact", "squared", 8.0, 60, 50))
 
 
+def test_solvers_refuse_private_selection_with_exact_screening(regression):
+    """A private selection with the non-private ("exact") screening plan is bad input in both solvers."""
+    X, y = regression
+    plan = screening_plan("exact", "squared", 8.0, X.shape[1], 20, 1)
+    for solver in (frank_wolfe, fast_frank_wolfe):
+        with pytest.raises(ParameterError, match="'exact' is not private"):
+            solver(X, y, 8.0, 20, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, y_bound=3.0,
+                   screening=plan, random_state=0)
+
+
 def test_gram_path_is_the_sparse_path(regression):
     """gram=True (squared loss) follows the same vertices and zeroings as the sparse updates and Alg. 1."""
     X, y = regression

@@ -4,11 +4,16 @@
 bad input is a ``ParameterError`` and costs nothing. Then, with an accountant, the release
 goes through ``Accountant.release`` with ``privacy_charge()`` and every release parameter
 (``release_params``): the charge is recorded first, the MIP pipeline and the sampler run
-inside ``compute``, and the ledger records the released support -- or the refusal. A
-refusal is raised inside ``compute`` -- a solver limit as ``SolverFailure``, a failed
-propose-test-release check as ``ReleaseRefused`` -- so the accountant records it as the
-release's outcome: the charge stands, and a retry with the same key raises it again and spends
-nothing more (a solver limit that depends on the data cannot be retried into a result).
+inside ``compute``, and the ledger records the released support -- or the refusal. The only
+refusal is a failed propose-test-release check (mistakes method), a charged output of the
+mechanism: it is raised inside ``compute`` as ``ReleaseRefused``, the accountant records it as
+the release's outcome, the charge stands, and a retry with the same key raises it again.
+
+A solver limit (a MIP time limit, an inner solve that cannot be certified) is not an outcome:
+both methods do all their solver work before drawing any noise, so it stops the release
+before its first draw and raises ``SolverAborted``, which the accountant does not record (the
+charge stands; a retry under the same key recomputes and draws for the first time). Its
+message names public parameters only.
 
 The solvers' timings and diagnostics (``seconds_``, ``top_r_``, ``buckets_``) stay on the
 estimator for the operator; they are statistics of the data and are never part of the release.
@@ -25,7 +30,7 @@ from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import validate_data
 
-from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverFailure
+from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverAborted, SolverFailure
 from dpdist.privacy.loss import Charge
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.objective import BOUND_MODES, LOSSES, make_problem
@@ -36,8 +41,9 @@ __all__ = ["BSSSelectorBase", "Refusal"]
 
 
 class Refusal(DPDistError):
-    """Raised inside a release when it publishes nothing: a solver limit ("solver") or a
-    failed privacy test ("test")."""
+    """Raised inside a release when its mechanism's output is "nothing": a failed privacy test
+    ("test", recorded as ``ReleaseRefused``). Solver limits are ``SolverAborted`` instead (not
+    recorded: they happen before any noise is drawn)."""
 
     def __init__(self, message: str, kind: str = "solver") -> None:
         super().__init__(message)
@@ -142,6 +148,10 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
                 error = ReleaseRefused if e.kind == "test" else SolverFailure
                 raise error(f"{self.mechanism}: no support released: {e}{charged} (whether this happens depends "
                             "on the data, so the refusal is recorded as the release)") from None
+            except SolverAborted as e:  # before any noise: not an outcome, the accountant records nothing
+                retry = "; nothing is recorded and a retry under the same key recomputes" if accountant else ""
+                raise SolverAborted(f"{self.mechanism}: aborted before any noise was drawn: {e}{charged}{retry}"
+                                    ) from None
             return {"support": [int(j) for j in support]}
 
         self.support_ = None
@@ -152,7 +162,8 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"{self.mechanism.replace('/', '-')}-{uuid.uuid4().hex}"
             self.release_ = {"key": key}
-            # a refusal recorded by an earlier attempt under this key is raised again here (never redrawn)
+            # a refusal recorded by an earlier attempt under this key is raised again here (never redrawn);
+            # an abort (SolverAborted) was not recorded, so its retry computes afresh
             out = accountant.release(dataset, self.privacy_charge(), key, compute,
                                      self.release_params(executor.meta.p))
         self.seconds_ = time.perf_counter() - t0

@@ -7,13 +7,17 @@ Procedure:
 2. Second best (one MIP on a ``mip`` worker): the master over the supports with >= 2
    mistakes from C, objective limit f_1. "Infeasible" certifies that no such support is
    below f_1, so C is the optimum S* (it is a one-swap local minimum) and the gap is
-   gamma = f_1 - F(C). A support below F(C) restarts the search from it.
-3. Test (propose-test-release, charged epsilon_1 = ``ptr_fraction`` * epsilon): release
-   nothing unless gamma/Delta + Lap(1/epsilon_1') > 1 + 4 tol + ln(1/(2 delta))/epsilon_1'.
-4. Buckets (independent MIPs, one per j = 2..min(s, p - s), mapped over ``mip`` workers):
+   gamma = f_1 - F(C). A support below F(C) by more than tau restarts the search from it;
+   this terminates without a limit (each restart strictly lowers F, as in ``top_r`` step 4).
+3. Buckets (independent MIPs, one per j = 2..min(s, p - s), mapped over ``mip`` workers):
    u_j = min(f_j, F(C) + M_j), f_j = min over the supports with exactly j mistakes
    (sum_{j' in C} z_j' = s - j), found by a master with objective limit F(C) + M_j; when the
    master is infeasible the bucket is clamped at F(C) + M_j. u_1 = min(f_1, F(C) + M_1).
+4. Test (propose-test-release, charged epsilon_1 = ``ptr_fraction`` * epsilon): release
+   nothing unless gamma/Delta + Lap(1/epsilon_1') > 1 + 4 tol + ln(1/(2 delta))/epsilon_1'.
+   The test comes after every solve (steps 1-3), so the release's noise (test, then sampler)
+   is drawn only once all solver work is done: a crash or abort of the solver work happens
+   before any draw, and a retry under the same key draws the test for the first time.
 5. Sample (``samplers.mistakes_sample``, epsilon_2 = epsilon - epsilon_1): a bucket j with
    probability ∝ |P_j| exp(-c u_j), |P_j| = C(s, j) C(p - s, j), then a uniform member of it.
 
@@ -59,8 +63,12 @@ support returned) the guarantee holds only on data satisfying gap > Delta, which
 checks: paper mode has no privacy guarantee, is for reproducing the seed's figures, and
 refuses an accountant.
 
-A refused test releases nothing, by design; it is a valid output of the mechanism. Solver
-limits after the charge are refusals as for top-R (``top_r`` docstring).
+A refused test releases nothing, by design; it is a valid output of the mechanism (a
+charged output: ``ReleaseRefused``, recorded as the release). It is the only refusal: the
+restarts have no limit, and a MIP time limit or an inner solve that cannot be certified stops
+the solver work (steps 1-3) before any noise is drawn -- ``SolverAborted``, an operator abort
+that ``Accountant.release`` does not record (the charge stands, a retry recomputes), as for
+top-R (``top_r`` docstring). So every recorded outcome is covered by (d).
 """
 
 from __future__ import annotations
@@ -72,7 +80,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdist.exceptions import ParameterError
+from dpdist.exceptions import ParameterError, SolverAborted
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
 from dpdist.selection.best_subset.iht import iht_unit, local_search
@@ -136,16 +144,17 @@ class Buckets:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def center_and_gap(executor: Any, tau: float, time_limit: float, max_recenter: int = 5
+def center_and_gap(executor: Any, tau: float, time_limit: float
                    ) -> tuple[Support, float, float, np.ndarray, Support]:
     """Steps 1-2: (centre, F(centre), f_1, swap table, best one-swap), centre certified optimal.
 
     The returned f_1 is min(best one-swap, best >= 2-mistake support) when the latter is lower.
+    Draws no noise; a MIP time limit raises ``SolverAborted`` (an abort, not an outcome).
     """
     s = executor.meta.s
     inner = tau / 10.0
     start = executor.call(iht_unit, None)
-    for _ in range(max_recenter + 1):
+    while True:  # each restart strictly lowers F (module docstring, step 2): it terminates
         center, f0, table = local_search(executor, start, inner)
         i, j = np.unravel_index(int(np.argmin(table)), table.shape)
         f1 = float(table[i, j])
@@ -157,19 +166,18 @@ def center_and_gap(executor: Any, tau: float, time_limit: float, max_recenter: i
         res = executor.mip(master_unit, MasterJob((center,), inner, center=center, max_common=s - 2, objlimit=f1,
                                                   gap=tau / 2.0, time_limit=time_limit))
         if res.status == "timelimit":
-            raise Refusal(f"the optimality certificate of the centre hit the MIP time limit ({time_limit:g} s)")
+            raise SolverAborted(f"the optimality certificate of the centre hit the MIP time limit ({time_limit:g} s)")
         if res.status == "infeasible":
             return center, f0, f1, table, second
         if float(res.value) < f0 - tau:
             start = res.support
             continue
         return center, f0, min(f1, float(res.value)), table, res.support if res.value < f1 else second
-    raise Refusal(f"the centre moved more than max_recenter={max_recenter} times")
 
 
 def mistakes_buckets(executor: Any, center: Support, f0: float, f1: float, tau: float, scale: float,
                      horizon: float, time_limit: float, best_one: Support) -> Buckets:
-    """Step 4: the bucket values u_j = min(f_j, F(C) + M_j), j = 0..min(s, p - s), each within tau."""
+    """Step 3: the bucket values u_j = min(f_j, F(C) + M_j), j = 0..min(s, p - s), each within tau."""
     p, s = executor.meta.p, executor.meta.s
     jmax = min(s, p - s)
     M = [(log_comb(s, j) + log_comb(p - s, j) + horizon) / scale for j in range(jmax + 1)]
@@ -182,7 +190,7 @@ def mistakes_buckets(executor: Any, center: Support, f0: float, f1: float, tau: 
     kinds = []
     for job, (kind, value, support) in zip(jobs, executor.mip_map(bucket_unit, jobs)):
         if kind == "timelimit":
-            raise Refusal(f"a mistakes bucket hit the MIP time limit ({time_limit:g} s)")
+            raise SolverAborted(f"a mistakes bucket hit the MIP time limit ({time_limit:g} s)")
         values[job.j], best[job.j] = value, support
         kinds.append(kind)
     return Buckets(center, values, best, f1 - f0, {"kinds": kinds})
@@ -256,23 +264,22 @@ class BSSMistakesSelector(BSSSelectorBase):
         meta = executor.meta
         tau = self.tol * meta.delta
         eps1, scale = self.rates(meta.delta)
-        try:
+        try:  # all solver work first (steps 1-3): no noise is drawn before it is done
             center, f0, f1, _, best_one = center_and_gap(executor, tau, self.time_limit)
-            gamma = f1 - f0
-            if self.mode == "ptr":
-                noisy = gamma / meta.delta + rng.laplace(scale=1.0 / eps1)
-                if not noisy > self.threshold():
-                    raise Refusal("the propose-test-release check of the optimality gap failed "
-                                  "(the data are not stable enough for the mistakes method at this budget)",
-                                  kind="test")
             # paper mode: the seed code's OA tolerance (5e-3 relative) for the buckets
             bucket_tau = tau if self.mode == "ptr" else 5e-3 * abs(f0)
             buckets = mistakes_buckets(executor, center, f0, f1, bucket_tau, scale, self.horizon, self.time_limit,
                                        best_one)
-        except ArithmeticError as e:
-            raise Refusal(f"an inner solve failed: {e}") from None
+        except ArithmeticError:  # its message may name a value of the data: not passed on
+            raise SolverAborted(f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
+                                ) from None
         self.buckets_ = buckets
         if self.mode == "ptr":
+            # then the release's noise, in this order: the test (step 4), the sampler (step 5)
+            noisy = buckets.gap / meta.delta + rng.laplace(scale=1.0 / eps1)
+            if not noisy > self.threshold():
+                raise Refusal("the propose-test-release check of the optimality gap failed "
+                              "(the data are not stable enough for the mistakes method at this budget)", kind="test")
             return mistakes_sample(center, buckets.values, meta.p, scale, rng)
         return self._paper_sample(executor, buckets, scale, rng)
 
@@ -294,7 +301,8 @@ class BSSMistakesSelector(BSSSelectorBase):
             k = owner[j]
             tau = 5e-3 * abs(buckets.values[0])
             kind, _, support = executor.mip(bucket_unit, BucketJob(buckets.center, k, math.inf, tau, self.time_limit))
-            if support is None:
-                raise Refusal("a mistakes bucket's best support could not be found in the time limit")
+            if support is None:  # paper mode refuses an accountant: nothing is ever recorded
+                raise SolverAborted(f"a mistakes bucket's best support was not found in the MIP time limit "
+                                    f"({self.time_limit:g} s)")
             best[j] = support
         return tuple(sorted(int(i) for i in best[j]))

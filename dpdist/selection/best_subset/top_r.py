@@ -15,8 +15,11 @@ Procedure (R = 1 + s(p - s), public):
    exact top-R. One tree does what the seed's check (step 6 of spec 6.6) only tests -- the
    seed code drops the trial when its check fails; nothing is retried on other data here.
 4. If a support beats F(C) by more than tau, C was not the optimum: the search restarts
-   from it (at most ``max_recenter`` times). More than ``max_extra`` entries beyond the
-   one-swaps, or a time limit, is a refusal.
+   from it. This terminates without a limit: the new centre's computed value is at most the
+   better support's, which is below the old centre's by more than tau, and computed values
+   are within tau/10 of F, so F strictly falls (by more than 0.8 tau) at every restart and no
+   support is a centre twice; there are C(p, s) supports. The list grows as far as the
+   certificate needs (no cap: a cap would be a data-dependent refusal).
 5. Sample (``samplers.top_r_sample``): u(S) = min(F(S), t) for the R listed supports, t
    for the C(p, s) - R others, P(S) ∝ exp(-c u(S)).
 
@@ -50,10 +53,14 @@ Delta-sensitive one, P_D(S)/P_D'(S) <= exp(c (Delta + 4 tau)) (each of the two f
 ratio moves by at most exp(2 c tau)). With tau = tol * Delta (``tol`` public) we sample at
 c = epsilon / (Delta (1 + 4 tol)), so the release is epsilon-DP as charged.
 
-Failures. A time limit, an uncertified inner solve or an exceeded ``max_extra`` after the
-charge is a refusal (``SolverFailure``): the charge stands, the ledger records the refusal as
-the release and no support is published. Whether a refusal happens depends on the data and is
-not covered by the epsilon guarantee; the limits are public and generous so it is rare.
+No data-dependent refusal. Every run that finishes publishes a support sampled as above,
+so the output distribution is exactly the epsilon-DP one: there is no refusal outcome to
+account for. A MIP time limit or an inner solve that cannot be certified stops the solver
+work (steps 1-4) *before* the sampler draws anything (step 5 draws all of the release's
+noise, last): ``SolverAborted``, an operator abort that ``Accountant.release`` does not record
+-- the charge stands, the ledger has no outcome for the key, and a retry under the key
+recomputes and samples for the first time. Out of memory (``MemoryError``, a killed worker)
+is the same: not a dpdist error, never recorded, before any noise.
 """
 
 from __future__ import annotations
@@ -65,13 +72,13 @@ from typing import Any
 
 import numpy as np
 
+from dpdist.exceptions import SolverAborted
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
+from dpdist.selection.best_subset.base import BSSSelectorBase
 from dpdist.selection.best_subset.iht import iht_unit, local_search, swap_support
 from dpdist.selection.best_subset.oa import oracle_for, solve_master
 from dpdist.selection.best_subset.objective import Problem
 from dpdist.selection.best_subset.samplers import top_r_sample
-from dpdist.utils.validation import check_count
 
 __all__ = ["BSSTopRSelector", "CertifyJob", "TopRList", "certify_unit", "top_r_list", "top_r_probabilities"]
 
@@ -85,13 +92,12 @@ class TopRList:
     exactly R of them are listed. As the collector of the certifying solve it takes supports
     below its threshold (the largest listed value) and drops its worst entry for each,
     keeping R; it stops the solve when a support beats the centre by more than ``tau`` (the
-    centre was not the optimum) or when more than ``max_extra`` entries came in.
+    centre was not the optimum). It takes as many entries as the certificate needs.
     """
 
-    def __init__(self, center: Support, center_value: float, table: np.ndarray, tau: float = 0.0,
-                 max_extra: int = 10_000) -> None:
+    def __init__(self, center: Support, center_value: float, table: np.ndarray, tau: float = 0.0) -> None:
         self.center, self.center_value, self.table = tuple(center), float(center_value), table
-        self.tau, self.max_extra = tau, max_extra
+        self.tau = tau
         self._cells = np.flatnonzero(np.isfinite(table.ravel()))
         self._values = [self.center_value, *table.ravel()[self._cells].tolist()]
         self._alive = [True] * len(self._values)
@@ -99,7 +105,6 @@ class TopRList:
         heapq.heapify(self._heap)
         self.extras: list[tuple[Support, float]] = []
         self.better: Support | None = None
-        self.overflow = False
         self.stats: dict[str, Any] = {}
 
     @property
@@ -135,9 +140,6 @@ class TopRList:
             self.better = tuple(support)
             return False
         self.add(support, value)
-        if len(self.extras) > self.max_extra:
-            self.overflow = True
-            return False
         return True
 
     def listed(self) -> tuple[np.ndarray, np.ndarray]:
@@ -170,7 +172,6 @@ class CertifyJob:
     table: np.ndarray
     tau: float
     time_limit: float
-    max_extra: int
 
 
 def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
@@ -180,43 +181,41 @@ def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
     t - tau, in collecting mode: every support below the list's (falling) threshold less tau
     enters the list, every candidate is then excluded by a no-good cut, and "infeasible"
     certifies the rest. Returns (status, list): "infeasible" (certified), "better" (a
-    support beats the centre), "overflow" (more than max_extra entries) or "timelimit".
+    support beats the centre) or "timelimit".
     """
-    lst = TopRList(job.center, job.center_value, job.table, job.tau, job.max_extra)
+    lst = TopRList(job.center, job.center_value, job.table, job.tau)
     res = solve_master(oracle_for(problem, job.tau / 10.0), [job.center], center=job.center,
                        max_common=problem.s - 2, objlimit=lst.threshold() - job.tau, time_limit=job.time_limit,
                        collect=lst, margin=job.tau)
     lst.stats.update(master_seconds=res.seconds, cuts=res.cuts, nodes=res.nodes, extras=len(lst.extras))
-    if res.status == "interrupted":
-        return ("better" if lst.better is not None else "overflow"), lst
+    if res.status == "interrupted":  # the collector stops the tree only for a better support
+        return "better", lst
     return res.status, lst
 
 
-def top_r_list(executor: Any, tau: float, time_limit: float, max_extra: int = 10_000, max_recenter: int = 5
-               ) -> TopRList:
+def top_r_list(executor: Any, tau: float, time_limit: float) -> TopRList:
     """The exact top-R list (module docstring, steps 1-4), values certified to ``tau``.
 
-    Raises ``Refusal`` on a time limit, an uncertified solve, more than ``max_extra`` entries
-    beyond the centre's one-swaps or more than ``max_recenter`` restarts.
+    Draws no noise. Raises ``SolverAborted`` (public parameters only in the message) on a MIP
+    time limit or an inner solve that cannot be certified: no other stop depends on the data
+    (the restarts terminate, the list grows as needed; module docstring).
     """
     inner = tau / 10.0
     try:
         start = executor.call(iht_unit, None)
-        for _ in range(max_recenter + 1):
+        while True:  # each restart strictly lowers F (module docstring, step 4): it terminates
             center, f0, table = local_search(executor, start, inner)
             if executor.meta.p - executor.meta.s < 2 or executor.meta.s < 2:
-                return TopRList(center, f0, table, tau, max_extra)  # no support has two mistakes
-            status, lst = executor.mip(certify_unit, CertifyJob(center, f0, table, tau, time_limit, max_extra))
+                return TopRList(center, f0, table, tau)  # no support has two mistakes
+            status, lst = executor.mip(certify_unit, CertifyJob(center, f0, table, tau, time_limit))
             if status == "infeasible":
                 return lst
             if status == "timelimit":
-                raise Refusal(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
-            if status == "overflow":
-                raise Refusal(f"the exact top-R needs more than max_extra={max_extra} supports beyond the one-swaps")
+                raise SolverAborted(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
             start = lst.better  # the centre was not the optimum: restart from the better support
-        raise Refusal(f"the top-R centre moved more than max_recenter={max_recenter} times")
-    except ArithmeticError as e:
-        raise Refusal(f"an inner solve failed: {e}") from None
+    except ArithmeticError:  # its message may name a value of the data: not passed on
+        raise SolverAborted(f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
+                            ) from None
 
 
 class BSSTopRSelector(BSSSelectorBase):
@@ -232,8 +231,8 @@ class BSSTopRSelector(BSSSelectorBase):
     bounds : "check" refuses data outside the bounds, "clip" clips each record.
     tol : certified tolerance relative to Delta (tau = tol * Delta); the sampler runs at
         epsilon / (1 + 4 tol) to pay for it (module docstring).
-    time_limit : seconds per MIP solve; hitting it is a refusal (the charge stands).
-    max_extra : largest number of supports beyond the one-swaps that may enter the list.
+    time_limit : seconds per MIP solve; hitting it aborts the release before any noise is
+        drawn (``SolverAborted``: the charge stands, nothing is recorded, a retry recomputes).
     random_state : None (OS entropy, for every release) or a seed (experiments only).
 
     After ``fit``: ``support_`` (ascending feature indices), ``n_features_in_``, ``release_``.
@@ -243,14 +242,9 @@ class BSSTopRSelector(BSSSelectorBase):
 
     def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
                  ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
-                 tol: float = 1e-3, time_limit: float = 600.0, max_extra: int = 10_000,
-                 random_state: Any = None) -> None:
+                 tol: float = 1e-3, time_limit: float = 600.0, random_state: Any = None) -> None:
         super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
                          bounds=bounds, tol=tol, time_limit=time_limit, random_state=random_state)
-        self.max_extra = max_extra
-
-    def _validate_extra(self) -> None:
-        check_count(self.max_extra, "max_extra", minimum=0)
 
     def privacy_charge(self) -> Charge:
         """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
@@ -267,7 +261,7 @@ class BSSTopRSelector(BSSSelectorBase):
     def _release(self, executor: Any, rng: np.random.Generator) -> Support:
         meta = executor.meta
         tau = self.tol * meta.delta
-        lst = top_r_list(executor, tau, self.time_limit, self.max_extra)
+        lst = top_r_list(executor, tau, self.time_limit)  # all solver work first; no noise drawn yet
         self.top_r_ = lst
         idx, values = lst.listed()
         scale = self.epsilon / (meta.delta * (1.0 + 4.0 * self.tol))

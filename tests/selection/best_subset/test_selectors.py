@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from bss_helpers import bss_data
 from sklearn.base import clone
 
-from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseRefused, SolverFailure
+from dpdist.exceptions import BudgetExceeded, ParameterError, ReleaseRefused, SolverAborted
 from dpdist.privacy.accountant import Accountant
 from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
+from dpdist.selection.best_subset import base as base_module
+from dpdist.selection.best_subset import mistakes as mistakes_module
 from dpdist.selection.best_subset import oa as oa_module
 from dpdist.selection.best_subset import top_r as top_r_module
+from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.oa import MasterResult
 
 TRUE = [1, 3, 5]
@@ -65,17 +70,118 @@ def test_failed_gap_test_is_a_recorded_refusal(acc):
     assert acc.status("d").epsilon_spent == pytest.approx(0.5)
 
 
-def test_mip_time_limit_is_a_refusal_that_keeps_the_charge(data, acc, monkeypatch):
+class CountingRng:
+    """A Generator wrapper that counts the release's draws (laplace, gumbel, integers, ...)."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng, self.draws = np.random.default_rng(seed), 0
+
+    def __getattr__(self, name):
+        attr = getattr(self._rng, name)
+        if callable(attr):
+            def counted(*args, **kwargs):
+                self.draws += 1
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+@pytest.mark.parametrize("cls", [BSSTopRSelector, BSSMistakesSelector])
+def test_mip_time_limit_aborts_before_noise_and_is_not_recorded(cls, data, acc, monkeypatch):
+    """A time limit stops the solver work before any draw: SolverAborted (public parameters only in
+    the message), the charge stands, nothing is recorded, and a retry under the key releases."""
     X, y = data
 
     def out_of_time(*args, **kwargs):
         return MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0)
 
-    monkeypatch.setattr(oa_module, "solve_master", out_of_time)
-    monkeypatch.setattr(top_r_module, "solve_master", out_of_time)
-    with pytest.raises(SolverFailure, match="time limit \\(7 s\\).*charge stands"):
-        BSSTopRSelector(s=3, epsilon=1.0, bounds="clip", time_limit=7).fit(X, y, acc, "d")
-    assert acc.status("d").epsilon_spent == pytest.approx(1.0)
+    for module in (oa_module, top_r_module, mistakes_module):
+        monkeypatch.setattr(module, "solve_master", out_of_time)
+    rng = CountingRng(0)
+    monkeypatch.setattr(base_module, "check_random_state", lambda seed: rng)
+    sel = cls(s=3, epsilon=4.0, bounds="clip", time_limit=7)
+    with pytest.raises(SolverAborted, match="time limit \\(7 s\\).*charge stands.*retry") as err:
+        sel.fit(X, y, acc, "d", key="k")
+    assert rng.draws == 0  # nothing random was drawn before the abort
+    assert not any(ch.isdigit() for ch in str(err.value).replace("(7 s)", ""))  # no value of the data
+    assert acc.status("d").epsilon_spent == pytest.approx(4.0)
+    (rel,) = acc.history("d")
+    assert rel.result is None  # not recorded as the release's outcome
+    monkeypatch.undo()
+    again = cls(s=3, epsilon=4.0, bounds="clip", time_limit=7, random_state=0).fit(X, y, acc, "d", key="k")
+    assert list(again.support_) == TRUE  # the retry computes and samples under the same charge
+    assert acc.status("d").epsilon_spent == pytest.approx(4.0)
+    (rel,) = acc.history("d")
+    assert rel.result is not None and "__dpdist_failure__" not in rel.result
+
+
+def test_mistakes_draws_the_test_after_every_solve(data, acc, monkeypatch):
+    """A crash in the bucket MIPs happens before the gap test is drawn, so a retry under the same key
+    draws the test for the first time (audit ptr_retry.py: one charge, one test)."""
+    X, y = data
+
+    class CrashInBuckets(LocalExecutor):
+        def mip_map(self, fn, items):
+            raise MemoryError("out of memory in a bucket MIP")
+
+    rng = CountingRng(0)
+    monkeypatch.setattr(base_module, "check_random_state", lambda seed: rng)
+    sel = BSSMistakesSelector(s=3, epsilon=4.0, delta=1e-6, bounds="clip")
+    problem = sel.make_problem(X, y)
+    for _ in range(2):
+        with pytest.raises(MemoryError):
+            sel.fit_executor(CrashInBuckets(problem), acc, "d", key="k")
+        assert rng.draws == 0  # the crash came before the test's noise
+    assert acc.history("d")[0].result is None
+    sel.fit_executor(LocalExecutor(problem), acc, "d", key="k")
+    assert rng.draws >= 2 and list(sel.support_) == TRUE  # the test, then the sampler
+    assert acc.status("d").epsilon_spent == pytest.approx(4.0)
+
+
+def test_top_r_list_grows_without_a_cap():
+    """The certificate's list takes every entry it needs (no data-dependent overflow refusal)."""
+    table = np.array([[2.0, 3.0], [4.0, 5.0]])
+    lst = top_r_module.TopRList((0, 1), 1.0, table, tau=0.01)
+    for k in range(10_050):
+        assert lst.offer((2 + k, 3 + k), 1.5 - 1e-5 * k)  # each below the threshold: all taken
+    assert lst.R == 5 and len(lst.extras) == 10_050
+
+
+class FakeExecutor:
+    """Recentres ``moves`` times (a better support each time), then certifies."""
+
+    def __init__(self, moves: int) -> None:
+        self.meta = SimpleNamespace(p=6, s=2)
+        self.moves, self.calls = moves, 0
+
+    def call(self, fn, item):
+        return (0, 1)
+
+    def mip(self, fn, job):
+        self.calls += 1
+        better = (self.calls % 5, 5)
+        if fn is top_r_module.certify_unit:
+            lst = top_r_module.TopRList(job.center, job.center_value, job.table, job.tau)
+            if self.calls <= self.moves:
+                lst.better = better
+                return "better", lst
+            return "infeasible", lst
+        if self.calls <= self.moves:
+            return MasterResult("optimal", better, 10.0 - self.calls - 1.0, -np.inf, 0.0, 0, 0)
+        return MasterResult("infeasible", None, None, -np.inf, 0.0, 0, 0)
+
+
+def test_recentring_has_no_limit(monkeypatch):
+    """Each recentre strictly lowers F, so both methods follow as many as the data need (no refusal)."""
+    def descend(executor, start, tol):  # the centre's value falls with every restart
+        return tuple(start), 10.0 - executor.calls, np.full((2, 4), 20.0)
+
+    monkeypatch.setattr(top_r_module, "local_search", descend)
+    monkeypatch.setattr(mistakes_module, "local_search", descend)
+    ex = FakeExecutor(8)
+    assert top_r_module.top_r_list(ex, 0.1, 1.0).center == (3, 5) and ex.calls == 9
+    ex = FakeExecutor(8)
+    assert mistakes_module.center_and_gap(ex, 0.1, 1.0)[0] == (3, 5) and ex.calls == 9
 
 
 def test_bad_input_costs_nothing(data, acc):
