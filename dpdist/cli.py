@@ -476,6 +476,7 @@ def _run(args: argparse.Namespace) -> int:
               f"{checked['epsilon_after']:.4g} of {checked['epsilon_total']:g} after it", file=sys.stderr, flush=True)
         return _supervise(args.argv, cfg.output)
     signal.signal(signal.SIGTERM, _interrupt)
+    _redeliver_swallowed_interrupts()
     from flows.end_to_end import end_to_end
     from flows.runtime import prefect_api
 
@@ -531,6 +532,32 @@ def _interrupt(signum: int, frame: Any) -> None:
 
     logging.disable(logging.CRITICAL)  # the interrupted flow's crash reports are not for the terminal
     raise KeyboardInterrupt
+
+
+def _redeliver_swallowed_interrupts() -> None:
+    """Deliver again an interrupt whose exception Python swallowed.
+
+    A signal handler raises in whatever Python code runs at that moment; when that is a callback
+    Python cannot propagate from (a gc callback -- distributed installs one in the scheduler's
+    process --, a ``__del__``, a weakref callback), the exception is printed as "Exception ignored"
+    and dropped, and the run would go on to its end. This hook takes such a dropped
+    ``KeyboardInterrupt`` or Prefect ``TerminationSignal`` and raises the signal in the main
+    thread again, where it is handled at the next ordinary bytecode.
+    """
+    import _thread
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, KeyboardInterrupt):
+            _thread.interrupt_main(signal.SIGINT)
+        elif type(exc).__name__ == "TerminationSignal":
+            _thread.interrupt_main(int(getattr(exc, "signal", signal.SIGTERM)))
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def _supervise(argv: list[str], output: str) -> int:

@@ -180,3 +180,36 @@ def test_train_on_a_store_whose_rows_hold_one_class_is_charged_not_refused(capsy
                          ledger, "--json")
     assert code == 0, err
     assert Accountant(ledger).status(open_store(tmp_path / "s").budget_id).releases >= 1
+
+
+def test_an_interrupt_python_swallowed_is_delivered_again(monkeypatch):
+    """A SIGTERM whose TerminationSignal Prefect's handler raised inside a gc callback (distributed
+    has one in the scheduler's process) is dropped by Python ("Exception ignored"): the run's hook
+    raises the signal again in the main thread, so the run stops instead of running to its end."""
+    import gc
+    import signal
+    import time
+
+    from prefect.exceptions import TerminationSignal
+
+    from dpdist.cli import _redeliver_swallowed_interrupts
+
+    got: list[int] = []
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        _redeliver_swallowed_interrupts()
+
+        def callback(phase, info):
+            if phase == "stop":
+                gc.callbacks.remove(callback)
+                raise TerminationSignal(signal=signal.SIGTERM)  # what Prefect's handler raises
+
+        gc.callbacks.append(callback)
+        gc.collect()  # the callback's exception cannot propagate: Python drops it
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
