@@ -15,8 +15,10 @@ import math
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
 from dpdist.privacy.accountant import Accountant, default_ledger_path
@@ -534,6 +536,43 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+class _StderrRelay(threading.Thread):
+    """Copies the supervised run's stderr to this terminal as it comes (bytes, unchanged) until
+    ``divert()``; from then on to an owner-only log file, so an interrupted run's teardown (the
+    crash notes and connection errors of workers stopped mid-task) stays off the terminal."""
+
+    def __init__(self, stream: IO[bytes], log: Path) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.log, self.diverted_bytes = stream, log, 0
+        self._diverted = threading.Event()
+        self.start()
+
+    def divert(self) -> None:
+        self._diverted.set()
+
+    def run(self) -> None:
+        fd, out, logf = self.stream.fileno(), sys.stderr.buffer, None
+        try:
+            while chunk := os.read(fd, 65536):
+                if not self._diverted.is_set():
+                    out.write(chunk)
+                    out.flush()
+                    continue
+                if logf is None:
+                    from dpdist.utils.files import open_private
+
+                    self.log.parent.mkdir(parents=True, exist_ok=True)  # the output dir keeps its mode
+                    logf = open_private(self.log, "ab")
+                logf.write(chunk)
+                logf.flush()
+                self.diverted_bytes += len(chunk)
+        except OSError:
+            pass
+        finally:
+            if logf is not None:
+                logf.close()
+
+
 def _redeliver_swallowed_interrupts() -> None:
     """Deliver again an interrupt whose exception Python swallowed.
 
@@ -573,12 +612,17 @@ def _supervise(argv: list[str], output: str) -> int:
     import time
 
     env = {**os.environ, _RUN_CHILD: "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", *argv], env=env, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", *argv], env=env, start_new_session=True,
+                            stderr=subprocess.PIPE)
+    relay = _StderrRelay(proc.stderr, Path(output) / "interrupted-run.log")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         try:
-            return proc.wait()
+            code = proc.wait()
+            relay.join(timeout=10)
+            return code
         except KeyboardInterrupt:
+            relay.divert()  # the teardown's crash reports (workers losing their peers) go to the log file
             print("\ndpdist run: interrupted; stopping the flow, the cluster and the Prefect server "
                   "(Ctrl-C again to kill them)", file=sys.stderr, flush=True)
             proc.send_signal(signal.SIGTERM)
@@ -591,7 +635,10 @@ def _supervise(argv: list[str], output: str) -> int:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            relay.join(timeout=10)
             _remove_partial(output)
+            if relay.diverted_bytes:
+                print(f"dpdist run: what the stopping run printed is in {relay.log}", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
