@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# The tests as CI runs them (.ci/run runs exactly this):
-#   - the fast part, `pytest -m "not slow"` (everything but the tests marked slow: the flow,
-#     deployment and SLURM tests of tests/flows/), on Python 3.12 (./.venv-3.12) and 3.13
-#     (./.venv-3.13);
-#   - then the full suite on Python 3.11 (./.venv, the environment of the README's first command).
-# Each environment is made or updated by scripts/setup.sh at the versions of constraints.txt.
-# A Python version that cannot be found here is skipped, saying so. Exits non-zero if any run
-# failed; pytest's own summary of the full suite is the last thing printed.
+# The second half of the README's test command (after the full suite on Python 3.11 in ./.venv):
+# the fast part, `pytest -m "not slow"` (everything but the tests marked slow: the flow,
+# deployment and SLURM tests of tests/flows/), on Python 3.12 (./.venv-3.12) and 3.13
+# (./.venv-3.13). Each environment is made or updated by scripts/setup.sh at the versions of
+# constraints.txt. A Python version that cannot be found here is skipped, saying so. Exits
+# non-zero if any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,17 +32,6 @@ for v in 3.12 3.13; do
         failed+=("Python $v setup")
     fi
 done
-
-py311=$(find_python 3.11)
-if [ -z "$py311" ]; then
-    echo "Python 3.11 not found: the full suite runs in .venv with ${PYTHON:-python3}" >&2
-fi
-echo "== Python 3.11: full suite" >&2
-if PYTHON="${py311:-${PYTHON:-python3}}" bash scripts/setup.sh; then
-    .venv/bin/python -m pytest -q || failed+=("full suite")
-else
-    failed+=("Python 3.11 setup")
-fi
 
 if [ ${#failed[@]} -gt 0 ]; then
     printf 'FAILED: %s\n' "${failed[@]}" >&2
