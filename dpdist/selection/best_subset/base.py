@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from abc import ABCMeta, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ class Refusal(DPDistError):
         self.kind = kind
 
 
-class BSSSelectorBase(SelectorMixin, BaseEstimator):
+class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
     """Shared parameters and the release logic of the top-R and mistakes selectors."""
 
     mechanism = "bss"
@@ -96,8 +97,9 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
 
     # --------------------------------------------------------------------- release
 
-    def privacy_charge(self) -> Charge:  # pragma: no cover - subclasses
-        raise NotImplementedError
+    @abstractmethod
+    def privacy_charge(self) -> Charge:
+        """What one release costs (top-R: bounded-range epsilon; mistakes: (epsilon, delta))."""
 
     def release_params(self, n_features: int) -> dict[str, Any]:
         """Every parameter of a release, for the ledger's release identity."""
@@ -105,8 +107,9 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator):
         params.pop("random_state", None)
         return {**params, "method": self.mechanism, "n_features": int(n_features)}
 
-    def _release(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def _release(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:
+        """The mechanism: all solver work on ``executor`` first, then every draw from ``rng``."""
 
     def fit(self, X: Any, y: Any, accountant: Any = None, dataset: str | None = None,
             key: str | None = None) -> BSSSelectorBase:
