@@ -134,18 +134,22 @@ def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str,
 
 
 @contextlib.contextmanager
-def _progress_bar(args: argparse.Namespace, what: str, total: float | None) -> Iterator[Callable[[float], None]]:
+def _progress_bar(args: argparse.Namespace, what: str, total: float | None,
+                  count: bool = False) -> Iterator[Callable[[float], None]]:
     """A progress bar on stderr when it is a terminal (and not --json); silent otherwise.
 
-    Yields ``update(done)``. The bar is the operator's own view of their data (never a release).
+    Yields ``update(done)``; ``total`` is in bytes, or in items (``count``: shown as "done/total").
+    The bar is the operator's own view of their data (never a release).
     """
     if args.json or not sys.stderr.isatty():
         yield lambda done: None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
 
-    columns = [TextColumn(what), BarColumn(), DownloadColumn() if total else TextColumn(""), TimeElapsedColumn()]
+    amount = MofNCompleteColumn() if count else DownloadColumn() if total else TextColumn("")
+    columns = [TextColumn(what), BarColumn(), amount, TimeElapsedColumn()]
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(what, total=total)
         yield lambda done: bar.update(task, completed=done)
@@ -255,7 +259,8 @@ def _select(args: argparse.Namespace) -> int:
         extra["n_blocks"] = sel.n_blocks_
     if args.stage2 is not None:
         model = ObjectivePerturbation("squared" if store.task == "regression" else "logistic", args.stage2,
-                                      random_state=args.seed)
+                                      random_state=args.seed,
+                                      classes=None if store.task == "regression" else [-1.0, 1.0])  # store_target's
         coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.budget_id,
                               f"{key}/stage2")
         extra["stage2"] = {"key": f"{key}/stage2", "epsilon": args.stage2, "loss": model.loss,
@@ -350,7 +355,9 @@ def _train(args: argparse.Namespace) -> int:
     key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
-    model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None)
+    with _progress_bar(args, f"{args.method}: iterations", args.iters, count=True) as update:
+        model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None,
+                  progress=lambda done, total: update(done))
     seconds = time.perf_counter() - t0
     print(f"{args.method}: {seconds:.2f} s, {1e3 * seconds / args.iters:.4f} ms/iteration", file=sys.stderr)
     coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}

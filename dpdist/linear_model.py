@@ -38,7 +38,9 @@ The privacy bounds are enforced: |X_ij| <= 1 and, for regression, |y_i| <= y_bou
 public (``classes``, or the labels seen in y). For the logistic fast solver the stale row
 derivatives are refreshed every ceil(max_iter / 10) steps (spec 2.4; see
 benchmarks/fw_refresh.py). When ``accountant`` is given, ``fit`` charges it before the
-coefficients are returned, and a retried ``key`` replays the recorded model.
+coefficients are returned, and a retried ``key`` replays the recorded model. ``fit``'s
+``progress(done, max_iter)`` reports the solver's completed iterations while it runs (the CLI's
+progress bar; the count is public, the pace is the operator's own and never released).
 ``from_release`` rebuilds a fitted estimator from a recorded release (``dpdist models export``).
 """
 
@@ -61,7 +63,7 @@ from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
-from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, frank_wolfe, privacy_plan
+from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
@@ -138,9 +140,9 @@ class _FrankWolfe(BaseEstimator):
         """Seeds 000/001 (paper mode with screening) scale the FW noise with L = 1."""
         return 1.0 if self.screening in ("rnm", "adp") and self.calibration == "paper" else None
 
-    def _solve(self, X: sp.csr_matrix, y: np.ndarray) -> FWResult:
+    def _solve(self, X: sp.csr_matrix, y: np.ndarray, progress: Progress | None = None) -> FWResult:
         rng = check_random_state(self.random_state)
-        kw = dict(loss=self._loss, y_bound=self._y_bound(), random_state=rng,
+        kw = dict(loss=self._loss, y_bound=self._y_bound(), random_state=rng, progress=progress,
                   screening=self._screening_plan(X.shape[1]), lipschitz_noise=self._lipschitz_noise())
         if self.method in ("fw", "dp-fw"):
             sel = "laplace" if self.method == "dp-fw" else None
@@ -186,7 +188,7 @@ class _FrankWolfe(BaseEstimator):
         return out
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
-             key: str | None, extra: dict[str, Any]) -> None:
+             key: str | None, extra: dict[str, Any], progress: Progress | None = None) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
         X = sp.csr_matrix(X, dtype=np.float64)
@@ -195,7 +197,7 @@ class _FrankWolfe(BaseEstimator):
         result: dict[str, FWResult] = {}
 
         def compute() -> dict[str, Any]:
-            res = self._solve(X, y)
+            res = self._solve(X, y, progress)
             result["fw"] = res
             nz = np.flatnonzero(res.coef)
             out = {"indices": nz.tolist(), "values": res.coef[nz].tolist(), "path": list(res.path),
@@ -274,7 +276,7 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
         return tags
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None) -> DPFrankWolfeClassifier:
+            key: str | None = None, progress: Progress | None = None) -> DPFrankWolfeClassifier:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
@@ -290,7 +292,7 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
         self._fit(X, (y == classes[1]).astype(np.float64), accountant, dataset, key,
-                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]})
+                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress)
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -336,10 +338,10 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
         return self.y_bound
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None) -> DPFrankWolfeRegressor:
+            key: str | None = None, progress: Progress | None = None) -> DPFrankWolfeRegressor:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {})
+        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress)
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:

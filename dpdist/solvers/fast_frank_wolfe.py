@@ -49,14 +49,16 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
+from typing import Any, Callable
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ParameterError
-from dpdist.solvers.frank_wolfe import FWResult, check_init, check_problem, column_norms, privacy_plan
+from dpdist.solvers.frank_wolfe import FWResult, Progress, check_init, check_problem, column_norms, privacy_plan
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
                                      _set, _settle, _total, block_shift)
 from dpdist.solvers.screening import ScreeningPlan, _laplace, _pass_constants, _screen_rnm, _screen_set
@@ -79,6 +81,31 @@ def _load_kernel(args: tuple) -> None:
     _fast_fw.compile(sig)
     logger.debug("fast_frank_wolfe: kernel compiled or loaded in %.2f s, outside the timed solve",
                  time.perf_counter() - t0)
+
+
+def _run_watched(kernel: Callable[..., Any], args: tuple, done: np.ndarray, total: int,
+                 progress: Progress | None) -> Any:
+    """``kernel(*args)``; with ``progress``, in a thread (the kernel releases the GIL) while this
+    one reports ``done[0]`` of ``total`` every 0.25 s. An interrupt stops the wait, not the kernel
+    (its thread is a daemon: the process exits without it)."""
+    if progress is None:
+        return kernel(*args)
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["out"] = kernel(*args)
+        except BaseException as e:  # re-raised in the caller's thread
+            box["err"] = e
+
+    thread = threading.Thread(target=work, name="fast-fw-kernel", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.25)
+        progress(int(done[0]), total)
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
 
 
 # ------------------------------------------------------------------ lazy max-queue (Alg. 3)
@@ -217,9 +244,9 @@ def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng):
     return _draw(W, c, shift, z, rng) if mode == 1 else _race(W, rng)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # nogil: a caller's thread can watch ``done`` while it runs
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, rng, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events):
+             record_every, shift, rng, done, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events):
     n, D = y.shape[0], ybar.shape[0]
     wt = np.zeros(D)
     vbar = np.zeros(n)
@@ -261,6 +288,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
     zero_buf = np.empty(D if scr_mode in (1, 2) else 1, dtype=np.int64)
     for t in range(1, T + 1):
+        done[0] = t - 1  # iterations completed, for a progress display (a public count)
         # ---- choose the vertex (j, sigma)
         if not logistic:
             for k in range(D):
@@ -362,6 +390,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                                 rng)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
+    done[0] = T
     # the last item is internal state for the tests (alpha is the raw gradient): fast_frank_wolfe drops it
     return wt * wm, path, objective, (alpha, W, c, st)
 
@@ -510,11 +539,13 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
                      y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
                      random_state: RandomState = None, screening: ScreeningPlan | None = None,
                      init: np.ndarray | None = None, lipschitz_noise: float | None = None,
-                     gram: bool | np.ndarray = False) -> FWResult:
+                     gram: bool | np.ndarray = False, progress: Progress | None = None) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed). ``screening``:
     zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball;
-    ``gram``: precompute X^T X (squared loss; module doc), or the precomputed matrix itself."""
+    ``gram``: precompute X^T X (squared loss; module doc), or the precomputed matrix itself.
+    ``progress(done, max_iter)``: called about 4 times a second while the kernel runs (and once at
+    the end) with the number of completed iterations, for the operator's progress display."""
     X, y = check_problem(X, y, loss, lam, max_iter,
                          selection is not None or (screening is not None and screening.loss is not None),
                          y_bound, record_every)
@@ -554,11 +585,12 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         if G.shape != (D, D) or not np.all(np.isfinite(G)):
             raise ParameterError(f"gram must be X^T X, a finite {D} x {D} matrix")
     scr = _extra_args(screening, Xc, max_iter, init, G)
+    done = np.zeros(1, dtype=np.int64)  # the kernel's completed iterations
     args = (*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic", _MODES[selection], eps0, L,
-            int(refresh), int(record_every), block_shift(D), rng, *scr)
+            int(refresh), int(record_every), block_shift(D), rng, done, *scr)
     _load_kernel(args)
     t0 = time.perf_counter()
-    coef, path, objective, _ = _fast_fw(*args)
+    coef, path, objective, _ = _run_watched(_fast_fw, args, done, max_iter, progress)
     seconds = time.perf_counter() - t0
     screened = scr[6][:int(scr[7][0])].tolist()
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan, screened)

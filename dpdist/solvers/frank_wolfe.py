@@ -54,6 +54,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,8 +68,11 @@ from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_positive
 
-__all__ = ["CALIBRATIONS", "LOSSES", "SELECTIONS", "FWResult", "FWPrivacy", "frank_wolfe", "lipschitz",
+__all__ = ["CALIBRATIONS", "LOSSES", "SELECTIONS", "FWResult", "FWPrivacy", "Progress", "frank_wolfe", "lipschitz",
            "mean_loss"]
+
+#: ``progress(done, total)``: completed iterations of a solve, for the operator's display only
+Progress = Callable[[int, int], None]
 
 LOSSES = ("logistic", "squared")
 SELECTIONS = (None, "laplace", "exponential")
@@ -213,9 +217,11 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
                 selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
                 calibration: str = "safe", y_bound: float = 1.0, record_every: int = 0,
                 random_state: RandomState = None, screening: ScreeningPlan | None = None,
-                init: np.ndarray | None = None, lipschitz_noise: float | None = None) -> FWResult:
+                init: np.ndarray | None = None, lipschitz_noise: float | None = None,
+                progress: Progress | None = None) -> FWResult:
     """Seed 004 Alg. 1 (standard sparse-aware FW), private when ``selection`` is set; ``screening``
-    zeroes coordinates at the scheduled iterations (module doc)."""
+    zeroes coordinates at the scheduled iterations (module doc); ``progress(done, max_iter)`` is
+    called after every iteration."""
     X, y = check_problem(X, y, loss, lam, max_iter,
                          selection is not None or (screening is not None and screening.loss is not None),
                          y_bound, record_every)
@@ -274,6 +280,8 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
                 cached = None
         if record_every and t % record_every == 0:
             res.objective.append(mean_loss(loss, X @ w, y))
+        if progress is not None:
+            progress(t, max_iter)
     res.seconds = time.perf_counter() - t0
     return res
 

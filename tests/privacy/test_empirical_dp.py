@@ -191,7 +191,7 @@ def _fw_paths(X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: 
     out = np.empty(runs, dtype=np.int64)
     for i in range(runs):
         _, path, _, _ = _fast_fw(*rows, *cols, y, ybar, lam, T, False, 1, eps0, L, 0, 0, block_shift(D),
-                                 rng, *_extra_args(None, Xc, T))
+                                 rng, np.zeros(1, dtype=np.int64), *_extra_args(None, Xc, T))
         code = 0
         for v in path:
             code = code * 2 * D + (abs(v) - 1) * 2 + (v > 0)

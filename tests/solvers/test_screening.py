@@ -504,7 +504,7 @@ def _kernel(X, y, lam, T, loss, mode, eps0, refresh, plan, init=None):
     Xc = X.tocsc()
     return _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, Xc.indptr.astype(np.int64),
                     Xc.indices.astype(np.int32), Xc.data, y, np.asarray(X.T @ y), lam, T, loss == "logistic", mode,
-                    eps0, 1.0, refresh, 0, block_shift(X.shape[1]), np.random.default_rng(7),
+                    eps0, 1.0, refresh, 0, block_shift(X.shape[1]), np.random.default_rng(7), np.zeros(1, dtype=np.int64),
                     *_extra_args(plan, Xc, T, init))
 
 
