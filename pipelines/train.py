@@ -40,7 +40,8 @@ def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, 
     rnm-screen / adp-screen are fast DP-FW with the screening options ``screening``."""
     if method == "objective-perturbation":
         return ObjectivePerturbation("squared" if task == "regression" else "logistic", epsilon, 0.0,
-                                     random_state=random_state)
+                                     random_state=random_state,
+                                     classes=None if task == "regression" else [-1.0, 1.0])  # store_target's
     screen = {}
     if method in SCREEN_METHODS:
         screen = {**(screening or {}), "screening": SCREEN_METHODS[method]}

@@ -45,9 +45,17 @@ The proof needs the exact minimiser; a solver stops at a tolerance. dpdist accou
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from sklearn.base import BaseEstimator
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils import ClassifierTags, RegressorTags
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -95,37 +103,44 @@ def _trust_region(A: np.ndarray, c: np.ndarray, radius: float) -> np.ndarray:
     return theta * (radius / nrm) if nrm > radius else theta
 
 
-class ObjectivePerturbation:
+class ObjectivePerturbation(BaseEstimator):
     """Private linear or logistic regression on few features by objective perturbation.
 
     ``tolerance`` (logistic only) is the public bound r on the distance between the released
     minimiser and the exact one; ``output_fraction`` of epsilon pays for it (module doc).
+    A scikit-learn estimator: parameters are validated in ``fit`` (and by ``privacy_charge``),
+    each ``fit`` draws from ``check_random_state(random_state)`` (OS entropy when None).
+    With the squared loss it is a regressor (``predict``: X theta); with the logistic loss a
+    binary classifier: ``classes`` = [negative, positive] (public; default: labels in {0, 1} or
+    {-1, +1}, else the two labels seen), ``predict`` the class on X theta's side.
     """
 
     def __init__(self, loss: str = "squared", epsilon: float = 1.0, delta: float = 0.0, tolerance: float = 1e-6,
-                 output_fraction: float = 0.01, random_state: RandomState = None) -> None:
-        if loss not in LOSSES:
-            raise ParameterError(f"loss must be one of {LOSSES}, got {loss!r}")
-        self.loss = loss
-        self.epsilon = check_epsilon(epsilon)
-        self.delta = check_delta(delta)
-        self.tolerance = check_positive(tolerance, "tolerance")
-        if not 0.0 < float(output_fraction) < 1.0:
-            raise ParameterError(f"output_fraction must lie in (0, 1), got {output_fraction!r}")
-        self.output_fraction = float(output_fraction)
-        self._rng = check_random_state(random_state)
+                 output_fraction: float = 0.01, random_state: RandomState = None, classes: Any = None) -> None:
+        self.loss, self.epsilon, self.delta, self.tolerance = loss, epsilon, delta, tolerance
+        self.output_fraction, self.random_state, self.classes = output_fraction, random_state, classes
+
+    def _validate(self) -> None:
+        if self.loss not in LOSSES:
+            raise ParameterError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        check_positive(self.tolerance, "tolerance")
+        if not 0.0 < float(self.output_fraction) < 1.0:
+            raise ParameterError(f"output_fraction must lie in (0, 1), got {self.output_fraction!r}")
 
     @property
     def _eps_output(self) -> float:
-        return self.epsilon * self.output_fraction if self.loss == "logistic" else 0.0
+        return float(self.epsilon) * float(self.output_fraction) if self.loss == "logistic" else 0.0
 
     @property
     def _eps_objective(self) -> float:
-        return self.epsilon - self._eps_output
+        return float(self.epsilon) - self._eps_output
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
         """eps1 (objective) + eps2 (output noise, logistic): pure epsilon-DP, or (epsilon, delta)."""
+        self._validate()
         first = (PrivacyLoss.approx(self._eps_objective, self.delta) if self.delta > 0
                  else PrivacyLoss.pure(self._eps_objective))
         if self._eps_output == 0.0:
@@ -136,8 +151,9 @@ class ObjectivePerturbation:
         return Charge(self.privacy_loss, f"objective_perturbation/{self.loss}")
 
     def release_params(self) -> dict:
-        return {"loss": self.loss, "epsilon": self.epsilon, "delta": self.delta, "tolerance": self.tolerance,
-                "output_fraction": self.output_fraction}
+        self._validate()
+        return {"loss": self.loss, "epsilon": float(self.epsilon), "delta": float(self.delta),
+                "tolerance": float(self.tolerance), "output_fraction": float(self.output_fraction)}
 
     def constants(self, s: int) -> tuple[float, float]:
         """(lambda_H, zeta) for s features."""
@@ -145,38 +161,66 @@ class ObjectivePerturbation:
             return float(s), 2.0 * s ** 1.5
         return s / 4.0, math.sqrt(s)
 
-    def _noise(self, s: int, zeta: float) -> np.ndarray:
+    def _noise(self, s: int, zeta: float, rng: np.random.Generator) -> np.ndarray:
         eps1 = self._eps_objective
         if self.delta > 0:
             sd = zeta * math.sqrt(8.0 * math.log(2.0 / self.delta) + 4.0 * eps1) / eps1
-            return self._rng.normal(scale=sd, size=s)
-        return _l2_laplace(self._rng, s, 2.0 * zeta / eps1)
+            return rng.normal(scale=sd, size=s)
+        return _l2_laplace(rng, s, 2.0 * zeta / eps1)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        if self.loss == "logistic":
+            tags.estimator_type, tags.classifier_tags = "classifier", ClassifierTags(multi_class=False)
+        else:
+            tags.estimator_type, tags.regressor_tags = "regressor", RegressorTags()
+        return tags
+
+    def _binary_target(self, y: np.ndarray) -> np.ndarray:
+        """y as +-1 by the public ``classes`` (or the default label conventions); sets classes_."""
+        check_classification_targets(y)
+        if self.classes is not None:
+            classes = np.asarray(self.classes)
+            if classes.size != 2:
+                raise ParameterError(f"classes must name exactly 2 labels, got {classes.size}")
+        elif np.isin(y, [0.0, 1.0]).all():
+            classes = np.array([0.0, 1.0])
+        elif np.isin(y, [-1.0, 1.0]).all():
+            classes = np.array([-1.0, 1.0])
+        else:
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
+            classes = np.unique(y)
+            if y_type != "binary" or classes.size != 2:
+                raise ParameterError(f"Only binary classification is supported. The type of the target is {y_type}: "
+                                     "logistic loss needs labels in {0, 1} or {-1, +1}, exactly two classes, or "
+                                     "classes=[negative, positive]")
+        if not np.isin(y, classes).all():
+            raise ParameterError("y has labels outside the given classes")
+        self.classes_ = classes
+        return np.where(y == classes[1], 1.0, -1.0)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> ObjectivePerturbation:
-        X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
-        n, s = X.shape
-        if n != y.shape[0]:
-            raise ParameterError("X and y must have the same number of rows")
-        if s == 0:
-            raise ParameterError("objective perturbation needs at least one feature")
+        self._validate()
+        logistic = self.loss == "logistic"
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=not logistic)
+        X = X.toarray() if sp.issparse(X) else X
+        s = X.shape[1]
+        rng = check_random_state(self.random_state)
         X = _rows_bounded(X, s)
         if self.loss == "squared":
             y = np.clip(y, -s, s)
         else:
-            if not (np.isin(y, [0.0, 1.0]).all() or np.isin(y, [-1.0, 1.0]).all()):
-                raise ParameterError("logistic loss needs labels in {0, 1} or {-1, +1}")
-            y = np.where(y > 0, 1.0, -1.0)
+            y = self._binary_target(y)
         lam_h, zeta = self.constants(s)
         reg = 2.0 * lam_h / self._eps_objective
-        b = self._noise(s, zeta)
+        b = self._noise(s, zeta, rng)
         if self.loss == "squared":
             theta = self._solve_squared(X, y, reg, b, math.sqrt(s))
         else:
             theta = self._solve_logistic(X, y, reg, b)
-            theta = theta + _l2_laplace(self._rng, s, 2.0 * self.tolerance / self._eps_output)
+            theta = theta + _l2_laplace(rng, s, 2.0 * self.tolerance / self._eps_output)
         self.coef_ = theta
-        self.n_features_in_ = s
         return self
 
     @staticmethod
@@ -220,6 +264,22 @@ class ObjectivePerturbation:
         raise SolverFailure("objective perturbation (logistic loss): Newton's method could not certify the "
                             "minimiser within the public tolerance; the charge stands and nothing is released")
 
+    def _margins(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        return np.asarray(X @ self.coef_).ravel()
+
+    @available_if(lambda self: self.loss == "logistic")
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
-        return X @ self.coef_
+        """X theta (logistic loss only: a regressor has no decision function)."""
+        return self._margins(X)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        margins = self._margins(X)
+        return margins if self.loss == "squared" else self.classes_[(margins > 0).astype(np.int64)]
+
+    def score(self, X: np.ndarray, y: np.ndarray) -> float:
+        """Accuracy (logistic loss) or R^2 (squared loss), as scikit-learn's mixins."""
+        if self.loss == "squared":
+            return float(r2_score(y, self.predict(X)))
+        return float(accuracy_score(y, self.predict(X)))

@@ -19,7 +19,8 @@ def test_noise_norm_is_gamma_s_2zeta_over_epsilon():
     s = 4
     lam_h, zeta = op.constants(s)
     assert (lam_h, zeta) == (4.0, 16.0)
-    norms = np.array([np.linalg.norm(op._noise(s, zeta)) for _ in range(20000)])
+    rng = np.random.default_rng(0)
+    norms = np.array([np.linalg.norm(op._noise(s, zeta, rng)) for _ in range(20000)])
     assert norms.mean() == pytest.approx(s * 2 * zeta / 2.0, rel=0.02)  # Gamma(s, 2 zeta/eps) mean
     assert ObjectivePerturbation("logistic").constants(4) == (1.0, 2.0)
 
@@ -57,10 +58,17 @@ def test_logistic_minimiser_is_certified_within_the_tolerance_and_charged_for_it
     # output noise pays for the tolerance: 1% of epsilon, both parts pure
     assert op.privacy_loss.epsilon == pytest.approx(50.0) and op.privacy_loss.delta == 0.0
     assert op.privacy_loss.parts == (("zcdp", 49.5 ** 2 / 2), ("zcdp", 0.5 ** 2 / 2))
-    with pytest.raises(ParameterError, match="labels"):
-        ObjectivePerturbation("logistic").fit(X, 3 * y + 2)
+    with pytest.raises(ParameterError, match="Only binary"):
+        ObjectivePerturbation("logistic").fit(X, y + (X[:, 0] > 0.5))  # three classes
+    with pytest.raises(ParameterError, match="outside the given classes"):
+        ObjectivePerturbation("logistic", classes=[0.0, 1.0]).fit(X, 3 * y + 2)
+    # any two labels: the first is the negative class, as scikit-learn's classifiers
+    other = ObjectivePerturbation("logistic", epsilon=50.0, random_state=4).fit(X, np.where(y > 0, "yes", "no"))
+    assert list(other.classes_) == ["no", "yes"] and other.score(X, np.where(y > 0, "yes", "no")) > 0.8
     with pytest.raises(ParameterError, match="loss"):
-        ObjectivePerturbation("hinge")
+        ObjectivePerturbation("hinge").fit(X, y)  # validated in fit (a scikit-learn estimator)
+    with pytest.raises(ParameterError, match="loss"):
+        ObjectivePerturbation("hinge").privacy_charge()
     # squared loss: exact solve, the whole epsilon on b
     assert ObjectivePerturbation("squared", 1.0).privacy_loss == PrivacyLoss.pure(1.0)
     assert ObjectivePerturbation("squared", 1.0, delta=1e-6).privacy_loss == PrivacyLoss.approx(1.0, 1e-6)
