@@ -92,7 +92,7 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
     addresses = workers()
     n_blocks = n_blocks or max(len(addresses), 1, -(-store.nnz // COLUMN_BLOCK_NNZ))
     ranges = store.column_bounds(n_blocks)
-    tok = dask.base.tokenize(path, store.dataset_id, ranges, bounds)  # distinct keys for distinct graphs
+    tok = os.urandom(8).hex()  # distinct keys per graph; never a hash of the content-derived dataset id
     parts = []
     for i, (c0, c1) in enumerate(ranges):
         with pinned(i, addresses):

@@ -46,13 +46,13 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, n_blocks: int, alpha
     n, d = store.shape
     m = int(n_blocks)
     labels = block_labels(n, m, random_state)
-    tok = dask.base.tokenize(path, labels, k, alpha, block_rows)  # distinct keys for distinct graphs
+    tok = os.urandom(8).hex()  # distinct keys per graph; never a hash of the (secret) block labels
     addresses = workers()
     chunks = []
     for i, (r0, r1) in enumerate(store.row_bounds(block_rows)):
         with pinned(i, addresses):
             chunks.append(dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], m,
-                                                                dask_key_name=f"split-{tok}-{r0}"))
+                                                                dask_key_name=f"split-{tok}-{i}"))
     votes = [dask.delayed(_fit_block, pure=True)(b, k, alpha, *chunks, dask_key_name=f"lasso-block-{tok}-{b}")
              for b in range(m)]
     counts = np.zeros(d)

@@ -117,7 +117,9 @@ def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], im
         task = "binary" if len(classes) == 2 else "multiclass"
     missing = np.isnan(X)
     if np.isnan(y).any():
-        raise ParameterError(f"{source}: the target has {int(np.isnan(y).sum())} missing values")
+        first = int(np.flatnonzero(np.isnan(y))[0])  # where to look, as a parser names a line; no count of the data
+        raise ParameterError(f"{source}: the target column has missing values (the first in data row {first + 1}); "
+                             "drop or fill those rows before ingesting")
     if missing.any():
         if impute != "mean":
             raise ParameterError(f"{source}: missing feature values; pass --impute mean (impute='mean': column "

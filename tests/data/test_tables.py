@@ -121,6 +121,14 @@ def test_missing_values_refused_without_impute(tmp_path):
         read_table(p, target="zz", impute="mean")
 
 
+def test_a_missing_target_names_where_not_how_many(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("a,y\n1,3\n2,\n3,\n4,1\n5,\n")
+    with pytest.raises(ParameterError, match="target column has missing values") as e:
+        read_table(p)
+    assert "data row 2" in str(e.value) and "3" not in str(e.value).replace(str(p), "")  # no count of the data
+
+
 def test_cli_ingests_tables(shared_data, tmp_path, capsys):
     assert main(["ingest", str(shared_data / "regression/housing_scale.svm.xz"), "--out", str(tmp_path / "h")]) == 0
     capsys.readouterr()
