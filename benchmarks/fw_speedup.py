@@ -100,14 +100,15 @@ def prefix_run(X, Xc, y, lam: float, T: int, eps: float, delta: float, steps: in
     fast DP-FW run (the kernel with the T-step run's per-step epsilon; no refresh falls in them)."""
     import numpy as np
 
-    from dpdist.solvers.fast_frank_wolfe import _fast_fw, _load_kernel
+    from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw, _load_kernel
     from dpdist.solvers.frank_wolfe import privacy_plan
     from dpdist.solvers.samplers import block_shift
-    n, D = X.shape
-    plan = privacy_plan(eps, delta, T, "logistic", lam, n, 1.0, "exponential")
+    D = X.shape[1]
+    plan = privacy_plan(eps, delta, T, "logistic", lam, 1.0, "exponential")
     args = (X.indptr.astype(np.int64), X.indices.astype(np.int32, copy=False), X.data,
             Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32, copy=False), Xc.data, y, np.asarray(X.T @ y),
-            float(lam), int(steps), True, 1, plan.eps0, plan.lipschitz, 0, 0, block_shift(D), int(seed))
+            float(lam), int(steps), True, 1, plan.eps0, plan.lipschitz, 0, 0, block_shift(D),
+            np.random.default_rng(seed), np.zeros(1, dtype=np.int64), *_extra_args(None, Xc, int(steps)))
     _load_kernel(args)
     t0 = time.perf_counter()
     _, path, _, _ = _fast_fw(*args)
