@@ -332,6 +332,50 @@ def check(claim: str, holds: bool, detail: str) -> str:
     return f"| {claim} | {'holds' if holds else 'does NOT hold'} | {detail} |"
 
 
+CHECKS = "## The seed's stated orderings (spec 8), checked"
+
+
+def _sections(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    """(lines before the first '## ' heading, {heading: its lines}) of a table.md, in order."""
+    head: list[str] = []
+    sections: dict[str, list[str]] = {}
+    current = head
+    for line in text.rstrip("\n").split("\n"):
+        if line.startswith("## "):
+            current = sections.setdefault(line, [])
+        else:
+            current.append(line)
+    return head, sections
+
+
+def merge_tables(old: str, new: str) -> str:
+    """``old`` with the sections of a partial run (``--only``) put in place of the same ones.
+
+    The header keeps the old run's description and adds the partial run's; the checks keep
+    the old rows whose claim the partial run did not check again.
+    """
+    old_head, old_sec = _sections(old)
+    new_head, new_sec = _sections(new)
+    while old_head and not old_head[-1].strip():
+        old_head.pop()
+    head = [*old_head, "", "Updated by a partial run -- " + " ".join(line for line in new_head[2:] if line.strip()), ""]
+    merged = {k: v for k, v in old_sec.items() if k != CHECKS}
+    merged.update({k: v for k, v in new_sec.items() if k != CHECKS})
+
+    def rows(sec: list[str]) -> dict[str, str]:
+        return {line.split("|")[1].strip(): line for line in sec if line.startswith("| ") and
+                not line.startswith("| claim") and not line.startswith("| ---")}
+
+    checks = rows(old_sec.get(CHECKS, [])) | rows(new_sec.get(CHECKS, []))
+    total = [line for line in new_sec.get(CHECKS, []) if line.startswith("Total time")]
+    out = list(head)
+    for k, v in merged.items():
+        out += [k, *v]
+    out += [CHECKS, "", "| claim | here | numbers |", "| --- | --- | --- |", *checks.values(), "",
+            *(f"{t} (the partial run)" for t in total)]
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=10)
@@ -464,10 +508,15 @@ def main() -> None:
             md += [f"## {label} with stage 2 (objective perturbation), total epsilon 2 -- seed App. D.1.1", "",
                    *table(summ, ns, um, "n", "{:.4g}"), "", f"![{metric}]({metric}.png)", ""]
         md += ["(Averages over the draws that released a support; a refused mistakes (PTR) test releases none.)", ""]
-    md += ["## The seed's stated orderings (spec 8), checked", "", "| claim | here | numbers |", "| --- | --- | --- |",
-           *checks, "", f"Total time {time.perf_counter() - t_start:.0f} s."]
-    (out / "table.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+    md += [CHECKS, "", "| claim | here | numbers |", "| --- | --- | --- |", *checks, "",
+           f"Total time {time.perf_counter() - t_start:.0f} s."]
+    text = "\n".join(md) + "\n"
+    if args.only and (out / "table.md").exists():  # a partial run updates its sections of the full table
+        text = merge_tables((out / "table.md").read_text(), text)
+    tmp = out / "table.md.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, out / "table.md")
+    print(text)
 
 
 if __name__ == "__main__":
