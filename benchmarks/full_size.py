@@ -17,8 +17,9 @@ For ``deploy/full-size/<profile>.toml`` (kdda, url, webspam):
 
 ``--fraction f`` runs the first ``round(f * rows)`` rows of the profile instead (a derived
 config beside the text, its own output), for shapes that do not fit the machine or the time;
-the fraction is stated in the table. ``--stop-after-step STEP`` interrupts each run (SIGINT,
-``dpdist run``'s clean stop, exit 130) as soon as it prints that step's time, and
+the fraction is stated in the table. ``--stop-after-step STEP`` interrupts each run (SIGTERM,
+which ``dpdist run`` handles as Ctrl-C: a clean stop, exit 130; a SIGINT would be ignored when
+this script runs in the background) as soon as it prints that step's time, and
 ``--stop-after SECONDS`` once it has run that long: the table then shows the steps that finished
 and says where the run was stopped (a stage that does not fit the time; the second run's reuse
 and time to the first release). The timings are of private fits: they go to this operator's
@@ -93,7 +94,7 @@ def _label(p: psutil.Process, root: int) -> str:
 def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = None, stop_after: float | None = None
                 ) -> tuple[int, str, dict[int, tuple[str, float]], float, str | None]:
     """Run ``cmd``; (exit code, stderr, {pid: (label, peak RSS GiB)}, wall seconds, why it was stopped or None).
-    ``stop_step`` / ``stop_after``: SIGINT the run once it prints that step's time / after that many seconds."""
+    ``stop_step`` / ``stop_after``: interrupt the run once it prints that step's time / after that many seconds."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peaks: dict[int, tuple[str, float]] = {}
@@ -103,7 +104,7 @@ def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = Non
     def stop(why: str) -> None:
         if not stopped and proc.poll() is None:
             stopped.append(why)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)
 
     def drain() -> None:
         for line in proc.stderr:
@@ -112,14 +113,14 @@ def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = Non
                 print("   ", line.rstrip(), file=sys.stderr, flush=True)
             m = STEP.search(line)
             if stop_step is not None and m and m.group(1) == stop_step:
-                stop(f"stopped (SIGINT) after step {stop_step}, at {time.perf_counter() - t:.0f} s")
+                stop(f"stopped after step {stop_step}, at {time.perf_counter() - t:.0f} s")
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     root = psutil.Process(proc.pid)
     while proc.poll() is None:
         if stop_after is not None and time.perf_counter() - t > stop_after:
-            stop(f"stopped (SIGINT) at {stop_after:.0f} s")
+            stop(f"stopped at {stop_after:.0f} s")
         try:
             procs = [root, *root.children(recursive=True)]
         except psutil.Error:
