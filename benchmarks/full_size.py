@@ -17,8 +17,13 @@ For ``deploy/full-size/<profile>.toml`` (kdda, url, webspam):
 
 ``--fraction f`` runs the first ``round(f * rows)`` rows of the profile instead (a derived
 config beside the text, its own output), for shapes that do not fit the machine or the time;
-the fraction is stated in the table. The timings are of private fits: they go to this
-operator's terminal and the results file, never to the run's report.
+the fraction is stated in the table. ``--stop-after-step STEP`` interrupts each run (SIGTERM,
+which ``dpdist run`` handles as Ctrl-C: a clean stop, exit 130; a SIGINT would be ignored when
+this script runs in the background) as soon as it prints that step's time, and
+``--stop-after SECONDS`` once it has run that long: the table then shows the steps that finished
+and says where the run was stopped (a stage that does not fit the time; the second run's reuse
+and time to the first release). The timings are of private fits: they go to this operator's
+terminal and the results file, never to the run's report.
 
     .venv/bin/python benchmarks/full_size.py kdda [--fraction 1.0] [--runs 2]
 """
@@ -30,6 +35,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -85,23 +91,36 @@ def _label(p: psutil.Process, root: int) -> str:
     return (p.name() or "?")[:20]
 
 
-def run_sampled(cmd: list[str], env: dict[str, str]) -> tuple[int, str, dict[int, tuple[str, float]], float]:
-    """Run ``cmd``; (exit code, stderr, {pid: (label, peak RSS GiB)}, wall seconds)."""
+def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = None, stop_after: float | None = None
+                ) -> tuple[int, str, dict[int, tuple[str, float]], float, str | None]:
+    """Run ``cmd``; (exit code, stderr, {pid: (label, peak RSS GiB)}, wall seconds, why it was stopped or None).
+    ``stop_step`` / ``stop_after``: interrupt the run once it prints that step's time / after that many seconds."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peaks: dict[int, tuple[str, float]] = {}
     err: list[str] = []
+    stopped: list[str] = []
+
+    def stop(why: str) -> None:
+        if not stopped and proc.poll() is None:
+            stopped.append(why)
+            proc.send_signal(signal.SIGTERM)
 
     def drain() -> None:
         for line in proc.stderr:
             err.append(line)
             if "step" in line or "error" in line.lower():
                 print("   ", line.rstrip(), file=sys.stderr, flush=True)
+            m = STEP.search(line)
+            if stop_step is not None and m and m.group(1) == stop_step:
+                stop(f"stopped after step {stop_step}, at {time.perf_counter() - t:.0f} s")
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     root = psutil.Process(proc.pid)
     while proc.poll() is None:
+        if stop_after is not None and time.perf_counter() - t > stop_after:
+            stop(f"stopped at {stop_after:.0f} s")
         try:
             procs = [root, *root.children(recursive=True)]
         except psutil.Error:
@@ -117,7 +136,7 @@ def run_sampled(cmd: list[str], env: dict[str, str]) -> tuple[int, str, dict[int
         time.sleep(0.5)
     proc.stdout.read()
     reader.join()
-    return proc.returncode, "".join(err), peaks, time.perf_counter() - t
+    return proc.returncode, "".join(err), peaks, time.perf_counter() - t, (stopped[0] if stopped else None)
 
 
 def disk_gb(path: Path) -> float:
@@ -132,6 +151,9 @@ def main() -> None:
     ap.add_argument("--fraction", type=float, default=1.0, help="row fraction of the full shape (stated in the table)")
     ap.add_argument("--runs", type=int, default=2, help="dpdist run repetitions (the 2nd+ must reuse the stores)")
     ap.add_argument("--fresh", action="store_true", help="delete the run's output (stores, ledger) first")
+    ap.add_argument("--stop-after-step", choices=["ingest", "select", "train", "evaluate"],
+                    help="interrupt each run once it has finished this step")
+    ap.add_argument("--stop-after", type=float, help="interrupt each run after this many seconds")
     args = ap.parse_args()
     if not 0 < args.fraction <= 1:
         ap.error("--fraction must lie in (0, 1]")
@@ -167,12 +189,14 @@ def main() -> None:
     for i in range(args.runs):
         load0 = os.getloadavg()
         print(f"run {i + 1}: {' '.join(cmd)} (load {load0[0]:.2f})", file=sys.stderr, flush=True)
-        code, err, peaks, wall = run_sampled(cmd, env)
-        if code != 0:
+        reused = (output / "stores" / "source").exists()
+        code, err, peaks, wall, stopped = run_sampled(cmd, env, args.stop_after_step, args.stop_after)
+        if code != 0 and not (stopped and code == 130):
             print(err[-4000:], file=sys.stderr)
             raise SystemExit(f"dpdist run exited {code}")
         steps = {m.group(1): float(m.group(2)) for m in STEP.finditer(err)}
-        runs.append({"wall": wall, "steps": steps, "peaks": peaks, "load": (load0, os.getloadavg())})
+        runs.append({"wall": wall, "steps": steps, "peaks": peaks, "load": (load0, os.getloadavg()),
+                     "stopped": stopped, "reused": reused})
 
     store = output / "stores" / "source"
     lines = [f"\n### {args.profile}: {rows:,} x {prof.d:,} rows x columns (fraction {args.fraction:g} of "
@@ -191,8 +215,9 @@ def main() -> None:
     for i, r in enumerate(runs, 1):
         peaks = sorted(r["peaks"].values(), key=lambda v: -v[1])
         top = ", ".join(f"{label} {gb:.2f}" for label, gb in peaks if gb >= 0.1)
-        lines.append(f"| {i} | " + " | ".join(f"{r['steps'].get(s, float('nan')):.1f}"
-                                              for s in ("ingest", "select", "train", "evaluate", "report"))
+        label = f"{i}" + (" (stores existed)" if r["reused"] else "") + (f", {r['stopped']}" if r["stopped"] else "")
+        lines.append(f"| {label} | " + " | ".join(f"{r['steps'][s]:.1f}" if s in r["steps"] else "–"
+                                                  for s in ("ingest", "select", "train", "evaluate", "report"))
                      + f" | {r['wall']:.1f} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} |")
     table = "\n".join(lines) + "\n"
     print(table)

@@ -41,6 +41,9 @@ benchmarks/fw_refresh.py). When ``accountant`` is given, ``fit`` charges it befo
 coefficients are returned, and a retried ``key`` replays the recorded model. ``fit``'s
 ``progress(done, max_iter)`` reports the solver's completed iterations while it runs (the CLI's
 progress bar; the count is public, the pace is the operator's own and never released).
+``fit(X, y, X_csc=...)`` gives the fast solvers the same matrix in CSC form (a store's CSC copy)
+instead of converting X, and a float64 CSR X already within the bound is not copied to clip it:
+on KDDA's train half each copy is 3 GB (``pipelines.train.fit_store``).
 ``from_release`` rebuilds a fitted estimator from a recorded release (``dpdist models export``).
 """
 
@@ -140,7 +143,8 @@ class _FrankWolfe(BaseEstimator):
         """Seeds 000/001 (paper mode with screening) scale the FW noise with L = 1."""
         return 1.0 if self.screening in ("rnm", "adp") and self.calibration == "paper" else None
 
-    def _solve(self, X: sp.csr_matrix, y: np.ndarray, progress: Progress | None = None) -> FWResult:
+    def _solve(self, X: sp.csr_matrix, y: np.ndarray, progress: Progress | None = None,
+               X_csc: sp.csc_matrix | None = None) -> FWResult:
         rng = check_random_state(self.random_state)
         kw = dict(loss=self._loss, y_bound=self._y_bound(), random_state=rng, progress=progress,
                   screening=self._screening_plan(X.shape[1]), lipschitz_noise=self._lipschitz_noise())
@@ -151,7 +155,8 @@ class _FrankWolfe(BaseEstimator):
         sel = "exponential" if self.method == "fast-dp-fw" else None
         refresh = math.ceil(self.max_iter / 10) if self._loss == "logistic" else 0
         return fast_frank_wolfe(X, y, self.lam, self.max_iter, selection=sel, epsilon=self.epsilon if sel else None,
-                                delta=self.delta if sel else None, refresh=refresh, calibration=self.calibration, **kw)
+                                delta=self.delta if sel else None, refresh=refresh, calibration=self.calibration,
+                                X_csc=X_csc, **kw)
 
     def privacy_charge(self, n_features: int | None = None) -> Charge:
         """The charge of one fit (its tight privacy loss and mechanism), whatever the data.
@@ -188,16 +193,21 @@ class _FrankWolfe(BaseEstimator):
         return out
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
-             key: str | None, extra: dict[str, Any], progress: Progress | None = None) -> None:
+             key: str | None, extra: dict[str, Any], progress: Progress | None = None,
+             X_csc: Matrix | None = None) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
         X = sp.csr_matrix(X, dtype=np.float64)
         if self.private or self.bounds == "clip":  # a non-private fit assumes no bound, unless asked to clip
             X, y = enforce_bounds(X, y, 1.0, None if self._loss == "logistic" else self._y_bound(), mode=self.bounds)
+        if X_csc is not None:  # the same bounds on the CSC copy, through its transpose (a CSR view: no copy)
+            X_csc = sp.csc_matrix(X_csc, dtype=np.float64)
+            if self.private or self.bounds == "clip":
+                X_csc = enforce_bounds(X_csc.T, None, 1.0, None, mode=self.bounds, name="X_csc")[0].T
         result: dict[str, FWResult] = {}
 
         def compute() -> dict[str, Any]:
-            res = self._solve(X, y, progress)
+            res = self._solve(X, y, progress, X_csc)
             result["fw"] = res
             nz = np.flatnonzero(res.coef)
             out = {"indices": nz.tolist(), "values": res.coef[nz].tolist(), "path": list(res.path),
@@ -276,7 +286,8 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
         return tags
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None) -> DPFrankWolfeClassifier:
+            key: str | None = None, progress: Progress | None = None,
+            X_csc: Matrix | None = None) -> DPFrankWolfeClassifier:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
@@ -292,7 +303,7 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
         self._fit(X, (y == classes[1]).astype(np.float64), accountant, dataset, key,
-                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress)
+                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress, X_csc)
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -338,10 +349,11 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
         return self.y_bound
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None) -> DPFrankWolfeRegressor:
+            key: str | None = None, progress: Progress | None = None,
+            X_csc: Matrix | None = None) -> DPFrankWolfeRegressor:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress)
+        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc)
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:

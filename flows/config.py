@@ -14,6 +14,7 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
     [budget]   epsilon, delta, name: set for the dataset if the ledger has no budget for it yet
                (name: its public name, default random)
     [cluster]  kind = "local" | "address" | "slurm"; n_workers, threads_per_worker (local),
+               memory_limit (local: each worker's, "10GiB" or bytes; default: RAM / n_workers),
                address (tls://host:port), jobqueue (path of a dask-jobqueue YAML, slurm),
                host (local: where scheduler and workers listen, default 127.0.0.1),
                dashboard_address (local, slurm: default 127.0.0.1:0, loopback only),
@@ -109,6 +110,7 @@ class ClusterConfig:
     kind: str = "local"
     n_workers: int = 2
     threads_per_worker: int = 1
+    memory_limit: str | int | None = None  # local: per worker, "10GiB" or bytes; None = Dask's (RAM / n_workers)
     address: str | None = None
     jobqueue: str | None = None
     host: str | None = None  # local: None = 127.0.0.1
@@ -277,11 +279,38 @@ class _Checker:
         return v
 
 
+def memory_limit_bytes(v: Any) -> int | None:
+    """``cluster.memory_limit`` in bytes: a size with a unit ("10GiB", "12 GB", Dask's
+    ``parse_bytes``) or a whole number of bytes, > 0; None for anything else (a fraction, "auto",
+    a bool, zero: Dask reads those differently, so they are refused rather than guessed)."""
+    from dask.utils import parse_bytes
+
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        n = v
+    elif isinstance(v, str) and v.strip() and not v.strip().replace(".", "", 1).isdigit():
+        try:
+            n = parse_bytes(v)
+        except (ValueError, TypeError):
+            return None
+    else:
+        return None
+    return int(n) if n > 0 else None
+
+
 def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
     """The ``[cluster]`` section: kind and sizes, bind addresses, and TLS unless ``insecure``."""
     c.choice("cluster.kind", cluster.kind, CLUSTERS)
     c.number("cluster.n_workers", cluster.n_workers, 1, integer=True)
     c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
+    if cluster.memory_limit is not None:
+        if cluster.kind != "local":
+            c.fail("cluster.memory_limit", "only for kind 'local' (SLURM workers take the jobqueue YAML's memory, "
+                                           "an address cluster's workers their own --memory-limit)")
+        if memory_limit_bytes(cluster.memory_limit) is None:
+            c.fail("cluster.memory_limit", f"must be a positive size with a unit (e.g. \"10GiB\", \"12 GB\") or a "
+                                           f"positive number of bytes, got {cluster.memory_limit!r}")
     if not isinstance(cluster.insecure, bool):
         c.fail("cluster.insecure", f"must be true or false, got {cluster.insecure!r}")
     for key in ("host", "dashboard_address"):

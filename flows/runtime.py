@@ -57,7 +57,7 @@ from prefect.logging import get_run_logger
 from prefect_dask import DaskTaskRunner
 
 from dpdist.utils.files import open_private
-from flows.config import ClusterConfig, ConfigError
+from flows.config import ClusterConfig, ConfigError, memory_limit_bytes
 from pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 
 __all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link",
@@ -179,6 +179,8 @@ def task_runner(cluster: ClusterConfig, security: Security | None = None) -> Das
     kw = {"n_workers": cluster.n_workers, "threads_per_worker": cluster.threads_per_worker, "processes": True,
           "resources": {SOLVER_RESOURCE: 1, MIP_RESOURCE: 1}, "host": cluster.host or LOOPBACK,
           "dashboard_address": cluster.dashboard_address}
+    if cluster.memory_limit is not None:  # each worker's; the nanny restarts a worker past 95% of it
+        kw["memory_limit"] = memory_limit_bytes(cluster.memory_limit)
     if security is not None:
         kw.update(security=security, protocol="tls://")
     return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=kw)

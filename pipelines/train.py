@@ -12,14 +12,17 @@ the accountant first and records the returned model as the release (``flows.rele
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import os
 import time
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from dpdist.data.store import open_store
+from dpdist.data.store import BLOCK_CACHE, open_store
 from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.selection.sis import store_target
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -55,6 +58,37 @@ def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, 
                                   random_state=random_state, **screen)
 
 
+def _release_heap() -> None:
+    """Collect garbage and return the C heap's free pages to the system (glibc ``malloc_trim``).
+
+    A Dask worker that ran the select stage holds GBs of freed but unreturned heap (Dask's
+    "unmanaged memory"): the KDDA train worker started its fit at ~5 GiB. A no-op where there is
+    no glibc."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str) -> sp.csc_matrix:
+    """For a fit on all columns: the store's CSC copy (read, not converted from X), and with
+    ``bounds="clip"`` both matrices clipped in place. Their arrays were read for this fit alone
+    (no block cache), so nothing else sees them; the estimator then finds every entry within the
+    bound and copies neither (``enforce_bounds``). Peak memory of a KDDA-sized fit: CSR + CSC
+    + the solver's O(n_features) state, where converting and clipping copies held 3 matrices.
+    Blocks cached in this worker by earlier stages are dropped first (the fit does not read them)
+    and the freed heap handed back to the system (:func:`_release_heap`)."""
+    BLOCK_CACHE.clear()
+    _release_heap()
+    X_csc = store.csc()
+    if bounds == "clip":  # per entry, as enforce_bounds' clip (stores hold no repeated entry: both canonical)
+        for A in (X, X_csc):
+            if A.has_canonical_format:
+                np.clip(A.data, -1.0, 1.0, out=A.data)
+    return X_csc
+
+
 def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
               features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
               calibration: str = "safe", screening: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -65,13 +99,15 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     fit's time goes to the worker's log, never into the release.
     """
     store = open_store(path)
-    X = store.csr()
+    X, X_csc = store.csr(), None
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
+    elif method in ("fast-dp-fw", "fast-fw") or method in SCREEN_METHODS:  # the solvers that read columns
+        X_csc = _fit_copies(store, X, bounds)
     y = store_target(store)
     model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed, screening)
     t0 = time.perf_counter()
-    model.fit(X, y)
+    model.fit(X, y) if X_csc is None else model.fit(X, y, X_csc=X_csc)
     log.info("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
     classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
     if method == "objective-perturbation":

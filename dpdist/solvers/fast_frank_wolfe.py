@@ -57,6 +57,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.data.transforms import check_row_bound
 from dpdist.exceptions import ParameterError
 from dpdist.solvers.frank_wolfe import FWResult, Progress, check_init, check_problem, column_norms, privacy_plan
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
@@ -534,18 +535,36 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
         np.zeros(1, dtype=np.int64)
 
 
+def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
+    """``X_csc`` as the kernel reads it, checked against X without a copy of either: the format,
+    the shape, the number of entries in each row (the CSC copy of another matrix would break the
+    kernel's invariants) and, for a private run, the bound on every entry."""
+    if not (sp.issparse(Xc) and Xc.format == "csc" and Xc.dtype == np.float64 and Xc.has_canonical_format):
+        raise ParameterError("X_csc must be a float64 CSC matrix in canonical format (sorted rows, no repeated entry)")
+    if Xc.shape != X.shape or Xc.nnz != X.nnz or not np.array_equal(
+            np.bincount(Xc.indices, minlength=X.shape[0]), np.diff(X.indptr)):
+        raise ParameterError("X_csc is not X in CSC form (its shape or its entries per row differ)")
+    if private:
+        check_row_bound(Xc.data, name="X_csc")
+    return Xc
+
+
 def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
                      selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
                      y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
                      random_state: RandomState = None, screening: ScreeningPlan | None = None,
                      init: np.ndarray | None = None, lipschitz_noise: float | None = None,
-                     gram: bool | np.ndarray = False, progress: Progress | None = None) -> FWResult:
+                     gram: bool | np.ndarray = False, progress: Progress | None = None,
+                     X_csc: sp.spmatrix | None = None) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed). ``screening``:
     zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball;
     ``gram``: precompute X^T X (squared loss; module doc), or the precomputed matrix itself.
     ``progress(done, max_iter)``: called about 4 times a second while the kernel runs (and once at
-    the end) with the number of completed iterations, for the operator's progress display."""
+    the end) with the number of completed iterations, for the operator's progress display.
+    ``X_csc``: the same matrix in CSC form (e.g. a store's CSC copy, ``SparseStore.csc``), used
+    instead of converting X (one copy of the data less: 3 GB on KDDA's train half); it must be
+    float64 CSC in canonical format with X's shape and row lengths, within the same bounds."""
     X, y = check_problem(X, y, loss, lam, max_iter,
                          selection is not None or (screening is not None and screening.loss is not None),
                          y_bound, record_every)
@@ -570,7 +589,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if max(n, D) >= 2**31:  # n is private: the message names neither dimension's value
         raise ParameterError("X must have fewer than 2**31 rows and fewer than 2**31 columns")
     rng = check_random_state(random_state)
-    Xc = X.tocsc()
+    Xc = X.tocsc() if X_csc is None else _check_csc(X_csc, X, plan is not None)
     ybar = np.asarray(X.T @ y)
     # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (less memory traffic)
     rows = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data)

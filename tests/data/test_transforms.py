@@ -15,6 +15,7 @@ from dpdist.data.transforms import (
     check_target_bound,
     clip_rows,
     clip_target,
+    enforce_bounds,
     map_labels,
     scale_columns,
     scale_target,
@@ -127,3 +128,27 @@ def test_duplicate_entries_are_summed_before_bounds():
     out = clip_rows(X, 1.0)
     assert out.toarray().tolist() == [[0.0, 1.0, 0.0]]
     check_row_bound(out, 1.0)
+
+
+def test_clip_mode_copies_only_when_an_entry_is_out_of_bound():
+    # within the bound (float64 CSR, canonical): X itself, no 3 GB copy at KDDA's size; else a clipped copy
+    inside = sp.random(30, 20, density=0.2, random_state=2, format="csr")
+    X, _ = enforce_bounds(inside, None, 1.0, None, mode="clip")
+    assert X is inside
+    before = SPARSE.copy()
+    X, _ = enforce_bounds(SPARSE, None, 1.0, None, mode="clip")
+    assert X is not SPARSE and abs(X).max() <= 1.0 and (SPARSE != before).nnz == 0  # the input is untouched
+    np.testing.assert_array_equal(X.toarray(), np.clip(before.toarray(), -1.0, 1.0))
+    dup = sp.csr_matrix((np.array([0.8, 0.8]), np.array([1, 1]), np.array([0, 2])), shape=(1, 3))
+    assert enforce_bounds(dup, None, 1.0, None, mode="clip")[0].toarray().tolist() == [[0.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -1.5])
+def test_bounds_refuse_non_finite_and_out_of_bound_entries_of_a_stored_matrix(bad):
+    X = sp.csr_matrix(np.array([[0.5, 0.0, -1.0], [0.0, 1.0, 0.25]]))
+    check_row_bound(X, 1.0)
+    X.data[2] = bad
+    with pytest.raises(ParameterError, match="violates"):
+        check_row_bound(X, 1.0)
+    with pytest.raises(ParameterError, match="violates"):
+        check_row_bound(X.tocsc(), 1.0)

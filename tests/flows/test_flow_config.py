@@ -45,6 +45,13 @@ def test_toml_and_yaml_files_override_the_defaults(tmp_path: Path) -> None:
     ("[cluster]\nkind = 'address'\naddress = 'tls://h:1'\ninsecure = true\n", "cluster.insecure"),
     ("[cluster]\ninsecure = 'yes'\n", "cluster.insecure"),
     ("[cluster]\ntls_key = 'k.pem'\n", "cluster.tls_key"),
+    ("[cluster]\nmemory_limit = 0\n", "cluster.memory_limit"),
+    ("[cluster]\nmemory_limit = 0.5\n", "cluster.memory_limit"),
+    ("[cluster]\nmemory_limit = 'auto'\n", "cluster.memory_limit"),
+    ("[cluster]\nmemory_limit = '-3GiB'\n", "cluster.memory_limit"),
+    ("[cluster]\nmemory_limit = '10 parsecs'\n", "cluster.memory_limit"),
+    ("[cluster]\nmemory_limit = true\n", "cluster.memory_limit"),
+    ("[cluster]\nkind = 'slurm'\njobqueue = 'j.yaml'\nmemory_limit = '8GiB'\n", "cluster.memory_limit"),
     ("[cluster]\nkind = 'slurm'\njobqueue = 'j.yaml'\nhost = '0.0.0.0'\n", "cluster.host"),
     ("[train]\nfeatures = 'two-stage'\n[select]\nmethods = ['dp-sis']\n", "train.features"),
     ("[budget]\nepsilon = 1.0\ndelta = 1e-6\nextra = 1\n", "budget.extra"),
@@ -118,6 +125,21 @@ def test_local_cluster_workers_hold_the_solver_and_mip_resources() -> None:
 
     runner = task_runner(load_config().cluster)
     assert runner.cluster_kwargs["resources"] == {"solver": 1, "mip": 1}
+
+
+def test_local_cluster_memory_limit_is_each_workers(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from dpdist.cli import main
+    from flows.runtime import task_runner
+
+    assert "memory_limit" not in task_runner(load_config().cluster).cluster_kwargs  # Dask's default: RAM / workers
+    path = tmp_path / "mem.toml"
+    for given, expected in (("'14GiB'", 14 * 2**30), ("'12 GB'", 12 * 10**9), ("8589934592", 2**33)):
+        path.write_text(f"[cluster]\nmemory_limit = {given}\n")
+        assert task_runner(load_config(path).cluster).cluster_kwargs["memory_limit"] == expected
+    path.write_text("[cluster]\nmemory_limit = 'lots'\n")
+    assert main(["run", str(path)]) == 2  # before any server or cluster starts
+    err = capsys.readouterr().err
+    assert "cluster.memory_limit" in err and "'lots'" in err and "Traceback" not in err
 
 
 def test_local_cluster_defaults_to_loopback_and_tls() -> None:

@@ -49,3 +49,27 @@ def test_a_private_model_on_a_one_class_half_is_fitted_not_refused(tmp_path):
     write_store(tmp_path / "one", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
     rec = fit_store(str(tmp_path / "one"), "fast-dp-fw", 1.0, 1e-6, 5.0, 20, seed=1)
     assert rec["classes"] == [-1.0, 1.0] and len(rec["path"]) == 20
+
+
+@pytest.mark.parametrize("bounds", ["clip", "check"])
+def test_a_fit_on_all_columns_reads_the_stored_csc_copy_and_fits_as_in_memory(tmp_path, monkeypatch, bounds):
+    """fit_store on every column: the store's CSC copy, clipped in place, instead of X.tocsc() and a
+    clipped copy (the memory of a KDDA-sized fit); the model is the in-memory fit's, step for step."""
+    import scipy.sparse as sp
+
+    from dpdist.exceptions import ParameterError
+
+    X, y = make_synthetic("rcv1", random_state=2, n=300, d=80).materialize()
+    X = X.tocsr()
+    X.data *= 3.0  # entries above the bound: clipped per entry, or refused
+    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
+    est = estimator("binary", "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds="clip", random_state=7)
+    est.fit(X, np.where(y > 0, 1.0, -1.0))
+    monkeypatch.setattr(sp.csr_matrix, "tocsc", lambda *a, **k: pytest.fail("X converted to CSC"))
+    if bounds == "check":
+        with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
+            fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7)
+        return
+    rec = fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7)
+    assert rec["path"] == [int(v) for v in est.path_]
+    np.testing.assert_array_equal(rec["values"], est.coef_[rec["indices"]])

@@ -203,3 +203,29 @@ def test_kernel_is_loaded_before_the_timer():
     out = subprocess.run([sys.executable, "-c", _TIMER_PROBE], capture_output=True, text=True, check=True)
     readings = json.loads(out.stdout.strip().splitlines()[-1])
     assert readings[-2] >= 1  # the solve's start time (t0) is read after the kernel was loaded
+
+
+@pytest.mark.parametrize("selection", [None, "exponential"])
+def test_a_given_csc_copy_gives_the_same_fit_as_converting(rcv1, selection):
+    """X_csc (a store's CSC copy) replaces X.tocsc() without changing a step: same path, same weights."""
+    X, y = rcv1
+    kw = dict(selection=selection, epsilon=1.0 if selection else None, delta=1e-6 if selection else None, refresh=30)
+    a = fast_frank_wolfe(X, y, 20.0, 300, random_state=5, **kw)
+    b = fast_frank_wolfe(X, y, 20.0, 300, random_state=5, X_csc=X.tocsc(), **kw)
+    assert a.path == b.path
+    np.testing.assert_array_equal(a.coef, b.coef)
+
+
+def test_a_csc_copy_of_another_matrix_or_out_of_bound_is_refused():
+    X = sp.random(40, 30, density=0.2, random_state=0, format="csr")
+    y = (np.arange(40) % 2).astype(float)
+    priv = dict(selection="exponential", epsilon=1.0, delta=1e-6)
+    shifted = sp.vstack([X[1:], X[:1]]).tocsc()  # the same entries in other rows
+    for bad in (X, X.tocsc()[:, :29], shifted, X.tocsc().astype(np.float32)):
+        with pytest.raises(ParameterError, match="X_csc"):
+            fast_frank_wolfe(X, y, 1.0, 5, X_csc=bad, **priv)
+    big = X.tocsc()
+    big.data[0] = 2.0  # X itself is within the bound: the copy the kernel reads must be too
+    with pytest.raises(ParameterError, match=r"X_csc violates the bound \|X_ij\| <= 1"):
+        fast_frank_wolfe(X, y, 1.0, 5, X_csc=big, **priv)
+    fast_frank_wolfe(X, y, 1.0, 5, X_csc=big)  # non-private: no bound is assumed

@@ -1,0 +1,107 @@
+"""Peak memory of the train stage's fit (issue 16): ``pipelines.train.fit_store`` on a KDDA-shaped store.
+
+At KDDA's full shape the fast DP-FW fit of ``dpdist run`` (all 20,216,830 features) was killed
+at ~10.5 GiB per Dask worker. This script writes a store with KDDA's profile and all its
+columns but a fraction of its rows (``dpdist.data.synthetic``, once, kept under
+``benchmarks/_work/fit-memory``), then runs ``fit_store`` on it in a fresh process per
+checkout and reports that process's peak RSS (``getrusage``: the exact peak, no sampling), its
+RSS before the fit (imports and the kernel's numba cache loaded by a warm-up fit on a tiny
+store), and the data's own size (the CSR arrays as stored). ``--compare DIR`` runs the same
+fit with the package of another checkout (e.g. the main branch) in the same invocation, for
+the ratio. The fits are private (fast DP-FW, exponential sampler): their times are printed for
+this operator only.
+
+    .venv/bin/python benchmarks/fit_memory.py [--rows 672620] [--iters 200] [--compare /work/main]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "benchmarks" / "_work" / "fit-memory"
+
+CHILD = r"""
+import json, resource, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from pipelines.train import fit_store
+from dpdist.data.store import open_store
+path, tiny, iters, bounds = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+fit_store(tiny, "fast-dp-fw", 1.0, 1e-7, 50.0, 5, None, bounds)  # imports, numba kernels from the cache
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+t = time.perf_counter()
+out = fit_store(path, "fast-dp-fw", 1.0, 1e-7, 50.0, iters, None, bounds, seed=0)
+sec = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+import dpdist
+print(json.dumps({"module": dpdist.__file__, "base": base, "peak": peak, "seconds": sec, "path": out["path"][:20]}))
+"""
+
+
+def make_store(path: Path, rows: int, d: int | None = None) -> None:
+    from dpdist.data.store import write_blocks
+    from dpdist.data.synthetic import make_synthetic
+
+    data = make_synthetic("kdda", random_state=3, n=rows, d=d, block_rows=1 << 16)
+    write_blocks(path, data.blocks, data.n_features, task="binary", labels=[-1.0, 1.0])
+
+
+def run(checkout: Path, store: Path, tiny: Path, iters: int, bounds: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(store), str(tiny), str(iters), bounds],
+                         env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"fit in {checkout} failed:\n{out.stderr[-3000:]}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    if not Path(r["module"]).resolve().is_relative_to(checkout):
+        raise SystemExit(f"the fit imported dpdist from {r['module']}, not from {checkout}")
+    return r
+
+
+def main() -> None:
+    from dpdist.data.store import open_store
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=672_620, help="store rows (default: 10%% of KDDA's train half)")
+    ap.add_argument("--iters", type=int, default=200, help="fast DP-FW iterations (memory does not depend on it)")
+    ap.add_argument("--bounds", choices=["check", "clip"], default="clip", help="as deploy/full-size/kdda.toml")
+    ap.add_argument("--compare", type=Path, action="append", default=[], help="another checkout to run the same fit")
+    args = ap.parse_args()
+
+    store, tiny = WORK / f"kdda-{args.rows}", WORK / "tiny"
+    if not store.exists():
+        print(f"writing {store} ...", file=sys.stderr, flush=True)
+        make_store(store, args.rows)
+    if not tiny.exists():
+        make_store(tiny, 2000, d=1000)
+    s = open_store(store)
+    n, d = s.shape
+    data_gib = (s.nnz * (8 + 4) + (n + 1) * 8) / 2**30  # float64 values, int32 indices, int64 pointers
+    load = os.getloadavg()[0]
+    rows = []
+    for checkout in [ROOT, *args.compare]:
+        r = run(checkout.resolve(), store, tiny, args.iters, args.bounds)
+        rows.append((checkout, r))
+        print(f"{checkout}: peak {r['peak']:.2f} GiB (before the fit {r['base']:.2f}), fit {r['seconds']:.1f} s",
+              file=sys.stderr, flush=True)
+    same = len({json.dumps(r["path"]) for _, r in rows}) == 1
+    print(f"\n### fit_store memory, KDDA profile {n:,} x {d:,} ({s.nnz:,} non-zeros; CSR as stored "
+          f"{data_gib:.2f} GiB), fast DP-FW T = {args.iters}, bounds = {args.bounds!r}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load 1-min {load:.2f} / {os.getloadavg()[0]:.2f}\n")
+    print("| checkout | peak RSS GiB | RSS before the fit GiB | fit peak - before GiB | (peak - before) / CSR size | fit s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for checkout, r in rows:
+        grow = r["peak"] - r["base"]
+        print(f"| {checkout} | {r['peak']:.2f} | {r['base']:.2f} | {grow:.2f} | {grow / data_gib:.2f} | {r['seconds']:.1f} |")
+    print(f"\nsame first 20 vertices (seed 0) in every checkout: {same}")
+
+
+if __name__ == "__main__":
+    main()
