@@ -267,6 +267,8 @@ class TwoStageRegression(BaseEstimator):
     def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None) -> TwoStageRegression:
         selector, model = self._stages()
+        if model.loss == "logistic":  # labels checked before either charge: no refusal after one
+            model._binary_target(np.asarray(y))
         key = key or f"two-stage-regression-{uuid.uuid4().hex}"
         selector.fit(X, y, accountant, dataset, key if accountant else None)
         S = selector.features_
@@ -291,6 +293,9 @@ def fit_on_support(model: ObjectivePerturbation, X: Matrix, y: np.ndarray, suppo
     S = np.asarray(support, dtype=np.int64)
     X_S = X[:, S]
     X_S = X_S.toarray() if sp.issparse(X_S) else np.asarray(X_S)
+
+    if model.loss == "logistic":  # a label refusal comes before the charge, never after it
+        model._binary_target(np.asarray(y))
 
     def compute() -> list[float]:
         return model.fit(X_S, y).coef_.tolist()

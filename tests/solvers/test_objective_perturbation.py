@@ -92,3 +92,15 @@ def test_a_solve_that_cannot_be_certified_keeps_the_charge_and_releases_nothing(
     with pytest.raises(SolverFailure, match="charge stands"):
         fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")
     assert len(acc.history("ds")) == 1 and acc.status("ds").epsilon_spent == pytest.approx(1.0)
+
+
+def test_bad_labels_are_refused_before_the_charge(tmp_path):
+    from dpdist.selection.two_stage import fit_on_support
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(60, 3))
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 5.0, 0.0)
+    with pytest.raises(ParameterError, match="Only binary"):
+        fit_on_support(ObjectivePerturbation("logistic"), X, np.arange(60) % 3, np.array([0, 1]), acc, "ds", "m")
+    assert acc.history("ds") == [] and acc.status("ds").epsilon_spent == 0.0
