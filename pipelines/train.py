@@ -107,7 +107,10 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     y = store_target(store)
     model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed, screening)
     t0 = time.perf_counter()
-    model.fit(X, y) if X_csc is None else model.fit(X, y, X_csc=X_csc)
+    if X_csc is None:
+        model.fit(X, y)
+    else:
+        model.fit(X, y, X_csc=X_csc)
     log.info("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
     classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
     if method == "objective-perturbation":
