@@ -10,7 +10,15 @@ Alg. 2 costs O(rows of column j x row length): a column in most rows makes a ste
 the data), the extrapolation to T iterations, the peak RSS and the load. The figures are the
 operator's (a private fit's pace is never released).
 
-    .venv/bin/python benchmarks/fw_full_shape_steps.py [--store PATH] [--steps 10]
+For each ``--epsilons`` value it also times (seed 004 Table 3 at this shape) ``--alg1-iters``
+iterations of standard DP-FW (Alg. 1, ``frank_wolfe`` with Laplace report-noisy-max: two sparse
+products over all rows and 2D noise draws per iteration, whatever epsilon) and prints the
+per-iteration speed-up of fast DP-FW over it; ``--by-rows`` also runs the fast steps with every
+update in seed 004's row order (``_HEAVY_SHARE = inf``) to show what the column-order update
+(``fast_frank_wolfe._move``) changes (the same path to the bit, checked).
+
+    .venv/bin/python benchmarks/fw_full_shape_steps.py [--store PATH] [--steps 10] [--epsilons 1 0.1]
+        [--alg1-iters 3] [--by-rows]
 """
 
 from __future__ import annotations
@@ -27,9 +35,10 @@ import numpy as np
 from dpdist.data.store import open_store
 from dpdist.selection.sis import store_target
 import dpdist.solvers.fast_frank_wolfe as ffw
-from dpdist.solvers.frank_wolfe import privacy_plan
+from dpdist.solvers.frank_wolfe import frank_wolfe, privacy_plan
 
 ROOT = Path(__file__).resolve().parent.parent
+PAPER = {1.0: "1,239.64x", 0.1: "2,245.56x"}  # Alg. 2 + 4 over Alg. 1
 
 
 def main() -> None:
@@ -37,6 +46,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", type=Path, default=ROOT / cfg["output"] / "stores" / "train")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--epsilons", type=float, nargs="+", default=None, help="default: the config's")
+    ap.add_argument("--alg1-iters", type=int, default=0, help="Alg. 1 iterations timed per epsilon (0: none)")
+    ap.add_argument("--by-rows", action="store_true", help="also time the fast steps all in row order")
     args = ap.parse_args()
     tr = cfg["train"]
     T, eps, delta, lam = int(tr["iters"]), float(tr["epsilon"][0]), float(tr["delta"]), float(tr["lam"])
@@ -49,22 +61,40 @@ def main() -> None:
     read = time.perf_counter() - t
     # the first steps of the T-iteration run: its privacy plan (eps0 shrinks with T), not that of `steps` iterations
     ffw.privacy_plan = lambda epsilon, delta, _steps, *rest: privacy_plan(epsilon, delta, T, *rest)
-    res = ffw.fast_frank_wolfe(X, y, lam, args.steps, selection="exponential", epsilon=eps, delta=delta, refresh=0,
-                               random_state=0, X_csc=Xc)
     counts = np.diff(Xc.indptr)
-    share = np.mean([counts[abs(v) - 1] / X.shape[0] for v in res.path])
-    per = res.seconds / args.steps
+    where = args.store.relative_to(ROOT) if args.store.is_relative_to(ROOT) else args.store
+    print(f"\n### fast DP-FW per iteration on {where} ({X.shape[0]:,} x {X.shape[1]:,}, {X.nnz:,} non-zeros), "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    print(f"- read CSR + CSC from the store: {read:.1f} s")
+    for eps in args.epsilons or [eps]:
+        runs = {}
+        for name, share in [("by columns where heavy", ffw._HEAVY_SHARE)] + ([("by rows", np.inf)] if args.by_rows else []):
+            old, ffw._HEAVY_SHARE = ffw._HEAVY_SHARE, share
+            runs[name] = ffw.fast_frank_wolfe(X, y, lam, args.steps, selection="exponential", epsilon=eps, delta=delta,
+                                              refresh=0, random_state=0, X_csc=Xc)
+            ffw._HEAVY_SHARE = old
+        res = runs["by columns where heavy"]
+        share = np.mean([counts[abs(v) - 1] / X.shape[0] for v in res.path])
+        per = res.seconds / args.steps
+        print(f"- epsilon {eps} (the T = {T} run's plan: eps0 = {res.privacy.eps0:.3g} per iteration), delta {delta}, "
+              f"lam {lam}: first {args.steps} iterations (no refresh) {res.seconds:.1f} s, {per:.3f} s per iteration; "
+              f"the chosen columns hold {share:.1%} of the rows on average; at this pace T = {T} takes "
+              f"~{per * T / 60:.0f} min (plus {T // max(1, -(-T // 10))} full refreshes)")
+        if "by rows" in runs:
+            rows = runs["by rows"]
+            same = rows.path == res.path and np.array_equal(rows.coef, res.coef)
+            print(f"  - every update in row order (seed 004 Alg. 2 as printed): {rows.seconds / args.steps:.3f} s per "
+                  f"iteration, {rows.seconds / res.seconds:.2f}x the time; same path and weights: {same}")
+        if args.alg1_iters:
+            std = frank_wolfe(X, y, lam, args.alg1_iters, selection="laplace", epsilon=eps, delta=delta,
+                              random_state=0)
+            per1 = std.seconds / args.alg1_iters
+            print(f"  - standard DP-FW (Alg. 1, Laplace report-noisy-max), {args.alg1_iters} iterations: {per1:.2f} s per "
+                  f"iteration; speed-up of fast DP-FW (Alg. 2 + 4) {per1 / per:.1f}x (seed 004 Table 3, KDDA: "
+                  f"{PAPER[eps] if eps in PAPER else 'not in the table'})")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"\n### fast DP-FW per iteration on {args.store.relative_to(ROOT) if args.store.is_relative_to(ROOT) else args.store}"
-          f" ({X.shape[0]:,} x {X.shape[1]:,}, {X.nnz:,} non-zeros), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
-    print(f"- read CSR + CSC from the store: {read:.1f} s; peak RSS of this process {peak:.2f} GiB")
-    print(f"- the T = {T} run's privacy plan: eps0 = {res.privacy.eps0:.3g} per iteration")
-    print(f"- first {args.steps} iterations (epsilon {eps}, delta {delta}, lam {lam}, no refresh): "
-          f"{res.seconds:.1f} s, {per:.2f} s per iteration; the chosen columns hold {share:.1%} of the rows "
-          "on average (each such step updates the gradient through every row of the column)")
-    print(f"- at this pace T = {T} iterations take ~{per * T / 3600:.1f} h (extrapolated, plus {T // max(1, -(-T // 10))} "
-          "full refreshes)")
-    print(f"- load 1-min {load0:.2f} before / {os.getloadavg()[0]:.2f} after (2 cores, shared)")
+    print(f"- peak RSS of this process {peak:.2f} GiB; load 1-min {load0:.2f} before / {os.getloadavg()[0]:.2f} after "
+          f"({os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

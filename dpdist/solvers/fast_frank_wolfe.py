@@ -22,6 +22,15 @@ feature j and, through them, O(S_r S_c) entries of the gradient:
   drift. Privacy is unaffected: every qbar_i is l' at a past iterate fixed by the public
   history, so one record still moves each alpha_k by at most L.
 
+Columns in most rows. Seed 004's cost argument assumes S_r small; on KDDA-like data the
+mechanism keeps choosing the most frequent columns (in up to ~98% of the rows), and a step of
+Alg. 2 then scatters ~nnz random updates into the D-long gradient. Such a step (its row-order
+work above ``_HEAVY_SHARE`` of nnz + D + n) goes through the CSC copy by columns instead
+(:func:`_move`, :func:`_by_columns`): each alpha_k (or beta_k) is summed in a register over the
+moved rows in the same order as the row pass, and the moved coordinates are listed in the row
+pass's first-touch order, so the state after the step is the same to the bit (tested) and the
+choice, a function of the data, changes only the step's time (the operator's log, never a release).
+
 The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
 below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
 (BSLS, Alg. 2 + 4), ``"exponential-bruteforce"`` (an O(D) exponential race -- Gumbel-max --
@@ -70,6 +79,10 @@ __all__ = ["FAST_SELECTIONS", "fast_frank_wolfe"]
 FAST_SELECTIONS = (None, "exponential", "exponential-bruteforce", "laplace")
 _MODES = {None: 0, "exponential": 1, "exponential-bruteforce": 2, "laplace": 3}
 logger = logging.getLogger(__name__)
+# A move whose row-order update (seed 004 Alg. 2) would visit more entries than this share of
+# nnz + D + n goes through X by columns instead (:func:`_move`; the same state to the bit). Set
+# from benchmarks/fw_heavy_steps.py; math.inf: always by rows, as the seed.
+_HEAVY_SHARE = 0.1
 
 
 def _load_kernel(args: tuple) -> None:
@@ -247,7 +260,7 @@ def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng):
 
 @numba.njit(cache=True, nogil=True)  # nogil: a caller's thread can watch ``done`` while it runs
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, rng, done, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events):
+             record_every, shift, rng, done, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events, heavy):
     n, D = y.shape[0], ybar.shape[0]
     wt = np.zeros(D)
     vbar = np.zeros(n)
@@ -282,6 +295,10 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     scale = eps0 / (2.0 * L)
     mark = np.zeros(D, dtype=np.uint8)
     touched = np.empty(D + 1, dtype=np.int64)
+    cols = math.isfinite(heavy) and not use_gram  # buffers of the column-order update (_move)
+    gbuf = np.zeros(n if cols else 0)
+    first = np.empty((D if cols else 0, 2), dtype=np.int32)
+    nfirst = np.empty(n + 1 if cols else 0, dtype=np.int64)
     if logistic:
         if mode == 0:
             size = _heap_build(alpha, keys, items, cur)
@@ -321,31 +338,12 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         wm *= 1.0 - eta
         delta = eta * sigma * lam / wm
         wt[j] += delta
-        n_touched = 0
-        for p in range(c_ptr[j], c_ptr[j + 1]):
-            i, xij = c_idx[p], c_val[p]
-            vbar[i] += delta * xij
-            if logistic:
-                new = _sigmoid(wm * vbar[i]) - y[i]
-                gam = new - q[i]
-                q[i] = new
-                if gam == 0.0:
-                    continue
-                for pp in range(r_ptr[i], r_ptr[i + 1]):
-                    k = r_idx[pp]
-                    alpha[k] += gam * r_val[pp]
-                    touched[n_touched] = k  # kept only if k is new in this step (branch-free)
-                    n_touched += 1 - mark[k]
-                    mark[k] = 1
-            elif not use_gram:
-                for pp in range(r_ptr[i], r_ptr[i + 1]):
-                    beta[r_idx[pp]] += delta * xij * r_val[pp]
+        n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
+                          beta, mark, touched, gbuf, first, nfirst, heavy)
         if use_gram:
             for k in range(D):
                 beta[k] += delta * gram[j, k]
         # ---- queue / sampler: once per coordinate whose alpha moved in this step
-        for p in range(n_touched):
-            mark[touched[p]] = 0
         if mode == 0:
             for p in range(n_touched):
                 k = touched[p]
@@ -388,12 +386,112 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
                                 c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
                                 keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched,
-                                rng)
+                                gbuf, first, nfirst, heavy, rng)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     done[0] = T
     # the last item is internal state for the tests (alpha is the raw gradient): fast_frank_wolfe drops it
     return wt * wm, path, objective, (alpha, W, c, st)
+
+
+# ------------------------------------------------------------ a move's update, by rows or by columns
+
+
+@numba.njit(cache=True)
+def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q, beta, mark,
+          touched, gbuf, first, nfirst, heavy):
+    """w~_j += delta: vbar += delta x_(j), and the gradient state follows it. Logistic: qbar on the
+    rows of column j, alpha through them, the moved coordinates listed in ``touched`` in the order
+    they were first touched (returned: their number). Squared (no Gram): beta += delta X^T x_(j).
+
+    Seed 004 Alg. 2 goes through the rows of column j: O(S_r S_c) scattered updates of alpha. A
+    column in most rows (KDDA's most frequent ones) makes that a pass over all the data with a
+    random write per entry. When that work exceeds ``heavy`` times the size of X (nnz + D + n),
+    :func:`_by_columns` makes the same pass in column order instead (sequential, each alpha_k
+    summed in a register). It adds the same products in the same order (ascending rows of
+    column j for each k) and lists the coordinates in the same order, so both give the same state
+    to the bit (tested): the choice, which depends on the data (column j's rows and their
+    lengths), changes the time of a step and nothing else."""
+    m = use_gram or gbuf.shape[0] == 0
+    if not m:
+        work = 0
+        for p in range(c_ptr[j], c_ptr[j + 1]):
+            i = c_idx[p]
+            work += r_ptr[i + 1] - r_ptr[i]
+        m = work <= heavy * (c_ptr[c_ptr.shape[0] - 1] + alpha.shape[0] + y.shape[0])
+    if not m:  # by columns
+        for p in range(c_ptr[j], c_ptr[j + 1]):
+            i, xij = c_idx[p], c_val[p]
+            vbar[i] += delta * xij
+            if logistic:
+                new = _sigmoid(wm * vbar[i]) - y[i]
+                gbuf[i] = new - q[i]
+                q[i] = new
+            else:
+                gbuf[i] = delta * xij
+        n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, first, nfirst, touched,
+                                logistic)
+        for p in range(c_ptr[j], c_ptr[j + 1]):
+            gbuf[c_idx[p]] = 0.0
+        return n_touched
+    n_touched = 0
+    for p in range(c_ptr[j], c_ptr[j + 1]):
+        i, xij = c_idx[p], c_val[p]
+        vbar[i] += delta * xij
+        if logistic:
+            new = _sigmoid(wm * vbar[i]) - y[i]
+            gam = new - q[i]
+            q[i] = new
+            if gam == 0.0:
+                continue
+            for pp in range(r_ptr[i], r_ptr[i + 1]):
+                k = r_idx[pp]
+                alpha[k] += gam * r_val[pp]
+                touched[n_touched] = k  # kept only if k is new in this step (branch-free)
+                n_touched += 1 - mark[k]
+                mark[k] = 1
+        elif not use_gram:
+            for pp in range(r_ptr[i], r_ptr[i + 1]):
+                beta[r_idx[pp]] += delta * xij * r_val[pp]
+    for p in range(n_touched):
+        mark[touched[p]] = 0
+    return n_touched
+
+
+@numba.njit(cache=True)
+def _by_columns(c_ptr, c_idx, c_val, g, target, first, nfirst, touched, listing):
+    """target_k += sum_i g_i x_ik over the rows with g_i != 0, for every column k, in ascending i
+    (the row pass's order). ``listing``: the moved k into ``touched`` ordered by (first such row,
+    k) -- the row pass's first-touch order for canonical X -- by a counting sort over the rows
+    (``first``: (k, first row) pairs; ``nfirst``: n + 1 counts); returns their number."""
+    D, n = target.shape[0], g.shape[0]
+    m = 0
+    for k in range(D):
+        s, f = target[k], -1
+        for p in range(c_ptr[k], c_ptr[k + 1]):
+            gi = g[c_idx[p]]
+            if gi != 0.0:
+                s += gi * c_val[p]
+                if f < 0:
+                    f = c_idx[p]
+        if f >= 0:
+            target[k] = s
+            if listing:
+                first[m, 0] = k
+                first[m, 1] = f
+                m += 1
+    if not listing:
+        return 0
+    nfirst[:] = 0
+    for p in range(m):
+        nfirst[first[p, 1] + 1] += 1
+    for i in range(n):
+        nfirst[i + 1] += nfirst[i]
+    for p in range(m):  # ascending k within a row: a stable placement
+        f = first[p, 1]
+        touched[nfirst[f]] = first[p, 0]
+        nfirst[f] += 1
+    return m
 
 
 @numba.njit(cache=True)
@@ -430,7 +528,7 @@ def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
 @numba.njit(cache=True)
 def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
                  y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
-                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, rng):
+                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, first, nfirst, heavy, rng):
     """One screening pass from the solver's state (module doc); returns the heap size."""
     if not logistic:  # alpha at the moved iterate
         for k in range(alpha.shape[0]):
@@ -456,7 +554,7 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
         j = zero_buf[p]
         size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
                                 beta, gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits,
-                                scale, mark, touched)
+                                scale, mark, touched, gbuf, first, nfirst, heavy)
         events[n_events[0], 0] = t
         events[n_events[0], 1] = j
         n_events[0] += 1
@@ -466,34 +564,15 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
 @numba.njit(cache=True)
 def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q, beta,
                      gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
-                     touched):
+                     touched, gbuf, first, nfirst, heavy):
     """w~_j <- 0 with the same state updates as a Frank-Wolfe move of coordinate j; returns the heap size."""
     delta = -wt[j]
     wt[j] = 0.0
-    n_touched = 0
-    for p in range(c_ptr[j], c_ptr[j + 1]):
-        i, xij = c_idx[p], c_val[p]
-        vbar[i] += delta * xij
-        if logistic:
-            new = _sigmoid(wm * vbar[i]) - y[i]
-            gam = new - q[i]
-            q[i] = new
-            if gam == 0.0:
-                continue
-            for pp in range(r_ptr[i], r_ptr[i + 1]):
-                k = r_idx[pp]
-                alpha[k] += gam * r_val[pp]
-                touched[n_touched] = k
-                n_touched += 1 - mark[k]
-                mark[k] = 1
-        elif not use_gram:
-            for pp in range(r_ptr[i], r_ptr[i + 1]):
-                beta[r_idx[pp]] += delta * xij * r_val[pp]
+    n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
+                      beta, mark, touched, gbuf, first, nfirst, heavy)
     if use_gram:
         for k in range(beta.shape[0]):
             beta[k] += delta * gram[j, k]
-    for p in range(n_touched):
-        mark[touched[p]] = 0
     if mode == 0:
         for p in range(n_touched):
             k = touched[p]
@@ -520,19 +599,20 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
 
 def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None,
                 gram: np.ndarray | None = None) -> tuple:
-    """The kernel's arguments after ``rng``: the start (empty: 0), the Gram matrix (empty: none) and the
-    screening (mode 0 and dummies without it)."""
+    """The kernel's arguments after ``done``: the start (empty: 0), the Gram matrix (empty: none), the
+    screening (mode 0 and dummies without it) and the share of X's size above which a move's update
+    goes by columns (:data:`_HEAVY_SHARE`, :func:`_move`)."""
     w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
     w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
     if plan is None:
         return *w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
-            np.zeros(1, dtype=np.int64)
+            np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE)
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
     events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
     return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
-        np.zeros(1, dtype=np.int64)
+        np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE)
 
 
 def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
@@ -588,6 +668,9 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
             L *= 2.0 if calibration == "safe" else 1.0
     if max(n, D) >= 2**31:  # n is private: the message names neither dimension's value
         raise ParameterError("X must have fewer than 2**31 rows and fewer than 2**31 columns")
+    if not X.has_canonical_format:  # sorted rows, no repeated entry: the order both of _move's paths follow
+        X = X.copy()
+        X.sum_duplicates()
     rng = check_random_state(random_state)
     Xc = X.tocsc() if X_csc is None else _check_csc(X_csc, X, plan is not None)
     ybar = np.asarray(X.T @ y)

@@ -229,3 +229,60 @@ def test_a_csc_copy_of_another_matrix_or_out_of_bound_is_refused():
     with pytest.raises(ParameterError, match=r"X_csc violates the bound \|X_ij\| <= 1"):
         fast_frank_wolfe(X, y, 1.0, 5, X_csc=big, **priv)
     fast_frank_wolfe(X, y, 1.0, 5, X_csc=big)  # non-private: no bound is assumed
+
+
+def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh, plan=None):
+    """The fast kernel run directly: coef, path and the internal state (alpha, W, c, st)."""
+    Xc = X.tocsc()
+    coef, path, _, state = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
+                                    Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
+                                    np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh, 0,
+                                    block_shift(X.shape[1]), np.random.default_rng(7), np.zeros(1, dtype=np.int64),
+                                    *_extra_args(plan, X, T))
+    return coef, path, state
+
+
+@pytest.mark.parametrize("loss,mode,refresh", [("logistic", 0, 0), ("logistic", 0, 25), ("logistic", 1, 0),
+                                               ("logistic", 1, 25), ("logistic", 2, 0), ("squared", 0, 0),
+                                               ("squared", 1, 0)])
+def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, loss, mode, refresh):
+    """The column-order update (_move; a column in most rows) adds the same products in the same
+    order as seed 004's row order and lists the moved coordinates in the same order: the same path,
+    weights, gradient and sampler state to the bit. So the choice between them, which depends on
+    the data, changes only a step's time (and a mis-ordered update would fail here)."""
+    import dpdist.solvers.fast_frank_wolfe as ffw
+
+    X, y = rcv1
+    if loss == "squared":
+        y = 2 * y - 1
+    runs = []
+    for share in (np.inf, 0.0):  # every step by rows; every step by columns
+        monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
+        runs.append(_kernel_state(X, y, 20.0, 300, loss, mode, 3.0, refresh))
+    (c0, p0, s0), (c1, p1, s1) = runs
+    assert p0.tolist() == p1.tolist()
+    assert np.array_equal(c0, c1)
+    for a, b in zip(s0, s1) if mode else [(s0[0], s1[0])]:  # alpha; the sampler state (W, c, st) when private
+        assert np.array_equal(a, b)
+    counts = np.diff(X.tocsc().indptr)
+    assert counts[np.abs(p0) - 1].max() > X.shape[0] / 10  # the run did choose columns in many rows
+
+
+def test_a_matrix_with_repeated_or_unsorted_entries_is_fitted_as_its_canonical_form(rcv1):
+    """Both update orders assume sorted rows without repeats: X is made canonical on a copy (the
+    caller's matrix is left as it was)."""
+    X, y = rcv1
+    X = X[:300]
+    coo = X.tocoo()
+    rows, cols, vals = np.tile(coo.row, 2), np.tile(coo.col, 2), np.tile(coo.data / 2, 2)  # each entry twice, halved
+    order = np.lexsort((np.random.default_rng(0).random(rows.size), rows))  # by row, unsorted within a row
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=X.shape[0]))])
+    dup = sp.csr_matrix((vals[order], cols[order], indptr), shape=X.shape)
+    assert not dup.has_canonical_format
+    before = dup.data.copy()
+    kw = dict(selection="exponential", epsilon=2.0, delta=1e-6, refresh=20, random_state=3)
+    a = fast_frank_wolfe(X, y[:300], 20.0, 200, **kw)
+    b = fast_frank_wolfe(dup, y[:300], 20.0, 200, **kw)
+    assert a.path == b.path
+    np.testing.assert_allclose(a.coef, b.coef, rtol=1e-12, atol=1e-15)
+    assert np.array_equal(dup.data, before) and dup.nnz == 2 * X.nnz

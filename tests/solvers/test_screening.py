@@ -594,3 +594,26 @@ def test_fast_laplace_vertex_matches_report_noisy_max(regression):
     fast = fast_frank_wolfe(X, y, 3.0, 50, loss="squared", selection="laplace", epsilon=1.0, delta=1e-6, y_bound=3.0)
     std = frank_wolfe(X, y, 3.0, 50, loss="squared", selection="laplace", epsilon=1.0, delta=1e-6, y_bound=3.0)
     assert fast.privacy == std.privacy
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_zeroing_by_columns_is_zeroing_by_rows_to_the_bit(regression, monkeypatch, loss, mode):
+    """A zeroing is a move (_move): by columns or by rows, the same path, zeroings and state to the bit."""
+    import dpdist.solvers.fast_frank_wolfe as ffw
+
+    X, y = regression
+    if loss == "logistic":
+        y = (y > 0).astype(float)
+    lam = 3.0
+    plan = screening_plan("exact", loss, lam, X.shape[1], 200, 1, rule="safe")
+    init = uniform_l1_ball(X.shape[1], lam, 6)
+    runs = []
+    for share in (np.inf, 0.0):
+        monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
+        runs.append(_kernel(X, y, lam, 200, loss, mode, 1e6 if mode else 1.0, 0, plan, init))
+    a, b = runs
+    assert np.array_equal(a[0], b[0]) and a[1].tolist() == b[1].tolist()
+    for u, v in zip(a[3], b[3]) if mode else [(a[3][0], b[3][0])]:  # alpha; W, c, st when private
+        assert np.array_equal(u, v)
+    assert np.count_nonzero(a[0]) < X.shape[1] / 2  # zeroings happened

@@ -1,0 +1,80 @@
+"""Fast DP-FW steps on columns in most rows (issue 16): the row-order update of seed 004 Alg. 2
+against the column-order one (``fast_frank_wolfe._move``), in the same run.
+
+On the synthetic KDDA profile the private selection keeps choosing the most frequent columns
+(the top one is in ~98% of the rows), and each such step of Alg. 2 scatters ~S_r x 36 updates
+into the 20.2M-long gradient. For each ``--shares`` value (the threshold ``_HEAVY_SHARE``: a step
+goes by columns when its row-order work exceeds that share of nnz + D + n; ``inf`` = always by
+rows, the seed's order) this runs the same ``--steps`` private iterations (the KDDA config's
+epsilon, delta, lam and the T = 4,000 privacy plan, the same seed) on the first ``--rows`` rows
+of the profile with all 20,216,830 columns, and prints the seconds per iteration (the solver's
+own timer, the kernel loaded before it), the ratio to the row order and whether the paths and
+weights are the same to the bit (they must be). The figures are the operator's: a private fit's
+pace is never released.
+
+    .venv/bin/python benchmarks/fw_heavy_steps.py [--rows 1000000] [--steps 20] [--shares inf 0.3 0.1 0.03]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+import dpdist.solvers.fast_frank_wolfe as ffw
+from dpdist.data.synthetic import make_synthetic
+from dpdist.solvers.frank_wolfe import privacy_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    cfg = tomllib.loads((ROOT / "deploy" / "full-size" / "kdda.toml").read_text())
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--shares", type=float, nargs="+", default=[np.inf, 0.3, 0.1, 0.03])
+    args = ap.parse_args()
+    tr = cfg["train"]
+    T, eps, delta, lam = int(tr["iters"]), float(tr["epsilon"][0]), float(tr["delta"]), float(tr["lam"])
+
+    t = time.perf_counter()
+    data = make_synthetic("kdda", random_state=1, n=args.rows, block_rows=1 << 16)
+    parts = list(data.blocks)
+    X = sp.vstack([b for b, _ in parts], format="csr")
+    y = (np.concatenate([v for _, v in parts]) > 0).astype(np.float64)
+    X.data = np.clip(X.data, -1.0, 1.0)
+    Xc = X.tocsc()
+    built = time.perf_counter() - t
+    # the first steps of the T-iteration run: its privacy plan (eps0 shrinks with T), not that of `steps` iterations
+    ffw.privacy_plan = lambda epsilon, delta, _steps, *rest: privacy_plan(epsilon, delta, T, *rest)
+    load0 = os.getloadavg()[0]
+    counts = np.diff(Xc.indptr)
+    rows = []
+    for share in args.shares:
+        ffw._HEAVY_SHARE = share
+        res = ffw.fast_frank_wolfe(X, y, lam, args.steps, selection="exponential", epsilon=eps, delta=delta,
+                                   refresh=0, random_state=0, X_csc=Xc)
+        rows.append((share, res))
+    base = rows[0][1]
+    print(f"\n### fast DP-FW steps by rows and by columns: KDDA profile, {X.shape[0]:,} x {X.shape[1]:,} "
+          f"({X.nnz:,} non-zeros), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    print(f"`{' '.join(['benchmarks/fw_heavy_steps.py'] + os.sys.argv[1:])}`; data built in {built:.0f} s; "
+          f"{args.steps} private iterations (epsilon {eps}, delta {delta}, lam {lam}, the T = {T} plan, no refresh); "
+          f"the chosen columns hold {np.mean([counts[abs(v) - 1] for v in base.path]) / X.shape[0]:.1%} of the rows "
+          "on average\n")
+    print("| _HEAVY_SHARE | s per iteration | speed-up over rows | same path and weights |")
+    print("| ---: | ---: | ---: | --- |")
+    for share, res in rows:
+        same = res.path == base.path and np.array_equal(res.coef, base.coef)
+        print(f"| {share:g} | {res.seconds / args.steps:.3f} | {base.seconds / res.seconds:.2f} | {same} |")
+    print(f"\nload 1-min {load0:.2f} before / {os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()
