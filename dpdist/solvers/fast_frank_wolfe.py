@@ -615,15 +615,33 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
         np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE)
 
 
+@numba.njit(cache=True)
+def _entries_digest(ptr, idx, val, by_rows):
+    """An order-free digest of a sparse matrix's entries: the wrap-around sum over them of a
+    splitmix64 mix of (row, column, the value's bits); the same for X in CSR and in CSC form."""
+    bits = val.view(np.uint64)
+    total = np.uint64(0)
+    for a in range(ptr.shape[0] - 1):
+        for p in range(ptr[a], ptr[a + 1]):
+            r, c = (np.uint64(a), np.uint64(idx[p])) if by_rows else (np.uint64(idx[p]), np.uint64(a))
+            z = (r * np.uint64(0x9E3779B97F4A7C15)) ^ (c * np.uint64(0xC2B2AE3D27D4EB4F)) ^ bits[p]
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            total += z ^ (z >> np.uint64(31))
+    return total
+
+
 def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
     """``X_csc`` as the kernel reads it, checked against X without a copy of either: the format,
-    the shape, the number of entries in each row (the CSC copy of another matrix would break the
-    kernel's invariants) and, for a private run, the bound on every entry."""
+    the shape, the number of entries in each row and an order-free digest of the entries (the CSC
+    copy of another matrix would break the kernel's invariants, and the equality of _move's two
+    update orders) and, for a private run, the bound on every entry."""
     if not (sp.issparse(Xc) and Xc.format == "csc" and Xc.dtype == np.float64 and Xc.has_canonical_format):
         raise ParameterError("X_csc must be a float64 CSC matrix in canonical format (sorted rows, no repeated entry)")
     if Xc.shape != X.shape or Xc.nnz != X.nnz or not np.array_equal(
-            np.bincount(Xc.indices, minlength=X.shape[0]), np.diff(X.indptr)):
-        raise ParameterError("X_csc is not X in CSC form (its shape or its entries per row differ)")
+            np.bincount(Xc.indices, minlength=X.shape[0]), np.diff(X.indptr)) or \
+            _entries_digest(Xc.indptr, Xc.indices, Xc.data, False) != _entries_digest(X.indptr, X.indices, X.data, True):
+        raise ParameterError("X_csc is not X in CSC form (its shape or its entries differ)")
     if private:
         check_row_bound(Xc.data, name="X_csc")
     return Xc
@@ -668,6 +686,8 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
             L *= 2.0 if calibration == "safe" else 1.0
     if max(n, D) >= 2**31:  # n is private: the message names neither dimension's value
         raise ParameterError("X must have fewer than 2**31 rows and fewer than 2**31 columns")
+    if X.nnz and not (np.isfinite(X.data.min()) and np.isfinite(X.data.max())):  # min/max: no O(nnz) temporary
+        raise ParameterError("X has a non-finite entry (inf or NaN)")
     if not X.has_canonical_format:  # sorted rows, no repeated entry: the order both of _move's paths follow
         X = X.copy()
         X.sum_duplicates()
