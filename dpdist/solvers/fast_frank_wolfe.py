@@ -430,7 +430,7 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
             else:
                 gbuf[i] = delta * xij
         n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, first, nfirst, touched,
-                                logistic)
+                                logistic, _ROW_BAND)
         for p in range(c_ptr[j], c_ptr[j + 1]):
             gbuf[c_idx[p]] = 0.0
         return n_touched
@@ -458,22 +458,72 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
     return n_touched
 
 
+_ROW_BAND = 1 << 19  # rows per band of g in _by_columns: 4 MB, held in the last-level cache
+
+
 @numba.njit(cache=True)
-def _by_columns(c_ptr, c_idx, c_val, g, target, first, nfirst, touched, listing):
+def _banded_columns(c_ptr, c_idx, c_val, g, target, min_count, band):
+    """The columns with at least ``min_count`` entries, their sums taken band of rows after band
+    (``band`` rows) so that the reads of g stay in cache: each sum still adds its terms in
+    ascending rows, from target_k, as the single pass does. Returns the columns (ascending),
+    their new sums and their first row with g_i != 0 (-1: none)."""
+    D, n = target.shape[0], g.shape[0]
+    H = 0
+    for k in range(D):
+        H += c_ptr[k + 1] - c_ptr[k] >= min_count
+    cols = np.empty(H, dtype=np.int64)
+    cur = np.empty(H, dtype=np.int64)
+    acc = np.empty(H)
+    fr = np.full(H, -1, dtype=np.int64)
+    h = 0
+    for k in range(D):
+        if c_ptr[k + 1] - c_ptr[k] >= min_count:
+            cols[h], cur[h], acc[h] = k, c_ptr[k], target[k]
+            h += 1
+    for b1 in range(band, n + band, band):
+        for h in range(H):
+            p, end, s, f = cur[h], c_ptr[cols[h] + 1], acc[h], fr[h]
+            while p < end and c_idx[p] < b1:
+                gi = g[c_idx[p]]
+                if gi != 0.0:
+                    s += gi * c_val[p]
+                    if f < 0:
+                        f = c_idx[p]
+                p += 1
+            cur[h], acc[h], fr[h] = p, s, f
+    return cols, acc, fr
+
+
+@numba.njit(cache=True)
+def _by_columns(c_ptr, c_idx, c_val, g, target, first, nfirst, touched, listing, band):
     """target_k += sum_i g_i x_ik over the rows with g_i != 0, for every column k, in ascending i
     (the row pass's order). ``listing``: the moved k into ``touched`` ordered by (first such row,
     k) -- the row pass's first-touch order for canonical X -- by a counting sort over the rows
-    (``first``: (k, first row) pairs; ``nfirst``: n + 1 counts); returns their number."""
+    (``first``: (k, first row) pairs; ``nfirst``: n + 1 counts); returns their number.
+
+    A column's reads of g are at scattered rows: from a g larger than the cache each costs a
+    memory access (KDDA's train half: ~6.5 ns per entry in the frequent columns, ~18 in the
+    rare ones). When g spans more than one band of ``band`` rows (``_ROW_BAND``), the columns
+    with at least 8 entries per band go band by band (:func:`_banded_columns`); the rest in one pass."""
     D, n = target.shape[0], g.shape[0]
-    m = 0
+    n_bands = -(-n // band)
+    if n_bands > 1:
+        hot, hsum, hfirst = _banded_columns(c_ptr, c_idx, c_val, g, target, 8 * n_bands, band)
+    else:
+        hot, hsum, hfirst = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0, dtype=np.int64)
+    m, h = 0, 0
     for k in range(D):
-        s, f = target[k], -1
-        for p in range(c_ptr[k], c_ptr[k + 1]):
-            gi = g[c_idx[p]]
-            if gi != 0.0:
-                s += gi * c_val[p]
-                if f < 0:
-                    f = c_idx[p]
+        if h < hot.shape[0] and hot[h] == k:
+            s, f = hsum[h], hfirst[h]
+            h += 1
+        else:
+            s, f = target[k], -1
+            for p in range(c_ptr[k], c_ptr[k + 1]):
+                gi = g[c_idx[p]]
+                if gi != 0.0:
+                    s += gi * c_val[p]
+                    if f < 0:
+                        f = c_idx[p]
         if f >= 0:
             target[k] = s
             if listing:
