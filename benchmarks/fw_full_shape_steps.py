@@ -2,7 +2,7 @@
 
 Runs the kernel of ``dpdist run``'s train stage (seed 004 Alg. 2 + 4, the run config's epsilon,
 delta, lam and T, so the same eps0 and sampler scale) for the first ``--steps`` iterations on
-a store (default: the train half of ``deploy/full-size/kdda.toml``'s last run), with the CSC
+a store (default: the train half of ``deploy/full-size/<profile>.toml``'s last run, KDDA by default), with the CSC
 copy read from the store as ``pipelines.train.fit_store`` does, and no refresh in those steps
 (the run refreshes every ceil(T / 10) = 400). Prints the seconds per iteration (the kernel's own
 timer, kernels loaded before it), the share of the rows the chosen columns hold (each step of
@@ -17,7 +17,7 @@ per-iteration speed-up of fast DP-FW over it; ``--by-rows`` also runs the fast s
 update in seed 004's row order (``_HEAVY_SHARE = inf``) to show what the column-order update
 (``fast_frank_wolfe._move``) changes (the same path to the bit, checked).
 
-    .venv/bin/python benchmarks/fw_full_shape_steps.py [--store PATH] [--steps 10] [--epsilons 1 0.1]
+    .venv/bin/python benchmarks/fw_full_shape_steps.py [kdda|url|webspam] [--store PATH] [--steps 10] [--epsilons 1 0.1]
         [--alg1-iters 3] [--by-rows]
 """
 
@@ -38,18 +38,22 @@ import dpdist.solvers.fast_frank_wolfe as ffw
 from dpdist.solvers.frank_wolfe import frank_wolfe, privacy_plan
 
 ROOT = Path(__file__).resolve().parent.parent
-PAPER = {1.0: "1,239.64x", 0.1: "2,245.56x"}  # Alg. 2 + 4 over Alg. 1
+PAPER = {"kdda": {1.0: "1,239.64x", 0.1: "2,245.56x"}, "url": {1.0: "9.99x", 0.1: "2,451.80x"},
+         "webspam": {1.0: "581.25x", 0.1: "537.65x"}}  # seed 004 Table 3: Alg. 2 + 4 over Alg. 1
 
 
 def main() -> None:
-    cfg = tomllib.loads((ROOT / "deploy" / "full-size" / "kdda.toml").read_text())
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", type=Path, default=ROOT / cfg["output"] / "stores" / "train")
+    ap.add_argument("profile", nargs="?", default="kdda", choices=sorted(PAPER),
+                    help="the deploy/full-size config whose train store, T, epsilon, delta and lam are used")
+    ap.add_argument("--store", type=Path, help="default: the train half of the config's last run")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--epsilons", type=float, nargs="+", default=None, help="default: the config's")
     ap.add_argument("--alg1-iters", type=int, default=0, help="Alg. 1 iterations timed per epsilon (0: none)")
     ap.add_argument("--by-rows", action="store_true", help="also time the fast steps all in row order")
     args = ap.parse_args()
+    cfg = tomllib.loads((ROOT / "deploy" / "full-size" / f"{args.profile}.toml").read_text())
+    args.store = args.store or ROOT / cfg["output"] / "stores" / "train"
     tr = cfg["train"]
     T, eps, delta, lam = int(tr["iters"]), float(tr["epsilon"][0]), float(tr["delta"]), float(tr["lam"])
 
@@ -90,8 +94,8 @@ def main() -> None:
                               random_state=0)
             per1 = std.seconds / args.alg1_iters
             print(f"  - standard DP-FW (Alg. 1, Laplace report-noisy-max), {args.alg1_iters} iterations: {per1:.2f} s per "
-                  f"iteration; speed-up of fast DP-FW (Alg. 2 + 4) {per1 / per:.1f}x (seed 004 Table 3, KDDA: "
-                  f"{PAPER[eps] if eps in PAPER else 'not in the table'})")
+                  f"iteration; speed-up of fast DP-FW (Alg. 2 + 4) {per1 / per:.1f}x (seed 004 Table 3, {args.profile}: "
+                  f"{PAPER[args.profile].get(eps, 'not in the table')})")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"- peak RSS of this process {peak:.2f} GiB; load 1-min {load0:.2f} before / {os.getloadavg()[0]:.2f} after "
           f"({os.cpu_count()} cores)")
