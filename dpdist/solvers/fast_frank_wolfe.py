@@ -412,14 +412,14 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
     column j for each k) and lists the coordinates in the same order, so both give the same state
     to the bit (tested): the choice, which depends on the data (column j's rows and their
     lengths), changes the time of a step and nothing else."""
-    m = use_gram or gbuf.shape[0] == 0
-    if not m:
+    by_rows = gbuf.shape[0] == 0  # no column buffers: heavy is inf, or the Gram matrix moves beta
+    if not by_rows:
         work = 0
         for p in range(c_ptr[j], c_ptr[j + 1]):
             i = c_idx[p]
             work += r_ptr[i + 1] - r_ptr[i]
-        m = work <= heavy * (c_ptr[c_ptr.shape[0] - 1] + alpha.shape[0] + y.shape[0])
-    if not m:  # by columns
+        by_rows = work <= heavy * (c_ptr[c_ptr.shape[0] - 1] + alpha.shape[0] + y.shape[0])
+    if not by_rows:
         for p in range(c_ptr[j], c_ptr[j + 1]):
             i, xij = c_idx[p], c_val[p]
             vbar[i] += delta * xij
@@ -506,11 +506,9 @@ def _by_columns(c_ptr, c_idx, c_val, g, target, first, nfirst, touched, listing,
     rare ones). When g spans more than one band of ``band`` rows (``_ROW_BAND``), the columns
     with at least 8 entries per band go band by band (:func:`_banded_columns`); the rest in one pass."""
     D, n = target.shape[0], g.shape[0]
-    n_bands = -(-n // band)
-    if n_bands > 1:
-        hot, hsum, hfirst = _banded_columns(c_ptr, c_idx, c_val, g, target, 8 * n_bands, band)
-    else:
-        hot, hsum, hfirst = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0, dtype=np.int64)
+    n_bands = -(-n // band)  # one band: no column goes band by band
+    hot, hsum, hfirst = _banded_columns(c_ptr, c_idx, c_val, g, target,
+                                        8 * n_bands if n_bands > 1 else c_ptr[D] + 1, band)
     m, h = 0, 0
     for k in range(D):
         if h < hot.shape[0] and hot[h] == k:
@@ -683,13 +681,12 @@ def _entries_digest(ptr, idx, val, by_rows):
 
 def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
     """``X_csc`` as the kernel reads it, checked against X without a copy of either: the format,
-    the shape, the number of entries in each row and an order-free digest of the entries (the CSC
+    the shape and an order-free digest of the entries (their rows, columns and values; the CSC
     copy of another matrix would break the kernel's invariants, and the equality of _move's two
     update orders) and, for a private run, the bound on every entry."""
     if not (sp.issparse(Xc) and Xc.format == "csc" and Xc.dtype == np.float64 and Xc.has_canonical_format):
         raise ParameterError("X_csc must be a float64 CSC matrix in canonical format (sorted rows, no repeated entry)")
-    if Xc.shape != X.shape or Xc.nnz != X.nnz or not np.array_equal(
-            np.bincount(Xc.indices, minlength=X.shape[0]), np.diff(X.indptr)) or \
+    if Xc.shape != X.shape or Xc.nnz != X.nnz or \
             _entries_digest(Xc.indptr, Xc.indices, Xc.data, False) != _entries_digest(X.indptr, X.indices, X.data, True):
         raise ParameterError("X_csc is not X in CSC form (its shape or its entries differ)")
     if private:

@@ -122,12 +122,7 @@ def test_private_fast_runs_agree_in_distribution_with_standard_em(selection):
 
 def _kernel(X, y, lam, T, loss, mode, eps0, refresh):
     """The fast kernel run directly (any per-step epsilon): (path, final sampler state)."""
-    Xc = X.tocsc()
-    _, path, _, state = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
-                                 Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
-                                 np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh, 0,
-                                 block_shift(X.shape[1]), np.random.default_rng(7), np.zeros(1, dtype=np.int64),
-                                 *_extra_args(None, X, T))
+    _, path, state = _kernel_state(X, y, lam, T, loss, mode, eps0, refresh)
     return path.tolist(), state
 
 
@@ -238,14 +233,14 @@ def test_a_csc_copy_of_another_matrix_or_out_of_bound_is_refused():
             fast_frank_wolfe(Xbad, y, 1.0, 5)
 
 
-def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh, plan=None):
+def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh):
     """The fast kernel run directly: coef, path and the internal state (alpha, W, c, st)."""
     Xc = X.tocsc()
     coef, path, _, state = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
                                     Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
                                     np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh, 0,
                                     block_shift(X.shape[1]), np.random.default_rng(7), np.zeros(1, dtype=np.int64),
-                                    *_extra_args(plan, X, T))
+                                    *_extra_args(None, X, T))
     return coef, path, state
 
 
@@ -327,7 +322,7 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     for j in range(D):
         out = []
         for heavy in (np.inf, 0.0):
-            vbar, q, alpha, beta = vbar0.copy(), q0.copy(), rng.normal(size=D) * 0 + np.arange(D) / 7, np.arange(D) / 3.0
+            vbar, q, alpha, beta = vbar0.copy(), q0.copy(), np.arange(D) / 7, np.arange(D) / 3.0
             mark, touched = np.zeros(D, dtype=np.uint8), np.full(D + 1, -1, dtype=np.int64)
             gbuf, first, nfirst = np.zeros(n), np.zeros((D, 2), dtype=np.int32), np.zeros(n + 1, dtype=np.int64)
             m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, first, nfirst, heavy)
@@ -351,11 +346,10 @@ def test_column_sums_band_by_band_are_the_single_pass_to_the_bit(band):
     dens = np.concatenate([rng.uniform(0.3, 0.95, 10), rng.uniform(0.0, 0.05, D - 10)])  # a few columns in most rows
     X = sp.csc_matrix((rng.random((n, D)) < dens) * rng.uniform(-1, 1, (n, D)))
     g = rng.normal(size=n) * (rng.random(n) < 0.7)  # rows whose derivative did not move: g = 0
+    start = rng.normal(size=D)
     out = []
     for b in (band, n):
-        target = rng.normal(size=D) if b == band else out[0][3]
-        target = target.copy()
-        start = target.copy()
+        target = start.copy()
         first, nfirst, touched = np.zeros((D, 2), np.int32), np.zeros(n + 1, np.int64), np.full(D + 1, -1)
         m = _by_columns(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, g, target, first, nfirst,
                         touched, True, b)
