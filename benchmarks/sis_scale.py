@@ -44,6 +44,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--memory-limit", default="14GiB",
+                    help="each worker's (deploy/full-size/kdda.toml's); its block cache holds a quarter")
     ap.add_argument("--work", default="benchmarks/_work")
     args = ap.parse_args()
     import dask
@@ -85,7 +87,7 @@ def main() -> None:
     results = {}
     for w in [int(v) for v in args.workers.split(",")]:
         with dask.config.set({"distributed.scheduler.work-stealing": False}), \
-                LocalCluster(n_workers=w, threads_per_worker=1, processes=True, memory_limit="6GiB",
+                LocalCluster(n_workers=w, threads_per_worker=1, processes=True, memory_limit=args.memory_limit,
                              dashboard_address=None) as cluster, Client(cluster) as client:
             correlation_scores(tiny)  # imports and numba kernels loaded on the workers
             client.run(_clear_cache)

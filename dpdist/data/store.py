@@ -719,11 +719,17 @@ def _read_range(arr: zarr.Array, a: int, b: int) -> np.ndarray:
 
 
 class _BlockCache:
-    """Per-process LRU cache of decompressed store blocks (arrays made read-only).
+    """Per-process cache of decompressed store blocks (arrays made read-only).
 
     The budget is a quarter of the Dask worker's memory limit when running on a worker that
-    has one, else 1 GiB. Keys name the store path, its dataset id and the block, so a store
-    rewritten with different content at the same path is never served stale.
+    has one, else 1 GiB. Keys name the store path, its dataset id, the array and the block, so
+    a store rewritten with different content at the same path is never served stale.
+
+    Eviction is least-recently-used across arrays, but a block never evicts blocks of its own
+    array: the graphs read an array in the same order on every pass, and LRU on a cyclic scan
+    larger than the budget evicts each block just before it is read again (no hit at all),
+    where keeping the first blocks read serves that share of every later pass. A block that
+    does not fit beside them is returned uncached.
     """
 
     def __init__(self) -> None:
@@ -757,12 +763,14 @@ class _BlockCache:
         budget = self.budget()
         with self._lock:
             self.misses += 1
-            if size <= budget and key not in self._items:
-                self._items[key] = value
-                self._bytes += size
-                while self._bytes > budget:
-                    _, old = self._items.popitem(last=False)
-                    self._bytes -= sum(a.nbytes for a in old)
+            if key not in self._items:
+                for k in [k for k in self._items if k[:3] != key[:3]]:  # other arrays, least recent first
+                    if self._bytes + size <= budget:
+                        break
+                    self._bytes -= sum(a.nbytes for a in self._items.pop(k))
+                if self._bytes + size <= budget:
+                    self._items[key] = value
+                    self._bytes += size
         return value
 
     def clear(self) -> None:

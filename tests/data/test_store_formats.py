@@ -155,6 +155,33 @@ def test_block_cache_serves_reads_and_follows_content(tmp_path):
     BLOCK_CACHE.clear()
 
 
+def test_block_cache_keeps_the_start_of_a_scan_larger_than_its_budget(monkeypatch):
+    cache = store_mod._BlockCache()
+    monkeypatch.setattr(store_mod._BlockCache, "budget", staticmethod(lambda: 3 * 800))  # three 100-float blocks
+    loads = []
+
+    def block(array: str, i: int) -> tuple[np.ndarray]:
+        def load() -> tuple[np.ndarray]:
+            loads.append((array, i))
+            return (np.full(100, float(i)),)
+        return cache.get(("store", "id", array, i), load)
+
+    for _ in range(3):  # a cyclic scan of 5 blocks: LRU would evict each block just before its next read
+        assert [block("X_csc", i)[0][0] for i in range(5)] == [0, 1, 2, 3, 4]
+    assert loads == [("X_csc", i) for i in range(5)] + [("X_csc", 3), ("X_csc", 4)] * 2
+    assert cache.hits == 6 and cache.misses == 9 and cache.nbytes == 2400
+    # another array's blocks evict the scanned array's, least recently used first
+    block("X", 0)
+    block("X", 1)
+    assert [k[3] for k in cache._items if k[2] == "X_csc"] == [2] and cache.nbytes == 2400
+    loads.clear()
+    block("X_csc", 2)
+    block("X", 0)
+    assert loads == [] and cache.hits == 8
+    block("y", 0)  # evicts X 1, the least recently used of the other arrays
+    assert sorted((k[2], k[3]) for k in cache._items) == [("X", 0), ("X_csc", 2), ("y", 0)]
+
+
 def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
     # zarr does not write a chunk that is all fill value (explicit zeros here); reads fill it in
     monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)

@@ -11,7 +11,9 @@ from dpdist.data.store import open_store, write_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.selection.sis import correlation_scores as in_memory_scores
 from dpdist.selection.sis import store_scores
-from pipelines.sis import correlation_scores, xty_graph
+import scipy.sparse as sp
+
+from pipelines.sis import _coded_target, _column_xty, correlation_scores, xty_graph
 from pipelines.two_stage import block_vote_counts
 
 
@@ -43,6 +45,27 @@ def test_dask_scores_equal_single_process(client, store):
     parts = xty_graph(path, n_blocks=9)
     assert len(parts) == 9 and all(str(p.key).startswith("xty-columns-") for p in parts)
     assert len(xty_graph(path)) == 2  # at least one range per worker
+
+
+@pytest.mark.parametrize("kind, code_dtype", [("labels", np.uint8), ("grid", np.uint16), ("continuous", None)])
+def test_coded_target_gives_the_same_bits(kind, code_dtype):
+    rng = np.random.default_rng(3)
+    n = 70_000
+    y = {"labels": rng.choice([-1.0, 1.0], n),
+         "grid": rng.integers(-30_000, 30_001, n) / 30_000,  # 60,001 values
+         "continuous": rng.uniform(-1, 1, n)}[kind]
+    values, codes = _coded_target(y)
+    if code_dtype is None:
+        assert values is y and codes.size == 0
+    else:
+        assert codes.dtype == code_dtype and np.array_equal(values[codes], y)
+    X = sp.random(n, 40, density=0.01, random_state=4, format="csc")
+    X.data = rng.uniform(-1, 1, X.nnz)
+    got, direct = np.empty(40), np.empty(40)
+    assert _column_xty(X.indptr, X.indices, X.data, values, codes, False, got)
+    assert _column_xty(X.indptr, X.indices, X.data, y, np.empty(0, np.uint8), False, direct)
+    assert got.tobytes() == direct.tobytes()  # the same products summed in the same order
+    np.testing.assert_allclose(got, X.T @ y, rtol=1e-12, atol=1e-12)
 
 
 def _cache_stats() -> tuple[int, int]:
