@@ -729,7 +729,8 @@ class _BlockCache:
     array: the graphs read an array in the same order on every pass, and LRU on a cyclic scan
     larger than the budget evicts each block just before it is read again (no hit at all),
     where keeping the first blocks read serves that share of every later pass. A block that
-    does not fit beside them is returned uncached.
+    does not fit beside them is returned uncached. A block read in another partition of the
+    same array (other row or column bounds) replaces the cached blocks it overlaps.
     """
 
     def __init__(self) -> None:
@@ -764,6 +765,9 @@ class _BlockCache:
         with self._lock:
             self.misses += 1
             if key not in self._items:
+                if len(key) == 5:  # (store, id, array, lo, hi): a read in another partition replaces what it overlaps
+                    for k in [k for k in self._items if k[:3] == key[:3] and k[3] < key[4] and key[3] < k[4]]:
+                        self._bytes -= sum(a.nbytes for a in self._items.pop(k))
                 for k in [k for k in self._items if k[:3] != key[:3]]:  # other arrays, least recent first
                     if self._bytes + size <= budget:
                         break

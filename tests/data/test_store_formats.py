@@ -182,6 +182,22 @@ def test_block_cache_keeps_the_start_of_a_scan_larger_than_its_budget(monkeypatc
     assert sorted((k[2], k[3]) for k in cache._items) == [("X", 0), ("X_csc", 2), ("y", 0)]
 
 
+def test_block_cache_replaces_another_partition_of_the_same_array(monkeypatch):
+    cache = store_mod._BlockCache()
+    monkeypatch.setattr(store_mod._BlockCache, "budget", staticmethod(lambda: 3 * 800))
+
+    def read(lo: int, hi: int) -> None:
+        cache.get(("store", "id", "X_csc", lo, hi), lambda: (np.zeros((hi - lo) * 10),))
+
+    for lo in range(0, 50, 10):  # a scan in 5 blocks of 10 columns: the first 3 stay
+        read(lo, lo + 10)
+    for lo in range(0, 50, 25):  # the same columns in 2 blocks: each replaces the blocks it overlaps
+        read(lo, lo + 25)
+    assert list(cache._items) == [("store", "id", "X_csc", 0, 25)] and cache.nbytes == 2000
+    read(0, 25)
+    assert cache.hits == 1
+
+
 def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
     # zarr does not write a chunk that is all fill value (explicit zeros here); reads fill it in
     monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
