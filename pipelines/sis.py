@@ -64,8 +64,9 @@ def _column_xty(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, value
 
 
 def _coded_target(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values, codes) with ``values[codes] == y`` bit for bit, codes of one or two bytes when y
-    takes at most 256 or 65,536 distinct values (labels do), else (y, no codes).
+    """(values, codes) with ``values[codes] == y``, codes of one or two bytes when y takes at most
+    256 or 65,536 distinct values (labels do), else (y, no codes). The products are y's own (a
+    -0.0 may read as 0.0, which changes no sum that starts at 0.0).
 
     The gather reads y at a random row for every entry of a column; y as float64 (67 MB at
     KDDA's 8.4M rows) does not stay in the cache, its one-byte codes (8.4 MB) do: the
