@@ -7,7 +7,9 @@ with ``--n`` rows, then measures in the same run:
 * baseline: single-process scipy ``X.T @ y`` on the whole matrix already in memory (best of
   3; loading it from the store is timed separately and not counted);
 * dpdist: ``pipelines.sis.correlation_scores`` on a LocalCluster of 1 and of 2 single-threaded
-  worker processes, timed end to end on the client (graph, tasks, transfer of the 2e7 scores,
+  worker processes (``--memory-limit`` each, default the full-size config's 14 GiB, so each
+  worker's block cache holds 3.5 GiB: all of its share of KDDA's CSC copy with 2 workers,
+  all but ~1% with 1), timed end to end on the client (graph, tasks, transfer of the 2e7 scores,
   concatenation), twice each:
   - "cold": the workers' block caches empty, so every CSC block is read from the store and
     decompressed (the files themselves are in the OS page cache after the first run; this
