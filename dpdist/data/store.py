@@ -27,7 +27,7 @@ Rows are appended in whole chunks (each chunk is compressed once). The CSC copy 
 without a second pass over the rows: every appended entry is also written, as (value, row,
 column), to an on-disk bucket of a fixed column range; ``finish`` counting-sorts each
 bucket by column (rows stay ascending) and appends it to the CSC arrays. A bucket larger
-than the memory budget is read in pieces, one column group at a time. Peak memory is
+than the memory budget is split on disk into column groups that fit, each then sorted. Peak memory is
 bounded by the block and budget sizes (and O(n_features) counters), not by the data.
 A store holds raw records, so it is owner-only whatever the umask (``dpdist.utils.files``):
 the temporary directory is made 0700 before anything is written into it (so nothing zarr
@@ -260,6 +260,30 @@ def _scatter_columns(v, k, lo, hi, cursor, rows_out, vals_out):
             rows_out[q] = k[p] >> 24
             vals_out[q] = v[p]
             cursor[c - lo] = q + 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _partition_by_group(v, k, ends, v_out, k_out):
+    """Records stably partitioned by column group (group g: bucket columns from ends[g - 1] and
+    below ends[g]; the last group has no end); returns each group's start in the output
+    (len(ends) + 2)."""
+    mask = (1 << 24) - 1
+    n_groups = ends.shape[0] + 1
+    starts = np.zeros(n_groups + 1, dtype=np.int64)
+    group = np.empty(k.shape[0], dtype=np.int64)
+    for p in range(k.shape[0]):
+        g = np.searchsorted(ends, k[p] & mask, side="right")
+        group[p] = g
+        starts[g + 1] += 1
+    for g in range(n_groups):
+        starts[g + 1] += starts[g]
+    pos = starts[:-1].copy()
+    for p in range(k.shape[0]):
+        q = pos[group[p]]
+        v_out[q] = v[p]
+        k_out[q] = k[p]
+        pos[group[p]] = q + 1
+    return starts
 
 
 def _write_frame(path: Path, v: np.ndarray, k: np.ndarray) -> None:
@@ -512,8 +536,8 @@ class StoreWriter:
     def _build_csc(self, offset: int, n_features: int) -> None:
         """CSC arrays from the bucket files: each bucket counting-sorted by column, appended in
         column order. Buckets that fit in the memory budget are sorted two at a time in
-        threads while the previous one is written; a larger one is read in pieces, one column
-        group at a time."""
+        threads while the previous one is written; a larger one is split into column groups
+        that fit (``_stream_bucket``)."""
         csc = _sparse_group(self.root, "X_csc", "csc_matrix")
         row_dtype = "int32" if self.n_rows <= _INT32_MAX else "int64"
         data = _Appender(_array(csc, "data", NNZ_CHUNK, "float64"))
@@ -562,12 +586,23 @@ class StoreWriter:
 
     def _stream_bucket(self, path: Path, lo: int, hi: int, cap: int, row_dtype: str, indices: _Appender,
                        data: _Appender) -> np.ndarray:
-        """A bucket larger than ``cap`` records: counted in pieces, then appended one column group
-        (at most ``cap`` entries, or a single larger column streamed in pieces) at a time."""
+        """A bucket larger than ``cap`` records: counted in one pass, split in a second into one
+        file per column group (at most ``cap`` entries, or a single larger column), then each
+        group's file counting-sorted and appended (a single larger column streamed in pieces).
+        The bucket is read twice whatever its number of groups (reading it once per group made
+        URL's first bucket, its 200 dense columns, 69% of the entries, read ~70 times)."""
         counts = np.zeros(hi - lo, dtype=np.int64)
         for _, k in _read_frames(path):
             _bucket_counts(k, lo, counts)
-        for g0, g1 in _column_groups(counts, cap):
+        groups = _column_groups(counts, cap)
+        parts = [path.with_name(f"{path.stem}.{g}.bin") for g in range(len(groups))]
+        ends = np.array([lo + g1 for _, g1 in groups[:-1]], dtype=np.int64)
+        for v, k in _read_frames(path, cap):
+            v_out, k_out = np.empty_like(v), np.empty_like(k)
+            starts = _partition_by_group(v, k, ends, v_out, k_out)
+            for g in np.flatnonzero(np.diff(starts)):
+                _write_frame(parts[g], v_out[starts[g] : starts[g + 1]], k_out[starts[g] : starts[g + 1]])
+        for (g0, g1), part in zip(groups, parts):
             n_group = int(counts[g0:g1].sum())
             if n_group == 0:
                 continue
@@ -575,7 +610,7 @@ class StoreWriter:
             vals = np.empty(min(n_group, cap))
             cursor = np.zeros(g1 - g0, dtype=np.int64)
             np.cumsum(counts[g0 : g1 - 1], out=cursor[1:])
-            for v, k in _read_frames(path, cap):
+            for v, k in _read_frames(part, cap):
                 if n_group > cap:  # a single column: its entries stream out in row order
                     cursor[0] = 0
                 _scatter_columns(v, k, lo + g0, lo + g1, cursor, rows, vals)
@@ -585,6 +620,7 @@ class StoreWriter:
             if n_group <= cap:
                 indices.append(rows)
                 data.append(vals)
+            part.unlink()
         return counts
 
     def _rename_into_place(self) -> None:

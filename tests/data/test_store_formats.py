@@ -78,8 +78,14 @@ def test_csc_from_buckets_under_any_budget(tmp_path, monkeypatch, memory_bytes):
     X = skewed(rng, 700, 20_000)  # ~20 buckets of 1024 columns; column 7's bucket far over the small budgets
     y = rng.normal(size=700)
     ref = write_store(tmp_path / "ref", X, y, block_rows=1000)
+    reads = []
+    read_frames = store_mod._read_frames
+    monkeypatch.setattr(store_mod, "_read_frames", lambda path, cap=None: reads.append(path.name) or read_frames(path, cap))
     meta = write_store(tmp_path / "s", X, y, block_rows=33, memory_bytes=memory_bytes)
     assert meta["dataset_id"] == ref["dataset_id"]
+    # a bucket over the budget is read twice (count, split into column groups), then each group once
+    assert max(reads.count(name) for name in reads) <= 2
+    assert (memory_bytes < 1 << 26) == any(name.count(".") == 2 for name in reads)
     s = open_store(tmp_path / "s")
     C = s.csc()
     assert C.has_sorted_indices and np.array_equal(C.indptr, X.tocsc().indptr)
