@@ -80,31 +80,37 @@ def blocks_from_count(noisy_n: float) -> int:
     return max(1, math.isqrt(max(1, int(round(noisy_n)))))
 
 
-def lasso_coefficients(X_b: Matrix, y_b: np.ndarray, alpha: float) -> np.ndarray:
-    """The block's LASSO coefficients (scikit-learn coordinate descent; CSC for sparse input).
+def _block_lasso(X_b: Matrix, y_b: np.ndarray, alpha: float) -> tuple[np.ndarray | None, np.ndarray]:
+    """(columns, their LASSO coefficients) of a block: its non-empty columns (ascending) for sparse
+    input, None and all coefficients for dense input (scikit-learn coordinate descent; CSC).
 
     A sparse block is fitted on its non-empty columns only: an all-zero column's coefficient is
-    exactly 0 (its gradient is 0, and centering leaves it 0), so the solution is the same, and a
-    2,900-row KDDA block then costs its ~10^5 non-empty columns instead of all 2e7.
+    exactly 0 (its gradient is 0, and centering leaves it 0), so the solution is the same. They
+    are found and renumbered from the block's own entries, so a 2,593-row block of KDDA's
+    20.2M columns costs its ~10^5 entries, not O(20.2M) arrays (which took 80% of its time).
     """
-    coef = np.zeros(X_b.shape[1])
-    if X_b.shape[0] == 0:
-        return coef
     cols = None
     if sp.issparse(X_b):
-        X_b = sp.csc_matrix(X_b)
-        cols = np.flatnonzero(np.diff(X_b.indptr))
-        if cols.size == 0:
-            return coef
-        X_b = X_b[:, cols]
+        X_b = sp.csr_matrix(X_b)
+        cols, local = np.unique(X_b.indices, return_inverse=True)
+        X_b = sp.csr_matrix((X_b.data, local.reshape(-1), X_b.indptr), shape=(X_b.shape[0], cols.size)).tocsc()
+    if X_b.shape[0] == 0 or X_b.shape[1] == 0:  # an empty block votes nothing
+        return cols, np.zeros(X_b.shape[1])
     model = Lasso(alpha=alpha, max_iter=5000, tol=1e-4)
     with warnings.catch_warnings():  # an unconverged block still casts a valid (truncated) vote
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(X_b, y_b)
+    return cols, model.coef_
+
+
+def lasso_coefficients(X_b: Matrix, y_b: np.ndarray, alpha: float) -> np.ndarray:
+    """The block's LASSO coefficients over all columns (see ``_block_lasso``)."""
+    cols, coef = _block_lasso(X_b, y_b, alpha)
     if cols is None:
-        return model.coef_
-    coef[cols] = model.coef_
-    return coef
+        return coef
+    full = np.zeros(X_b.shape[1])
+    full[cols] = coef
+    return full
 
 
 def truncated_vote(coef: np.ndarray, s: int) -> np.ndarray:
@@ -116,8 +122,11 @@ def truncated_vote(coef: np.ndarray, s: int) -> np.ndarray:
 
 
 def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarray:
-    """One block's vote: at most s feature indices (the unit of parallel work)."""
-    return truncated_vote(lasso_coefficients(X_b, y_b, alpha), s)
+    """One block's vote: at most s feature indices (the unit of parallel work). On the block's
+    own columns: they ascend, so the vote (ties broken by column) is the one on all columns."""
+    cols, coef = _block_lasso(X_b, y_b, alpha)
+    vote = truncated_vote(coef, s)
+    return vote if cols is None else cols[vote]
 
 
 class TwoStageSelector(SelectorMixin, BaseEstimator):

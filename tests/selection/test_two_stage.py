@@ -124,4 +124,11 @@ def test_a_sparse_block_is_fitted_on_its_non_empty_columns_with_the_same_solutio
         full = Lasso(alpha=0.001, max_iter=5000, tol=1e-4).fit(sp.csc_matrix(X), y).coef_
     assert np.count_nonzero(full) > 3
     np.testing.assert_allclose(ours, full, atol=1e-9)
+    # bit for bit the fit on the block's non-empty columns cut from its CSC form, and the same vote
+    nonempty = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cut = Lasso(alpha=0.001, max_iter=5000, tol=1e-4).fit(sp.csc_matrix(X)[:, nonempty], y).coef_
+    assert ours[nonempty].tobytes() == cut.tobytes() and not np.delete(ours, nonempty).any()
+    assert np.array_equal(block_votes(X, y, 5, 0.001), truncated_vote(ours, 5))
     assert not lasso_coefficients(sp.csr_matrix((3, 10)), np.ones(3), 0.1).any()  # an empty block votes nothing
