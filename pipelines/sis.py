@@ -88,7 +88,7 @@ def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.nda
         if bounds == "clip":
             return _coded_target(clip_target(y, 1.0))
         check_target_bound(y, 1.0)
-        return _coded_target(np.asarray(y, dtype=np.float64))
+        return _coded_target(np.array(y, dtype=np.float64))  # a copy: never the cached y under a second key
 
     return store._cached(("target", bounds), load)
 

@@ -93,7 +93,7 @@ def _block_lasso(X_b: Matrix, y_b: np.ndarray, alpha: float) -> tuple[np.ndarray
     if sp.issparse(X_b):
         X_b = sp.csr_matrix(X_b)
         cols, local = np.unique(X_b.indices, return_inverse=True)
-        X_b = sp.csr_matrix((X_b.data, local.reshape(-1), X_b.indptr), shape=(X_b.shape[0], cols.size)).tocsc()
+        X_b = sp.csr_matrix((X_b.data, local, X_b.indptr), shape=(X_b.shape[0], cols.size)).tocsc()
     if X_b.shape[0] == 0 or X_b.shape[1] == 0:  # an empty block votes nothing
         return cols, np.zeros(X_b.shape[1])
     model = Lasso(alpha=alpha, max_iter=5000, tol=1e-4)

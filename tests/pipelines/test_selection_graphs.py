@@ -5,14 +5,13 @@ from __future__ import annotations
 import dask
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from distributed import Client, LocalCluster
 
 from dpdist.data.store import open_store, write_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.selection.sis import correlation_scores as in_memory_scores
 from dpdist.selection.sis import store_scores
-import scipy.sparse as sp
-
 from pipelines.sis import _coded_target, _column_xty, correlation_scores, xty_graph
 from pipelines.two_stage import block_vote_counts
 
