@@ -60,6 +60,7 @@ import logging
 import math
 import threading
 import time
+import types
 from typing import Any, Callable
 
 import numba
@@ -250,6 +251,31 @@ def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits):
 
 
 @numba.njit(cache=True)
+def _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits):
+    """The sampler weights of the ``n_touched`` coordinates listed in ``touched`` after their alpha
+    moved: each set in O(1) with its block sum, or all rebuilt from alpha (:func:`_weights_from_alpha`)
+    when a weight would pass the headroom or when at least an eighth of the D coordinates moved
+    (a step on a column in most rows): one sequential vectorised pass is then cheaper than the
+    scattered updates (KDDA's 20.2M: 0.06 s against 0.15 s for 7M). Either way the weights are
+    2 cosh(scale alpha_k) up to the shared factor e^-ref; the choice depends on the number of moved
+    coordinates, a function of the data that changes only the step's time and the rounding."""
+    if 8 * n_touched >= alpha.shape[0]:
+        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+        return
+    ref, xmax = st[0], -np.inf
+    for p in range(n_touched):
+        xbuf[p] = scale * abs(alpha[touched[p]]) - ref
+        xmax = max(xmax, xbuf[p])
+    if xmax > _HEADROOM:
+        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+    else:
+        _exp_weights(xbuf, n_touched, st[1], wbuf, bits)
+        for p in range(n_touched):
+            _set(W, c, err, shift, touched[p], wbuf[p])
+        _settle(W, c, err, shift)
+
+
+@numba.njit(cache=True)
 def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng):
     z = _total(c)
     if _needs_rebuild(z):
@@ -297,7 +323,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     touched = np.empty(D + 1, dtype=np.int64)
     cols = math.isfinite(heavy) and not use_gram  # buffers of the column-order update (_move)
     gbuf = np.zeros(n if cols else 0)
-    first = np.empty((D if cols else 0, 2), dtype=np.int32)
+    fcol = np.empty(D if cols else 0, dtype=np.int64)
     nfirst = np.empty(n + 1 if cols else 0, dtype=np.int64)
     if logistic:
         if mode == 0:
@@ -339,7 +365,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         delta = eta * sigma * lam / wm
         wt[j] += delta
         n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                          beta, mark, touched, gbuf, first, nfirst, heavy)
+                          beta, mark, touched, gbuf, fcol, nfirst, heavy)
         if use_gram:
             for k in range(D):
                 beta[k] += delta * gram[j, k]
@@ -354,17 +380,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                     size = _heap_push(keys, items, size, ak, k)
                     cur[k] = ak
         elif mode != 3 and n_touched > 0:
-            ref, xmax = st[0], -np.inf
-            for p in range(n_touched):
-                xbuf[p] = scale * abs(alpha[touched[p]]) - ref
-                xmax = max(xmax, xbuf[p])
-            if xmax > _HEADROOM:
-                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
-            else:
-                _exp_weights(xbuf, n_touched, st[1], wbuf, bits)
-                for p in range(n_touched):
-                    _set(W, c, err, shift, touched[p], wbuf[p])
-                _settle(W, c, err, shift)
+            _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits)
         # ---- fold the scale, refresh the stale derivatives
         do_refresh = logistic and refresh > 0 and t % refresh == 0
         if wm < 1e-30 or do_refresh:
@@ -386,7 +402,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
                                 c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
                                 keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched,
-                                gbuf, first, nfirst, heavy, rng)
+                                gbuf, fcol, nfirst, heavy, rng)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     done[0] = T
@@ -399,7 +415,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 @numba.njit(cache=True)
 def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q, beta, mark,
-          touched, gbuf, first, nfirst, heavy):
+          touched, gbuf, fcol, nfirst, heavy):
     """w~_j += delta: vbar += delta x_(j), and the gradient state follows it. Logistic: qbar on the
     rows of column j, alpha through them, the moved coordinates listed in ``touched`` in the order
     they were first touched (returned: their number). Squared (no Gram): beta += delta X^T x_(j).
@@ -429,7 +445,7 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
                 q[i] = new
             else:
                 gbuf[i] = delta * xij
-        n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, first, nfirst, touched,
+        n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, fcol, nfirst, touched,
                                 logistic, _ROW_BAND)
         for p in range(c_ptr[j], c_ptr[j + 1]):
             gbuf[c_idx[p]] = 0.0
@@ -459,29 +475,25 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
 
 
 _ROW_BAND = 1 << 19  # rows per band of g in _by_columns: 4 MB, held in the last-level cache
+# A column pass over at least this many entries runs on all of numba's threads (the cores, unless
+# NUMBA_NUM_THREADS says otherwise); smaller ones stay on one, where starting the threads would cost
+# more than it saves. Each column's sum is one thread's, in the same order: the same bits either way.
+_PARALLEL_NNZ = 1 << 22
 
 
-@numba.njit(cache=True)
-def _banded_columns(c_ptr, c_idx, c_val, g, target, min_count, band):
-    """The columns with at least ``min_count`` entries, their sums taken band of rows after band
-    (``band`` rows) so that the reads of g stay in cache: each sum still adds its terms in
-    ascending rows, from target_k, as the single pass does. Returns the columns (ascending),
-    their new sums and their first row with g_i != 0 (-1: none)."""
-    D, n = target.shape[0], g.shape[0]
-    H = 0
-    for k in range(D):
-        H += c_ptr[k + 1] - c_ptr[k] >= min_count
-    cols = np.empty(H, dtype=np.int64)
+def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band):
+    """target_k += sum_i g_i x_ik for the columns ``cols``, band of ``band`` rows after band so that
+    the reads of g stay in cache (the threads share the band: one last-level cache); each sum adds
+    its terms in ascending rows, as one pass over the column does. fcol[k]: its first row with
+    g_i != 0 (-1: none). One column is one thread's (``numba.prange``)."""
+    H, n = cols.shape[0], g.shape[0]
     cur = np.empty(H, dtype=np.int64)
     acc = np.empty(H)
-    fr = np.full(H, -1, dtype=np.int64)
-    h = 0
-    for k in range(D):
-        if c_ptr[k + 1] - c_ptr[k] >= min_count:
-            cols[h], cur[h], acc[h] = k, c_ptr[k], target[k]
-            h += 1
+    fr = np.empty(H, dtype=np.int64)
+    for h in numba.prange(H):
+        cur[h], acc[h], fr[h] = c_ptr[cols[h]], target[cols[h]], -1
     for b1 in range(band, n + band, band):
-        for h in range(H):
+        for h in numba.prange(H):
             p, end, s, f = cur[h], c_ptr[cols[h] + 1], acc[h], fr[h]
             while p < end and c_idx[p] < b1:
                 gi = g[c_idx[p]]
@@ -491,30 +503,14 @@ def _banded_columns(c_ptr, c_idx, c_val, g, target, min_count, band):
                         f = c_idx[p]
                 p += 1
             cur[h], acc[h], fr[h] = p, s, f
-    return cols, acc, fr
+    for h in numba.prange(H):
+        target[cols[h]], fcol[cols[h]] = acc[h], fr[h]
 
 
-@numba.njit(cache=True)
-def _by_columns(c_ptr, c_idx, c_val, g, target, first, nfirst, touched, listing, band):
-    """target_k += sum_i g_i x_ik over the rows with g_i != 0, for every column k, in ascending i
-    (the row pass's order). ``listing``: the moved k into ``touched`` ordered by (first such row,
-    k) -- the row pass's first-touch order for canonical X -- by a counting sort over the rows
-    (``first``: (k, first row) pairs; ``nfirst``: n + 1 counts); returns their number.
-
-    A column's reads of g are at scattered rows: from a g larger than the cache each costs a
-    memory access (KDDA's train half: ~6.5 ns per entry in the frequent columns, ~18 in the
-    rare ones). When g spans more than one band of ``band`` rows (``_ROW_BAND``), the columns
-    with at least 8 entries per band go band by band (:func:`_banded_columns`); the rest in one pass."""
-    D, n = target.shape[0], g.shape[0]
-    n_bands = -(-n // band)  # one band: no column goes band by band
-    hot, hsum, hfirst = _banded_columns(c_ptr, c_idx, c_val, g, target,
-                                        8 * n_bands if n_bands > 1 else c_ptr[D] + 1, band)
-    m, h = 0, 0
-    for k in range(D):
-        if h < hot.shape[0] and hot[h] == k:
-            s, f = hsum[h], hfirst[h]
-            h += 1
-        else:
+def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, min_count):
+    """The same for every column with fewer than ``min_count`` entries, each in one pass."""
+    for k in numba.prange(target.shape[0]):
+        if c_ptr[k + 1] - c_ptr[k] < min_count:
             s, f = target[k], -1
             for p in range(c_ptr[k], c_ptr[k + 1]):
                 gi = g[c_idx[p]]
@@ -522,23 +518,75 @@ def _by_columns(c_ptr, c_idx, c_val, g, target, first, nfirst, touched, listing,
                     s += gi * c_val[p]
                     if f < 0:
                         f = c_idx[p]
-        if f >= 0:
-            target[k] = s
-            if listing:
-                first[m, 0] = k
-                first[m, 1] = f
-                m += 1
+            target[k], fcol[k] = s, f
+
+
+def _serial_and_parallel(body: Callable[..., Any]) -> tuple[Any, Any]:
+    """Two numba builds of one body: serial (``prange`` is ``range``) and threaded. The threaded one
+    compiles a renamed twin: numba keys its on-disk cache by the function's name and bytecode, not
+    its flags, so the two builds of one function would load each other from the cache."""
+    twin = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__, body.__closure__)
+    twin.__qualname__ = body.__qualname__ + "_parallel"
+    return numba.njit(cache=True)(body), numba.njit(cache=True, parallel=True)(twin)
+
+
+_banded_serial, _banded_parallel = _serial_and_parallel(_banded_sums)
+_single_serial, _single_parallel = _serial_and_parallel(_single_pass_sums)
+
+
+@numba.njit(cache=True)
+def _hot_columns(c_ptr, min_count):
+    """The columns with at least ``min_count`` entries, ascending."""
+    D = c_ptr.shape[0] - 1
+    H = 0
+    for k in range(D):
+        H += c_ptr[k + 1] - c_ptr[k] >= min_count
+    cols = np.empty(H, dtype=np.int64)
+    h = 0
+    for k in range(D):
+        if c_ptr[k + 1] - c_ptr[k] >= min_count:
+            cols[h] = k
+            h += 1
+    return cols
+
+
+@numba.njit(cache=True)
+def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, band):
+    """target_k += sum_i g_i x_ik over the rows with g_i != 0, for every column k, in ascending i
+    (the row pass's order). ``listing``: the moved k into ``touched`` ordered by (first such row,
+    k) -- the row pass's first-touch order for canonical X -- by a counting sort over the rows
+    (``fcol``: each column's first such row, -1: none; ``nfirst``: n + 1 counts); returns their number.
+
+    A column's reads of g are at scattered rows: from a g larger than the cache each costs a
+    memory access (KDDA's train half: ~6.5 ns per entry in the frequent columns, ~18 in the
+    rare ones). When g spans more than one band of ``band`` rows (``_ROW_BAND``), the columns
+    with at least 8 entries per band go band by band (:func:`_banded_sums`); the rest in one pass.
+    A pass over at least ``_PARALLEL_NNZ`` entries runs on numba's threads, each column on one."""
+    D, n = target.shape[0], g.shape[0]
+    n_bands = -(-n // band)  # one band: no column goes band by band
+    min_count = 8 * n_bands if n_bands > 1 else c_ptr[D] + 1
+    hot = _hot_columns(c_ptr, min_count)
+    if c_ptr[D] >= _PARALLEL_NNZ:
+        _banded_parallel(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
+        _single_parallel(c_ptr, c_idx, c_val, g, target, fcol, min_count)
+    else:
+        _banded_serial(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
+        _single_serial(c_ptr, c_idx, c_val, g, target, fcol, min_count)
     if not listing:
         return 0
     nfirst[:] = 0
-    for p in range(m):
-        nfirst[first[p, 1] + 1] += 1
+    m = 0
+    for k in range(D):
+        if fcol[k] >= 0:
+            nfirst[fcol[k] + 1] += 1
+            m += 1
     for i in range(n):
         nfirst[i + 1] += nfirst[i]
-    for p in range(m):  # ascending k within a row: a stable placement
-        f = first[p, 1]
-        touched[nfirst[f]] = first[p, 0]
-        nfirst[f] += 1
+    for k in range(D):  # ascending k within a row: a stable placement
+        f = fcol[k]
+        if f >= 0:
+            touched[nfirst[f]] = k
+            nfirst[f] += 1
     return m
 
 
@@ -576,7 +624,7 @@ def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
 @numba.njit(cache=True)
 def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
                  y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
-                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, first, nfirst, heavy, rng):
+                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, fcol, nfirst, heavy, rng):
     """One screening pass from the solver's state (module doc); returns the heap size."""
     if not logistic:  # alpha at the moved iterate
         for k in range(alpha.shape[0]):
@@ -602,7 +650,7 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
         j = zero_buf[p]
         size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
                                 beta, gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits,
-                                scale, mark, touched, gbuf, first, nfirst, heavy)
+                                scale, mark, touched, gbuf, fcol, nfirst, heavy)
         events[n_events[0], 0] = t
         events[n_events[0], 1] = j
         n_events[0] += 1
@@ -612,12 +660,12 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
 @numba.njit(cache=True)
 def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q, beta,
                      gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
-                     touched, gbuf, first, nfirst, heavy):
+                     touched, gbuf, fcol, nfirst, heavy):
     """w~_j <- 0 with the same state updates as a Frank-Wolfe move of coordinate j; returns the heap size."""
     delta = -wt[j]
     wt[j] = 0.0
     n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                      beta, mark, touched, gbuf, first, nfirst, heavy)
+                      beta, mark, touched, gbuf, fcol, nfirst, heavy)
     if use_gram:
         for k in range(beta.shape[0]):
             beta[k] += delta * gram[j, k]
@@ -631,17 +679,7 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
                 size = _heap_push(keys, items, size, ak, k)
                 cur[k] = ak
     elif mode != 3 and n_touched > 0:
-        ref, xmax = st[0], -np.inf
-        for p in range(n_touched):
-            xbuf[p] = scale * abs(alpha[touched[p]]) - ref
-            xmax = max(xmax, xbuf[p])
-        if xmax > _HEADROOM:
-            _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
-        else:
-            _exp_weights(xbuf, n_touched, st[1], wbuf, bits)
-            for p in range(n_touched):
-                _set(W, c, err, shift, touched[p], wbuf[p])
-            _settle(W, c, err, shift)
+        _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits)
     return size
 
 

@@ -324,8 +324,8 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
         for heavy in (np.inf, 0.0):
             vbar, q, alpha, beta = vbar0.copy(), q0.copy(), np.arange(D) / 7, np.arange(D) / 3.0
             mark, touched = np.zeros(D, dtype=np.uint8), np.full(D + 1, -1, dtype=np.int64)
-            gbuf, first, nfirst = np.zeros(n), np.zeros((D, 2), dtype=np.int32), np.zeros(n + 1, dtype=np.int64)
-            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, first, nfirst, heavy)
+            gbuf, fcol, nfirst = np.zeros(n), np.zeros(D, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
+            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy)
             assert not mark.any() and not gbuf.any()
             out.append((m, touched[:m].copy(), vbar, q, alpha, beta))
         (m0, t0, *s0), (m1, t1, *s1) = out
@@ -338,26 +338,35 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
 def test_column_sums_band_by_band_are_the_single_pass_to_the_bit(band):
     """_by_columns with g cut into bands of rows (the frequent columns summed band after band, as
     on KDDA's 6.7M rows) against one pass over each column: the same sums to the bit and the same
-    moved coordinates in the same order."""
-    from dpdist.solvers.fast_frank_wolfe import _banded_columns, _by_columns
+    moved coordinates in the same order. The threaded builds of both passes (used from
+    _PARALLEL_NNZ entries on) give the serial ones' bits."""
+    from dpdist.solvers.fast_frank_wolfe import (_banded_parallel, _banded_serial, _by_columns, _hot_columns,
+                                                 _single_parallel, _single_serial)
 
     rng = np.random.default_rng(band)
     n, D = 3000, 120
     dens = np.concatenate([rng.uniform(0.3, 0.95, 10), rng.uniform(0.0, 0.05, D - 10)])  # a few columns in most rows
     X = sp.csc_matrix((rng.random((n, D)) < dens) * rng.uniform(-1, 1, (n, D)))
+    ptr, idx = X.indptr.astype(np.int64), X.indices.astype(np.int32)
     g = rng.normal(size=n) * (rng.random(n) < 0.7)  # rows whose derivative did not move: g = 0
     start = rng.normal(size=D)
     out = []
     for b in (band, n):
         target = start.copy()
-        first, nfirst, touched = np.zeros((D, 2), np.int32), np.zeros(n + 1, np.int64), np.full(D + 1, -1)
-        m = _by_columns(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, g, target, first, nfirst,
-                        touched, True, b)
+        fcol, nfirst, touched = np.zeros(D, np.int64), np.zeros(n + 1, np.int64), np.full(D + 1, -1)
+        m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, True, b)
         out.append((m, touched[:m].tolist(), target, start))
     assert out[0][0] == out[1][0] and out[0][1] == out[1][1]
     assert np.array_equal(_bits(out[0][2]), _bits(out[1][2]))
     assert not np.array_equal(out[0][2], out[0][3])  # the sums moved
     bands = -(-n // band)
-    hot = _banded_columns(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, g, out[0][3].copy(),
-                          8 * bands, band)[0]
+    hot = _hot_columns(ptr, 8 * bands)
+    builds = []
+    for banded, single in ((_banded_serial, _single_serial), (_banded_parallel, _single_parallel)):
+        target, fcol = start.copy(), np.full(D, -7, dtype=np.int64)
+        banded(ptr, idx, X.data, g, target, fcol, hot, band)
+        single(ptr, idx, X.data, g, target, fcol, 8 * bands)
+        builds.append((target, fcol))
+    assert np.array_equal(_bits(builds[1][0]), _bits(builds[0][0])) and np.array_equal(builds[1][1], builds[0][1])
+    assert np.array_equal(_bits(builds[0][0]), _bits(out[0][2])) and (builds[0][1] >= -1).all()
     assert 10 <= hot.size < D  # the frequent columns went band by band, the others in one pass
