@@ -365,7 +365,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         delta = eta * sigma * lam / wm
         wt[j] += delta
         n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                          beta, mark, touched, gbuf, fcol, nfirst, heavy)
+                          beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0)
         if use_gram:
             for k in range(D):
                 beta[k] += delta * gram[j, k]
@@ -415,10 +415,12 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 @numba.njit(cache=True)
 def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q, beta, mark,
-          touched, gbuf, fcol, nfirst, heavy):
+          touched, gbuf, fcol, nfirst, heavy, ordered):
     """w~_j += delta: vbar += delta x_(j), and the gradient state follows it. Logistic: qbar on the
     rows of column j, alpha through them, the moved coordinates listed in ``touched`` in the order
-    they were first touched (returned: their number). Squared (no Gram): beta += delta X^T x_(j).
+    they were first touched (returned: their number; unless ``ordered``, the list is left unwritten
+    when at least an eighth of the D coordinates moved: the sampler then rebuilds every weight,
+    :func:`_reweight`, and reads no list). Squared (no Gram): beta += delta X^T x_(j).
 
     Seed 004 Alg. 2 goes through the rows of column j: O(S_r S_c) scattered updates of alpha. A
     column in most rows (KDDA's most frequent ones) makes that a pass over all the data with a
@@ -446,7 +448,7 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
             else:
                 gbuf[i] = delta * xij
         n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, fcol, nfirst, touched,
-                                logistic, _ROW_BAND)
+                                (1 if ordered else 2) if logistic else 0, _ROW_BAND)
         for p in range(c_ptr[j], c_ptr[j + 1]):
             gbuf[c_idx[p]] = 0.0
         return n_touched
@@ -553,9 +555,10 @@ def _hot_columns(c_ptr, min_count):
 @numba.njit(cache=True)
 def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, band):
     """target_k += sum_i g_i x_ik over the rows with g_i != 0, for every column k, in ascending i
-    (the row pass's order). ``listing``: the moved k into ``touched`` ordered by (first such row,
+    (the row pass's order). ``listing`` 1: the moved k into ``touched`` ordered by (first such row,
     k) -- the row pass's first-touch order for canonical X -- by a counting sort over the rows
-    (``fcol``: each column's first such row, -1: none; ``nfirst``: n + 1 counts); returns their number.
+    (``fcol``: each column's first such row, -1: none; ``nfirst``: n + 1 counts); returns their
+    number. 2: the same unless at least D / 8 moved (then only their number). 0: neither (returns 0).
 
     A column's reads of g are at scattered rows: from a g larger than the cache each costs a
     memory access (KDDA's train half: ~6.5 ns per entry in the frequent columns, ~18 in the
@@ -572,14 +575,17 @@ def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, 
     else:
         _banded_serial(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
         _single_serial(c_ptr, c_idx, c_val, g, target, fcol, min_count)
-    if not listing:
+    if listing == 0:
         return 0
-    nfirst[:] = 0
     m = 0
+    for k in range(D):
+        m += fcol[k] >= 0
+    if listing == 2 and 8 * m >= D:
+        return m
+    nfirst[:] = 0
     for k in range(D):
         if fcol[k] >= 0:
             nfirst[fcol[k] + 1] += 1
-            m += 1
     for i in range(n):
         nfirst[i + 1] += nfirst[i]
     for k in range(D):  # ascending k within a row: a stable placement
@@ -665,7 +671,7 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
     delta = -wt[j]
     wt[j] = 0.0
     n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                      beta, mark, touched, gbuf, fcol, nfirst, heavy)
+                      beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0)
     if use_gram:
         for k in range(beta.shape[0]):
             beta[k] += delta * gram[j, k]
