@@ -30,6 +30,10 @@ work above ``_HEAVY_SHARE`` of nnz + D + n) goes through the CSC copy by columns
 moved rows in the same order as the row pass, and the moved coordinates are listed in the row
 pass's first-touch order, so the state after the step is the same to the bit (tested) and the
 choice, a function of the data, changes only the step's time (the operator's log, never a release).
+A pass over at least ``_PARALLEL_NNZ`` entries sums its columns on numba's threads (one column per
+thread, in the same order: the same bits), and when such a step moves an eighth of the D
+coordinates or more the sampler rebuilds every weight in one vectorised pass (:func:`_reweight`).
+On KDDA's train half (6.7M x 20.2M, 246M entries, 2 cores) these steps went from ~1.7 s to ~0.83 s.
 
 The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
 below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
