@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 import types
@@ -110,9 +111,11 @@ def _run_watched(kernel: Callable[..., Any], args: tuple, done: np.ndarray, tota
     if progress is None:
         return kernel(*args)
     box: dict[str, Any] = {}
+    n_threads = numba.get_num_threads()  # numba's setting is per thread: the caller's, in the kernel's
 
     def work() -> None:
         try:
+            numba.set_num_threads(n_threads)
             box["out"] = kernel(*args)
         except BaseException as e:  # re-raised in the caller's thread
             box["err"] = e
@@ -263,7 +266,7 @@ def _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf
     scattered updates (KDDA's 20.2M: 0.06 s against 0.15 s for 7M). Either way the weights are
     2 cosh(scale alpha_k) up to the shared factor e^-ref; the choice depends on the number of moved
     coordinates, a function of the data that changes only the step's time and the rounding."""
-    if 8 * n_touched >= alpha.shape[0]:
+    if _rebuilds(n_touched, alpha.shape[0]):
         _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
         return
     ref, xmax = st[0], -np.inf
@@ -290,7 +293,8 @@ def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng):
 
 @numba.njit(cache=True, nogil=True)  # nogil: a caller's thread can watch ``done`` while it runs
 def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, rng, done, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events, heavy):
+             record_every, shift, rng, done, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events, heavy,
+             band, threads):
     n, D = y.shape[0], ybar.shape[0]
     wt = np.zeros(D)
     vbar = np.zeros(n)
@@ -369,7 +373,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         delta = eta * sigma * lam / wm
         wt[j] += delta
         n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                          beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0)
+                          beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, band, threads)
         if use_gram:
             for k in range(D):
                 beta[k] += delta * gram[j, k]
@@ -406,7 +410,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
                                 c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
                                 keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched,
-                                gbuf, fcol, nfirst, heavy, rng)
+                                gbuf, fcol, nfirst, heavy, band, threads, rng)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     done[0] = T
@@ -419,7 +423,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 @numba.njit(cache=True)
 def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q, beta, mark,
-          touched, gbuf, fcol, nfirst, heavy, ordered):
+          touched, gbuf, fcol, nfirst, heavy, ordered, band, threads):
     """w~_j += delta: vbar += delta x_(j), and the gradient state follows it. Logistic: qbar on the
     rows of column j, alpha through them, the moved coordinates listed in ``touched`` in the order
     they were first touched (returned: their number; unless ``ordered``, the list is left unwritten
@@ -452,7 +456,7 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
             else:
                 gbuf[i] = delta * xij
         n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, fcol, nfirst, touched,
-                                (1 if ordered else 2) if logistic else 0, _ROW_BAND)
+                                (1 if ordered else 2) if logistic else 0, band, threads)
         for p in range(c_ptr[j], c_ptr[j + 1]):
             gbuf[c_idx[p]] = 0.0
         return n_touched
@@ -482,16 +486,34 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
 
 _ROW_BAND = 1 << 19  # rows per band of g in _by_columns: 4 MB, held in the last-level cache
 # A column pass over at least this many entries runs on all of numba's threads (the cores, unless
-# NUMBA_NUM_THREADS says otherwise); smaller ones stay on one, where starting the threads would cost
-# more than it saves. Each column's sum is one thread's, in the same order: the same bits either way.
+# NUMBA_NUM_THREADS or numba.set_num_threads says fewer); smaller ones stay on one, where starting the
+# threads would cost more than it saves. Each column's sum is one thread's, in the same order: the
+# same bits either way (:func:`_use_threads`).
 _PARALLEL_NNZ = 1 << 22
+_FORKED = [False]  # set in a forked child: GNU OpenMP (numba's threading layer here) kills such a child
+os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))  # that enters a parallel region
+
+
+def _use_threads(nnz: int) -> bool:
+    """Whether a column pass over X (``nnz`` entries) runs on numba's threads: from ``_PARALLEL_NNZ``
+    entries, with more than one thread, and never in a forked child (whose parent may have started
+    OpenMP's threads, which do not survive a fork: spawn the processes that fit large data)."""
+    return nnz >= _PARALLEL_NNZ and numba.get_num_threads() > 1 and not _FORKED[0]
+
+
+@numba.njit(cache=True)
+def _rebuilds(n_moved, D):
+    """Whether a step that moved ``n_moved`` of the D coordinates rebuilds every sampler weight
+    (:func:`_reweight`) instead of setting each: from an eighth of them on."""
+    return 8 * n_moved >= D
 
 
 def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band):
     """target_k += sum_i g_i x_ik for the columns ``cols``, band of ``band`` rows after band so that
     the reads of g stay in cache (the threads share the band: one last-level cache); each sum adds
     its terms in ascending rows, as one pass over the column does. fcol[k]: its first row with
-    g_i != 0 (-1: none). One column is one thread's (``numba.prange``)."""
+    g_i != 0 (-1: none); returns the number of columns that moved. One column is one thread's
+    (``numba.prange``)."""
     H, n = cols.shape[0], g.shape[0]
     cur = np.empty(H, dtype=np.int64)
     acc = np.empty(H)
@@ -509,12 +531,16 @@ def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band):
                         f = c_idx[p]
                 p += 1
             cur[h], acc[h], fr[h] = p, s, f
+    moved = 0
     for h in numba.prange(H):
         target[cols[h]], fcol[cols[h]] = acc[h], fr[h]
+        moved += fr[h] >= 0
+    return moved
 
 
 def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, min_count):
     """The same for every column with fewer than ``min_count`` entries, each in one pass."""
+    moved = 0
     for k in numba.prange(target.shape[0]):
         if c_ptr[k + 1] - c_ptr[k] < min_count:
             s, f = target[k], -1
@@ -525,6 +551,8 @@ def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, min_count):
                     if f < 0:
                         f = c_idx[p]
             target[k], fcol[k] = s, f
+            moved += f >= 0
+    return moved
 
 
 def _serial_and_parallel(body: Callable[..., Any]) -> tuple[Any, Any]:
@@ -557,35 +585,44 @@ def _hot_columns(c_ptr, min_count):
 
 
 @numba.njit(cache=True)
-def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, band):
+def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, band, threads):
     """target_k += sum_i g_i x_ik over the rows with g_i != 0, for every column k, in ascending i
     (the row pass's order). ``listing`` 1: the moved k into ``touched`` ordered by (first such row,
     k) -- the row pass's first-touch order for canonical X -- by a counting sort over the rows
     (``fcol``: each column's first such row, -1: none; ``nfirst``: n + 1 counts); returns their
-    number. 2: the same unless at least D / 8 moved (then only their number). 0: neither (returns 0).
+    number. 2: the same unless :func:`_rebuilds` (then only their number). 0: neither (returns 0).
 
     A column's reads of g are at scattered rows: from a g larger than the cache each costs a
     memory access (KDDA's train half: ~6.5 ns per entry in the frequent columns, ~18 in the
     rare ones). When g spans more than one band of ``band`` rows (``_ROW_BAND``), the columns
     with at least 8 entries per band go band by band (:func:`_banded_sums`); the rest in one pass.
-    A pass over at least ``_PARALLEL_NNZ`` entries runs on numba's threads, each column on one."""
+    With ``threads`` (:func:`_use_threads`) both passes run on numba's threads, each column on one."""
     D, n = target.shape[0], g.shape[0]
     n_bands = -(-n // band)  # one band: no column goes band by band
     min_count = 8 * n_bands if n_bands > 1 else c_ptr[D] + 1
     hot = _hot_columns(c_ptr, min_count)
-    if c_ptr[D] >= _PARALLEL_NNZ:
-        _banded_parallel(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
-        _single_parallel(c_ptr, c_idx, c_val, g, target, fcol, min_count)
+    if threads:
+        m = _banded_parallel(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
+        m += _single_parallel(c_ptr, c_idx, c_val, g, target, fcol, min_count)
     else:
-        _banded_serial(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
-        _single_serial(c_ptr, c_idx, c_val, g, target, fcol, min_count)
+        m = _banded_serial(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
+        m += _single_serial(c_ptr, c_idx, c_val, g, target, fcol, min_count)
     if listing == 0:
         return 0
-    m = 0
-    for k in range(D):
-        m += fcol[k] >= 0
-    if listing == 2 and 8 * m >= D:
+    if listing == 2 and _rebuilds(m, D):
         return m
+    nfirst[:] = 0
+    for k in range(D):
+        if fcol[k] >= 0:
+            nfirst[fcol[k] + 1] += 1
+    for i in range(n):
+        nfirst[i + 1] += nfirst[i]
+    for k in range(D):  # ascending k within a row: a stable placement
+        f = fcol[k]
+        if f >= 0:
+            touched[nfirst[f]] = k
+            nfirst[f] += 1
+    return m
     nfirst[:] = 0
     for k in range(D):
         if fcol[k] >= 0:
@@ -634,7 +671,7 @@ def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
 @numba.njit(cache=True)
 def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
                  y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
-                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, fcol, nfirst, heavy, rng):
+                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, fcol, nfirst, heavy, band, threads, rng):
     """One screening pass from the solver's state (module doc); returns the heap size."""
     if not logistic:  # alpha at the moved iterate
         for k in range(alpha.shape[0]):
@@ -660,7 +697,7 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
         j = zero_buf[p]
         size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
                                 beta, gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits,
-                                scale, mark, touched, gbuf, fcol, nfirst, heavy)
+                                scale, mark, touched, gbuf, fcol, nfirst, heavy, band, threads)
         events[n_events[0], 0] = t
         events[n_events[0], 1] = j
         n_events[0] += 1
@@ -670,12 +707,12 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
 @numba.njit(cache=True)
 def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q, beta,
                      gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
-                     touched, gbuf, fcol, nfirst, heavy):
+                     touched, gbuf, fcol, nfirst, heavy, band, threads):
     """w~_j <- 0 with the same state updates as a Frank-Wolfe move of coordinate j; returns the heap size."""
     delta = -wt[j]
     wt[j] = 0.0
     n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                      beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0)
+                      beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, band, threads)
     if use_gram:
         for k in range(beta.shape[0]):
             beta[k] += delta * gram[j, k]
@@ -697,18 +734,19 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
                 gram: np.ndarray | None = None) -> tuple:
     """The kernel's arguments after ``done``: the start (empty: 0), the Gram matrix (empty: none), the
     screening (mode 0 and dummies without it) and the share of X's size above which a move's update
-    goes by columns (:data:`_HEAVY_SHARE`, :func:`_move`)."""
+    goes by columns (:data:`_HEAVY_SHARE`, :func:`_move`), the rows per band of such a pass
+    (:data:`_ROW_BAND`) and whether its column passes use threads (:func:`_use_threads`)."""
     w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
     w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
     if plan is None:
         return *w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
-            np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE)
+            np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _use_threads(X.nnz)
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
     events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
     return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
-        np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE)
+        np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _use_threads(X.nnz)
 
 
 @numba.njit(cache=True)

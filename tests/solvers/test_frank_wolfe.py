@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import lzma
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -246,29 +247,41 @@ def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh):
 
 
 @pytest.mark.parametrize("loss,mode,refresh", [("logistic", 0, 0), ("logistic", 0, 25), ("logistic", 1, 0),
-                                               ("logistic", 1, 25), ("logistic", 2, 0), ("squared", 0, 0),
-                                               ("squared", 1, 0)])
+                                               ("logistic", 1, 25), ("logistic", 2, 0), ("logistic", 3, 0),
+                                               ("squared", 0, 0), ("squared", 1, 0)])
 def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, loss, mode, refresh):
     """The column-order update (_move; a column in most rows) adds the same products in the same
     order as seed 004's row order and lists the moved coordinates in the same order: the same path,
     weights, gradient and sampler state to the bit. So the choice between them, which depends on
-    the data, changes only a step's time (and a mis-ordered update would fail here)."""
+    the data, changes only a step's time (and a mis-ordered update would fail here). The column
+    passes on numba's threads (used from _PARALLEL_NNZ entries on; here forced) give the same bits."""
     import dpdist.solvers.fast_frank_wolfe as ffw
 
     X, y = rcv1
+    X = X[:, np.flatnonzero(X.getnnz(axis=0))]  # the used columns: a step on a frequent one moves over D / 8
     if loss == "squared":
         y = 2 * y - 1
     runs = []
-    for share in (np.inf, 0.0):  # every step by rows; every step by columns
+    for share, band, threshold in ((np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ), (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
+                                   (0.0, 64, ffw._PARALLEL_NNZ), (0.0, 64, 0)):
+        # every step by rows; by columns; by columns with the frequent ones in bands of 64 rows; and on the threads
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
+        monkeypatch.setattr(ffw, "_ROW_BAND", band)
+        monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
+        assert _extra_args(None, X, 300)[-1] == (threshold == 0 and numba.get_num_threads() > 1)
         runs.append(_kernel_state(X, y, 20.0, 300, loss, mode, 3.0, refresh))
-    (c0, p0, s0), (c1, p1, s1) = runs
-    assert p0.tolist() == p1.tolist()
-    assert np.array_equal(c0, c1)
-    for a, b in zip(s0, s1) if mode else [(s0[0], s1[0])]:  # alpha; the sampler state (W, c, st) when private
-        assert np.array_equal(_bits(a), _bits(b))
-    counts = np.diff(X.tocsc().indptr)
+    c0, p0, s0 = runs[0]
+    for c1, p1, s1 in runs[1:]:
+        assert p0.tolist() == p1.tolist()
+        assert np.array_equal(c0, c1)
+        for a, b in zip(s0, s1) if mode in (1, 2) else [(s0[0], s1[0])]:  # alpha; the sampler state (W, c, st)
+            assert np.array_equal(_bits(a), _bits(b))
+    Xc = X.tocsc()
+    counts = np.diff(Xc.indptr)
     assert counts[np.abs(p0) - 1].max() > X.shape[0] / 10  # the run did choose columns in many rows
+    if loss == "logistic" and mode in (1, 2):  # and some step moved an eighth of the coordinates (a full rebuild)
+        moved = [np.unique(X[Xc.indices[Xc.indptr[j]:Xc.indptr[j + 1]]].indices).size for j in np.abs(p0) - 1]
+        assert max(moved) >= X.shape[1] / 8
 
 
 def test_a_matrix_with_repeated_or_unsorted_entries_is_fitted_as_its_canonical_form(rcv1):
@@ -327,7 +340,8 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
             vbar, q, alpha, beta = vbar0.copy(), q0.copy(), np.arange(D) / 7, np.arange(D) / 3.0
             mark, touched = np.zeros(D, dtype=np.uint8), np.full(D + 1, -1, dtype=np.int64)
             gbuf, fcol, nfirst = np.zeros(n), np.zeros(D, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
-            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy, ordered)
+            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy, ordered, 16,
+                      False)
             assert not mark.any() and not gbuf.any()
             out.append((m, touched[:m].copy(), vbar, q, alpha, beta))
         (m0, t0, *s0), (m1, t1, *s1) = out
@@ -348,7 +362,9 @@ def test_column_sums_band_by_band_are_the_single_pass_to_the_bit(band):
     """_by_columns with g cut into bands of rows (the frequent columns summed band after band, as
     on KDDA's 6.7M rows) against one pass over each column: the same sums to the bit and the same
     moved coordinates in the same order. The threaded builds of both passes (used from
-    _PARALLEL_NNZ entries on) give the serial ones' bits."""
+    _PARALLEL_NNZ entries on) give the serial ones' bits and counts."""
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba has one thread here: the threaded build would run serially")
     from dpdist.solvers.fast_frank_wolfe import (_banded_parallel, _banded_serial, _by_columns, _hot_columns,
                                                  _single_parallel, _single_serial)
 
@@ -363,7 +379,7 @@ def test_column_sums_band_by_band_are_the_single_pass_to_the_bit(band):
     for b in (band, n):
         target = start.copy()
         fcol, nfirst, touched = np.zeros(D, np.int64), np.zeros(n + 1, np.int64), np.full(D + 1, -1)
-        m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, 1, b)
+        m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, 1, b, False)
         out.append((m, touched[:m].tolist(), target, start))
     assert out[0][0] == out[1][0] and out[0][1] == out[1][1]
     assert np.array_equal(_bits(out[0][2]), _bits(out[1][2]))
@@ -373,9 +389,10 @@ def test_column_sums_band_by_band_are_the_single_pass_to_the_bit(band):
     builds = []
     for banded, single in ((_banded_serial, _single_serial), (_banded_parallel, _single_parallel)):
         target, fcol = start.copy(), np.full(D, -7, dtype=np.int64)
-        banded(ptr, idx, X.data, g, target, fcol, hot, band)
-        single(ptr, idx, X.data, g, target, fcol, 8 * bands)
-        builds.append((target, fcol))
+        moved = banded(ptr, idx, X.data, g, target, fcol, hot, band) + single(ptr, idx, X.data, g, target, fcol,
+                                                                              8 * bands)
+        builds.append((target, fcol, moved))
     assert np.array_equal(_bits(builds[1][0]), _bits(builds[0][0])) and np.array_equal(builds[1][1], builds[0][1])
     assert np.array_equal(_bits(builds[0][0]), _bits(out[0][2])) and (builds[0][1] >= -1).all()
+    assert builds[0][2] == builds[1][2] == out[0][0] == (builds[0][1] >= 0).sum()
     assert 10 <= hot.size < D  # the frequent columns went band by band, the others in one pass

@@ -609,11 +609,16 @@ def test_zeroing_by_columns_is_zeroing_by_rows_to_the_bit(regression, monkeypatc
 
     X, y, lam, plan, init = _zeroing_problem(regression, loss)
     runs = []
-    for share in (np.inf, 0.0):
+    for share, band, threshold in ((np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ), (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
+                                   (0.0, 16, 0)):  # by rows, by columns, by columns in bands on the threads
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
+        monkeypatch.setattr(ffw, "_ROW_BAND", band)
+        monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
         runs.append(_kernel(X, y, lam, 200, loss, mode, 1e6 if mode else 1.0, 0, plan, init))
-    a, b = runs
-    assert np.array_equal(a[0], b[0]) and a[1].tolist() == b[1].tolist()
-    for u, v in zip(a[3], b[3]) if mode else [(a[3][0], b[3][0])]:  # alpha; W, c, st when private: their bits
-        assert np.array_equal(np.asarray(u, dtype=np.float64).view(np.int64), np.asarray(v, dtype=np.float64).view(np.int64))
+    a = runs[0]
+    for b in runs[1:]:
+        assert np.array_equal(a[0], b[0]) and a[1].tolist() == b[1].tolist()
+        for u, v in zip(a[3], b[3]) if mode else [(a[3][0], b[3][0])]:  # alpha; W, c, st when private: their bits
+            assert np.array_equal(np.asarray(u, dtype=np.float64).view(np.int64),
+                                  np.asarray(v, dtype=np.float64).view(np.int64))
     assert np.count_nonzero(a[0]) < X.shape[1] / 2  # zeroings happened
