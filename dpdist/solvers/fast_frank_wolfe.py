@@ -623,18 +623,6 @@ def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, 
             touched[nfirst[f]] = k
             nfirst[f] += 1
     return m
-    nfirst[:] = 0
-    for k in range(D):
-        if fcol[k] >= 0:
-            nfirst[fcol[k] + 1] += 1
-    for i in range(n):
-        nfirst[i + 1] += nfirst[i]
-    for k in range(D):  # ascending k within a row: a stable placement
-        f = fcol[k]
-        if f >= 0:
-            touched[nfirst[f]] = k
-            nfirst[f] += 1
-    return m
 
 
 @numba.njit(cache=True)
