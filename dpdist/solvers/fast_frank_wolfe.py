@@ -491,7 +491,8 @@ _ROW_BAND = 1 << 19  # rows per band of g in _by_columns: 4 MB, held in the last
 # same bits either way (:func:`_use_threads`).
 _PARALLEL_NNZ = 1 << 22
 _FORKED = [False]  # set in a forked child: GNU OpenMP (numba's threading layer here) kills such a child
-os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))  # that enters a parallel region
+if hasattr(os, "register_at_fork"):  # that enters a parallel region (no fork, no hook: Windows)
+    os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
 
 
 def _use_threads(nnz: int) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import lzma
+import os
 
 import numba
 import numpy as np
@@ -282,6 +283,23 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
     if loss == "logistic" and mode in (1, 2):  # and some step moved an eighth of the coordinates (a full rebuild)
         moved = [np.unique(X[Xc.indices[Xc.indptr[j]:Xc.indptr[j + 1]]].indices).size for j in np.abs(p0) - 1]
         assert max(moved) >= X.shape[1] / 8
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_never_runs_the_column_passes_on_threads():
+    """GNU OpenMP (numba's threading layer on Linux) terminates a forked child that enters a
+    parallel region after its parent used one: a forked child keeps the passes serial."""
+    import dpdist.solvers.fast_frank_wolfe as ffw
+
+    big = ffw._PARALLEL_NNZ
+    assert not ffw._use_threads(big - 1)
+    assert ffw._use_threads(big) == (numba.get_num_threads() > 1)
+    pid = os.fork()
+    if pid == 0:  # the child: report by exit code only, and leave without pytest's teardown
+        os._exit(0 if ffw._use_threads(big) is False else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert ffw._use_threads(big) == (numba.get_num_threads() > 1)  # the parent is unchanged
 
 
 def test_a_matrix_with_repeated_or_unsorted_entries_is_fitted_as_its_canonical_form(rcv1):
