@@ -509,50 +509,105 @@ def _rebuilds(n_moved, D):
     return 8 * n_moved >= D
 
 
+@numba.njit(cache=True)
+def _band_sum(c_idx, c_val, g, p, end, b1, s, f):
+    """One column's entries p..end-1 below row ``b1`` added to s (ascending rows; f: the first row
+    with g_i != 0, -1: none yet); returns where it stopped, s and f."""
+    while p < end and c_idx[p] < b1:
+        gi = g[c_idx[p]]
+        if gi != 0.0:
+            s += gi * c_val[p]
+            if f < 0:
+                f = c_idx[p]
+        p += 1
+    return p, s, f
+
+
+@numba.njit(cache=True)
+def _even_parts(c_ptr, cols, parts):
+    """``parts`` + 1 bounds cutting ``cols`` into runs that hold about the same work (entries + 1
+    per column): numba hands each thread an equal count of loop iterations, and the frequent
+    columns are often neighbours (ids in order of first use), so the runs, not the columns, are
+    the iterations."""
+    H = cols.shape[0]
+    cum = np.empty(H + 1, dtype=np.int64)
+    cum[0] = 0
+    for h in range(H):
+        cum[h + 1] = cum[h] + c_ptr[cols[h] + 1] - c_ptr[cols[h]] + 1
+    bounds = np.empty(parts + 1, dtype=np.int64)
+    h = 0
+    for q in range(parts + 1):
+        goal = cum[H] * q // parts
+        while h < H and cum[h] < goal:
+            h += 1
+        bounds[q] = h
+    return bounds
+
+
+@numba.njit(cache=True)
+def _even_ranges(c_ptr, parts):
+    """The same for the columns 0..D-1, by bisection on their cumulative work c_ptr[k] + k."""
+    D = c_ptr.shape[0] - 1
+    bounds = np.empty(parts + 1, dtype=np.int64)
+    for q in range(parts + 1):
+        goal = (c_ptr[D] + D) * q // parts
+        lo, hi = 0, D
+        while lo < hi:  # the first k with c_ptr[k] + k >= goal
+            mid = (lo + hi) // 2
+            if c_ptr[mid] + mid < goal:
+                lo = mid + 1
+            else:
+                hi = mid
+        bounds[q] = lo
+    return bounds
+
+
 def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band):
     """target_k += sum_i g_i x_ik for the columns ``cols``, band of ``band`` rows after band so that
     the reads of g stay in cache (the threads share the band: one last-level cache); each sum adds
     its terms in ascending rows, as one pass over the column does. fcol[k]: its first row with
-    g_i != 0 (-1: none); returns the number of columns that moved. One column is one thread's
-    (``numba.prange``)."""
+    g_i != 0 (-1: none); returns the number of columns that moved. A column is one thread's: the
+    threads (``numba.prange``) take runs of columns of equal work (:func:`_even_parts`); the loop
+    over a column's entries is :func:`_band_sum` (written inline in the parallel loop's body, it
+    makes numba's parfor pass fail on Python 3.12+: "unexpected cycle in lookup()")."""
     H, n = cols.shape[0], g.shape[0]
+    bounds = _even_parts(c_ptr, cols, 8 * numba.get_num_threads())
     cur = np.empty(H, dtype=np.int64)
     acc = np.empty(H)
     fr = np.empty(H, dtype=np.int64)
-    for h in numba.prange(H):
-        cur[h], acc[h], fr[h] = c_ptr[cols[h]], target[cols[h]], -1
+    for h in range(H):
+        cur[h] = c_ptr[cols[h]]
+        acc[h] = target[cols[h]]
+        fr[h] = -1
     for b1 in range(band, n + band, band):
-        for h in numba.prange(H):
-            p, end, s, f = cur[h], c_ptr[cols[h] + 1], acc[h], fr[h]
-            while p < end and c_idx[p] < b1:
-                gi = g[c_idx[p]]
-                if gi != 0.0:
-                    s += gi * c_val[p]
-                    if f < 0:
-                        f = c_idx[p]
-                p += 1
-            cur[h], acc[h], fr[h] = p, s, f
+        for q in numba.prange(bounds.shape[0] - 1):
+            for h in range(bounds[q], bounds[q + 1]):
+                p, s, f = _band_sum(c_idx, c_val, g, cur[h], c_ptr[cols[h] + 1], b1, acc[h], fr[h])
+                cur[h] = p
+                acc[h] = s
+                fr[h] = f
     moved = 0
-    for h in numba.prange(H):
-        target[cols[h]], fcol[cols[h]] = acc[h], fr[h]
-        moved += fr[h] >= 0
+    for h in range(H):
+        target[cols[h]] = acc[h]
+        fcol[cols[h]] = fr[h]
+        if fr[h] >= 0:
+            moved += 1
     return moved
 
 
 def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, min_count):
-    """The same for every column with fewer than ``min_count`` entries, each in one pass."""
+    """The same for every column with fewer than ``min_count`` entries, each in one pass (runs of
+    columns of equal work: :func:`_even_ranges`)."""
+    bounds = _even_ranges(c_ptr, 8 * numba.get_num_threads())
     moved = 0
-    for k in numba.prange(target.shape[0]):
-        if c_ptr[k + 1] - c_ptr[k] < min_count:
-            s, f = target[k], -1
-            for p in range(c_ptr[k], c_ptr[k + 1]):
-                gi = g[c_idx[p]]
-                if gi != 0.0:
-                    s += gi * c_val[p]
-                    if f < 0:
-                        f = c_idx[p]
-            target[k], fcol[k] = s, f
-            moved += f >= 0
+    for q in numba.prange(bounds.shape[0] - 1):
+        for k in range(bounds[q], bounds[q + 1]):
+            if c_ptr[k + 1] - c_ptr[k] < min_count:
+                _, s, f = _band_sum(c_idx, c_val, g, c_ptr[k], c_ptr[k + 1], g.shape[0], target[k], -1)
+                target[k] = s
+                fcol[k] = f
+                if f >= 0:
+                    moved += 1
     return moved
 
 
