@@ -331,7 +331,8 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     touched = np.empty(D + 1, dtype=np.int64)
     cols = math.isfinite(heavy) and not use_gram  # buffers of the column-order update (_move)
     gbuf = np.zeros(n if cols else 0)
-    fcol = np.empty(D if cols else 0, dtype=np.int64)
+    fcol = np.full(D if cols else 0, -1, dtype=np.int64)  # -1: the empty columns, which no pass writes
+    lay = _column_layout(r_ptr, r_idx, r_val, c_ptr, band if cols else 0, 8 * threads)
     nfirst = np.empty(n + 1 if cols else 0, dtype=np.int64)
     if logistic:
         if mode == 0:
@@ -373,7 +374,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         delta = eta * sigma * lam / wm
         wt[j] += delta
         n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                          beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, band, threads)
+                          beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, lay, threads)
         if use_gram:
             for k in range(D):
                 beta[k] += delta * gram[j, k]
@@ -410,7 +411,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
                                 c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
                                 keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched,
-                                gbuf, fcol, nfirst, heavy, band, threads, rng)
+                                gbuf, fcol, nfirst, heavy, lay, threads, rng)
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     done[0] = T
@@ -423,7 +424,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 @numba.njit(cache=True)
 def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q, beta, mark,
-          touched, gbuf, fcol, nfirst, heavy, ordered, band, threads):
+          touched, gbuf, fcol, nfirst, heavy, ordered, lay, threads):
     """w~_j += delta: vbar += delta x_(j), and the gradient state follows it. Logistic: qbar on the
     rows of column j, alpha through them, the moved coordinates listed in ``touched`` in the order
     they were first touched (returned: their number; unless ``ordered``, the list is left unwritten
@@ -456,7 +457,7 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
             else:
                 gbuf[i] = delta * xij
         n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, fcol, nfirst, touched,
-                                (1 if ordered else 2) if logistic else 0, band, threads)
+                                (1 if ordered else 2) if logistic else 0, lay, threads)
         for p in range(c_ptr[j], c_ptr[j + 1]):
             gbuf[c_idx[p]] = 0.0
         return n_touched
@@ -488,18 +489,21 @@ _ROW_BAND = 1 << 19  # rows per band of g in _by_columns: 4 MB, held in the last
 # A column pass over at least this many entries runs on all of numba's threads (the cores, unless
 # NUMBA_NUM_THREADS or numba.set_num_threads says fewer); smaller ones stay on one, where starting the
 # threads would cost more than it saves. Each column's sum is one thread's, in the same order: the
-# same bits either way (:func:`_use_threads`).
+# same bits either way (:func:`_threads`).
 _PARALLEL_NNZ = 1 << 22
 _FORKED = [False]  # set in a forked child: GNU OpenMP (numba's threading layer here) kills such a child
 if hasattr(os, "register_at_fork"):  # that enters a parallel region (no fork, no hook: Windows)
     os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
 
 
-def _use_threads(nnz: int) -> bool:
-    """Whether a column pass over X (``nnz`` entries) runs on numba's threads: from ``_PARALLEL_NNZ``
-    entries, with more than one thread, and never in a forked child (whose parent may have started
-    OpenMP's threads, which do not survive a fork: spawn the processes that fit large data)."""
-    return nnz >= _PARALLEL_NNZ and numba.get_num_threads() > 1 and not _FORKED[0]
+def _threads(nnz: int) -> int:
+    """How many of numba's threads a column pass over X (``nnz`` entries) runs on (1: serially): all
+    from ``_PARALLEL_NNZ`` entries, never in a forked child (whose parent may have started OpenMP's
+    threads, which do not survive a fork: spawn the processes that fit large data). Decided here,
+    in Python, and passed to the kernel: a numba function that calls ``numba.get_num_threads``
+    cannot be cached on disk (a ctypes pointer), nor can any function that calls it, up to the
+    kernel, which would then be compiled anew in every process (tested)."""
+    return numba.get_num_threads() if nnz >= _PARALLEL_NNZ and not _FORKED[0] else 1
 
 
 @numba.njit(cache=True)
@@ -562,7 +566,7 @@ def _even_ranges(c_ptr, parts):
     return bounds
 
 
-def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band):
+def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band, parts):
     """target_k += sum_i g_i x_ik for the columns ``cols``, band of ``band`` rows after band so that
     the reads of g stay in cache (the threads share the band: one last-level cache); each sum adds
     its terms in ascending rows, as one pass over the column does. fcol[k]: its first row with
@@ -571,7 +575,7 @@ def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band):
     over a column's entries is :func:`_band_sum` (written inline in the parallel loop's body, it
     makes numba's parfor pass fail on Python 3.12+: "unexpected cycle in lookup()")."""
     H, n = cols.shape[0], g.shape[0]
-    bounds = _even_parts(c_ptr, cols, 8 * numba.get_num_threads())
+    bounds = _even_parts(c_ptr, cols, parts)
     cur = np.empty(H, dtype=np.int64)
     acc = np.empty(H)
     fr = np.empty(H, dtype=np.int64)
@@ -595,10 +599,10 @@ def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band):
     return moved
 
 
-def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, min_count):
+def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, min_count, parts):
     """The same for every column with fewer than ``min_count`` entries, each in one pass (runs of
     columns of equal work: :func:`_even_ranges`)."""
-    bounds = _even_ranges(c_ptr, 8 * numba.get_num_threads())
+    bounds = _even_ranges(c_ptr, parts)
     moved = 0
     for q in numba.prange(bounds.shape[0] - 1):
         for k in range(bounds[q], bounds[q + 1]):
@@ -640,29 +644,139 @@ def _hot_columns(c_ptr, min_count):
     return cols
 
 
+_RANGE_COLS = 1 << 19  # rare columns per range of a tile pass: their sums and first rows, 8 MB, stay in cache
+
+
 @numba.njit(cache=True)
-def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, band, threads):
+def _column_layout(r_ptr, r_idx, r_val, c_ptr, band, parts):
+    """What :func:`_by_columns` needs of X beside its CSC form, built once per fit (0: no column
+    pass, empty): ``(band, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)``.
+
+    With g longer than one band of ``band`` rows, the columns with at least ``min_count`` = 8
+    entries per band (``hot``) go band by band (:func:`_banded_sums`). The others -- the rare
+    ones: a few entries each at scattered rows, so that from CSC every entry costs a read of g
+    from memory (KDDA's train half: 26M entries, 0.44 s a pass on two cores) -- are copied
+    here in row order instead, in tiles: the non-empty rare columns ``rc`` are numbered 0..C-1 and
+    cut into ranges of about equal work (``bounds``, at most about ``_RANGE_COLS`` columns each,
+    so that a range's sums ``acc`` and first rows ``fc`` stay in cache), and a range's entries
+    are cut by band of rows; tile (range r, band b) holds its entries in ascending rows (and
+    ascending columns within a row), from ``tptr[r * bands + b]``: their row, compact column and
+    value (``e_row``, ``e_col``, ``e_val``; 16 bytes an entry). A range's tiles read g in
+    ascending rows (:func:`_tiled_sums`: 0.135 s instead of 0.44). Each column's entries still
+    come in ascending rows, so its sum adds the same terms in the same order as one pass over it.
+    O(nnz) time, twice; one band: no column goes band by band, no tile (g stays in cache)."""
+    n, D = r_ptr.shape[0] - 1, c_ptr.shape[0] - 1
+    n_bands = -(-n // band) if band > 0 else 1
+    none = np.empty(0, dtype=np.int64)
+    if n_bands <= 1:
+        return (band, c_ptr[D] + 1, none, none, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32), np.empty(0), np.empty(0), none)
+    min_count = 8 * n_bands
+    hot = _hot_columns(c_ptr, min_count)
+    C = 0
+    for k in range(D):
+        C += 0 < c_ptr[k + 1] - c_ptr[k] < min_count
+    rc = np.empty(C, dtype=np.int64)
+    cmap = np.full(D, -1, dtype=np.int32)  # column -> its compact number (-1: empty or hot)
+    C = 0
+    for k in range(D):
+        if 0 < c_ptr[k + 1] - c_ptr[k] < min_count:
+            rc[C] = k
+            cmap[k] = C
+            C += 1
+    bounds = _even_parts(c_ptr, rc, max(-(-C // _RANGE_COLS), parts))
+    R = bounds.shape[0] - 1
+    rmap = np.empty(C, dtype=np.int32)  # compact column -> its range
+    for r in range(R):
+        rmap[bounds[r]:bounds[r + 1]] = r
+    tptr = np.zeros(R * n_bands + 1, dtype=np.int64)
+    for i in range(n):
+        for p in range(r_ptr[i], r_ptr[i + 1]):
+            c = cmap[r_idx[p]]
+            if c >= 0:
+                tptr[rmap[c] * n_bands + i // band + 1] += 1
+    for t in range(R * n_bands):
+        tptr[t + 1] += tptr[t]
+    E = tptr[R * n_bands]
+    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(E)
+    fill = tptr[:-1].copy()
+    for i in range(n):  # rows ascending: each tile receives its entries in ascending rows
+        for p in range(r_ptr[i], r_ptr[i + 1]):
+            c = cmap[r_idx[p]]
+            if c >= 0:
+                t = rmap[c] * n_bands + i // band
+                e = fill[t]
+                e_row[e] = i
+                e_col[e] = c
+                e_val[e] = r_val[p]
+                fill[t] = e + 1
+    return (band, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, np.empty(C),
+            np.empty(C, dtype=np.int64))
+
+
+def _tiled_sums(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc):
+    """The rare columns' sums from the tiles of :func:`_column_layout`: a range at a time (the
+    threads take ranges), its columns' sums started from target and their first rows from -1,
+    then its tiles' entries in order: band after band, ascending rows within a band. So each
+    sum adds its terms in ascending rows, as one pass over the column would (the same bits).
+    Returns the number of columns that moved."""
+    R = bounds.shape[0] - 1
+    n_bands = (tptr.shape[0] - 1) // R if R > 0 else 1
+    moved = 0
+    for r in numba.prange(R):
+        for c in range(bounds[r], bounds[r + 1]):
+            acc[c] = target[rc[c]]
+            fc[c] = -1
+        for e in range(tptr[r * n_bands], tptr[(r + 1) * n_bands]):
+            i = e_row[e]
+            gi = g[i]
+            if gi != 0.0:
+                c = e_col[e]
+                acc[c] += gi * e_val[e]
+                f = fc[c]
+                fc[c] = i if f < 0 else f
+        for c in range(bounds[r], bounds[r + 1]):
+            target[rc[c]] = acc[c]
+            fcol[rc[c]] = fc[c]
+            if fc[c] >= 0:
+                moved += 1
+    return moved
+
+
+_tiled_serial, _tiled_parallel = _serial_and_parallel(_tiled_sums)
+
+
+@numba.njit(cache=True)
+def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, lay, threads):
     """target_k += sum_i g_i x_ik over the rows with g_i != 0, for every column k, in ascending i
     (the row pass's order). ``listing`` 1: the moved k into ``touched`` ordered by (first such row,
     k) -- the row pass's first-touch order for canonical X -- by a counting sort over the rows
-    (``fcol``: each column's first such row, -1: none; ``nfirst``: n + 1 counts); returns their
-    number. 2: the same unless :func:`_rebuilds` (then only their number). 0: neither (returns 0).
+    (``fcol``: each column's first such row, -1: none, which the caller set for the empty
+    columns; ``nfirst``: n + 1 counts); returns their number. 2: the same unless
+    :func:`_rebuilds` (then only their number). 0: neither (returns 0).
 
     A column's reads of g are at scattered rows: from a g larger than the cache each costs a
     memory access (KDDA's train half: ~6.5 ns per entry in the frequent columns, ~18 in the
-    rare ones). When g spans more than one band of ``band`` rows (``_ROW_BAND``), the columns
-    with at least 8 entries per band go band by band (:func:`_banded_sums`); the rest in one pass.
-    With ``threads`` (:func:`_use_threads`) both passes run on numba's threads, each column on one."""
+    rare ones). When g spans more than one band of rows (``lay``: :func:`_column_layout`), the
+    columns with at least 8 entries per band go band by band (:func:`_banded_sums`) and the
+    others through the layout's tiles in row order (:func:`_tiled_sums`); with one band, all in
+    one pass (:func:`_single_pass_sums`). With ``threads`` > 1 (:func:`_threads`) the passes run
+    on numba's threads, each column on one (runs of equal work: ``8 * threads`` of them)."""
     D, n = target.shape[0], g.shape[0]
-    n_bands = -(-n // band)  # one band: no column goes band by band
-    min_count = 8 * n_bands if n_bands > 1 else c_ptr[D] + 1
-    hot = _hot_columns(c_ptr, min_count)
-    if threads:
-        m = _banded_parallel(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
-        m += _single_parallel(c_ptr, c_idx, c_val, g, target, fcol, min_count)
+    band, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay
+    parts = 8 * threads
+    if threads > 1:
+        m = _banded_parallel(c_ptr, c_idx, c_val, g, target, fcol, hot, band, parts)
+        if n > band:
+            m += _tiled_parallel(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
+        else:
+            m += _single_parallel(c_ptr, c_idx, c_val, g, target, fcol, min_count, parts)
     else:
-        m = _banded_serial(c_ptr, c_idx, c_val, g, target, fcol, hot, band)
-        m += _single_serial(c_ptr, c_idx, c_val, g, target, fcol, min_count)
+        m = _banded_serial(c_ptr, c_idx, c_val, g, target, fcol, hot, band, parts)
+        if n > band:
+            m += _tiled_serial(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
+        else:
+            m += _single_serial(c_ptr, c_idx, c_val, g, target, fcol, min_count, parts)
     if listing == 0:
         return 0
     if listing == 2 and _rebuilds(m, D):
@@ -715,7 +829,7 @@ def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
 @numba.njit(cache=True)
 def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
                  y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
-                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, fcol, nfirst, heavy, band, threads, rng):
+                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, fcol, nfirst, heavy, lay, threads, rng):
     """One screening pass from the solver's state (module doc); returns the heap size."""
     if not logistic:  # alpha at the moved iterate
         for k in range(alpha.shape[0]):
@@ -741,7 +855,7 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
         j = zero_buf[p]
         size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
                                 beta, gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits,
-                                scale, mark, touched, gbuf, fcol, nfirst, heavy, band, threads)
+                                scale, mark, touched, gbuf, fcol, nfirst, heavy, lay, threads)
         events[n_events[0], 0] = t
         events[n_events[0], 1] = j
         n_events[0] += 1
@@ -751,12 +865,12 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
 @numba.njit(cache=True)
 def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q, beta,
                      gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
-                     touched, gbuf, fcol, nfirst, heavy, band, threads):
+                     touched, gbuf, fcol, nfirst, heavy, lay, threads):
     """w~_j <- 0 with the same state updates as a Frank-Wolfe move of coordinate j; returns the heap size."""
     delta = -wt[j]
     wt[j] = 0.0
     n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                      beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, band, threads)
+                      beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, lay, threads)
     if use_gram:
         for k in range(beta.shape[0]):
             beta[k] += delta * gram[j, k]
@@ -779,18 +893,18 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
     """The kernel's arguments after ``done``: the start (empty: 0), the Gram matrix (empty: none), the
     screening (mode 0 and dummies without it) and the share of X's size above which a move's update
     goes by columns (:data:`_HEAVY_SHARE`, :func:`_move`), the rows per band of such a pass
-    (:data:`_ROW_BAND`) and whether its column passes use threads (:func:`_use_threads`)."""
+    (:data:`_ROW_BAND`) and how many threads its column passes use (:func:`_threads`)."""
     w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
     w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
     if plan is None:
         return *w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
-            np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _use_threads(X.nnz)
+            np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _threads(X.nnz)
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
     events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
     return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
-        np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _use_threads(X.nnz)
+        np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _threads(X.nnz)
 
 
 @numba.njit(cache=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import lzma
 import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -269,7 +271,7 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
         monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
-        assert _extra_args(None, X, 300)[-1] == (threshold == 0 and numba.get_num_threads() > 1)
+        assert _extra_args(None, X, 300)[-1] == (numba.get_num_threads() if threshold == 0 else 1)
         runs.append(_kernel_state(X, y, 20.0, 300, loss, mode, 3.0, refresh))
     c0, p0, s0 = runs[0]
     for c1, p1, s1 in runs[1:]:
@@ -292,14 +294,14 @@ def test_a_forked_child_never_runs_the_column_passes_on_threads():
     import dpdist.solvers.fast_frank_wolfe as ffw
 
     big = ffw._PARALLEL_NNZ
-    assert not ffw._use_threads(big - 1)
-    assert ffw._use_threads(big) == (numba.get_num_threads() > 1)
+    assert ffw._threads(big - 1) == 1
+    assert ffw._threads(big) == numba.get_num_threads()
     pid = os.fork()
     if pid == 0:  # the child: report by exit code only, and leave without pytest's teardown
-        os._exit(0 if ffw._use_threads(big) is False else 1)
+        os._exit(0 if ffw._threads(big) == 1 else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert ffw._use_threads(big) == (numba.get_num_threads() > 1)  # the parent is unchanged
+    assert ffw._threads(big) == numba.get_num_threads()  # the parent is unchanged
 
 
 def test_a_matrix_with_repeated_or_unsorted_entries_is_fitted_as_its_canonical_form(rcv1):
@@ -331,7 +333,7 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     """_move itself, on every column (one empty, explicit zeros stored, rows whose derivative is
     saturated so their step moves nothing): the same vbar, q, alpha/beta to the bit (signed zeros
     included), the same moved coordinates in the same order, and its scratch buffers left clean."""
-    from dpdist.solvers.fast_frank_wolfe import _move
+    from dpdist.solvers.fast_frank_wolfe import _column_layout, _move
 
     rng = np.random.default_rng(4)
     n, D = 60, 40
@@ -351,15 +353,17 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     q0 = np.array([1 / (1 + np.exp(-v)) - t for v, t in zip(vbar0, y)]) if logistic else np.zeros(n)
     args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, Xc.indptr.astype(np.int64),
             Xc.indices.astype(np.int32), Xc.data, y, logistic, False, 1.0)
+    lay = _column_layout(*args[:3], args[3], 16, 8)  # bands of 16 rows: the rare columns through the tiles
+    assert lay[6].size > 0
     unlisted = 0
     for j, ordered in itertools.product(range(D), (True, False)):
         out = []
         for heavy in (np.inf, 0.0):
             vbar, q, alpha, beta = vbar0.copy(), q0.copy(), np.arange(D) / 7, np.arange(D) / 3.0
             mark, touched = np.zeros(D, dtype=np.uint8), np.full(D + 1, -1, dtype=np.int64)
-            gbuf, fcol, nfirst = np.zeros(n), np.zeros(D, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
-            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy, ordered, 16,
-                      False)
+            gbuf, fcol, nfirst = np.zeros(n), np.full(D, -1, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
+            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy, ordered, lay,
+                      1)
             assert not mark.any() and not gbuf.any()
             out.append((m, touched[:m].copy(), vbar, q, alpha, beta))
         (m0, t0, *s0), (m1, t1, *s1) = out
@@ -377,40 +381,66 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
 
 @pytest.mark.parametrize("band", [64, 200, 500])
 def test_column_sums_band_by_band_are_the_single_pass_to_the_bit(band):
-    """_by_columns with g cut into bands of rows (the frequent columns summed band after band, as
-    on KDDA's 6.7M rows) against one pass over each column: the same sums to the bit and the same
-    moved coordinates in the same order. The threaded builds of both passes (used from
-    _PARALLEL_NNZ entries on) give the serial ones' bits and counts."""
+    """_by_columns with g cut into bands of rows (as on KDDA's 6.7M rows: the frequent columns
+    summed band after band, the rare ones through the layout's tiles in row order) against one
+    pass over each column: the same sums to the bit and the same moved coordinates in the same
+    order. The threaded builds of the passes (used from _PARALLEL_NNZ entries on) give the serial
+    ones' bits and counts."""
     if numba.get_num_threads() < 2:
         pytest.skip("numba has one thread here: the threaded build would run serially")
-    from dpdist.solvers.fast_frank_wolfe import (_banded_parallel, _banded_serial, _by_columns, _hot_columns,
-                                                 _single_parallel, _single_serial)
+    from dpdist.solvers.fast_frank_wolfe import (_banded_parallel, _banded_serial, _by_columns, _column_layout,
+                                                 _tiled_parallel, _tiled_serial)
 
     rng = np.random.default_rng(band)
-    n, D = 3000, 120
-    dens = np.concatenate([rng.uniform(0.3, 0.95, 10), rng.uniform(0.0, 0.05, D - 10)])  # a few columns in most rows
+    n, D = 3000, 160
+    dens = np.concatenate([rng.uniform(0.3, 0.95, 10), rng.uniform(0.0, 0.05, D - 20), np.zeros(10)])
+    dens = dens[rng.permutation(D)]  # a few columns in most rows, most in a few, some in none, mixed
     X = sp.csc_matrix((rng.random((n, D)) < dens) * rng.uniform(-1, 1, (n, D)))
     ptr, idx = X.indptr.astype(np.int64), X.indices.astype(np.int32)
+    Xr = X.tocsr()
+    rows = (Xr.indptr.astype(np.int64), Xr.indices.astype(np.int32), Xr.data)
     g = rng.normal(size=n) * (rng.random(n) < 0.7)  # rows whose derivative did not move: g = 0
     start = rng.normal(size=D)
     out = []
     for b in (band, n):
         target = start.copy()
-        fcol, nfirst, touched = np.zeros(D, np.int64), np.zeros(n + 1, np.int64), np.full(D + 1, -1)
-        m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, 1, b, False)
-        out.append((m, touched[:m].tolist(), target, start))
+        fcol, nfirst, touched = np.full(D, -1, np.int64), np.zeros(n + 1, np.int64), np.full(D + 1, -1)
+        m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, 1, _column_layout(*rows, ptr, b, 16), 1)
+        out.append((m, touched[:m].tolist(), target, fcol))
     assert out[0][0] == out[1][0] and out[0][1] == out[1][1]
-    assert np.array_equal(_bits(out[0][2]), _bits(out[1][2]))
-    assert not np.array_equal(out[0][2], out[0][3])  # the sums moved
-    bands = -(-n // band)
-    hot = _hot_columns(ptr, 8 * bands)
+    assert np.array_equal(_bits(out[0][2]), _bits(out[1][2])) and np.array_equal(out[0][3], out[1][3])
+    assert not np.array_equal(out[0][2], start)  # the sums moved
+    lay = _column_layout(*rows, ptr, band, 16)
+    _, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay
+    counts = np.diff(ptr)
+    assert hot.tolist() == np.flatnonzero(counts >= min_count).tolist()
+    assert rc.tolist() == np.flatnonzero((counts > 0) & (counts < min_count)).tolist()
+    assert e_row.size == counts[rc].sum() and bounds.size > 2  # every rare entry once, in several ranges
     builds = []
-    for banded, single in ((_banded_serial, _single_serial), (_banded_parallel, _single_parallel)):
-        target, fcol = start.copy(), np.full(D, -7, dtype=np.int64)
-        moved = banded(ptr, idx, X.data, g, target, fcol, hot, band) + single(ptr, idx, X.data, g, target, fcol,
-                                                                              8 * bands)
+    for banded, tiled in ((_banded_serial, _tiled_serial), (_banded_parallel, _tiled_parallel)):
+        target, fcol = start.copy(), np.full(D, -1, dtype=np.int64)
+        moved = banded(ptr, idx, X.data, g, target, fcol, hot, band, 16) + tiled(g, target, fcol, rc, bounds, tptr, e_row,
+                                                                             e_col, e_val, acc, fc)
         builds.append((target, fcol, moved))
     assert np.array_equal(_bits(builds[1][0]), _bits(builds[0][0])) and np.array_equal(builds[1][1], builds[0][1])
-    assert np.array_equal(_bits(builds[0][0]), _bits(out[0][2])) and (builds[0][1] >= -1).all()
+    assert np.array_equal(_bits(builds[0][0]), _bits(out[0][2])) and np.array_equal(builds[0][1], out[0][3])
     assert builds[0][2] == builds[1][2] == out[0][0] == (builds[0][1] >= 0).sum()
-    assert 10 <= hot.size < D  # the frequent columns went band by band, the others in one pass
+    # the frequent columns went band by band, the rare ones by tiles, the empty ones neither (fcol stays -1)
+    assert hot.size >= 10 and rc.size >= 30 and hot.size + rc.size == D - (counts == 0).sum() <= D - 10
+
+
+def test_the_fast_kernel_is_loaded_from_numba_cache_in_a_new_process(tmp_path):
+    """The kernel (and every numba function it calls) is cached on disk: a second process loads it
+    instead of compiling it again (~15 s here). A call of ``numba.get_num_threads`` anywhere below
+    it makes numba refuse to cache (a ctypes pointer), which this fails on."""
+    code = ("import numpy as np, scipy.sparse as sp\n"
+            "from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe, _fast_fw\n"
+            "X = sp.random(300, 40, density=0.2, format='csr', random_state=0)\n"
+            "fast_frank_wolfe(X, (np.arange(300) % 2).astype(float), 1.0, 20, selection='exponential',\n"
+            "                 epsilon=1.0, delta=1e-6, refresh=5)\n"
+            "print(sum(_fast_fw.stats.cache_hits.values()), sum(_fast_fw.stats.cache_misses.values()))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}  # a cache of its own: the first process compiles
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    first, second = ([int(v) for v in r.stdout.split()] for r in runs)
+    assert first == [0, 1] and second == [1, 0], (first, second, runs[1].stderr[-2000:])
