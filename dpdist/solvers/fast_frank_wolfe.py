@@ -75,7 +75,7 @@ import scipy.sparse as sp
 from dpdist.data.transforms import check_row_bound
 from dpdist.exceptions import ParameterError
 from dpdist.solvers.frank_wolfe import FWResult, Progress, check_init, check_problem, column_norms, privacy_plan
-from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum_all,
+from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum,
                                      _set, _settle, _total, block_shift)
 from dpdist.solvers.screening import ScreeningPlan, _laplace, _pass_constants, _screen_rnm, _screen_set
 from dpdist.utils.random import RandomState, check_random_state
@@ -128,6 +128,15 @@ def _run_watched(kernel: Callable[..., Any], args: tuple, done: np.ndarray, tota
     if "err" in box:
         raise box["err"]
     return box["out"]
+
+
+def _serial_and_parallel(body: Callable[..., Any]) -> tuple[Any, Any]:
+    """Two numba builds of one body: serial (``prange`` is ``range``) and threaded. The threaded one
+    compiles a renamed twin: numba keys its on-disk cache by the function's name and bytecode, not
+    its flags, so the two builds of one function would load each other from the cache."""
+    twin = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__, body.__closure__)
+    twin.__qualname__ = body.__qualname__ + "_parallel"
+    return numba.njit(cache=True)(body), numba.njit(cache=True, parallel=True)(twin)
 
 
 # ------------------------------------------------------------------ lazy max-queue (Alg. 3)
@@ -239,11 +248,13 @@ def _full_gradient(r_ptr, r_idx, r_val, y, wm, vbar, q, alpha, logistic):
             alpha[r_idx[p]] += qi * r_val[p]
 
 
-@numba.njit(cache=True)
-def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits):
+def _all_weights(alpha, scale, W, c, err, st, shift, xbuf, bits, parts):
     """Sampler state from scratch: W_k = 2 cosh(a_k) e^-ref, a_k = scale alpha_k, ref = max_k ln(2 cosh a_k).
 
-    W_k = e^(|a_k| - ref) + e^(-2 ref) / e^(|a_k| - ref); st = (ref, e^(-2 ref))."""
+    W_k = e^(|a_k| - ref) + e^(-2 ref) / e^(|a_k| - ref); st = (ref, e^(-2 ref)). The weights and
+    their block sums in ``parts`` runs of whole blocks (the threads take runs): each weight is
+    computed alone and each block summed in order, so the state is the same to the bit however
+    many runs or threads (tested)."""
     D = alpha.shape[0]
     amax = 0.0
     for k in range(D):
@@ -251,14 +262,31 @@ def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits):
     ref = _log2cosh(scale * amax)
     st[0] = ref
     st[1] = math.exp(-2.0 * ref) if 2.0 * ref < -_FLUSH else 0.0
-    for k in range(D):
-        xbuf[k] = scale * abs(alpha[k]) - ref
-    _exp_weights(xbuf, D, st[1], W, bits)
-    _resum_all(W, c, err, shift)
+    nb = c.shape[0]
+    for q in numba.prange(parts):
+        b0, b1 = nb * q // parts, nb * (q + 1) // parts
+        lo, hi = b0 << shift, min(D, b1 << shift)
+        for k in range(lo, hi):
+            xbuf[k] = scale * abs(alpha[k]) - ref
+        _exp_weights(xbuf[lo:hi], hi - lo, st[1], W[lo:hi], bits[lo:hi])
+        for b in range(b0, b1):
+            _resum(W, c, err, shift, b)
+
+
+_weights_serial, _weights_parallel = _serial_and_parallel(_all_weights)
 
 
 @numba.njit(cache=True)
-def _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits):
+def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads):
+    """:func:`_all_weights` on ``threads`` threads (1: serially)."""
+    if threads > 1:
+        _weights_parallel(alpha, scale, W, c, err, st, shift, xbuf, bits, 8 * threads)
+    else:
+        _weights_serial(alpha, scale, W, c, err, st, shift, xbuf, bits, 1)
+
+
+@numba.njit(cache=True)
+def _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits, threads):
     """The sampler weights of the ``n_touched`` coordinates listed in ``touched`` after their alpha
     moved: each set in O(1) with its block sum, or all rebuilt from alpha (:func:`_weights_from_alpha`)
     when a weight would pass the headroom or when at least an eighth of the D coordinates moved
@@ -267,14 +295,14 @@ def _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf
     2 cosh(scale alpha_k) up to the shared factor e^-ref; the choice depends on the number of moved
     coordinates, a function of the data that changes only the step's time and the rounding."""
     if _rebuilds(n_touched, alpha.shape[0]):
-        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
         return
     ref, xmax = st[0], -np.inf
     for p in range(n_touched):
         xbuf[p] = scale * abs(alpha[touched[p]]) - ref
         xmax = max(xmax, xbuf[p])
     if xmax > _HEADROOM:
-        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
     else:
         _exp_weights(xbuf, n_touched, st[1], wbuf, bits)
         for p in range(n_touched):
@@ -283,10 +311,10 @@ def _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf
 
 
 @numba.njit(cache=True)
-def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng):
+def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng, threads):
     z = _total(c)
     if _needs_rebuild(z):
-        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+        _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
         z = _total(c)
     return _draw(W, c, shift, z, rng) if mode == 1 else _race(W, rng)
 
@@ -332,13 +360,13 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     cols = math.isfinite(heavy) and not use_gram  # buffers of the column-order update (_move)
     gbuf = np.zeros(n if cols else 0)
     fcol = np.full(D if cols else 0, -1, dtype=np.int64)  # -1: the empty columns, which no pass writes
-    lay = _column_layout(r_ptr, r_idx, r_val, c_ptr, band if cols else 0, 8 * threads)
+    lay = _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band if cols else 0, threads)
     nfirst = np.empty(n + 1 if cols else 0, dtype=np.int64)
     if logistic:
         if mode == 0:
             size = _heap_build(alpha, keys, items, cur)
         elif mode != 3:
-            _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+            _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
     zero_buf = np.empty(D if scr_mode in (1, 2) else 1, dtype=np.int64)
     for t in range(1, T + 1):
         done[0] = t - 1  # iterations completed, for a progress display (a public count)
@@ -355,12 +383,12 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                     if abs(alpha[k]) > best:
                         best, j = abs(alpha[k]), k
             else:
-                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
-                j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng)
+                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
+                j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng, threads)
         elif mode == 0:
             j, size = _heap_next(alpha, keys, items, size, cur, popped)
         else:
-            j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng)
+            j = _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng, threads)
         if mode == 0:
             sigma = -1.0 if alpha[j] > 0 else 1.0
         elif mode != 3:
@@ -389,7 +417,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                     size = _heap_push(keys, items, size, ak, k)
                     cur[k] = ak
         elif mode != 3 and n_touched > 0:
-            _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits)
+            _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits, threads)
         # ---- fold the scale, refresh the stale derivatives
         do_refresh = logistic and refresh > 0 and t % refresh == 0
         if wm < 1e-30 or do_refresh:
@@ -406,7 +434,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
             if mode == 0:
                 size = _heap_build(alpha, keys, items, cur)
             elif mode != 3:
-                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits)
+                _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
         if scr_mode > 0 and scr_mask[t] != 0:
             size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
                                 c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
@@ -420,6 +448,25 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
 
 
 # ------------------------------------------------------------ a move's update, by rows or by columns
+
+
+def _column_moves(j, delta, c_ptr, c_idx, c_val, y, logistic, wm, vbar, q, gbuf):
+    """vbar += delta x_(j) on the rows of column j, and g there (gbuf): logistic, the change of qbar_i
+    (qbar_i updated); squared, delta x_ij. Each row is one iteration's (canonical CSC: a row once
+    per column), so the threads give the same bits."""
+    p0 = c_ptr[j]
+    for e in numba.prange(c_ptr[j + 1] - p0):
+        i, xij = c_idx[p0 + e], c_val[p0 + e]
+        vbar[i] += delta * xij
+        if logistic:
+            new = _sigmoid(wm * vbar[i]) - y[i]
+            gbuf[i] = new - q[i]
+            q[i] = new
+        else:
+            gbuf[i] = delta * xij
+
+
+_moves_serial, _moves_parallel = _serial_and_parallel(_column_moves)
 
 
 @numba.njit(cache=True)
@@ -447,15 +494,10 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
             work += r_ptr[i + 1] - r_ptr[i]
         by_rows = work <= heavy * (c_ptr[c_ptr.shape[0] - 1] + alpha.shape[0] + y.shape[0])
     if not by_rows:
-        for p in range(c_ptr[j], c_ptr[j + 1]):
-            i, xij = c_idx[p], c_val[p]
-            vbar[i] += delta * xij
-            if logistic:
-                new = _sigmoid(wm * vbar[i]) - y[i]
-                gbuf[i] = new - q[i]
-                q[i] = new
-            else:
-                gbuf[i] = delta * xij
+        if threads > 1:
+            _moves_parallel(j, delta, c_ptr, c_idx, c_val, y, logistic, wm, vbar, q, gbuf)
+        else:
+            _moves_serial(j, delta, c_ptr, c_idx, c_val, y, logistic, wm, vbar, q, gbuf)
         n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, fcol, nfirst, touched,
                                 (1 if ordered else 2) if logistic else 0, lay, threads)
         for p in range(c_ptr[j], c_ptr[j + 1]):
@@ -514,17 +556,17 @@ def _rebuilds(n_moved, D):
 
 
 @numba.njit(cache=True)
-def _band_sum(c_idx, c_val, g, p, end, b1, s, f):
-    """One column's entries p..end-1 below row ``b1`` added to s (ascending rows; f: the first row
-    with g_i != 0, -1: none yet); returns where it stopped, s and f."""
-    while p < end and c_idx[p] < b1:
-        gi = g[c_idx[p]]
+def _column_sum(c_idx, c_val, g, p, end, s):
+    """s plus g_i x_ik over one column's entries p..end-1 with g_i != 0, added in ascending rows, and
+    the first such row (-1: none)."""
+    f = -1
+    for q in range(p, end):
+        gi = g[c_idx[q]]
         if gi != 0.0:
-            s += gi * c_val[p]
+            s += gi * c_val[q]
             if f < 0:
-                f = c_idx[p]
-        p += 1
-    return p, s, f
+                f = c_idx[q]
+    return s, f
 
 
 @numba.njit(cache=True)
@@ -566,65 +608,26 @@ def _even_ranges(c_ptr, parts):
     return bounds
 
 
-def _banded_sums(c_ptr, c_idx, c_val, g, target, fcol, cols, band, parts):
-    """target_k += sum_i g_i x_ik for the columns ``cols``, band of ``band`` rows after band so that
-    the reads of g stay in cache (the threads share the band: one last-level cache); each sum adds
-    its terms in ascending rows, as one pass over the column does. fcol[k]: its first row with
-    g_i != 0 (-1: none); returns the number of columns that moved. A column is one thread's: the
-    threads (``numba.prange``) take runs of columns of equal work (:func:`_even_parts`); the loop
-    over a column's entries is :func:`_band_sum` (written inline in the parallel loop's body, it
-    makes numba's parfor pass fail on Python 3.12+: "unexpected cycle in lookup()")."""
-    H, n = cols.shape[0], g.shape[0]
-    bounds = _even_parts(c_ptr, cols, parts)
-    cur = np.empty(H, dtype=np.int64)
-    acc = np.empty(H)
-    fr = np.empty(H, dtype=np.int64)
-    for h in range(H):
-        cur[h] = c_ptr[cols[h]]
-        acc[h] = target[cols[h]]
-        fr[h] = -1
-    for b1 in range(band, n + band, band):
-        for q in numba.prange(bounds.shape[0] - 1):
-            for h in range(bounds[q], bounds[q + 1]):
-                p, s, f = _band_sum(c_idx, c_val, g, cur[h], c_ptr[cols[h] + 1], b1, acc[h], fr[h])
-                cur[h] = p
-                acc[h] = s
-                fr[h] = f
-    moved = 0
-    for h in range(H):
-        target[cols[h]] = acc[h]
-        fcol[cols[h]] = fr[h]
-        if fr[h] >= 0:
-            moved += 1
-    return moved
-
-
-def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, min_count, parts):
-    """The same for every column with fewer than ``min_count`` entries, each in one pass (runs of
-    columns of equal work: :func:`_even_ranges`)."""
+def _single_pass_sums(c_ptr, c_idx, c_val, g, target, fcol, parts):
+    """target_k += sum_i g_i x_ik for every column k in one pass over its CSC entries (ascending
+    rows; fcol[k]: its first row with g_i != 0, -1: none); returns the number of columns that
+    moved. For a g that fits in cache (:func:`_by_columns`). The threads take runs of columns of
+    equal work (``parts`` of them: :func:`_even_ranges`; numba hands each thread an equal count of
+    loop iterations, and the frequent columns are often neighbours); the loop over a column's
+    entries is :func:`_column_sum` (written inline in the parallel loop's body, it makes numba's
+    parfor pass fail on Python 3.12+: "unexpected cycle in lookup()")."""
     bounds = _even_ranges(c_ptr, parts)
     moved = 0
     for q in numba.prange(bounds.shape[0] - 1):
         for k in range(bounds[q], bounds[q + 1]):
-            if c_ptr[k + 1] - c_ptr[k] < min_count:
-                _, s, f = _band_sum(c_idx, c_val, g, c_ptr[k], c_ptr[k + 1], g.shape[0], target[k], -1)
-                target[k] = s
-                fcol[k] = f
-                if f >= 0:
-                    moved += 1
+            s, f = _column_sum(c_idx, c_val, g, c_ptr[k], c_ptr[k + 1], target[k])
+            target[k] = s
+            fcol[k] = f
+            if f >= 0:
+                moved += 1
     return moved
 
 
-def _serial_and_parallel(body: Callable[..., Any]) -> tuple[Any, Any]:
-    """Two numba builds of one body: serial (``prange`` is ``range``) and threaded. The threaded one
-    compiles a renamed twin: numba keys its on-disk cache by the function's name and bytecode, not
-    its flags, so the two builds of one function would load each other from the cache."""
-    twin = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__, body.__closure__)
-    twin.__qualname__ = body.__qualname__ + "_parallel"
-    return numba.njit(cache=True)(body), numba.njit(cache=True, parallel=True)(twin)
-
-
-_banded_serial, _banded_parallel = _serial_and_parallel(_banded_sums)
 _single_serial, _single_parallel = _serial_and_parallel(_single_pass_sums)
 
 
@@ -648,70 +651,142 @@ _RANGE_COLS = 1 << 19  # rare columns per range of a tile pass: their sums and f
 
 
 @numba.njit(cache=True)
-def _column_layout(r_ptr, r_idx, r_val, c_ptr, band, parts):
-    """What :func:`_by_columns` needs of X beside its CSC form, built once per fit (0: no column
-    pass, empty): ``(band, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)``.
+def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
+    """What :func:`_by_columns` needs of X beside its CSC form, built once per fit (``band`` 0: no
+    column pass, empty): ``(band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col,
+    e_val, acc, fc)``. With g in one band of ``band`` rows (n <= band) it holds
+    nothing: every column goes in one pass over its CSC entries (:func:`_single_pass_sums`).
 
-    With g longer than one band of ``band`` rows, the columns with at least ``min_count`` = 8
-    entries per band (``hot``) go band by band (:func:`_banded_sums`). The others -- the rare
-    ones: a few entries each at scattered rows, so that from CSC every entry costs a read of g
-    from memory (KDDA's train half: 26M entries, 0.44 s a pass on two cores) -- are copied
-    here in row order instead, in tiles: the non-empty rare columns ``rc`` are numbered 0..C-1 and
-    cut into ranges of about equal work (``bounds``, at most about ``_RANGE_COLS`` columns each,
-    so that a range's sums ``acc`` and first rows ``fc`` stay in cache), and a range's entries
-    are cut by band of rows; tile (range r, band b) holds its entries in ascending rows (and
-    ascending columns within a row), from ``tptr[r * bands + b]``: their row, compact column and
-    value (``e_row``, ``e_col``, ``e_val``; 16 bytes an entry). A range's tiles read g in
-    ascending rows (:func:`_tiled_sums`: 0.135 s instead of 0.44). Each column's entries still
-    come in ascending rows, so its sum adds the same terms in the same order as one pass over it.
-    O(nnz) time, twice; one band: no column goes band by band, no tile (g stays in cache)."""
+    Otherwise a column's reads of g from CSC are at scattered rows of a g larger than the cache,
+    a memory access each (KDDA's train half: 0.88 s a pass on two cores), so X is copied here in
+    row order, by ranges of columns whose sums ``acc`` (and first rows ``fc``) stay in cache:
+
+    * the columns with at least ``min_count`` = 8 entries per band (``hot``, ascending; KDDA's
+      train half: 75k of 20.2M columns, 89% of the entries) in ``threads`` ranges of about
+      equal work (``hbounds`` into ``hot``), each range in CSR form: row i's entries in range r
+      from ``hptr[r * (n + 1) + i]``, their position in ``hot`` and value (``h_col``, ``h_val``;
+      12 bytes an entry; ``h_val`` empty when every value is 1: 4 bytes). :func:`_hot_sums`:
+      0.18-0.22 s.
+    * the others, non-empty (``rc``, ascending: the rare ones, a few entries each), numbered
+      0..C-1 and cut into ranges of about equal work (``bounds``, at most about ``_RANGE_COLS``
+      columns each), a range's entries cut by band of rows: tile (range r, band b) holds its
+      entries in ascending rows, from ``tptr[r * bands + b]``: their row, number in ``rc`` and
+      value (``e_row``, ``e_col``, ``e_val``; 16 bytes an entry). :func:`_tiled_sums`: 0.135 s.
+
+    Either way each column's entries come in ascending rows, so its sum adds the same terms in
+    the same order as one pass over the column (the same bits). ``acc``, ``fc``: scratch for
+    the larger of the two. O(nnz) time, twice."""
     n, D = r_ptr.shape[0] - 1, c_ptr.shape[0] - 1
     n_bands = -(-n // band) if band > 0 else 1
-    none = np.empty(0, dtype=np.int64)
+    i64, i32 = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
     if n_bands <= 1:
-        return (band, c_ptr[D] + 1, none, none, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32), np.empty(0), np.empty(0), none)
+        return (band, i64, np.zeros(1, dtype=np.int64), i64, i32, np.empty(0), i64,
+                np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), i32, i32, np.empty(0), np.empty(0), i64)
     min_count = 8 * n_bands
     hot = _hot_columns(c_ptr, min_count)
+    H, Rh = hot.shape[0], max(threads, 1)
+    hbounds = _even_parts(c_ptr, hot, Rh)
     C = 0
     for k in range(D):
         C += 0 < c_ptr[k + 1] - c_ptr[k] < min_count
     rc = np.empty(C, dtype=np.int64)
-    cmap = np.full(D, -1, dtype=np.int32)  # column -> its compact number (-1: empty or hot)
     C = 0
     for k in range(D):
         if 0 < c_ptr[k + 1] - c_ptr[k] < min_count:
             rc[C] = k
-            cmap[k] = C
             C += 1
-    bounds = _even_parts(c_ptr, rc, max(-(-C // _RANGE_COLS), parts))
+    bounds = _even_parts(c_ptr, rc, max(-(-C // _RANGE_COLS), 8 * Rh))
     R = bounds.shape[0] - 1
-    rmap = np.empty(C, dtype=np.int32)  # compact column -> its range
+    num = np.full(D, -1, dtype=np.int32)  # column -> its number in hot or rc (-1: empty)
+    rof = np.empty(D, dtype=np.int32)  # column -> its range: hot ranges 0..Rh-1, the rare ones Rh + r
+    for r in range(Rh):
+        for h in range(hbounds[r], hbounds[r + 1]):
+            num[hot[h]] = h
+            rof[hot[h]] = r
     for r in range(R):
-        rmap[bounds[r]:bounds[r + 1]] = r
+        for c in range(bounds[r], bounds[r + 1]):
+            num[rc[c]] = c
+            rof[rc[c]] = Rh + r
+    hptr = np.zeros(Rh * (n + 1), dtype=np.int64)
     tptr = np.zeros(R * n_bands + 1, dtype=np.int64)
-    for i in range(n):
+    for i in range(n):  # counts: hot entries of row i in range r at hptr[r (n + 1) + i + 1]; tile sizes
         for p in range(r_ptr[i], r_ptr[i + 1]):
-            c = cmap[r_idx[p]]
-            if c >= 0:
-                tptr[rmap[c] * n_bands + i // band + 1] += 1
+            r = rof[r_idx[p]]
+            if r < Rh:
+                hptr[r * (n + 1) + i + 1] += 1
+            else:
+                tptr[(r - Rh) * n_bands + i // band + 1] += 1
+    for q in range(1, Rh * (n + 1)):  # one prefix sum over the ranges in order (each starts at the last's end)
+        hptr[q] += hptr[q - 1]
     for t in range(R * n_bands):
         tptr[t + 1] += tptr[t]
+    unit = True  # every frequent column's value is 1 (binary data): no h_val (8 bytes an entry less)
+    for h in range(H):
+        for p in range(c_ptr[hot[h]], c_ptr[hot[h] + 1]):
+            unit &= c_val[p] == 1.0
+    h_col, h_val = np.empty(hptr[Rh * (n + 1) - 1], dtype=np.int32), np.empty(0 if unit else hptr[Rh * (n + 1) - 1])
     E = tptr[R * n_bands]
     e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(E)
+    hfill = np.empty(Rh, dtype=np.int64)
     fill = tptr[:-1].copy()
-    for i in range(n):  # rows ascending: each tile receives its entries in ascending rows
+    for i in range(n):  # rows ascending: each range's CSR rows and each tile fill in ascending rows
+        for r in range(Rh):
+            hfill[r] = hptr[r * (n + 1) + i]
         for p in range(r_ptr[i], r_ptr[i + 1]):
-            c = cmap[r_idx[p]]
-            if c >= 0:
-                t = rmap[c] * n_bands + i // band
+            k = r_idx[p]
+            r = rof[k]
+            if r < Rh:
+                e = hfill[r]
+                h_col[e] = num[k]
+                if not unit:
+                    h_val[e] = r_val[p]
+                hfill[r] = e + 1
+            else:
+                t = (r - Rh) * n_bands + i // band
                 e = fill[t]
                 e_row[e] = i
-                e_col[e] = c
+                e_col[e] = num[k]
                 e_val[e] = r_val[p]
                 fill[t] = e + 1
-    return (band, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, np.empty(C),
-            np.empty(C, dtype=np.int64))
+    return (band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val,
+            np.empty(max(H, C)), np.empty(max(H, C), dtype=np.int64))
+
+
+def _hot_sums(g, target, fcol, hot, hbounds, hptr, h_col, h_val, acc, fc):
+    """The frequent columns' sums from their row-order copy (:func:`_column_layout`): each range
+    (one per thread) goes through the rows in ascending order, reading g in sequence and adding
+    g_i x_ik to its columns' sums in cache. Each sum adds its terms in ascending rows (the same
+    bits as one pass over the column). No ``h_val``: every value is 1 (binary data, as KDDA's and
+    URL's): 0.18 s instead of 0.22 on KDDA's train half. Returns the number of columns that moved."""
+    R, n = hbounds.shape[0] - 1, g.shape[0]
+    unit = h_val.shape[0] == 0 and h_col.shape[0] > 0
+    moved = 0
+    for r in numba.prange(R):
+        for h in range(hbounds[r], hbounds[r + 1]):
+            acc[h] = target[hot[h]]
+            fc[h] = -1
+        base = r * (n + 1)
+        for i in range(n):
+            gi = g[i]
+            if gi != 0.0:
+                if unit:  # every value 1: gi * 1.0 is gi, bit for bit
+                    for e in range(hptr[base + i], hptr[base + i + 1]):
+                        h = h_col[e]
+                        acc[h] += gi
+                        f = fc[h]
+                        fc[h] = i if f < 0 else f
+                else:
+                    for e in range(hptr[base + i], hptr[base + i + 1]):
+                        h = h_col[e]
+                        acc[h] += gi * h_val[e]
+                        f = fc[h]
+                        fc[h] = i if f < 0 else f
+        for h in range(hbounds[r], hbounds[r + 1]):
+            target[hot[h]] = acc[h]
+            fcol[hot[h]] = fc[h]
+            if fc[h] >= 0:
+                moved += 1
+    return moved
 
 
 def _tiled_sums(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc):
@@ -743,6 +818,7 @@ def _tiled_sums(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
     return moved
 
 
+_hot_serial, _hot_parallel = _serial_and_parallel(_hot_sums)
 _tiled_serial, _tiled_parallel = _serial_and_parallel(_tiled_sums)
 
 
@@ -755,28 +831,23 @@ def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, 
     columns; ``nfirst``: n + 1 counts); returns their number. 2: the same unless
     :func:`_rebuilds` (then only their number). 0: neither (returns 0).
 
-    A column's reads of g are at scattered rows: from a g larger than the cache each costs a
-    memory access (KDDA's train half: ~6.5 ns per entry in the frequent columns, ~18 in the
-    rare ones). When g spans more than one band of rows (``lay``: :func:`_column_layout`), the
-    columns with at least 8 entries per band go band by band (:func:`_banded_sums`) and the
-    others through the layout's tiles in row order (:func:`_tiled_sums`); with one band, all in
-    one pass (:func:`_single_pass_sums`). With ``threads`` > 1 (:func:`_threads`) the passes run
-    on numba's threads, each column on one (runs of equal work: ``8 * threads`` of them)."""
+    With g in one band (``lay``: :func:`_column_layout`), one pass over each column's CSC
+    entries (:func:`_single_pass_sums`); otherwise the frequent columns from their row-order copy
+    (:func:`_hot_sums`) and the rare ones from their tiles (:func:`_tiled_sums`). With
+    ``threads`` > 1 (:func:`_threads`) the passes run on numba's threads, each column on one."""
     D, n = target.shape[0], g.shape[0]
-    band, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay
-    parts = 8 * threads
-    if threads > 1:
-        m = _banded_parallel(c_ptr, c_idx, c_val, g, target, fcol, hot, band, parts)
-        if n > band:
-            m += _tiled_parallel(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
+    band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay
+    if n <= band:
+        if threads > 1:
+            m = _single_parallel(c_ptr, c_idx, c_val, g, target, fcol, 8 * threads)
         else:
-            m += _single_parallel(c_ptr, c_idx, c_val, g, target, fcol, min_count, parts)
+            m = _single_serial(c_ptr, c_idx, c_val, g, target, fcol, 1)
+    elif threads > 1:
+        m = _hot_parallel(g, target, fcol, hot, hbounds, hptr, h_col, h_val, acc, fc)
+        m += _tiled_parallel(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
     else:
-        m = _banded_serial(c_ptr, c_idx, c_val, g, target, fcol, hot, band, parts)
-        if n > band:
-            m += _tiled_serial(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
-        else:
-            m += _single_serial(c_ptr, c_idx, c_val, g, target, fcol, min_count, parts)
+        m = _hot_serial(g, target, fcol, hot, hbounds, hptr, h_col, h_val, acc, fc)
+        m += _tiled_serial(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
     if listing == 0:
         return 0
     if listing == 2 and _rebuilds(m, D):
@@ -884,7 +955,7 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
                 size = _heap_push(keys, items, size, ak, k)
                 cur[k] = ak
     elif mode != 3 and n_touched > 0:
-        _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits)
+        _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits, threads)
     return size
 
 

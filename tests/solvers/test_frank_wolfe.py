@@ -353,8 +353,8 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     q0 = np.array([1 / (1 + np.exp(-v)) - t for v, t in zip(vbar0, y)]) if logistic else np.zeros(n)
     args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, Xc.indptr.astype(np.int64),
             Xc.indices.astype(np.int32), Xc.data, y, logistic, False, 1.0)
-    lay = _column_layout(*args[:3], args[3], 16, 8)  # bands of 16 rows: the rare columns through the tiles
-    assert lay[6].size > 0
+    lay = _column_layout(*args[:3], args[3], args[5], 30, 1)  # bands of 30 rows: the rare columns through the tiles
+    assert lay[1].size > 0 and lay[9].size > 0  # frequent columns by rows and rare ones through the tiles
     unlisted = 0
     for j, ordered in itertools.product(range(D), (True, False)):
         out = []
@@ -379,53 +379,58 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     assert unlisted > 0 or not logistic
 
 
-@pytest.mark.parametrize("band", [64, 200, 500])
-def test_column_sums_band_by_band_are_the_single_pass_to_the_bit(band):
-    """_by_columns with g cut into bands of rows (as on KDDA's 6.7M rows: the frequent columns
-    summed band after band, the rare ones through the layout's tiles in row order) against one
-    pass over each column: the same sums to the bit and the same moved coordinates in the same
-    order. The threaded builds of the passes (used from _PARALLEL_NNZ entries on) give the serial
-    ones' bits and counts."""
+@pytest.mark.parametrize("band,binary", [(64, False), (200, False), (500, False), (200, True)])
+def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(band, binary):
+    """_by_columns with g longer than a band of rows (as on KDDA's 6.7M rows: the frequent columns
+    summed from their row-order copy, the rare ones from their tiles, :func:`_column_layout`)
+    against one pass over each column's CSC entries (g in one band): the same sums to the bit and
+    the same moved coordinates in the same order. The threaded builds of the passes (used from
+    _PARALLEL_NNZ entries on) give the serial ones' bits and counts. Binary X: the copy of the
+    frequent columns holds no values (each is 1)."""
     if numba.get_num_threads() < 2:
         pytest.skip("numba has one thread here: the threaded build would run serially")
-    from dpdist.solvers.fast_frank_wolfe import (_banded_parallel, _banded_serial, _by_columns, _column_layout,
+    from dpdist.solvers.fast_frank_wolfe import (_by_columns, _column_layout, _hot_parallel, _hot_serial,
                                                  _tiled_parallel, _tiled_serial)
 
     rng = np.random.default_rng(band)
     n, D = 3000, 160
     dens = np.concatenate([rng.uniform(0.3, 0.95, 10), rng.uniform(0.0, 0.05, D - 20), np.zeros(10)])
     dens = dens[rng.permutation(D)]  # a few columns in most rows, most in a few, some in none, mixed
-    X = sp.csc_matrix((rng.random((n, D)) < dens) * rng.uniform(-1, 1, (n, D)))
+    X = sp.csc_matrix((rng.random((n, D)) < dens) * (1.0 if binary else rng.uniform(-1, 1, (n, D))))
     ptr, idx = X.indptr.astype(np.int64), X.indices.astype(np.int32)
     Xr = X.tocsr()
     rows = (Xr.indptr.astype(np.int64), Xr.indices.astype(np.int32), Xr.data)
     g = rng.normal(size=n) * (rng.random(n) < 0.7)  # rows whose derivative did not move: g = 0
     start = rng.normal(size=D)
     out = []
-    for b in (band, n):
+    for b, threads in ((band, 1), (band, 2), (n, 1), (n, 2)):
         target = start.copy()
         fcol, nfirst, touched = np.full(D, -1, np.int64), np.zeros(n + 1, np.int64), np.full(D + 1, -1)
-        m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, 1, _column_layout(*rows, ptr, b, 16), 1)
-        out.append((m, touched[:m].tolist(), target, fcol))
-    assert out[0][0] == out[1][0] and out[0][1] == out[1][1]
-    assert np.array_equal(_bits(out[0][2]), _bits(out[1][2])) and np.array_equal(out[0][3], out[1][3])
-    assert not np.array_equal(out[0][2], start)  # the sums moved
-    lay = _column_layout(*rows, ptr, band, 16)
-    _, min_count, hot, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay
+        lay = _column_layout(*rows, ptr, X.data, b, threads)
+        m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, 1, lay, threads)
+        out.append((m, touched[:m].tolist(), _bits(target), fcol))
+    for o in out[1:]:
+        assert o[0] == out[0][0] and o[1] == out[0][1] and np.array_equal(o[2], out[0][2]) and np.array_equal(o[3],
+                                                                                                             out[0][3])
+    assert not np.array_equal(out[0][2], _bits(start))  # the sums moved
+    _, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay = \
+        _column_layout(*rows, ptr, X.data, band, 2)
     counts = np.diff(ptr)
+    min_count = 8 * -(-n // band)
     assert hot.tolist() == np.flatnonzero(counts >= min_count).tolist()
     assert rc.tolist() == np.flatnonzero((counts > 0) & (counts < min_count)).tolist()
-    assert e_row.size == counts[rc].sum() and bounds.size > 2  # every rare entry once, in several ranges
+    assert h_col.size == counts[hot].sum() and e_row.size == counts[rc].sum()  # every entry once
+    assert h_val.size == (0 if binary else h_col.size)
+    assert hbounds.size == 3 and bounds.size > 3  # two ranges of frequent columns, several of rare ones
     builds = []
-    for banded, tiled in ((_banded_serial, _tiled_serial), (_banded_parallel, _tiled_parallel)):
+    for hot_sums, tiled in ((_hot_serial, _tiled_serial), (_hot_parallel, _tiled_parallel)):
         target, fcol = start.copy(), np.full(D, -1, dtype=np.int64)
-        moved = banded(ptr, idx, X.data, g, target, fcol, hot, band, 16) + tiled(g, target, fcol, rc, bounds, tptr, e_row,
-                                                                             e_col, e_val, acc, fc)
-        builds.append((target, fcol, moved))
-    assert np.array_equal(_bits(builds[1][0]), _bits(builds[0][0])) and np.array_equal(builds[1][1], builds[0][1])
-    assert np.array_equal(_bits(builds[0][0]), _bits(out[0][2])) and np.array_equal(builds[0][1], out[0][3])
-    assert builds[0][2] == builds[1][2] == out[0][0] == (builds[0][1] >= 0).sum()
-    # the frequent columns went band by band, the rare ones by tiles, the empty ones neither (fcol stays -1)
+        moved = hot_sums(g, target, fcol, *lay[1:6], acc, fc) + tiled(g, target, fcol, *lay[6:])
+        builds.append((_bits(target), fcol, moved))
+    for t, f, moved in builds:
+        assert np.array_equal(t, out[0][2]) and np.array_equal(f, out[0][3]) and moved == out[0][0]
+    assert out[0][0] == (out[0][3] >= 0).sum()
+    # the frequent columns went by rows, the rare ones by tiles, the empty ones neither (fcol stays -1)
     assert hot.size >= 10 and rc.size >= 30 and hot.size + rc.size == D - (counts == 0).sum() <= D - 10
 
 
@@ -444,3 +449,25 @@ def test_the_fast_kernel_is_loaded_from_numba_cache_in_a_new_process(tmp_path):
             for _ in range(2)]
     first, second = ([int(v) for v in r.stdout.split()] for r in runs)
     assert first == [0, 1] and second == [1, 0], (first, second, runs[1].stderr[-2000:])
+
+
+@pytest.mark.parametrize("D", [1, 1000, 40_001])
+def test_sampler_weights_in_runs_of_blocks_are_the_serial_ones_to_the_bit(D):
+    """The sampler's rebuild from alpha (every refresh, and a step on a column in most rows) in runs
+    of whole blocks, serial or on numba's threads: the same weights, block sums, error bounds and
+    reference to the bit as one run."""
+    from dpdist.solvers.fast_frank_wolfe import _weights_parallel, _weights_serial
+
+    rng = np.random.default_rng(D)
+    alpha = rng.normal(0, 50, D) * (rng.random(D) < 0.8)
+    shift = block_shift(D)
+    out = []
+    for build, parts in ((_weights_serial, 1), (_weights_serial, 7), (_weights_parallel, 16), (_weights_parallel, 3)):
+        W, bits = np.full(D, np.nan), np.zeros(D, dtype=np.int64)
+        c = np.full((D + (1 << shift) - 1) >> shift, np.nan)
+        err, st, xbuf = np.full_like(c, np.nan), np.zeros(2), np.zeros(D)
+        build(alpha, 0.37, W, c, err, st, shift, xbuf, bits, parts)
+        out.append([_bits(a) for a in (W, c, err, st)])
+    assert np.isfinite(out[0][0].view(np.float64)).all() and (out[0][1].view(np.float64) > 0).all()
+    for o in out[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(o, out[0]))
