@@ -425,7 +425,7 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     builds = []
     for hot_sums, tiled in ((_hot_serial, _tiled_serial), (_hot_parallel, _tiled_parallel)):
         target, fcol = start.copy(), np.full(D, -1, dtype=np.int64)
-        moved = hot_sums(g, target, fcol, *lay[1:6], acc, fc) + tiled(g, target, fcol, *lay[6:])
+        moved = hot_sums(ptr, idx, g, target, fcol, *lay[1:6], acc) + tiled(g, target, fcol, *lay[6:])
         builds.append((_bits(target), fcol, moved))
     for t, f, moved in builds:
         assert np.array_equal(t, out[0][2]) and np.array_equal(f, out[0][3]) and moved == out[0][0]
