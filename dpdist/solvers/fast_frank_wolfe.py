@@ -86,8 +86,11 @@ FAST_SELECTIONS = (None, "exponential", "exponential-bruteforce", "laplace")
 _MODES = {None: 0, "exponential": 1, "exponential-bruteforce": 2, "laplace": 3}
 logger = logging.getLogger(__name__)
 # A move whose row-order update (seed 004 Alg. 2) would visit more entries than this share of
-# nnz + D + n goes through X by columns instead (:func:`_move`; the same state to the bit). Set
-# from benchmarks/fw_heavy_steps.py; math.inf: always by rows, as the seed.
+# nnz + D + n, divided by the column passes' threads (the row scatter stays on one), goes through
+# X by columns instead (:func:`_move`; the same state to the bit). Set from
+# benchmarks/fw_heavy_steps.py (one thread); on KDDA's train half with 2 threads a step by rows
+# cost ~22 ns per entry visited and one by columns ~0.36 s: even at a work share of ~0.055;
+# math.inf: always by rows, as the seed.
 _HEAVY_SHARE = 0.1
 
 
@@ -1007,19 +1010,19 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
                 gram: np.ndarray | None = None) -> tuple:
     """The kernel's arguments after ``done``: the start (empty: 0), the Gram matrix (empty: none), the
     screening (mode 0 and dummies without it) and the share of X's size above which a move's update
-    goes by columns (:data:`_HEAVY_SHARE`, :func:`_move`), the rows per band of such a pass
+    goes by columns (:data:`_HEAVY_SHARE` over the threads, :func:`_move`), the rows per band of such a pass
     (:data:`_ROW_BAND`) and how many threads its column passes use (:func:`_threads`)."""
     w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
     w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
     if plan is None:
         return *w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
-            np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _threads(X.nnz)
+            np.zeros(1, dtype=np.int64), _HEAVY_SHARE / _threads(X.nnz), _ROW_BAND, _threads(X.nnz)
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
     events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
     return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
-        np.zeros(1, dtype=np.int64), float(_HEAVY_SHARE), _ROW_BAND, _threads(X.nnz)
+        np.zeros(1, dtype=np.int64), _HEAVY_SHARE / _threads(X.nnz), _ROW_BAND, _threads(X.nnz)
 
 
 @numba.njit(cache=True)

@@ -271,7 +271,9 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
         monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
-        assert _extra_args(None, X, 300)[-1] == (numba.get_num_threads() if threshold == 0 else 1)
+        heavy, _, threads = _extra_args(None, X, 300)[-3:]
+        assert threads == (numba.get_num_threads() if threshold == 0 else 1)
+        assert heavy == share / threads  # the column passes share the work among the threads, the row scatter not
         runs.append(_kernel_state(X, y, 20.0, 300, loss, mode, 3.0, refresh))
     c0, p0, s0 = runs[0]
     for c1, p1, s1 in runs[1:]:
