@@ -25,15 +25,20 @@ feature j and, through them, O(S_r S_c) entries of the gradient:
 Columns in most rows. Seed 004's cost argument assumes S_r small; on KDDA-like data the
 mechanism keeps choosing the most frequent columns (in up to ~98% of the rows), and a step of
 Alg. 2 then scatters ~nnz random updates into the D-long gradient. Such a step (its row-order
-work above ``_HEAVY_SHARE`` of nnz + D + n) goes through the CSC copy by columns instead
-(:func:`_move`, :func:`_by_columns`): each alpha_k (or beta_k) is summed in a register over the
-moved rows in the same order as the row pass, and the moved coordinates are listed in the row
-pass's first-touch order, so the state after the step is the same to the bit (tested) and the
-choice, a function of the data, changes only the step's time (the operator's log, never a release).
-A pass over at least ``_PARALLEL_NNZ`` entries sums its columns on numba's threads (one column per
-thread, in the same order: the same bits), and when such a step moves an eighth of the D
-coordinates or more the sampler rebuilds every weight in one vectorised pass (:func:`_reweight`).
-On KDDA's train half (6.7M x 20.2M, 246M entries, 2 cores) these steps went from ~1.7 s to ~0.83 s.
+work above ``_HEAVY_SHARE`` of nnz + D + n) is summed column by column instead (:func:`_move`,
+:func:`_by_columns`): each alpha_k (or beta_k) over the moved rows in the same order as the row
+pass (ascending rows), and the moved coordinates are listed in the row pass's first-touch
+order, so the state after the step is the same to the bit (tested) and the choice, a function
+of the data, changes only the step's time (the operator's log, never a release). For a g
+longer than the cache, the sums come from copies of X made once per fit
+(:func:`_column_layout`): the frequent columns' entries in row order, one range of columns per
+thread, and the rare ones in tiles of (range of columns, band of rows), so that g is read in
+sequence and the sums stay in cache. A pass over at least ``_PARALLEL_NNZ`` entries runs on
+numba's threads (each column's sum on one: the same bits), as do the updates of column j's rows
+and, when a step moves an eighth of the D coordinates or more, the rebuild of every sampler
+weight (:func:`_reweight`). On KDDA's train half (6.7M x 20.2M, 246M entries, 2 cores) a step on
+its most frequent column went from ~1.7 s (row order) to ~0.83 s (threaded CSC passes), then to
+~0.44 s (row-order copies; same run: 1.00 s before).
 
 The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
 below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
@@ -495,8 +500,9 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
     Seed 004 Alg. 2 goes through the rows of column j: O(S_r S_c) scattered updates of alpha. A
     column in most rows (KDDA's most frequent ones) makes that a pass over all the data with a
     random write per entry. When that work exceeds ``heavy`` times the size of X (nnz + D + n),
-    :func:`_by_columns` makes the same pass in column order instead (sequential, each alpha_k
-    summed in a register). It adds the same products in the same order (ascending rows of
+    :func:`_by_columns` sums each alpha_k on its own instead (from CSC, or from the layout's
+    row-order copies ``lay`` with its sums in cache; the rows of column j are updated first, on
+    ``threads`` threads). It adds the same products in the same order (ascending rows of
     column j for each k) and lists the coordinates in the same order, so both give the same state
     to the bit (tested): the choice, which depends on the data (column j's rows and their
     lengths), changes the time of a step and nothing else."""
@@ -541,7 +547,7 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
     return n_touched
 
 
-_ROW_BAND = 1 << 19  # rows per band of g in _by_columns: 4 MB, held in the last-level cache
+_ROW_BAND = 1 << 19  # rows per band of g in _column_layout's tiles: 4 MB, held in the last-level cache
 # A column pass over at least this many entries runs on all of numba's threads (the cores, unless
 # NUMBA_NUM_THREADS or numba.set_num_threads says fewer); smaller ones stay on one, where starting the
 # threads would cost more than it saves. Each column's sum is one thread's, in the same order: the
