@@ -652,16 +652,16 @@ _single_serial, _single_parallel = _serial_and_parallel(_single_pass_sums)
 
 
 @numba.njit(cache=True)
-def _hot_columns(c_ptr, min_count):
-    """The columns with at least ``min_count`` entries, ascending."""
+def _columns_between(c_ptr, lo, hi):
+    """The columns with at least ``lo`` and fewer than ``hi`` entries, ascending."""
     D = c_ptr.shape[0] - 1
     H = 0
     for k in range(D):
-        H += c_ptr[k + 1] - c_ptr[k] >= min_count
+        H += lo <= c_ptr[k + 1] - c_ptr[k] < hi
     cols = np.empty(H, dtype=np.int64)
     h = 0
     for k in range(D):
-        if c_ptr[k + 1] - c_ptr[k] >= min_count:
+        if lo <= c_ptr[k + 1] - c_ptr[k] < hi:
             cols[h] = k
             h += 1
     return cols
@@ -755,18 +755,10 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
         return (band, i64, np.zeros(1, dtype=np.int64), i64, i32, np.empty(0), i64,
                 np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), i32, i32, np.empty(0), np.empty(0), i64)
     min_count = 8 * n_bands
-    hot = _hot_columns(c_ptr, min_count)
-    H, Rh = hot.shape[0], max(threads, 1)
+    hot = _columns_between(c_ptr, min_count, c_ptr[D] + 1)
+    rc = _columns_between(c_ptr, 1, min_count)
+    H, C, Rh = hot.shape[0], rc.shape[0], max(threads, 1)
     hbounds = _even_parts(c_ptr, hot, Rh)
-    C = 0
-    for k in range(D):
-        C += 0 < c_ptr[k + 1] - c_ptr[k] < min_count
-    rc = np.empty(C, dtype=np.int64)
-    C = 0
-    for k in range(D):
-        if 0 < c_ptr[k + 1] - c_ptr[k] < min_count:
-            rc[C] = k
-            C += 1
     bounds = _even_parts(c_ptr, rc, max(-(-C // _RANGE_COLS), 8 * Rh))
     R = bounds.shape[0] - 1
     num = np.full(D, -1, dtype=np.int32)  # column -> its number in hot or rc (-1: empty)
