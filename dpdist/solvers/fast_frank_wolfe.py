@@ -35,7 +35,7 @@ longer than the cache, the sums come from copies of X made once per fit
 thread, and the rare ones in tiles of (range of columns, band of rows), so that g is read in
 sequence and the sums stay in cache. A pass over at least ``_PARALLEL_NNZ`` entries runs on
 numba's threads (each column's sum on one: the same bits), as do the updates of column j's rows
-and, when a step moves an eighth of the D coordinates or more, the rebuild of every sampler
+and, when a step moves a sixteenth of the D coordinates or more, the rebuild of every sampler
 weight (:func:`_reweight`). On KDDA's train half (6.7M x 20.2M, 246M entries, 2 cores) a step on
 its most frequent column went from ~1.7 s (row order) to ~0.83 s (threaded CSC passes), then to
 ~0.44 s (row-order copies; same run: 1.00 s before).
@@ -274,13 +274,19 @@ def _all_weights(alpha, scale, W, c, err, st, shift, xbuf, bits, parts):
     computed alone and each block summed in order, so the state is the same to the bit however
     many runs or threads (tested)."""
     D = alpha.shape[0]
+    nb = c.shape[0]
+    top = np.zeros(parts)  # max |alpha_k| of each run: a max is exact, so the same in any order
+    for q in numba.prange(parts):
+        most = 0.0
+        for k in range((nb * q // parts) << shift, min(D, (nb * (q + 1) // parts) << shift)):
+            most = max(most, abs(alpha[k]))
+        top[q] = most
     amax = 0.0
-    for k in range(D):
-        amax = max(amax, abs(alpha[k]))
+    for q in range(parts):
+        amax = max(amax, top[q])
     ref = _log2cosh(scale * amax)
     st[0] = ref
     st[1] = math.exp(-2.0 * ref) if 2.0 * ref < -_FLUSH else 0.0
-    nb = c.shape[0]
     for q in numba.prange(parts):
         b0, b1 = nb * q // parts, nb * (q + 1) // parts
         lo, hi = b0 << shift, min(D, b1 << shift)
@@ -307,9 +313,11 @@ def _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
 def _reweight(alpha, touched, n_touched, scale, W, c, err, st, shift, xbuf, wbuf, bits, threads):
     """The sampler weights of the ``n_touched`` coordinates listed in ``touched`` after their alpha
     moved: each set in O(1) with its block sum, or all rebuilt from alpha (:func:`_weights_from_alpha`)
-    when a weight would pass the headroom or when at least an eighth of the D coordinates moved
-    (a step on a column in most rows): one sequential vectorised pass is then cheaper than the
-    scattered updates (KDDA's 20.2M: 0.06 s against 0.15 s for 7M). Either way the weights are
+    when a weight would pass the headroom or when at least a sixteenth of the D coordinates moved
+    (a step on a column in many rows): one sequential vectorised pass on the threads is then
+    cheaper than the scattered updates and, after a column pass, the listing of the moved
+    coordinates it spares (KDDA's 20.2M, 2 threads: 0.04 s against 0.03 s + 0.08 s for 1.3M
+    moved, 0.05 s + 0.09 s for 2.1M). Either way the weights are
     2 cosh(scale alpha_k) up to the shared factor e^-ref; the choice depends on the number of moved
     coordinates, a function of the data that changes only the step's time and the rounding."""
     if _rebuilds(n_touched, alpha.shape[0]):
@@ -494,7 +502,7 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
     """w~_j += delta: vbar += delta x_(j), and the gradient state follows it. Logistic: qbar on the
     rows of column j, alpha through them, the moved coordinates listed in ``touched`` in the order
     they were first touched (returned: their number; unless ``ordered``, the list is left unwritten
-    when at least an eighth of the D coordinates moved: the sampler then rebuilds every weight,
+    when :func:`_rebuilds` says so: the sampler then rebuilds every weight,
     :func:`_reweight`, and reads no list). Squared (no Gram): beta += delta X^T x_(j).
 
     Seed 004 Alg. 2 goes through the rows of column j: O(S_r S_c) scattered updates of alpha. A
@@ -508,11 +516,13 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
     lengths), changes the time of a step and nothing else."""
     by_rows = gbuf.shape[0] == 0  # no column buffers: heavy is inf, or the Gram matrix moves beta
     if not by_rows:
-        work = 0
+        limit, work = heavy * (c_ptr[c_ptr.shape[0] - 1] + alpha.shape[0] + y.shape[0]), 0
         for p in range(c_ptr[j], c_ptr[j + 1]):
             i = c_idx[p]
             work += r_ptr[i + 1] - r_ptr[i]
-        by_rows = work <= heavy * (c_ptr[c_ptr.shape[0] - 1] + alpha.shape[0] + y.shape[0])
+            if work > limit:  # decided: no need to read the rest of column j's rows
+                break
+        by_rows = work <= limit
     if not by_rows:
         if threads > 1:
             _moves_parallel(j, delta, c_ptr, c_idx, c_val, y, logistic, wm, vbar, q, gbuf)
@@ -571,8 +581,8 @@ def _threads(nnz: int) -> int:
 @numba.njit(cache=True)
 def _rebuilds(n_moved, D):
     """Whether a step that moved ``n_moved`` of the D coordinates rebuilds every sampler weight
-    (:func:`_reweight`) instead of setting each: from an eighth of them on."""
-    return 8 * n_moved >= D
+    (:func:`_reweight`) instead of setting each: from a sixteenth of them on."""
+    return 16 * n_moved >= D
 
 
 @numba.njit(cache=True)
@@ -686,13 +696,13 @@ def _layout_counts(r_ptr, r_idx, rof, Rh, band, hptr, tptr):
                     tptr[(r - Rh) * n_bands + b + 1] += 1
 
 
-def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val):
+def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, unit):
     """:func:`_column_layout`'s copies, a band of rows at a time (the threads take bands), the rows
-    of a band in ascending order: each range's CSR rows and each tile fill in ascending rows."""
+    of a band in ascending order: each range's CSR rows and each tile fill in ascending rows
+    (``unit``: binary X, no values copied)."""
     n = r_ptr.shape[0] - 1
     n_bands = -(-n // band)
     R = (tptr.shape[0] - 1) // n_bands
-    unit = h_val.shape[0] == 0
     for b in numba.prange(n_bands):
         hfill = np.empty(Rh, dtype=np.int64)
         fill = np.empty(R, dtype=np.int64)  # this band's tile cursors
@@ -714,7 +724,8 @@ def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_v
                     e = fill[r - Rh]
                     e_row[e] = i
                     e_col[e] = num[k]
-                    e_val[e] = r_val[p]
+                    if not unit:
+                        e_val[e] = r_val[p]
                     fill[r - Rh] = e + 1
 
 
@@ -781,17 +792,17 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
         hptr[q] += hptr[q - 1]
     for t in range(R * n_bands):
         tptr[t + 1] += tptr[t]
-    unit = True  # every frequent column's value is 1 (binary data): no h_val (8 bytes an entry less)
-    for h in range(H):
-        for p in range(c_ptr[hot[h]], c_ptr[hot[h] + 1]):
-            unit &= c_val[p] == 1.0
+    unit = True  # every value is 1 (binary data): no h_val, e_val (8 bytes an entry less)
+    for p in range(c_ptr[D]):
+        unit &= c_val[p] == 1.0
     h_col, h_val = np.empty(hptr[Rh * (n + 1) - 1], dtype=np.int32), np.empty(0 if unit else hptr[Rh * (n + 1) - 1])
     E = tptr[R * n_bands]
-    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(E)
+    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(0 if unit else E)
     if threads > 1:
-        _fill_parallel(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val)
+        _fill_parallel(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val,
+                       unit)
     else:
-        _fill_serial(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val)
+        _fill_serial(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, unit)
     return (band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val,
             np.empty(max(H, C)), np.empty(max(H, C), dtype=np.int64))
 
@@ -839,22 +850,34 @@ def _tiled_sums(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
     threads take ranges), its columns' sums started from target and their first rows from -1,
     then its tiles' entries in order: band after band, ascending rows within a band. So each
     sum adds its terms in ascending rows, as one pass over the column would (the same bits).
-    Returns the number of columns that moved."""
+    No ``e_val``: every value is 1 (as :func:`_hot_sums`). Returns the number of columns that
+    moved."""
     R = bounds.shape[0] - 1
     n_bands = (tptr.shape[0] - 1) // R if R > 0 else 1
+    unit = e_val.shape[0] == 0 and e_row.shape[0] > 0
     moved = 0
     for r in numba.prange(R):
         for c in range(bounds[r], bounds[r + 1]):
             acc[c] = target[rc[c]]
             fc[c] = -1
-        for e in range(tptr[r * n_bands], tptr[(r + 1) * n_bands]):
-            i = e_row[e]
-            gi = g[i]
-            if gi != 0.0:
-                c = e_col[e]
-                acc[c] += gi * e_val[e]
-                f = fc[c]
-                fc[c] = i if f < 0 else f
+        if unit:
+            for e in range(tptr[r * n_bands], tptr[(r + 1) * n_bands]):
+                i = e_row[e]
+                gi = g[i]
+                if gi != 0.0:
+                    c = e_col[e]
+                    acc[c] += gi
+                    f = fc[c]
+                    fc[c] = i if f < 0 else f
+        else:
+            for e in range(tptr[r * n_bands], tptr[(r + 1) * n_bands]):
+                i = e_row[e]
+                gi = g[i]
+                if gi != 0.0:
+                    c = e_col[e]
+                    acc[c] += gi * e_val[e]
+                    f = fc[c]
+                    fc[c] = i if f < 0 else f
         for c in range(bounds[r], bounds[r + 1]):
             target[rc[c]] = acc[c]
             fcol[rc[c]] = fc[c]
