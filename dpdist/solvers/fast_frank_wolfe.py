@@ -746,15 +746,17 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
 
     * the columns with at least ``min_count`` = 8 entries per band (``hot``, ascending; KDDA's
       train half: 75k of 20.2M columns, 89% of the entries) in ``threads`` ranges of about
-      equal work (``hbounds`` into ``hot``), each range in CSR form: row i's entries in range r
-      from ``hptr[r * (n + 1) + i]``, their position in ``hot`` and value (``h_col``, ``h_val``;
-      12 bytes an entry; ``h_val`` empty when every value is 1: 4 bytes). :func:`_hot_sums`:
-      0.18-0.22 s.
+      equal work (``hbounds`` into ``hot``; fewer when their row pointers would take more
+      memory than half the copy: each range has n + 1), each range in CSR form: row i's entries
+      in range r from ``hptr[r * (n + 1) + i]``, their position in ``hot`` and value (``h_col``,
+      ``h_val``; 12 bytes an entry; binary X, no ``h_val``: 4 bytes). :func:`_hot_sums`:
+      0.13 s.
     * the others, non-empty (``rc``, ascending: the rare ones, a few entries each), numbered
       0..C-1 and cut into ranges of about equal work (``bounds``, at most about ``_RANGE_COLS``
       columns each), a range's entries cut by band of rows: tile (range r, band b) holds its
       entries in ascending rows, from ``tptr[r * bands + b]``: their row, number in ``rc`` and
-      value (``e_row``, ``e_col``, ``e_val``; 16 bytes an entry). :func:`_tiled_sums`: 0.135 s.
+      value (``e_row``, ``e_col``, ``e_val``; 16 bytes an entry; binary X, no ``e_val``: 8 bytes).
+      :func:`_tiled_sums`: 0.12 s.
 
     Either way each column's entries come in ascending rows, so its sum adds the same terms in
     the same order as one pass over the column (the same bits). ``acc``, ``fc``: scratch for
@@ -768,7 +770,11 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     min_count = 8 * n_bands
     hot = _columns_between(c_ptr, min_count, c_ptr[D] + 1)
     rc = _columns_between(c_ptr, 1, min_count)
-    H, C, Rh = hot.shape[0], rc.shape[0], max(threads, 1)
+    H, C = hot.shape[0], rc.shape[0]
+    nh = 0  # the frequent columns' entries
+    for h in range(H):
+        nh += c_ptr[hot[h] + 1] - c_ptr[hot[h]]
+    Rh = max(1, min(threads, nh // (4 * (n + 1))))  # hptr's 8 (n + 1) bytes a range: at most half of h_col
     hbounds = _even_parts(c_ptr, hot, Rh)
     bounds = _even_parts(c_ptr, rc, max(-(-C // _RANGE_COLS), 8 * Rh))
     R = bounds.shape[0] - 1

@@ -395,7 +395,7 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
 
     rng = np.random.default_rng(band)
     n, D = 3000, 160
-    dens = np.concatenate([rng.uniform(0.3, 0.95, 10), rng.uniform(0.0, 0.05, D - 20), np.zeros(10)])
+    dens = np.concatenate([rng.uniform(0.3, 0.95, 20), rng.uniform(0.0, 0.05, D - 30), np.zeros(10)])
     dens = dens[rng.permutation(D)]  # a few columns in most rows, most in a few, some in none, mixed
     X = sp.csc_matrix((rng.random((n, D)) < dens) * (1.0 if binary else rng.uniform(-1, 1, (n, D))))
     ptr, idx = X.indptr.astype(np.int64), X.indices.astype(np.int32)
@@ -423,6 +423,9 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     assert h_col.size == counts[hot].sum() and e_row.size == counts[rc].sum()  # every entry once
     assert h_val.size == (0 if binary else h_col.size) and e_val.size == (0 if binary else e_row.size)
     assert hbounds.size == 3 and bounds.size > 3  # two ranges of frequent columns, several of rare ones
+    assert hptr.size * 8 <= h_col.size * 4 / 2  # their row pointers: at most half the copy's memory
+    lean = _column_layout(*rows, ptr, X.data, band, 64)  # 64 threads: as many ranges as that bound allows
+    assert lean[2].size - 1 == counts[hot].sum() // (4 * (n + 1)) < 64
     builds = []
     for hot_sums, tiled in ((_hot_serial, _tiled_serial), (_hot_parallel, _tiled_parallel)):
         target, fcol = start.copy(), np.full(D, -1, dtype=np.int64)
