@@ -122,7 +122,8 @@ def truncated_vote(coef: np.ndarray, s: int) -> np.ndarray:
 
 
 def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarray:
-    """One block's vote: at most s feature indices (the unit of parallel work). On the block's
+    """One block's vote: at most s feature indices (on Dask, a group of blocks is the unit of
+    parallel work: ``pipelines.two_stage``). On the block's
     own columns: they ascend, so the vote (ties broken by column) is the one on all columns."""
     cols, coef = _block_lasso(X_b, y_b, alpha)
     vote = truncated_vote(coef, s)

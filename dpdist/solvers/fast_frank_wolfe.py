@@ -696,10 +696,11 @@ def _layout_counts(r_ptr, r_idx, rof, Rh, band, hptr, tptr):
                     tptr[(r - Rh) * n_bands + b + 1] += 1
 
 
-def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, unit):
+def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, h_unit,
+                 e_unit):
     """:func:`_column_layout`'s copies, a band of rows at a time (the threads take bands), the rows
     of a band in ascending order: each range's CSR rows and each tile fill in ascending rows
-    (``unit``: binary X, no values copied)."""
+    (``h_unit``, ``e_unit``: the frequent, the rare columns' values are all 1, and not copied)."""
     n = r_ptr.shape[0] - 1
     n_bands = -(-n // band)
     R = (tptr.shape[0] - 1) // n_bands
@@ -717,20 +718,30 @@ def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_v
                 if r < Rh:
                     e = hfill[r]
                     h_col[e] = num[k]
-                    if not unit:
+                    if not h_unit:
                         h_val[e] = r_val[p]
                     hfill[r] = e + 1
                 else:
                     e = fill[r - Rh]
                     e_row[e] = i
                     e_col[e] = num[k]
-                    if not unit:
+                    if not e_unit:
                         e_val[e] = r_val[p]
                     fill[r - Rh] = e + 1
 
 
 _counts_serial, _counts_parallel = _serial_and_parallel(_layout_counts)
 _fill_serial, _fill_parallel = _serial_and_parallel(_layout_fill)
+
+
+@numba.njit(cache=True)
+def _unit_values(c_ptr, c_val, cols):
+    """Whether every value stored in the columns ``cols`` is 1."""
+    for k in cols:
+        for p in range(c_ptr[k], c_ptr[k + 1]):
+            if c_val[p] != 1.0:
+                return False
+    return True
 
 
 @numba.njit(cache=True)
@@ -760,7 +771,8 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
 
     Either way each column's entries come in ascending rows, so its sum adds the same terms in
     the same order as one pass over the column (the same bits). ``acc``, ``fc``: scratch for
-    the larger of the two. O(nnz) time, twice, on the threads (a band of rows each)."""
+    the larger of the two. O(nnz) time: a pass over the values, and two passes on the threads
+    (a band of rows each)."""
     n, D = r_ptr.shape[0] - 1, c_ptr.shape[0] - 1
     n_bands = -(-n // band) if band > 0 else 1
     i64, i32 = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
@@ -774,9 +786,10 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     nh = 0  # the frequent columns' entries
     for h in range(H):
         nh += c_ptr[hot[h] + 1] - c_ptr[hot[h]]
-    Rh = max(1, min(threads, nh // (4 * (n + 1))))  # hptr's 8 (n + 1) bytes a range: at most half of h_col
+    # hptr takes 8 (n + 1) bytes a range: no more ranges than keep it within half of h_col (at least one)
+    Rh = max(1, min(threads, nh // (4 * (n + 1))))
     hbounds = _even_parts(c_ptr, hot, Rh)
-    bounds = _even_parts(c_ptr, rc, max(-(-C // _RANGE_COLS), 8 * Rh))
+    bounds = _even_parts(c_ptr, rc, max(-(-C // _RANGE_COLS), 8 * max(threads, 1)))
     R = bounds.shape[0] - 1
     num = np.full(D, -1, dtype=np.int32)  # column -> its number in hot or rc (-1: empty)
     rof = np.empty(D, dtype=np.int32)  # column -> its range: hot ranges 0..Rh-1, the rare ones Rh + r
@@ -798,24 +811,25 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
         hptr[q] += hptr[q - 1]
     for t in range(R * n_bands):
         tptr[t + 1] += tptr[t]
-    unit = True  # every value is 1 (binary data): no h_val, e_val (8 bytes an entry less)
-    for p in range(c_ptr[D]):
-        unit &= c_val[p] == 1.0
-    h_col, h_val = np.empty(hptr[Rh * (n + 1) - 1], dtype=np.int32), np.empty(0 if unit else hptr[Rh * (n + 1) - 1])
+    h_unit = _unit_values(c_ptr, c_val, hot)  # binary (as KDDA, URL): no h_val, e_val (8 bytes an entry less)
+    e_unit = _unit_values(c_ptr, c_val, rc)
+    h_col = np.empty(hptr[Rh * (n + 1) - 1], dtype=np.int32)
+    h_val = np.empty(0 if h_unit else hptr[Rh * (n + 1) - 1])
     E = tptr[R * n_bands]
-    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(0 if unit else E)
+    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(0 if e_unit else E)
     if threads > 1:
         _fill_parallel(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val,
-                       unit)
+                       h_unit, e_unit)
     else:
-        _fill_serial(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, unit)
+        _fill_serial(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, h_unit,
+                     e_unit)
     return (band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val,
             np.empty(max(H, C)), np.empty(max(H, C), dtype=np.int64))
 
 
 def _hot_sums(c_ptr, c_idx, g, target, fcol, hot, hbounds, hptr, h_col, h_val, acc):
     """The frequent columns' sums from their row-order copy (:func:`_column_layout`): each range
-    (one per thread) goes through the rows in ascending order, reading g in sequence and adding
+    (the threads take ranges) goes through the rows in ascending order, reading g in sequence and adding
     g_i x_ik to its columns' sums in cache. Each sum adds its terms in ascending rows (the same
     bits as one pass over the column). No ``h_val``: every value is 1 (binary data, as KDDA's and
     URL's; gi * 1.0 is gi, bit for bit). A column's first row with g_i != 0 (fcol) is looked up

@@ -108,3 +108,35 @@ def test_dask_votes_equal_sequential_votes(client, store):
         expected[block_votes(X[rows], y[rows], 5, 0.01)] += 1
     np.testing.assert_array_equal(counts, expected)
     assert counts.sum() <= 5 * m
+
+
+@pytest.mark.parametrize("m", [1, 3, 50, 3000])
+def test_each_block_of_a_group_is_its_rows_of_the_store_exactly(store, monkeypatch, m):
+    """The grouped graph (a task per group of blocks) hands each block's LASSO exactly X[rows of
+    the block] in ascending order and its targets: every block once, empty ones included (m = 3000
+    > n), whether m is below, at or above the number of groups."""
+    import pipelines.two_stage as ts
+    from dpdist.selection.sis import store_target
+    from dpdist.selection.two_stage import assign_blocks, block_labels
+
+    path, X, _ = store
+    st = open_store(path)
+    seen = []
+    monkeypatch.setattr(ts, "block_votes", lambda Xb, yb, k, alpha: seen.append((Xb, yb)) or np.zeros(0, dtype=int))
+    labels = block_labels(X.shape[0], m, 7).astype(np.int32)
+    groups = min(m, 8)
+    chunks = [ts._split_chunk(str(path), r0, r1, labels[r0:r1], groups) for r0, r1 in st.row_bounds()]
+    order = []
+    for g in range(groups):
+        before = len(seen)
+        assert len(ts._fit_group(g, groups, m, 5, 0.01, *chunks)) == len(seen) - before  # a vote per block
+        order += list(range(g, m, groups))
+    assert sorted(order) == list(range(m)) and len(seen) == m
+    y = store_target(st, st.y[:])
+    for b, (Xb, yb) in zip(order, seen):
+        rows = assign_blocks(X.shape[0], m, 7)[b]
+        want = X[rows]
+        assert Xb.shape == want.shape and np.array_equal(Xb.indptr, want.indptr)
+        assert np.array_equal(Xb.indices, want.indices) and np.array_equal(Xb.data, want.data)
+        assert np.array_equal(yb, y[rows])
+    assert any(Xb.shape[0] == 0 for Xb, _ in seen) == (m == 3000)

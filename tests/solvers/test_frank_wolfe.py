@@ -249,19 +249,25 @@ def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh):
     return coef, path, state
 
 
-@pytest.mark.parametrize("loss,mode,refresh", [("logistic", 0, 0), ("logistic", 0, 25), ("logistic", 1, 0),
-                                               ("logistic", 1, 25), ("logistic", 2, 0), ("logistic", 3, 0),
-                                               ("squared", 0, 0), ("squared", 1, 0)])
-def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, loss, mode, refresh):
+@pytest.mark.parametrize("loss,mode,refresh,binary", [("logistic", 0, 0, False), ("logistic", 0, 25, False),
+                                                      ("logistic", 1, 0, False), ("logistic", 1, 25, False),
+                                                      ("logistic", 1, 25, True), ("logistic", 2, 0, False),
+                                                      ("logistic", 3, 0, False), ("squared", 0, 0, False),
+                                                      ("squared", 1, 0, False)])
+def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, loss, mode, refresh, binary):
     """The column-order update (_move; a column in most rows) adds the same products in the same
     order as seed 004's row order and lists the moved coordinates in the same order: the same path,
     weights, gradient and sampler state to the bit. So the choice between them, which depends on
     the data, changes only a step's time (and a mis-ordered update would fail here). The column
-    passes on numba's threads (used from _PARALLEL_NNZ entries on; here forced) give the same bits."""
+    passes on numba's threads (used from _PARALLEL_NNZ entries on; here forced) give the same bits.
+    Binary X: the row-order copies hold no values."""
     import dpdist.solvers.fast_frank_wolfe as ffw
 
     X, y = rcv1
     X = X[:, np.flatnonzero(X.getnnz(axis=0))]  # the used columns: a step on a frequent one moves over D / 16
+    if binary:
+        X = X.copy()
+        X.data[:] = 1.0
     if loss == "squared":
         y = 2 * y - 1
     runs = []
@@ -381,7 +387,7 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     assert unlisted > 0 or not logistic
 
 
-@pytest.mark.parametrize("band,binary", [(64, False), (200, False), (500, False), (200, True)])
+@pytest.mark.parametrize("band,binary", [(64, False), (200, False), (500, False), (200, True), (200, "frequent")])
 def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(band, binary):
     """_by_columns with g longer than a band of rows (as on KDDA's 6.7M rows: the frequent columns
     summed from their row-order copy, the rare ones from their tiles, :func:`_column_layout`)
@@ -389,7 +395,8 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     the same moved coordinates in the same order. The threaded builds of the passes (used from
     _PARALLEL_NNZ entries on) give the serial ones' bits and counts (with one numba thread they
     run serially, and the serial checks still hold). Binary X: the copies (frequent columns, tiles)
-    hold no values (each is 1)."""
+    hold no values (each is 1); "frequent": only the frequent columns are binary, only their copy
+    holds none."""
     from dpdist.solvers.fast_frank_wolfe import (_by_columns, _column_layout, _hot_parallel, _hot_serial,
                                                  _tiled_parallel, _tiled_serial)
 
@@ -397,7 +404,9 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     n, D = 3000, 160
     dens = np.concatenate([rng.uniform(0.3, 0.95, 20), rng.uniform(0.0, 0.05, D - 30), np.zeros(10)])
     dens = dens[rng.permutation(D)]  # a few columns in most rows, most in a few, some in none, mixed
-    X = sp.csc_matrix((rng.random((n, D)) < dens) * (1.0 if binary else rng.uniform(-1, 1, (n, D))))
+    X = sp.csc_matrix((rng.random((n, D)) < dens) * (1.0 if binary is True else rng.uniform(-1, 1, (n, D))))
+    if binary == "frequent":
+        X.data[np.repeat(np.diff(X.indptr) >= 8 * -(-n // band), np.diff(X.indptr))] = 1.0
     ptr, idx = X.indptr.astype(np.int64), X.indices.astype(np.int32)
     Xr = X.tocsr()
     rows = (Xr.indptr.astype(np.int64), Xr.indices.astype(np.int32), Xr.data)
@@ -421,11 +430,11 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     assert hot.tolist() == np.flatnonzero(counts >= min_count).tolist()
     assert rc.tolist() == np.flatnonzero((counts > 0) & (counts < min_count)).tolist()
     assert h_col.size == counts[hot].sum() and e_row.size == counts[rc].sum()  # every entry once
-    assert h_val.size == (0 if binary else h_col.size) and e_val.size == (0 if binary else e_row.size)
+    assert h_val.size == (0 if binary else h_col.size) and e_val.size == (0 if binary is True else e_row.size)
     assert hbounds.size == 3 and bounds.size > 3  # two ranges of frequent columns, several of rare ones
-    assert hptr.size * 8 <= h_col.size * 4 / 2  # their row pointers: at most half the copy's memory
-    lean = _column_layout(*rows, ptr, X.data, band, 64)  # 64 threads: as many ranges as that bound allows
-    assert lean[2].size - 1 == counts[hot].sum() // (4 * (n + 1)) < 64
+    lean = _column_layout(*rows, ptr, X.data, band, 64)  # 64 threads: as many ranges as their row pointers
+    assert lean[2].size - 1 == counts[hot].sum() // (4 * (n + 1)) < 64  # fit in half the copy's memory
+    assert lean[3].size * 8 <= lean[4].size * 4 / 2 and lean[7].size - 1 >= 8 * 64  # the tiles: 8 ranges a thread
     builds = []
     for hot_sums, tiled in ((_hot_serial, _tiled_serial), (_hot_parallel, _tiled_parallel)):
         target, fcol = start.copy(), np.full(D, -1, dtype=np.int64)
@@ -460,7 +469,7 @@ def test_sampler_weights_in_runs_of_blocks_are_the_serial_ones_to_the_bit(D):
     """The sampler's rebuild from alpha (every refresh, and a step on a column in most rows) in runs
     of whole blocks, serial or on numba's threads: the same weights, block sums, error bounds and
     reference to the bit as one run."""
-    from dpdist.solvers.fast_frank_wolfe import _weights_parallel, _weights_serial
+    from dpdist.solvers.fast_frank_wolfe import _log2cosh, _weights_parallel, _weights_serial
 
     rng = np.random.default_rng(D)
     alpha = rng.normal(0, 50, D) * (rng.random(D) < 0.8)
@@ -471,6 +480,7 @@ def test_sampler_weights_in_runs_of_blocks_are_the_serial_ones_to_the_bit(D):
         c = np.full((D + (1 << shift) - 1) >> shift, np.nan)
         err, st, xbuf = np.full_like(c, np.nan), np.zeros(2), np.zeros(D)
         build(alpha, 0.37, W, c, err, st, shift, xbuf, bits, parts)
+        assert st[0] == _log2cosh(0.37 * np.abs(alpha).max())  # the reference: the largest weight's
         out.append([_bits(a) for a in (W, c, err, st)])
     assert np.isfinite(out[0][0].view(np.float64)).all() and (out[0][1].view(np.float64) > 0).all()
     for o in out[1:]:
