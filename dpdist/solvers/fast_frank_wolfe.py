@@ -38,7 +38,8 @@ numba's threads (each column's sum on one: the same bits), as do the updates of 
 and, when a step moves a sixteenth of the D coordinates or more, the rebuild of every sampler
 weight (:func:`_reweight`). On KDDA's train half (6.7M x 20.2M, 246M entries, 2 cores) a step on
 its most frequent column went from ~1.7 s (row order) to ~0.83 s (threaded CSC passes), then to
-~0.44 s (row-order copies; same run: 1.00 s before).
+~0.44 s (row-order copies; same run: 1.00 s before) and ~0.35 s (binary tiles, threaded max:
+benchmarks/fw_full_shape_steps.py, 2026-11-24).
 
 The scale w_m is folded back into w~, vbar (and beta) at every refresh and whenever it drops
 below 1e-30, so neither underflows. Modes: ``selection=None`` (queue), ``"exponential"``
@@ -266,6 +267,14 @@ def _full_gradient(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alp
             alpha[r_idx[p]] += qi * r_val[p]
 
 
+@numba.njit(cache=True)
+def _run(q, parts, nb, shift, D):
+    """Run q of ``parts`` runs of whole blocks (of 2^shift coordinates; nb blocks): its blocks
+    b0..b1-1 and coordinates lo..hi-1."""
+    b0, b1 = nb * q // parts, nb * (q + 1) // parts
+    return b0, b1, b0 << shift, min(D, b1 << shift)
+
+
 def _all_weights(alpha, scale, W, c, err, st, shift, xbuf, bits, parts):
     """Sampler state from scratch: W_k = 2 cosh(a_k) e^-ref, a_k = scale alpha_k, ref = max_k ln(2 cosh a_k).
 
@@ -277,8 +286,9 @@ def _all_weights(alpha, scale, W, c, err, st, shift, xbuf, bits, parts):
     nb = c.shape[0]
     top = np.zeros(parts)  # max |alpha_k| of each run: a max is exact, so the same in any order
     for q in numba.prange(parts):
+        _, _, lo, hi = _run(q, parts, nb, shift, D)
         most = 0.0
-        for k in range((nb * q // parts) << shift, min(D, (nb * (q + 1) // parts) << shift)):
+        for k in range(lo, hi):
             most = max(most, abs(alpha[k]))
         top[q] = most
     amax = 0.0
@@ -288,8 +298,7 @@ def _all_weights(alpha, scale, W, c, err, st, shift, xbuf, bits, parts):
     st[0] = ref
     st[1] = math.exp(-2.0 * ref) if 2.0 * ref < -_FLUSH else 0.0
     for q in numba.prange(parts):
-        b0, b1 = nb * q // parts, nb * (q + 1) // parts
-        lo, hi = b0 << shift, min(D, b1 << shift)
+        b0, b1, lo, hi = _run(q, parts, nb, shift, D)
         for k in range(lo, hi):
             xbuf[k] = scale * abs(alpha[k]) - ref
         _exp_weights(xbuf[lo:hi], hi - lo, st[1], W[lo:hi], bits[lo:hi])
@@ -880,24 +889,14 @@ def _tiled_sums(g, target, fcol, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)
         for c in range(bounds[r], bounds[r + 1]):
             acc[c] = target[rc[c]]
             fc[c] = -1
-        if unit:
-            for e in range(tptr[r * n_bands], tptr[(r + 1) * n_bands]):
-                i = e_row[e]
-                gi = g[i]
-                if gi != 0.0:
-                    c = e_col[e]
-                    acc[c] += gi
-                    f = fc[c]
-                    fc[c] = i if f < 0 else f
-        else:
-            for e in range(tptr[r * n_bands], tptr[(r + 1) * n_bands]):
-                i = e_row[e]
-                gi = g[i]
-                if gi != 0.0:
-                    c = e_col[e]
-                    acc[c] += gi * e_val[e]
-                    f = fc[c]
-                    fc[c] = i if f < 0 else f
+        for e in range(tptr[r * n_bands], tptr[(r + 1) * n_bands]):
+            i = e_row[e]
+            gi = g[i]
+            if gi != 0.0:
+                c = e_col[e]
+                acc[c] += gi if unit else gi * e_val[e]  # loop-invariant test: as fast as two loops (measured)
+                f = fc[c]
+                fc[c] = i if f < 0 else f
         for c in range(bounds[r], bounds[r + 1]):
             target[rc[c]] = acc[c]
             fcol[rc[c]] = fc[c]
