@@ -21,7 +21,7 @@ with ``--n`` rows, then measures in the same run:
 Throughput is non-zeros per second; ratios are ours over the baseline's in this run. The
 machine is shared: ``uptime`` load is printed with the results.
 
-    .venv/bin/python benchmarks/sis_scale.py [--n 1000000] [--work benchmarks/_work]
+    .venv/bin/python benchmarks/sis_scale.py [--n 1000000] [--work benchmarks/_work] [--store PATH]
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ def main() -> None:
     ap.add_argument("--memory-limit", default="14GiB",
                     help="each worker's (deploy/full-size/kdda.toml's); its block cache holds a quarter")
     ap.add_argument("--work", default="benchmarks/_work")
+    ap.add_argument("--store", help="an existing store to measure instead (e.g. the source store of "
+                                    "benchmarks/full_size.py kdda); --n and --d are then ignored")
     args = ap.parse_args()
     import dask
     from distributed import Client, LocalCluster
@@ -58,8 +60,10 @@ def main() -> None:
     from dpdist.selection.sis import DPSIS, store_target
     from pipelines.sis import correlation_scores
 
-    path = Path(args.work) / f"kdda-n{args.n}-d{args.d}"
+    path = Path(args.store) if args.store else Path(args.work) / f"kdda-n{args.n}-d{args.d}"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if args.store and not path.exists():
+        raise SystemExit(f"--store {path}: no such store")
     if path.exists() and open_store(path).meta["format_version"] != 2:
         raise SystemExit(f"{path} was written in an older format; remove it to rewrite it")
     if not path.exists():
@@ -72,7 +76,7 @@ def main() -> None:
     store = open_store(path)
     n, d = store.shape
     nnz = store.nnz
-    print(f"store: {n:,} x {d:,}, nnz {nnz:,} ({nnz / n:.1f} per row), format {store.meta['format_version']}")
+    print(f"store {path}: {n:,} x {d:,}, nnz {nnz:,} ({nnz / n:.1f} per row), format {store.meta['format_version']}")
 
     t = time.perf_counter()
     X = store.csr()

@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
 import sys
 import threading
@@ -754,6 +755,47 @@ def _read_range(arr: zarr.Array, a: int, b: int) -> np.ndarray:
     return out
 
 
+_SCRATCH: queue.Queue = queue.Queue()  # reused chunk buffers: at most 4 (64 MB) per process, whatever its cores
+for _ in range(4):
+    _SCRATCH.put(None)
+
+
+def _all_equal(arr: zarr.Array, a: int, b: int, value: float) -> bool:
+    """Whether every element of arr[a:b] equals ``value``, its chunks decompressed in threads into
+    reused scratch buffers (``_SCRATCH``), so the range is never in memory whole (on this kind of
+    VM the first touch of fresh memory costs more than the decompression); zarr's own read for
+    any other layout. Stops reading once a chunk differs."""
+    decompress = _chunk_decoder(arr)
+    if decompress is None or b <= a:
+        return bool(np.all(arr[a:b] == value))
+    c = arr.chunks[0]
+    folder = Path(str(arr.store.root)) / arr.path
+    differs = threading.Event()
+
+    def check_chunk(k: int) -> None:
+        if differs.is_set():
+            return
+        try:
+            raw = (folder / arr.metadata.encode_chunk_key((k,))).read_bytes()
+        except FileNotFoundError:  # a chunk equal to the fill value is not written
+            equal = bool(arr.metadata.fill_value == value)
+        else:
+            buf = _SCRATCH.get()
+            try:
+                if buf is None or buf.dtype != arr.dtype or buf.shape[0] != c:
+                    buf = np.empty(c, dtype=arr.dtype)
+                decompress(raw, buf)  # chunks are stored whole (the last one padded)
+                equal = bool(np.all(buf[max(a, k * c) - k * c : min(b, (k + 1) * c) - k * c] == value))
+            finally:
+                _SCRATCH.put(buf)
+        if not equal:
+            differs.set()
+
+    for f in [_READ_POOL.submit(check_chunk, k) for k in range(a // c, (b - 1) // c + 1)]:
+        f.result()
+    return not differs.is_set()
+
+
 class _BlockCache:
     """Per-process cache of decompressed store blocks (arrays made read-only).
 
@@ -912,17 +954,21 @@ class SparseStore:
         return BLOCK_CACHE.get((str(self.path.resolve()), self.dataset_id, *key), load)
 
     @staticmethod
-    def _read_slice(g: zarr.Group, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _read_slice(g: zarr.Group, lo: int, hi: int, pattern: bool = False) -> tuple[np.ndarray, ...]:
         ptr = _read_range(g["indptr"], lo, hi + 1)
         a, b = int(ptr[0]), int(ptr[-1])
         ptr -= a
+        if pattern and _all_equal(g["data"], a, b, 1.0):
+            return _read_range(g["indices"], a, b), ptr
         return _read_range(g["data"], a, b), _read_range(g["indices"], a, b), ptr
 
-    def _slice(self, g: zarr.Group, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(data, indices, indptr) of the compressed rows/columns [lo, hi) of a sparse group."""
+    def _slice(self, g: zarr.Group, lo: int, hi: int, pattern: bool = False) -> tuple[np.ndarray, ...]:
+        """(data, indices, indptr) of the compressed rows/columns [lo, hi) of a sparse group; with
+        ``pattern``, (indices, indptr) when every value is 1.0."""
         if self.cache:
-            return self._cached((g.basename, lo, hi), lambda: self._read_slice(g, lo, hi))
-        return self._read_slice(g, lo, hi)
+            name = g.basename + (":pattern" if pattern else "")
+            return self._cached((name, lo, hi), lambda: self._read_slice(g, lo, hi, pattern))
+        return self._read_slice(g, lo, hi, pattern)
 
     def read_rows(self, r0: int, r1: int) -> sp.csr_matrix:
         """Rows [r0, r1) as a CSR matrix with all columns."""
@@ -935,6 +981,18 @@ class SparseStore:
     def column_slice(self, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(data, row indices, column pointers from 0) of columns [c0, c1), from the CSC copy."""
         return self._slice(self._C, c0, c1)
+
+    def column_pattern(self, c0: int, c1: int) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """``column_slice(c0, c1)``, with data None when every stored value of the range is 1.0
+        (binary features: read x_ij as 1 at each stored (i, j)).
+
+        A binary range then holds 4 bytes an entry (the row indices) instead of 12, in the block
+        cache and in the reader's passes; its values are checked chunk by chunk in a scratch
+        buffer and never held. Which ranges are binary depends on the data and changes only
+        memory and time, never a value read through it.
+        """
+        part = self._slice(self._C, c0, c1, pattern=True)
+        return (None, *part) if len(part) == 2 else part
 
     def iter_row_blocks(self, block_rows: int | None = None) -> Iterator[tuple[int, sp.csr_matrix, np.ndarray]]:
         """Yield (r0, X block, y block) over the whole store."""

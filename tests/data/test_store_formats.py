@@ -217,3 +217,48 @@ def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
     got = s.csr()
     assert np.array_equal(got.data, X.data) and np.array_equal(got.indices, X.indices) and got.nnz == X.nnz
     assert np.array_equal(s.y, np.zeros(60)) and (s.csc() != X.tocsc()).nnz == 0
+
+
+def test_column_pattern_drops_the_values_of_binary_ranges_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)  # ranges over many chunks, cut at both ends
+    X = sp.random(300, 40, density=0.2, random_state=6, format="csc")
+    X.data[:] = 1.0
+    X = X.tolil()
+    X[7, 30] = 0.5  # the one value that is not 1
+    X[8, 31] = -1.0
+    X = X.tocsr()
+    write_store(tmp_path / "s", X, np.ones(300), task="regression")
+    s = open_store(tmp_path / "s")
+    for c0, c1 in [(0, 30), (3, 17), (25, 31), (30, 31), (31, 32), (32, 40), (5, 5), (0, 40)]:
+        data, rows, ptr = s.column_pattern(c0, c1)
+        want = s.column_slice(c0, c1)
+        assert np.array_equal(rows, want[1]) and np.array_equal(ptr, want[2])
+        if c0 < 32 and c1 > 30:
+            assert np.array_equal(data, want[0])
+        else:
+            assert data is None and np.all(want[0] == 1.0)
+    # the chunk-wise check is np.all over any range of the array, chunks cut anywhere
+    g = zarr.open_group(tmp_path / "s", mode="r")["X_csc/data"]
+    values = g[:]
+    assert g.chunks[0] == 64 and values.size > 10 * 64
+    rng = np.random.default_rng(0)
+    for a, b in [(0, values.size), (0, 0), (5, 6)] + [tuple(sorted(rng.integers(0, values.size, 2))) for _ in range(60)]:
+        assert store_mod._all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
+    # chunks of stored zeros equal the fill value and are not written: they read as zeros
+    Z = sp.csr_matrix((np.r_[np.zeros(300), np.ones(50)], (np.r_[np.arange(300), np.arange(50)],
+                                                          np.r_[np.zeros(300, int), np.ones(50, int)])), shape=(300, 2))
+    write_store(tmp_path / "z", Z, np.ones(300), task="regression")
+    g = zarr.open_group(tmp_path / "z", mode="r")["X_csc/data"]
+    assert sorted(p.name for p in (tmp_path / "z" / "X_csc" / "data" / "c").iterdir()) == ["4", "5"]
+    assert store_mod._all_equal(g, 0, 300, 0.0) and store_mod._all_equal(g, 64, 128, 0.0)
+    assert not store_mod._all_equal(g, 0, 300, 1.0) and store_mod._all_equal(g, 300, 350, 1.0)
+    assert open_store(tmp_path / "z").column_pattern(0, 1)[0].tolist() == [0.0] * 300
+    # through the cache a binary range holds its row indices and pointers only
+    BLOCK_CACHE.clear()
+    cached = open_store(tmp_path / "s", cache=True)
+    data, rows, ptr = cached.column_pattern(0, 30)
+    assert data is None and BLOCK_CACHE.nbytes == rows.nbytes + ptr.nbytes and BLOCK_CACHE.misses == 1
+    again = cached.column_pattern(0, 30)
+    assert BLOCK_CACHE.hits == 1 and again[0] is None and again[1] is rows
+    assert cached.column_pattern(0, 40)[0] is not None and BLOCK_CACHE.misses == 2
+    BLOCK_CACHE.clear()

@@ -67,6 +67,39 @@ def test_coded_target_gives_the_same_bits(kind, code_dtype):
     np.testing.assert_allclose(got, X.T @ y, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("clip", [True, False])
+def test_a_binary_range_read_without_values_gives_the_same_bits(clip):
+    """x_ij read as 1 (no values, ``column_pattern``) gives the bits of reading the stored 1.0s,
+    a duplicated (i, j) entry summed to 2 before the bound (clipped, or refused)."""
+    rng = np.random.default_rng(8)
+    X = sp.random(5000, 30, density=0.05, random_state=8, format="csc")
+    indices = np.insert(X.indices, X.indptr[4], X.indices[X.indptr[4]])  # column 4's first row twice
+    indptr = X.indptr.copy()
+    indptr[5:] += 1
+    values, codes = _coded_target(rng.choice([-1.0, 1.0], 5000))
+    ones, none = np.empty(30), np.empty(30)
+    ok = _column_xty(indptr, indices, np.ones(indices.size), values, codes, clip, ones)
+    assert _column_xty(indptr, indices, np.empty(0), values, codes, clip, none) == ok == clip
+    if clip:
+        assert ones.tobytes() == none.tobytes()
+        X.data[:] = 1.0
+        np.testing.assert_allclose(none, X.T @ values[codes], rtol=0, atol=1e-12)
+
+
+def test_dask_scores_of_a_binary_store_keep_no_values(client, tmp_path):
+    X = sp.random(3000, 400, density=0.03, random_state=9, format="csr")
+    X.data[:] = 1.0
+    y = np.random.default_rng(9).choice([0.0, 1.0], 3000)
+    write_store(tmp_path / "bin", X, y, task="binary")
+    client.run(lambda: __import__("dpdist.data.store").data.store.BLOCK_CACHE.clear())
+    got = correlation_scores(tmp_path / "bin", n_blocks=4)
+    np.testing.assert_array_equal(got, np.abs(X.T @ (2 * y - 1)))
+    cached = client.run(lambda: __import__("dpdist.data.store").data.store.BLOCK_CACHE.nbytes)
+    # the ranges' row indices (4 bytes) and pointers, no values (8 bytes an entry), and on each
+    # worker y (8 bytes a row) and its one-byte codes
+    assert sum(cached.values()) <= 4 * X.nnz + 8 * (400 + 4) + 2 * (9 * 3000 + 16)
+
+
 def _cache_stats() -> tuple[int, int]:
     from dpdist.data.store import BLOCK_CACHE
     return BLOCK_CACHE.hits, BLOCK_CACHE.misses
