@@ -33,11 +33,13 @@ from dask.delayed import Delayed
 
 from dpdist.data.store import SparseStore, open_store
 from dpdist.data.transforms import check_target_bound, clip_target, enforce_bounds
+from dpdist.exceptions import ParameterError
 from dpdist.selection.sis import store_target
 from pipelines._placement import pinned, workers
 
 COLUMN_BLOCK_NNZ = 1 << 22  # non-zeros per task, about 50 MB of decompressed CSC data (17 MB if binary)
 _NO_VALUES = np.empty(0)  # every x_ij of the range is 1 (``SparseStore.column_pattern``)
+_NO_VALUES.flags.writeable = False  # read-only as the cached values are: one compiled kernel for both
 
 
 @numba.njit(nogil=True, cache=True)
@@ -106,6 +108,7 @@ def _columns_xty(path: str, c0: int, c1: int, bounds: str) -> np.ndarray:
     out = np.empty(c1 - c0)
     if not _column_xty(indptr, indices, _NO_VALUES if data is None else data, values, codes, bounds == "clip", out):
         enforce_bounds(store.read_columns(c0, c1), mode="check", name=f"store {path}")
+        raise ParameterError(f"store {path}: a matrix entry is outside |X_ij| <= 1")  # never an unfilled score
     return out
 
 

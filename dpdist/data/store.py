@@ -764,7 +764,7 @@ def _all_equal(arr: zarr.Array, a: int, b: int, value: float) -> bool:
     """Whether every element of arr[a:b] equals ``value``, its chunks decompressed in threads into
     reused scratch buffers (``_SCRATCH``), so the range is never in memory whole (on this kind of
     VM the first touch of fresh memory costs more than the decompression); zarr's own read for
-    any other layout. Stops reading once a chunk differs."""
+    any other layout. Stops reading once a chunk differs (the first is read before the others)."""
     decompress = _chunk_decoder(arr)
     if decompress is None or b <= a:
         return bool(np.all(arr[a:b] == value))
@@ -791,7 +791,9 @@ def _all_equal(arr: zarr.Array, a: int, b: int, value: float) -> bool:
         if not equal:
             differs.set()
 
-    for f in [_READ_POOL.submit(check_chunk, k) for k in range(a // c, (b - 1) // c + 1)]:
+    first, last = a // c, (b - 1) // c
+    check_chunk(first)  # a range that is not binary mostly differs in its first chunk: no other is read
+    for f in [_READ_POOL.submit(check_chunk, k) for k in range(first + 1, last + 1)]:
         f.result()
     return not differs.is_set()
 
@@ -801,7 +803,9 @@ class _BlockCache:
 
     The budget is a quarter of the Dask worker's memory limit when running on a worker that
     has one, else 1 GiB. Keys name the store path, its dataset id, the array and the block, so
-    a store rewritten with different content at the same path is never served stale.
+    a store rewritten with different content at the same path is never served stale. A view of
+    an array is an array of its own here ("X_csc:pattern", ``SparseStore.column_pattern``): the
+    same columns read both ways are cached twice.
 
     Eviction is least-recently-used across arrays, but a block never evicts blocks of its own
     array: the graphs read an array in the same order on every pass, and LRU on a cyclic scan

@@ -261,4 +261,44 @@ def test_column_pattern_drops_the_values_of_binary_ranges_only(tmp_path, monkeyp
     again = cached.column_pattern(0, 30)
     assert BLOCK_CACHE.hits == 1 and again[0] is None and again[1] is rows
     assert cached.column_pattern(0, 40)[0] is not None and BLOCK_CACHE.misses == 2
+    # the plain read of the same columns is cached apart, with its values, either way round
+    for first in ("pattern", "slice"):
+        BLOCK_CACHE.clear()
+        if first == "pattern":
+            cached.column_pattern(0, 30)
+        full = cached.column_slice(0, 30)
+        assert len(full) == 3 and all(np.array_equal(u, v) for u, v in zip(full, s.column_slice(0, 30)))
+        assert cached.column_pattern(0, 30)[0] is None
     BLOCK_CACHE.clear()
+
+
+def test_all_equal_under_concurrent_callers(tmp_path, monkeypatch):
+    """More callers than scratch buffers, on arrays of other contents (blosc releases the GIL):
+    each answer is np.all's."""
+    import threading
+
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    rng = np.random.default_rng(2)
+    arrays = []
+    for name, share in (("a", 0.0), ("b", 0.002)):  # all 1.0, and a few 0.5s
+        X = sp.random(400, 30, density=0.3, random_state=int(share * 1000), format="csr")
+        X.data[:] = np.where(rng.random(X.nnz) < share, 0.5, 1.0)
+        write_store(tmp_path / name, X, np.ones(400), task="regression")
+        arrays.append(zarr.open_group(tmp_path / name, mode="r")["X_csc/data"])
+    cases = [(g, *sorted(rng.integers(0, g.shape[0], 2))) for g in arrays for _ in range(40)]
+    want = [bool(np.all(g[a:b] == 1.0)) for g, a, b in cases]
+    assert True in want and False in want
+    wrong = []
+
+    def call(t: int) -> None:
+        for i in range(t, len(cases) * 3, 8):
+            g, a, b = cases[i % len(cases)]
+            if store_mod._all_equal(g, a, b, 1.0) != want[i % len(cases)]:
+                wrong.append(i)
+
+    threads = [threading.Thread(target=call, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [] and store_mod._SCRATCH.qsize() == 4

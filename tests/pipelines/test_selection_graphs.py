@@ -67,23 +67,47 @@ def test_coded_target_gives_the_same_bits(kind, code_dtype):
     np.testing.assert_allclose(got, X.T @ y, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("target", ["labels", "continuous"])
 @pytest.mark.parametrize("clip", [True, False])
-def test_a_binary_range_read_without_values_gives_the_same_bits(clip):
+def test_a_binary_range_read_without_values_gives_the_same_bits(clip, target):
     """x_ij read as 1 (no values, ``column_pattern``) gives the bits of reading the stored 1.0s,
-    a duplicated (i, j) entry summed to 2 before the bound (clipped, or refused)."""
+    with y coded or not; a duplicated (i, j) entry is summed to 2 before the bound (clipped, or
+    refused)."""
     rng = np.random.default_rng(8)
     X = sp.random(5000, 30, density=0.05, random_state=8, format="csc")
+    if target == "labels":
+        y = rng.choice([-1.0, 1.0], 5000)
+        values, codes = _coded_target(y)
+    else:  # y read directly (as for more than 65,536 distinct values)
+        y = values = rng.uniform(-1, 1, 5000)
+        codes = np.empty(0, dtype=np.uint8)
+    ones, none = np.empty(30), np.empty(30)
+    assert _column_xty(X.indptr, X.indices, np.ones(X.nnz), values, codes, clip, ones)
+    assert _column_xty(X.indptr, X.indices, np.empty(0), values, codes, clip, none)
+    assert ones.tobytes() == none.tobytes()
+    X.data[:] = 1.0
+    np.testing.assert_allclose(none, X.T @ y, rtol=1e-12, atol=1e-12)
     indices = np.insert(X.indices, X.indptr[4], X.indices[X.indptr[4]])  # column 4's first row twice
     indptr = X.indptr.copy()
     indptr[5:] += 1
-    values, codes = _coded_target(rng.choice([-1.0, 1.0], 5000))
-    ones, none = np.empty(30), np.empty(30)
     ok = _column_xty(indptr, indices, np.ones(indices.size), values, codes, clip, ones)
     assert _column_xty(indptr, indices, np.empty(0), values, codes, clip, none) == ok == clip
     if clip:
         assert ones.tobytes() == none.tobytes()
-        X.data[:] = 1.0
-        np.testing.assert_allclose(none, X.T @ values[codes], rtol=0, atol=1e-12)
+
+
+def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path):
+    """The no-values marker has the cached values' numba type (read-only), so a binary range
+    compiles no second kernel (whose cache file would record that some store had one)."""
+    import numba
+
+    from pipelines.sis import _NO_VALUES
+    X = sp.random(50, 6, density=0.5, random_state=1, format="lil")
+    X[X.nonzero()] = 1.0
+    X[0, 5] = 0.5
+    write_store(tmp_path / "s", X, np.ones(50), task="regression")
+    data = open_store(tmp_path / "s", cache=True).column_pattern(0, 6)[0]
+    assert data is not None and numba.typeof(data) == numba.typeof(_NO_VALUES)
 
 
 def test_dask_scores_of_a_binary_store_keep_no_values(client, tmp_path):
