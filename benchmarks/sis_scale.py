@@ -16,7 +16,7 @@ measures in the same run:
     decompressed (the files themselves are in the OS page cache after the first run; this
     machine's page cache is shared and is not dropped);
   - "warm": the same reduction again, as a second selection step of a run does: the
-    decompressed blocks come from the workers' caches;
+    decompressed blocks come from the workers' caches (best of 3, as the baseline);
 * the canonical top-k (k = 100) on the resulting 2e7 scores (target: under 10 s).
 
 Throughput is non-zeros per second; ratios are ours over the baseline's in this run. The
@@ -101,9 +101,11 @@ def main() -> None:
             t = time.perf_counter()
             scores = correlation_scores(path)
             cold = time.perf_counter() - t
-            t = time.perf_counter()
-            again = correlation_scores(path)
-            warm = time.perf_counter() - t
+            warm = np.inf
+            for _ in range(3):  # best of 3, as the baseline
+                t = time.perf_counter()
+                again = correlation_scores(path)
+                warm = min(warm, time.perf_counter() - t)
             client.run(_clear_cache)
         np.testing.assert_allclose(scores, base, rtol=1e-9, atol=1e-9)
         np.testing.assert_array_equal(again, scores)
