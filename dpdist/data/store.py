@@ -726,6 +726,15 @@ def _chunk_decoder(arr: zarr.Array) -> Callable[[bytes, np.ndarray], object] | N
     return decompress
 
 
+def _raw_chunk(arr: zarr.Array, k: int) -> bytes | None:
+    """The stored (compressed) bytes of chunk k of a 1-d array on a local directory; None when the
+    chunk is not written (zarr skips a chunk equal to the fill value)."""
+    try:
+        return (Path(str(arr.store.root)) / arr.path / arr.metadata.encode_chunk_key((k,))).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 def _read_range(arr: zarr.Array, a: int, b: int) -> np.ndarray:
     """arr[a:b] of a 1-d array, its chunks read and decompressed straight into the result in
     threads (2-3x faster than zarr's generic path for our arrays: no intermediate buffers);
@@ -735,17 +744,14 @@ def _read_range(arr: zarr.Array, a: int, b: int) -> np.ndarray:
         return arr[a:b]
     c = arr.chunks[0]
     out = np.empty(b - a, dtype=arr.dtype)
-    folder = Path(str(arr.store.root)) / arr.path
 
     def read_chunk(k: int) -> None:
         lo, hi = max(a, k * c), min(b, (k + 1) * c)
         dst = out[lo - a : hi - a]
-        try:
-            raw = (folder / arr.metadata.encode_chunk_key((k,))).read_bytes()
-        except FileNotFoundError:  # a chunk equal to the fill value is not written
+        raw = _raw_chunk(arr, k)
+        if raw is None:
             dst[:] = arr.metadata.fill_value
-            return
-        if hi - lo == c:
+        elif hi - lo == c:
             decompress(raw, dst)
         else:  # a chunk partly inside [a, b) (chunks are stored whole, the last one padded)
             dst[:] = np.frombuffer(decompress(raw), dtype=arr.dtype)[lo - k * c : hi - k * c]
@@ -769,15 +775,13 @@ def _all_equal(arr: zarr.Array, a: int, b: int, value: float) -> bool:
     if decompress is None or b <= a:
         return bool(np.all(arr[a:b] == value))
     c = arr.chunks[0]
-    folder = Path(str(arr.store.root)) / arr.path
     differs = threading.Event()
 
     def check_chunk(k: int) -> None:
         if differs.is_set():
             return
-        try:
-            raw = (folder / arr.metadata.encode_chunk_key((k,))).read_bytes()
-        except FileNotFoundError:  # a chunk equal to the fill value is not written
+        raw = _raw_chunk(arr, k)
+        if raw is None:
             equal = bool(arr.metadata.fill_value == value)
         else:
             buf = _SCRATCH.get()
@@ -991,8 +995,8 @@ class SparseStore:
         (binary features: read x_ij as 1 at each stored (i, j)).
 
         A binary range then holds 4 bytes an entry (the row indices) instead of 12, in the block
-        cache and in the reader's passes; its values are checked chunk by chunk in a scratch
-        buffer and never held. Which ranges are binary depends on the data and changes only
+        cache and in the reader's passes; with our stores' codecs its values are checked chunk by
+        chunk in a scratch buffer and never held whole. Which ranges are binary depends on the data and changes only
         memory and time, never a value read through it.
         """
         part = self._slice(self._C, c0, c1, pattern=True)

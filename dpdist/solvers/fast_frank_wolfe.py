@@ -705,11 +705,11 @@ def _layout_counts(r_ptr, r_idx, rof, Rh, band, hptr, tptr):
                     tptr[(r - Rh) * n_bands + b + 1] += 1
 
 
-def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, h_unit,
-                 e_unit):
+def _layout_fill(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val):
     """:func:`_column_layout`'s copies, a band of rows at a time (the threads take bands), the rows
     of a band in ascending order: each range's CSR rows and each tile fill in ascending rows
-    (``h_unit``, ``e_unit``: the frequent, the rare columns' values are all 1, and not copied)."""
+    (``h_val``, ``e_val`` empty: the frequent, the rare columns' values are all 1, and not copied)."""
+    h_unit, e_unit = h_val.shape[0] == 0, e_val.shape[0] == 0
     n = r_ptr.shape[0] - 1
     n_bands = -(-n // band)
     R = (tptr.shape[0] - 1) // n_bands
@@ -827,11 +827,9 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     E = tptr[R * n_bands]
     e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(0 if e_unit else E)
     if threads > 1:
-        _fill_parallel(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val,
-                       h_unit, e_unit)
+        _fill_parallel(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val)
     else:
-        _fill_serial(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val, h_unit,
-                     e_unit)
+        _fill_serial(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val)
     return (band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val,
             np.empty(max(H, C)), np.empty(max(H, C), dtype=np.int64))
 
