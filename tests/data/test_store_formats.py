@@ -302,3 +302,39 @@ def test_all_equal_under_concurrent_callers(tmp_path, monkeypatch):
     for t in threads:
         t.join()
     assert wrong == [] and store_mod._SCRATCH.qsize() == 4
+
+
+def test_all_equal_decompresses_a_repeated_chunk_once(tmp_path, monkeypatch):
+    """A chunk stored as the same bytes as a whole chunk found all equal is not decompressed again;
+    a chunk only partly compared is never taken as known."""
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    monkeypatch.setattr(store_mod, "_EQUAL_CHUNK", {})
+    X = sp.random(500, 20, density=0.3, random_state=3, format="csc")
+    X.data[:] = 1.0
+    X.data[200] = 0.5  # in the CSC values' chunk 3 (192..255)
+    write_store(tmp_path / "s", X.tocsr(), np.ones(500), task="regression")
+    g = zarr.open_group(tmp_path / "s", mode="r")["X_csc/data"]
+    values, n = g[:], g.shape[0]
+    decoded = []
+    real = store_mod._chunk_decoder(g)
+
+    def counting(raw, out=None):
+        decoded.append(len(raw))
+        return real(raw, out)
+
+    monkeypatch.setattr(store_mod, "_chunk_decoder", lambda arr: counting)
+    assert n > 20 * 64 and values[200] == 0.5
+    k = 200 // 64
+    # the chunk holding the 0.5, compared from just after it: equal, but not all of it was compared
+    assert store_mod._all_equal(g, 201, (k + 1) * 64, 1.0) and store_mod._EQUAL_CHUNK == {}
+    assert not store_mod._all_equal(g, k * 64, (k + 1) * 64, 1.0)
+    decoded.clear()
+    assert store_mod._all_equal(g, 0, 64 * k, 1.0) and decoded == [decoded[0]]  # the first chunk only
+    whole = n // 64 * 64
+    assert n > whole and store_mod._all_equal(g, (k + 1) * 64, whole, 1.0) and len(decoded) == 1  # same bytes
+    assert store_mod._all_equal(g, 3, 64 * k - 5, 1.0) and len(decoded) == 1
+    assert store_mod._all_equal(g, whole - 3, n, 1.0) and len(decoded) == 2  # the last chunk (padded): other bytes
+    assert not store_mod._all_equal(g, 0, n, 1.0) and len(decoded) >= 3  # the chunk with the 0.5
+    assert not store_mod._all_equal(g, 0, 64, 2.0)  # known for 1.0 only
+    for a, b in [(0, n), (190, 260), (64 * k, 64 * k + 8), (5, 120)]:
+        assert store_mod._all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))

@@ -12,7 +12,7 @@ from dpdist.data.store import open_store, write_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.selection.sis import correlation_scores as in_memory_scores
 from dpdist.selection.sis import store_scores
-from pipelines.sis import _coded_target, _column_xty, correlation_scores, xty_graph
+from pipelines.sis import _coded_target, _column_xty, _small_codes, correlation_scores, xty_graph
 from pipelines.two_stage import block_vote_counts
 
 
@@ -65,6 +65,34 @@ def test_coded_target_gives_the_same_bits(kind, code_dtype):
     assert _column_xty(X.indptr, X.indices, X.data, y, np.empty(0, np.uint8), False, direct)
     assert got.tobytes() == direct.tobytes()  # the same products summed in the same order
     np.testing.assert_allclose(got, X.T @ y, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 3, 255, 256, 257, 5000])
+def test_small_codes_are_those_of_np_unique(distinct):
+    """Up to 256 distinct values are coded without a sort, as np.unique codes them (values
+    ascending, codes their positions); beyond, and with a NaN, np.unique itself."""
+    rng = np.random.default_rng(distinct)
+    pool = rng.permutation(np.linspace(-1, 1, distinct))
+    y = pool[rng.integers(0, distinct, 20_000)]
+    y[:distinct] = pool  # each value at least once, the first ones in random order
+    values, codes = _coded_target(y)
+    want, inverse = np.unique(y, return_inverse=True)
+    assert values.tobytes() == want.tobytes() and np.array_equal(codes, inverse)
+    assert codes.dtype == (np.uint8 if distinct <= 256 else np.uint16)
+    small = np.empty(y.shape[0], dtype=np.uint8)
+    assert (_small_codes(y, small).shape[0] > 0) == (distinct <= 256)
+    y[7] = np.nan
+    assert _small_codes(y, small).shape[0] == 0
+    values, codes = _coded_target(y)
+    assert np.isnan(values[-1]) and np.array_equal(values[codes], y, equal_nan=True)
+
+
+def test_small_codes_merge_signed_zeros_and_take_no_rows():
+    y = np.array([0.0, -0.0, 1.0, -0.0, 1.0])
+    values, codes = _coded_target(y)
+    assert values.tolist() == [0.0, 1.0] and codes.tolist() == [0, 0, 1, 0, 1]
+    values, codes = _coded_target(np.empty(0))
+    assert values.shape == (0,) and codes.shape == (0,)
 
 
 @pytest.mark.parametrize("target", ["labels", "continuous"])
