@@ -90,9 +90,10 @@ def _lower_bound(values: np.ndarray, k: int, v: float) -> int:
 
 @numba.njit(nogil=True, cache=True)
 def _small_codes(y: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """The distinct values of y ascending (as ``np.unique``), codes[i] the index of y[i] among
-    them, when y has between 1 and 256 distinct values and no NaN; else an empty array (codes
-    then unspecified). Two passes of a binary search in the (at most 256) values: no sort of y."""
+    """The distinct values of float64 y ascending (``np.unique``'s, up to which of 0.0 and -0.0
+    stands for both), codes[i] the index of y[i] among them, when y has between 1 and 256
+    distinct values and no NaN; else an empty array (codes then unspecified). Two passes of a
+    binary search in the (at most 256) values: no sort of y."""
     values = np.empty(256)
     k = 0
     for i in range(y.shape[0]):
@@ -126,10 +127,11 @@ def _coded_target(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     of fresh memory; ``np.unique`` took 0.07-0.8 s there, most of it the first touch of the
     ~200 MB its sort allocates, which a new worker pays in full).
     """
-    codes = np.empty(y.shape[0], dtype=np.uint8)
-    values = _small_codes(y, codes)
-    if values.shape[0]:
-        return values, codes
+    if y.dtype == np.float64:  # what the callers pass (an int64 or float32 y would compare wrongly)
+        codes = np.empty(y.shape[0], dtype=np.uint8)
+        values = _small_codes(y, codes)
+        if values.shape[0]:
+            return values, codes
     values, inverse = np.unique(y, return_inverse=True)  # more than 256 values (or NaN, or no rows)
     for dtype in (np.uint8, np.uint16):
         if values.shape[0] <= np.iinfo(dtype).max + 1:

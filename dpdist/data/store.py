@@ -766,8 +766,8 @@ for _ in range(4):
     _SCRATCH.put(None)
 
 
-# (decoder, dtype, value) -> the stored bytes of a whole chunk found all equal to value: a chunk
-# stored as the same bytes decodes to the same elements, so it is not decompressed again
+# (decoder, dtype, chunk length, value) -> the stored bytes of a whole chunk found all equal to
+# value: a chunk stored as the same bytes decodes to the same elements, so it is not decompressed again
 _EQUAL_CHUNK: dict[tuple, bytes] = {}
 
 
@@ -785,7 +785,7 @@ def _all_equal(arr: zarr.Array, a: int, b: int, value: float) -> bool:
         return bool(np.all(arr[a:b] == value))
     c = arr.chunks[0]
     differs = threading.Event()
-    known = (decompress, arr.dtype.str, value)
+    known = (decompress, arr.dtype.str, c, value)
 
     def check_chunk(k: int) -> None:
         if differs.is_set():

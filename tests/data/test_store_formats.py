@@ -338,3 +338,6 @@ def test_all_equal_decompresses_a_repeated_chunk_once(tmp_path, monkeypatch):
     assert not store_mod._all_equal(g, 0, 64, 2.0)  # known for 1.0 only
     for a, b in [(0, n), (190, 260), (64 * k, 64 * k + 8), (5, 120)]:
         assert store_mod._all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
+    store_mod._EQUAL_CHUNK.clear()  # the chunk with the 0.5 compared from its start, but not to its end
+    assert store_mod._all_equal(g, 64 * k, 64 * k + 8, 1.0) and store_mod._EQUAL_CHUNK == {}
+    assert not store_mod._all_equal(g, 64 * k, 64 * (k + 1), 1.0)

@@ -91,6 +91,9 @@ def test_small_codes_merge_signed_zeros_and_take_no_rows():
     y = np.array([0.0, -0.0, 1.0, -0.0, 1.0])
     values, codes = _coded_target(y)
     assert values.tolist() == [0.0, 1.0] and codes.tolist() == [0, 0, 1, 0, 1]
+    for other in (y.astype(np.float32), (y * 3).astype(np.int64)):  # not float64: np.unique's own
+        values, codes = _coded_target(other)
+        assert values.dtype == other.dtype and np.array_equal(values[codes], other)
     values, codes = _coded_target(np.empty(0))
     assert values.shape == (0,) and codes.shape == (0,)
 
