@@ -13,7 +13,8 @@ For ``deploy/full-size/<profile>.toml`` (kdda, url, webspam):
    each one's peak;
 4. prints a markdown table (the stage times ``dpdist run`` prints on stderr, the peaks, the
    text and store sizes on disk, the load average) and appends it to
-   ``benchmarks/results/full_size.md``.
+   ``benchmarks/results/full_size.md``; each run's whole stderr is kept in the run's output
+   directory as ``benchmark-run-<i>.log`` (owner-only), with a count of its warning lines.
 
 ``--fraction f`` runs the first ``round(f * rows)`` rows of the profile instead (a derived
 config beside the text, its own output), for shapes that do not fit the machine or the time;
@@ -48,6 +49,7 @@ import psutil
 from sklearn.datasets import dump_svmlight_file
 
 from dpdist.data.synthetic import SPARSE_PROFILES, make_synthetic
+from dpdist.utils.files import open_private
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "full_size.md"
@@ -194,6 +196,12 @@ def main() -> None:
         print(f"run {i + 1}: {' '.join(cmd)} (load {load0[0]:.2f})", file=sys.stderr, flush=True)
         reused = (output / "stores" / "source").exists()
         code, err, peaks, wall, stopped = run_sampled(cmd, env, args.stop_after_step, args.stop_after)
+        if output.is_dir():  # the whole stderr (operator side: it has the fits' timings)
+            log = output / f"benchmark-run-{i + 1}.log"
+            with open_private(log, "w") as f:
+                f.write(err)
+            warned = sum("Warning" in line for line in err.splitlines())
+            print(f"    its stderr: {log.relative_to(ROOT)} ({warned} lines with 'Warning')", file=sys.stderr)
         if code != 0 and not (stopped and code == 130):
             print(err[-4000:], file=sys.stderr)
             raise SystemExit(f"dpdist run exited {code}")

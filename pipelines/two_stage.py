@@ -6,6 +6,10 @@ pieces and fits its blocks one after the other. The pieces stay in worker memory
 group has been fitted. Groups (a few per worker), not single blocks, are the tasks: with one
 task per block, KDDA's train half (103 row blocks x 2,593 LASSO blocks) made 267k pieces and
 edges, and the graph's overhead cost twice the fits (133 s against ~45 s on 2 workers).
+
+Each row's block is drawn uniformly and independently (``block_labels``), by the task that reads
+its chunk, from a 128-bit seed per chunk: the distribution of ``assign_blocks`` (and a fixed
+seed gives the same blocks on any cluster), not its draws for that seed.
 """
 
 from __future__ import annotations
@@ -19,14 +23,27 @@ import scipy.sparse as sp
 from dpdist.data.store import open_store
 from dpdist.selection.sis import store_target
 from dpdist.selection.two_stage import block_labels, block_votes, split_by_label
-from dpdist.utils.random import RandomState
+from dpdist.utils.random import RandomState, check_random_state
 from pipelines._placement import pinned, workers
 
 
-def _split_chunk(path: str, r0: int, r1: int, labels: np.ndarray, groups: int) -> list[tuple[sp.csr_matrix,
-                                                                                             np.ndarray, np.ndarray]]:
+def _chunk_seeds(n_chunks: int, random_state: RandomState) -> np.ndarray:
+    """128 bits of seed per row chunk (OS entropy unless a seed is given, as every draw here)."""
+    return check_random_state(random_state).integers(0, 2**64, size=(n_chunks, 2), dtype=np.uint64)
+
+
+def _chunk_labels(seed: np.ndarray, rows: int, m: int) -> np.ndarray:
+    """The blocks of a chunk's rows, each drawn uniformly from the m blocks independently
+    (``block_labels``) by the chunk's own generator."""
+    return block_labels(rows, m, np.random.default_rng(seed)).astype(np.int32 if m < 2**31 else np.int64)
+
+
+def _split_chunk(path: str, r0: int, r1: int, seed: np.ndarray, m: int,
+                 groups: int) -> list[tuple[sp.csr_matrix, np.ndarray, np.ndarray]]:
     """Rows r0..r1 of the store cut by group of their block (block b is in group b mod ``groups``):
-    per group, its rows (ascending), their targets and their block labels.
+    per group, its rows (ascending), their targets and their block labels (drawn here, from the
+    chunk's seed: the graph carries 16 bytes a chunk, not 4 a row -- 27 MB at KDDA's train half,
+    which Dask warned about on every run).
 
     Read past the block cache: these pieces are held by Dask until their group's fits have read
     them, so a cached copy of the rows would double the memory (at full KDDA shape, 6.9 GiB
@@ -36,6 +53,7 @@ def _split_chunk(path: str, r0: int, r1: int, labels: np.ndarray, groups: int) -
     store = open_store(path)
     X = store.read_rows(r0, r1)
     y = store_target(store, store.y[r0:r1])
+    labels = _chunk_labels(seed, r1 - r0, m)
     return [(X[rows], y[rows], labels[rows]) for rows in split_by_label(labels % groups, groups)]
 
 
@@ -55,16 +73,17 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, n_blocks: int, alpha
     ``TwoStageSelector.fit_votes`` (un-noised; it never leaves the caller)."""
     path = str(path)
     store = open_store(path)
-    n, d = store.shape
+    d = store.shape[1]
     m = int(n_blocks)
-    labels = block_labels(n, m, random_state).astype(np.int32 if m < 2**31 else np.int64)
-    tok = os.urandom(8).hex()  # distinct keys per graph; never a hash of the (secret) block labels
+    bounds = store.row_bounds(block_rows)
+    seeds = _chunk_seeds(len(bounds), random_state)
+    tok = os.urandom(8).hex()  # distinct keys per graph; never a hash of the (secret) block seeds
     addresses = workers()
     groups = min(m, 4 * max(1, len(addresses)))  # public: from n_blocks and the cluster's size
     chunks = []
-    for i, (r0, r1) in enumerate(store.row_bounds(block_rows)):
+    for i, (r0, r1) in enumerate(bounds):
         with pinned(i, addresses):
-            chunks.append(dask.delayed(_split_chunk, pure=True)(path, r0, r1, labels[r0:r1], groups,
+            chunks.append(dask.delayed(_split_chunk, pure=True)(path, r0, r1, seeds[i], m, groups,
                                                                 dask_key_name=f"split-{tok}-{i}"))
     votes = [dask.delayed(_fit_group, pure=True)(g, groups, m, k, alpha, *chunks,
                                                 dask_key_name=f"lasso-group-{tok}-{g}")

@@ -189,13 +189,39 @@ def test_dask_votes_equal_sequential_votes(client, store):
     path, X, y = store
     m = 50  # public (e.g. from a released row count)
     counts = block_vote_counts(path, 5, m, alpha=0.01, random_state=7)
-    from dpdist.selection.two_stage import assign_blocks, block_votes
-    blocks = assign_blocks(X.shape[0], m, 7)
+    from dpdist.selection.two_stage import block_votes, split_by_label
     expected = np.zeros(X.shape[1])
-    for rows in blocks:
+    for rows in split_by_label(_store_block_labels(path, m, 7), m):
         expected[block_votes(X[rows], y[rows], 5, 0.01)] += 1
     np.testing.assert_array_equal(counts, expected)
     assert counts.sum() <= 5 * m
+    np.testing.assert_array_equal(block_vote_counts(path, 5, m, alpha=0.01, random_state=7), counts)
+
+
+def _store_block_labels(path, m, seed):
+    """The block of each row of the store as ``block_vote_counts`` draws them for ``seed``."""
+    import pipelines.two_stage as ts
+    bounds = open_store(path).row_bounds()
+    seeds = ts._chunk_seeds(len(bounds), seed)
+    return np.concatenate([ts._chunk_labels(s, r1 - r0, m) for s, (r0, r1) in zip(seeds, bounds)])
+
+
+def test_block_labels_are_uniform_and_independent_across_chunks():
+    """Each row's block is uniform over the m blocks, whatever its chunk (chi-square against the
+    exact uniform law, pooled over 40 chunks of fresh OS-entropy seeds), the chunks' draws are not
+    repeated, and a seed gives the same labels again."""
+    import pipelines.two_stage as ts
+    from scipy.stats import chisquare
+    m, rows = 7, 5000
+    seeds = ts._chunk_seeds(40, None)
+    labels = np.array([ts._chunk_labels(s, rows, m) for s in seeds])
+    assert labels.dtype == np.int32 and labels.min() >= 0 and labels.max() < m
+    assert chisquare(np.bincount(labels.ravel(), minlength=m)).pvalue > 1e-4
+    assert chisquare(np.bincount(labels[:, 0], minlength=m)).pvalue > 1e-4  # the first row of every chunk
+    assert len({lab.tobytes() for lab in labels}) == 40
+    assert np.array_equal(ts._chunk_labels(seeds[3], rows, m), labels[3])
+    assert not np.array_equal(ts._chunk_seeds(40, None), seeds)
+    assert np.array_equal(ts._chunk_seeds(4, 7), ts._chunk_seeds(4, 7))
 
 
 @pytest.mark.parametrize("m", [1, 3, 50, 3000])
@@ -205,15 +231,15 @@ def test_each_block_of_a_group_is_its_rows_of_the_store_exactly(store, monkeypat
     > n), whether m is below, at or above the number of groups."""
     import pipelines.two_stage as ts
     from dpdist.selection.sis import store_target
-    from dpdist.selection.two_stage import assign_blocks, block_labels
-
     path, X, _ = store
     st = open_store(path)
     seen = []
     monkeypatch.setattr(ts, "block_votes", lambda Xb, yb, k, alpha: seen.append((Xb, yb)) or np.zeros(0, dtype=int))
-    labels = block_labels(X.shape[0], m, 7).astype(np.int32)
+    bounds = st.row_bounds()
+    seeds = ts._chunk_seeds(len(bounds), 7)
+    labels = _store_block_labels(path, m, 7)
     groups = min(m, 8)
-    chunks = [ts._split_chunk(str(path), r0, r1, labels[r0:r1], groups) for r0, r1 in st.row_bounds()]
+    chunks = [ts._split_chunk(str(path), r0, r1, s, m, groups) for s, (r0, r1) in zip(seeds, bounds)]
     order = []
     for g in range(groups):
         before = len(seen)
@@ -222,7 +248,7 @@ def test_each_block_of_a_group_is_its_rows_of_the_store_exactly(store, monkeypat
     assert sorted(order) == list(range(m)) and len(seen) == m
     y = store_target(st, st.y[:])
     for b, (Xb, yb) in zip(order, seen):
-        rows = assign_blocks(X.shape[0], m, 7)[b]
+        rows = np.flatnonzero(labels == b)
         want = X[rows]
         assert Xb.shape == want.shape and np.array_equal(Xb.indptr, want.indptr)
         assert np.array_equal(Xb.indices, want.indices) and np.array_equal(Xb.data, want.data)
