@@ -14,7 +14,7 @@ For ``deploy/full-size/<profile>.toml`` (kdda, url, webspam):
 4. prints a markdown table (the stage times ``dpdist run`` prints on stderr, the peaks, the
    text and store sizes on disk, the load average) and appends it to
    ``benchmarks/results/full_size.md``; each run's whole stderr is kept in the run's output
-   directory as ``benchmark-run-<i>.log`` (owner-only), with a count of its warning lines.
+   directory as ``benchmark-run-<time>-<i>.log`` (owner-only), with a count of its warning lines.
 
 ``--fraction f`` runs the first ``round(f * rows)`` rows of the profile instead (a derived
 config beside the text, its own output), for shapes that do not fit the machine or the time;
@@ -197,11 +197,14 @@ def main() -> None:
         reused = (output / "stores" / "source").exists()
         code, err, peaks, wall, stopped = run_sampled(cmd, env, args.stop_after_step, args.stop_after)
         if output.is_dir():  # the whole stderr (operator side: it has the fits' timings)
-            log = output / f"benchmark-run-{i + 1}.log"
-            with open_private(log, "w") as f:
-                f.write(err)
-            warned = sum("Warning" in line for line in err.splitlines())
-            print(f"    its stderr: {log.relative_to(ROOT)} ({warned} lines with 'Warning')", file=sys.stderr)
+            log = output / f"benchmark-run-{time.strftime('%Y%m%dT%H%M%S')}-{i + 1}.log"
+            try:
+                with open_private(log, "w") as f:
+                    f.write(err)
+                warned = sum("Warning" in line for line in err.splitlines())
+                print(f"    its stderr: {log} ({warned} lines with 'Warning')", file=sys.stderr)
+            except OSError as e:  # never in place of the run's own error, nor of the table
+                print(f"    its stderr was not kept: {e}", file=sys.stderr)
         if code != 0 and not (stopped and code == 130):
             print(err[-4000:], file=sys.stderr)
             raise SystemExit(f"dpdist run exited {code}")

@@ -8,8 +8,9 @@ task per block, KDDA's train half (103 row blocks x 2,593 LASSO blocks) made 267
 edges, and the graph's overhead cost twice the fits (133 s against ~45 s on 2 workers).
 
 Each row's block is drawn uniformly and independently (``block_labels``), by the task that reads
-its chunk, from a 128-bit seed per chunk: the distribution of ``assign_blocks`` (and a fixed
-seed gives the same blocks on any cluster), not its draws for that seed.
+its chunk, from a 128-bit seed per chunk: the distribution of ``assign_blocks``, not its draws.
+A fixed seed (experiments only) gives the same blocks on any cluster for the same ``block_rows``,
+but not the blocks ``assign_blocks`` (``TwoStageSelector.fit``) draws for that seed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dpdist.data.store import open_store
 from dpdist.selection.sis import store_target
 from dpdist.selection.two_stage import block_labels, block_votes, split_by_label
 from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.validation import check_count
 from pipelines._placement import pinned, workers
 
 
@@ -74,7 +76,7 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, n_blocks: int, alpha
     path = str(path)
     store = open_store(path)
     d = store.shape[1]
-    m = int(n_blocks)
+    m = check_count(n_blocks, "n_blocks")
     bounds = store.row_bounds(block_rows)
     seeds = _chunk_seeds(len(bounds), random_state)
     tok = os.urandom(8).hex()  # distinct keys per graph; never a hash of the (secret) block seeds

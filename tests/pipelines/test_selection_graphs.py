@@ -10,6 +10,7 @@ from distributed import Client, LocalCluster
 
 from dpdist.data.store import open_store, write_store
 from dpdist.data.synthetic import make_synthetic
+from dpdist.exceptions import ParameterError
 from dpdist.selection.sis import correlation_scores as in_memory_scores
 from dpdist.selection.sis import store_scores
 from pipelines.sis import _coded_target, _column_xty, _small_codes, correlation_scores, xty_graph
@@ -196,6 +197,27 @@ def test_dask_votes_equal_sequential_votes(client, store):
     np.testing.assert_array_equal(counts, expected)
     assert counts.sum() <= 5 * m
     np.testing.assert_array_equal(block_vote_counts(path, 5, m, alpha=0.01, random_state=7), counts)
+    for bad in (0, -3):
+        with pytest.raises(ParameterError, match="n_blocks"):
+            block_vote_counts(path, 5, bad)
+
+
+def test_two_stage_graph_keys_are_random_tokens(client, store, monkeypatch):
+    """The graph's keys are a random token and a number (never a hash of a seed or of the data)."""
+    import re
+
+    path, X, _ = store
+    graphs = []
+    compute = dask.compute
+
+    def spy(*args, **kw):
+        graphs.extend(dict(a.__dask_graph__()) for a in args)
+        return compute(*args, **kw)
+
+    monkeypatch.setattr(dask, "compute", spy)
+    block_vote_counts(path, 5, 50, alpha=0.01)
+    keys = {str(k) for g in graphs for k in g}
+    assert keys and all(re.fullmatch(r"(split|lasso-group)-[0-9a-f]{16}-\d+", k) for k in keys)
 
 
 def _store_block_labels(path, m, seed):
