@@ -1010,8 +1010,8 @@ class SparseStore:
 
         A binary range then holds 4 bytes an entry (the row indices) instead of 12, in the block
         cache and in the reader's passes; with our stores' codecs its values are checked chunk by
-        chunk in a scratch buffer and never held whole. Which ranges are binary depends on the data and changes only
-        memory and time, never a value read through it.
+        chunk in a scratch buffer and never held whole. Which ranges are binary depends on the
+        data and changes only memory and time, never a value read through it.
         """
         part = self._slice(self._C, c0, c1, pattern=True)
         return (None, *part) if len(part) == 2 else part
