@@ -7,16 +7,17 @@ measures in the same run:
 
 * baseline: single-process scipy ``X.T @ y`` on the whole matrix already in memory (best of
   3; loading it from the store is timed separately and not counted);
-* dpdist: ``pipelines.sis.correlation_scores`` on a LocalCluster of 1 and of 2 single-threaded
-  worker processes (``--memory-limit`` each, default the full-size config's 14 GiB, so each
-  worker's block cache holds 3.5 GiB: all of its share of KDDA's CSC copy with 2 workers,
-  all but ~1% with 1), timed end to end on the client (graph, tasks, transfer of the 2e7 scores,
-  concatenation), twice each:
-  - "cold": the workers' block caches empty, so every CSC block is read from the store and
-    decompressed (the files themselves are in the OS page cache after the first run; this
-    machine's page cache is shared and is not dropped);
-  - "warm": the same reduction again, as a second selection step of a run does: the
-    decompressed blocks come from the workers' caches (best of 3, as the baseline);
+* dpdist: ``pipelines.sis.correlation_scores`` on a LocalCluster of 1 and of 2 worker processes of one
+  Dask thread each (``--memory-limit`` each, default the full-size config's 14 GiB), timed end
+  to end on the client (graph, tasks, transfer of the 2e7 scores, concatenation), twice each.
+  Each task streams its column range's entries through reused buffers, reduced in a thread
+  per CPU per Dask thread of the worker (``pipelines.sis``):
+  - "cold": new workers, their block caches empty: the target is read and coded, and every
+    range's column pointers read, before its entries are (the files themselves are in the OS
+    page cache after the first run; this machine's page cache is shared and is not dropped);
+  - "warm": the same reduction again, as a second selection step of a run does: the coded
+    target and the pointers come from the workers' caches, the entries are streamed again
+    (best of 3, as the baseline);
 * the canonical top-k (k = 100) on the resulting 2e7 scores (target: under 10 s).
 
 Throughput is non-zeros per second; ratios are ours over the baseline's in this run. The
@@ -121,7 +122,7 @@ def main() -> None:
     print(f"\nscipy X.T @ y, one process, in memory : {t_scipy:7.3f} s  {rate / 1e6:8.1f} M nnz/s "
           f"(loading the matrix took {t_load:.1f} s more)")
     for w, (cold, warm) in results.items():
-        for label, s in (("cold (reads + decompression)", cold), ("warm (worker block caches)", warm)):
+        for label, s in (("cold (new workers)", cold), ("warm (second pass)", warm)):
             print(f"dpdist Dask, {w} worker{'s' if w > 1 else ' '}, {label:<29}: {s:7.3f} s  "
                   f"{nnz / s / 1e6:8.1f} M nnz/s  ratio {t_scipy / s:5.2f}x")
     if 1 in results and 2 in results:

@@ -7,12 +7,19 @@ client concatenates the ranges. Nothing is summed across tasks and each task ret
 its own slice of the scores, so the data moved is one float per feature, against one dense
 D-vector per worker (160 MB at D = 2e7) for a row-block reduction.
 
-The tasks read through the per-worker block cache (``open_store(path, cache=True)``), a
-range of binary features as its row indices alone (``SparseStore.column_pattern``: 4 bytes an
-entry instead of 12, in the cache and in the loop; the same products), and
-each range is pinned to one worker (round robin over the workers in address order, other
-workers allowed if it dies), so a second reduction over the same store in the run reads
-nothing from disk.
+Each task reads its range's entries in pieces, one stored chunk at a time decompressed into
+a buffer its thread reuses (``SparseStore.column_stream``), and reduces them as they come:
+no range is ever held in memory whole. The range is cut into one span of columns per CPU,
+each read and reduced by a thread (numba releases the GIL). A range of binary features is
+read as its row indices alone (x_ij = 1, the same products). Only the range's column
+pointers, its binary flag and the coded target are kept in the per-worker block cache
+(``open_store(path, cache=True)``), and each range is pinned to one worker (round robin over
+the workers in address order, other workers allowed if it dies). Holding the decompressed
+ranges instead, for later passes, cost more than it saved: on this kind of VM the first touch
+of fresh memory is dearer than the decompression (see ``ColumnStream``). On the full KDDA
+shape, on 1 and 2 workers, held ranges took 1.5-1.9 s for a cold pass (against 1.05-1.3 s
+streamed) and 0.54-0.73 s for a warm one (against 0.68-0.77 s), and 1.4 GB of memory
+(``benchmarks/results/full_size.md``).
 
 y is read through one-byte codes into its distinct values when it has few (labels), so the
 random reads of y stay in the cache (``_coded_target``); the products and sums are the same.
@@ -25,53 +32,102 @@ or clipped to [-1, 1] in the loop, and a violation raises ``enforce_bounds``' ow
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import dask
 import numba
 import numpy as np
 from dask.delayed import Delayed
 
-from dpdist.data.store import SparseStore, open_store
+from dpdist.data.store import ColumnStream, SparseStore, open_store
 from dpdist.data.transforms import check_target_bound, clip_target, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.selection.sis import store_target
+from dpdist.utils.memory import sequential_empty
 from pipelines._placement import pinned, workers
 
-# Non-zeros per task on average (ranges are of equal width): ~200 MB of decompressed CSC data, 67 MB
-# if binary. Fewer, larger tasks pay less per task (store metadata, the fresh pages of each slice
-# of scores): on the full KDDA shape, 2^24 against 2^22 took 2.1-2.4 s against 3.0 s cold and
-# 0.72-0.88 s against 0.97-1.09 s warm on 1 worker (19 against 74 ranges).
-COLUMN_BLOCK_NNZ = 1 << 24
-_NO_VALUES = np.empty(0)  # every x_ij of the range is 1 (``SparseStore.column_pattern``)
-_NO_VALUES.flags.writeable = False  # read-only as the cached values are: one compiled kernel for both
+# Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
+# and scores (8 bytes a column each), so fewer, larger tasks cost no memory and pay less per task
+# and per transfer: on the full KDDA shape (308M non-zeros) 4 ranges took 1.05-1.3 s cold and
+# 0.68-0.77 s warm on 1 and 2 workers, against 1.2-1.5 s and 0.74-1.0 s with 19 and 1.7-2.0 s
+# and 1.0-1.1 s with 40.
+COLUMN_BLOCK_NNZ = 1 << 26
+_NO_VALUES = np.empty(0)  # every x_ij of the range is 1 (``ColumnStream.binary``)
+_NO_ROWS = np.empty(0, dtype=np.int32)  # the empty piece of a span's closing call
+_N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+_KERNEL_POOL = ThreadPoolExecutor(max_workers=_N_THREADS, thread_name_prefix="sis-xty")
 
 
 @numba.njit(nogil=True, cache=True)
-def _column_xty(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, values: np.ndarray, codes: np.ndarray,
-                clip: bool, out: np.ndarray) -> bool:
-    """out[j] = sum_i x_ij y_i over each column's entries (rows ascending; duplicates summed
-    before the bound), each entry clipped to [-1, 1] (``clip``) or checked; False on a violation.
-    x_ij is ``data[p]``, or 1.0 when ``data`` is empty (a binary range, ``column_pattern``).
-    y_i is ``values[codes[i]]``, or ``values[i]`` when ``codes`` is empty (see ``_coded_target``)."""
+def _add_entry(s: float, v: float, yi: float, clip: bool) -> tuple[bool, float]:
+    """(True, s + v y_i) with v clipped to [-1, 1] (``clip``) or checked; (False, s) on a violation."""
+    if clip:
+        v = min(1.0, max(-1.0, v))
+    elif not abs(v) <= 1.0:
+        return False, s
+    return True, s + v * yi
+
+
+@numba.njit(nogil=True, cache=True)
+def _piece_xty(indptr: np.ndarray, p: int, rows: np.ndarray, data: np.ndarray, values: np.ndarray,
+               codes: np.ndarray, clip: bool, out: np.ndarray, at: np.ndarray, sums: np.ndarray,
+               close_to: int) -> bool:
+    """Adds the entries at positions p, p+1, ... of a column range (``rows[e]``, ``data[e]``; x_ij
+    = 1.0 when ``data`` is empty: a binary range) to out[j] = sum_i x_ij y_i, where column j
+    holds the positions [indptr[j], indptr[j+1]) - indptr[0], rows ascending. The pieces of a
+    span of columns come in position order and carry their state in ``at`` = (current column,
+    pending row or -1) and ``sums`` = (the current column's sum, the pending row's value): the
+    entries of one (i, j), which may lie in two pieces, are summed first, then clipped to
+    [-1, 1] (``clip``) or checked (``_add_entry``). With ``close_to`` >= 0 the columns up to it
+    are finished after the piece (the span's last call). False on a bound violation. y_i is
+    ``values[codes[i]]``, or ``values[i]`` when ``codes`` is empty (see ``_coded_target``)."""
     coded = codes.shape[0] > 0
     unit = data.shape[0] == 0
-    for j in range(out.shape[0]):
-        s = 0.0
-        p, end = indptr[j], indptr[j + 1]
-        while p < end:
-            i = indices[p]
-            v = 1.0 if unit else data[p]
-            p += 1
-            while p < end and indices[p] == i:
-                v += 1.0 if unit else data[p]
-                p += 1
-            if clip:
-                v = min(1.0, max(-1.0, v))
-            elif not abs(v) <= 1.0:
-                return False
-            s += v * (values[codes[i]] if coded else values[i])
+    base = indptr[0]
+    j, pending = at[0], at[1]
+    s, v = sums[0], sums[1]
+    ok = True
+    for e in range(rows.shape[0]):
+        while indptr[j + 1] - base <= p + e:  # the entry is past column j: finish it
+            if pending >= 0:
+                ok, s = _add_entry(s, v, values[codes[pending]] if coded else values[pending], clip)
+                pending = -1
+            out[j] = s
+            s = 0.0
+            j += 1
+        i = rows[e]
+        x = 1.0 if unit else data[e]
+        if i == pending:
+            v += x
+            continue
+        if pending >= 0:
+            ok, s = _add_entry(s, v, values[codes[pending]] if coded else values[pending], clip)
+        if not ok:
+            return False
+        pending, v = i, x
+    while j < close_to:
+        if pending >= 0:
+            ok, s = _add_entry(s, v, values[codes[pending]] if coded else values[pending], clip)
+            pending = -1
         out[j] = s
-    return True
+        s = 0.0
+        j += 1
+    at[0], at[1] = j, pending
+    sums[0], sums[1] = s, v
+    return ok
+
+
+@numba.njit(nogil=True, cache=True)
+def _position(values: np.ndarray, k: int, v: float) -> int:
+    """np.searchsorted(values[:k], v) (the first position whose value is not below v): by counting
+    the values below v when k <= 16 (two comparisons for labels, no branch to mispredict), else
+    by binary search."""
+    if k <= 16:
+        at = 0
+        for m in range(k):
+            at += values[m] < v
+        return at
+    return np.searchsorted(values[:k], v)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -79,14 +135,14 @@ def _small_codes(y: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """The distinct values of float64 y ascending (``np.unique``'s, up to which of 0.0 and -0.0
     stands for both), codes[i] the index of y[i] among them, when y has between 1 and 256
     distinct values and no NaN; else an empty array (codes then unspecified). Two passes of a
-    binary search (``np.searchsorted``) in the at most 256 values: no sort of y."""
+    search (``_position``) in the at most 256 values: no sort of y."""
     values = np.empty(256)
     k = 0
     for i in range(y.shape[0]):
         v = y[i]
         if v != v:
             return values[:0]
-        at = np.searchsorted(values[:k], v)
+        at = _position(values, k, v)
         if at < k and values[at] == v:
             continue
         if k == 256:
@@ -97,7 +153,7 @@ def _small_codes(y: np.ndarray, codes: np.ndarray) -> np.ndarray:
         k += 1
     values = values[:k]
     for i in range(y.shape[0]):
-        codes[i] = np.searchsorted(values, y[i])
+        codes[i] = _position(values, k, y[i])
     return values
 
 
@@ -109,9 +165,9 @@ def _coded_target(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     The gather reads y at a random row for every entry of a column; y as float64 (67 MB at
     KDDA's 8.4M rows) does not stay in the cache, its one-byte codes (8.4 MB) do: the
     reduction over KDDA's columns runs ~4x faster, with the same products and sums. Up to 256
-    values are coded without sorting y (``_small_codes``: 0.11 s at KDDA's 8.4M rows, with 8 MB
-    of fresh memory; ``np.unique`` took 0.07-0.8 s there, most of it the first touch of the
-    ~200 MB its sort allocates, which a new worker pays in full).
+    values are coded without sorting y (``_small_codes``: 0.015 s for KDDA's 8.4M labels, with
+    8 MB of fresh memory; 0.11 s by binary search alone; ``np.unique`` took 0.07-0.8 s there, most
+    of it the first touch of the ~200 MB its sort allocates, which a new worker pays in full).
     """
     if y.dtype == np.float64:  # what the callers pass (an int64 or float32 y would compare wrongly)
         codes = np.empty(y.shape[0], dtype=np.uint8)
@@ -139,13 +195,44 @@ def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.nda
     return store._cached(("target", bounds), load)
 
 
+def _span_xty(stream: ColumnStream, j0: int, j1: int, values: np.ndarray, codes: np.ndarray, clip: bool,
+              out: np.ndarray) -> bool:
+    """out[j0:j1] of ``_columns_xty``, its entries read piece by piece (in this thread's buffers)."""
+    at, sums = np.array([j0, -1]), np.zeros(2)
+    base = stream.indptr[0]
+    for p, rows, data in stream.pieces(int(stream.indptr[j0] - base), int(stream.indptr[j1] - base)):
+        if not _piece_xty(stream.indptr, p, rows, _NO_VALUES if data is None else data, values, codes, clip, out,
+                          at, sums, -1):
+            return False
+    return _piece_xty(stream.indptr, 0, _NO_ROWS, _NO_VALUES, values, codes, clip, out, at, sums, j1)
+
+
+def _spans_per_task() -> int:
+    """The CPUs of this process per Dask thread of its worker (1 outside a worker's task is
+    the process's CPUs): a worker with a Dask thread per CPU already runs a task on each."""
+    try:
+        from distributed import get_worker
+
+        nthreads = get_worker().state.nthreads
+    except (ImportError, ValueError):  # not in a worker's task
+        nthreads = 1
+    return max(1, _N_THREADS // max(1, nthreads))
+
+
 def _columns_xty(path: str, c0: int, c1: int, bounds: str) -> np.ndarray:
-    """On a worker: x_j^T y for the columns [c0, c1), the bounds enforced."""
+    """On a worker: x_j^T y for the columns [c0, c1), the bounds enforced. The range is cut into
+    spans of columns of about equal non-zeros (``_spans_per_task``), each read and reduced in a
+    thread of its own."""
     store = open_store(path, cache=True)
     values, codes = _bounded_target(store, bounds)
-    data, indices, indptr = store.column_pattern(c0, c1)
+    stream = store.column_stream(c0, c1)
     out = np.empty(c1 - c0)
-    if not _column_xty(indptr, indices, _NO_VALUES if data is None else data, values, codes, bounds == "clip", out):
+    n_spans = _spans_per_task()
+    cuts = np.searchsorted(stream.indptr, np.linspace(stream.indptr[0], stream.indptr[-1], n_spans + 1)[1:-1])
+    spans = np.unique(np.concatenate(([0], cuts, [c1 - c0])))
+    done = [_KERNEL_POOL.submit(_span_xty, stream, int(j0), int(j1), values, codes, bounds == "clip", out)
+            for j0, j1 in zip(spans[:-1], spans[1:])]
+    if not all([f.result() for f in done]):
         enforce_bounds(store.read_columns(c0, c1), mode="check", name=f"store {path}")
         raise ParameterError(f"store {path}: a matrix entry is outside |X_ij| <= 1")  # never an unfilled score
     return out
@@ -173,7 +260,7 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
 def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int | None = None) -> np.ndarray:
     """|X^T y| computed on the active Dask scheduler (a distributed Client if one is set)."""
     parts = xty_graph(path, bounds, n_blocks)
-    scores = np.empty(open_store(path).shape[1])
+    scores = sequential_empty(open_store(path).shape[1])  # ordinary pages: the first touch of huge ones stalls
     c0 = 0
     for part in dask.compute(*parts, optimize_graph=False):  # assembled in place: no D-sized temporaries
         np.abs(part, out=scores[c0 : c0 + part.shape[0]])

@@ -219,7 +219,7 @@ def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
     assert np.array_equal(s.y, np.zeros(60)) and (s.csc() != X.tocsc()).nnz == 0
 
 
-def test_column_pattern_drops_the_values_of_binary_ranges_only(tmp_path, monkeypatch):
+def test_column_stream_reads_the_entries_in_chunk_pieces(tmp_path, monkeypatch):
     monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)  # ranges over many chunks, cut at both ends
     X = sp.random(300, 40, density=0.2, random_state=6, format="csc")
     X.data[:] = 1.0
@@ -229,19 +229,30 @@ def test_column_pattern_drops_the_values_of_binary_ranges_only(tmp_path, monkeyp
     X = X.tocsr()
     write_store(tmp_path / "s", X, np.ones(300), task="regression")
     s = open_store(tmp_path / "s")
+    rng = np.random.default_rng(1)
     for c0, c1 in [(0, 30), (3, 17), (25, 31), (30, 31), (31, 32), (32, 40), (5, 5), (0, 40)]:
-        data, rows, ptr = s.column_pattern(c0, c1)
-        want = s.column_slice(c0, c1)
-        assert np.array_equal(rows, want[1]) and np.array_equal(ptr, want[2])
-        if c0 < 32 and c1 > 30:
-            assert np.array_equal(data, want[0])
-        else:
-            assert data is None and np.all(want[0] == 1.0)
+        stream = s.column_stream(c0, c1)
+        data, rows, ptr = s.column_slice(c0, c1)
+        assert np.array_equal(stream.indptr - stream.indptr[0], ptr)
+        assert stream.binary == (not (c0 < 32 and c1 > 30)) and (not stream.binary or np.all(data == 1.0))
+        for lo, hi in [(0, ptr[-1])] + [tuple(sorted(rng.integers(0, ptr[-1] + 1, 2))) for _ in range(5)]:
+            pieces = [(p, r.copy(), None if d is None else d.copy()) for p, r, d in stream.pieces(int(lo), int(hi))]
+            if hi == lo:
+                assert pieces == []
+                continue
+            # one stored chunk a piece: each after the first starts a chunk of the array
+            starts = [p for p, _, _ in pieces]
+            assert starts == [lo, *np.cumsum([len(r) for _, r, _ in pieces])[:-1] + lo]
+            assert all((p + stream.indptr[0]) % 64 == 0 for p in starts[1:]) and all(len(r) <= 64 for _, r, _ in pieces)
+            assert np.array_equal(np.concatenate([r for _, r, _ in pieces]), rows[lo:hi])
+            if not stream.binary:
+                assert np.array_equal(np.concatenate([d for _, _, d in pieces]), data[lo:hi])
+            else:
+                assert all(d is None for _, _, d in pieces)
     # the chunk-wise check is np.all over any range of the array, chunks cut anywhere
     g = zarr.open_group(tmp_path / "s", mode="r")["X_csc/data"]
     values = g[:]
     assert g.chunks[0] == 64 and values.size > 10 * 64
-    rng = np.random.default_rng(0)
     for a, b in [(0, values.size), (0, 0), (5, 6)] + [tuple(sorted(rng.integers(0, values.size, 2))) for _ in range(60)]:
         assert store_mod._all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
     # chunks of stored zeros equal the fill value and are not written: they read as zeros
@@ -252,24 +263,34 @@ def test_column_pattern_drops_the_values_of_binary_ranges_only(tmp_path, monkeyp
     assert sorted(p.name for p in (tmp_path / "z" / "X_csc" / "data" / "c").iterdir()) == ["4", "5"]
     assert store_mod._all_equal(g, 0, 300, 0.0) and store_mod._all_equal(g, 64, 128, 0.0)
     assert not store_mod._all_equal(g, 0, 300, 1.0) and store_mod._all_equal(g, 300, 350, 1.0)
-    assert open_store(tmp_path / "z").column_pattern(0, 1)[0].tolist() == [0.0] * 300
-    # through the cache a binary range holds its row indices and pointers only
+    zero = open_store(tmp_path / "z").column_stream(0, 1)
+    assert not zero.binary and np.concatenate([d.copy() for _, _, d in zero.pieces(0, 300)]).tolist() == [0.0] * 300
+    # through the cache a range holds its pointers and flag only, never its entries
     BLOCK_CACHE.clear()
     cached = open_store(tmp_path / "s", cache=True)
-    data, rows, ptr = cached.column_pattern(0, 30)
-    assert data is None and BLOCK_CACHE.nbytes == rows.nbytes + ptr.nbytes and BLOCK_CACHE.misses == 1
-    again = cached.column_pattern(0, 30)
-    assert BLOCK_CACHE.hits == 1 and again[0] is None and again[1] is rows
-    assert cached.column_pattern(0, 40)[0] is not None and BLOCK_CACHE.misses == 2
-    # the plain read of the same columns is cached apart, with its values, either way round
-    for first in ("pattern", "slice"):
-        BLOCK_CACHE.clear()
-        if first == "pattern":
-            cached.column_pattern(0, 30)
-        full = cached.column_slice(0, 30)
-        assert len(full) == 3 and all(np.array_equal(u, v) for u, v in zip(full, s.column_slice(0, 30)))
-        assert cached.column_pattern(0, 30)[0] is None
+    stream = cached.column_stream(0, 30)
+    assert stream.binary and BLOCK_CACHE.nbytes == stream.indptr.nbytes + 1 and BLOCK_CACHE.misses == 1
+    list(stream.pieces(0, int(stream.indptr[-1] - stream.indptr[0])))
+    again = cached.column_stream(0, 30)
+    assert BLOCK_CACHE.hits == 1 and again.binary and again.indptr is stream.indptr
+    assert BLOCK_CACHE.nbytes == stream.indptr.nbytes + 1
+    assert not cached.column_stream(0, 40).binary and BLOCK_CACHE.misses == 2
     BLOCK_CACHE.clear()
+
+
+def test_column_stream_reads_other_layouts_whole(tmp_path, monkeypatch):
+    """A layout without a chunk decoder of ours (here: none for the values) is read in one piece."""
+    X = sp.random(200, 10, density=0.3, random_state=2, format="csr")
+    write_store(tmp_path / "s", X, np.ones(200), task="regression")
+    stream = open_store(tmp_path / "s").column_stream(2, 9)
+    n = int(stream.indptr[-1] - stream.indptr[0])
+    real = store_mod._chunk_decoder
+    monkeypatch.setattr(store_mod, "_chunk_decoder", lambda arr: None if arr.basename == "data" else real(arr))
+    pieces = list(stream.pieces(3, n))
+    data, rows, _ = open_store(tmp_path / "s").column_slice(2, 9)
+    assert len(pieces) == 1 and pieces[0][0] == 3
+    assert np.array_equal(pieces[0][1], rows[3:]) and np.array_equal(pieces[0][2], data[3:])
+    assert list(stream.pieces(4, 4)) == []
 
 
 def test_all_equal_under_concurrent_callers(tmp_path, monkeypatch):

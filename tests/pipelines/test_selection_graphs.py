@@ -13,8 +13,18 @@ from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import ParameterError
 from dpdist.selection.sis import correlation_scores as in_memory_scores
 from dpdist.selection.sis import store_scores
-from pipelines.sis import _coded_target, _column_xty, _small_codes, correlation_scores, xty_graph
+from pipelines.sis import _coded_target, _piece_xty, _small_codes, correlation_scores, xty_graph
 from pipelines.two_stage import block_vote_counts
+
+
+def _column_xty(indptr, indices, data, values, codes, clip, out, cuts=()):
+    """``_piece_xty`` over all the columns, the entries in pieces cut at the positions ``cuts``."""
+    at, sums = np.array([0, -1]), np.zeros(2)
+    ends = [0, *cuts, indices.shape[0]]
+    for p, q in zip(ends[:-1], ends[1:]):
+        if not _piece_xty(indptr, p, indices[p:q], data[p:q], values, codes, clip, out, at, sums, -1):
+            return False
+    return _piece_xty(indptr, 0, indices[:0], data[:0], values, codes, clip, out, at, sums, out.shape[0])
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +78,7 @@ def test_coded_target_gives_the_same_bits(kind, code_dtype):
     np.testing.assert_allclose(got, X.T @ y, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("distinct", [1, 2, 3, 255, 256, 257, 5000])
+@pytest.mark.parametrize("distinct", [1, 2, 3, 16, 17, 255, 256, 257, 5000])
 def test_small_codes_are_those_of_np_unique(distinct):
     """Up to 256 distinct values are coded without a sort, as np.unique codes them (values
     ascending, codes their positions); beyond, and with a NaN, np.unique itself."""
@@ -102,7 +112,7 @@ def test_small_codes_merge_signed_zeros_and_take_no_rows():
 @pytest.mark.parametrize("target", ["labels", "continuous"])
 @pytest.mark.parametrize("clip", [True, False])
 def test_a_binary_range_read_without_values_gives_the_same_bits(clip, target):
-    """x_ij read as 1 (no values, ``column_pattern``) gives the bits of reading the stored 1.0s,
+    """x_ij read as 1 (no values, ``ColumnStream.binary``) gives the bits of reading the stored 1.0s,
     with y coded or not; a duplicated (i, j) entry is summed to 2 before the bound (clipped, or
     refused)."""
     rng = np.random.default_rng(8)
@@ -128,18 +138,68 @@ def test_a_binary_range_read_without_values_gives_the_same_bits(clip, target):
         assert ones.tobytes() == none.tobytes()
 
 
-def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path):
-    """The no-values marker has the cached values' numba type (read-only), so a binary range
-    compiles no second kernel (whose cache file would record that some store had one)."""
+@pytest.mark.parametrize("clip", [True, False])
+def test_pieces_cut_anywhere_give_the_same_bits(clip):
+    """The entries cut into pieces anywhere -- inside a column, between the entries of one (i, j)
+    summed before the bound, before empty columns -- give the bits of one piece; a violation is
+    refused whichever piece it ends in."""
+    rng = np.random.default_rng(11)
+    X = sp.random(400, 50, density=0.08, random_state=11, format="lil")
+    X[:, [0, 7, 8, 49]] = 0.0  # empty columns at both ends and inside
+    X = X.tocsc()
+    X.data = rng.uniform(-0.6, 0.6, X.nnz)
+    reps = rng.integers(1, 4, X.nnz)  # each (i, j) stored 1-3 times, its parts summing to x_ij
+    indices = np.repeat(X.indices, reps)
+    data = np.repeat(X.data / reps, reps)
+    indptr = np.r_[0, np.cumsum([reps[a:b].sum() for a, b in zip(X.indptr[:-1], X.indptr[1:])])]
+    assert np.all(np.diff(X.indptr)[[0, 7, 8, 49]] == 0)
+    y = rng.choice([-1.0, 1.0], 400)
+    values, codes = _coded_target(y)
+    whole = np.empty(50)
+    assert _column_xty(indptr, indices, data, values, codes, clip, whole)
+    np.testing.assert_allclose(whole, X.T @ y, rtol=1e-12, atol=1e-12)
+    for k in (1, 2, 7, 40, indices.size - 1):
+        cuts = np.sort(rng.choice(np.arange(1, indices.size), k, replace=False))
+        got = np.full(50, np.nan)
+        assert _column_xty(indptr, indices, data, values, codes, clip, got, cuts)
+        assert got.tobytes() == whole.tobytes()
+    runs = np.flatnonzero(indices[1:] == indices[:-1])  # (i, j) stored twice in a row: cut between
+    data[runs[0]] = data[runs[0] + 1] = 0.7  # over 1 only once summed (a third part is at most 0.2)
+    for cuts in ([], [runs[0] + 1], [runs[0], runs[0] + 1, runs[0] + 2]):
+        got = np.full(50, np.nan)
+        assert _column_xty(indptr, indices, data, values, codes, clip, got, cuts) == clip
+        if clip:
+            assert np.all(np.isfinite(got))
+
+
+def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatch):
+    """The no-values marker has the pieces' numba type, so a binary range compiles no second
+    kernel (whose cache file would record that some store had one)."""
     import numba
 
+    from dpdist.data import store as store_mod
     from pipelines.sis import _NO_VALUES
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 8)
     X = sp.random(50, 6, density=0.5, random_state=1, format="lil")
     X[X.nonzero()] = 1.0
     X[0, 5] = 0.5
     write_store(tmp_path / "s", X, np.ones(50), task="regression")
-    data = open_store(tmp_path / "s", cache=True).column_pattern(0, 6)[0]
-    assert data is not None and numba.typeof(data) == numba.typeof(_NO_VALUES)
+    stream = open_store(tmp_path / "s", cache=True).column_stream(0, 6)
+    pieces = list(stream.pieces(0, int(stream.indptr[-1] - stream.indptr[0])))
+    assert not stream.binary and len(pieces) > 2
+    assert all(numba.typeof(data) == numba.typeof(_NO_VALUES) for _, _, data in pieces)
+
+
+def test_a_task_runs_a_span_per_cpu_per_dask_thread(client):
+    import os
+
+    from pipelines.sis import _spans_per_task
+    cpus = len(os.sched_getaffinity(0))
+    assert _spans_per_task() == cpus  # outside a worker
+    assert client.submit(_spans_per_task, pure=False).result() == cpus  # 1 Dask thread a worker
+    with LocalCluster(n_workers=1, threads_per_worker=2 * cpus, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as other:
+        assert other.submit(_spans_per_task, pure=False).result() == 1
 
 
 def test_dask_scores_of_a_binary_store_keep_no_values(client, tmp_path):
@@ -151,9 +211,9 @@ def test_dask_scores_of_a_binary_store_keep_no_values(client, tmp_path):
     got = correlation_scores(tmp_path / "bin", n_blocks=4)
     np.testing.assert_array_equal(got, np.abs(X.T @ (2 * y - 1)))
     cached = client.run(lambda: __import__("dpdist.data.store").data.store.BLOCK_CACHE.nbytes)
-    # the ranges' row indices (4 bytes) and pointers, no values (8 bytes an entry), and on each
-    # worker y (8 bytes a row) and its one-byte codes
-    assert sum(cached.values()) <= 4 * X.nnz + 8 * (400 + 4) + 2 * (9 * 3000 + 16)
+    # the ranges' pointers and binary flags, and on each worker y (8 bytes a row) and its
+    # one-byte codes: no entry is held (they are read in pieces into reused buffers)
+    assert sum(cached.values()) <= 8 * (400 + 4) + 4 + 2 * (9 * 3000 + 16)
 
 
 def _cache_stats() -> tuple[int, int]:
@@ -169,7 +229,7 @@ def test_column_ranges_reuse_the_worker_cache(client, store):
     futures = client.compute(xty_graph(path, n_blocks=6), optimize_graph=False)
     second = np.abs(np.concatenate(client.gather(futures)))
     np.testing.assert_array_equal(first, second)
-    # range i is pinned to worker i mod 2 (sorted addresses), and the second pass reads nothing from disk
+    # range i is pinned to worker i mod 2 (sorted addresses), and the second pass reads only the entries
     workers = sorted(client.scheduler_info()["workers"])
     assert [next(iter(client.who_has(f)[f.key])) for f in futures] == [workers[i % 2] for i in range(6)]
     after_second = client.run(_cache_stats)
