@@ -41,7 +41,7 @@ __all__ = ["select", "select_stage"]
 
 @task(name="xty-scores", retries=1, **RAW)
 def xty_scores(path: str, bounds: str) -> np.ndarray:
-    """|X^T y| over the store's row blocks on the cluster (un-noised: never leaves the flow)."""
+    """|X^T y| over the store's column ranges on the cluster (un-noised: never leaves the flow)."""
     with cluster_client():
         return correlation_scores(path, bounds=bounds)
 

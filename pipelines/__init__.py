@@ -8,8 +8,9 @@ the data through the scheduler) and returns only what the library's mechanisms n
 * :mod:`pipelines.best_subset` -- DP best subset selection: one-swap evaluations mapped over the
   workers, every MIP (the OA master) on a worker holding the ``mip`` resource.
 
-Block-reading tasks go through the per-worker block cache and are pinned to workers
-(:mod:`pipelines._placement`), so repeated steps of a run reuse the decompressed blocks.
+Block-reading tasks are pinned to workers (:mod:`pipelines._placement`), so what a task
+keeps in its worker's block cache (DP-SIS: each column range's pointers, y and its codes)
+serves the same task in a later step of the run.
 
 The raw aggregates these return are inputs of a mechanism, never results to persist: the
 flows pass them straight to a release task that charges the accountant first.

@@ -9,12 +9,12 @@ D-vector per worker (160 MB at D = 2e7) for a row-block reduction.
 
 Each task reads its range's entries in pieces, one stored chunk at a time decompressed into
 a buffer its thread reuses (``SparseStore.column_stream``), and reduces them as they come:
-no range is ever held in memory whole. The range is cut into one span of columns per CPU,
-each read and reduced by a thread (numba releases the GIL). A range of binary features is
-read as its row indices alone (x_ij = 1, the same products). Only the range's column
-pointers, its binary flag and the coded target are kept in the per-worker block cache
-(``open_store(path, cache=True)``), and each range is pinned to one worker (round robin over
-the workers in address order, other workers allowed if it dies). Holding the decompressed
+no range is ever held in memory whole. The range is cut into spans of columns, one per CPU
+per Dask thread of the worker, each read and reduced by a thread (numba releases the GIL). A
+range of binary features is read as its row indices alone (x_ij = 1, the same products).
+Only the range's column pointers, its binary flag, y and its codes are kept in the
+per-worker block cache (``open_store(path, cache=True)``), and each range is pinned to one
+worker (round robin over the workers in address order, other workers allowed if it dies). Holding the decompressed
 ranges instead, for later passes, cost more than it saved: on this kind of VM the first touch
 of fresh memory is dearer than the decompression (see ``ColumnStream``). On the full KDDA
 shape, on 1 and 2 workers, held ranges took 1.5-1.9 s for a cold pass (against 1.05-1.3 s
@@ -40,10 +40,8 @@ import numpy as np
 from dask.delayed import Delayed
 
 from dpdist.data.store import ColumnStream, SparseStore, open_store
-from dpdist.data.transforms import check_target_bound, clip_target, enforce_bounds
-from dpdist.exceptions import ParameterError
+from dpdist.data.transforms import bound_violation, check_target_bound, clip_target
 from dpdist.selection.sis import store_target
-from dpdist.utils.memory import sequential_empty
 from pipelines._placement import pinned, workers
 
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
@@ -232,9 +230,8 @@ def _columns_xty(path: str, c0: int, c1: int, bounds: str) -> np.ndarray:
     spans = np.unique(np.concatenate(([0], cuts, [c1 - c0])))
     done = [_KERNEL_POOL.submit(_span_xty, stream, int(j0), int(j1), values, codes, bounds == "clip", out)
             for j0, j1 in zip(spans[:-1], spans[1:])]
-    if not all([f.result() for f in done]):
-        enforce_bounds(store.read_columns(c0, c1), mode="check", name=f"store {path}")
-        raise ParameterError(f"store {path}: a matrix entry is outside |X_ij| <= 1")  # never an unfilled score
+    if not all([f.result() for f in done]):  # enforce_bounds' own error; never an unfilled score
+        raise bound_violation(f"store {path}", "|X_ij|", 1.0)
     return out
 
 
@@ -260,7 +257,7 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
 def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int | None = None) -> np.ndarray:
     """|X^T y| computed on the active Dask scheduler (a distributed Client if one is set)."""
     parts = xty_graph(path, bounds, n_blocks)
-    scores = sequential_empty(open_store(path).shape[1])  # ordinary pages: the first touch of huge ones stalls
+    scores = np.empty(open_store(path).shape[1])
     c0 = 0
     for part in dask.compute(*parts, optimize_graph=False):  # assembled in place: no D-sized temporaries
         np.abs(part, out=scores[c0 : c0 + part.shape[0]])

@@ -69,7 +69,6 @@ from zarr.codecs import BloscCodec
 from dpdist.exceptions import ParameterError
 from dpdist.utils.random import random_name
 from dpdist.utils.files import open_private, private_dir, restrict_tree
-from dpdist.utils.memory import sequential_empty
 
 __all__ = ["BLOCK_CACHE", "TASKS", "ColumnStream", "SparseStore", "StoreWriter", "check_schema", "check_task",
            "label_mapping", "open_store", "schema", "write_blocks", "write_store"]
@@ -744,7 +743,7 @@ def _read_range(arr: zarr.Array, a: int, b: int) -> np.ndarray:
     if decompress is None or b <= a:
         return arr[a:b]
     c = arr.chunks[0]
-    out = sequential_empty(b - a, arr.dtype)  # ordinary pages: the first touch of huge ones stalls
+    out = np.empty(b - a, dtype=arr.dtype)
 
     def read_chunk(k: int) -> None:
         lo, hi = max(a, k * c), min(b, (k + 1) * c)
@@ -838,8 +837,8 @@ def _raw_chunk_into(arr: zarr.Array, k: int) -> memoryview | None:
         got = 0
         while got < n:
             r = f.readinto(view[got:])
-            if not r:
-                raise OSError(f"{f.name}: the chunk file ended early")
+            if not r:  # the message names the array, not the chunk (whose number follows from the data)
+                raise OSError(f"store {arr.store.root}: a chunk file of {arr.path} ended early")
             got += r
         return view
 

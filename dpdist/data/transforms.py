@@ -225,15 +225,20 @@ def _within(values: np.ndarray, bound: float) -> bool:
     return math.isfinite(lo) and math.isfinite(hi) and max(-lo, hi) <= bound
 
 
+def bound_violation(name: str, what: str, bound: float) -> ParameterError:
+    """The error refusing data outside a bound. It names the bound and the parameter only: no
+    value, position or count of the data leaves in it (it is shown before any charge)."""
+    return ParameterError(
+        f"{name} violates the bound {what} <= {bound:g} that the privacy calibration assumes (or is not "
+        "finite); clip each record to it (--clip on the command line, bounds='clip' in Python, "
+        "data.bounds = \"clip\" in a run config) or rescale by a public constant"
+    )
+
+
 def _check_bound(values: np.ndarray, bound: float, name: str, what: str) -> None:
-    """Refuse values outside the bound. The message names the bound and the parameter only:
-    no value, position or count of the data leaves in it (it is shown before any charge)."""
+    """Refuse values outside the bound (``bound_violation``)."""
     if values.size and not _within(values, bound):
-        raise ParameterError(
-            f"{name} violates the bound {what} <= {bound:g} that the privacy calibration assumes (or is not "
-            "finite); clip each record to it (--clip on the command line, bounds='clip' in Python, "
-            "data.bounds = \"clip\" in a run config) or rescale by a public constant"
-        )
+        raise bound_violation(name, what, bound)
 
 
 def check_row_bound(X: Matrix, bound: float = 1.0, name: str = "X") -> None:

@@ -280,10 +280,12 @@ def test_column_stream_reads_the_entries_in_chunk_pieces(tmp_path, monkeypatch):
 
 def test_column_stream_reads_other_layouts_whole(tmp_path, monkeypatch):
     """A layout without a chunk decoder of ours (here: none for the values) is read in one piece."""
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)  # streamed, it would come in many pieces
     X = sp.random(200, 10, density=0.3, random_state=2, format="csr")
     write_store(tmp_path / "s", X, np.ones(200), task="regression")
     stream = open_store(tmp_path / "s").column_stream(2, 9)
     n = int(stream.indptr[-1] - stream.indptr[0])
+    assert n > 3 * 64 and len(list(stream.pieces(3, n))) > 3
     real = store_mod._chunk_decoder
     monkeypatch.setattr(store_mod, "_chunk_decoder", lambda arr: None if arr.basename == "data" else real(arr))
     pieces = list(stream.pieces(3, n))
@@ -291,6 +293,35 @@ def test_column_stream_reads_other_layouts_whole(tmp_path, monkeypatch):
     assert len(pieces) == 1 and pieces[0][0] == 3
     assert np.array_equal(pieces[0][1], rows[3:]) and np.array_equal(pieces[0][2], data[3:])
     assert list(stream.pieces(4, 4)) == []
+
+
+def test_column_stream_grows_its_read_buffer(tmp_path, monkeypatch):
+    """A stored chunk larger than the thread's read buffer (1 MiB at first) grows it, in a new
+    thread as in an old one."""
+    import threading
+
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 1 << 18)
+    rng = np.random.default_rng(3)
+    X = sp.random(2000, 150, density=0.5, random_state=3, format="csr")
+    X.data = rng.uniform(-1, 1, X.nnz)  # incompressible: 2 MB a stored chunk of values
+    write_store(tmp_path / "s", X, np.ones(2000), task="regression")
+    s = open_store(tmp_path / "s")
+    sizes = [p.stat().st_size for p in (tmp_path / "s" / "X_csc" / "data" / "c").iterdir()]
+    assert max(sizes) > 1 << 20
+    data, rows, ptr = s.column_slice(0, 150)
+    box = {}
+
+    def read() -> None:
+        stream = s.column_stream(0, 150)
+        pieces = [(p, r.copy(), d.copy()) for p, r, d in stream.pieces(0, int(ptr[-1]))]
+        box["rows"] = np.concatenate([r for _, r, _ in pieces])
+        box["data"] = np.concatenate([d for _, _, d in pieces])
+        box["raw"] = len(store_mod._PIECE_BUFFERS.raw)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    assert np.array_equal(box["rows"], rows) and np.array_equal(box["data"], data) and box["raw"] >= max(sizes)
 
 
 def test_all_equal_under_concurrent_callers(tmp_path, monkeypatch):

@@ -17,14 +17,31 @@ from pipelines.sis import _coded_target, _piece_xty, _small_codes, correlation_s
 from pipelines.two_stage import block_vote_counts
 
 
-def _column_xty(indptr, indices, data, values, codes, clip, out, cuts=()):
-    """``_piece_xty`` over all the columns, the entries in pieces cut at the positions ``cuts``."""
-    at, sums = np.array([0, -1]), np.zeros(2)
-    ends = [0, *cuts, indices.shape[0]]
-    for p, q in zip(ends[:-1], ends[1:]):
-        if not _piece_xty(indptr, p, indices[p:q], data[p:q], values, codes, clip, out, at, sums, -1):
+def _column_xty(indptr, indices, data, values, codes, clip, out, cuts=(), spans=None):
+    """``_piece_xty`` over all the columns, the entries in pieces cut at the positions ``cuts``
+    (and at the span ends), each span of columns [j0, j1) of ``spans`` run on its own from
+    column j0 and closed at j1, as ``_span_xty`` runs them."""
+    spans = spans or [(0, out.shape[0])]
+    base = indptr[0]  # positions count from the first entry, as in a range of the store
+    for j0, j1 in spans:
+        at, sums = np.array([j0, -1]), np.zeros(2)
+        lo, hi = indptr[j0] - base, indptr[j1] - base
+        ends = [lo, *[c for c in cuts if lo < c < hi], hi]
+        for p, q in zip(ends[:-1], ends[1:]):
+            if not _piece_xty(indptr, p, indices[p:q], data[p:q], values, codes, clip, out, at, sums, -1):
+                return False
+        if not _piece_xty(indptr, 0, indices[:0], data[:0], values, codes, clip, out, at, sums, j1):
             return False
-    return _piece_xty(indptr, 0, indices[:0], data[:0], values, codes, clip, out, at, sums, out.shape[0])
+    return True
+
+
+def _reference_xty(indptr, indices, data, y, clip):
+    """x_j^T y with the entries of each (i, j) summed first, then clipped to [-1, 1] (``clip``)."""
+    X = sp.csc_matrix((data.copy(), indices.copy(), indptr - indptr[0]), shape=(y.shape[0], indptr.shape[0] - 1))
+    X.sum_duplicates()
+    if clip:
+        X.data = np.clip(X.data, -1.0, 1.0)
+    return X.T @ y
 
 
 @pytest.fixture(scope="module")
@@ -134,15 +151,18 @@ def test_a_binary_range_read_without_values_gives_the_same_bits(clip, target):
     indptr[5:] += 1
     ok = _column_xty(indptr, indices, np.ones(indices.size), values, codes, clip, ones)
     assert _column_xty(indptr, indices, np.empty(0), values, codes, clip, none) == ok == clip
-    if clip:
+    if clip:  # the duplicated entry reads as min(1 + 1, 1) = 1, not 2
         assert ones.tobytes() == none.tobytes()
+        np.testing.assert_allclose(none, _reference_xty(indptr, indices, np.ones(indices.size), y, True),
+                                   rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("clip", [True, False])
 def test_pieces_cut_anywhere_give_the_same_bits(clip):
     """The entries cut into pieces anywhere -- inside a column, between the entries of one (i, j)
-    summed before the bound, before empty columns -- give the bits of one piece; a violation is
-    refused whichever piece it ends in."""
+    summed before the bound, before empty columns -- and the columns into spans run apart give
+    the bits of one piece; the entries of one (i, j) are summed before the bound, whichever
+    pieces they lie in (clipped once, or refused)."""
     rng = np.random.default_rng(11)
     X = sp.random(400, 50, density=0.08, random_state=11, format="lil")
     X[:, [0, 7, 8, 49]] = 0.0  # empty columns at both ends and inside
@@ -151,7 +171,7 @@ def test_pieces_cut_anywhere_give_the_same_bits(clip):
     reps = rng.integers(1, 4, X.nnz)  # each (i, j) stored 1-3 times, its parts summing to x_ij
     indices = np.repeat(X.indices, reps)
     data = np.repeat(X.data / reps, reps)
-    indptr = np.r_[0, np.cumsum([reps[a:b].sum() for a, b in zip(X.indptr[:-1], X.indptr[1:])])]
+    indptr = 1000 + np.r_[0, np.cumsum([reps[a:b].sum() for a, b in zip(X.indptr[:-1], X.indptr[1:])])]
     assert np.all(np.diff(X.indptr)[[0, 7, 8, 49]] == 0)
     y = rng.choice([-1.0, 1.0], 400)
     values, codes = _coded_target(y)
@@ -160,16 +180,19 @@ def test_pieces_cut_anywhere_give_the_same_bits(clip):
     np.testing.assert_allclose(whole, X.T @ y, rtol=1e-12, atol=1e-12)
     for k in (1, 2, 7, 40, indices.size - 1):
         cuts = np.sort(rng.choice(np.arange(1, indices.size), k, replace=False))
-        got = np.full(50, np.nan)
-        assert _column_xty(indptr, indices, data, values, codes, clip, got, cuts)
-        assert got.tobytes() == whole.tobytes()
+        for spans in (None, [(0, 8), (8, 9), (9, 30), (30, 50)], [(0, 1), (1, 49), (49, 50)]):
+            got = np.full(50, np.nan)
+            assert _column_xty(indptr, indices, data, values, codes, clip, got, cuts, spans)
+            assert got.tobytes() == whole.tobytes()
     runs = np.flatnonzero(indices[1:] == indices[:-1])  # (i, j) stored twice in a row: cut between
     data[runs[0]] = data[runs[0] + 1] = 0.7  # over 1 only once summed (a third part is at most 0.2)
-    for cuts in ([], [runs[0] + 1], [runs[0], runs[0] + 1, runs[0] + 2]):
+    want = _reference_xty(indptr, indices, data, y, True)
+    assert np.all(np.abs(want) < 1e300)
+    for cuts in ([], [runs[0] + 1], [runs[0], runs[0] + 1, runs[0] + 2], range(1, indices.size)):
         got = np.full(50, np.nan)
         assert _column_xty(indptr, indices, data, values, codes, clip, got, cuts) == clip
-        if clip:
-            assert np.all(np.isfinite(got))
+        if clip:  # the (i, j)'s sum clipped to 1 once, not each part
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatch):
@@ -200,6 +223,39 @@ def test_a_task_runs_a_span_per_cpu_per_dask_thread(client):
     with LocalCluster(n_workers=1, threads_per_worker=2 * cpus, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as other:
         assert other.submit(_spans_per_task, pure=False).result() == 1
+
+
+@pytest.mark.parametrize("bounds", ["check", "clip"])
+def test_a_range_in_many_spans_and_chunks_gives_the_scores(tmp_path, monkeypatch, bounds):
+    """A task's spans run at once in threads, each through its own chunk buffers (64-entry
+    chunks here: every span reads many, and the spans share their boundary chunks), with empty
+    columns at the cuts; duplicated (i, j) entries are summed before the bound."""
+    import pipelines.sis as sis_mod
+    from dpdist.data import store as store_mod
+    from dpdist.selection.sis import store_target
+    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    rng = np.random.default_rng(5)
+    X = sp.random(3000, 300, density=0.04, random_state=5, format="lil")
+    X[:, 100:110] = 0.0
+    X = X.tocoo()
+    rows, cols = np.r_[X.row, X.row[:200]], np.r_[X.col, X.col[:200]]  # 200 entries twice: scipy sums them, up to 1.4
+    X = sp.csr_matrix((rng.uniform(-0.7, 0.7, rows.size), (rows, cols)), shape=(3000, 300))
+    y = rng.choice([0.0, 1.0], 3000)
+    write_store(tmp_path / "s", X, y, task="binary")
+    store = open_store(tmp_path / "s")
+    yy = store_target(store, store.y)
+    Xb = X.copy()
+    Xb.data = np.clip(Xb.data, -1, 1)
+    for n_spans in (1, 2, 3, 7):
+        monkeypatch.setattr(sis_mod, "_spans_per_task", lambda n=n_spans: n)
+        if bounds == "check" and np.abs(X.data).max() > 1:
+            with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
+                sis_mod._columns_xty(str(tmp_path / "s"), 0, 300, bounds)
+            continue
+        for c0, c1 in [(0, 300), (95, 115), (3, 4)]:
+            got = sis_mod._columns_xty(str(tmp_path / "s"), c0, c1, bounds)
+            np.testing.assert_allclose(got, (Xb.T @ yy)[c0:c1], rtol=1e-12, atol=1e-12)
+    assert bounds == "clip" or np.abs(X.data).max() > 1  # both paths ran
 
 
 def test_dask_scores_of_a_binary_store_keep_no_values(client, tmp_path):
