@@ -181,14 +181,24 @@ def _coded_target(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.ndarray]:
     """The store's target in [-1, 1] (checked or clipped) as ``_coded_target``, cached per worker
-    with the blocks."""
+    with the blocks.
+
+    The stored labels are coded first and the public map into [-1, 1] (``store_target``) and the
+    bound are applied to their distinct values alone: each is a function of one record's label,
+    so values[codes] is the mapped, bounded y bit for bit, and every distinct value occurs in y,
+    so checking them checks y. No y-sized temporary is made (on a Dask worker each would be
+    fresh memory: 0.2-0.3 s at KDDA's 8.4M rows, against 0.05 s)."""
+
+    def bounded(y: np.ndarray) -> np.ndarray:
+        y = store_target(store, y)
+        if bounds == "clip":
+            return clip_target(y, 1.0)
+        check_target_bound(y, 1.0)
+        return np.array(y, dtype=np.float64)  # a copy: never the cached y under a second key
 
     def load() -> tuple[np.ndarray, np.ndarray]:
-        y = store_target(store, store.y)
-        if bounds == "clip":
-            return _coded_target(clip_target(y, 1.0))
-        check_target_bound(y, 1.0)
-        return _coded_target(np.array(y, dtype=np.float64))  # a copy: never the cached y under a second key
+        values, codes = _coded_target(store.y)
+        return bounded(values), codes
 
     return store._cached(("target", bounds), load)
 
@@ -238,12 +248,15 @@ def _columns_xty(path: str, c0: int, c1: int, bounds: str) -> np.ndarray:
 def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int | None = None) -> list[Delayed]:
     """Delayed signed x_j^T y, one task per column range (in column order; concatenate them).
 
-    ``n_blocks`` defaults to max(workers, nnz / COLUMN_BLOCK_NNZ) ranges.
+    ``n_blocks`` defaults to the first multiple of the number of workers at or above
+    nnz / COLUMN_BLOCK_NNZ, so each worker gets as many ranges (on KDDA's shape with 2 workers:
+    6 ranges took 1.05-1.36 s cold, 5 ranges 1.14-2.07 s).
     """
     path = str(path)
     store = open_store(path)
     addresses = workers()
-    n_blocks = n_blocks or max(len(addresses), 1, -(-store.nnz // COLUMN_BLOCK_NNZ))
+    per_worker = max(1, len(addresses))
+    n_blocks = n_blocks or per_worker * -(-max(1, -(-store.nnz // COLUMN_BLOCK_NNZ)) // per_worker)
     ranges = store.column_bounds(n_blocks)
     tok = os.urandom(8).hex()  # distinct keys per graph; never a hash of the content-derived dataset id
     parts = []

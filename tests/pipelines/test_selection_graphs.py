@@ -95,6 +95,33 @@ def test_coded_target_gives_the_same_bits(kind, code_dtype):
     np.testing.assert_allclose(got, X.T @ y, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("task, kind", [("binary", "labels"), ("multiclass", "labels"), ("regression", "grid"),
+                                        ("regression", "continuous")])
+@pytest.mark.parametrize("bounds", ["check", "clip"])
+def test_the_target_is_coded_before_its_map_and_bound(tmp_path, task, kind, bounds):
+    """Coding the stored labels, then mapping and bounding their distinct values, gives the
+    bits of mapping and bounding y itself; a violation is refused as on y."""
+    from dpdist.data.transforms import check_target_bound, clip_target
+    from dpdist.selection.sis import store_target
+    from pipelines.sis import _bounded_target
+    rng = np.random.default_rng(4)
+    n = 70_000
+    y = {"binary": rng.choice([3.0, 7.0], n), "multiclass": rng.choice([1.0, 2.0, 5.0, 9.0], n),
+         "grid": rng.integers(-40, 41, n) / 30, "continuous": rng.uniform(-1.3, 1.3, n)}[task if kind == "labels" else kind]
+    write_store(tmp_path / "s", sp.csr_matrix((n, 3)), y, task=task)
+    store = open_store(tmp_path / "s", cache=True)
+    mapped = store_target(store, store.y)
+    if bounds == "check" and np.abs(mapped).max() > 1:
+        with pytest.raises(ParameterError, match="bound"):
+            _bounded_target(store, bounds)
+        return
+    want = clip_target(mapped, 1.0) if bounds == "clip" else mapped
+    check_target_bound(want, 1.0)
+    values, codes = _bounded_target(store, bounds)
+    got = values[codes] if codes.size else values
+    assert got.tobytes() == want.tobytes() and (codes.size > 0) == (kind != "continuous")
+
+
 @pytest.mark.parametrize("distinct", [1, 2, 3, 16, 17, 255, 256, 257, 5000])
 def test_small_codes_are_those_of_np_unique(distinct):
     """Up to 256 distinct values are coded without a sort, as np.unique codes them (values
