@@ -86,7 +86,9 @@ def _piece_xty(indptr: np.ndarray, p: int, rows: np.ndarray, data: np.ndarray, v
     s, v = sums[0], sums[1]
     ok = True
     for e in range(rows.shape[0]):
-        while indptr[j + 1] - base <= p + e:  # the entry is past column j: finish it
+        # the entry is past column j: finish it (as the closing loop below does; a shared helper,
+        # even inlined, made this loop 38% slower on a KDDA range: 0.120 against 0.087 s)
+        while indptr[j + 1] - base <= p + e:
             if pending >= 0:
                 ok, s = _add_entry(s, v, values[codes[pending]] if coded else values[pending], clip)
                 pending = -1
