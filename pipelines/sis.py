@@ -9,7 +9,7 @@ D-vector per worker (160 MB at D = 2e7) for a row-block reduction.
 
 Each task reads its range's entries in pieces, one stored chunk at a time decompressed into
 a buffer its thread reuses (``SparseStore.column_stream``), and reduces them as they come:
-no range is ever held in memory whole. The range is cut into spans of columns, one per CPU
+with our stores' codecs no range is ever held in memory whole. The range is cut into spans of columns, one per CPU
 per Dask thread of the worker, each read and reduced by a thread (numba releases the GIL). A
 range of binary features is read as its row indices alone (x_ij = 1, the same products).
 Only the range's column pointers, its binary flag, y and its codes are kept in the
@@ -18,7 +18,7 @@ worker (round robin over the workers in address order, other workers allowed if 
 ranges instead, for later passes, cost more than it saved: on this kind of VM the first touch
 of fresh memory is dearer than the decompression (see ``ColumnStream``). On the full KDDA
 shape, on 1 and 2 workers, held ranges took 1.5-1.9 s for a cold pass (against 1.05-1.3 s
-streamed) and 0.54-0.73 s for a warm one (against 0.68-0.77 s), and 1.4 GB of memory
+streamed in 4 ranges) and 0.54-0.73 s for a warm one (against 0.68-0.77 s), and 1.4 GB of memory
 (``benchmarks/results/full_size.md``).
 
 y is read through one-byte codes into its distinct values when it has few (labels), so the
@@ -31,6 +31,7 @@ or clipped to [-1, 1] in the loop, and a violation raises ``enforce_bounds``' ow
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -46,9 +47,9 @@ from pipelines._placement import pinned, workers
 
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
 # and scores (8 bytes a column each), so fewer, larger tasks cost no memory and pay less per task
-# and per transfer: on the full KDDA shape (308M non-zeros) 4 ranges took 1.05-1.3 s cold and
-# 0.68-0.77 s warm on 1 and 2 workers, against 1.2-1.5 s and 0.74-1.0 s with 19 and 1.7-2.0 s
-# and 1.0-1.1 s with 40.
+# and per transfer: on the full KDDA shape (308M non-zeros; 2^26 makes 5 ranges, 6 on 2 workers)
+# 4 ranges took 1.05-1.3 s cold and 0.68-0.77 s warm on 1 and 2 workers, 19 ranges 1.22-1.66 s
+# and 0.74-1.25 s, 40 ranges 1.7-2.0 s and 1.0-1.1 s (benchmarks/results/full_size.md).
 COLUMN_BLOCK_NNZ = 1 << 26
 _NO_VALUES = np.empty(0)  # every x_ij of the range is 1 (``ColumnStream.binary``)
 _NO_ROWS = np.empty(0, dtype=np.int32)  # the empty piece of a span's closing call
@@ -187,9 +188,10 @@ def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.nda
 
     The stored labels are coded first and the public map into [-1, 1] (``store_target``) and the
     bound are applied to their distinct values alone: each is a function of one record's label,
-    so values[codes] is the mapped, bounded y bit for bit, and every distinct value occurs in y,
-    so checking them checks y. No y-sized temporary is made (on a Dask worker each would be
-    fresh memory: 0.2-0.3 s at KDDA's 8.4M rows, against 0.05 s)."""
+    so values[codes] is the mapped, bounded y (up to which of 0.0 and -0.0 stands for both, as
+    in ``_coded_target``: no sum changes), and every distinct value occurs in y, so checking
+    them checks y. With at most 256 distinct labels no y-sized temporary is made (on a Dask
+    worker each would be fresh memory: 0.2-0.3 s at KDDA's 8.4M rows, against 0.05 s)."""
 
     def bounded(y: np.ndarray) -> np.ndarray:
         y = store_target(store, y)
@@ -202,7 +204,10 @@ def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.nda
         values, codes = _coded_target(store.y)
         return bounded(values), codes
 
-    return store._cached(("target", bounds), load)
+    # the map follows the task and the label mapping, which the dataset id does not hash: a store
+    # rewritten at the same path with other ones is never served the old target
+    rule = json.dumps([store.task, store.meta.get("label_mapping")], sort_keys=True)
+    return store._cached(("target", bounds, rule), load)
 
 
 def _span_xty(stream: ColumnStream, j0: int, j1: int, values: np.ndarray, codes: np.ndarray, clip: bool,
@@ -251,8 +256,9 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
     """Delayed signed x_j^T y, one task per column range (in column order; concatenate them).
 
     ``n_blocks`` defaults to the first multiple of the number of workers at or above
-    nnz / COLUMN_BLOCK_NNZ, so each worker gets as many ranges (on KDDA's shape with 2 workers:
-    6 ranges took 1.05-1.36 s cold, 5 ranges 1.14-2.07 s).
+    nnz / COLUMN_BLOCK_NNZ, so each worker gets as many ranges when there are enough columns
+    (on KDDA's shape with 2 workers, 6 ranges took 1.05-1.36 s cold and 5 ranges 1.14-2.07 s:
+    within the spread of identical runs, so the rule stands on the balance alone).
     """
     path = str(path)
     store = open_store(path)

@@ -120,6 +120,10 @@ def test_the_target_is_coded_before_its_map_and_bound(tmp_path, task, kind, boun
     values, codes = _bounded_target(store, bounds)
     got = values[codes] if codes.size else values
     assert got.tobytes() == want.tobytes() and (codes.size > 0) == (kind != "continuous")
+    if task == "binary":  # the same content rewritten as multiclass: another map, never the old target
+        write_store(tmp_path / "s", sp.csr_matrix((n, 3)), y, task="multiclass", force=True)
+        values, codes = _bounded_target(open_store(tmp_path / "s", cache=True), bounds)
+        assert np.array_equal(values[codes], (want + 1) / 2)
 
 
 @pytest.mark.parametrize("distinct", [1, 2, 3, 16, 17, 255, 256, 257, 5000])
