@@ -726,11 +726,16 @@ def _chunk_decoder(arr: zarr.Array) -> Callable[[bytes, np.ndarray], object] | N
     return decompress
 
 
+def _chunk_path(arr: zarr.Array, k: int) -> Path:
+    """The file of chunk k of a 1-d array on a local directory."""
+    return Path(str(arr.store.root)) / arr.path / arr.metadata.encode_chunk_key((k,))
+
+
 def _raw_chunk(arr: zarr.Array, k: int) -> bytes | None:
     """The stored (compressed) bytes of chunk k of a 1-d array on a local directory; None when the
     chunk is not written (zarr skips a chunk equal to the fill value)."""
     try:
-        return (Path(str(arr.store.root)) / arr.path / arr.metadata.encode_chunk_key((k,))).read_bytes()
+        return _chunk_path(arr, k).read_bytes()
     except FileNotFoundError:
         return None
 
@@ -825,7 +830,7 @@ def _raw_chunk_into(arr: zarr.Array, k: int) -> memoryview | None:
     to the system at once, ``MALLOC_TRIM_THRESHOLD_``, so a fresh bytes object per chunk pays
     the first touch of its pages every time.)"""
     try:
-        f = open(Path(str(arr.store.root)) / arr.path / arr.metadata.encode_chunk_key((k,)), "rb", buffering=0)
+        f = open(_chunk_path(arr, k), "rb", buffering=0)
     except FileNotFoundError:
         return None
     with f:
@@ -873,11 +878,11 @@ class ColumnStream:
         self.indptr = indptr
 
     def pieces(self, lo: int, hi: int) -> Iterator[tuple[int, np.ndarray, np.ndarray | None]]:
+        if hi <= lo:
+            return
         a = int(self.indptr[0])
         arrays = [self._g["indices"]] + ([] if self.binary else [self._g["data"]])
         decoders = [_chunk_decoder(x) for x in arrays]
-        if hi <= lo:
-            return
         if any(d is None for d in decoders) or len({x.chunks[0] for x in arrays}) > 1:
             read = [_read_range(x, a + lo, a + hi) for x in arrays]
             yield lo, read[0], None if self.binary else read[1]
