@@ -74,6 +74,37 @@ def test_dask_scores_equal_single_process(client, store):
     assert len(xty_graph(path)) == 2  # at least one range per worker
 
 
+def _later_for_the_first_columns(on: bool) -> None:
+    """On a worker: make ``_columns_xty`` finish its ranges in reverse column order (or undo it)."""
+    import time
+
+    import pipelines.sis as sis_mod
+    if not on:
+        sis_mod._columns_xty = sis_mod.__dict__.pop("_plain_columns_xty", sis_mod._columns_xty)
+        return
+    plain = sis_mod.__dict__.setdefault("_plain_columns_xty", sis_mod._columns_xty)
+
+    def late(path, c0, c1, bounds):
+        out = plain(path, c0, c1, bounds)
+        time.sleep(0.3 * (1.0 - c0 / open_store(path).shape[1]))
+        return out
+
+    sis_mod._columns_xty = late
+
+
+def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, store):
+    path, X, y = store
+    want = in_memory_scores(X, y)
+    client.run(_later_for_the_first_columns, True)
+    try:
+        got = correlation_scores(path, n_blocks=6)
+    finally:
+        client.run(_later_for_the_first_columns, False)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    with dask.config.set(scheduler="sync"):  # no distributed Client active: dask.compute's path
+        np.testing.assert_array_equal(correlation_scores(path, n_blocks=6), got)
+
+
 @pytest.mark.parametrize("kind, code_dtype", [("labels", np.uint8), ("grid", np.uint16), ("continuous", None)])
 def test_coded_target_gives_the_same_bits(kind, code_dtype):
     rng = np.random.default_rng(3)
