@@ -133,11 +133,12 @@ def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = Non
         for p in procs:
             try:
                 rss = p.memory_info().rss / 2**30
-                label = peaks[p.pid][0] if p.pid in peaks else _label(p, proc.pid)
+                # labelled again each time: a worker sampled between its fork and its exec has the
+                # flow's command line (one was once reported as a second "flow" process)
+                label = _label(p, proc.pid)
             except psutil.Error:
                 continue
-            if rss > peaks.get(p.pid, ("", 0.0))[1]:
-                peaks[p.pid] = (label, rss)
+            peaks[p.pid] = (label, max(rss, peaks.get(p.pid, ("", 0.0))[1]))
         time.sleep(0.5)
     proc.stdout.read()
     reader.join()

@@ -20,10 +20,15 @@ measures in the same run:
     (best of 3, as the baseline);
 * the canonical top-k (k = 100) on the resulting 2e7 scores (target: under 10 s).
 
+A cluster started right after another one closed runs its cold pass slower here (on KDDA's shape
+1.25-1.78 s for 2 workers after 1, against 0.99-1.14 s for 2 workers first), so with ``--rounds``
+the worker counts run in turn in one order, then the other, and every round is printed with the
+median ratios.
+
 Throughput is non-zeros per second; ratios are ours over the baseline's in this run. The
 machine is shared: ``uptime`` load is printed with the results.
 
-    .venv/bin/python benchmarks/sis_scale.py [--n 1000000] [--work benchmarks/_work] [--store PATH]
+    .venv/bin/python benchmarks/sis_scale.py [--n 1000000] [--work benchmarks/_work] [--store PATH] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the worker counts this many times, in the given order, then reversed, in turn")
     ap.add_argument("--memory-limit", default="14GiB",
                     help="each worker's (deploy/full-size/kdda.toml's); its block cache holds a quarter")
     ap.add_argument("--work", default="benchmarks/_work")
@@ -92,25 +99,29 @@ def main() -> None:
         t_scipy = min(t_scipy, time.perf_counter() - t)
     del X
 
-    results = {}
-    for w in [int(v) for v in args.workers.split(",")]:
-        with dask.config.set({"distributed.scheduler.work-stealing": False}), \
-                LocalCluster(n_workers=w, threads_per_worker=1, processes=True, memory_limit=args.memory_limit,
-                             dashboard_address=None) as cluster, Client(cluster) as client:
-            correlation_scores(tiny)  # imports and numba kernels loaded on the workers
-            client.run(_clear_cache)
-            t = time.perf_counter()
-            scores = correlation_scores(path)
-            cold = time.perf_counter() - t
-            warm = np.inf
-            for _ in range(3):  # best of 3, as the baseline
+    order = [int(v) for v in args.workers.split(",")]
+    rounds = []
+    for r in range(args.rounds):
+        results = {}
+        for w in order if r % 2 == 0 else order[::-1]:
+            with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+                    LocalCluster(n_workers=w, threads_per_worker=1, processes=True, memory_limit=args.memory_limit,
+                                 dashboard_address=None) as cluster, Client(cluster) as client:
+                correlation_scores(tiny)  # imports and numba kernels loaded on the workers
+                client.run(_clear_cache)
                 t = time.perf_counter()
-                again = correlation_scores(path)
-                warm = min(warm, time.perf_counter() - t)
-            client.run(_clear_cache)
-        np.testing.assert_allclose(scores, base, rtol=1e-9, atol=1e-9)
-        np.testing.assert_array_equal(again, scores)
-        results[w] = (cold, warm)
+                scores = correlation_scores(path)
+                cold = time.perf_counter() - t
+                warm = np.inf
+                for _ in range(3):  # best of 3, as the baseline
+                    t = time.perf_counter()
+                    again = correlation_scores(path)
+                    warm = min(warm, time.perf_counter() - t)
+                client.run(_clear_cache)
+            np.testing.assert_allclose(scores, base, rtol=1e-9, atol=1e-9)
+            np.testing.assert_array_equal(again, scores)
+            results[w] = (cold, warm)
+        rounds.append(results)
 
     DPSIS(3, 1.0).fit_scores(scores[:1000])  # compile the top-k kernels
     sis = DPSIS(args.k, args.epsilon)
@@ -121,13 +132,23 @@ def main() -> None:
     rate = nnz / t_scipy
     print(f"\nscipy X.T @ y, one process, in memory : {t_scipy:7.3f} s  {rate / 1e6:8.1f} M nnz/s "
           f"(loading the matrix took {t_load:.1f} s more)")
-    for w, (cold, warm) in results.items():
-        for label, s in (("cold (new workers)", cold), ("warm (second pass)", warm)):
-            print(f"dpdist Dask, {w} worker{'s' if w > 1 else ' '}, {label:<29}: {s:7.3f} s  "
-                  f"{nnz / s / 1e6:8.1f} M nnz/s  ratio {t_scipy / s:5.2f}x")
-    if 1 in results and 2 in results:
-        print(f"scaling 1 -> 2 workers: cold {results[1][0] / results[2][0]:.2f}x, "
-              f"warm {results[1][1] / results[2][1]:.2f}x")
+    for r, results in enumerate(rounds):
+        if args.rounds > 1:
+            print(f"round {r + 1}, workers in the order {', '.join(str(w) for w in results)}:")
+        for w, (cold, warm) in results.items():
+            for label, s in (("cold (new workers)", cold), ("warm (second pass)", warm)):
+                print(f"dpdist Dask, {w} worker{'s' if w > 1 else ' '}, {label:<29}: {s:7.3f} s  "
+                      f"{nnz / s / 1e6:8.1f} M nnz/s  ratio {t_scipy / s:5.2f}x")
+        if 1 in results and 2 in results:
+            print(f"scaling 1 -> 2 workers: cold {results[1][0] / results[2][0]:.2f}x, "
+                  f"warm {results[1][1] / results[2][1]:.2f}x")
+    if args.rounds > 1:
+        for w in order:
+            cold = [t_scipy / res[w][0] for res in rounds]
+            warm = [t_scipy / res[w][1] for res in rounds]
+            print(f"median over {args.rounds} rounds, {w} worker{'s' if w > 1 else ' '}: cold {np.median(cold):.2f}x "
+                  f"(range {min(cold):.2f}-{max(cold):.2f}x, >= 0.8x in {sum(c >= 0.8 for c in cold)} of {args.rounds}), "
+                  f"warm {np.median(warm):.2f}x (range {min(warm):.2f}-{max(warm):.2f}x)")
     print(f"canonical top-k, d={d:,}, k={args.k}   : {t_topk:7.2f} s  target under 10 s -> "
           f"{'met' if t_topk < 10 else 'NOT met'}")
     print(f"scores equal to scipy's (rtol 1e-9): yes; {os.cpu_count()} cores; load average {os.getloadavg()}")
