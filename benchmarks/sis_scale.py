@@ -10,8 +10,8 @@ measures in the same run:
 * dpdist: ``pipelines.sis.correlation_scores`` on a LocalCluster of 1 and of 2 worker processes of one
   Dask thread each (``--memory-limit`` each, default the full-size config's 14 GiB), timed end
   to end on the client (graph, tasks, transfer of the 2e7 scores, concatenation), twice each.
-  Each task streams its column range's entries through reused buffers, reduced in a thread
-  per CPU per Dask thread of the worker (``pipelines.sis``):
+  Each task streams its column range's entries through reused buffers, reduced in as many
+  threads as the host's CPUs divided by its workers' Dask threads (``pipelines.sis``):
   - "cold": new workers, their block caches empty: the target is read and coded, and every
     range's column pointers read, before its entries are (the files themselves are in the OS
     page cache after the first run; this machine's page cache is shared and is not dropped);

@@ -9,8 +9,9 @@ D-vector per worker (160 MB at D = 2e7) for a row-block reduction.
 
 Each task reads its range's entries in pieces, one stored chunk at a time decompressed into
 a buffer its thread reuses (``SparseStore.column_stream``), and reduces them as they come:
-with our stores' codecs no range is ever held in memory whole. The range is cut into spans of columns, one per CPU
-per Dask thread of the worker, each read and reduced by a thread (numba releases the GIL). A
+with our stores' codecs no range is ever held in memory whole. The range is cut into spans of
+columns, as many as its host's CPUs divided by the Dask threads of all the workers there
+(``_spans_per_task``), each read and reduced by a thread (numba releases the GIL). A
 range of binary features is read as its row indices alone (x_ij = 1, the same products).
 Only the range's column pointers, its binary flag, y and its codes are kept in the
 per-worker block cache (``open_store(path, cache=True)``), and each range is pinned to one
@@ -45,7 +46,7 @@ from distributed import Client, as_completed
 from dpdist.data.store import ColumnStream, SparseStore, open_store
 from dpdist.data.transforms import bound_violation, check_target_bound, clip_target
 from dpdist.selection.sis import store_target
-from pipelines._placement import pinned, workers
+from pipelines._placement import host_threads, pinned, workers
 
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
 # and scores (8 bytes a column each), so fewer, larger tasks cost no memory and pay less per task
@@ -225,27 +226,35 @@ def _span_xty(stream: ColumnStream, j0: int, j1: int, values: np.ndarray, codes:
     return _piece_xty(stream.indptr, 0, _NO_ROWS, _NO_VALUES, values, codes, clip, out, at, sums, j1)
 
 
-def _spans_per_task() -> int:
-    """The CPUs of this process divided by its worker's Dask threads (outside a worker: all of
-    them): a worker with a Dask thread per CPU already runs a task on each."""
+def _spans_per_task(host_threads: dict[str, int] | None = None) -> int:
+    """The CPUs of this process divided by the Dask threads that share them: all the threads of
+    the workers on this worker's host (``host_threads``, from the scheduler when the graph was
+    built), else this worker's own; outside a worker's task, all the CPUs. A host whose Dask
+    threads already fill its CPUs runs one span a task. Sized by the worker alone, 2 workers of
+    one thread on this 2-CPU machine ran four threads on two cores, and a node of 4 workers of 8
+    threads on 32 CPUs would run 128. Here the two rules measured the same within the noise
+    (KDDA's shape, 2 workers cold, medians of 6 rounds: 0.86x and 0.97x of scipy's pass against
+    0.84x and 1.06x, ``benchmarks/results/full_size.md``)."""
     try:
         from distributed import get_worker
+        from distributed.comm import get_address_host
 
-        nthreads = get_worker().state.nthreads
+        worker = get_worker()
+        nthreads = (host_threads or {}).get(get_address_host(worker.address), worker.state.nthreads)
     except (ImportError, ValueError):  # not in a worker's task
         nthreads = 1
     return max(1, _N_THREADS // max(1, nthreads))
 
 
-def _columns_xty(path: str, c0: int, c1: int, bounds: str) -> np.ndarray:
+def _columns_xty(path: str, c0: int, c1: int, bounds: str, host_threads: dict[str, int] | None = None) -> np.ndarray:
     """On a worker: x_j^T y for the columns [c0, c1), the bounds enforced. The range is cut into
-    spans of columns of about equal non-zeros (``_spans_per_task``), each read and reduced in a
-    thread of its own."""
+    spans of columns of about equal non-zeros (``_spans_per_task(host_threads)``), each read and
+    reduced in a thread of its own."""
     store = open_store(path, cache=True)
     values, codes = _bounded_target(store, bounds)
     stream = store.column_stream(c0, c1)
     out = np.empty(c1 - c0)
-    n_spans = _spans_per_task()
+    n_spans = _spans_per_task(host_threads)
     cuts = np.searchsorted(stream.indptr, np.linspace(stream.indptr[0], stream.indptr[-1], n_spans + 1)[1:-1])
     spans = np.unique(np.concatenate(([0], cuts, [c1 - c0])))
     done = [_KERNEL_POOL.submit(_span_xty, stream, int(j0), int(j1), values, codes, bounds == "clip", out)
@@ -266,6 +275,7 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
     path = str(path)
     store = open_store(path)
     addresses = workers()
+    threads = host_threads()  # the cluster's shape, not the data's
     per_worker = max(1, len(addresses))
     n_blocks = n_blocks or per_worker * -(-max(1, -(-store.nnz // COLUMN_BLOCK_NNZ)) // per_worker)
     ranges = store.column_bounds(n_blocks)
@@ -273,7 +283,7 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
     parts = []
     for i, (c0, c1) in enumerate(ranges):
         with pinned(i, addresses):
-            parts.append(dask.delayed(_columns_xty, pure=True)(path, c0, c1, bounds,
+            parts.append(dask.delayed(_columns_xty, pure=True)(path, c0, c1, bounds, threads,
                                                                 dask_key_name=f"xty-columns-{tok}-{i}"))
     return parts
 

@@ -84,8 +84,8 @@ def _later_for_the_first_columns(on: bool) -> None:
         return
     plain = sis_mod.__dict__.setdefault("_plain_columns_xty", sis_mod._columns_xty)
 
-    def late(path, c0, c1, bounds):
-        out = plain(path, c0, c1, bounds)
+    def late(path, c0, *rest):
+        out = plain(path, c0, *rest)
         time.sleep(0.3 * (1.0 - c0 / open_store(path).shape[1]))
         return out
 
@@ -275,16 +275,45 @@ def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatc
     assert all(numba.typeof(data) == numba.typeof(_NO_VALUES) for _, _, data in pieces)
 
 
-def test_a_task_runs_a_span_per_cpu_per_dask_thread(client):
+def test_a_task_runs_a_span_per_cpu_not_given_a_dask_thread_on_its_host(client):
     import os
 
+    from pipelines._placement import host_threads
     from pipelines.sis import _spans_per_task
     cpus = len(os.sched_getaffinity(0))
     assert _spans_per_task() == cpus  # outside a worker
-    assert client.submit(_spans_per_task, pure=False).result() == cpus  # 1 Dask thread a worker
+    assert client.submit(_spans_per_task, pure=False).result() == cpus  # its worker's 1 Dask thread alone
+    shared = host_threads()
+    assert list(shared.values()) == [2]  # the fixture's 2 workers of 1 thread, on one host
+    assert client.submit(_spans_per_task, shared, pure=False).result() == max(1, cpus // 2)
+    assert client.submit(_spans_per_task, {next(iter(shared)): 4 * cpus}, pure=False).result() == 1
+    assert client.submit(_spans_per_task, {"elsewhere": 4 * cpus}, pure=False).result() == cpus
     with LocalCluster(n_workers=1, threads_per_worker=2 * cpus, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as other:
         assert other.submit(_spans_per_task, pure=False).result() == 1
+
+
+def _record_spans(on: bool) -> list:
+    """On a worker: record what each task passes ``_spans_per_task`` (or undo it, returning that)."""
+    import pipelines.sis as sis_mod
+    if on:
+        plain = sis_mod.__dict__.setdefault("_plain_spans_per_task", sis_mod._spans_per_task)
+        seen = sis_mod.__dict__.setdefault("_seen_host_threads", [])
+        sis_mod._spans_per_task = lambda host_threads=None: seen.append(host_threads) or plain(host_threads)
+        return []
+    sis_mod._spans_per_task = sis_mod.__dict__.pop("_plain_spans_per_task", sis_mod._spans_per_task)
+    return sis_mod.__dict__.pop("_seen_host_threads", [])
+
+
+def test_the_tasks_know_the_dask_threads_of_their_host(client, store):
+    from pipelines._placement import host_threads
+    path, X, y = store
+    client.run(_record_spans, True)
+    try:
+        np.testing.assert_allclose(correlation_scores(path, n_blocks=4), in_memory_scores(X, y), rtol=1e-12)
+    finally:
+        seen = client.run(_record_spans, False)
+    assert sum(len(v) for v in seen.values()) == 4 and all(h == host_threads() for v in seen.values() for h in v)
 
 
 @pytest.mark.parametrize("bounds", ["check", "clip"])
@@ -309,7 +338,7 @@ def test_a_range_in_many_spans_and_chunks_gives_the_scores(tmp_path, monkeypatch
     Xb = X.copy()
     Xb.data = np.clip(Xb.data, -1, 1)
     for n_spans in (1, 2, 3, 7):
-        monkeypatch.setattr(sis_mod, "_spans_per_task", lambda n=n_spans: n)
+        monkeypatch.setattr(sis_mod, "_spans_per_task", lambda *_, n=n_spans: n)
         if bounds == "check" and np.abs(X.data).max() > 1:
             with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
                 sis_mod._columns_xty(str(tmp_path / "s"), 0, 300, bounds)
