@@ -138,7 +138,8 @@ def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = Non
                 label = _label(p, proc.pid)
             except psutil.Error:
                 continue
-            peaks[p.pid] = (label, max(rss, peaks.get(p.pid, ("", 0.0))[1]))
+            before, peak = peaks.get(p.pid, ("?", 0.0))
+            peaks[p.pid] = (before if label == "?" else label, max(rss, peak))
         time.sleep(0.5)
     proc.stdout.read()
     reader.join()

@@ -9,21 +9,24 @@ measures in the same run:
   3; loading it from the store is timed separately and not counted);
 * dpdist: ``pipelines.sis.correlation_scores`` on a LocalCluster of 1 and of 2 worker processes of one
   Dask thread each (``--memory-limit`` each, default the full-size config's 14 GiB), timed end
-  to end on the client (graph, tasks, transfer of the 2e7 scores, concatenation), twice each.
-  Each task streams its column range's entries through reused buffers, reduced in as many
-  threads as the host's CPUs divided by its workers' Dask threads (``pipelines.sis``):
+  to end on the client (graph, tasks, transfer of the 2e7 scores, their assembly). Each cluster
+  and its client run in a process of their own, as a ``dpdist run`` does (the scores are
+  checked against scipy's there). Each task streams its column range's entries through reused
+  buffers, reduced in as many threads as the host's CPUs divided by its workers' Dask threads
+  (``pipelines.sis``):
   - "cold": new workers, their block caches empty: the target is read and coded, and every
     range's column pointers read, before its entries are (the files themselves are in the OS
     page cache after the first run; this machine's page cache is shared and is not dropped);
   - "warm": the same reduction again, as a second selection step of a run does: the coded
     target and the pointers come from the workers' caches, the entries are streamed again
     (best of 3, as the baseline);
-* the canonical top-k (k = 100) on the resulting 2e7 scores (target: under 10 s).
+* the canonical top-k (k = 100) on the 2e7 scores (target: under 10 s).
 
-A cluster started right after another one closed runs its cold pass slower here (on KDDA's shape
-1.25-1.78 s for 2 workers after 1, against 0.99-1.14 s for 2 workers first), so with ``--rounds``
-the worker counts run in turn in one order, then the other, and every round is printed with the
-median ratios.
+With ``--rounds`` the worker counts run in turn in one order, then the other, and every round is
+printed with the median ratios. Until 2026-11-24 both clusters ran in this script's process, after
+the scipy baseline: the second one's cold pass was then slower (on KDDA's shape 1.25-1.78 s for 2
+workers after 1, against 0.74-1.14 s for 2 workers first or in a process of their own;
+``benchmarks/results/full_size.md``).
 
 Throughput is non-zeros per second; ratios are ours over the baseline's in this run. The
 machine is shared: ``uptime`` load is printed with the results.
@@ -34,7 +37,10 @@ machine is shared: ``uptime`` load is printed with the results.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -46,6 +52,32 @@ def _clear_cache() -> None:
     BLOCK_CACHE.clear()
 
 
+def _measure(path: Path, tiny: Path, workers: int, memory_limit: str, base: Path) -> None:
+    """In a process of its own: the cold and warm passes on a new cluster of ``workers``, printed
+    as one JSON line, after checking the scores against scipy's (saved in ``base``)."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from pipelines.sis import correlation_scores
+
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                         dashboard_address=None) as cluster, Client(cluster) as client:
+        correlation_scores(tiny)  # imports and numba kernels loaded on the workers
+        client.run(_clear_cache)
+        t = time.perf_counter()
+        scores = correlation_scores(path)
+        cold = time.perf_counter() - t
+        warm = np.inf
+        for _ in range(3):  # best of 3, as the baseline
+            t = time.perf_counter()
+            again = correlation_scores(path)
+            warm = min(warm, time.perf_counter() - t)
+    np.testing.assert_allclose(scores, np.load(base), rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(again, scores)
+    print(json.dumps({"cold": cold, "warm": warm}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -54,20 +86,23 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="run the worker counts this many times, in the given order, then reversed, in turn")
+                    help="run the worker counts this many times, in the given order, then reversed, in turn "
+                         "(an even number runs each order as often)")
     ap.add_argument("--memory-limit", default="14GiB",
                     help="each worker's (deploy/full-size/kdda.toml's); its block cache holds a quarter")
     ap.add_argument("--work", default="benchmarks/_work")
     ap.add_argument("--store", help="an existing store to measure instead (e.g. the source store of "
                                     "benchmarks/full_size.py kdda); --n and --d are then ignored")
+    ap.add_argument("--measure", nargs=3, metavar=("WORKERS", "TINY", "BASE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    import dask
-    from distributed import Client, LocalCluster
+    if args.measure:  # a child of the run below
+        w, tiny, base = args.measure
+        _measure(Path(args.store), Path(tiny), int(w), args.memory_limit, Path(base))
+        return
 
     from dpdist.data.store import open_store, write_store
     from dpdist.data.synthetic import write_synthetic
     from dpdist.selection.sis import DPSIS, store_target
-    from pipelines.sis import correlation_scores
 
     path = Path(args.store) if args.store else Path(args.work) / f"kdda-n{args.n}-d{args.d}"
     if args.store and not path.exists():
@@ -98,35 +133,28 @@ def main() -> None:
         base = np.abs(X.T @ y)
         t_scipy = min(t_scipy, time.perf_counter() - t)
     del X
+    saved = Path(args.work) / f"sis-scale-base-{os.getpid()}.npy"  # for the children's check
+    np.save(saved, base)
 
     order = [int(v) for v in args.workers.split(",")]
     rounds = []
-    for r in range(args.rounds):
-        results = {}
-        for w in order if r % 2 == 0 else order[::-1]:
-            with dask.config.set({"distributed.scheduler.work-stealing": False}), \
-                    LocalCluster(n_workers=w, threads_per_worker=1, processes=True, memory_limit=args.memory_limit,
-                                 dashboard_address=None) as cluster, Client(cluster) as client:
-                correlation_scores(tiny)  # imports and numba kernels loaded on the workers
-                client.run(_clear_cache)
-                t = time.perf_counter()
-                scores = correlation_scores(path)
-                cold = time.perf_counter() - t
-                warm = np.inf
-                for _ in range(3):  # best of 3, as the baseline
-                    t = time.perf_counter()
-                    again = correlation_scores(path)
-                    warm = min(warm, time.perf_counter() - t)
-                client.run(_clear_cache)
-            np.testing.assert_allclose(scores, base, rtol=1e-9, atol=1e-9)
-            np.testing.assert_array_equal(again, scores)
-            results[w] = (cold, warm)
-        rounds.append(results)
+    try:
+        for r in range(args.rounds):
+            results = {}
+            for w in order if r % 2 == 0 else order[::-1]:
+                out = subprocess.run([sys.executable, __file__, "--store", str(path), "--memory-limit", args.memory_limit,
+                                      "--measure", str(w), str(tiny), str(saved)],
+                                     check=True, stdout=subprocess.PIPE, text=True).stdout
+                got = json.loads(out.strip().splitlines()[-1])
+                results[w] = (got["cold"], got["warm"])
+            rounds.append(results)
+    finally:
+        saved.unlink()
 
-    DPSIS(3, 1.0).fit_scores(scores[:1000])  # compile the top-k kernels
+    DPSIS(3, 1.0).fit_scores(base[:1000])  # compile the top-k kernels
     sis = DPSIS(args.k, args.epsilon)
     t = time.perf_counter()
-    sis.fit_scores(scores)
+    sis.fit_scores(base)  # the clusters' scores equal these (checked in each)
     t_topk = time.perf_counter() - t
 
     rate = nnz / t_scipy
@@ -151,7 +179,7 @@ def main() -> None:
                   f"warm {np.median(warm):.2f}x (range {min(warm):.2f}-{max(warm):.2f}x)")
     print(f"canonical top-k, d={d:,}, k={args.k}   : {t_topk:7.2f} s  target under 10 s -> "
           f"{'met' if t_topk < 10 else 'NOT met'}")
-    print(f"scores equal to scipy's (rtol 1e-9): yes; {os.cpu_count()} cores; load average {os.getloadavg()}")
+    print(f"scores equal to scipy's in every cluster (rtol 1e-9): yes; {os.cpu_count()} cores; load average {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -3,29 +3,35 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from typing import Any
 
 import dask
 
 
-def workers() -> list[str]:
-    """The addresses of the active distributed Client's workers (sorted), or [] without one."""
+def worker_info(client: Any = None) -> dict[str, Any]:
+    """{address: info} of every worker of ``client`` (default: the active distributed Client; {}
+    without one). ``n_workers=-1``: some distributed releases list only the first 5 by default."""
     try:
         from distributed import get_client
-        return sorted(get_client().scheduler_info()["workers"])
+        client = client or get_client()
     except (ImportError, ValueError):
-        return []
+        return {}
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # a distributed release whose scheduler_info lists every worker
+        return client.scheduler_info()["workers"]
+
+
+def workers() -> list[str]:
+    """The addresses of the active distributed Client's workers (sorted), or [] without one."""
+    return sorted(worker_info())
 
 
 def host_threads() -> dict[str, int]:
     """The active distributed Client's Dask threads per host, summed over the host's workers
     ({} without a Client)."""
-    try:
-        from distributed import get_client
-        info = get_client().scheduler_info()["workers"]
-    except (ImportError, ValueError):
-        return {}
     threads: dict[str, int] = {}
-    for w in info.values():
+    for w in worker_info().values():
         threads[w["host"]] = threads.get(w["host"], 0) + int(w["nthreads"])
     return threads
 

@@ -34,6 +34,7 @@ from dpdist.exceptions import ParameterError
 from dpdist.selection.best_subset.base import BSSSelectorBase
 from dpdist.selection.best_subset.executor import ProblemMeta
 from dpdist.selection.best_subset.objective import Problem, store_problem
+from pipelines._placement import worker_info
 from pipelines.train import MIP_RESOURCE
 
 __all__ = ["MIP_RESOURCE", "DaskExecutor", "ProblemSpec", "select_store"]
@@ -78,14 +79,6 @@ def _run(fn: Callable[[Problem, Any], Any], spec: ProblemSpec, item: Any) -> Any
     return fn(load_problem(spec), item)
 
 
-def _workers(client: Any) -> dict[str, Any]:
-    """Every worker's identity (``n_workers=-1``: not only the first few)."""
-    try:
-        return client.scheduler_info(n_workers=-1)["workers"]
-    except TypeError:  # a distributed release whose scheduler_info lists every worker
-        return client.scheduler_info()["workers"]
-
-
 def _meta(spec: ProblemSpec) -> ProblemMeta:
     return ProblemMeta.of(load_problem(spec))
 
@@ -95,7 +88,7 @@ class DaskExecutor:
 
     def __init__(self, client: Any, spec: ProblemSpec) -> None:
         self.client, self.spec = client, spec
-        workers = _workers(client)
+        workers = worker_info(client)
         if workers and not any((w.get("resources") or {}).get(MIP_RESOURCE, 0) >= 1 for w in workers.values()):
             # a MIP task would wait forever for such a worker: say so instead (before any charge)
             raise ParameterError(f"no worker of the Dask cluster holds the {MIP_RESOURCE!r} resource that best "

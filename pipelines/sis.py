@@ -3,9 +3,9 @@
 Per-feature work reads the column-compressed copy: the features are cut into ranges of
 equal width (about ``COLUMN_BLOCK_NNZ`` non-zeros each), one task per range computes
 x_j^T y for its columns by a gather from y (a numba loop over the range's entries), and the
-client concatenates the ranges. Nothing is summed across tasks and each task returns only
-its own slice of the scores, so the data moved is one float per feature, against one dense
-D-vector per worker (160 MB at D = 2e7) for a row-block reduction.
+client copies each range into place as its task ends. Nothing is summed across tasks and each
+task returns only its own slice of the scores, so the data moved is one float per feature,
+against one dense D-vector per worker (160 MB at D = 2e7) for a row-block reduction.
 
 Each task reads its range's entries in pieces, one stored chunk at a time decompressed into
 a buffer its thread reuses (``SparseStore.column_stream``), and reduces them as they come:
@@ -229,20 +229,22 @@ def _span_xty(stream: ColumnStream, j0: int, j1: int, values: np.ndarray, codes:
 def _spans_per_task(host_threads: dict[str, int] | None = None) -> int:
     """The CPUs of this process divided by the Dask threads that share them: all the threads of
     the workers on this worker's host (``host_threads``, from the scheduler when the graph was
-    built), else this worker's own; outside a worker's task, all the CPUs. A host whose Dask
-    threads already fill its CPUs runs one span a task. Sized by the worker alone, 2 workers of
-    one thread on this 2-CPU machine ran four threads on two cores, and a node of 4 workers of 8
-    threads on 32 CPUs would run 128. Here the two rules measured the same within the noise
-    (KDDA's shape, 2 workers cold, medians of 6 rounds: 0.86x and 0.97x of scipy's pass against
-    0.84x and 1.06x, ``benchmarks/results/full_size.md``)."""
-    try:
-        from distributed import get_worker
-        from distributed.comm import get_address_host
+    built, keyed by the host of each worker's address), else this worker's own; outside a
+    worker's task, all the CPUs. A host whose Dask threads already fill its CPUs runs one span a
+    task. Sized by the worker alone, 2 workers of one thread on this 2-CPU machine ran four
+    threads on two cores, and a node of 4 workers of 8 threads on 32 CPUs would run 128. Here the
+    two rules measured the same within the noise (KDDA's shape, 2 workers cold, medians of 6
+    rounds: 0.86x and 0.97x of scipy's pass against 0.84x and 1.06x,
+    ``benchmarks/results/full_size.md``). Workers of one cluster that share a host but not its
+    CPUs (two SLURM jobs' cpusets on one node) are counted together, so leave CPUs idle there."""
+    from distributed import get_worker
+    from distributed.comm import get_address_host
 
+    try:
         worker = get_worker()
-        nthreads = (host_threads or {}).get(get_address_host(worker.address), worker.state.nthreads)
-    except (ImportError, ValueError):  # not in a worker's task
-        nthreads = 1
+    except ValueError:  # not in a worker's task
+        return _N_THREADS
+    nthreads = (host_threads or {}).get(get_address_host(worker.address), worker.state.nthreads)
     return max(1, _N_THREADS // max(1, nthreads))
 
 
@@ -292,26 +294,27 @@ def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_bl
     """|X^T y| computed on the active Dask scheduler (a distributed Client if one is set).
 
     On a distributed Client each range's scores are copied into place as soon as its task ends,
-    while the other tasks run, rather than all gathered after the last one: on KDDA's shape with
-    2 workers the gather of the 160 MB of scores after the last task and their assembly took
-    0.1-0.55 s of a cold pass (15 cold passes each way: median 1.05 s against 1.22 s,
-    ``benchmarks/results/full_size.md``). The scores are the same bits either way."""
+    while the other tasks run, rather than all gathered after the last one. On KDDA's shape with
+    2 workers, gathered after the last task, the transfer of the 160 MB of scores took 0.08-0.36 s
+    and their assembly 0.02-0.20 s of a cold pass; copied as they come, 15 cold passes took a
+    median 1.05 s against 1.22 s (``benchmarks/results/full_size.md``). The scores are the same
+    bits either way."""
     parts = xty_graph(path, bounds, n_blocks)
     store = open_store(path)
     ranges = store.column_bounds(len(parts))  # xty_graph's ranges, in the order of its parts
     scores = np.empty(store.shape[1])
     client = getattr(get_scheduler(), "__self__", None)
     if not isinstance(client, Client):
-        for (c0, c1), part in zip(ranges, dask.compute(*parts, optimize_graph=False)):
+        for (c0, c1), part in zip(ranges, dask.compute(*parts, optimize_graph=False), strict=True):
             np.abs(part, out=scores[c0:c1])  # assembled in place: no D-sized temporaries
         return scores
     futures = client.compute(parts, optimize_graph=False)
-    where = {future.key: r for future, r in zip(futures, ranges)}
+    where = {future.key: r for future, r in zip(futures, ranges, strict=True)}
     try:
-        for future, part in as_completed(futures, with_results=True):  # a task's error is raised here
+        for future in as_completed(futures):
             c0, c1 = where[future.key]
-            np.abs(part, out=scores[c0:c1])
+            np.abs(future.result(), out=scores[c0:c1])  # raises a task's error, or its cancellation
     except BaseException:
-        client.cancel(futures)  # the ranges still running stop
+        client.cancel(futures)  # no range not yet started runs (one running goes on to its end)
         raise
     return scores

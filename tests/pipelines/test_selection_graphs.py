@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import dask
 import numpy as np
 import pytest
@@ -76,8 +78,6 @@ def test_dask_scores_equal_single_process(client, store):
 
 def _later_for_the_first_columns(on: bool) -> None:
     """On a worker: make ``_columns_xty`` finish its ranges in reverse column order (or undo it)."""
-    import time
-
     import pipelines.sis as sis_mod
     if not on:
         sis_mod._columns_xty = sis_mod.__dict__.pop("_plain_columns_xty", sis_mod._columns_xty)
@@ -86,23 +86,36 @@ def _later_for_the_first_columns(on: bool) -> None:
 
     def late(path, c0, *rest):
         out = plain(path, c0, *rest)
-        time.sleep(0.3 * (1.0 - c0 / open_store(path).shape[1]))
+        time.sleep(0.6 * (1.0 - c0 / open_store(path).shape[1]))
         return out
 
     sis_mod._columns_xty = late
 
 
-def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, store):
+def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, store, monkeypatch):
+    import pipelines.sis as sis_mod
     path, X, y = store
     want = in_memory_scores(X, y)
-    client.run(_later_for_the_first_columns, True)
+    ended = []
+
+    def watched(futures):
+        for future in sis_mod.distributed_as_completed(futures):
+            ended.append(int(str(future.key).rsplit("-", 1)[1]))
+            yield future
+
+    monkeypatch.setattr(sis_mod, "distributed_as_completed", sis_mod.as_completed, raising=False)
+    monkeypatch.setattr(sis_mod, "as_completed", watched)
     try:
+        client.run(_later_for_the_first_columns, True)
         got = correlation_scores(path, n_blocks=6)
     finally:
         client.run(_later_for_the_first_columns, False)
     np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert sorted(ended) == list(range(6)) and ended != sorted(ended)  # the Client's path, out of order
+    ended.clear()
     with dask.config.set(scheduler="sync"):  # no distributed Client active: dask.compute's path
         np.testing.assert_array_equal(correlation_scores(path, n_blocks=6), got)
+    assert ended == []
 
 
 @pytest.mark.parametrize("kind, code_dtype", [("labels", np.uint8), ("grid", np.uint16), ("continuous", None)])
@@ -308,8 +321,8 @@ def _record_spans(on: bool) -> list:
 def test_the_tasks_know_the_dask_threads_of_their_host(client, store):
     from pipelines._placement import host_threads
     path, X, y = store
-    client.run(_record_spans, True)
     try:
+        client.run(_record_spans, True)
         np.testing.assert_allclose(correlation_scores(path, n_blocks=4), in_memory_scores(X, y), rtol=1e-12)
     finally:
         seen = client.run(_record_spans, False)
@@ -389,7 +402,14 @@ def test_dask_scores_enforce_bounds(client, tmp_path):
     X = np.full((10, 3), 2.0)
     write_store(tmp_path / "big", X, np.ones(10), task="regression")
     with pytest.raises(Exception, match=r"\|X_ij\| <= 1"):
-        correlation_scores(tmp_path / "big")
+        correlation_scores(tmp_path / "big", n_blocks=3)
+    for _ in range(50):  # the failed ranges' futures are cancelled, and the scheduler forgets them
+        if not any(str(k).startswith("xty-columns-") for k in client.run_on_scheduler(
+                lambda dask_scheduler: list(dask_scheduler.tasks))):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("xty tasks left on the scheduler")
     np.testing.assert_allclose(correlation_scores(tmp_path / "big", bounds="clip"), [10.0, 10.0, 10.0])
 
 
