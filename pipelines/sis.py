@@ -296,9 +296,10 @@ def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_bl
     On a distributed Client each range's scores are copied into place as soon as its task ends,
     while the other tasks run, rather than all gathered after the last one. On KDDA's shape with
     2 workers, gathered after the last task, the transfer of the 160 MB of scores took 0.08-0.36 s
-    and their assembly 0.02-0.20 s of a cold pass; copied as they come, 15 cold passes took a
-    median 1.05 s against 1.22 s (``benchmarks/results/full_size.md``). The scores are the same
-    bits either way."""
+    and their assembly 0.02-0.20 s of a cold pass, more in a client process that had run a
+    cluster before; there, copied as they come, 15 cold passes took a median 1.05 s against
+    1.22 s. In a client process of its own the two took the same, 0.82-1.03 s against
+    0.84-0.88 s (``benchmarks/results/full_size.md``). The scores are the same bits either way."""
     parts = xty_graph(path, bounds, n_blocks)
     store = open_store(path)
     ranges = store.column_bounds(len(parts))  # xty_graph's ranges, in the order of its parts
