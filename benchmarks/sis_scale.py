@@ -25,7 +25,7 @@ measures in the same run:
 With ``--rounds`` the worker counts run in turn in one order, then the other, and every round is
 printed with the median ratios. Until 2026-11-24 both clusters ran in this script's process, after
 the scipy baseline: the second one's cold pass was then slower (on KDDA's shape 1.25-1.78 s for 2
-workers after 1, against 0.74-1.14 s for 2 workers first or in a process of their own;
+workers after 1, against 0.99-1.03 s for 2 workers alone in it and 0.74-1.03 s in a process of their own;
 ``benchmarks/results/full_size.md``).
 
 Throughput is non-zeros per second; ratios are ours over the baseline's in this run. The

@@ -27,11 +27,11 @@ def workers() -> list[str]:
     return sorted(worker_info())
 
 
-def host_threads() -> dict[str, int]:
-    """The active distributed Client's Dask threads per host, summed over the host's workers
-    ({} without a Client)."""
+def host_threads(info: dict[str, Any] | None = None) -> dict[str, int]:
+    """The Dask threads per host, summed over the host's workers, of ``info`` (``worker_info``'s;
+    default: the active distributed Client's, {} without one)."""
     threads: dict[str, int] = {}
-    for w in worker_info().values():
+    for w in (worker_info() if info is None else info).values():
         threads[w["host"]] = threads.get(w["host"], 0) + int(w["nthreads"])
     return threads
 

@@ -46,7 +46,7 @@ from distributed import Client, as_completed
 from dpdist.data.store import ColumnStream, SparseStore, open_store
 from dpdist.data.transforms import bound_violation, check_target_bound, clip_target
 from dpdist.selection.sis import store_target
-from pipelines._placement import host_threads, pinned, workers
+from pipelines._placement import host_threads, pinned, worker_info
 
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
 # and scores (8 bytes a column each), so fewer, larger tasks cost no memory and pay less per task
@@ -276,8 +276,8 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
     """
     path = str(path)
     store = open_store(path)
-    addresses = workers()
-    threads = host_threads()  # the cluster's shape, not the data's
+    info = worker_info()
+    addresses, threads = sorted(info), host_threads(info)  # the cluster's shape, not the data's
     per_worker = max(1, len(addresses))
     n_blocks = n_blocks or per_worker * -(-max(1, -(-store.nnz // COLUMN_BLOCK_NNZ)) // per_worker)
     ranges = store.column_bounds(n_blocks)
@@ -297,9 +297,11 @@ def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_bl
     while the other tasks run, rather than all gathered after the last one. On KDDA's shape with
     2 workers, gathered after the last task, the transfer of the 160 MB of scores took 0.08-0.36 s
     and their assembly 0.02-0.20 s of a cold pass, more in a client process that had run a
-    cluster before; there, copied as they come, 15 cold passes took a median 1.05 s against
-    1.22 s. In a client process of its own the two took the same, 0.82-1.03 s against
-    0.84-0.88 s (``benchmarks/results/full_size.md``). The scores are the same bits either way."""
+    cluster before. In processes that ran three clusters each, 15 cold passes copied as they
+    came took a median 1.05 s against 1.22 s gathered. With each cluster in a client process of
+    its own, this code and 561217c's (which gathered, and ran two spans a task) took the same,
+    0.82-1.03 s against 0.84-0.88 s (``benchmarks/results/full_size.md``). The scores are the
+    same bits either way."""
     parts = xty_graph(path, bounds, n_blocks)
     store = open_store(path)
     ranges = store.column_bounds(len(parts))  # xty_graph's ranges, in the order of its parts
@@ -312,10 +314,13 @@ def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_bl
     futures = client.compute(parts, optimize_graph=False)
     where = {future.key: r for future, r in zip(futures, ranges, strict=True)}
     try:
-        for future in as_completed(futures):
+        for future in as_completed(futures, loop=client.loop):
             c0, c1 = where[future.key]
             np.abs(future.result(), out=scores[c0:c1])  # raises a task's error, or its cancellation
     except BaseException:
-        client.cancel(futures)  # no range not yet started runs (one running goes on to its end)
+        try:
+            client.cancel(futures)  # no range not yet started runs (one running goes on to its end)
+        except Exception:  # e.g. the scheduler is gone: the first error is the one to see
+            pass
         raise
     return scores

@@ -77,7 +77,8 @@ def test_dask_scores_equal_single_process(client, store):
 
 
 def _later_for_the_first_columns(on: bool) -> None:
-    """On a worker: make ``_columns_xty`` finish its ranges in reverse column order (or undo it)."""
+    """On a worker: make ``_columns_xty`` finish the first range 1.5 s late, after the others (or
+    undo it)."""
     import pipelines.sis as sis_mod
     if not on:
         sis_mod._columns_xty = sis_mod.__dict__.pop("_plain_columns_xty", sis_mod._columns_xty)
@@ -86,7 +87,7 @@ def _later_for_the_first_columns(on: bool) -> None:
 
     def late(path, c0, *rest):
         out = plain(path, c0, *rest)
-        time.sleep(0.6 * (1.0 - c0 / open_store(path).shape[1]))
+        time.sleep(1.5 if c0 == 0 else 0.0)
         return out
 
     sis_mod._columns_xty = late
@@ -97,13 +98,13 @@ def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, st
     path, X, y = store
     want = in_memory_scores(X, y)
     ended = []
+    plain = sis_mod.as_completed
 
-    def watched(futures):
-        for future in sis_mod.distributed_as_completed(futures):
+    def watched(futures, **kw):
+        for future in plain(futures, **kw):
             ended.append(int(str(future.key).rsplit("-", 1)[1]))
             yield future
 
-    monkeypatch.setattr(sis_mod, "distributed_as_completed", sis_mod.as_completed, raising=False)
     monkeypatch.setattr(sis_mod, "as_completed", watched)
     try:
         client.run(_later_for_the_first_columns, True)
@@ -111,11 +112,33 @@ def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, st
     finally:
         client.run(_later_for_the_first_columns, False)
     np.testing.assert_allclose(got, want, rtol=1e-12)
-    assert sorted(ended) == list(range(6)) and ended != sorted(ended)  # the Client's path, out of order
+    assert sorted(ended) == list(range(6)) and ended[0] != 0  # the Client's path, range 0 not first
     ended.clear()
     with dask.config.set(scheduler="sync"):  # no distributed Client active: dask.compute's path
         np.testing.assert_array_equal(correlation_scores(path, n_blocks=6), got)
     assert ended == []
+
+
+def test_a_cancelled_range_raises_and_the_others_are_cancelled(client, store, monkeypatch):
+    from concurrent.futures import CancelledError
+
+    import pipelines.sis as sis_mod
+    path, _, _ = store
+    plain, cancelled = sis_mod.as_completed, []
+
+    def cancelling_the_last(futures, **kw):
+        client.cancel(futures[-1:])  # as a lost scheduler or a client.restart would
+        return plain(futures, **kw)
+
+    def recorded(futures, *args, **kw):
+        cancelled.extend(futures)
+        return type(client).cancel(client, futures, *args, **kw)
+
+    monkeypatch.setattr(sis_mod, "as_completed", cancelling_the_last)
+    monkeypatch.setattr(client, "cancel", recorded)
+    with pytest.raises(CancelledError):
+        correlation_scores(path, n_blocks=6)
+    assert len(cancelled) == 1 + 6  # the test's own, then every range's on the error
 
 
 @pytest.mark.parametrize("kind, code_dtype", [("labels", np.uint8), ("grid", np.uint16), ("continuous", None)])
@@ -403,13 +426,6 @@ def test_dask_scores_enforce_bounds(client, tmp_path):
     write_store(tmp_path / "big", X, np.ones(10), task="regression")
     with pytest.raises(Exception, match=r"\|X_ij\| <= 1"):
         correlation_scores(tmp_path / "big", n_blocks=3)
-    for _ in range(50):  # the failed ranges' futures are cancelled, and the scheduler forgets them
-        if not any(str(k).startswith("xty-columns-") for k in client.run_on_scheduler(
-                lambda dask_scheduler: list(dask_scheduler.tasks))):
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("xty tasks left on the scheduler")
     np.testing.assert_allclose(correlation_scores(tmp_path / "big", bounds="clip"), [10.0, 10.0, 10.0])
 
 
