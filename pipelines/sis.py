@@ -15,12 +15,12 @@ columns, as many as its host's CPUs divided by the Dask threads of all the worke
 range of binary features is read as its row indices alone (x_ij = 1, the same products).
 Only the range's column pointers, its binary flag, y and its codes are kept in the
 per-worker block cache (``open_store(path, cache=True)``), and each range is pinned to one
-worker (round robin over the workers in address order, other workers allowed if it dies). Holding the decompressed
-ranges instead, for later passes, cost more than it saved: on this kind of VM the first touch
-of fresh memory is dearer than the decompression (see ``ColumnStream``). On the full KDDA
-shape, on 1 and 2 workers, held ranges took 1.5-1.9 s for a cold pass (against 1.05-1.3 s
-streamed in 4 ranges) and 0.54-0.73 s for a warm one (against 0.68-0.77 s), and 1.4 GB of memory
-(``benchmarks/results/full_size.md``).
+worker (round robin over the workers in address order, other workers allowed if it dies).
+Holding the decompressed ranges instead, for later passes, cost more than it saved: on this
+kind of VM the first touch of fresh memory is dearer than the decompression (see
+``ColumnStream``). On the full KDDA shape, on 1 and 2 workers, held ranges took 1.5-1.9 s for a
+cold pass (against 1.05-1.3 s streamed in 4 ranges) and 0.54-0.73 s for a warm one (against
+0.68-0.77 s), and 1.4 GB of memory (``benchmarks/results/full_size.md``).
 
 y is read through one-byte codes into its distinct values when it has few (labels), so the
 random reads of y stay in the cache (``_coded_target``); the products and sums are the same.
@@ -266,15 +266,8 @@ def _columns_xty(path: str, c0: int, c1: int, bounds: str, host_threads: dict[st
     return out
 
 
-def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int | None = None) -> list[Delayed]:
-    """Delayed signed x_j^T y, one task per column range (in column order; concatenate them).
-
-    ``n_blocks`` defaults to the first multiple of the number of workers at or above
-    nnz / COLUMN_BLOCK_NNZ, so each worker gets as many ranges when there are enough columns
-    (on KDDA's shape with 2 workers, 6 ranges took 1.05-1.36 s cold and 5 ranges 1.14-2.07 s:
-    within the spread of identical runs, so the rule stands on the balance alone).
-    """
-    path = str(path)
+def _range_tasks(path: str, bounds: str, n_blocks: int | None) -> tuple[list[tuple[int, int]], list[Delayed]]:
+    """The column ranges and their delayed x_j^T y (``xty_graph``), in column order."""
     store = open_store(path)
     info = worker_info()
     addresses, threads = sorted(info), host_threads(info)  # the cluster's shape, not the data's
@@ -287,7 +280,18 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
         with pinned(i, addresses):
             parts.append(dask.delayed(_columns_xty, pure=True)(path, c0, c1, bounds, threads,
                                                                 dask_key_name=f"xty-columns-{tok}-{i}"))
-    return parts
+    return ranges, parts
+
+
+def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int | None = None) -> list[Delayed]:
+    """Delayed signed x_j^T y, one task per column range (in column order; concatenate them).
+
+    ``n_blocks`` defaults to the first multiple of the number of workers at or above
+    nnz / COLUMN_BLOCK_NNZ, so each worker gets as many ranges when there are enough columns
+    (on KDDA's shape with 2 workers, 6 ranges took 1.05-1.36 s cold and 5 ranges 1.14-2.07 s:
+    within the spread of identical runs, so the rule stands on the balance alone).
+    """
+    return _range_tasks(str(path), bounds, n_blocks)[1]
 
 
 def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int | None = None) -> np.ndarray:
@@ -302,10 +306,8 @@ def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_bl
     its own, this code and 561217c's (which gathered, and ran two spans a task) took the same,
     0.82-1.03 s against 0.84-0.88 s (``benchmarks/results/full_size.md``). The scores are the
     same bits either way."""
-    parts = xty_graph(path, bounds, n_blocks)
-    store = open_store(path)
-    ranges = store.column_bounds(len(parts))  # xty_graph's ranges, in the order of its parts
-    scores = np.empty(store.shape[1])
+    ranges, parts = _range_tasks(str(path), bounds, n_blocks)
+    scores = np.empty(open_store(path).shape[1])
     client = getattr(get_scheduler(), "__self__", None)
     if not isinstance(client, Client):
         for (c0, c1), part in zip(ranges, dask.compute(*parts, optimize_graph=False), strict=True):
