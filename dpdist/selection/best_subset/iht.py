@@ -9,8 +9,9 @@ stop when the objective changes by less than 1e-3 relatively (the seed's rule) o
 +-1 labels as a squared-loss surrogate.
 
 Local search: evaluate all s(p - s) one-swaps of the current support with the exact inner
-solve and move to the best one while it improves F; the result is a one-swap local minimum,
-and its swap values are exactly the ones the top-R list and the mistakes bucket 1 need.
+solve and move to the best one while it improves F by more than the inner tolerance, with no
+cap on the moves; the result is a one-swap local minimum (which the mistakes certificate
+needs), and its swap values are exactly the ones the top-R list and the mistakes bucket 1 need.
 The swap evaluations are independent: ``swap_values`` is the unit of work that
 ``executor.map`` spreads over workers (chunks of incoming features).
 """
@@ -106,25 +107,28 @@ def swap_support(center: Sequence[int], i: int, j: int) -> tuple[int, ...]:
     return tuple(sorted([*[int(c) for k, c in enumerate(center) if k != i], int(j)]))
 
 
-def local_search(executor: Any, start: Sequence[int], tol: float, max_moves: int = 50
-                 ) -> tuple[tuple[int, ...], float, np.ndarray]:
-    """Best-improvement one-swap descent from ``start``.
+def local_search(executor: Any, start: Sequence[int], tol: float) -> tuple[tuple[int, ...], float, np.ndarray]:
+    """Best-improvement one-swap descent from ``start``, to a one-swap local minimum.
 
-    Returns (center, F(center), its swap table). Stops at a one-swap local minimum (no swap
-    lower by more than ``tol``) or after ``max_moves`` moves. Raises ``ArithmeticError`` when
-    an inner solve is not certified to ``tol``.
+    Returns (center, F^(center), its swap table) with ``table.min() >= F^(center) - tol``
+    (F^: the computed values, certified within ``tol`` of F): no one-swap of the centre is
+    lower by more than ``tol``. The centres of the mechanisms must be such local minima (the
+    mistakes gap gamma^ = f_1 - F^(C) >= -tol and the optimality certificate need it), so
+    the descent has no move cap: a cap would return a non-minimum on data whose descent is
+    long. It terminates: every accepted move lowers the computed value by more than ``tol``,
+    and computed values are objectives at feasible points, so >= F >= 0 (``objective``):
+    at most F^(start)/tol moves. Raises ``ArithmeticError`` when an inner solve is not
+    certified to ``tol``.
     """
     from dpdist.selection.best_subset.oa import evaluate_unit
 
     C = tuple(sorted(int(j) for j in start))
     value = executor.call(evaluate_unit, (C, tol))[0]
-    moves = 0
     while True:
         table, err = swap_table(executor, C, tol)
         if not err <= tol:
             raise ArithmeticError(f"a one-swap inner solve was not certified to tolerance {tol:g}")
         i, j = np.unravel_index(int(np.argmin(table)), table.shape)
-        if not table[i, j] < value - tol or moves == max_moves:
+        if not table[i, j] < value - tol:
             return C, value, table
         C, value = swap_support(C, int(i), int(j)), float(table[i, j])
-        moves += 1

@@ -3,7 +3,9 @@
 
 Procedure:
 
-1. Centre C: IHT + one-swap local search (``iht``), which gives f_1 = the best one-swap value.
+1. Centre C: IHT + one-swap local search (``iht.local_search``) run to a one-swap local
+   minimum -- no move cap, however long the descent -- which gives f_1 = the best one-swap
+   value, f_1 >= F^(C) - tau/10 (F^: computed values).
 2. Second best (one MIP on a ``mip`` worker): the master over the supports with >= 2
    mistakes from C, objective limit f_1. "Infeasible" certifies that no such support is
    below f_1, so C is the optimum S* (it is a one-swap local minimum) and the gap is
@@ -43,19 +45,34 @@ S*(D) its minimiser; gamma(D) = min_{S != S*(D)} F_D(S) - F_D(S*(D)) >= 0 (0 on 
     Delta-sensitive (a minimum over a fixed set of monotone Delta-sensitive values), so is
     F(C) + M_j, and so is their minimum u_j: the bucket EM at rate c = epsilon_2/Delta is
     epsilon_2-DP (monotone utilities).
-(d) PTR. Call D safe when gamma(D) > Delta + 2 tau. If D is safe, the computed centres of D
-    and of any neighbour D' are both S*(D) (each is optimal within 1.2 tau and, by (a) and
-    (b), the optimum is unique by more than 2 tau in both), so the test (epsilon_1-DP by
-    (b)) composed with the EM (epsilon_2-DP by (c)) gives P_D(E) <= e^epsilon P_D'(E) and
-    back, for every event E. If neither D nor D' is safe, gamma^(D)/Delta <= 1 + 4 tol, so
+(d) Centre certificate. Computed values satisfy F <= F^ <= F + tau/10. The returned centre C
+    is a one-swap local minimum: f_1 = min of F^ over its one-swaps >= F^(C) - tau/10
+    (``iht.local_search`` stops only there; a capped descent could return a C with a
+    one-swap far below it, a negative gamma^ and C != S* on data where a neighbour's
+    descent ends at S*, which the test below would tell apart). So every S != C has
+    F(S) >= F(C) - 1.6 tau: a one-swap, F(S) >= F^(S) - tau/10 >= F(C) - 0.2 tau; with >= 2
+    mistakes, F(S) >= f_1 >= F(C) - tau/10 when the master is infeasible (and when s < 2 or
+    p - s < 2 there is no such S), else F(S) >= v - 0.6 tau >= F(C) - 1.6 tau, where v >=
+    F^(C) - tau (no restart) is F^ at the master's support: SCIP stops within its absolute
+    gap tau/2 of its dual bound, which is below F on the region (cuts are lower bounds), at
+    a support whose master value is at least its own cut, tight to tau/10. Likewise gamma^ =
+    min(f_1, v) - F^(C) (f_1 - F^(C) without v) lies in [gamma - tau/10, gamma + 0.6 tau]
+    when C = S*, and gamma^ <= F(S*) + 0.6 tau - F(C) <= 0.6 tau when C != S*.
+    PTR. Call D safe when gamma(D) > Delta + 2 tau. If D is safe, then for any neighbour D'
+    S*(D') = S*(D) and gamma(D') > 2 tau by (a) and (b), so a centre C != S* would have
+    F(C) > F(S*) + 2 tau, against the certificate: the computed centres of D and D' are both
+    S*(D), and the test (epsilon_1-DP by (b) and (e)) composed with the EM (epsilon_2-DP by
+    (c) and (e)) gives P_D(E) <= e^epsilon P_D'(E) and back, for every event E. If neither D
+    nor D' is safe, gamma^(D) <= gamma(D) + 0.6 tau, so gamma^(D)/Delta <= 1 + 4 tol and
     P_D(pass) <= P(Lap(1/epsilon_1') > ln(1/(2 delta))/epsilon_1') = delta and
     P_D(E) <= P_D(E and fail) + delta <= e^epsilon_1 P_D'(E) + delta (failing is a
     post-processing of the epsilon_1-DP test). So the release is (epsilon, delta)-DP with
     epsilon = epsilon_1 + epsilon_2.
-(e) Certified tolerance: all values are certified within tau = tol * Delta (gamma within
-    2 tau). The test's statistic then has sensitivity Delta (1 + 4 tol) and the EM's
-    utilities are within tau of (c); both run at rate epsilon_i / (1 + 4 tol), so each
-    spends exactly its epsilon_i (see ``top_r`` for the EM factor).
+(e) Certified tolerance: all values are certified within tau = tol * Delta (gamma^ within
+    0.6 tau <= 2 tau of gamma at a common centre, (d)). The test's statistic then has
+    sensitivity Delta (1 + 4 tol) and the EM's utilities are within tau of (c); both run at
+    rate epsilon_i / (1 + 4 tol), so each spends exactly its epsilon_i (see ``top_r`` for
+    the EM factor).
 
 Without the test ("paper" mode: the seed's public code -- all of epsilon on the EM at the
 seed's calibration exp(-epsilon F/(2 Delta)), buckets ">= j mistakes", the bucket's best
@@ -148,6 +165,8 @@ def center_and_gap(executor: Any, tau: float, time_limit: float
                    ) -> tuple[Support, float, float, np.ndarray, Support]:
     """Steps 1-2: (centre, F(centre), f_1, swap table, best one-swap), centre certified optimal.
 
+    The centre is a one-swap local minimum (``local_search`` has no move cap), so f_1 >=
+    F^(centre) - tau/10 (computed values) and the centre is optimal within 1.6 tau (module docstring, (d)).
     The returned f_1 is min(best one-swap, best >= 2-mistake support) when the latter is lower.
     Draws no noise; a MIP time limit raises ``SolverAborted`` (an abort, not an outcome).
     """

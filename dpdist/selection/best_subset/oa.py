@@ -133,7 +133,7 @@ class Collector(Protocol):
     """Receives the supports a collecting solve enumerates (``solve_master(collect=...)``)."""
 
     def threshold(self) -> float:
-        """Supports with F below this (less the margin) are offered."""
+        """Supports whose certified lower bound is below this (less the margin) are offered."""
 
     def offer(self, support: Support, value: float) -> bool:
         """Take ``support``; False stops the solve (the caller restarts elsewhere)."""
@@ -143,9 +143,11 @@ class _LazyCuts(Conshdlr):
     """Checks integral candidates against F and adds the violated support's cut.
 
     In collecting mode every candidate that satisfies its own cut is offered to the
-    collector (when its value is below the collector's threshold less ``margin``) and then
-    excluded by a no-good cut, so no solution is ever accepted and the tree enumerates every
-    support below the objective limit.
+    collector (with its computed value) when its certified lower bound is below the
+    collector's threshold less ``margin``, and then excluded by a no-good cut, so no solution
+    is ever accepted and the tree enumerates every support below the objective limit. The
+    rule is on the bound, not the value: a candidate left out then provably has
+    F >= threshold - margin (the value is only within the inner tolerance above F).
     """
 
     def __init__(self, oracle: Oracle, z: list, eta: object, shift: float, s: int, viol: float,
@@ -180,8 +182,8 @@ class _LazyCuts(Conshdlr):
             return {"result": SCIP_RESULT.CONSADDED}
         if self.collect is None or S in self.excluded:
             return {"result": SCIP_RESULT.FEASIBLE}
-        value = self.oracle.evaluate(S)[0]
-        if value < self.collect.threshold() - self.margin:
+        value, bound = self.oracle.evaluate(S)
+        if bound < self.collect.threshold() - self.margin:  # else F >= bound >= threshold - margin
             if not self.collect.offer(S, value):
                 self.stopped = True
                 self.model.interruptSolve()
@@ -215,10 +217,13 @@ def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequ
     bucket constraint alone, whose relaxation can drop every centre feature fractionally.
 
     ``collect``: enumerate instead of minimise. Every support of the region below
-    ``objlimit`` is evaluated; those below ``collect.threshold() - margin`` are offered to the
-    collector, and each is then excluded by a no-good cut. "infeasible" then certifies that
-    every support of the region not offered or excluded has F >= objlimit; "interrupted"
-    means the collector stopped the solve.
+    ``objlimit`` is evaluated; those whose certified lower bound is below
+    ``collect.threshold() - margin`` are offered to the collector (with their computed
+    value), and each is then excluded by a no-good cut; each offer lowers the objective limit
+    to the new threshold less ``margin``. "infeasible" then certifies that every support of
+    the region not evaluated has F >= the final limit (limits only fall; cuts are lower
+    bounds of F), and every one evaluated but not offered has F >= its bound >= (the
+    threshold then) - margin; "interrupted" means the collector stopped the solve.
     """
     t0 = time.perf_counter()
     problem = oracle.problem

@@ -7,12 +7,12 @@ Procedure (R = 1 + s(p - s), public):
 2. List L = {C} ∪ {one-swaps of C}, t = max_{S in L} F(S).
 3. Certificate (one SCIP tree on a ``mip`` worker, ``oa``, collecting mode): over the
    supports with at least two mistakes from C (sum_{j in C} z_j <= s - 2), objective limit
-   t - tau. Every support the tree meets below the list's current threshold (its largest
-   value) less tau enters L and pushes out L's worst entry (so L keeps R entries and t
-   falls); every candidate is then excluded by a no-good cut sum_{j in T} z_j <= s - 1
-   (spec 6.5), a lazy constraint of the same tree. When the tree closes ("infeasible"),
-   every support outside L is either a known one with F >= t or has F >= t - tau: L is the
-   exact top-R. One tree does what the seed's check (step 6 of spec 6.6) only tests -- the
+   t - tau. Every support the tree meets whose certified lower bound is below the list's
+   current threshold (its largest value) less tau enters L and pushes out L's worst entry
+   (so L keeps R entries and t falls); every candidate is then excluded by a no-good cut
+   sum_{j in T} z_j <= s - 1 (spec 6.5), a lazy constraint of the same tree. When the tree
+   closes ("infeasible"), every support outside L has F >= t - tau (below): L is the exact
+   top-R up to tau. One tree does what the seed's check (step 6 of spec 6.6) only tests -- the
    seed code drops the trial when its check fails; nothing is retried on other data here.
 4. If a support beats F(C) by more than tau, C was not the optimum: the search restarts
    from it. This terminates without a limit: the new centre's computed value is at most the
@@ -43,15 +43,28 @@ exact top-R list: listed supports have u = F, unlisted ones have F >= F_(R) henc
 t, and ties at the R-th place do not matter (tied supports have the same u either way). The
 rejection loop is unbounded, so the outside category is exactly uniform.
 
-Certified tolerance. The sampler uses computed values F^ (the objective at a feasible beta,
-certified within tau/10 of F by a duality gap) and t^ = max_L F^; the certificate gives
-F(S) >= t^ - tau for every unlisted S (SCIP's tolerances, 1e-9 relative, are far below tau).
-Writing u^ for the utility the sampler uses, |u^ - u| <= tau everywhere: at most tau/10 on
-L; off L, F(S) >= t^ - tau and F_(R) lies in [t^ - tau, t^ + tau/10] (at most R - 1 supports
-lie below t^ - tau). For an EM at rate c on a utility within tau of a monotone
-Delta-sensitive one, P_D(S)/P_D'(S) <= exp(c (Delta + 4 tau)) (each of the two factors of the
-ratio moves by at most exp(2 c tau)). With tau = tol * Delta (``tol`` public) we sample at
-c = epsilon / (Delta (1 + 4 tol)), so the release is epsilon-DP as charged.
+Certified tolerance. Every evaluated support has a certified lower bound B and a computed
+value F^ (the objective at a feasible beta) with B <= F <= F^ <= B + tau/10 (a duality
+gap). The sampler uses F^ on L and t^ = max_L F^. The certificate gives F(S) >= t^ - tau for
+every unlisted S (SCIP's tolerances, 1e-9 relative, are far below tau), as the threshold t
+only falls to t^ during the solve:
+
+* a support the tree never evaluates was pruned at an objective limit t - tau >= t^ - tau
+  (the cuts are lower bounds of F);
+* a support evaluated and left out has B(S) >= t - tau >= t^ - tau. Listing is decided on
+  B, not on F^: a support with F^(S) >= t - tau > B(S) can have F(S) as low as t - 1.1 tau,
+  and dropping it would widen the tolerance below to 1.1 tau while only tau is paid for;
+* an entry pushed out of L had F^ = t (the threshold then) >= t^, so F >= t^ - tau/10.
+
+Then F_(R) lies in [t^ - tau, t^]: the R listed supports have F <= F^ <= t^, and only
+listed supports can lie below t^ - tau, the one at t^ not among them, so at most R - 1 do.
+Writing u^ for the utility the sampler uses, |u^ - u| <= tau everywhere: off L, u^ = t^ and
+u = min(F(S), F_(R)) lies in [t^ - tau, t^]; on L, u^ = F^(S) lies in [F(S), F(S) + tau/10]
+and either u = F(S) or u = F_(R) < F(S) <= u^ <= t^ <= F_(R) + tau. For an EM at rate c on a
+utility within tau of a monotone Delta-sensitive one, P_D(S)/P_D'(S) <= exp(c (Delta + 4 tau))
+(each of the two factors of the ratio moves by at most exp(2 c tau)). With tau = tol * Delta
+(``tol`` public) we sample at c = epsilon / (Delta (1 + 4 tol)), so the release is
+epsilon-DP as charged.
 
 No data-dependent refusal. Every run that finishes publishes a support sampled as above,
 so the output distribution is exactly the epsilon-DP one: there is no refusal outcome to
@@ -89,10 +102,12 @@ class TopRList:
     """The exact top-R list: the centre, its one-swaps (a table) and the entries found beyond them.
 
     Entries are indexed [centre, swaps (row-major over the finite table cells), extras];
-    exactly R of them are listed. As the collector of the certifying solve it takes supports
-    below its threshold (the largest listed value) and drops its worst entry for each,
-    keeping R; it stops the solve when a support beats the centre by more than ``tau`` (the
-    centre was not the optimum). It takes as many entries as the certificate needs.
+    exactly R of them are listed. As the collector of the certifying solve it takes the
+    supports ``oa.solve_master`` offers (certified lower bound below its threshold, the
+    largest listed value, less ``tau``: their values are below the threshold) and drops its
+    worst entry for each, keeping R; it stops the solve when a support beats the centre by
+    more than ``tau`` (the centre was not the optimum). It takes as many entries as the
+    certificate needs.
     """
 
     def __init__(self, center: Support, center_value: float, table: np.ndarray, tau: float = 0.0) -> None:
@@ -178,9 +193,10 @@ def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
     """Work unit (on a ``mip`` worker): complete the centre's list to the exact top-R.
 
     One SCIP tree over the supports with >= 2 mistakes from the centre, objective limit
-    t - tau, in collecting mode: every support below the list's (falling) threshold less tau
-    enters the list, every candidate is then excluded by a no-good cut, and "infeasible"
-    certifies the rest. Returns (status, list): "infeasible" (certified), "better" (a
+    t - tau, in collecting mode: every support whose certified lower bound is below the
+    list's (falling) threshold less tau enters the list, every candidate is then excluded
+    by a no-good cut, and "infeasible" certifies F >= t^ - tau for the rest (module
+    docstring, certified tolerance). Returns (status, list): "infeasible" (certified), "better" (a
     support beats the centre) or "timelimit".
     """
     lst = TopRList(job.center, job.center_value, job.table, job.tau)
