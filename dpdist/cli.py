@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -197,13 +198,23 @@ def _synth(args: argparse.Namespace) -> int:
 BSS_METHODS = {"bss-top-r": "top-r", "bss-mistakes": "mistakes"}
 
 
+def _noise_seed(args: argparse.Namespace, purpose: str) -> int | None:
+    """The noise seed of one release of a command: None (OS entropy) unless ``--seed`` is given
+    (experiments), and then one of its own per ``purpose``, as ``RunConfig.step_seed``. Releases
+    must draw independent noise for their charges to compose: the model and its evaluation
+    seeded alike would draw from one stream (their noise correlated)."""
+    if args.seed is None:
+        return None
+    return int.from_bytes(hashlib.sha256(f"{args.seed}/{purpose}".encode()).digest()[:8], "little")
+
+
 def _bss_selector(args: argparse.Namespace) -> Any:
     from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 
     ridge = args.ridge if args.ridge is not None else (120.0 if args.loss == "squared" else 100.0)
     common = dict(s=args.k, epsilon=args.epsilon, loss=args.loss, r=args.r, ridge=ridge, x_bound=args.x_bound,
                   y_bound=args.y_bound, bounds="clip" if args.clip else "check", tol=args.tol,
-                  time_limit=args.time_limit, random_state=args.seed)
+                  time_limit=args.time_limit, random_state=_noise_seed(args, f"select/{args.method}"))
     if args.method == "bss-top-r":
         return BSSTopRSelector(**common)
     if not args.delta:
@@ -248,18 +259,20 @@ def _select(args: argparse.Namespace) -> int:
         print(f"{args.method}: s={args.k} of {problem.p:,} features, {selector.loss} loss", file=sys.stderr)
         features = selector.fit_executor(LocalExecutor(problem), acc, store.budget_id, key).support_
     elif args.method == "dp-sis":
-        sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check", random_state=args.seed)
+        sis = DPSIS(args.k, args.epsilon, bounds="clip" if args.clip else "check",
+                    random_state=_noise_seed(args, "select/dp-sis"))
         acc.check(store.budget_id, sis.privacy_charge())  # a refusal before any work
         with _progress_bar(args, "dp-sis: X^T y", None) as update:
             scores = store_scores(store, bounds=sis.bounds, progress=lambda done, total: update(done))
         features = sis.fit_scores(scores, acc, store.budget_id, key).features_
     else:
-        sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, n_blocks=args.n_blocks, random_state=args.seed)
+        sel = TwoStageSelector(args.k, args.epsilon, alpha=args.alpha, n_blocks=args.n_blocks,
+                               random_state=_noise_seed(args, "select/two-stage"))
         features = sel.fit(store.csr(), store_target(store), acc, store.budget_id, key).features_
         extra["n_blocks"] = sel.n_blocks_
     if args.stage2 is not None:
         model = ObjectivePerturbation("squared" if store.task == "regression" else "logistic", args.stage2,
-                                      random_state=args.seed,
+                                      random_state=_noise_seed(args, "select/stage2"),
                                       classes=None if store.task == "regression" else [-1.0, 1.0])  # store_target's
         coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.budget_id,
                               f"{key}/stage2")
@@ -324,7 +337,7 @@ def _train(args: argparse.Namespace) -> int:
         raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
     common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters,
                   method="fast-dp-fw" if screening else args.method, calibration=args.calibration,
-                  bounds="clip" if args.clip else "check", random_state=args.seed)
+                  bounds="clip" if args.clip else "check", random_state=_noise_seed(args, "train/model"))
     if screening:
         common.update(screening=screening, screen_schedule=schedule, screen_rule=args.screen_rule, **screen_opts)
     # the classes are store_target's public mapping, never those the train rows happen to hold (a
@@ -379,7 +392,8 @@ def _train(args: argparse.Namespace) -> int:
         w = sparse_coef(coef["indices"], coef["values"], X.shape[1])
         path = [int(v) for v in model.path_] if model.path_ is not None else []
         if private:
-            ev = PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound, random_state=args.seed)
+            ev = PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound,
+                                   random_state=_noise_seed(args, "train/evaluation"))
             screened = model.screened_
             metrics = acc.release(store.budget_id, ev.privacy_charge(), f"{key}/evaluation",
                                   lambda: ev.evaluate(w, path, args.lam, Xte, yte, screened),
@@ -692,9 +706,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("src", help="svmlight file")
     p.add_argument("--out", required=True, help="store directory to create")
     p.add_argument("--force", action="store_true", help="replace an existing store")
-    p.add_argument("--zero-based", choices=("auto", "yes", "no"), default="auto",
-                   help="column indices start at 0 (auto: one-based unless an index 0 appears)")
-    p.add_argument("--n-features", type=int, default=None, help="number of columns (default: largest index seen)")
+    p.add_argument("--zero-based", choices=("no", "yes", "auto"), default="no",
+                   help="svmlight: whether column indices start at 0 (default no: one-based, the LIBSVM "
+                        "convention); auto guesses from whether an index 0 appears, which private analyses refuse")
+    p.add_argument("--n-features", type=int, default=None,
+                   help="svmlight: the number of columns, public (private analyses need it: without it the "
+                        "largest index seen is used)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"), default="auto",
                    help="auto: binary when there are exactly two distinct labels (a text target: by its "
                         "number of categories), else regression")

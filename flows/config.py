@@ -9,7 +9,9 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
     seed = 0                       # fixed noise for experiments only; absent = OS entropy
 
     [data]     source = "synth" | "svmlight" | "store"; name/n/d (synth), path (svmlight, store),
-               n_features (svmlight), test_fraction (0 with evaluate.public_test: no split),
+               n_features and zero_based (svmlight: the public number of columns, required, and
+               whether indices start at 0, default false: one-based, the LIBSVM convention),
+               task and labels (svmlight), test_fraction (0 with evaluate.public_test: no split),
                bounds = "check" | "clip", count_epsilon (the noisy train/test row counts; 0: none)
     [budget]   epsilon, delta, name: set for the dataset if the ledger has no budget for it yet
                (name: its public name, default random)
@@ -91,6 +93,7 @@ class DataConfig:
     data_seed: int = 1
     path: str | None = None
     n_features: int | None = None
+    zero_based: bool = False
     test_fraction: float = 0.2
     bounds: str = "check"
     count_epsilon: float = 0.02
@@ -406,12 +409,20 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("data.path", f"no such file {data.path}")
     if data.source == "store" and data.path and not Path(data.path).is_dir():
         c.fail("data.path", f"no such store {data.path}")
-    if data.source == "svmlight":  # the task and classes must be public: one record cannot recode the others
+    if data.source == "svmlight":  # the task, classes and columns must be public: one record cannot recode the others
+        if data.n_features is None:
+            c.fail("data.n_features", "an svmlight source needs its number of columns (public, e.g. the data set's "
+                                      "documented dimension): read as the largest index seen, one record could "
+                                      "change it")
+        if not isinstance(data.zero_based, bool):
+            c.fail("data.zero_based", f"must be true or false, got {data.zero_based!r}")
         c.choice("data.task", data.task, ("binary", "multiclass", "regression"))
         if data.task != "regression" and not data.labels:
             c.fail("data.labels", f"task {data.task!r} needs its classes, e.g. labels = [-1, 1] (public knowledge)")
         if data.task == "regression" and data.labels:
             c.fail("data.labels", "a regression has no classes")
+    elif data.zero_based:
+        c.fail("data.zero_based", "give the index base of an svmlight source only")
     elif data.task is not None or data.labels is not None:
         c.fail("data.task", "give the task and labels of an svmlight source only (a store or a synthetic set "
                             "records its own)")

@@ -22,7 +22,7 @@ from dpdist.data.store import open_store
 from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, sparse_coef, support_recall
 from dpdist.selection.sis import store_target
 from flows.config import RunConfig, load_config, store_paths
-from flows.ingest import store_summary
+from flows.ingest import check_public_test, public_test_store, store_summary
 from flows.release import release
 from flows.results import read_stage, write_stage
 from flows.runtime import cluster_client, on_cluster
@@ -126,7 +126,9 @@ def _evaluate_saved(cfg: RunConfig) -> dict[str, Any]:
     acc = Accountant(cfg.ledger)
     stores = {"source": source, "dataset": source["dataset"], "name": acc.name(source["dataset"]),
               "test": store_summary(paths["test"]) if cfg.data.test_fraction > 0 else None,
-              "public_test": store_summary(paths["public_test"]) if cfg.evaluate.public_test else None}
+              "public_test": store_summary(public_test_store(cfg)) if cfg.evaluate.public_test else None}
+    if stores["public_test"] is not None:
+        check_public_test(cfg, stores["public_test"], source["dataset"])
     selection = read_stage(cfg, "selection") if cfg.select.methods else None
     models = read_stage(cfg, "models") if cfg.train.methods else None
     return evaluate_stage(cfg, stores, selection, models)

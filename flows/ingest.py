@@ -20,6 +20,7 @@ from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import derive_key, split_store
 from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
+from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
@@ -61,8 +62,27 @@ def make_source(cfg: RunConfig) -> dict[str, Any]:
             write_synthetic(d.name, out, seed=d.data_seed, force=True, metadata=meta, n=d.n, d=d.d)
         else:
             ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta, task=d.task,
-                            labels=None if d.labels is None else list(d.labels))
+                            labels=None if d.labels is None else list(d.labels),
+                            zero_based="yes" if d.zero_based else "no")
     return store_summary(out)
+
+
+def public_test_store(cfg: RunConfig) -> str:
+    """Where the run's public test set is as a store: the configured store, or the run's ingest of the file."""
+    path = cfg.evaluate.public_test
+    return str(path) if Path(path).is_dir() else store_paths(cfg)["public_test"]
+
+
+def check_public_test(cfg: RunConfig, public: dict[str, Any], dataset: str) -> None:
+    """Refuse a "public" test set that is the run's private data or any data with a privacy budget:
+    it is scored exactly and its metrics go into the report uncharged. The same content (the
+    private file or store itself, or a half of its split, charged to it) has the same budget id;
+    the comparison stays here and the message names the key, not the data."""
+    if public["dataset"] == dataset or Accountant(cfg.ledger).has_budget(public["dataset"]):
+        raise ParameterError(f"{cfg.source_file}: evaluate.public_test: {cfg.evaluate.public_test} holds data with a "
+                             "privacy budget (this run's data, a part of it, or another private set): its exact "
+                             "metrics would be released uncharged; give a test set that is public, or leave "
+                             "evaluate.public_test out for private evaluation")
 
 
 @task(name="public-test", retries=1, **RAW)
@@ -72,7 +92,8 @@ def public_test(cfg: RunConfig, n_features: int) -> dict[str, Any]:
     if Path(path).is_dir():
         return store_summary(path)
     out = store_paths(cfg)["public_test"]
-    ingest_svmlight(path, out, force=True, n_features=n_features)
+    # public data, read with the source's declared columns (an svmlight source's index base; LIBSVM's otherwise)
+    ingest_svmlight(path, out, force=True, n_features=n_features, zero_based="yes" if cfg.data.zero_based else "no")
     return store_summary(out)
 
 
@@ -131,6 +152,8 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
         halves = {"train": source, "test": None}
     out = {"source": source, **halves, "dataset": dataset, "name": status["dataset"], "counts": None,
            "public_test": public_test.submit(cfg, source["n_features"]).result() if cfg.evaluate.public_test else None}
+    if out["public_test"] is not None:
+        check_public_test(cfg, out["public_test"], dataset)
     if cfg.data.count_epsilon > 0:
         out["counts"] = _count_rows(cfg, out, dataset)
         logger.info("noisy row counts: %s", ", ".join(f"{k} {v:.0f}" for k, v in out["counts"]["result"].items()))

@@ -116,7 +116,8 @@ def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
     if d.source == "svmlight":
         st = Path(d.path).stat()
         return {"svmlight": str(Path(d.path).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "n_features": d.n_features, "task": d.task, "labels": None if d.labels is None else list(d.labels)}
+                "n_features": d.n_features, "zero_based": d.zero_based, "task": d.task,
+                "labels": None if d.labels is None else list(d.labels)}
     return None
 
 

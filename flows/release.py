@@ -36,14 +36,24 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from dpdist.exceptions import UnknownDataset
+from dpdist.exceptions import DPDistError, UnknownDataset
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge
 
 __all__ = ["release", "ensure_budget", "RAW"]
 
+
+
+def _not_a_data_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's ``retry_condition_fn`` of the raw tasks: retry what the machine may cause (a lost
+    worker, an I/O error), never dpdist's own refusals (a bound or schema violation, a bad
+    parameter). Those follow from the data and the config, so a retry would fail the same way
+    and leave a data-dependent "Retrying" state behind."""
+    return not isinstance(getattr(state, "data", None), DPDistError)
+
+
 # options of every task that returns an un-noised statistic of the data (or a content hash)
-RAW: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
+RAW: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retry_condition_fn": _not_a_data_error}
 
 
 @task(name="release", cache_policy=NO_CACHE, persist_result=False, retries=0)

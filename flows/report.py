@@ -8,6 +8,7 @@ name, never by its content hash; there are no exact row counts and no timings.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact  #
 
 from dpdist.privacy.accountant import Accountant  # noqa: E402
 from flows.config import RunConfig  # noqa: E402
-from dpdist.utils.io import write_json_atomic, write_text_atomic  # noqa: E402
+from dpdist.utils.io import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: E402
 
 __all__ = ["write_report"]
 
@@ -37,6 +38,14 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_fmt(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def _save(fig: Any, path: Path) -> None:
+    """A figure as PNG, written atomically (the report embeds it: never half a file)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=110, format="png")
+    plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def _plot_privacy_utility(models: list[dict], reference: dict[str, Any] | None, path: Path) -> bool:
@@ -60,8 +69,7 @@ def _plot_privacy_utility(models: list[dict], reference: dict[str, Any] | None, 
         ax.legend(fontsize=7)
     fig.suptitle("privacy-utility")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -78,8 +86,7 @@ def _plot_convergence(models: list[dict], path: Path) -> bool:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -94,8 +101,7 @@ def _plot_features(selections: dict[str, Any], truth: list[int] | None, path: Pa
     ax.set_xlabel("feature index")
     ax.set_title("selected features")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 

@@ -213,3 +213,23 @@ def test_an_interrupt_python_swallowed_is_delivered_again(monkeypatch):
         assert got == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_seeded_releases_of_a_command_draw_independent_noise() -> None:
+    import argparse
+    import inspect
+
+    import numpy as np
+
+    import dpdist.cli as cli
+
+    seeded, unseeded = argparse.Namespace(seed=7), argparse.Namespace(seed=None)
+    purposes = ["train/model", "train/evaluation", "select/dp-sis", "select/two-stage", "select/stage2",
+                "select/bss-top-r"]
+    seeds = [cli._noise_seed(seeded, p) for p in purposes]
+    assert len(set(seeds)) == len(purposes) and seeds == [cli._noise_seed(seeded, p) for p in purposes]
+    assert all(cli._noise_seed(unseeded, p) is None for p in purposes)  # OS entropy unless --seed
+    # one seed for a model and its evaluation would give them one stream: their draws correlated
+    a, b = np.random.default_rng(seeds[0]).gumbel(size=4000), np.random.default_rng(seeds[1]).laplace(size=4000)
+    assert abs(np.corrcoef(a, b)[0, 1]) < 0.1
+    assert "random_state=args.seed" not in inspect.getsource(cli)  # every release takes a seed of its own

@@ -3,10 +3,16 @@
 Streaming with bounded memory: blocks of text are read (and decompressed) by one thread,
 parsed in parallel by others and appended to the store in file order while the next blocks
 are parsed (``dpdist.data.svmlight``); the CSC copy is built out of core, from buckets
-filled during the same pass (``dpdist.data.store``). Zero- or one-based indices are detected
-like scikit-learn's ``zero_based="auto"`` (one-based unless a column index 0 appears) or
-forced; in ``auto`` mode the indices are stored as one-based (the LIBSVM convention) and
-rewritten once if a 0 turns up.
+filled during the same pass (``dpdist.data.store``).
+
+The columns are declared: indices are one-based (``zero_based="no"``, the LIBSVM convention)
+or zero-based (``"yes"``), and ``n_features`` is the public dimension; an index outside them is
+refused, naming the file and line. ``zero_based="auto"`` (scikit-learn's: one-based unless a
+column index 0 appears; the indices are stored as one-based and rewritten once if a 0 turns
+up) or no ``n_features`` (the largest index seen) infer the columns from the data, and the
+store is marked so (``feature_schema``: "inferred"): one record with an index 0 would shift
+every other record's columns, one with a larger index would change the dimension every release
+states. Such a store is refused for private use (``check_schema``).
 
 Labels are stored exactly as read. The task is recorded: ``binary`` when the file has
 exactly two distinct labels (``auto``), ``regression`` otherwise, or as forced with
@@ -22,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dpdist.data.store import DEFAULT_BLOCK_ROWS, DEFAULT_MEMORY, StoreWriter, check_task, label_mapping, schema
-from dpdist.data.svmlight import DEFAULT_BLOCK_BYTES, iter_svmlight_blocks
+from dpdist.data.svmlight import DEFAULT_BLOCK_BYTES, SvmlightBlock, find_line, iter_svmlight_blocks
 from dpdist.exceptions import ParameterError
 
 __all__ = ["ZERO_BASED", "ingest_svmlight"]
@@ -35,7 +41,7 @@ def ingest_svmlight(
     out: str | os.PathLike[str],
     *,
     force: bool = False,
-    zero_based: str = "auto",
+    zero_based: str = "no",
     n_features: int | None = None,
     task: str = "auto",
     block_bytes: int = DEFAULT_BLOCK_BYTES,
@@ -62,6 +68,7 @@ def ingest_svmlight(
     text_bytes = 0
     try:
         for block in iter_svmlight_blocks(src, block_bytes=block_bytes):
+            _check_indices(src, block, offsets, n_features)
             writer.append(block.indptr, block.indices, block.data, block.y)
             text_bytes += block.text_bytes
             if progress is not None:
@@ -83,7 +90,28 @@ def ingest_svmlight(
         "source": str(src.resolve()),
         "source_text_bytes": text_bytes,
         "zero_based": offset == 0,
+        "feature_schema": "declared" if zero_based != "auto" and n_features is not None else "inferred",
         "name": name,
         **(metadata or {}),
     }
     return writer.finish(index_offset=offset, n_features=n_features, block_rows=block_rows, metadata=metadata)
+
+
+def _check_indices(src: Path, block: SvmlightBlock, offsets: tuple[int, ...], n_features: int | None) -> None:
+    """Refuse a column index below the base (0 in a one-based file) or beyond ``n_features``
+    (declared), naming the file and the first such line, not the index (``auto``: offsets (1, 0),
+    the final check is the writer's)."""
+    if not block.indices.size:
+        return
+    lowest = min(offsets)
+    top = None if n_features is None else n_features + max(offsets)  # raw indices run below top
+    lo, hi = int(block.indices.min()), int(block.indices.max())
+    if lo < lowest:
+        line = find_line(src, block.first_line, lambda i: i < lowest)
+        raise ParameterError(f"{src}:{line}: a column index below {lowest} in a file read as {lowest}-based "
+                             f"(zero_based={'no' if lowest else 'yes'}); pass zero_based='yes' "
+                             "(--zero-based yes, data.zero_based = true) if the file is zero-based")
+    if top is not None and hi >= top:
+        line = find_line(src, block.first_line, lambda i: i >= top)
+        raise ParameterError(f"{src}:{line}: a column index beyond the declared n_features={n_features} "
+                             f"({lowest}-based)")

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.data.store import open_store, write_blocks
+from dpdist.data.store import feature_schema, open_store, write_blocks
 from dpdist.exceptions import ParameterError
 
 __all__ = ["derive_key", "record_sides", "split_store"]
@@ -93,7 +93,7 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
 
         meta = {"split_of": store.budget_id, "split_source": store.dataset_id, "split": "test" if want else "train",
                 "test_fraction": test_fraction, "name": store.meta.get("name"),
-                "schema": store.meta.get("schema", "inferred"),
+                "schema": store.meta.get("schema", "inferred"), "feature_schema": feature_schema(store.meta),
                 "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")}}
         metas.append(write_blocks(out, blocks(), store.shape[1], task=store.task, force=force, metadata=meta,
                                   block_rows=store.block_rows, label_mapping=store.meta.get("label_mapping")))

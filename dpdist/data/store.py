@@ -71,7 +71,7 @@ from dpdist.utils.random import random_name
 from dpdist.utils.files import open_private, private_dir, restrict_tree
 
 __all__ = ["BLOCK_CACHE", "TASKS", "ColumnStream", "SparseStore", "StoreWriter", "check_schema", "check_task",
-           "label_mapping", "open_store", "schema", "write_blocks", "write_store"]
+           "feature_schema", "label_mapping", "open_store", "schema", "write_blocks", "write_store"]
 
 FORMAT = "dpdist-sparse-store"
 FORMAT_VERSION = 2
@@ -129,7 +129,7 @@ def label_mapping(labels: list[float] | None, task: str, source: str,
     if labels is None:
         raise ParameterError(f"{source}: more than {MAX_TRACKED_LABELS} distinct labels; not a {task} task")
     if task == "binary" and len(labels) != 2:
-        raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, found {len(labels)}")
+        raise ParameterError(f"{source}: task=binary needs exactly 2 distinct labels, and the data has another number")
     return task, {repr(float(v)): i for i, v in enumerate(labels)}
 
 
@@ -138,18 +138,51 @@ def schema(task: str, declared: list[float] | None) -> str:
     return "declared" if declared is not None or task == "regression" else "inferred"
 
 
+def feature_schema(meta: dict[str, Any]) -> str:
+    """"declared" when a store's columns are a public, per-record map of each record's own features
+    (the number of features and the svmlight index base given by the user, a table's columns
+    taken as they are), "inferred" when they depend on other records (the number of features
+    read as the largest index seen, the index base guessed from whether a 0 occurs, categories
+    coded or gaps filled from the whole column).
+
+    Stores written before this was recorded (no ``feature_schema`` key) are read as: synthetic
+    sets (and their split halves) declared; tables declared unless their notes record category
+    codes or imputation; svmlight stores inferred (whether their indexing was declared was not
+    kept)."""
+    if "feature_schema" in meta:
+        return str(meta["feature_schema"])
+    source = meta.get("source_meta") or meta  # a split half describes its source in source_meta
+    if source.get("synthetic") is not None or meta.get("synthetic") is not None:
+        return "declared"
+    notes = meta.get("table_notes")
+    if notes is not None:
+        return "inferred" if ("category_codes" in notes or "imputation" in notes) else "declared"
+    return "inferred"
+
+
 def check_schema(store: Any) -> None:
-    """Refuse private use of a store whose task or classes were inferred from its data.
+    """Refuse private use of a store whose task, classes or columns were inferred from its data.
 
     Under ADD/REMOVE neighbours one record with a new label would change the task (binary ->
-    regression) or the class codes of every other record: the coding of the targets must be a
-    public, per-record map. Raised before any charge or computation.
+    regression) or the class codes of every other record; one record with a column index 0 would
+    shift every other record's columns by one (svmlight's guessed index base), and one with a
+    larger index would change the number of features every release states. The coding of the
+    targets and of the features must be a public, per-record map (:func:`feature_schema`).
+    Raised before any charge or computation; the message holds no value of the data.
     """
     if store.meta.get("schema") != "declared":
         raise ParameterError(
             f"store {store.path}: its task and labels were inferred from the data, so one record could recode all "
             "the others; declare them (public knowledge) and ingest again: --task binary --labels=-1,1 (your two "
             "labels), --task multiclass --labels ..., or --task regression (data.task / data.labels in a run config)")
+    if feature_schema(store.meta) != "declared":
+        raise ParameterError(
+            f"store {store.path}: its columns were inferred from the data (the number of features from the largest "
+            "index seen, the svmlight index base from whether a 0 occurs, or categories coded / gaps filled from "
+            "whole columns; or a store written before dpdist recorded this), so one record could change the "
+            "columns of all the others; declare them (public knowledge) and ingest again: --n-features D "
+            "--zero-based no|yes (data.n_features / data.zero_based in a run config), and no --encode-categories "
+            "or --impute for tables")
 
 
 _resolve_labels = label_mapping  # write_blocks has a parameter of that name
@@ -410,9 +443,9 @@ class StoreWriter:
         if indices.size:
             lo, hi = int(indices.min()), int(indices.max())
             if lo < 0:
-                raise ParameterError(f"negative column index {lo}")
+                raise ParameterError("a negative column index")
             if hi > _INT32_MAX:
-                raise ParameterError(f"column index {hi} is beyond the 2^31 columns a store holds")
+                raise ParameterError("a column index beyond the 2^31 columns a store holds")
             self.min_index = lo if self.min_index is None else min(self.min_index, lo)
             self.max_index = max(self.max_index, hi)
             self._write_buckets(indptr, indices, data, hi)
@@ -484,14 +517,12 @@ class StoreWriter:
             if index_offset not in self.index_offsets:
                 raise ParameterError(f"index_offset {index_offset} is not one of the writer's {self.index_offsets}")
             if self.min_index is not None and self.min_index < index_offset:
-                raise ParameterError(
-                    f"column index {self.min_index} found in a file read as {index_offset}-based"
-                )
+                raise ParameterError(f"a column index below {index_offset} in a file read as {index_offset}-based")
             needed = self.max_index + 1 - index_offset
             if n_features is None:
                 n_features = max(needed, 0)
             elif n_features < needed:
-                raise ParameterError(f"n_features={n_features} but the data has column index {needed - 1}")
+                raise ParameterError(f"the data has a column index beyond n_features={n_features}")
             for app in (self._data, self._indices, self._indptr, self._y):
                 app.close()
             if index_offset != self._guess:  # rewrite (and rehash) the stored indices
@@ -670,7 +701,9 @@ def write_blocks(
     except BaseException:
         writer.abort()
         raise
-    meta = {**(metadata or {}), "task": resolved, "label_mapping": mapping, "schema": how}
+    # n_features is the caller's; a part of a split or a table with coded columns passes its own schema
+    meta = {"feature_schema": "declared", **(metadata or {}), "task": resolved, "label_mapping": mapping,
+            "schema": how}
     return writer.finish(n_features=n_features, block_rows=block_rows, metadata=meta)
 
 
@@ -692,7 +725,7 @@ def write_store(
     X.sort_indices()
     y = np.asarray(y, dtype=np.float64).ravel()
     if y.shape[0] != X.shape[0]:
-        raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
+        raise ParameterError("X and y have different numbers of rows")
     if not (np.all(np.isfinite(X.data)) and np.all(np.isfinite(y))):
         raise ParameterError("X and y must be finite")
     step = max(1, block_rows)

@@ -30,7 +30,7 @@ import lzma
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +46,27 @@ __all__ = ["SvmlightBlock", "SvmlightFormatError", "iter_svmlight_blocks", "open
 DEFAULT_BLOCK_BYTES = 16 << 20
 
 
+# The parser's reasons quote the offending token (a value of the data); the message names the kind only.
+_REASONS = (("non-finite", "a non-finite label or value (nan/inf)"),
+            ("float", "a label or value that is not a number"),
+            ("sorted", "column indices not in ascending order, or repeated"),
+            ("unpack", "a feature that is not index:value"),
+            ("int()", "a column index that is not an integer"),
+            ("index", "an invalid column index"))
+
+
+def _public_reason(reason: str) -> str:
+    """The kind of error in a parser's ``reason``, without the token it quotes."""
+    return next((kind for key, kind in _REASONS if key in reason.lower()), "not svmlight text")
+
+
 class SvmlightFormatError(ParameterError):
-    """A malformed svmlight line; ``path`` and ``line`` (1-based) say where."""
+    """A malformed svmlight line; ``path`` and ``line`` (1-based) say where, ``reason`` the kind of
+    error (never the line's text: error messages hold no value of the data)."""
 
     def __init__(self, path: str | os.PathLike[str], line: int, reason: str) -> None:
-        self.path, self.line, self.reason = str(path), line, reason
-        super().__init__(f"{path}:{line}: malformed svmlight line: {reason}")
+        self.path, self.line, self.reason = str(path), line, _public_reason(reason)
+        super().__init__(f"{path}:{line}: malformed svmlight line: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,7 @@ class SvmlightBlock:
     data: np.ndarray  # float64
     y: np.ndarray  # float64
     text_bytes: int
+    first_line: int = 1  # the file's line number of the block's first line
 
 
 def open_text(path: str | os.PathLike[str]) -> IO[bytes]:
@@ -328,7 +344,21 @@ def parse_block(text: bytes, path: str | os.PathLike[str] = "<text>", first_line
         except ValueError:
             offset, reason = _locate_error(text.splitlines(keepends=True))
             raise SvmlightFormatError(path, first_line + offset, reason) from None
-    return SvmlightBlock(*parsed, len(text))
+    return SvmlightBlock(*parsed, len(text), first_line)
+
+
+def find_line(path: str | os.PathLike[str], first_line: int, bad: Callable[[int], bool]) -> int:
+    """The number of the first line from ``first_line`` on with a column index ``i`` (as written)
+    for which ``bad(i)``, or ``first_line`` if none (only called when a block holds one)."""
+    with open_text(path) as f:
+        for number, line in enumerate(f, 1):
+            if number < first_line:
+                continue
+            for token in line.split(b"#", 1)[0].split()[1:]:
+                index, _, _ = token.partition(b":")
+                if index != b"qid" and index.lstrip(b"-").isdigit() and bad(int(index)):
+                    return number
+    return first_line
 
 
 # ------------------------------------------------------------------------------- reading

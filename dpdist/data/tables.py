@@ -158,7 +158,7 @@ def _read_rdata(path: Path) -> Table:
         names = [str(j) for j in range(X.shape[1])]
         notes = {"transposed": "genes x samples -> samples x genes", "labels": labels_path.name}
     if y.shape[0] != X.shape[0]:
-        raise ParameterError(f"{path}: {X.shape[0]} rows but {y.shape[0]} labels")
+        raise ParameterError(f"{path}: the numbers of rows and of labels differ")
     return Table(X, y, names, "binary" if len(classes) == 2 else "multiclass", classes, notes)
 
 
@@ -226,6 +226,8 @@ def ingest_table(
         "source": str(Path(src).resolve()),
         "table_notes": table.notes,
         "name": name,
+        # coded categories and imputed gaps are functions of whole columns: one record changes the others'
+        "feature_schema": "inferred" if ("category_codes" in table.notes or "imputation" in table.notes) else "declared",
     }
     declared = None
     if labels is not None:  # public classes, by name for a text target (its codes follow the sorted names)

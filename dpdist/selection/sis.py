@@ -167,6 +167,9 @@ class DPSIS(SelectorMixin, BaseEstimator):
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
+            if self.mechanism == "laplace":  # spec 4.3: its constant is recalled, not verified [R/U]
+                raise ParameterError("mechanism 'laplace' (the oneshot Laplace top-k, whose constant and conditions "
+                                     "are unverified) is for experiments only: no release through an accountant")
             key = key or f"dp-sis-{uuid.uuid4().hex}"
             out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(scores.shape[0]))
             self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"key": key}

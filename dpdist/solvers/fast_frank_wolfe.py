@@ -1057,6 +1057,7 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
             np.zeros(1, dtype=np.int64), _HEAVY_SHARE / _threads(X.nnz), _ROW_BAND, _threads(X.nnz)
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
+    plan.check_features(X.shape[1])
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
     events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
     return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
@@ -1150,6 +1151,9 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if gram is not False:
         if loss != "squared" or D > 20000:
             raise ParameterError("gram is for squared loss with at most 20,000 features (a dense D x D matrix)")
+        if gram is not True and (selection is not None or (screening is not None and screening.loss is not None)):
+            raise ParameterError("a private run computes X^T X itself (gram=True): a supplied matrix is not checked "
+                                 "against X, and the privacy analysis bounds only X's own")
         G = np.asarray((Xc.T @ Xc).toarray() if gram is True else gram, dtype=np.float64)
         if G.shape != (D, D) or not np.all(np.isfinite(G)):
             raise ParameterError(f"gram must be X^T X, a finite {D} x {D} matrix")

@@ -245,6 +245,7 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
     if screening is not None:
         if screening.mask.shape[0] != max_iter + 1:
             raise ParameterError(f"the screening plan is for {screening.mask.shape[0] - 1} iterations, not {max_iter}")
+        screening.check_features(X.shape[1])
         colnorm = column_norms(Xc)
         zero_buf = np.empty(D, dtype=np.int64)
     t0 = time.perf_counter()

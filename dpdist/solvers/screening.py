@@ -241,6 +241,12 @@ class ScreeningPlan:
     threshold_scale: float = 0.0
     loss: PrivacyLoss | None = None  # charged (None for "exact")
     claimed_epsilon: float | None = None  # paper mode: what the seeds claim
+    d: int = 0  # the features it was calibrated for (ADP's sigma grows as sqrt(d)); a solver refuses any other
+
+    def check_features(self, n_features: int) -> None:
+        """Refuse a plan calibrated for another number of features than the data's."""
+        if self.d != n_features:
+            raise ParameterError(f"the screening plan is calibrated for {self.d} features, not {n_features}")
 
     @property
     def passes(self) -> int:
@@ -292,7 +298,7 @@ def screening_plan(mode: str, loss: str, lam: float, d: int, T: int, schedule: S
     ca, kr_mu, ba, bu, bg, cr = rule_constants(rule, loss, lam)
     if mode == "exact":
         coef = np.array([ca, kr_mu, ba, bu, bg, cr, math.inf, math.inf, lam])
-        return ScreeningPlan("exact", rule, mask, coef, calibration)
+        return ScreeningPlan("exact", rule, mask, coef, calibration, d=d)
     if n_max is None:
         raise ParameterError("private screening needs n_max, a public upper bound on the number of training records "
                              "(the score's sensitivity grows as sqrt(n_max); see dpdist.solvers.screening)")
@@ -312,24 +318,24 @@ def screening_plan(mode: str, loss: str, lam: float, d: int, T: int, schedule: S
             sigma = math.sqrt(d) * Dseed * math.sqrt(2.0 * math.log(1.25 / d_it)) / e_it
             true = PrivacyLoss.zcdp(l * d * Delta * Delta / (2.0 * sigma * sigma), dlt)
             return ScreeningPlan("adp", rule, mask, coef, "paper", n_max, Delta, sigma=sigma, loss=true,
-                                 claimed_epsilon=eps)
+                                 claimed_epsilon=eps, d=d)
         e_it = eps / math.sqrt(8.0 * l * math.log(1.0 / dlt))
         b = Dseed / e_it
         true = PrivacyLoss.pure_steps(max(2.0, float(d)) * Delta / b, l, delta=dlt)
         return ScreeningPlan("rnm", rule, mask, coef, "paper", n_max, Delta, rnm_scale=b, threshold_scale=0.0,
-                             loss=true, claimed_epsilon=eps)
+                             loss=true, claimed_epsilon=eps, d=d)
     if mode == "adp":
         def make(x: float) -> PrivacyLoss:  # x = Delta_2 / sigma
             return PrivacyLoss.zcdp(l * x * x / 2.0, at)
         x = math.sqrt(2.0 * rho / l) if rho is not None else calibrate(make, eps, dlt, upper=1e3)
         sigma = math.sqrt(d) * Delta / x
-        return ScreeningPlan("adp", rule, mask, coef, "safe", n_max, Delta, sigma=sigma, loss=make(x))
+        return ScreeningPlan("adp", rule, mask, coef, "safe", n_max, Delta, sigma=sigma, loss=make(x), d=d)
 
     def make_rnm(x: float) -> PrivacyLoss:  # x = per-pass epsilon of the choice and of the threshold
         return PrivacyLoss.compose(PrivacyLoss.pure_steps(x, l, delta=at), PrivacyLoss.laplace(x, l))
     x = math.sqrt(rho / l) if rho is not None else calibrate(make_rnm, eps, dlt, upper=float(eps))
     return ScreeningPlan("rnm", rule, mask, coef, "safe", n_max, Delta, rnm_scale=2.0 * Delta / x,
-                         threshold_scale=Delta / x, loss=make_rnm(x))
+                         threshold_scale=Delta / x, loss=make_rnm(x), d=d)
 
 
 def uniform_l1_ball(d: int, lam: float, random_state: RandomState = None) -> np.ndarray:

@@ -100,27 +100,56 @@ def test_compressions_give_the_same_dataset(tmp_path):
 def test_zero_based_detection_and_flags(tmp_path):
     p = tmp_path / "z.svm"
     p.write_bytes(b"1 0:1 2:2\n0 1:3\n")
-    assert ingest_svmlight(p, tmp_path / "a")["n_features"] == 3  # index 0 present: zero-based
+    meta = ingest_svmlight(p, tmp_path / "a", zero_based="auto")
+    assert meta["n_features"] == 3 and meta["feature_schema"] == "inferred"  # index 0 present: zero-based, guessed
     p1 = tmp_path / "o.svm"
     p1.write_bytes(b"1 1:1 3:2\n0 2:3\n")
-    meta = ingest_svmlight(p1, tmp_path / "b")
+    meta = ingest_svmlight(p1, tmp_path / "b")  # one-based by default (LIBSVM's convention)
     assert meta["n_features"] == 3 and meta["zero_based"] is False
+    assert meta["feature_schema"] == "inferred"  # the number of columns was the largest index seen
     assert open_store(tmp_path / "b").csr().toarray().tolist() == [[1, 0, 2], [0, 3, 0]]
-    meta = ingest_svmlight(p1, tmp_path / "c", zero_based="yes")
-    assert meta["n_features"] == 4
-    with pytest.raises(ValueError, match="read as 1-based"):
-        ingest_svmlight(p, tmp_path / "d", zero_based="no")
+    meta = ingest_svmlight(p1, tmp_path / "c", zero_based="yes", n_features=4)
+    assert meta["n_features"] == 4 and meta["feature_schema"] == "declared"
+    with pytest.raises(ValueError, match=r"z\.svm:1: a column index below 1 in a file read as 1-based") as info:
+        ingest_svmlight(p, tmp_path / "d", n_features=3)  # one-based (the default): the 0 is refused
+    assert "zero_based='yes'" in str(info.value)
     assert not (tmp_path / "d").exists()
+
+
+def test_declared_columns_refuse_an_index_beyond_them_naming_the_line_not_the_index(tmp_path):
+    p = tmp_path / "w.svm"
+    p.write_bytes(b"".join(b"1 1:1 2:2\n" for _ in range(3000)) + b"# comment\n-1 3:1 987654:2\n")
+    with pytest.raises(ValueError, match=r"w\.svm:3002: a column index beyond the declared n_features=5") as info:
+        ingest_svmlight(p, tmp_path / "s", n_features=5, block_bytes=1 << 12)
+    assert "987654" not in str(info.value) and "987653" not in str(info.value)
+    assert not (tmp_path / "s").exists()
+    assert ingest_svmlight(p, tmp_path / "s", n_features=987654)["feature_schema"] == "declared"  # 1-based: fits
+    with pytest.raises(ValueError, match=r"w\.svm:3002: a column index beyond"):
+        ingest_svmlight(p, tmp_path / "t", n_features=987654, zero_based="yes")
+
+
+def test_inferred_columns_are_refused_for_private_use(tmp_path):
+    from dpdist.data.store import check_schema
+
+    p = tmp_path / "o.svm"
+    p.write_bytes(b"1 1:1 3:2\n-1 2:3\n")
+    for out, kw, ok in (("a", {"n_features": 3}, True), ("b", {}, False), ("c", {"n_features": 4, "zero_based": "auto"}, False)):
+        ingest_svmlight(p, tmp_path / out, task="binary", labels=[-1, 1], **kw)
+        if ok:
+            check_schema(open_store(tmp_path / out))
+        else:
+            with pytest.raises(ValueError, match="columns were inferred from the data"):
+                check_schema(open_store(tmp_path / out))
 
 
 @pytest.mark.parametrize(
     ("bad_line", "reason"),
     [
-        (b"1 2:x\n", "float"),
-        (b"1 5:1 3:2\n", "sorted"),
-        (b"abc 3:1\n", "abc"),
-        (b"1 3\n", "unpack"),
-        (b"1 -3:1\n", "Invalid index"),
+        (b"1 2:x\n", "a label or value that is not a number"),
+        (b"1 5:1 3:2\n", "column indices not in ascending order, or repeated"),
+        (b"abc 3:1\n", "a label or value that is not a number"),
+        (b"1 3\n", "a feature that is not index:value"),
+        (b"1 -3:1\n", "an invalid column index"),
         (b"1 3:nan\n", "non-finite"),
         (b"inf 3:1\n", "non-finite"),
     ],
@@ -132,6 +161,8 @@ def test_malformed_line_names_file_and_line(tmp_path, bad_line, reason):
     with pytest.raises(SvmlightFormatError, match=reason) as info:
         ingest_svmlight(p, tmp_path / "s", block_bytes=1 << 14)
     assert info.value.line == 4002 and str(p) in str(info.value)
+    token = bad_line.split()[-1 if bad_line[:1].isdigit() else 0].decode()
+    assert token not in str(info.value).replace(str(p), "").replace(info.value.reason, "")  # never the line's text
     assert not (tmp_path / "s").exists()
     assert [x.name for x in tmp_path.iterdir()] == ["bad.svm"]  # no temporary left either
 

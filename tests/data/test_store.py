@@ -107,3 +107,37 @@ def test_same_content_same_hash_but_random_public_names(tmp_path, matrix):
     assert a["name"] != b["name"] and a["name"].startswith("ds-")  # public: not a function of the data
     c = write_store(tmp_path / "c", X, y, metadata={"name": "study"})
     assert open_store(tmp_path / "c").name == "study"
+
+
+def test_the_feature_schema_of_stores_written_before_it_was_recorded() -> None:
+    from dpdist.data.store import feature_schema
+
+    assert feature_schema({"zero_based": False, "schema": "declared"}) == "inferred"  # svmlight: not kept
+    assert feature_schema({"synthetic": "rcv1"}) == "declared"  # the generator's public dimension
+    assert feature_schema({"split_of": "x", "source_meta": {"synthetic": "rcv1", "source": None}}) == "declared"
+    assert feature_schema({"split_of": "x", "source_meta": {"synthetic": None, "source": "/d.svm"}}) == "inferred"
+    assert feature_schema({"table_notes": {}}) == "declared"
+    assert feature_schema({"table_notes": {"category_codes": {"c": {"a": 1}}}}) == "inferred"
+    assert feature_schema({"table_notes": {"imputation": "means"}}) == "inferred"
+    assert feature_schema({"feature_schema": "declared", "zero_based": True}) == "declared"  # recorded: as is
+
+
+def test_coded_categories_or_imputed_gaps_make_a_tables_columns_inferred(tmp_path: Path) -> None:
+    import warnings
+
+    from dpdist.data.store import check_schema
+    from dpdist.data.tables import ingest_table
+
+    p = tmp_path / "t.csv"
+    p.write_text("a,b,y\n1,x,1\n2,y,-1\n,x,1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for out, kw, how in (("e", {"encode": True, "impute": "mean"}, "inferred"),):
+            meta = ingest_table(p, tmp_path / out, task="binary", labels=[-1, 1], **kw)
+            assert meta["feature_schema"] == how
+            with pytest.raises(ValueError, match="columns were inferred"):
+                check_schema(open_store(tmp_path / out))
+    q = tmp_path / "u.csv"
+    q.write_text("a,b,y\n1,0.5,1\n2,0.25,-1\n")
+    assert ingest_table(q, tmp_path / "c", task="binary", labels=[-1, 1])["feature_schema"] == "declared"
+    check_schema(open_store(tmp_path / "c"))

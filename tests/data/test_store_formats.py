@@ -115,7 +115,7 @@ def test_zero_based_file_found_late_is_rewritten(tmp_path):
     lines[2900] = "1 0:5 3:1\n"  # a column index 0, far into the file: zero-based after all
     p = tmp_path / "z.svm"
     p.write_text("".join(lines))
-    auto = ingest_svmlight(p, tmp_path / "a", block_bytes=1 << 10)
+    auto = ingest_svmlight(p, tmp_path / "a", block_bytes=1 << 10, zero_based="auto")
     forced = ingest_svmlight(p, tmp_path / "b", zero_based="yes")
     assert auto["zero_based"] is True and auto["dataset_id"] == forced["dataset_id"]
     a, b = open_store(tmp_path / "a"), open_store(tmp_path / "b")

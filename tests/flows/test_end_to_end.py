@@ -156,9 +156,9 @@ def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect
     from dpdist.data.synthetic import make_synthetic
 
     X, y = make_synthetic("rcv1", random_state=3, n=3000, d=2000).materialize()
-    dump_svmlight_file(X, y, str(tmp_path / "data.svm"))
-    data = {"source": "svmlight", "path": str(tmp_path / "data.svm"), "n_features": 2000, "task": "binary",
-            "labels": [-1, 1]}
+    dump_svmlight_file(X, y, str(tmp_path / "data.svm"))  # zero-based, scikit-learn's default
+    data = {"source": "svmlight", "path": str(tmp_path / "data.svm"), "n_features": 2000, "zero_based": True,
+            "task": "binary", "labels": [-1, 1]}
     out = tmp_path / "out"
 
     # 1. the plan (0.001 + 2 x 0.5 + 1.0 + 0.1) cannot fit a budget of 1.3: refused before any work
@@ -172,7 +172,8 @@ def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect
     # 2. the same data was ingested and given a budget of 1.3 elsewhere; the config asks for 20, which
     # the pre-flight accepts for data it has not seen, but the ledger's budget is the one that counts:
     # the selections are released, the model is refused, nothing of it is charged
-    ingest_svmlight(tmp_path / "data.svm", tmp_path / "elsewhere", n_features=2000, task="binary", labels=[-1, 1])
+    ingest_svmlight(tmp_path / "data.svm", tmp_path / "elsewhere", n_features=2000, task="binary", labels=[-1, 1],
+                    zero_based="yes")
     from dpdist.data.store import open_store
 
     Accountant(tmp_path / "ledger.sqlite").init_budget(open_store(tmp_path / "elsewhere").dataset_id, 1.3, 1e-6)

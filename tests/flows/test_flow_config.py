@@ -194,3 +194,20 @@ def test_jobqueue_yaml_cannot_turn_tls_or_the_dashboard_off(tmp_path: Path, line
 def test_jobqueue_workers_keep_their_dashboard_on_loopback() -> None:
     extra = slurm_kwargs(REPO / "deploy" / "jobqueue.yaml")["worker_extra_args"]
     assert extra[extra.index("--dashboard-address") + 1] == f"{LOOPBACK}:0"
+
+
+@pytest.mark.parametrize("extra, key", [
+    ("task = 'binary'\nlabels = [-1, 1]\n", "data.n_features"),  # the largest index seen: one record changes it
+    ("task = 'binary'\nlabels = [-1, 1]\nn_features = 5\nzero_based = 'auto'\n", "data.zero_based"),
+    ("source = 'synth'\nzero_based = true\n", "data.zero_based"),
+])
+def test_an_svmlight_source_declares_its_columns(tmp_path: Path, extra: str, key: str) -> None:
+    (tmp_path / "d.svm").write_text("1 1:1\n")
+    src = "" if "source" in extra else "source = 'svmlight'\n"
+    path = tmp_path / "c.toml"
+    path.write_text(f"[data]\n{src}path = '{tmp_path / 'd.svm'}'\n{extra}")
+    with pytest.raises(ConfigError, match=f"c.toml: {key}"):
+        load_config(path)
+    path.write_text(f"[data]\nsource = 'svmlight'\npath = '{tmp_path / 'd.svm'}'\ntask = 'binary'\nlabels = [-1, 1]\n"
+                    "n_features = 5\n")
+    assert load_config(path).data.zero_based is False  # one-based unless declared: LIBSVM's convention

@@ -88,3 +88,13 @@ def test_store_scores_match_in_memory(tmp_path):
     store = open_store(tmp_path / "s")
     got = store_scores(store, block_rows=700)
     np.testing.assert_allclose(got, correlation_scores(X, y), rtol=1e-12)  # labels -1/+1 stay -1/+1
+
+
+def test_the_unverified_laplace_top_k_never_releases_through_an_accountant(tmp_path):
+    X, y = bounded()
+    acc = Accountant(tmp_path / "ledger.sqlite")
+    acc.init_budget("ds", 10.0, 1e-3)
+    with pytest.raises(ParameterError, match="experiments only"):
+        DPSIS(3, 1.0, delta=1e-6, mechanism="laplace").fit(X, y, acc, "ds")
+    assert acc.history("ds") == [] and acc.status("ds").epsilon_spent == 0
+    assert DPSIS(3, 1e5, delta=1e-6, mechanism="laplace", random_state=1).fit(X, y).features_.size == 3

@@ -622,3 +622,24 @@ def test_zeroing_by_columns_is_zeroing_by_rows_to_the_bit(regression, monkeypatc
             assert np.array_equal(np.asarray(u, dtype=np.float64).view(np.int64),
                                   np.asarray(v, dtype=np.float64).view(np.int64))
     assert np.count_nonzero(a[0]) < X.shape[1] / 2  # zeroings happened
+
+
+def test_a_plan_for_other_features_and_a_supplied_gram_are_refused_in_private_runs():
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 8, density=0.5, random_state=3, format="csr")
+    X.data = np.clip(X.data, 0, 1)
+    y = rng.uniform(-1, 1, 60)
+    small = screening_plan("adp", "squared", 1.0, 4, 10, 1, 1.0, 1e-6, n_max=100)  # sigma grows as sqrt(d)
+    right = screening_plan("adp", "squared", 1.0, 8, 10, 1, 1.0, 1e-6, n_max=100)
+    assert small.sigma < right.sigma
+    for solve in (fast_frank_wolfe, frank_wolfe):
+        with pytest.raises(ParameterError, match="calibrated for 4 features, not 8"):
+            solve(X, y, 1.0, 10, loss="squared", selection="exponential" if solve is fast_frank_wolfe else "laplace",
+                  epsilon=1.0, delta=1e-6, screening=small, random_state=0)
+        solve(X, y, 1.0, 10, loss="squared", selection="exponential" if solve is fast_frank_wolfe else "laplace",
+              epsilon=1.0, delta=1e-6, screening=right, random_state=0)
+    G = (X.T @ X).toarray()
+    with pytest.raises(ParameterError, match="computes X\\^T X itself"):
+        fast_frank_wolfe(X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=10 * G, random_state=0)
+    fast_frank_wolfe(X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=True, random_state=0)
+    fast_frank_wolfe(X, y, 1.0, 10, loss="squared", gram=G)  # non-private: the caller's matrix

@@ -24,3 +24,29 @@ def test_failed_write_keeps_the_old_file_and_no_temporary(tmp_path: Path) -> Non
     with pytest.raises(TypeError):
         write_text_atomic(p, 123)  # type: ignore[arg-type]
     assert p.read_text() == "old" and [f.name for f in tmp_path.iterdir()] == ["r.md"]
+
+
+def test_a_write_failing_half_way_keeps_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    from dpdist.utils.io import write_bytes_atomic
+
+    p = tmp_path / "plot.png"
+    write_bytes_atomic(p, b"old")
+
+    def broken(fd: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken)  # after the temporary holds the new bytes
+    with pytest.raises(OSError, match="disk full"):
+        write_bytes_atomic(p, b"new" * 1000)
+    assert p.read_bytes() == b"old" and [f.name for f in tmp_path.iterdir()] == ["plot.png"]
+
+
+def test_report_plots_are_written_atomically(tmp_path: Path, monkeypatch) -> None:
+    import flows.report as report
+
+    written = []
+    monkeypatch.setattr(report, "write_bytes_atomic", lambda path, data: written.append((path, data[:8])))
+    assert report._plot_features({"dp-sis": {"features": [1, 5]}}, [1, 2], tmp_path / "f.png")
+    assert written == [(tmp_path / "f.png", b"\x89PNG\r\n\x1a\n")] and not (tmp_path / "f.png").exists()

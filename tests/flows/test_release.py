@@ -1,0 +1,24 @@
+"""The raw tasks retry what the machine may cause, never dpdist's own (data- or config-made) refusals."""
+
+from __future__ import annotations
+
+import pytest
+from prefect.states import Failed
+
+import flows.ingest
+import flows.select
+from dpdist.exceptions import ParameterError, SolverAborted
+from flows.release import RAW, _not_a_data_error
+
+
+@pytest.mark.parametrize("exc, retried", [(OSError("disk"), True), (KeyError("worker"), True),
+                                          (ParameterError("a bound"), False), (SolverAborted("limit"), False)])
+def test_raw_tasks_retry_only_what_the_data_cannot_cause(exc: Exception, retried: bool) -> None:
+    assert _not_a_data_error(None, None, Failed(data=exc)) is retried
+
+
+def test_every_raw_task_with_retries_has_the_condition() -> None:
+    tasks = [flows.ingest.make_source, flows.ingest.public_test, flows.ingest.split, flows.select.xty_scores,
+             flows.select.two_stage_votes]
+    assert all(t.retries >= 1 and t.retry_condition_fn is _not_a_data_error for t in tasks)
+    assert RAW["retry_condition_fn"] is _not_a_data_error
