@@ -17,7 +17,7 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from dpdist.data.ingest import ingest_svmlight
-from dpdist.data.split import derive_key, split_store
+from dpdist.data.split import derive_key, key_id, split_store
 from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
 from dpdist.exceptions import ParameterError
@@ -102,21 +102,22 @@ def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[
     """The keyed split (each record's side from its own content and the secret key) into two stores.
 
     The split is a function of the source and the key only: halves a previous run wrote from the
-    same source and fraction are reused.
+    same source, fraction and key are reused.
     """
     paths = store_paths(cfg)
     own = open_store(source["store"]).dataset_id
-    if not all(_is_split_of(paths[h], own, cfg.data.test_fraction) for h in ("train", "test")):
+    if not all(_is_split_of(paths[h], own, cfg.data.test_fraction, key_id(key)) for h in ("train", "test")):
         split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, key, force=True)
     return {"train": store_summary(paths["train"]), "test": store_summary(paths["test"])}
 
 
-def _is_split_of(path: str, dataset: str, test_fraction: float) -> bool:
+def _is_split_of(path: str, dataset: str, test_fraction: float, key: str) -> bool:
     try:
         meta = open_store(path).meta
     except Exception:  # noqa: BLE001 - absent or unreadable: written anew
         return False
-    return meta.get("split_source", meta.get("split_of")) == dataset and meta.get("test_fraction") == test_fraction
+    return (meta.get("split_source", meta.get("split_of")) == dataset and meta.get("test_fraction") == test_fraction
+            and meta.get("split_key_id") == key)  # halves without it (older) are split again
 
 
 def _count_rows(cfg: RunConfig, stores: dict[str, Any], dataset: str) -> dict[str, Any]:

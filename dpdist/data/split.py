@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from dpdist.data.store import feature_schema, open_store, write_blocks
 from dpdist.exceptions import ParameterError
 
-__all__ = ["derive_key", "record_sides", "split_store"]
+__all__ = ["derive_key", "key_id", "record_sides", "split_store"]
 
 _KEY_BYTES = 32
 
@@ -46,6 +46,13 @@ def _check(test_fraction: float, key: bytes) -> None:
 def derive_key(key: bytes, purpose: str) -> bytes:
     """Another secret key for another split of the same records (a fixed derivation: no data enters it)."""
     return hashlib.blake2b(purpose.encode(), key=key, digest_size=_KEY_BYTES, person=b"dpdist-derive").digest()
+
+
+def key_id(key: bytes) -> str:
+    """Which key a split was made with, without the key: BLAKE2b keyed by it over a constant (a
+    PRF's value: nothing of the key can be learnt from it). The halves record it, so halves made
+    with another key (a ledger or budget created anew) are never taken for this key's."""
+    return hashlib.blake2b(b"split key id", key=key, digest_size=16, person=b"dpdist-keyid").hexdigest()
 
 
 def record_sides(X: sp.csr_matrix, y: np.ndarray, key: bytes, test_fraction: float) -> np.ndarray:
@@ -92,7 +99,7 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
                     yield X[keep], y[keep]
 
         meta = {"split_of": store.budget_id, "split_source": store.dataset_id, "split": "test" if want else "train",
-                "test_fraction": test_fraction, "name": store.meta.get("name"),
+                "test_fraction": test_fraction, "split_key_id": key_id(key), "name": store.meta.get("name"),
                 "schema": store.meta.get("schema", "inferred"), "feature_schema": feature_schema(store.meta),
                 "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")}}
         metas.append(write_blocks(out, blocks(), store.shape[1], task=store.task, force=force, metadata=meta,

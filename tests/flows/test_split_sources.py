@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.data.split import split_store
+from dpdist.data.split import key_id, split_store
 from dpdist.data.store import open_store, write_store
 from dpdist.privacy.accountant import Accountant
 from flows.config import load_config
@@ -22,9 +22,12 @@ def _halves(tmp_path: Path) -> Path:
     rng = np.random.default_rng(0)
     X = sp.random(400, 30, density=0.2, format="csr", random_state=1)
     write_store(tmp_path / "src", X, np.where(rng.random(400) < 0.5, -1.0, 1.0), task="binary", labels=[-1.0, 1.0])
-    split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.5, secrets.token_bytes(32))
-    split_store(tmp_path / "tr", tmp_path / "tr-tr", tmp_path / "tr-te", 0.5, secrets.token_bytes(32))
+    split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.5, KEYS[0])
+    split_store(tmp_path / "tr", tmp_path / "tr-tr", tmp_path / "tr-te", 0.5, KEYS[1])
     return tmp_path
+
+
+KEYS = [secrets.token_bytes(32), secrets.token_bytes(32)]
 
 
 def test_a_half_and_a_half_of_a_half_are_charged_to_the_source(tmp_path: Path) -> None:
@@ -53,6 +56,11 @@ def test_halves_are_reused_only_for_the_same_source_store(tmp_path: Path) -> Non
 
     root = _halves(tmp_path)
     src, half = open_store(root / "src").dataset_id, open_store(root / "tr").dataset_id
-    assert _is_split_of(str(root / "tr"), src, 0.5) and _is_split_of(str(root / "tr-tr"), half, 0.5)
+    k0, k1 = key_id(KEYS[0]), key_id(KEYS[1])
+    assert _is_split_of(str(root / "tr"), src, 0.5, k0) and _is_split_of(str(root / "tr-tr"), half, 0.5, k1)
     # the halves of the source are not the halves of its train half, though both are charged to the source
-    assert not _is_split_of(str(root / "tr"), half, 0.5) and not _is_split_of(str(root / "tr-tr"), src, 0.5)
+    assert not _is_split_of(str(root / "tr"), half, 0.5, k1) and not _is_split_of(str(root / "tr-tr"), src, 0.5, k0)
+    # nor are halves made with another key (a ledger created anew): the split is f(record, the ledger's key)
+    assert not _is_split_of(str(root / "tr"), src, 0.5, k1) and not _is_split_of(str(root / "tr"), src, 0.5,
+                                                                                   key_id(secrets.token_bytes(32)))
+    assert KEYS[0].hex() not in str(open_store(root / "tr").meta)  # the key itself is never in a store
