@@ -245,7 +245,7 @@ def _select(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     check_schema(store)
     acc = Accountant(args.ledger)
-    status = acc.status(store.budget_id)  # fail before any computation when the dataset has no budget
+    status = acc.status(acc.budget_of(store))  # fail before any computation when the dataset has no budget
     key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
     extra: dict[str, Any] = {}
@@ -332,7 +332,7 @@ def _train(args: argparse.Namespace) -> int:
     if private:
         check_schema(store)
     acc = Accountant(args.ledger) if private else None
-    name = acc.status(store.budget_id).name if acc is not None else store.name  # no budget: fail before the work
+    name = acc.status(acc.budget_of(store)).name if acc is not None else store.name  # no budget: fail before the work
     if args.loss == "logistic" and store.task != "binary":
         raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
     common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters,

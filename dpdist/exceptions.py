@@ -53,21 +53,24 @@ class ReleaseKeyConflict(DPDistError):
 
 
 class SolverFailure(DPDistError):
-    """A solver could not certify its answer after the charge: nothing is released, the charge stands
-    (whether a solver fails can depend on the data, so the attempt itself costs its budget)."""
+    """A release's computation failed after the charge -- a solver could not certify its answer, or
+    ``compute`` raised an exception that is not a public dpdist error (replayed as this class) --:
+    nothing is released, the charge stands (whether it fails can depend on the data, so the attempt
+    itself costs its budget)."""
 
 
 class SolverAborted(DPDistError):
     """A release's solver work ran out of a resource (a time limit, an inner solve it could not
-    certify) *before any noise was drawn*: an operator abort, not a release.
+    certify) before the release's noise was drawn.
 
-    ``Accountant.release`` does not record it: the charge stands, the ledger keeps no outcome
-    for the key, and a retry under the same key recomputes. That is safe only because nothing
-    random was drawn yet -- the aborted attempt released nothing and the retry draws the
-    release's noise for the first time -- so raise it only before the mechanism's first draw.
-    Whether an abort happens can depend on the data, like a solver's time; it goes to the
-    operator, never into the ledger, and its message names public parameters only (a limit, a
-    tolerance), never a value of the data.
+    ``Accountant.release`` records it as the release's outcome, like any failure of the
+    computation: the charge made before the computation stands, and a retry under the same key
+    raises the recorded abort again instead of re-running the solver. Whether an abort happens
+    depends on the data and on the solver's time; re-running under the same charge would measure
+    that again at every retry (and a retry loop would condition the release on "no abort"), so
+    one charge exposes it once. The ledger keeps, and the caller sees, only the class and a fixed
+    message: no limit, time, tolerance or value of the data. Use a new key to try again (a new
+    charge), e.g. with a larger time limit.
     """
 
 
@@ -75,5 +78,5 @@ class ReleaseRefused(DPDistError):
     """A charged mechanism's output is "nothing": a propose-test-release check refused the release.
 
     The refusal is the mechanism's (private) output: it is recorded as the release and the
-    charge stands; the message says why, never with a value of the data.
+    charge stands; its message is a fixed public one, never with a value of the data.
     """

@@ -143,6 +143,7 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     check_schema(open_store(source["store"]))  # a declared task and classes, before any charge
     dataset = source["dataset"]
     status = ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta, cfg.budget.name)
+    Accountant(cfg.ledger).budget_of(open_store(source["store"]))  # a half's legacy budget of its own counts too
     logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])
     if cfg.data.test_fraction > 0:
         key = Accountant(cfg.ledger).split_key(dataset)

@@ -24,17 +24,24 @@ function of the data. Each dataset also has a secret *split key* (random, kept h
 which :mod:`dpdist.data.split` decides each record's side of the train/test split.
 
 ``Accountant.release`` is the one path for a mechanism's output: it charges, computes the
-noisy result, records it in the same ledger and only then returns it. A retried release
-with the same key returns the recorded result and never draws fresh noise for a charge
-whose result was already released.
+noisy result, records its outcome in the same ledger and only then returns it. The outcome is
+the result or, when the computation raises an ``Exception`` other than the machine's own
+(a lost connection, memory, a killed worker), the failure -- recorded by its class and a fixed
+public message, never the exception's own text. A retried release with the
+same key replays the recorded outcome and never draws fresh noise (nor re-runs a solver) for a
+charge whose outcome was already recorded.
 
 Schema history: version 1 (dpdist <= commit 5360b17) had no names, split keys, losses or
 parameter hashes; it is upgraded in place, in one transaction, when opened (its releases
 keep their (eps, delta) as approximate-DP records; its budgets get a random name and key).
+Version 2 had no ``links`` table (:meth:`Accountant.budget_of`: a split half's budget of its
+own, from before halves were charged to their source, counted toward the source's); version 3
+adds it, in the same way. Every row is kept.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import math
@@ -49,8 +56,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dpdist.exceptions import (BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, SolverAborted,
-                               UnknownDataset)
+from dpdist.exceptions import (BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, ReleaseRefused,
+                               SolverAborted, SolverFailure, UnknownDataset)
 from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
 from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
@@ -58,7 +65,13 @@ from dpdist.utils.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path"]
 
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
+_LINKS = """
+CREATE TABLE IF NOT EXISTS links (
+    alias   TEXT PRIMARY KEY REFERENCES budgets(dataset),
+    dataset TEXT NOT NULL REFERENCES budgets(dataset),
+    created TEXT NOT NULL
+)"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS budgets (
     dataset       TEXT PRIMARY KEY,
@@ -82,7 +95,7 @@ CREATE TABLE IF NOT EXISTS releases (
     UNIQUE (dataset, key)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS budgets_name ON budgets(name);
-"""
+""" + _LINKS + ";"
 _V1_TO_V2 = (
     "ALTER TABLE budgets ADD COLUMN name TEXT",
     "ALTER TABLE budgets ADD COLUMN split_key TEXT",
@@ -126,7 +139,7 @@ class Release:
         loss = self.privacy_loss
         return {"dataset": name, "key": self.key, "time": self.time[:10], "mechanism": self.mechanism,
                 "epsilon": self.epsilon, "delta": self.delta, "form": loss.form, "rho": loss.rho,
-                "loss": loss.describe(), "result": None if self.result is None else json.loads(self.result)}
+                "loss": loss.describe(), "result": None if self.result is None else _public_result(self.result)}
 
 
 @dataclass(frozen=True)
@@ -197,13 +210,16 @@ class Accountant:
             version = con.execute("PRAGMA user_version").fetchone()[0]
             if version == 1:
                 self._migrate_v1(con)
+                self._migrate_v2(con)
+            elif version == 2:
+                self._migrate_v2(con)
             elif version == 0:
                 for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     con.execute(stmt)
                 con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
             elif version != _SCHEMA_VERSION:
                 raise ParameterError(f"ledger {self.path} has schema version {version}; this dpdist reads "
-                                     f"versions 1 and {_SCHEMA_VERSION}")
+                                     f"versions 1 to {_SCHEMA_VERSION}")
 
     @staticmethod
     def _migrate_v1(con: sqlite3.Connection) -> None:
@@ -213,6 +229,12 @@ class Accountant:
         for (dataset,) in con.execute("SELECT dataset FROM budgets").fetchall():
             con.execute("UPDATE budgets SET name = ?, split_key = ? WHERE dataset = ?",
                         (random_name(), secrets.token_hex(32), dataset))
+        con.execute("PRAGMA user_version = 2")
+
+    @staticmethod
+    def _migrate_v2(con: sqlite3.Connection) -> None:
+        """v2 -> v3 in the caller's transaction: the ``links`` table (:meth:`budget_of`); every row kept."""
+        con.execute(_LINKS)
         con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     # ------------------------------------------------------------------ connections
@@ -310,6 +332,27 @@ class Accountant:
         with self._reader() as con:
             return self._budget_row(con, dataset)[2]
 
+    def budget_of(self, store: Any) -> str:
+        """The dataset a store's releases are charged to (``store.budget_id``: a split half's is
+        its source's), after linking a budget the ledger holds for a half's own content.
+
+        Ledgers of dpdist before 4cadcda let a train/test half have a budget of its own (its
+        content hash) and charged its releases there. Those records are records of the source:
+        the first time the half is used, that budget is linked to the source's (table ``links``,
+        schema 3), and from then on the source's status and history include its releases, so
+        the source's composition counts everything its records have been charged (nothing is
+        moved or lost; the half's own budget still lists its releases). Raises
+        ``UnknownDataset`` when there is such a budget and the source has none yet."""
+        own, target = _check_name(store.dataset_id, "dataset"), _check_name(store.budget_id, "dataset")
+        if own != target:
+            with self._transaction() as con:
+                legacy = con.execute("SELECT 1 FROM budgets WHERE dataset = ?", (own,)).fetchone()
+                linked = con.execute("SELECT 1 FROM links WHERE alias = ?", (own,)).fetchone()
+                if legacy and not linked:
+                    self._budget_row(con, target)
+                    con.execute("INSERT INTO links (alias, dataset, created) VALUES (?, ?, ?)", (own, target, _now()))
+        return target
+
     def split_key(self, dataset: str) -> bytes:
         """The secret key that decides each record's side of the train/test split (never published)."""
         with self._reader() as con:
@@ -336,10 +379,11 @@ class Accountant:
             return self._releases(con, dataset)
 
     def _releases(self, con: sqlite3.Connection, dataset: str) -> list[Release]:
+        """The releases charged to ``dataset`` and to the budgets linked to it (:meth:`budget_of`)."""
         rows = con.execute(
             "SELECT dataset, key, time, mechanism, epsilon, delta, result, loss, params FROM releases "
-            "WHERE dataset = ? ORDER BY id",
-            (dataset,),
+            "WHERE dataset = ? OR dataset IN (SELECT alias FROM links WHERE dataset = ?) ORDER BY id",
+            (dataset, dataset),
         ).fetchall()
         return [Release(*r[:7], None if r[7] is None else PrivacyLoss.from_json(r[7]), r[8]) for r in rows]
 
@@ -451,37 +495,68 @@ class Accountant:
         """Charge, then compute the private result, record it, and return it.
 
         ``compute`` draws the noise and returns a JSON-serialisable result. If ``key`` was
-        released before, the recorded result is returned and ``compute`` is not called, so
-        one charge never yields two different noisy results. If an earlier attempt was
-        charged but died before recording anything (a killed worker or process), its result
-        never left, and ``compute`` runs again under the same charge.
+        released before, the recorded outcome is returned (or raised) and ``compute`` is not
+        called, so one charge never yields two different noisy results. If an earlier attempt
+        was charged but interrupted before recording anything (a killed worker or process, a
+        ``KeyboardInterrupt``), nothing left it, and ``compute`` runs again under the same charge.
 
-        A ``compute`` that fails with a dpdist error (a solver that cannot certify its answer, a
-        refused test, a bound the data violates) has an outcome that can depend on the data and
-        on the noise already drawn: that failure *is* the release. It is recorded, the charge
-        stands, and every retry under the key raises it again instead of drawing fresh noise.
+        **Every outcome is recorded.** Whatever ``compute`` ends with -- a result, or any
+        ``Exception``: a dpdist error (``SolverFailure``, ``ReleaseRefused``, ``SolverAborted``,
+        ``ParameterError``, ...), a ``ValueError``/``LinAlgError`` from numpy or scikit-learn, a
+        ``TypeError``, ``ZeroDivisionError``, ``FloatingPointError``, a numba error -- is the release's outcome: it is recorded under ``key``, the charge stands, and
+        every retry under the key returns or raises the recorded outcome without calling
+        ``compute``. A result that cannot be recorded (not JSON-serialisable, or not finite) is
+        a failure of the release and is recorded as one. What propagates unrecorded, as an
+        interrupted run, is a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+        ``SystemExit``) and the machine's own failures (:func:`_is_interruption`: an ``OSError``
+        -- a lost connection or file --, ``MemoryError``, a cancelled future, Dask's
+        ``KilledWorker``): these do not depend on the noise drawn, so a retry that follows one
+        draws M(D) unconditioned (below: F independent of M's randomness), and a run that re-uses
+        the key after fixing the machine is not stuck replaying it.
 
-        The exception is ``SolverAborted``: solver work that ran out of time (or could not
-        certify an inner solve) before ``compute`` drew any noise. It is an operator abort, not
-        the release's outcome: it propagates, the charge stands, nothing is recorded, and a retry
-        under the key runs ``compute`` again. No noise was drawn, so the retry's draw is the
-        release's first (the charge covers it); recording the abort would publish a
-        data-dependent event the charge does not cover.
+        Why (the claim and its proof). Let M be the charged mechanism and F(D) in {ok, failed}
+        whether an attempt on the dataset D fails; F can depend on D, on a solver's time and on
+        noise already drawn. (i) *No resampling.* If a failure were not recorded, a caller
+        retrying under the same key until success would publish a draw of M(D) conditioned on
+        F = ok, a distribution the charge does not cover (conditioning on an event of
+        data-dependent probability p(D) can multiply an outcome's probability by 1/p(D),
+        unbounded over neighbours). Because the first outcome is recorded before it is returned
+        and every later call under the key replays it, what leaves under one key is one draw of
+        the pair (F, M) -- M's output only if F = ok -- never a draw of M selected by retrying.
+        (ii) *No re-measurement.* A failure that happens before any noise (``SolverAborted``: a
+        MIP time limit) is a function of the data and of the solver's time; replaying it means
+        one charge exposes that event once, never a fresh measurement per retry. The failure
+        event itself is not made private by the ledger (its only data-dependent content is
+        which of a fixed list of outcomes occurred): it is bounded to one observation per
+        charge, after the charge. (iii) *Nothing else leaves.* A recorded failure is
+        ``{"type", "raised", "message"}``: the public dpdist exception class it is replayed as,
+        the name of the exception's class, and a fixed public message chosen by that class
+        (:data:`_PUBLIC_MESSAGES`). The exception's own message (``str(e)``), which can hold
+        values, counts, shapes or indices of the data (numpy, scikit-learn and solver messages
+        do) and times, is neither stored nor shown; the error the caller sees, first time and on
+        replay alike, is built from the record alone and carries no chained exception.
+
+        To debug a ``compute`` that fails, call it without an accountant (every estimator runs
+        ``compute`` directly when none is given), on data the debugger may see.
         """
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
             return _replay(charged.result)
+        failure: str | None = None
         try:
             result = compute()
-            encoded = json.dumps(result, sort_keys=True, allow_nan=False)
-        except SolverAborted:  # before any noise: not an outcome; the charge stands, nothing recorded
-            raise
-        except DPDistError as e:
-            failure = {_FAILURE: {"type": type(e).__name__, "message": str(e)}}
-            return _replay(self._record(dataset, key, json.dumps(failure, sort_keys=True)))
-        except ValueError as e:  # not JSON-recordable (NaN): a failure of this release, recorded as such
-            failure = {_FAILURE: {"type": "SolverFailure", "message": f"the result cannot be recorded ({e})"}}
-            return _replay(self._record(dataset, key, json.dumps(failure, sort_keys=True)))
+        except Exception as e:  # noqa: BLE001 -- every failure is the release's outcome (see above)
+            if _is_interruption(e):  # the machine's, not the release's: as an interrupted run
+                raise
+            failure = _failure_record(type(e))
+        else:
+            try:
+                encoded = json.dumps(result, sort_keys=True, allow_nan=False)
+            except Exception:  # noqa: BLE001 -- not recordable (NaN, inf, a non-JSON type): a failed release
+                failure = _failure_record(None)
+        # recorded and raised outside the handlers, so no exception of ``compute`` is chained to it
+        if failure is not None:
+            return _replay(self._record(dataset, key, failure))
         return _replay(self._record(dataset, key, encoded))
 
     def _record(self, dataset: str, key: str, encoded: str) -> str:
@@ -498,16 +573,81 @@ class Accountant:
 
 _FAILURE = "__dpdist_failure__"
 
+# The fixed public message of each failure a release can be replayed as (no value, count, index,
+# shape or time of the data: the message depends on the exception's class only). A class not named
+# here (or a non-dpdist exception) is replayed as ``SolverFailure`` with the generic message.
+_PUBLIC_MESSAGES: dict[type[DPDistError], str] = {
+    SolverAborted: "the release's solver work stopped at a limit (a MIP time limit, or an inner solve that "
+                   "could not be certified)",
+    ReleaseRefused: "the release was refused by its propose-test-release check: nothing was released",
+    ParameterError: "the release's computation refused its input (a parameter, or a bound the data must meet)",
+    SolverFailure: "the release's computation failed: nothing was released",
+}
+_UNRECORDABLE = "the release's result cannot be recorded (not JSON-serialisable, or not finite): nothing was released"
+_MESSAGES = frozenset(_PUBLIC_MESSAGES.values()) | {_UNRECORDABLE}
 
-def _replay(encoded: str) -> Any:
-    """The recorded result, or the recorded failure raised again (the same type, the same message)."""
-    from dpdist import exceptions
 
+def _is_interruption(e: Exception) -> bool:
+    """Whether ``e`` is the machine's failure rather than the computation's: an ``OSError`` (lost
+    connections, files, Dask's ``CommClosedError``), ``MemoryError``, a cancelled future, or Dask's
+    ``KilledWorker`` (named: the privacy core does not import distributed)."""
+    if isinstance(e, (OSError, MemoryError, concurrent.futures.CancelledError)):
+        return True
+    return any(c.__name__ == "KilledWorker" and c.__module__.partition(".")[0] == "distributed"
+               for c in type(e).__mro__)
+
+
+def _public_class(raised: type[BaseException] | None) -> type[DPDistError]:
+    """The public dpdist class a failure of class ``raised`` is replayed as: its nearest ancestor
+    with a public message (``ConfigError`` is a ``ParameterError``), else ``SolverFailure``."""
+    for cls in (raised.__mro__ if raised is not None else ()):
+        if cls in _PUBLIC_MESSAGES:
+            return cls
+    return SolverFailure
+
+
+def _failure_record(raised: type[BaseException] | None) -> str:
+    """The JSON record of a failed release: built from the exception's *class* only, never its message.
+
+    ``raised=None`` is a result that could not be encoded.
+    """
+    cls = _public_class(raised)
+    message = _PUBLIC_MESSAGES[cls] if raised is not None else _UNRECORDABLE
+    doc = {"type": cls.__name__, "raised": raised.__name__ if raised is not None else None, "message": message}
+    return json.dumps({_FAILURE: doc}, sort_keys=True)
+
+
+def _public_failure(failure: Any) -> tuple[type[DPDistError], dict[str, Any]]:
+    """The class to raise and the public record of a stored failure.
+
+    A record written by an older dpdist may hold the exception's own message (``str(e)``, possibly
+    data-derived): only a message from the fixed list is kept, anything else is replaced by the fixed
+    message of its class, and the class name is kept only if it is an identifier.
+    """
+    failure = failure if isinstance(failure, dict) else {}
+    by_name = {c.__name__: c for c in _PUBLIC_MESSAGES}
+    cls = by_name.get(failure.get("type"), SolverFailure)
+    raised = failure.get("raised")
+    raised = raised if isinstance(raised, str) and raised.isidentifier() and len(raised) <= 100 else None
+    message = failure.get("message")
+    message = message if message in _MESSAGES else _PUBLIC_MESSAGES[cls]
+    return cls, {"type": cls.__name__, "raised": raised, "message": message}
+
+
+def _public_result(encoded: str) -> Any:
+    """The recorded result as the audit trail shows it (a failure in its public form)."""
     result = json.loads(encoded)
     if isinstance(result, dict) and _FAILURE in result:
-        failure = result[_FAILURE]
-        cls = getattr(exceptions, failure["type"], None)
-        cls = cls if isinstance(cls, type) and issubclass(cls, DPDistError) else exceptions.SolverFailure
-        raise cls(f"{failure['message']} [recorded as this release's outcome: its charge stands, and a retry "
-                  "raises it again rather than drawing new noise]")
+        return {_FAILURE: _public_failure(result[_FAILURE])[1]}
+    return result
+
+
+def _replay(encoded: str) -> Any:
+    """The recorded result, or the recorded failure raised again (the same class, the same public message)."""
+    result = json.loads(encoded)
+    if isinstance(result, dict) and _FAILURE in result:
+        cls, failure = _public_failure(result[_FAILURE])
+        raised = f" ({failure['raised']})" if failure["raised"] else ""
+        raise cls(f"{failure['message']}{raised} [recorded as this release's outcome: its charge stands, and a "
+                  "retry raises it again rather than drawing new noise]")
     return result

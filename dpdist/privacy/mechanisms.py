@@ -16,7 +16,10 @@ corrections of the seeds:
   b = Delta/epsilon only for monotone scores                                  (spec 1.3)
 
 Only the selected index leaves a selection mechanism: the noisy winning value is not
-protected by report-noisy-max and is never returned (spec 1.3, 9.5).
+protected by report-noisy-max and is never returned (spec 1.3, 9.5). A selection mechanism
+built with ``size=k`` returns k independent selections from each ``select`` call and its
+``privacy_loss`` is the composition of k selections; ``select`` draws exactly what
+``privacy_loss`` charges, never more.
 
 Every mechanism carries ``epsilon`` and ``delta`` (what it was asked for),
 ``true_epsilon`` (what it guarantees; different only in the seeds' ``"paper"``
@@ -221,20 +224,30 @@ def gumbel_max(
 
 
 class _Selection(_Mechanism):
+    """A selection over scores; ``size`` (None: one selection, returned as an int; k >= 1: k
+    independent selections, returned as an array) is fixed at construction, so the loss charged
+    before ``select`` runs covers every draw ``select`` makes."""
+
     def __init__(
         self,
         epsilon: float,
         sensitivity: float,
         monotone: bool,
         random_state: RandomState,
+        size: int | None,
     ) -> None:
         super().__init__(epsilon, 0.0, random_state)
         self.sensitivity = check_positive(sensitivity, "sensitivity")
         self.monotone = bool(monotone)
+        self.size = None if size is None else check_count(size, "size")
 
-    @staticmethod
-    def _size(size: int | None) -> int | None:
-        return None if size is None else check_count(size, "size")
+    @property
+    def count(self) -> int:
+        """How many independent selections one ``select`` call draws (and ``privacy_loss`` charges)."""
+        return 1 if self.size is None else self.size
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon!r}, size={self.size!r})"
 
 
 class ExponentialMechanism(_Selection):
@@ -244,6 +257,9 @@ class ExponentialMechanism(_Selection):
     (every score moves in the same direction between neighbours) exp(epsilon * score_i /
     sensitivity). Sampled by Gumbel-max on the log-weights: exact for weights that span
     hundreds of orders of magnitude.
+
+    ``size=k`` makes each ``select`` call draw k independent selections; ``privacy_loss`` is
+    then that of k epsilon-bounded-range mechanisms (composition of k).
     """
 
     name = "exponential"
@@ -254,22 +270,32 @@ class ExponentialMechanism(_Selection):
         sensitivity: float = 1.0,
         monotone: bool = False,
         random_state: RandomState = None,
+        *,
+        size: int | None = None,
     ) -> None:
-        super().__init__(epsilon, sensitivity, monotone, random_state)
+        super().__init__(epsilon, sensitivity, monotone, random_state, size)
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
-        return PrivacyLoss.bounded_range(self.epsilon)
+        """k = ``count`` independent epsilon-bounded-range selections: k epsilon^2/8-zCDP, and
+        (k epsilon, 0)-DP standalone.
+
+        Proof: each selection is epsilon-bounded-range, hence epsilon^2/8-zCDP (Cesar & Rogers
+        2021, Lemma 3.4) and epsilon-DP; the k selections use independent Gumbel noise on the same
+        scores, and zCDP (resp. pure DP) composes additively over them (Bun & Steinke 2016,
+        Lemma 2.3; Dwork & Roth 2014, Thm 3.14).
+        """
+        return PrivacyLoss.bounded_range(self.epsilon, count=self.count)
 
     @property
     def multiplier(self) -> float:
         """The factor c of the log-weights c * score."""
         return self.epsilon / (self.sensitivity if self.monotone else 2.0 * self.sensitivity)
 
-    def select(self, scores: np.ndarray, size: int | None = None) -> int | np.ndarray:
-        """Index of the selected item (or ``size`` independent selections)."""
+    def select(self, scores: np.ndarray) -> int | np.ndarray:
+        """Index of the selected item (or the ``size`` independent selections the loss charges)."""
         s = check_scores(scores)
-        return gumbel_max(self.multiplier * s, self._rng, self._size(size))
+        return gumbel_max(self.multiplier * s, self._rng, self.size)
 
 
 class ReportNoisyMax(_Selection):
@@ -283,6 +309,9 @@ class ReportNoisyMax(_Selection):
     ``calibration="paper"``: b = sensitivity / epsilon on non-monotone scores, as Talwar et
     al.'s DP-FW, RNM-Screen and seed 004 Alg. 1 do. That is only 2 * epsilon-DP;
     ``true_epsilon`` reports it and the accountant charges it (spec 9.4).
+
+    ``size=k`` makes each ``select`` call draw k independent selections; ``privacy_loss`` is
+    then that of k pure ``true_epsilon``-DP selections (composition of k).
     """
 
     name = "report_noisy_max"
@@ -294,8 +323,10 @@ class ReportNoisyMax(_Selection):
         monotone: bool = False,
         calibration: str = "safe",
         random_state: RandomState = None,
+        *,
+        size: int | None = None,
     ) -> None:
-        super().__init__(epsilon, sensitivity, monotone, random_state)
+        super().__init__(epsilon, sensitivity, monotone, random_state, size)
         if calibration not in CALIBRATIONS:
             raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
         self.calibration = calibration
@@ -311,13 +342,26 @@ class ReportNoisyMax(_Selection):
         # scale b protects a 2*Delta shift at level 2*Delta/b
         return self.sensitivity / self.scale if self.monotone else 2.0 * self.sensitivity / self.scale
 
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """k = ``count`` independent selections, each pure ``true_epsilon``-DP: k true_epsilon^2/2-zCDP,
+        and (k true_epsilon, 0)-DP standalone.
+
+        Proof: one selection is pure true_epsilon-DP (the calibration above), hence
+        true_epsilon^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4); the k selections use independent
+        Laplace noise on the same scores, and zCDP (resp. pure DP) composes additively over them
+        (Bun & Steinke 2016, Lemma 2.3; Dwork & Roth 2014, Thm 3.14). For k = 1 this is
+        ``PrivacyLoss.pure(true_epsilon)``.
+        """
+        return PrivacyLoss.pure_steps(self.true_epsilon, count=self.count)
+
     def _oriented(self, scores: np.ndarray) -> np.ndarray:
         return scores
 
-    def select(self, scores: np.ndarray, size: int | None = None) -> int | np.ndarray:
-        """Index of the noisy maximum (or ``size`` independent selections)."""
+    def select(self, scores: np.ndarray) -> int | np.ndarray:
+        """Index of the noisy maximum (or the ``size`` independent selections the loss charges)."""
         s = self._oriented(check_scores(scores))
-        size = self._size(size)
+        size = self.size
         if size is None:
             return int(np.argmax(s + self._rng.laplace(0.0, self.scale, size=s.shape[0])))
         noisy = self._rng.laplace(0.0, self.scale, size=(size, s.shape[0]))

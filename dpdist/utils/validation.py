@@ -2,7 +2,8 @@
 
 Every public entry point validates its privacy parameters with these helpers, so an
 impossible value (epsilon <= 0, delta outside [0, 1), NaN, infinite sensitivity, ...)
-fails fast with a message that names the parameter and the value.
+fails fast with a message that names the parameter and the value -- the value only of a
+privacy parameter, never of the data (``check_scores`` names the parameter alone).
 """
 
 from __future__ import annotations
@@ -62,11 +63,14 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
 
 
 def check_scores(scores: object, name: str = "scores") -> np.ndarray:
-    """Return a 1-d float64 array of finite scores with at least one entry."""
+    """Return a 1-d float64 array of finite scores with at least one entry.
+
+    Scores are a function of the data, so the message of a non-finite score names the parameter
+    only: never which entry is not finite, nor its value (NaN, +inf or -inf).
+    """
     arr = np.asarray(scores, dtype=np.float64)
     if arr.ndim != 1 or arr.size == 0:
         raise ParameterError(f"{name} must be a non-empty 1-d array, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ParameterError(f"{name} must be finite; entry {bad} is {arr[bad]!r}")
+        raise ParameterError(f"{name} must be finite (every entry)")
     return arr

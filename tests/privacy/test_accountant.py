@@ -139,37 +139,120 @@ def test_release_refused_computes_nothing(ledger: Accountant):
         ledger.release("ds", C(0.1, 0.0, "laplace"), "more", compute)
 
 
-def test_release_after_failed_compute(ledger: Accountant):
-    def boom():
-        raise RuntimeError("worker died")
+def test_release_after_interrupted_compute(ledger: Accountant):
+    """An interrupt (a BaseException that is not an Exception) is an interrupted run, not an outcome:
+    the charge stands, nothing is recorded, and the retry computes under the same charge."""
+    def interrupted():
+        raise KeyboardInterrupt
 
-    with pytest.raises(RuntimeError):
-        ledger.release("ds", C(0.2, 0.0, "laplace"), "r", boom)
-    # the charge stands, nothing was released; the retry computes under the same charge
+    with pytest.raises(KeyboardInterrupt):
+        ledger.release("ds", C(0.2, 0.0, "laplace"), "r", interrupted)
+    (rel,) = ledger.history("ds")
+    assert rel.result is None
     assert ledger.release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.5]) == [1.5]
     assert ledger.status("ds").epsilon_spent == 0.2
 
 
-def test_solver_aborted_is_not_recorded_and_the_retry_computes(ledger: Accountant):
-    """SolverAborted (solver work stopped before any noise) is not the release's outcome: the
-    charge stands, nothing is recorded, a retry under the key computes; a SolverFailure is recorded."""
-    def abort():
-        raise SolverAborted("the MIP time limit (7 s) was hit before any noise was drawn")
+class KilledWorker(Exception):
+    """Stands for distributed.scheduler.KilledWorker (matched by module and name)."""
 
-    with pytest.raises(SolverAborted, match="time limit"):
-        ledger.release("ds", C(0.2, 0.0, "em"), "r", abort)
+
+KilledWorker.__module__ = "distributed.scheduler"
+
+
+@pytest.mark.parametrize("exc", [OSError("connection lost"), ConnectionResetError(), MemoryError(), KilledWorker("w"),
+                                 __import__("concurrent.futures").futures.CancelledError()])
+def test_the_machines_failures_are_interruptions_not_outcomes(ledger: Accountant, exc: Exception):
+    """A lost connection, a killed worker, memory: not the release's outcome (they do not depend on
+    the noise), so nothing is recorded and the retry computes under the same charge."""
+    with pytest.raises(type(exc)):
+        ledger.release("ds", C(0.2, 0.0, "laplace"), "r", FailingCompute(exc))
     (rel,) = ledger.history("ds")
-    assert rel.result is None and ledger.status("ds").epsilon_spent == 0.2
-    assert ledger.release("ds", C(0.2, 0.0, "em"), "r", lambda: [2]) == [2]
+    assert rel.result is None
+    assert ledger.release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.5]) == [1.5]
     assert ledger.status("ds").epsilon_spent == 0.2
 
-    def fail():
-        raise SolverFailure("could not certify")
 
-    with pytest.raises(SolverFailure):
-        ledger.release("ds", C(0.2, 0.0, "em"), "f", fail)
-    with pytest.raises(SolverFailure, match="recorded"):  # recorded: replayed, compute not called again
-        ledger.release("ds", C(0.2, 0.0, "em"), "f", abort)
+# What a failing ``compute`` could say about the data: a value, a count, an index, a solver's time.
+SECRET = "Found array with 3 sample(s) (shape=(3, 17)); entry 42 is 0.8137; solved in 12.75 s"
+
+
+class FailingCompute:
+    """A ``compute`` that counts its calls and raises ``exc`` (with a data-looking message)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc, self.calls = exc, 0
+
+    def __call__(self):
+        self.calls += 1
+        raise self.exc
+
+
+def _assert_public(text: str) -> None:
+    """No fragment of the exception's own message, and no digit at all (no value, count, index or time)."""
+    for fragment in ("Found array", "sample", "shape", "entry", "0.8137", "12.75", "42", "17", "solved"):
+        assert fragment not in text, (fragment, text)
+    assert not any(ch.isdigit() for ch in text), text
+
+
+@pytest.mark.parametrize(
+    ("exc", "shown"),
+    [
+        (ValueError(SECRET), SolverFailure),  # numpy LinAlgError, scikit-learn messages, ...
+        (TypeError(SECRET), SolverFailure),
+        (ZeroDivisionError(SECRET), SolverFailure),
+        (SolverAborted(SECRET), SolverAborted),  # a MIP time limit, before any noise
+        (SolverFailure(SECRET), SolverFailure),
+        (ParameterError(SECRET), ParameterError),
+    ],
+    ids=["ValueError", "TypeError", "ZeroDivisionError", "SolverAborted", "SolverFailure", "ParameterError"],
+)
+def test_a_failed_compute_is_recorded_once_without_its_message_and_replayed(ledger: Accountant, exc, shown):
+    """Every Exception from ``compute`` is the release's outcome: recorded once, charged once, stored
+    and shown without the exception's own text, and replayed on a retry without calling ``compute``."""
+    compute = FailingCompute(exc)
+    with pytest.raises(shown) as first:
+        ledger.release("ds", C(0.2, 0.0, "em"), "r", compute)
+    assert compute.calls == 1
+    assert first.value.__cause__ is None and first.value.__context__ is None  # the original is not chained
+    (rel,) = ledger.history("ds")
+    assert rel.result is not None and ledger.status("ds").epsilon_spent == 0.2
+    stored = json.loads(rel.result)["__dpdist_failure__"]
+    assert stored["type"] == shown.__name__ and stored["raised"] == type(exc).__name__
+    _assert_public(rel.result)
+    _assert_public(json.dumps(rel.to_dict("public-name")["result"]))
+    _assert_public(str(first.value))
+
+    retry = FailingCompute(AssertionError("a retry must replay, not compute"))
+    with pytest.raises(shown, match="recorded as this release.s outcome") as again:
+        ledger.release("ds", C(0.2, 0.0, "em"), "r", retry)
+    assert retry.calls == 0 and str(again.value) == str(first.value)
+    assert ledger.status("ds").epsilon_spent == 0.2 and ledger.status("ds").releases == 1
+
+
+def test_an_unrecordable_result_is_a_recorded_failure(ledger: Accountant):
+    """A result that is not finite or not JSON: a failure recorded with a fixed message (no value of it)."""
+    for key, value in (("nan", [0.8137, float("nan")]), ("object", {"coef": object()})):
+        with pytest.raises(SolverFailure, match="cannot be recorded") as err:
+            ledger.release("ds", C(0.1, 0.0, "laplace"), key, lambda value=value: value)
+        _assert_public(str(err.value))
+        with pytest.raises(SolverFailure, match="cannot be recorded"):
+            ledger.release("ds", C(0.1, 0.0, "laplace"), key, FailingCompute(AssertionError("replay")))
+    assert ledger.status("ds").releases == 2
+
+
+def test_a_legacy_failure_record_is_replayed_and_shown_without_its_message(ledger: Accountant, tmp_path: Path):
+    """A failure recorded by an older dpdist kept ``str(e)``: replay and the audit trail drop it."""
+    ledger.charge("ds", C(0.2, 0.0, "em"), "old")
+    legacy = json.dumps({"__dpdist_failure__": {"type": "SolverFailure",
+                                                "message": f"the result cannot be recorded ({SECRET})"}})
+    with sqlite3.connect(ledger.path) as con:
+        con.execute("UPDATE releases SET result = ? WHERE key = 'old'", (legacy,))
+    with pytest.raises(SolverFailure) as err:
+        ledger.release("ds", C(0.2, 0.0, "em"), "old", FailingCompute(AssertionError("replay")))
+    _assert_public(str(err.value))
+    (rel,) = ledger.history("ds")
+    _assert_public(json.dumps(rel.to_dict("public-name")["result"]))
 
 
 # ------------------------------------------------------------ processes and crashes
@@ -353,7 +436,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     assert con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset")\
         .fetchall() == before_budgets
     assert con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id")\
@@ -395,3 +478,46 @@ def test_an_interrupted_migration_changes_nothing(tmp_path: Path, monkeypatch):
     con.close()
     monkeypatch.undo()
     assert Accountant(path).status("legacy-name").epsilon_spent == 0.5
+
+
+def test_a_v2_ledger_is_upgraded_to_v3_keeping_every_row(tmp_path: Path):
+    import sqlite3
+
+    path = tmp_path / "v2.sqlite"
+    Accountant(path).init_budget("ds", 1.0, 1e-6)
+    Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.0])
+    con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table
+    con.execute("DROP TABLE links")
+    con.execute("PRAGMA user_version = 2")
+    con.commit()
+    before = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
+    con.close()
+    acc = Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert (con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()) == before
+    con.close()
+    assert acc.status("ds").epsilon_spent == pytest.approx(0.2)
+
+
+def test_a_split_halfs_legacy_budget_is_linked_to_its_source(tmp_path: Path):
+    """Before 4cadcda a half could have a budget of its own content: its releases are the source's
+    records' and count toward the source's budget once the half is used."""
+    from types import SimpleNamespace
+
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("half-own", 1.0, 1e-6)
+    acc.release("half-own", C(0.7, 0.0, "laplace"), "old", lambda: [1.0])  # charged to the half's own content
+    half = SimpleNamespace(dataset_id="half-own", budget_id="source")
+    with pytest.raises(UnknownDataset):  # the source needs a budget of its own first
+        acc.budget_of(half)
+    acc.init_budget("source", 1.0, 1e-6)
+    assert acc.status("source").epsilon_spent == 0
+    assert acc.budget_of(half) == "source" and acc.budget_of(half) == "source"  # linked once
+    assert acc.status("source").epsilon_spent == pytest.approx(0.7)
+    assert [r.key for r in acc.history("source")] == ["old"]
+    with pytest.raises(BudgetExceeded):  # 0.7 + 0.5 > 1: the half's old spend counts
+        acc.release("source", C(0.5, 0.0, "laplace"), "new", lambda: [2.0])
+    assert acc.status("half-own").epsilon_spent == pytest.approx(0.7)  # nothing moved or lost
+    whole = SimpleNamespace(dataset_id="source", budget_id="source")
+    assert acc.budget_of(whole) == "source"

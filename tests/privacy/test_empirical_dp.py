@@ -80,8 +80,8 @@ class HalvedNoiseEM(ExponentialMechanism):
 
 def measure(cls: type, sign: float, seed: int) -> float:
     d, d2 = neighbours(sign)
-    draws = cls(EPSILON, SENSITIVITY, random_state=seed).select(d, size=DRAWS)
-    draws2 = cls(EPSILON, SENSITIVITY, random_state=seed + 1).select(d2, size=DRAWS)
+    draws = cls(EPSILON, SENSITIVITY, random_state=seed, size=DRAWS).select(d)
+    draws2 = cls(EPSILON, SENSITIVITY, random_state=seed + 1, size=DRAWS).select(d2)
     return privacy_loss_lower_bound(draws, draws2, M)
 
 
@@ -104,8 +104,8 @@ def test_paper_calibration_is_caught_and_reported():
     d, d2 = neighbours(+1.0)
 
     def run(seed: int) -> tuple[np.ndarray, np.ndarray]:
-        a = ReportNoisyMax(EPSILON, SENSITIVITY, calibration="paper", random_state=seed).select(d, size=DRAWS)
-        b = ReportNoisyMax(EPSILON, SENSITIVITY, calibration="paper", random_state=seed + 1).select(d2, size=DRAWS)
+        a = ReportNoisyMax(EPSILON, SENSITIVITY, calibration="paper", random_state=seed, size=DRAWS).select(d)
+        b = ReportNoisyMax(EPSILON, SENSITIVITY, calibration="paper", random_state=seed + 1, size=DRAWS).select(d2)
         return a, b
 
     loss = privacy_loss_lower_bound(*run(300), M)

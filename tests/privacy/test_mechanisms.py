@@ -9,6 +9,7 @@ import pytest
 from scipy import integrate, special, stats
 
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import PrivacyLoss
 from dpdist.privacy.mechanisms import (
     AnalyticGaussian,
     ExponentialMechanism,
@@ -99,9 +100,9 @@ def em_probabilities(scores: np.ndarray, multiplier: float) -> np.ndarray:
 
 def test_exponential_mechanism_distribution():
     scores = np.array([0.0, 0.3, 1.0, 2.0, 2.5, -1.0])
-    mech = ExponentialMechanism(epsilon=2.0, sensitivity=0.5, random_state=6)
+    mech = ExponentialMechanism(epsilon=2.0, sensitivity=0.5, random_state=6, size=N)
     assert mech.multiplier == pytest.approx(2.0)
-    counts = np.bincount(mech.select(scores, size=N), minlength=scores.size)
+    counts = np.bincount(mech.select(scores), minlength=scores.size)
     assert chisquare_against(counts, em_probabilities(scores, 2.0)) > ALPHA
     # the monotone calibration is a different distribution, and the test sees it
     assert chisquare_against(counts, em_probabilities(scores, 4.0)) < ALPHA
@@ -116,10 +117,10 @@ def test_exponential_mechanism_weights_spanning_hundreds_of_orders_of_magnitude(
     # Gumbel-max in log space is exact.
     base = np.array([0.0, -0.5, -1.0, -2.0, -3.0, -700.0, -1500.0, -1e4])
     scores = 1e5 + base
-    mech = ExponentialMechanism(epsilon=2.0, sensitivity=1.0, random_state=7)
+    mech = ExponentialMechanism(epsilon=2.0, sensitivity=1.0, random_state=7, size=N)
     with np.errstate(over="ignore"):
         assert not np.all(np.isfinite(np.exp(mech.multiplier * scores)))
-    counts = np.bincount(mech.select(scores, size=N), minlength=scores.size)
+    counts = np.bincount(mech.select(scores), minlength=scores.size)
     probs = em_probabilities(base, mech.multiplier)  # shift-invariant
     assert counts[5:].sum() == 0  # probability < 1e-300
     assert chisquare_against(counts, probs) > ALPHA
@@ -170,18 +171,53 @@ def test_rnm_calibration(monotone, calibration, scale, true_eps):
 
 def test_report_noisy_max_distribution():
     scores = np.array([0.0, 0.5, 1.0, 2.0, 1.5])
-    mech = ReportNoisyMax(epsilon=1.0, sensitivity=0.5, random_state=10)
-    counts = np.bincount(mech.select(scores, size=N), minlength=scores.size)
+    mech = ReportNoisyMax(epsilon=1.0, sensitivity=0.5, random_state=10, size=N)
+    counts = np.bincount(mech.select(scores), minlength=scores.size)
     assert chisquare_against(counts, rnm_probabilities(scores, 1.0)) > ALPHA
     assert chisquare_against(counts, rnm_probabilities(scores, 0.5)) < ALPHA
 
 
 def test_report_noisy_min_is_max_of_negated():
     scores = np.array([0.0, 0.5, 1.0, 2.0, 1.5])
-    mech = ReportNoisyMin(epsilon=1.0, sensitivity=0.5, random_state=11)
-    counts = np.bincount(mech.select(scores, size=N), minlength=scores.size)
+    mech = ReportNoisyMin(epsilon=1.0, sensitivity=0.5, random_state=11, size=N)
+    counts = np.bincount(mech.select(scores), minlength=scores.size)
     assert chisquare_against(counts, rnm_probabilities(-scores, 1.0)) > ALPHA
-    assert isinstance(mech.select(scores), int)
+    assert isinstance(ReportNoisyMin(epsilon=1.0, sensitivity=0.5, random_state=11).select(scores), int)
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "loss"),
+    [
+        (ExponentialMechanism, {"size": 4}, PrivacyLoss.bounded_range(0.5, count=4)),
+        (ExponentialMechanism, {}, PrivacyLoss.bounded_range(0.5)),
+        (ReportNoisyMax, {"size": 3}, PrivacyLoss.pure_steps(0.5, count=3)),
+        (ReportNoisyMax, {"calibration": "paper", "size": 3}, PrivacyLoss.pure_steps(1.0, count=3)),
+        (ReportNoisyMin, {"monotone": True, "size": 2}, PrivacyLoss.pure_steps(0.5, count=2)),
+        (ReportNoisyMax, {}, PrivacyLoss.pure(0.5)),
+    ],
+)
+def test_privacy_loss_charges_every_selection_that_select_draws(cls, kwargs, loss):
+    """k independent selections are the composition of k: what ``privacy_loss`` charges before the
+    release is exactly what one ``select`` call draws, and ``select`` cannot be asked for more."""
+    mech = cls(0.5, random_state=12, **kwargs)
+    scores = np.array([0.0, 1.0, 2.0, 0.5])
+    with pytest.raises(TypeError):
+        mech.select(scores, size=10)  # more draws than the charge covers: not a call that exists
+    assert mech.privacy_loss == loss
+    out = np.atleast_1d(mech.select(scores))
+    assert out.size == kwargs.get("size", 1) == mech.count
+
+
+def test_a_non_finite_score_is_refused_without_its_position_or_value():
+    """Scores are a function of the data: the refusal names the parameter only."""
+    for bad in (np.inf, -np.inf, np.nan):
+        scores = np.array([0.25, 1.5, 3.75, bad, 7.0])
+        for mech in (ExponentialMechanism(1.0), ReportNoisyMax(1.0)):
+            with pytest.raises(ParameterError, match="scores must be finite") as err:
+                mech.select(scores)
+            message = str(err.value).lower()
+            assert not any(ch.isdigit() for ch in message), message  # not the entry 3, no value
+            assert "inf" not in message.replace("finite", "") and "nan" not in message, message
 
 
 # --------------------------------------------------------------------- randomness
@@ -189,11 +225,11 @@ def test_report_noisy_min_is_max_of_negated():
 
 def test_os_entropy_by_default_and_seed_opt_in():
     scores = np.zeros(1000)
-    a = ExponentialMechanism(1.0).select(scores, size=50)
-    b = ExponentialMechanism(1.0).select(scores, size=50)
+    a = ExponentialMechanism(1.0, size=50).select(scores)
+    b = ExponentialMechanism(1.0, size=50).select(scores)
     assert not np.array_equal(a, b)
-    c = ExponentialMechanism(1.0, random_state=42).select(scores, size=50)
-    d = ExponentialMechanism(1.0, random_state=42).select(scores, size=50)
+    c = ExponentialMechanism(1.0, random_state=42, size=50).select(scores)
+    d = ExponentialMechanism(1.0, random_state=42, size=50).select(scores)
     assert np.array_equal(c, d)
 
 
@@ -229,7 +265,7 @@ def test_bad_scores_and_options():
     with pytest.raises(ParameterError, match="non-empty"):
         mech.select(np.array([]))
     with pytest.raises(ParameterError, match="size"):
-        mech.select(np.array([0.0, 1.0]), size=0)
+        ReportNoisyMax(epsilon=1.0, size=0)
     with pytest.raises(ParameterError, match="calibration"):
         ReportNoisyMax(epsilon=1.0, calibration="loose")
     with pytest.raises(ParameterError, match="random_state"):

@@ -9,11 +9,13 @@ refusal is a failed propose-test-release check (mistakes method), a charged outp
 mechanism: it is raised inside ``compute`` as ``ReleaseRefused``, the accountant records it as
 the release's outcome, the charge stands, and a retry with the same key raises it again.
 
-A solver limit (a MIP time limit, an inner solve that cannot be certified) is not an outcome:
-both methods do all their solver work before drawing any noise, so it stops the release
-before its first draw and raises ``SolverAborted``, which the accountant does not record (the
-charge stands; a retry under the same key recomputes and draws for the first time). Its
-message names public parameters only.
+A solver limit (a MIP time limit, an inner solve that cannot be certified): both methods do
+all their solver work before drawing any noise, so it stops the release before its first draw
+and raises ``SolverAborted``. Whether it happens is a function of the data and of the solver's
+time, so the accountant records it as the release's outcome with a fixed public message (the
+charge stands; a retry under the same key replays it instead of timing the solver again: one
+observation of that event per charge, ``Accountant.release``). A new release (a new key, a new
+charge) solves again.
 
 The solvers' timings and diagnostics (``seconds_``, ``top_r_``, ``buckets_``) stay on the
 estimator for the operator; they are statistics of the data and are never part of the release.
@@ -43,8 +45,8 @@ __all__ = ["BSSSelectorBase", "Refusal"]
 
 class Refusal(DPDistError):
     """Raised inside a release when its mechanism's output is "nothing": a failed privacy test
-    ("test", recorded as ``ReleaseRefused``). Solver limits are ``SolverAborted`` instead (not
-    recorded: they happen before any noise is drawn)."""
+    ("test", recorded as ``ReleaseRefused``). Solver limits are ``SolverAborted`` instead (also
+    recorded as the outcome; they happen before any noise is drawn)."""
 
     def __init__(self, message: str, kind: str = "solver") -> None:
         super().__init__(message)
@@ -151,10 +153,8 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
                 error = ReleaseRefused if e.kind == "test" else SolverFailure
                 raise error(f"{self.mechanism}: no support released: {e}{charged} (whether this happens depends "
                             "on the data, so the refusal is recorded as the release)") from None
-            except SolverAborted as e:  # before any noise: not an outcome, the accountant records nothing
-                retry = "; nothing is recorded and a retry under the same key recomputes" if accountant else ""
-                raise SolverAborted(f"{self.mechanism}: aborted before any noise was drawn: {e}{charged}{retry}"
-                                    ) from None
+            except SolverAborted as e:  # before any noise; the accountant records it (its public message only)
+                raise SolverAborted(f"{self.mechanism}: aborted before any noise was drawn: {e}{charged}") from None
             return {"support": [int(j) for j in support]}
 
         self.support_ = None
@@ -165,8 +165,8 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"{self.mechanism.replace('/', '-')}-{uuid.uuid4().hex}"
             self.release_ = {"key": key}
-            # a refusal recorded by an earlier attempt under this key is raised again here (never redrawn);
-            # an abort (SolverAborted) was not recorded, so its retry computes afresh
+            # a refusal or abort recorded by an earlier attempt under this key is raised again here (never
+            # redrawn, never re-solved)
             out = accountant.release(dataset, self.privacy_charge(), key, compute,
                                      self.release_params(executor.meta.p))
         self.seconds_ = time.perf_counter() - t0

@@ -83,9 +83,11 @@ refuses an accountant.
 A refused test releases nothing, by design; it is a valid output of the mechanism (a
 charged output: ``ReleaseRefused``, recorded as the release). It is the only refusal: the
 restarts have no limit, and a MIP time limit or an inner solve that cannot be certified stops
-the solver work (steps 1-3) before any noise is drawn -- ``SolverAborted``, an operator abort
-that ``Accountant.release`` does not record (the charge stands, a retry recomputes), as for
-top-R (``top_r`` docstring). So every recorded outcome is covered by (d).
+the solver work (steps 1-3) before any noise is drawn -- ``SolverAborted``, recorded by
+``Accountant.release`` as the release's outcome with a fixed message (the charge stands, a
+retry replays it), as for top-R (``top_r`` docstring). The noisy outcomes are covered by (d);
+the abort, a function of the data and the solver's time, is not private and is observed once
+per charge.
 """
 
 from __future__ import annotations

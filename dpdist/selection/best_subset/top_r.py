@@ -70,10 +70,12 @@ No data-dependent refusal. Every run that finishes publishes a support sampled a
 so the output distribution is exactly the epsilon-DP one: there is no refusal outcome to
 account for. A MIP time limit or an inner solve that cannot be certified stops the solver
 work (steps 1-4) *before* the sampler draws anything (step 5 draws all of the release's
-noise, last): ``SolverAborted``, an operator abort that ``Accountant.release`` does not record
--- the charge stands, the ledger has no outcome for the key, and a retry under the key
-recomputes and samples for the first time. Out of memory (``MemoryError``, a killed worker)
-is the same: not a dpdist error, never recorded, before any noise.
+noise, last): ``SolverAborted``, which ``Accountant.release`` records as the release's
+outcome with a fixed public message -- the charge stands, and a retry under the key replays
+the abort rather than timing the solver again (the abort, a function of the data and the
+solver's time, is not private: it is observed once per charge). Out of memory
+(``MemoryError``, a killed worker) is the machine's failure, not an outcome: never recorded,
+before any noise, so a retry under the key recomputes and samples for the first time.
 """
 
 from __future__ import annotations
@@ -248,7 +250,7 @@ class BSSTopRSelector(BSSSelectorBase):
     tol : certified tolerance relative to Delta (tau = tol * Delta); the sampler runs at
         epsilon / (1 + 4 tol) to pay for it (module docstring).
     time_limit : seconds per MIP solve; hitting it aborts the release before any noise is
-        drawn (``SolverAborted``: the charge stands, nothing is recorded, a retry recomputes).
+        drawn (``SolverAborted``: the charge stands, recorded as the outcome, a retry replays it).
     random_state : None (OS entropy, for every release) or a seed (experiments only).
 
     After ``fit``: ``support_`` (ascending feature indices), ``n_features_in_``, ``release_``.
