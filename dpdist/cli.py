@@ -61,7 +61,7 @@ def _dataset(acc: Accountant, ref: str) -> str:
     from dpdist.data.store import open_store
 
     if os.path.isdir(ref):
-        return open_store(ref).budget_id
+        return acc.budget_of(open_store(ref))
     return acc.resolve(ref)
 
 
@@ -430,7 +430,7 @@ def _train(args: argparse.Namespace) -> int:
 def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, Any]:
     """(public name, release) of ``key`` in one dataset (``--dataset``) or the only one that has it."""
     hashes = [_dataset(acc, dataset)] if dataset else [s.dataset for s in acc.datasets()]
-    found = [(h, r) for h in hashes for r in acc.history(h) if r.key == key]
+    found = [(h, r) for h in hashes for r in acc.history(h) if r.key == key and r.dataset == h]  # linked: once
     if not found:
         raise ParameterError(f"no release with key {key!r} in {acc.path}; `dpdist models list` shows the keys")
     if len(found) > 1:
@@ -447,7 +447,7 @@ def _models(args: argparse.Namespace) -> int:
     if args.models_command == "list":
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
         rows = [{**r.to_dict(acc.name(h)), "result": None} for h in hashes for r in acc.history(h)
-                if r.result is not None]
+                if r.result is not None and r.dataset == h]  # a linked budget's releases: under their own
         for r in rows:
             r.pop("result")
         _emit(args, {"releases": rows}, lambda: "\n".join(

@@ -192,8 +192,13 @@ class RunConfig:
         return asdict(self)
 
     def step_key(self, step: str, method: str, params: dict[str, Any]) -> str:
-        """The release key of one step: the same config re-run replays, never re-charges."""
-        digest = hashlib.sha256(json.dumps({"data": asdict(self.data), **params}, sort_keys=True,
+        """The release key of one step: the same config re-run replays, never re-charges. A data key
+        added later enters the hash only when set away from its default (``zero_based``), so the
+        keys of configs written before it stay the same."""
+        data = asdict(self.data)
+        if not data["zero_based"]:
+            del data["zero_based"]
+        digest = hashlib.sha256(json.dumps({"data": data, **params}, sort_keys=True,
                                            default=str).encode()).hexdigest()[:12]
         return f"{self.name}/{step}/{method}/{digest}"
 

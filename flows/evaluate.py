@@ -94,11 +94,11 @@ def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, 
             seed = cfg.step_seed(key)
 
             def compute(m: dict = m, seed: int | None = seed) -> dict[str, Any]:
-                with cluster_client() as client:
-                    return client.submit(_private_metrics, stores["test"]["store"], m, e.epsilon, e.bins, e.points,
-                                         seed, pure=False).result()
+                return client.submit(_private_metrics, stores["test"]["store"], m, e.epsilon, e.bins, e.points,
+                                     seed, pure=False).result()
 
-            rec = release(cfg.ledger, stores["dataset"], ev.privacy_charge(), key, compute, params)
+            with cluster_client() as client:  # before the release: a missing cluster is never its outcome
+                rec = release(cfg.ledger, stores["dataset"], ev.privacy_charge(), key, compute, params)
             metrics = rec["result"]
             charge_info = {"evaluation_key": key, "evaluation_epsilon": rec["epsilon"]}
         model_eval.append({"method": m["method"], "epsilon": m["target_epsilon"], "charged_epsilon": m["epsilon"],

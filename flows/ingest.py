@@ -108,6 +108,8 @@ def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[
     own = open_store(source["store"]).dataset_id
     if not all(_is_split_of(paths[h], own, cfg.data.test_fraction, key_id(key)) for h in ("train", "test")):
         split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, key, force=True)
+    for h in ("train", "test"):  # a half's legacy budget of its own counts toward the source's
+        Accountant(cfg.ledger).budget_of(open_store(paths[h]))
     return {"train": store_summary(paths["train"]), "test": store_summary(paths["test"])}
 
 

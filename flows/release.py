@@ -36,20 +36,21 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from dpdist.exceptions import DPDistError, UnknownDataset
-from dpdist.privacy.accountant import Accountant
+from dpdist.exceptions import UnknownDataset
+from dpdist.privacy.accountant import Accountant, machine_failure
 from dpdist.privacy.loss import Charge
 
 __all__ = ["release", "ensure_budget", "RAW"]
 
 
-
 def _not_a_data_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect's ``retry_condition_fn`` of the raw tasks: retry what the machine may cause (a lost
-    worker, an I/O error), never dpdist's own refusals (a bound or schema violation, a bad
-    parameter). Those follow from the data and the config, so a retry would fail the same way
-    and leave a data-dependent "Retrying" state behind."""
-    return not isinstance(getattr(state, "data", None), DPDistError)
+    """Prefect's ``retry_condition_fn`` of the raw tasks: retry only what the machine causes (a
+    lost worker or connection, an I/O error, memory: ``machine_failure``, the accountant's
+    rule), never what the data or the config may cause (a bound or schema violation, a
+    numpy or scikit-learn error on the data): those would fail the same way and leave a
+    data-dependent "Retrying" state behind."""
+    exc = getattr(state, "data", None)
+    return isinstance(exc, BaseException) and machine_failure(exc)
 
 
 # options of every task that returns an un-noised statistic of the data (or a content hash)

@@ -124,7 +124,8 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
             def compute(sel=selector, c=counts) -> list[int]:
                 c = two_stage_votes.fn(train, s.k, sel.n_blocks, s.alpha, sel.random_state) if c is None else c
                 return sel.fit_votes(c, sel.n_blocks).features_.tolist()
-        rec = release(cfg.ledger, dataset, selector.privacy_charge(), key, compute, params)
+        with cluster_client():  # before the release: a missing cluster is never its outcome
+            rec = release(cfg.ledger, dataset, selector.privacy_charge(), key, compute, params)
         rec["features"] = sorted(rec.pop("result"))
         rec["k"] = s.k
         out[method] = rec

@@ -49,13 +49,13 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
                         "all features" if features is None else f"the {len(features)} {t.features} features")
 
             def compute(method: str = method, eps: float = eps, seed: int | None = seed) -> dict[str, Any]:
-                with cluster_client() as client:
-                    return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
-                                         features, cfg.data.bounds, seed, t.calibration, t.screening())
+                return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
+                                     features, cfg.data.bounds, seed, t.calibration, t.screening())
 
             model = make(None)
             charge = model.privacy_charge(n_features) if method in FW_METHODS else model.privacy_charge()
-            rec = release(cfg.ledger, dataset, charge, key, compute, params)
+            with cluster_client() as client:  # before the release: a missing cluster is never its outcome
+                rec = release(cfg.ledger, dataset, charge, key, compute, params)
             rec.update(method=method, target_epsilon=eps, lam=t.lam, iters=t.iters, features=t.features)
             out.append(rec)
             logger.info("%s at epsilon=%g: %d non-zero weights", method, eps, len(rec["result"]["indices"]))

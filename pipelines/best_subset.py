@@ -130,7 +130,7 @@ def select_store(client: Any, path: str | os.PathLike[str], selector: BSSSelecto
     then ``selector.fit_executor`` charges ``accountant`` and runs every solve on the cluster.
     Returns the released support (ascending); a failed propose-test-release check raises
     ``ReleaseRefused`` (recorded as the release); a solver limit raises ``SolverAborted`` before
-    any noise is drawn (not recorded: the charge stands, a retry under the key recomputes).
+    any noise is drawn (recorded as the release's outcome: the charge stands, a retry replays it).
     """
     selector._validate()
     executor = DaskExecutor(client, ProblemSpec.of(path, selector))

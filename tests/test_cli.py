@@ -233,3 +233,19 @@ def test_seeded_releases_of_a_command_draw_independent_noise() -> None:
     a, b = np.random.default_rng(seeds[0]).gumbel(size=4000), np.random.default_rng(seeds[1]).laplace(size=4000)
     assert abs(np.corrcoef(a, b)[0, 1]) < 0.1
     assert "random_state=args.seed" not in inspect.getsource(cli)  # every release takes a seed of its own
+
+
+def test_a_linked_legacy_release_is_found_once(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from dpdist.cli import _find_release
+    from dpdist.privacy.loss import Charge, PrivacyLoss
+
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("half-own", 1.0, 1e-6, name="half")
+    acc.release("half-own", Charge(PrivacyLoss.pure(0.3), "laplace"), "old", lambda: [1.0])
+    acc.init_budget("source", 2.0, 1e-6, name="src")
+    acc.budget_of(SimpleNamespace(dataset_id="half-own", budget_id="source"))
+    assert [r.key for r in acc.history("source")] == ["old"]  # counted toward the source
+    name, rec = _find_release(acc, "old", None)  # listed under its own budget only, not twice
+    assert name == "half" and rec.key == "old"

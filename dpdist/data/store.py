@@ -145,19 +145,20 @@ def feature_schema(meta: dict[str, Any]) -> str:
     read as the largest index seen, the index base guessed from whether a 0 occurs, categories
     coded or gaps filled from the whole column).
 
-    Stores written before this was recorded (no ``feature_schema`` key) are read as: synthetic
-    sets (and their split halves) declared; tables declared unless their notes record category
-    codes or imputation; svmlight stores inferred (whether their indexing was declared was not
-    kept)."""
+    Stores written before this was recorded (no ``feature_schema`` key) are read as: svmlight
+    ingests (and their split halves) inferred, since whether their indexing was declared was not
+    kept; tables inferred when their notes record category codes or imputation (a table's split
+    half, whose notes were not kept, inferred too); everything else -- synthetic sets, matrices
+    written through ``write_store`` -- declared, their columns being the caller's."""
     if "feature_schema" in meta:
         return str(meta["feature_schema"])
-    source = meta.get("source_meta") or meta  # a split half describes its source in source_meta
-    if source.get("synthetic") is not None or meta.get("synthetic") is not None:
-        return "declared"
     notes = meta.get("table_notes")
     if notes is not None:
         return "inferred" if ("category_codes" in notes or "imputation" in notes) else "declared"
-    return "inferred"
+    if "zero_based" in meta or "source_text_bytes" in meta:  # an svmlight ingest
+        return "inferred"
+    source = (meta.get("source_meta") or {}).get("source")  # a split half names its source's file
+    return "inferred" if source else "declared"
 
 
 def check_schema(store: Any) -> None:

@@ -508,9 +508,9 @@ class Accountant:
         ``compute``. A result that cannot be recorded (not JSON-serialisable, or not finite) is
         a failure of the release and is recorded as one. What propagates unrecorded, as an
         interrupted run, is a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
-        ``SystemExit``) and the machine's own failures (:func:`_is_interruption`: an ``OSError``
-        -- a lost connection or file --, ``MemoryError``, a cancelled future, Dask's
-        ``KilledWorker``): these do not depend on the noise drawn, so a retry that follows one
+        ``SystemExit``) and the machine's own failures (:func:`machine_failure`: an ``OSError``
+        -- a lost connection or file --, ``MemoryError``, a worker's ``ImportError``, a cancelled
+        future, Dask's ``KilledWorker``): these do not depend on the noise drawn, so a retry that follows one
         draws M(D) unconditioned (below: F independent of M's randomness), and a run that re-uses
         the key after fixing the machine is not stuck replaying it.
 
@@ -546,7 +546,7 @@ class Accountant:
         try:
             result = compute()
         except Exception as e:  # noqa: BLE001 -- every failure is the release's outcome (see above)
-            if _is_interruption(e):  # the machine's, not the release's: as an interrupted run
+            if machine_failure(e):  # the machine's, not the release's: as an interrupted run
                 raise
             failure = _failure_record(type(e))
         else:
@@ -580,20 +580,23 @@ _PUBLIC_MESSAGES: dict[type[DPDistError], str] = {
     SolverAborted: "the release's solver work stopped at a limit (a MIP time limit, or an inner solve that "
                    "could not be certified)",
     ReleaseRefused: "the release was refused by its propose-test-release check: nothing was released",
-    ParameterError: "the release's computation refused its input (a parameter, or a bound the data must meet)",
+    ParameterError: "the release's computation refused its input: a parameter, or a bound the data must meet "
+                    "(the values of X and y within their bounds; bounds='clip', data.bounds = \"clip\" or --clip "
+                    "clips each record instead)",
     SolverFailure: "the release's computation failed: nothing was released",
 }
 _UNRECORDABLE = "the release's result cannot be recorded (not JSON-serialisable, or not finite): nothing was released"
 _MESSAGES = frozenset(_PUBLIC_MESSAGES.values()) | {_UNRECORDABLE}
 
 
-def _is_interruption(e: Exception) -> bool:
+def machine_failure(e: BaseException) -> bool:
     """Whether ``e`` is the machine's failure rather than the computation's: an ``OSError`` (lost
-    connections, files, Dask's ``CommClosedError``), ``MemoryError``, a cancelled future, or Dask's
-    ``KilledWorker`` (named: the privacy core does not import distributed)."""
-    if isinstance(e, (OSError, MemoryError, concurrent.futures.CancelledError)):
+    connections, files, Dask's ``CommClosedError``), ``MemoryError``, an ``ImportError`` (a
+    worker's environment), a cancelled future, or Dask's ``KilledWorker`` / ``ClosedClientError``
+    (named: the privacy core does not import distributed). None depends on the noise drawn."""
+    if isinstance(e, (OSError, MemoryError, ImportError, concurrent.futures.CancelledError)):
         return True
-    return any(c.__name__ == "KilledWorker" and c.__module__.partition(".")[0] == "distributed"
+    return any(c.__name__ in ("KilledWorker", "ClosedClientError") and c.__module__.partition(".")[0] == "distributed"
                for c in type(e).__mro__)
 
 

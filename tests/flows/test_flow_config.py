@@ -81,6 +81,13 @@ def test_unparsable_file_names_the_file(tmp_path: Path) -> None:
         load_config(path)
 
 
+def test_release_keys_of_existing_configs_do_not_change() -> None:
+    # the key 285fe83 gave this config: a re-run after an upgrade replays its releases, never re-charges
+    assert load_config().step_key("select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
+    zero = load_config(overrides={"data": {"source": "synth", "zero_based": False}})
+    assert zero.step_key("select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
+
+
 def test_release_keys_follow_the_parameters() -> None:
     cfg = load_config()
     k1 = cfg.step_key("train", "fast-dp-fw", {"epsilon": 1.0})

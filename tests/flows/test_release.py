@@ -11,8 +11,9 @@ from dpdist.exceptions import ParameterError, SolverAborted
 from flows.release import RAW, _not_a_data_error
 
 
-@pytest.mark.parametrize("exc, retried", [(OSError("disk"), True), (KeyError("worker"), True),
-                                          (ParameterError("a bound"), False), (SolverAborted("limit"), False)])
+@pytest.mark.parametrize("exc, retried", [(OSError("disk"), True), (MemoryError(), True), (ParameterError("a bound"), False),
+                                          (SolverAborted("limit"), False), (KeyError("k"), False),
+                                          (ValueError("Found array with 0 sample(s)"), False)])
 def test_raw_tasks_retry_only_what_the_data_cannot_cause(exc: Exception, retried: bool) -> None:
     assert _not_a_data_error(None, None, Failed(data=exc)) is retried
 
