@@ -430,7 +430,8 @@ def _train(args: argparse.Namespace) -> int:
 def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, Any]:
     """(public name, release) of ``key`` in one dataset (``--dataset``) or the only one that has it."""
     hashes = [_dataset(acc, dataset)] if dataset else [s.dataset for s in acc.datasets()]
-    found = [(h, r) for h in hashes for r in acc.history(h) if r.key == key and r.dataset == h]  # linked: once
+    found = list({(r.dataset, r.key): (r.dataset, r) for h in hashes for r in acc.history(h)
+                  if r.key == key}.values())  # a linked budget's release is listed by both: once, as its own
     if not found:
         raise ParameterError(f"no release with key {key!r} in {acc.path}; `dpdist models list` shows the keys")
     if len(found) > 1:
@@ -446,8 +447,8 @@ def _models(args: argparse.Namespace) -> int:
     acc = Accountant(args.ledger, create=False)
     if args.models_command == "list":
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
-        rows = [{**r.to_dict(acc.name(h)), "result": None} for h in hashes for r in acc.history(h)
-                if r.result is not None and r.dataset == h]  # a linked budget's releases: under their own
+        once = {(r.dataset, r.key): r for h in hashes for r in acc.history(h) if r.result is not None}
+        rows = [{**r.to_dict(acc.name(r.dataset)), "result": None} for r in once.values()]  # linked: as its own
         for r in rows:
             r.pop("result")
         _emit(args, {"releases": rows}, lambda: "\n".join(

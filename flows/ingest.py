@@ -108,8 +108,6 @@ def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[
     own = open_store(source["store"]).dataset_id
     if not all(_is_split_of(paths[h], own, cfg.data.test_fraction, key_id(key)) for h in ("train", "test")):
         split_store(source["store"], paths["train"], paths["test"], cfg.data.test_fraction, key, force=True)
-    for h in ("train", "test"):  # a half's legacy budget of its own counts toward the source's
-        Accountant(cfg.ledger).budget_of(open_store(paths[h]))
     return {"train": store_summary(paths["train"]), "test": store_summary(paths["test"])}
 
 
@@ -152,6 +150,8 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
         if open_store(source["store"]).dataset_id != dataset:  # a part of a split splits again, by another key
             key = derive_key(key, "dpdist run")
         halves = split.submit(cfg, source, key).result()
+        for h in ("train", "test"):  # here, in the flow process (the ledger's machine), not on a worker:
+            Accountant(cfg.ledger).budget_of(open_store(halves[h]["store"]))  # a half's legacy budget counts
     else:
         halves = {"train": source, "test": None}
     out = {"source": source, **halves, "dataset": dataset, "name": status["dataset"], "counts": None,

@@ -249,3 +249,25 @@ def test_a_linked_legacy_release_is_found_once(tmp_path) -> None:
     assert [r.key for r in acc.history("source")] == ["old"]  # counted toward the source
     name, rec = _find_release(acc, "old", None)  # listed under its own budget only, not twice
     assert name == "half" and rec.key == "old"
+
+
+def test_budget_show_of_a_half_counts_its_legacy_budget_of_its_own(tmp_path, capsys) -> None:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dpdist.data.split import split_store
+    from dpdist.data.store import open_store, write_store
+
+    X = sp.random(200, 10, density=0.3, format="csr", random_state=1)
+    write_store(tmp_path / "src", X, np.where(np.arange(200) % 2, 1.0, -1.0), task="binary", labels=[-1.0, 1.0])
+    split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.5, b"k" * 32)
+    ledger = tmp_path / "l.sqlite"
+    acc = Accountant(ledger)
+    half = open_store(tmp_path / "tr")
+    acc.init_budget(half.dataset_id, 1.0, 1e-6, name="half")  # as dpdist before 4cadcda let one do
+    acc.release(half.dataset_id, Charge(PrivacyLoss.pure(0.3), "laplace"), "old", lambda: [1.0])
+    acc.init_budget(half.budget_id, 2.0, 1e-6, name="src")
+    code, out, _ = run(capsys, "budget", "show", "--dataset", str(tmp_path / "tr"), "--ledger", str(ledger), "--json")
+    assert code == 0 and json.loads(out)["epsilon_spent"] == pytest.approx(0.3)  # the source's, with the half's
+    code, out, _ = run(capsys, "models", "list", "--ledger", str(ledger), "--json")
+    assert [(r["dataset"], r["key"]) for r in json.loads(out)["releases"]] == [("half", "old")]  # listed once

@@ -147,9 +147,10 @@ def feature_schema(meta: dict[str, Any]) -> str:
 
     Stores written before this was recorded (no ``feature_schema`` key) are read as: svmlight
     ingests (and their split halves) inferred, since whether their indexing was declared was not
-    kept; tables inferred when their notes record category codes or imputation (a table's split
-    half, whose notes were not kept, inferred too); everything else -- synthetic sets, matrices
-    written through ``write_store`` -- declared, their columns being the caller's."""
+    kept; tables inferred when their notes record category codes or imputation; split halves
+    inferred unless their source was synthetic (what else their source was is not kept); the
+    rest -- synthetic sets, matrices written through ``write_store`` -- declared, their columns
+    being the caller's."""
     if "feature_schema" in meta:
         return str(meta["feature_schema"])
     notes = meta.get("table_notes")
@@ -157,8 +158,9 @@ def feature_schema(meta: dict[str, Any]) -> str:
         return "inferred" if ("category_codes" in notes or "imputation" in notes) else "declared"
     if "zero_based" in meta or "source_text_bytes" in meta:  # an svmlight ingest
         return "inferred"
-    source = (meta.get("source_meta") or {}).get("source")  # a split half names its source's file
-    return "inferred" if source else "declared"
+    if "split_of" in meta:  # a split half: declared only when its source was synthetic (its notes were not kept)
+        return "declared" if (meta.get("source_meta") or {}).get("synthetic") is not None else "inferred"
+    return "declared"
 
 
 def check_schema(store: Any) -> None:

@@ -118,7 +118,7 @@ def test_the_feature_schema_of_stores_written_before_it_was_recorded() -> None:
     assert feature_schema({"source_text_bytes": 10}) == "inferred"
     assert feature_schema({"split_of": "x", "source_meta": {"synthetic": "rcv1", "source": None}}) == "declared"
     assert feature_schema({"split_of": "x", "source_meta": {"synthetic": None, "source": "/d.svm"}}) == "inferred"
-    assert feature_schema({"split_of": "x", "source_meta": {"synthetic": None, "source": None}}) == "declared"
+    assert feature_schema({"split_of": "x", "source_meta": {"synthetic": None, "source": None}}) == "inferred"
     assert feature_schema({"table_notes": {}}) == "declared"
     assert feature_schema({"table_notes": {"category_codes": {"c": {"a": 1}}}}) == "inferred"
     assert feature_schema({"table_notes": {"imputation": "means"}}) == "inferred"

@@ -11,7 +11,9 @@ from dpdist.exceptions import ParameterError, SolverAborted
 from flows.release import RAW, _not_a_data_error
 
 
-@pytest.mark.parametrize("exc, retried", [(OSError("disk"), True), (MemoryError(), True), (ParameterError("a bound"), False),
+@pytest.mark.parametrize("exc, retried", [(OSError("disk"), True), (MemoryError(), True), (ImportError("numba"), True),
+                                          (__import__("distributed").client.ClosedClientError(), True),
+                                          (ParameterError("a bound"), False),
                                           (SolverAborted("limit"), False), (KeyError("k"), False),
                                           (ValueError("Found array with 0 sample(s)"), False)])
 def test_raw_tasks_retry_only_what_the_data_cannot_cause(exc: Exception, retried: bool) -> None:
