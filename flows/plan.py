@@ -138,6 +138,22 @@ def known_source(cfg: RunConfig) -> tuple[str, str, int] | None:
     return store.budget_id, store.task, int(store.shape[1])  # a part of a split is charged to its source's budget
 
 
+def _link_halves(cfg: RunConfig, acc: Accountant, dataset: str) -> None:
+    """Link the legacy budgets of the run's split halves (and of a source store that is a half) to
+    ``dataset`` before the check (``Accountant.budget_of``), as the run's first charge would: the
+    check then counts what their records were charged under those budgets."""
+    from dpdist.data.store import open_store
+
+    paths = store_paths(cfg)
+    for path in {paths["source"], paths["train"], paths["test"]}:
+        try:
+            store = open_store(path)
+        except Exception:  # noqa: BLE001 - absent or unreadable: the run writes it anew
+            continue
+        if store.budget_id == dataset:  # halves a run of another source left are not this run's
+            acc.budget_of(store)
+
+
 def preflight(cfg: RunConfig) -> dict[str, Any]:
     """Check the plan before any work: ``BudgetExceeded`` (exit 3) or ``UnknownDataset`` (exit 2).
 
@@ -151,6 +167,7 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
                                "epsilon_basic": math.fsum(c.epsilon for c in charges),
                                "delta_basic": math.fsum(c.delta for c in charges)}
     if known and acc.has_budget(known[0]):
+        _link_halves(cfg, acc, known[0])
         # a re-run of the same config replays what the ledger holds under its keys and spends nothing:
         # only the releases still to make are checked (the ledger checks each charge again when made)
         recorded = [r for r in acc.history(known[0]) if r.key.startswith(f"{cfg.name}/")]

@@ -8,10 +8,12 @@ import secrets
 from pathlib import Path
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from dpdist.data.split import key_id, split_store
 from dpdist.data.store import open_store, write_store
+from dpdist.exceptions import BudgetExceeded
 from dpdist.privacy.accountant import Accountant
 from flows.config import load_config
 from flows.ingest import store_summary
@@ -64,3 +66,21 @@ def test_halves_are_reused_only_for_the_same_source_store(tmp_path: Path) -> Non
     assert not _is_split_of(str(root / "tr"), src, 0.5, k1) and not _is_split_of(str(root / "tr"), src, 0.5,
                                                                                    key_id(secrets.token_bytes(32)))
     assert KEYS[0].hex() not in str(open_store(root / "tr").meta)  # the key itself is never in a store
+
+
+def test_the_plan_counts_a_halfs_legacy_budget_of_its_own(tmp_path: Path) -> None:
+    from dpdist.privacy.loss import Charge, PrivacyLoss
+
+    root = _halves(tmp_path)
+    ledger = tmp_path / "l.sqlite"
+    acc = Accountant(ledger)
+    half = open_store(root / "tr")
+    acc.init_budget(half.dataset_id, 1.0, 1e-6)  # as dpdist before 4cadcda let one do
+    acc.release(half.dataset_id, Charge(PrivacyLoss.pure(0.9), "laplace"), "old", lambda: [1.0])
+    acc.init_budget(half.budget_id, 1.0, 1e-6, name="the-source")
+    cfg = load_config(None, {"output": str(tmp_path / "out"), "ledger": str(ledger),
+                             "data": {"source": "store", "path": str(root / "tr")},
+                             "select": {"methods": ["dp-sis"]}, "train": {"methods": []}})
+    with pytest.raises(BudgetExceeded):  # 0.9 spent under the half's own budget + the plan > 1
+        preflight(cfg)
+    assert acc.status(half.budget_id).epsilon_spent == pytest.approx(0.9)
