@@ -100,6 +100,8 @@ def private_sqlite(path: str | os.PathLike[str]) -> Path:
     private_file(p)
     for suffix in _SQLITE_SIDECARS:
         side = Path(f"{p}{suffix}")
-        if side.exists():
+        try:
             _tighten(side, PRIVATE_FILE)
+        except FileNotFoundError:  # none, or another connection's close removed it just now
+            pass
     return p

@@ -142,3 +142,20 @@ def test_ledger_in_an_existing_directory_leaves_the_directory_alone(tmp_path: Pa
     os.chmod(shared, 0o755)
     private_sqlite(shared / "ledger.sqlite")
     assert mode(shared) == 0o755 and mode(shared / "ledger.sqlite") == 0o600
+
+
+def test_a_sidecar_removed_by_another_connections_close_is_no_error(tmp_path: Path, monkeypatch) -> None:
+    import dpdist.utils.files as files
+
+    db = tmp_path / "ledger.sqlite"
+    db.write_bytes(b"")
+    Path(f"{db}-wal").write_bytes(b"x")
+    real = files._tighten
+
+    def racing(path: Path, mode: int) -> None:  # the last connection closes between the look and the chmod
+        if path.name.endswith("-wal"):
+            path.unlink()
+        real(path, mode)
+
+    monkeypatch.setattr(files, "_tighten", racing)
+    assert private_sqlite(db) == db and not Path(f"{db}-wal").exists()
