@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -24,6 +23,7 @@ from typing import IO, Any
 from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
 from dpdist.privacy.accountant import Accountant, default_ledger_path
 from dpdist.utils.io import write_json_atomic
+from dpdist.utils.random import derive_seed
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -199,13 +199,8 @@ BSS_METHODS = {"bss-top-r": "top-r", "bss-mistakes": "mistakes"}
 
 
 def _noise_seed(args: argparse.Namespace, purpose: str) -> int | None:
-    """The noise seed of one release of a command: None (OS entropy) unless ``--seed`` is given
-    (experiments), and then one of its own per ``purpose``, as ``RunConfig.step_seed``. Releases
-    must draw independent noise for their charges to compose: the model and its evaluation
-    seeded alike would draw from one stream (their noise correlated)."""
-    if args.seed is None:
-        return None
-    return int.from_bytes(hashlib.sha256(f"{args.seed}/{purpose}".encode()).digest()[:8], "little")
+    """The noise seed of one release of a command (``--seed``: experiments only; one per purpose)."""
+    return derive_seed(args.seed, purpose)
 
 
 def _bss_selector(args: argparse.Namespace) -> Any:

@@ -62,6 +62,7 @@ from typing import Any
 import yaml
 
 from dpdist.exceptions import ParameterError
+from dpdist.utils.random import derive_seed
 
 __all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE", "BSS_METHODS"]
 
@@ -205,9 +206,7 @@ class RunConfig:
 
     def step_seed(self, key: str) -> int | None:
         """Noise seed of one step: None (OS entropy) unless the config fixes ``seed``."""
-        if self.seed is None:
-            return None
-        return int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little")
+        return derive_seed(self.seed, key)
 
 
 def store_paths(cfg: RunConfig) -> dict[str, str]:

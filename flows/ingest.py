@@ -88,10 +88,9 @@ def check_public_test(cfg: RunConfig, public: dict[str, Any], dataset: str) -> N
 @task(name="public-test", retries=1, **RAW)
 def public_test(cfg: RunConfig, n_features: int) -> dict[str, Any]:
     """The user's public test set (a separate file or store), as a store."""
-    path = cfg.evaluate.public_test
-    if Path(path).is_dir():
-        return store_summary(path)
-    out = store_paths(cfg)["public_test"]
+    path, out = cfg.evaluate.public_test, public_test_store(cfg)
+    if out == str(path):  # a store already
+        return store_summary(out)
     # public data, read with the source's declared columns (an svmlight source's index base; LIBSVM's otherwise)
     ingest_svmlight(path, out, force=True, n_features=n_features, zero_based="yes" if cfg.data.zero_based else "no")
     return store_summary(out)
@@ -140,18 +139,20 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     """Run on the active task runner: source store, budget, split, noisy counts. Returns their summaries."""
     logger = get_run_logger()
     source = make_source.submit(cfg).result()
-    check_schema(open_store(source["store"]))  # a declared task and classes, before any charge
+    store = open_store(source["store"])
+    check_schema(store)  # a declared task and classes, before any charge
     dataset = source["dataset"]
     status = ensure_budget(cfg.ledger, dataset, cfg.budget.epsilon, cfg.budget.delta, cfg.budget.name)
-    Accountant(cfg.ledger).budget_of(open_store(source["store"]))  # a half's legacy budget of its own counts too
+    acc = Accountant(cfg.ledger)
+    acc.budget_of(store)  # a half's legacy budget of its own counts too (here, in the flow process: the ledger's)
     logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])
     if cfg.data.test_fraction > 0:
-        key = Accountant(cfg.ledger).split_key(dataset)
-        if open_store(source["store"]).dataset_id != dataset:  # a part of a split splits again, by another key
+        key = acc.split_key(dataset)
+        if store.dataset_id != dataset:  # a part of a split splits again, by another key
             key = derive_key(key, "dpdist run")
         halves = split.submit(cfg, source, key).result()
-        for h in ("train", "test"):  # here, in the flow process (the ledger's machine), not on a worker:
-            Accountant(cfg.ledger).budget_of(open_store(halves[h]["store"]))  # a half's legacy budget counts
+        for h in ("train", "test"):
+            acc.budget_of(open_store(halves[h]["store"]))
     else:
         halves = {"train": source, "test": None}
     out = {"source": source, **halves, "dataset": dataset, "name": status["dataset"], "counts": None,

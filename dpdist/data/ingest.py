@@ -68,8 +68,8 @@ def ingest_svmlight(
     text_bytes = 0
     try:
         for block in iter_svmlight_blocks(src, block_bytes=block_bytes):
-            _check_indices(src, block, offsets, n_features)
             writer.append(block.indptr, block.indices, block.data, block.y)
+            _check_indices(src, block, writer, n_features)
             text_bytes += block.text_bytes
             if progress is not None:
                 progress(writer.n_rows, text_bytes)
@@ -97,21 +97,21 @@ def ingest_svmlight(
     return writer.finish(index_offset=offset, n_features=n_features, block_rows=block_rows, metadata=metadata)
 
 
-def _check_indices(src: Path, block: SvmlightBlock, offsets: tuple[int, ...], n_features: int | None) -> None:
-    """Refuse a column index below the base (0 in a one-based file) or beyond ``n_features``
-    (declared), naming the file and the first such line, not the index (``auto``: offsets (1, 0),
-    the final check is the writer's)."""
-    if not block.indices.size:
-        return
+def _check_indices(src: Path, block: SvmlightBlock, writer: StoreWriter, n_features: int | None) -> None:
+    """After ``block`` was appended: refuse a column index below the base (0 in a one-based file) or
+    beyond ``n_features`` (declared), naming the file and the first such line, not the index. The
+    writer's running minimum and maximum (computed by its append) say whether this block holds
+    one; only then is the file read again to find the line (``auto``: offsets (1, 0), the final
+    check is the writer's)."""
+    offsets = writer.index_offsets
     lowest = min(offsets)
     top = None if n_features is None else n_features + max(offsets)  # raw indices run below top
-    lo, hi = int(block.indices.min()), int(block.indices.max())
-    if lo < lowest:
+    if writer.min_index is not None and writer.min_index < lowest:
         line = find_line(src, block.first_line, lambda i: i < lowest)
         raise ParameterError(f"{src}:{line}: a column index below {lowest} in a file read as {lowest}-based "
                              f"(zero_based={'no' if lowest else 'yes'}); pass zero_based='yes' "
                              "(--zero-based yes, data.zero_based = true) if the file is zero-based")
-    if top is not None and hi >= top:
+    if top is not None and writer.max_index >= top:
         line = find_line(src, block.first_line, lambda i: i >= top)
         raise ParameterError(f"{src}:{line}: a column index beyond the declared n_features={n_features} "
                              f"({lowest}-based)")

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpdist.data.store import write_store
+from dpdist.data.store import feature_schema, write_store
 from dpdist.data.transforms import DataDependentWarning
 from dpdist.exceptions import ParameterError
 
@@ -227,7 +227,7 @@ def ingest_table(
         "table_notes": table.notes,
         "name": name,
         # coded categories and imputed gaps are functions of whole columns: one record changes the others'
-        "feature_schema": "inferred" if ("category_codes" in table.notes or "imputation" in table.notes) else "declared",
+        "feature_schema": feature_schema({"table_notes": table.notes}),
     }
     declared = None
     if labels is not None:  # public classes, by name for a text target (its codes follow the sorted names)

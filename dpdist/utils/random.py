@@ -11,6 +11,7 @@ of textbook Laplace sampling (Mironov 2012) are not mitigated.
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 import secrets
 
@@ -39,6 +40,15 @@ def check_random_state(random_state: RandomState) -> np.random.Generator:
         f"random_state must be None (OS entropy), a non-negative int seed or a numpy Generator, "
         f"got {random_state!r}"
     )
+
+
+def derive_seed(seed: int | None, purpose: str) -> int | None:
+    """The experiment seed of one release: None (OS entropy) without ``seed``, else a 64-bit seed of
+    its own per ``purpose``, so that releases seeded from one ``seed`` draw independent streams (one
+    stream shared by two releases would correlate their noise and their charges would not compose)."""
+    if seed is None:
+        return None
+    return int.from_bytes(hashlib.sha256(f"{seed}/{purpose}".encode()).digest()[:8], "little")
 
 
 def random_name() -> str:
