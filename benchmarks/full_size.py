@@ -57,7 +57,12 @@ STEP = re.compile(r"dpdist run: step (\w+) took ([0-9.]+) s")
 
 
 def write_text(path: Path, profile: str, rows: int, labels: list[float], seed: int = 1) -> float:
-    """The profile's first ``rows`` rows as one-based svmlight text (atomic); returns seconds."""
+    """The profile's first ``rows`` rows as one-based svmlight text (atomic); returns seconds.
+
+    Real values are written with 6 significant digits, as LIBSVM's webspam file prints them
+    (``0.0142146``; 17 digits made the Webspam text 37 GB instead of ~25 GB); binary ones as ``1``.
+    A path ending in ``.gz`` is written through ``gzip -1`` (another process: the compression runs
+    beside the formatting), which ``dpdist ingest`` reads as it is."""
     t = time.perf_counter()
     tmp = path.with_name(path.name + ".part")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,15 +71,26 @@ def write_text(path: Path, profile: str, rows: int, labels: list[float], seed: i
     # non-zeros, ~23 GB with their text: the OOM killer stopped that); KDDA and URL keep 65,536 (same text)
     block = min(1 << 16, max(256, (1 << 24) // round(SPARSE_PROFILES[profile].row_nnz)))
     data = make_synthetic(profile, random_state=seed, n=rows, block_rows=block)
-    done = 0
+    done = written = 0
     with open(tmp, "wb") as f:
+        gz = subprocess.Popen(["gzip", "-1", "-c"], stdin=subprocess.PIPE, stdout=f) if path.suffix == ".gz" else None
+        out = gz.stdin if gz is not None else f
         for X, y in data.blocks:
+            if X.nnz and not np.all(X.data == 1.0):
+                X = X.copy()
+                scale = 10.0 ** (5 - np.floor(np.log10(np.abs(X.data))))
+                X.data = np.round(X.data * scale) / scale
             buf = io.BytesIO()
             dump_svmlight_file(X, np.where(y > 0, hi, lo), buf, zero_based=False)
-            f.write(buf.getvalue())
+            out.write(buf.getvalue())
             done += X.shape[0]
-            print(f"\r  {path.name}: {done:,} / {rows:,} rows, {f.tell() / 1e9:.2f} GB", end="", file=sys.stderr,
-                  flush=True)
+            written += buf.tell()
+            print(f"\r  {path.name}: {done:,} / {rows:,} rows, {written / 1e9:.2f} GB of text", end="",
+                  file=sys.stderr, flush=True)
+        if gz is not None:
+            gz.stdin.close()
+            if gz.wait() != 0:
+                raise SystemExit(f"gzip exited {gz.returncode} writing {tmp}")
     print(file=sys.stderr)
     os.replace(tmp, path)
     return time.perf_counter() - t
@@ -97,8 +113,9 @@ def _label(p: psutil.Process, root: int) -> str:
 
 
 def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = None, stop_after: float | None = None
-                ) -> tuple[int, str, dict[int, tuple[str, float]], float, str | None]:
-    """Run ``cmd``; (exit code, stderr, {pid: (label, peak RSS GiB)}, wall seconds, why it was stopped or None).
+                ) -> tuple[int, str, dict[int, tuple[str, float]], float, str | None, float]:
+    """Run ``cmd``; (exit code, stderr, {pid: (label, peak RSS GiB)}, wall seconds, why it was stopped or None,
+    the least free space on the checkout's disk seen, GB).
     ``stop_step`` / ``stop_after``: interrupt the run once it prints that step's time / after that many seconds."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -123,7 +140,9 @@ def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = Non
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     root = psutil.Process(proc.pid)
+    least_free = shutil.disk_usage(ROOT).free
     while proc.poll() is None:
+        least_free = min(least_free, shutil.disk_usage(ROOT).free)
         if stop_after is not None and time.perf_counter() - t > stop_after:
             stop(f"stopped at {stop_after:.0f} s")
         try:
@@ -143,7 +162,8 @@ def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = Non
         time.sleep(0.5)
     proc.stdout.read()
     reader.join()
-    return proc.returncode, "".join(err), peaks, time.perf_counter() - t, (stopped[0] if stopped else None)
+    return (proc.returncode, "".join(err), peaks, time.perf_counter() - t, (stopped[0] if stopped else None),
+            least_free / 1e9)
 
 
 def disk_gb(path: Path) -> float:
@@ -197,7 +217,8 @@ def main() -> None:
         load0 = os.getloadavg()
         print(f"run {i + 1}: {' '.join(cmd)} (load {load0[0]:.2f})", file=sys.stderr, flush=True)
         reused = (output / "stores" / "source").exists()
-        code, err, peaks, wall, stopped = run_sampled(cmd, env, args.stop_after_step, args.stop_after)
+        free0 = shutil.disk_usage(ROOT).free / 1e9
+        code, err, peaks, wall, stopped, least_free = run_sampled(cmd, env, args.stop_after_step, args.stop_after)
         if output.is_dir():  # the whole stderr (operator side: it has the fits' timings)
             log = output / f"benchmark-run-{time.strftime('%Y%m%dT%H%M%S')}-{i + 1}.log"
             try:
@@ -212,7 +233,7 @@ def main() -> None:
             raise SystemExit(f"dpdist run exited {code}")
         steps = {m.group(1): float(m.group(2)) for m in STEP.finditer(err)}
         runs.append({"wall": wall, "steps": steps, "peaks": peaks, "load": (load0, os.getloadavg()),
-                     "stopped": stopped, "reused": reused})
+                     "stopped": stopped, "reused": reused, "disk": (free0, least_free)})
 
     store = output / "stores" / "source"
     lines = [f"\n### {args.profile}: {rows:,} x {prof.d:,} rows x columns (fraction {args.fraction:g} of "
@@ -220,21 +241,22 @@ def main() -> None:
              f"`{' '.join(sys.argv[0:1] + sys.argv[1:])}` runs `dpdist run {config.relative_to(ROOT)}` "
              f"{args.runs} times; {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB "
              "(shared with other developers).\n",
-             f"- svmlight text: {disk_gb(text):.2f} GB on disk"
+             f"- svmlight text: {disk_gb(text):.2f} GB on disk" + (" (gzip)" if text.suffix == ".gz" else "")
              + (f", written in {gen:.0f} s (before the runs, not timed in them)" if gen is not None else
                 " (existed: not regenerated)"),
              f"- stores on disk after the runs: source {disk_gb(store):.2f} GB, train "
              f"{disk_gb(output / 'stores' / 'train'):.2f} GB, test {disk_gb(output / 'stores' / 'test'):.2f} GB\n",
              "| run | " + " | ".join(f"{s} s" for s in ("ingest", "select", "train", "evaluate", "report"))
-             + " | wall s | peak RSS GiB per process | load 1-min before / after |",
-             "| --- | " + " | ".join("---:" for _ in range(6)) + " | --- | --- |"]
+             + " | wall s | peak RSS GiB per process | load 1-min before / after | free disk GB before / least |",
+             "| --- | " + " | ".join("---:" for _ in range(6)) + " | --- | --- | --- |"]
     for i, r in enumerate(runs, 1):
         peaks = sorted(r["peaks"].values(), key=lambda v: -v[1])
         top = ", ".join(f"{label} {gb:.2f}" for label, gb in peaks if gb >= 0.1)
         label = f"{i}" + (" (stores existed)" if r["reused"] else "") + (f", {r['stopped']}" if r["stopped"] else "")
         lines.append(f"| {label} | " + " | ".join(f"{r['steps'][s]:.1f}" if s in r["steps"] else "–"
                                                   for s in ("ingest", "select", "train", "evaluate", "report"))
-                     + f" | {r['wall']:.1f} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} |")
+                     + f" | {r['wall']:.1f} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} "
+                     f"| {r['disk'][0]:.1f} / {r['disk'][1]:.1f} |")
     table = "\n".join(lines) + "\n"
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,9 @@ coefficients are returned, and a retried ``key`` replays the recorded model. ``f
 progress bar; the count is public, the pace is the operator's own and never released).
 ``fit(X, y, X_csc=...)`` gives the fast solvers the same matrix in CSC form (a store's CSC copy)
 instead of converting X, and a float64 CSR X already within the bound is not copied to clip it:
-on KDDA's train half each copy is 3 GB (``pipelines.train.fit_store``).
+on KDDA's train half each copy is 3 GB (``pipelines.train.fit_store``). float32 X (and X_csc) is
+kept as float32, as scikit-learn's estimators do, in half the memory of float64 values; the steps
+are those of the float64 matrix of the same values (products and sums in float64).
 ``from_release`` rebuilds a fitted estimator from a recorded release (``dpdist models export``).
 """
 
@@ -66,7 +68,7 @@ from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
-from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
+from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan, value_dtype
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
@@ -197,11 +199,11 @@ class _FrankWolfe(BaseEstimator):
              X_csc: Matrix | None = None) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
-        X = sp.csr_matrix(X, dtype=np.float64)
+        X = sp.csr_matrix(X, dtype=value_dtype(X))
         if self.private or self.bounds == "clip":  # a non-private fit assumes no bound, unless asked to clip
             X, y = enforce_bounds(X, y, 1.0, None if self._loss == "logistic" else self._y_bound(), mode=self.bounds)
         if X_csc is not None:  # the same bounds on the CSC copy, through its transpose (a CSR view: no copy)
-            X_csc = sp.csc_matrix(X_csc, dtype=np.float64)
+            X_csc = sp.csc_matrix(X_csc, dtype=X.dtype)
             if self.private or self.bounds == "clip":
                 X_csc = enforce_bounds(X_csc.T, None, 1.0, None, mode=self.bounds, name="X_csc")[0].T
         result: dict[str, FWResult] = {}
@@ -289,7 +291,7 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
             key: str | None = None, progress: Progress | None = None,
             X_csc: Matrix | None = None) -> DPFrankWolfeClassifier:
         self._validate()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         check_classification_targets(y)
         if self.classes is None:
             y_type = type_of_target(y, input_name="y", raise_unknown=True)
@@ -352,7 +354,7 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
             key: str | None = None, progress: Progress | None = None,
             X_csc: Matrix | None = None) -> DPFrankWolfeRegressor:
         self._validate()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
         self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc)
         return self
 

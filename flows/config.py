@@ -38,7 +38,9 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
                (objective-perturbation needs one); screening (rnm-screen, adp-screen: fast DP-FW
                with RNM-/ADP-Screen): screen_epsilon, screen_delta (or screen_rho), screen_schedule
                (every m-th iteration, or a list), screen_rule ("safe" | "seed"), n_max (a public
-               upper bound on the train rows)
+               upper bound on the train rows); dtype ("float64" | "float32": the fit holds the
+               train half's values in that type; float32 halves their memory, each value rounded
+               to the nearest float32, which keeps every bound)
     [evaluate] epsilon (each model's private held-out metrics and curve), public_test (a
                separate svmlight file or store the user declares public: exact metrics), bins,
                points
@@ -158,6 +160,7 @@ class TrainConfig:
     screen_schedule: Any = 1
     screen_rule: str = "safe"
     n_max: int | None = None
+    dtype: str = "float64"
 
     def screening(self) -> dict[str, Any]:
         """The estimator options of the screening methods."""
@@ -481,6 +484,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     c.number("train.lam", train.lam, 0, lo_open=True)
     c.number("train.iters", train.iters, 1, integer=True)
     c.choice("train.calibration", train.calibration, ("safe", "paper"))
+    c.choice("train.dtype", train.dtype, ("float64", "float32"))
     if train.features != "all" and train.features not in select.methods:
         c.fail("train.features", f"must be 'all' or one of select.methods {list(select.methods)}, "
                                  f"got {train.features!r}")

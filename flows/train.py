@@ -42,6 +42,8 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
                                  t.calibration, seed, t.screening())
 
             params = {**make(None).release_params(), "features": features, "method": method}
+            if t.dtype != "float64":  # in the key only when set: the keys of configs written before it stay
+                params["dtype"] = t.dtype
             n_features = len(features) if features is not None else train_store["n_features"]
             key = cfg.step_key("train", method, params)
             seed = cfg.step_seed(key)
@@ -50,7 +52,7 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
 
             def compute(method: str = method, eps: float = eps, seed: int | None = seed) -> dict[str, Any]:
                 return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
-                                     features, cfg.data.bounds, seed, t.calibration, t.screening())
+                                     features, cfg.data.bounds, seed, t.calibration, t.screening(), t.dtype)
 
             model = make(None)
             charge = model.privacy_charge(n_features) if method in FW_METHODS else model.privacy_charge()

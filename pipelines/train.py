@@ -71,7 +71,7 @@ def _release_heap() -> None:
         pass
 
 
-def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str) -> sp.csc_matrix:
+def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str, dtype: str = "float64") -> sp.csc_matrix:
     """For a fit on all columns: the store's CSC copy (read, not converted from X), and with
     ``bounds="clip"`` both matrices clipped in place. Their arrays were read for this fit alone
     (no block cache), so nothing else sees them; the estimator then finds every entry within the
@@ -81,7 +81,7 @@ def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str) -> sp.csc_matrix:
     and the freed heap handed back to the system (:func:`_release_heap`)."""
     BLOCK_CACHE.clear()
     _release_heap()
-    X_csc = store.csc()
+    X_csc = store.csc(dtype)
     if bounds == "clip":  # per entry, as enforce_bounds' clip (stores hold no repeated entry: both canonical)
         for A in (X, X_csc):
             if A.has_canonical_format:
@@ -91,19 +91,21 @@ def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str) -> sp.csc_matrix:
 
 def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
               features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
-              calibration: str = "safe", screening: dict[str, Any] | None = None) -> dict[str, Any]:
-    """On a worker: fit on the store at ``path`` (optionally on the columns ``features``).
+              calibration: str = "safe", screening: dict[str, Any] | None = None,
+              dtype: str = "float64") -> dict[str, Any]:
+    """On a worker: fit on the store at ``path`` (optionally on the columns ``features``), its
+    values read as ``dtype`` ("float32": half the memory, :meth:`SparseStore.csr`).
 
     Returns the released form of the model: the non-zero weights (indices in the store's
     columns) and the signed vertex path (a function of the private selections only). The
     fit's time goes to the worker's log, never into the release.
     """
     store = open_store(path)
-    X, X_csc = store.csr(), None
+    X, X_csc = store.csr(dtype), None
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
     elif method in ("fast-dp-fw", "fast-fw") or method in SCREEN_METHODS:  # the solvers that read columns
-        X_csc = _fit_copies(store, X, bounds)
+        X_csc = _fit_copies(store, X, bounds, dtype)
     y = store_target(store)
     model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed, screening)
     t0 = time.perf_counter()
@@ -133,9 +135,10 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
 
 def fit_on_solver(client: Any, path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
                   features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
-                  calibration: str = "safe", screening: dict[str, Any] | None = None) -> dict[str, Any]:
+                  calibration: str = "safe", screening: dict[str, Any] | None = None,
+                  dtype: str = "float64") -> dict[str, Any]:
     """Run :func:`fit_store` on a worker holding the ``solver`` resource and wait for it."""
     fut = client.submit(fit_store, str(path), method, epsilon, delta, lam, max_iter, features, bounds, seed,
-                        calibration, screening, resources={SOLVER_RESOURCE: 1}, pure=False,
+                        calibration, screening, dtype, resources={SOLVER_RESOURCE: 1}, pure=False,
                         key=f"fit-{method}-{os.urandom(6).hex()}")
     return fut.result()

@@ -1067,17 +1067,32 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
 @numba.njit(cache=True)
 def _entries_digest(ptr, idx, val, by_rows):
     """An order-free digest of a sparse matrix's entries: the wrap-around sum over them of a
-    splitmix64 mix of (row, column, the value's bits); the same for X in CSR and in CSC form."""
-    bits = val.view(np.uint64)
+    splitmix64 mix of (row, column, the value's bits as float64: float32 values convert exactly);
+    the same for X in CSR and in CSC form."""
+    one = np.empty(1)
+    bits = one.view(np.uint64)
     total = np.uint64(0)
     for a in range(ptr.shape[0] - 1):
         for p in range(ptr[a], ptr[a + 1]):
             r, c = (np.uint64(a), np.uint64(idx[p])) if by_rows else (np.uint64(idx[p]), np.uint64(a))
-            z = (r * np.uint64(0x9E3779B97F4A7C15)) ^ (c * np.uint64(0xC2B2AE3D27D4EB4F)) ^ bits[p]
+            one[0] = val[p]
+            z = (r * np.uint64(0x9E3779B97F4A7C15)) ^ (c * np.uint64(0xC2B2AE3D27D4EB4F)) ^ bits[0]
             z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
             z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
             total += z ^ (z >> np.uint64(31))
     return total
+
+
+@numba.njit(cache=True)
+def _xty(r_ptr, r_idx, r_val, y, D):
+    """X^T y in float64 from X's CSR arrays, in scipy's order (rows ascending): float32 values are
+    converted one at a time (scipy's product would copy all of them to float64 first)."""
+    out = np.zeros(D)
+    for i in range(r_ptr.shape[0] - 1):
+        yi = y[i]
+        for p in range(r_ptr[i], r_ptr[i + 1]):
+            out[r_idx[p]] += r_val[p] * yi
+    return out
 
 
 def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
@@ -1085,8 +1100,9 @@ def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matri
     the shape and an order-free digest of the entries (their rows, columns and values; the CSC
     copy of another matrix would break the kernel's invariants, and the equality of _move's two
     update orders) and, for a private run, the bound on every entry."""
-    if not (sp.issparse(Xc) and Xc.format == "csc" and Xc.dtype == np.float64 and Xc.has_canonical_format):
-        raise ParameterError("X_csc must be a float64 CSC matrix in canonical format (sorted rows, no repeated entry)")
+    if not (sp.issparse(Xc) and Xc.format == "csc" and Xc.dtype == X.dtype and Xc.has_canonical_format):
+        raise ParameterError(f"X_csc must be a {X.dtype} CSC matrix (X's dtype) in canonical format (sorted rows, "
+                             "no repeated entry)")
     if Xc.shape != X.shape or Xc.nnz != X.nnz or \
             _entries_digest(Xc.indptr, Xc.indices, Xc.data, False) != _entries_digest(X.indptr, X.indices, X.data, True):
         raise ParameterError("X_csc is not X in CSC form (its shape or its entries differ)")
@@ -1110,7 +1126,10 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     the end) with the number of completed iterations, for the operator's progress display.
     ``X_csc``: the same matrix in CSC form (e.g. a store's CSC copy, ``SparseStore.csc``), used
     instead of converting X (one copy of the data less: 3 GB on KDDA's train half); it must be
-    float64 CSC in canonical format with X's shape and row lengths, within the same bounds."""
+    CSC in canonical format with X's shape, entries and dtype, within the same bounds. X (and
+    X_csc) in float32 are held as they are, in half the memory of float64 values (every product
+    and sum is taken in float64 after an exact conversion: the same steps as the float64
+    matrix of the same values)."""
     X, y = check_problem(X, y, loss, lam, max_iter,
                          selection is not None or (screening is not None and screening.loss is not None),
                          y_bound, record_every)
@@ -1141,7 +1160,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         X.sum_duplicates()
     rng = check_random_state(random_state)
     Xc = X.tocsc() if X_csc is None else _check_csc(X_csc, X, plan is not None)
-    ybar = np.asarray(X.T @ y)
+    ybar = _xty(X.indptr, X.indices, X.data, y, D)
     # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (less memory traffic)
     rows = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data)
     cols = (Xc.indptr.astype(np.int64, copy=False), Xc.indices.astype(np.int32, copy=False), Xc.data)

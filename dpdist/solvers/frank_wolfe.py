@@ -54,7 +54,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -68,7 +68,7 @@ from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_positive
 
-__all__ = ["CALIBRATIONS", "LOSSES", "SELECTIONS", "FWResult", "FWPrivacy", "Progress", "frank_wolfe", "lipschitz",
+__all__ = ["CALIBRATIONS", "LOSSES", "SELECTIONS", "FWResult", "FWPrivacy", "Progress", "frank_wolfe", "lipschitz", "value_dtype",
            "mean_loss"]
 
 #: ``progress(done, total)``: completed iterations of a solve, for the operator's display only
@@ -173,8 +173,14 @@ def check_init(init: np.ndarray | None, D: int, lam: float) -> np.ndarray:
 def column_norms(X: sp.spmatrix) -> np.ndarray:
     """||x_(j)||_2 of every column (O(nnz); the screening rules' a_j)."""
     Xc = sp.csc_matrix(X)
-    return np.sqrt(np.add.reduceat(np.append(Xc.data ** 2, 0.0), Xc.indptr[:-1])
+    return np.sqrt(np.add.reduceat(np.append(np.square(Xc.data, dtype=np.float64), 0.0), Xc.indptr[:-1])
                    * (np.diff(Xc.indptr) > 0))
+
+
+def value_dtype(X: Any) -> type:
+    """The dtype the solvers hold X's values in: float32 when X's are (half the memory of float64;
+    every product and sum is still taken in float64, after an exact conversion), else float64."""
+    return np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
 
 
 def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, private: bool = False,
@@ -190,7 +196,7 @@ def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, 
                              "release; it exists for non-private runs only")
     check_positive(lam, "lam")
     check_count(T, "max_iter")
-    X = sp.csr_matrix(X, dtype=np.float64)
+    X = sp.csr_matrix(X, dtype=value_dtype(X))
     y = np.asarray(y, dtype=np.float64).ravel()
     if X.shape[0] != y.shape[0]:
         raise ParameterError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")

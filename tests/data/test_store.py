@@ -144,3 +144,22 @@ def test_coded_categories_or_imputed_gaps_make_a_tables_columns_inferred(tmp_pat
     q.write_text("a,b,y\n1,0.5,1\n2,0.25,-1\n")
     assert ingest_table(q, tmp_path / "c", task="binary", labels=[-1, 1])["feature_schema"] == "declared"
     check_schema(open_store(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_values_read_as_float32_are_the_stored_values_rounded(tmp_path, cache):
+    """csr/csc(np.float32): the stored values rounded to float32, read chunk by chunk (no float64
+    copy of the whole range); any other dtype is refused."""
+    from dpdist.exceptions import ParameterError
+
+    rng = np.random.default_rng(0)
+    X = sp.random(500, 40, density=0.2, random_state=1, format="csr")
+    X.data = rng.uniform(-1, 1, X.nnz)
+    write_store(tmp_path / "s", X, rng.integers(0, 2, 500).astype(float), task="binary", block_rows=64)
+    s = open_store(tmp_path / "s", cache=cache)
+    for got, want in ((s.csr(np.float32), X.astype(np.float32)), (s.csc(np.float32), X.tocsc().astype(np.float32)),
+                      (s.read_rows(7, 300, np.float32), X[7:300].astype(np.float32))):
+        assert got.dtype == np.float32 and (got != want).nnz == 0
+    assert s.csr().dtype == np.float64 and (s.csr() != X).nnz == 0  # a float64 read after: not served the float32
+    with pytest.raises(ParameterError, match="float64"):
+        s.csr(np.int32)

@@ -65,6 +65,7 @@ def test_toml_and_yaml_files_override_the_defaults(tmp_path: Path) -> None:
     ("[select]\nbss_delta = 0\n", "select.bss_delta"),
     ("[select]\nbss_ptr_fraction = 1.0\n", "select.bss_ptr_fraction"),
     ("[select]\nbss_s = 3\n", "select.bss_s"),
+    ("[train]\ndtype = 'float16'\n", "train.dtype"),
 ])
 def test_bad_values_fail_naming_the_file_and_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = tmp_path / "bad.toml"
@@ -86,6 +87,8 @@ def test_release_keys_of_existing_configs_do_not_change() -> None:
     assert load_config().step_key("select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
     zero = load_config(overrides={"data": {"source": "synth", "zero_based": False}})
     assert zero.step_key("select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
+    assert load_config(overrides={"train": {"dtype": "float64"}}).step_key(
+        "select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
 
 
 def test_release_keys_follow_the_parameters() -> None:

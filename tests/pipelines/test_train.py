@@ -73,3 +73,17 @@ def test_a_fit_on_all_columns_reads_the_stored_csc_copy_and_fits_as_in_memory(tm
     rec = fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7)
     assert rec["path"] == [int(v) for v in est.path_]
     np.testing.assert_array_equal(rec["values"], est.coef_[rec["indices"]])
+
+
+def test_a_float32_fit_on_a_store_is_the_float64_fit_of_the_rounded_values(tmp_path):
+    """fit_store(dtype="float32") (the run config's train.dtype) reads both copies as float32 and
+    fits the same model as the float64 fit of the values rounded to float32."""
+    X, y = make_synthetic("rcv1", random_state=2, n=300, d=80).materialize()
+    X = X.tocsr()
+    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
+    X32 = X.astype(np.float32)
+    write_store(tmp_path / "r", X32.astype(np.float64), y, task="binary", labels=[-1.0, 1.0])
+    a = fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, seed=7, dtype="float32")
+    b = fit_store(str(tmp_path / "r"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, seed=7)
+    assert a == b and len(a["path"]) == 60
+    assert (X32 != X).nnz > 0  # the values did round
