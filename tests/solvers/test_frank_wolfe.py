@@ -531,3 +531,14 @@ def test_a_float32_fit_makes_no_float64_copy_of_the_values(rcv1):
     assert peak < 4 * X32.nnz, (peak, X32.nnz)  # the solver's O(n + D) state: ~ 7 MB
     with pytest.raises(ParameterError, match="X_csc must be a float32 CSC"):
         fast_frank_wolfe(X32, y8, 10.0, 5, X_csc=Xc.astype(np.float64))
+
+
+def test_standard_dp_fw_on_float32_values_is_the_float64_run_of_the_same_values(rcv1):
+    """Alg. 1 keeps float32 X too (its products in float64, without scipy's float64 copy of the values
+    an iteration): the same path and weights as the float64 matrix of the same values."""
+    X, y = rcv1
+    X32 = X[:400].astype(np.float32)
+    a = frank_wolfe(X32.astype(np.float64), y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6,
+                    random_state=4)
+    b = frank_wolfe(X32, y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4)
+    assert a.path == b.path and np.array_equal(a.coef, b.coef)
