@@ -22,7 +22,20 @@ from flows.runtime import cluster_client, on_cluster
 from flows.select import select_stage
 from pipelines.train import estimator, fit_on_solver
 
-__all__ = ["train", "train_stage"]
+__all__ = ["fit_params", "train", "train_stage"]
+
+
+def fit_params(cfg: RunConfig, task: str, method: str, epsilon: float, features: list[int] | None) -> dict[str, Any]:
+    """The release parameters of one fit (hashed into its key): the estimator's, the features, the
+    method and the values' dtype -- the dtype only when set away from float64, so that the keys of
+    configs written before it stay the same."""
+    t = cfg.train
+    est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration, None,
+                    t.screening())
+    params = {**est.release_params(), "features": features, "method": method}
+    if t.dtype != "float64":
+        params["dtype"] = t.dtype
+    return params
 
 
 def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any] | None = None) -> list[dict]:
@@ -41,9 +54,7 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
                 return estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, cfg.data.bounds,
                                  t.calibration, seed, t.screening())
 
-            params = {**make(None).release_params(), "features": features, "method": method}
-            if t.dtype != "float64":  # in the key only when set: the keys of configs written before it stay
-                params["dtype"] = t.dtype
+            params = fit_params(cfg, train_store["task"], method, eps, features)
             n_features = len(features) if features is not None else train_store["n_features"]
             key = cfg.step_key("train", method, params)
             seed = cfg.step_seed(key)

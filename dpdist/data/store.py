@@ -784,7 +784,13 @@ def _read_range(arr: zarr.Array, a: int, b: int, dtype: np.dtype | type | None =
     dtype = arr.dtype if dtype is None else np.dtype(dtype)
     decompress = _chunk_decoder(arr)
     if decompress is None or b <= a:
-        return np.asarray(arr[a:b], dtype=dtype)
+        if dtype == arr.dtype:
+            return arr[a:b]
+        out = np.empty(max(0, b - a), dtype=dtype)
+        for lo in range(a, b, arr.chunks[0]):  # converted a chunk at a time here too
+            hi = min(b, lo + arr.chunks[0])
+            out[lo - a : hi - a] = arr[lo:hi]
+        return out
     c = arr.chunks[0]
     out = np.empty(b - a, dtype=dtype)
 
@@ -1120,8 +1126,8 @@ class SparseStore:
         values as ``dtype``."""
         dtype = _value_dtype(dtype)
         if self.cache:
-            key = (g.basename, lo, hi) if dtype == np.float64 else (g.basename, lo, hi, dtype.str)
-            return self._cached(key, lambda: self._read_slice(g, lo, hi, dtype))
+            name = g.basename if dtype == np.float64 else f"{g.basename}:{dtype.str}"  # (array, lo, hi) keys
+            return self._cached((name, lo, hi), lambda: self._read_slice(g, lo, hi, dtype))
         return self._read_slice(g, lo, hi, dtype)
 
     def read_rows(self, r0: int, r1: int, dtype: type = np.float64) -> sp.csr_matrix:

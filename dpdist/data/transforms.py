@@ -99,7 +99,10 @@ def clip_rows(X: Matrix, bound: float = 1.0, method: str = "clip") -> Matrix:
     if sp.issparse(X):
         X = _csr(X)
         if method == "clip":
-            np.clip(X.data, -bound, bound, out=X.data)
+            b = bound if X.dtype == np.float64 else float(np.float32(bound))
+            if b > bound:  # float32 values: the largest float32 within the bound, not the nearest
+                b = float(np.nextafter(np.float32(bound), np.float32(0)))
+            np.clip(X.data, -b, b, out=X.data)
         else:
             row_max = np.zeros(X.shape[0])
             nz = np.diff(X.indptr) > 0

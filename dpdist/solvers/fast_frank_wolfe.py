@@ -785,9 +785,10 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     n, D = r_ptr.shape[0] - 1, c_ptr.shape[0] - 1
     n_bands = -(-n // band) if band > 0 else 1
     i64, i32 = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
+    v0 = np.empty(0, dtype=r_val.dtype)  # the copies' values in X's own dtype (float32 X: 4 bytes an entry)
     if n_bands <= 1:
-        return (band, i64, np.zeros(1, dtype=np.int64), i64, i32, np.empty(0), i64,
-                np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), i32, i32, np.empty(0), np.empty(0), i64)
+        return (band, i64, np.zeros(1, dtype=np.int64), i64, i32, v0, i64,
+                np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), i32, i32, v0, np.empty(0), i64)
     min_count = 8 * n_bands
     hot = _columns_between(c_ptr, min_count, c_ptr[D] + 1)
     rc = _columns_between(c_ptr, 1, min_count)
@@ -823,9 +824,9 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     h_unit = _unit_values(c_ptr, c_val, hot)  # binary (as KDDA, URL): no h_val, e_val (8 bytes an entry less)
     e_unit = _unit_values(c_ptr, c_val, rc)
     h_col = np.empty(hptr[Rh * (n + 1) - 1], dtype=np.int32)
-    h_val = np.empty(0 if h_unit else hptr[Rh * (n + 1) - 1])
+    h_val = np.empty(0 if h_unit else hptr[Rh * (n + 1) - 1], dtype=r_val.dtype)
     E = tptr[R * n_bands]
-    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(0 if e_unit else E)
+    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(0 if e_unit else E, dtype=r_val.dtype)
     if threads > 1:
         _fill_parallel(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val)
     else:
@@ -1173,7 +1174,8 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         if gram is not True and (selection is not None or (screening is not None and screening.loss is not None)):
             raise ParameterError("a private run computes X^T X itself (gram=True): a supplied matrix is not checked "
                                  "against X, and the privacy analysis bounds only X's own")
-        G = np.asarray((Xc.T @ Xc).toarray() if gram is True else gram, dtype=np.float64)
+        Xg = Xc.astype(np.float64)  # X^T X in float64 (D <= 20,000; float32 products would round)
+        G = np.asarray((Xg.T @ Xg).toarray() if gram is True else gram, dtype=np.float64)
         if G.shape != (D, D) or not np.all(np.isfinite(G)):
             raise ParameterError(f"gram must be X^T X, a finite {D} x {D} matrix")
     scr = _extra_args(screening, Xc, max_iter, init, G)

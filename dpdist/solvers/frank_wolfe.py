@@ -172,10 +172,18 @@ def check_init(init: np.ndarray | None, D: int, lam: float) -> np.ndarray:
 
 
 def column_norms(X: sp.spmatrix) -> np.ndarray:
-    """||x_(j)||_2 of every column (O(nnz); the screening rules' a_j)."""
+    """||x_(j)||_2 of every column (O(nnz); the screening rules' a_j), the squares in float64 and
+    summed by numpy per column, a range of 65,536 columns at a time (no temporary of X's size; the
+    same bits as over the whole array: each column's sum depends only on its own entries)."""
     Xc = sp.csc_matrix(X)
-    return np.sqrt(np.add.reduceat(np.append(np.square(Xc.data, dtype=np.float64), 0.0), Xc.indptr[:-1])
-                   * (np.diff(Xc.indptr) > 0))
+    ptr, D = Xc.indptr, Xc.shape[1]
+    out = np.zeros(D)
+    for c0 in range(0, D, 1 << 16):
+        c1 = min(D, c0 + (1 << 16))
+        a, b = ptr[c0], ptr[c1]
+        sq = np.append(np.square(Xc.data[a:b], dtype=np.float64), 0.0)  # the 0: empty trailing columns' start
+        out[c0:c1] = np.add.reduceat(sq, ptr[c0:c1] - a) * (np.diff(ptr[c0 : c1 + 1]) > 0)
+    return np.sqrt(out)
 
 
 def value_dtype(X: Any) -> type:
@@ -244,6 +252,9 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
             raise ParameterError("a private run needs epsilon and delta")
         plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound, selection, calibration, lipschitz_noise)
     rng = check_random_state(random_state)
+    if not X.has_canonical_format:  # the bounds were checked on the summed entries: fit those
+        X = X.copy()
+        X.sum_duplicates()
     Xc = X.tocsc()
     XT = Xc.T  # X^T in CSR form, sharing Xc's arrays (one transposed copy of X, not two)
     w = check_init(init, D, lam)
@@ -276,7 +287,7 @@ def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: 
         w[j] += eta * sigma * lam
         margins *= 1.0 - eta
         lo, hi = Xc.indptr[j], Xc.indptr[j + 1]
-        margins[Xc.indices[lo:hi]] += eta * sigma * lam * Xc.data[lo:hi]
+        margins[Xc.indices[lo:hi]] += np.float64(eta * sigma * lam) * Xc.data[lo:hi]  # float64 with float32 X
         res.path.append(int(sigma * (j + 1)))
         if screening is not None and screening.mask[t]:
             zero, cached = _screen_standard(screening, XT, y, loss, w, margins, colnorm, zero_buf, rng)

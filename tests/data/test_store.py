@@ -146,11 +146,16 @@ def test_coded_categories_or_imputed_gaps_make_a_tables_columns_inferred(tmp_pat
     check_schema(open_store(tmp_path / "c"))
 
 
-@pytest.mark.parametrize("cache", [False, True])
-def test_values_read_as_float32_are_the_stored_values_rounded(tmp_path, cache):
+@pytest.mark.parametrize("cache,zarr_read", [(False, False), (True, False), (False, True)])
+def test_values_read_as_float32_are_the_stored_values_rounded(tmp_path, monkeypatch, cache, zarr_read):
     """csr/csc(np.float32): the stored values rounded to float32, read chunk by chunk (no float64
-    copy of the whole range); any other dtype is refused."""
+    copy of the whole range), also through zarr's own reads (a store on another kind of storage);
+    any other dtype is refused."""
+    import dpdist.data.store as store_module
     from dpdist.exceptions import ParameterError
+
+    if zarr_read:
+        monkeypatch.setattr(store_module, "_chunk_decoder", lambda arr: None)
 
     rng = np.random.default_rng(0)
     X = sp.random(500, 40, density=0.2, random_state=1, format="csr")

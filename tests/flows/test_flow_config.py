@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows.config import ConfigError, load_config
+from flows.train import fit_params
 from flows.runtime import LOOPBACK, slurm_kwargs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,8 +88,13 @@ def test_release_keys_of_existing_configs_do_not_change() -> None:
     assert load_config().step_key("select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
     zero = load_config(overrides={"data": {"source": "synth", "zero_based": False}})
     assert zero.step_key("select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
-    assert load_config(overrides={"train": {"dtype": "float64"}}).step_key(
-        "select", "dp-sis", {"k": 20, "epsilon": 0.5}) == "demo/select/dp-sis/4bb9a0ea92ff"
+    # a train release's key as 1a42482 made it (before train.dtype): unchanged unset or "float64"
+    for cfg in (load_config(), load_config(overrides={"train": {"dtype": "float64"}})):
+        key = cfg.step_key("train", "fast-dp-fw", fit_params(cfg, "binary", "fast-dp-fw", 1.0, None))
+        assert key == "demo/train/fast-dp-fw/12d8a660ee69"
+    f32 = load_config(overrides={"train": {"dtype": "float32"}})
+    assert f32.train.dtype == "float32"  # a float32 fit is another release
+    assert f32.step_key("train", "fast-dp-fw", fit_params(f32, "binary", "fast-dp-fw", 1.0, None)) != key
 
 
 def test_release_keys_follow_the_parameters() -> None:

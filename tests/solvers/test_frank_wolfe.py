@@ -508,6 +508,12 @@ def test_float32_values_take_the_steps_of_the_float64_matrix_of_the_same_values(
         b = fast_frank_wolfe(X32, y, 20.0, 200, random_state=5, X_csc=X32.tocsc(), **kw)
         assert a.path == b.path and len(set(a.path)) > 5
         assert np.array_equal(a.coef, b.coef)
+        mode = 1 if selection else 0  # the kernel's state after the run: alpha (and the sampler's W, c, st)
+        (c64, p64, s64), (c32, p32, s32) = (_kernel_state(M, y, 20.0, 200, loss, mode, 3.0, kw["refresh"])
+                                            for M in (X64, X32))
+        assert p64.tolist() == p32.tolist() and np.array_equal(c64, c32)
+        for u, v in zip(s64, s32) if mode else [(s64[0], s32[0])]:
+            assert np.array_equal(_bits(u), _bits(v))
 
 
 def test_a_float32_fit_makes_no_float64_copy_of_the_values(rcv1):
@@ -542,3 +548,21 @@ def test_standard_dp_fw_on_float32_values_is_the_float64_run_of_the_same_values(
                     random_state=4)
     b = frank_wolfe(X32, y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4)
     assert a.path == b.path and np.array_equal(a.coef, b.coef)
+
+
+def test_standard_fw_margins_on_float32_values_are_those_of_the_float64_values(rcv1, monkeypatch):
+    """Alg. 1 on float32 values keeps its margins X w (updated column by column) as the float64
+    run of the same values does, to the bit: the updates are taken in float64."""
+    import dpdist.solvers.frank_wolfe as fw
+
+    X, y = rcv1
+    X32 = X[:400].astype(np.float32)
+    seen: list[np.ndarray] = []
+    real = fw.derivative
+    monkeypatch.setattr(fw, "derivative", lambda loss, m, yy: (seen.append(m.copy()), real(loss, m, yy))[1])
+    a = frank_wolfe(X32.astype(np.float64), y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6,
+                    random_state=4)
+    m64, seen[:] = list(seen), []
+    b = frank_wolfe(X32, y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4)
+    assert a.path == b.path and len(seen) == len(m64) == 60
+    assert all(np.array_equal(_bits(u), _bits(v)) for u, v in zip(m64, seen))
