@@ -38,7 +38,13 @@ def host_threads(info: dict[str, Any] | None = None) -> dict[str, int]:
 
 def pinned(i: int, addresses: list[str]) -> AbstractContextManager:
     """Annotate the tasks built inside: block ``i`` runs on worker ``i mod W`` (others allowed
-    if that one is gone), so the same block lands on the same worker every time in a run."""
-    if not addresses:
+    if that one is gone), so the same block lands on the same worker every time in a run.
+
+    Nothing with one worker (or none): there is nothing to choose, and a restriction to it
+    outlives it. When the last worker is lost (a nanny restarting it past its memory limit), its
+    tasks wait for a worker in "no-worker", and distributed lets them out for a new worker only if
+    the restriction names it: a loose one naming the old address never does (the full-shape
+    Webspam run hung so, in its two-stage select, on one worker restarted under a new address)."""
+    if len(addresses) <= 1:
         return dask.annotate()
     return dask.annotate(workers=[addresses[i % len(addresses)]], allow_other_workers=True)
