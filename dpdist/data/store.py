@@ -787,8 +787,9 @@ def _read_range(arr: zarr.Array, a: int, b: int, dtype: np.dtype | type | None =
         if dtype == arr.dtype:
             return arr[a:b]
         out = np.empty(max(0, b - a), dtype=dtype)
-        for lo in range(a, b, arr.chunks[0]):  # converted a chunk at a time here too
-            hi = min(b, lo + arr.chunks[0])
+        c = arr.chunks[0]
+        for lo in range(a, b, c) if a % c == 0 else [a, *range((a // c + 1) * c, b, c)]:  # chunk by chunk
+            hi = min(b, (lo // c + 1) * c)
             out[lo - a : hi - a] = arr[lo:hi]
         return out
     c = arr.chunks[0]

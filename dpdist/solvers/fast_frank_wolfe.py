@@ -1174,8 +1174,11 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         if gram is not True and (selection is not None or (screening is not None and screening.loss is not None)):
             raise ParameterError("a private run computes X^T X itself (gram=True): a supplied matrix is not checked "
                                  "against X, and the privacy analysis bounds only X's own")
-        Xg = Xc.astype(np.float64)  # X^T X in float64 (D <= 20,000; float32 products would round)
-        G = np.asarray((Xg.T @ Xg).toarray() if gram is True else gram, dtype=np.float64)
+        if gram is True:  # X^T X in float64 (D <= 20,000; float32 products would round)
+            Xg = Xc.astype(np.float64, copy=False)
+            G = (Xg.T @ Xg).toarray()
+        else:
+            G = np.asarray(gram, dtype=np.float64)
         if G.shape != (D, D) or not np.all(np.isfinite(G)):
             raise ParameterError(f"gram must be X^T X, a finite {D} x {D} matrix")
     scr = _extra_args(screening, Xc, max_iter, init, G)

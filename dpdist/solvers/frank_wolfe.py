@@ -171,18 +171,24 @@ def check_init(init: np.ndarray | None, D: int, lam: float) -> np.ndarray:
     return w0
 
 
+_NORM_COLUMNS = 1 << 16  # columns per range of column_norms' sums
+
+
 def column_norms(X: sp.spmatrix) -> np.ndarray:
     """||x_(j)||_2 of every column (O(nnz); the screening rules' a_j), the squares in float64 and
-    summed by numpy per column, a range of 65,536 columns at a time (no temporary of X's size; the
-    same bits as over the whole array: each column's sum depends only on its own entries)."""
+    summed by numpy, a range of columns at a time (no temporary of X's size). The same bits as one
+    ``np.add.reduceat`` over the whole array: its pairwise sums group a segment's terms by their
+    number, so each column's segment is the same -- ending where the next column starts, and the
+    matrix's last column taking the appended 0, as over the whole array."""
     Xc = sp.csc_matrix(X)
     ptr, D = Xc.indptr, Xc.shape[1]
     out = np.zeros(D)
-    for c0 in range(0, D, 1 << 16):
-        c1 = min(D, c0 + (1 << 16))
+    for c0 in range(0, D, _NORM_COLUMNS):
+        c1 = min(D, c0 + _NORM_COLUMNS)
         a, b = ptr[c0], ptr[c1]
         sq = np.append(np.square(Xc.data[a:b], dtype=np.float64), 0.0)  # the 0: empty trailing columns' start
-        out[c0:c1] = np.add.reduceat(sq, ptr[c0:c1] - a) * (np.diff(ptr[c0 : c1 + 1]) > 0)
+        starts = ptr[c0 : c1 + (c1 < D)] - a  # a range before the last: its last column ends at b
+        out[c0:c1] = np.add.reduceat(sq, starts)[: c1 - c0] * (np.diff(ptr[c0 : c1 + 1]) > 0)
     return np.sqrt(out)
 
 

@@ -152,3 +152,12 @@ def test_bounds_refuse_non_finite_and_out_of_bound_entries_of_a_stored_matrix(ba
         check_row_bound(X, 1.0)
     with pytest.raises(ParameterError, match="violates"):
         check_row_bound(X.tocsc(), 1.0)
+
+
+def test_clipping_float32_values_stays_within_a_bound_float32_cannot_hold():
+    """float32 X is clipped in float32 to the largest float32 within the bound: 0.1's nearest
+    float32 (0.100000001) lies above 0.1, so it would break the bound the calibration assumes."""
+    X = sp.csr_matrix(np.array([[0.5, -0.7], [0.05, 0.2]], dtype=np.float32))
+    out = clip_rows(X, 0.1)
+    assert out.dtype == np.float32 and np.abs(out.data.astype(np.float64)).max() <= 0.1
+    assert np.abs(out.data).max() == np.nextafter(np.float32(0.1), np.float32(0))

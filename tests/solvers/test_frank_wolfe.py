@@ -566,3 +566,33 @@ def test_standard_fw_margins_on_float32_values_are_those_of_the_float64_values(r
     b = frank_wolfe(X32, y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4)
     assert a.path == b.path and len(seen) == len(m64) == 60
     assert all(np.array_equal(_bits(u), _bits(v)) for u, v in zip(m64, seen))
+
+
+@pytest.mark.parametrize("columns", [1, 3, 7, 64])
+def test_column_norms_by_ranges_are_the_whole_array_sums_to_the_bit(monkeypatch, columns):
+    """column_norms sums a range of columns at a time (no X-sized temporary) and gives the bits of
+    one np.add.reduceat over the whole array: numpy's pairwise sums group a segment by its length,
+    so a range's last column must not take a term more (the appended 0) unless it is X's last."""
+    import dpdist.solvers.frank_wolfe as fw
+
+    monkeypatch.setattr(fw, "_NORM_COLUMNS", columns)
+    for s in range(60):
+        rng = np.random.default_rng(s)
+        X = sp.random(300, int(rng.integers(1, 80)), density=float(rng.uniform(0.02, 0.6)), random_state=s,
+                      format="csc")
+        X.data = rng.normal(size=X.nnz)
+        whole = np.sqrt(np.add.reduceat(np.append(X.data ** 2, 0.0), X.indptr[:-1]) * (np.diff(X.indptr) > 0))
+        assert np.array_equal(_bits(whole), _bits(fw.column_norms(X)))
+
+
+def test_the_row_order_copies_of_float32_values_are_float32(rcv1):
+    """_column_layout copies X's values in X's own dtype (float64 copies would take 8 bytes an entry
+    where float32 X saves 4)."""
+    import dpdist.solvers.fast_frank_wolfe as ffw
+
+    X, _ = rcv1
+    X32 = X.astype(np.float32)
+    Xc = X32.tocsc()
+    lay = ffw._column_layout(X32.indptr.astype(np.int64), X32.indices, X32.data, Xc.indptr.astype(np.int64),
+                             Xc.data, 64, 1)
+    assert lay[5].dtype == lay[11].dtype == np.float32 and lay[5].size + lay[11].size == X32.nnz
