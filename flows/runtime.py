@@ -58,6 +58,7 @@ from prefect_dask import DaskTaskRunner
 
 from dpdist.utils.files import open_private
 from flows.config import ClusterConfig, ConfigError, memory_limit_bytes
+from pipelines._placement import LooseRestrictionRescue
 from pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 
 __all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link",
@@ -278,6 +279,9 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
 
     @functools.wraps(stage)
     def run(cfg: Any, *args: Any) -> T:
+        if cfg.cluster.kind != "address":  # a scheduler dpdist started (an address's may not have dpdist)
+            with cluster_client() as client:
+                client.register_plugin(LooseRestrictionRescue())
         link = dashboard_link()
         if link:
             get_run_logger().info("Dask dashboard: %s", link)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from contextlib import AbstractContextManager
 from typing import Any
 
 import dask
+from distributed.diagnostics.plugin import SchedulerPlugin
+from tornado.ioloop import PeriodicCallback
 
 
 def worker_info(client: Any = None) -> dict[str, Any]:
@@ -48,3 +51,41 @@ def pinned(i: int, addresses: list[str]) -> AbstractContextManager:
     if len(addresses) <= 1:
         return dask.annotate()
     return dask.annotate(workers=[addresses[i % len(addresses)]], allow_other_workers=True)
+
+
+class LooseRestrictionRescue(SchedulerPlugin):
+    """Runs the scheduler's "no-worker" tasks whose worker restriction is loose (:func:`pinned`'s)
+    as soon as any worker is running, every ``interval`` seconds.
+
+    distributed takes a "no-worker" task out only for a worker its restriction names
+    (``bulk_schedule_unrunnable_after_adding_worker``), ignoring ``allow_other_workers``: a task
+    pinned to a worker that was lost while no other was running -- all lost at once, or the
+    others paused past their memory threshold -- waited for ever (dask/distributed#7346). Sent to
+    "processing", the scheduler's ``decide_worker`` honours the loose restriction and picks any
+    running worker. Registered on the schedulers dpdist starts (local, SLURM)."""
+
+    name = "dpdist-loose-restriction-rescue"
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._callback: PeriodicCallback | None = None
+
+    async def start(self, scheduler: Any) -> None:
+        self._callback = PeriodicCallback(lambda: self.rescue(scheduler), self.interval * 1000)
+        self._callback.start()
+
+    async def close(self) -> None:
+        if self._callback is not None:
+            self._callback.stop()
+
+    @staticmethod
+    def rescue(scheduler: Any) -> None:
+        if not scheduler.running:
+            return
+        # only worker restrictions: a loose task's fallback ignores resource and host restrictions
+        stuck = sorted((ts for ts in scheduler.unrunnable
+                        if ts.loose_restrictions and not ts.resource_restrictions and not ts.host_restrictions),
+                       key=lambda ts: ts.priority, reverse=True)  # recommendations run LIFO
+        if stuck:
+            scheduler.transitions({ts.key: "processing" for ts in stuck},
+                                  stimulus_id=f"dpdist-loose-restriction-rescue-{time.time()}")
