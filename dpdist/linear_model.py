@@ -63,12 +63,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
+from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds, value_dtype
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
-from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan, value_dtype
+from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive

@@ -788,7 +788,7 @@ def _read_range(arr: zarr.Array, a: int, b: int, dtype: np.dtype | type | None =
             return arr[a:b]
         out = np.empty(max(0, b - a), dtype=dtype)
         c = arr.chunks[0]
-        for lo in range(a, b, c) if a % c == 0 else [a, *range((a // c + 1) * c, b, c)]:  # chunk by chunk
+        for lo in [a, *range((a // c + 1) * c, b, c)]:  # chunk by chunk
             hi = min(b, (lo // c + 1) * c)
             out[lo - a : hi - a] = arr[lo:hi]
         return out

@@ -80,7 +80,8 @@ import scipy.sparse as sp
 
 from dpdist.data.transforms import check_row_bound
 from dpdist.exceptions import ParameterError
-from dpdist.solvers.frank_wolfe import FWResult, Progress, check_init, check_problem, column_norms, privacy_plan
+from dpdist.solvers.frank_wolfe import (FWResult, Progress, _matvec, check_init, check_problem, column_norms,
+                                       privacy_plan)
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum,
                                      _set, _settle, _total, block_shift)
 from dpdist.solvers.screening import ScreeningPlan, _laplace, _pass_constants, _screen_rnm, _screen_set
@@ -1084,18 +1085,6 @@ def _entries_digest(ptr, idx, val, by_rows):
     return total
 
 
-@numba.njit(cache=True)
-def _xty(r_ptr, r_idx, r_val, y, D):
-    """X^T y in float64 from X's CSR arrays, in scipy's order (rows ascending): float32 values are
-    converted one at a time (scipy's product would copy all of them to float64 first)."""
-    out = np.zeros(D)
-    for i in range(r_ptr.shape[0] - 1):
-        yi = y[i]
-        for p in range(r_ptr[i], r_ptr[i + 1]):
-            out[r_idx[p]] += r_val[p] * yi
-    return out
-
-
 def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
     """``X_csc`` as the kernel reads it, checked against X without a copy of either: the format,
     the shape and an order-free digest of the entries (their rows, columns and values; the CSC
@@ -1161,7 +1150,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         X.sum_duplicates()
     rng = check_random_state(random_state)
     Xc = X.tocsc() if X_csc is None else _check_csc(X_csc, X, plan is not None)
-    ybar = _xty(X.indptr, X.indices, X.data, y, D)
+    ybar = _matvec(Xc.T, y)  # X^T y: each column's rows ascending, as scipy's X.T @ y (the same bits)
     # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (less memory traffic)
     rows = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data)
     cols = (Xc.indptr.astype(np.int64, copy=False), Xc.indices.astype(np.int32, copy=False), Xc.data)

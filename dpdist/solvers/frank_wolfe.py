@@ -54,14 +54,14 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from dpdist.data.transforms import check_row_bound, check_target_bound
+from dpdist.data.transforms import check_row_bound, check_target_bound, value_dtype
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon
 from dpdist.privacy.loss import PrivacyLoss, calibrate
@@ -69,7 +69,7 @@ from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_positive
 
-__all__ = ["CALIBRATIONS", "LOSSES", "SELECTIONS", "FWResult", "FWPrivacy", "Progress", "frank_wolfe", "lipschitz", "value_dtype",
+__all__ = ["CALIBRATIONS", "LOSSES", "SELECTIONS", "FWResult", "FWPrivacy", "Progress", "frank_wolfe", "lipschitz",
            "mean_loss"]
 
 #: ``progress(done, total)``: completed iterations of a solve, for the operator's display only
@@ -190,12 +190,6 @@ def column_norms(X: sp.spmatrix) -> np.ndarray:
         starts = ptr[c0 : c1 + (c1 < D)] - a  # a range before the last: its last column ends at b
         out[c0:c1] = np.add.reduceat(sq, starts)[: c1 - c0] * (np.diff(ptr[c0 : c1 + 1]) > 0)
     return np.sqrt(out)
-
-
-def value_dtype(X: Any) -> type:
-    """The dtype the solvers hold X's values in: float32 when X's are (half the memory of float64;
-    every product and sum is still taken in float64, after an exact conversion), else float64."""
-    return np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
 
 
 def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, private: bool = False,
