@@ -1,0 +1,53 @@
+"""``flows.runtime.on_cluster``: what a stage's cluster has when the stage starts.
+
+The effect of :class:`pipelines._placement.LooseRestrictionRescue` is tested on a bare
+LocalCluster (tests/pipelines/test_placement.py); here, that the stages of a run get it: on the
+schedulers dpdist starts, and not on a user's scheduler joined by address (which may not have
+dpdist installed to unpickle it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import tls_credentials, tls_security
+
+from flows.config import load_config
+from flows.runtime import LOOPBACK, cluster_client, on_cluster
+from pipelines._placement import LooseRestrictionRescue
+
+pytestmark = pytest.mark.slow
+
+
+def _scheduler_plugins(cfg) -> list[str]:
+    with cluster_client() as client:
+        return client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.plugins))
+
+
+def _on_cluster(url: str, cluster: dict, tmp: Path) -> list[str]:
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    cfg = load_config(overrides={"output": str(tmp / "out"), "cluster": cluster})
+    with temporary_settings({PREFECT_API_URL: url}):
+        try:
+            return on_cluster(cfg, "probe-plugins", _scheduler_plugins)
+        finally:
+            APILogWorker.drain_all(timeout=10)  # the flow's logs sent while the test server runs
+
+
+def test_stages_on_a_local_cluster_get_the_rescue_plugin(prefect_server: dict, tmp_path: Path) -> None:
+    names = _on_cluster(prefect_server["url"], {"kind": "local", "n_workers": 1}, tmp_path)
+    assert LooseRestrictionRescue.name in names
+
+
+def test_a_scheduler_joined_by_address_is_left_as_it_is(prefect_server: dict, tmp_path: Path) -> None:
+    from distributed import LocalCluster
+
+    creds = tls_credentials(tmp_path / "tls")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host=LOOPBACK,
+                      dashboard_address=f"{LOOPBACK}:0", security=tls_security(creds)) as lc:
+        names = _on_cluster(prefect_server["url"], {"kind": "address", "address": lc.scheduler_address, **creds},
+                            tmp_path)
+    assert names and LooseRestrictionRescue.name not in names
