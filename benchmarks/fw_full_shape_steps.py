@@ -24,10 +24,12 @@ true epsilon are printed: at T = 4,000, delta = 1e-7 the seed's "epsilon = 1" is
 noise per step spreads the exponential mechanism's choice over more (and sparser) columns, so the
 fast solver's step gets cheaper while Alg. 1's does not change. ``--calibration printed`` tests
 a reading of the seed's text: its Alg. 2 line 5 scale, L N epsilon / (2 lambda sqrt(8 T ln(1/delta))),
-applied to the mean gradient (its line 13 multiplies |alpha_j| by it), is eps0 |alpha_j| L / (2 lambda)
-on the sum-gradient alpha: the paper calibration's exponent divided by lambda / L^2 (50 here), i.e.
-50 times its noise (run as ``lipschitz_noise = lambda / L``; the plan's true epsilon is then far below
-the nominal one, and printed). Which of the two the seed's runs used is not known.
+multiplies |alpha_j| in its line 13. On the mean gradient alpha_j / N (the spec's §9.8: the noise
+assumes the mean) that is eps0 |alpha_j| L / (2 lambda): the paper calibration's exponent
+eps0 |alpha_j| / (2 L) divided by lambda / L^2 (50 here), i.e. 50 times its noise (run as
+``lipschitz_noise = lambda / L``; the plan's true epsilon, far below the nominal one, is printed).
+On the sum-gradient as printed the exponent would be N times that, a noiseless argmax whose choice
+could not depend on epsilon as Table 3's URL row does. Which scale the seed's runs used is not known.
 
     .venv/bin/python benchmarks/fw_full_shape_steps.py [kdda|url|webspam] [--store PATH] [--steps 10] [--epsilons 1 0.1]
         [--alg1-iters 3] [--by-rows] [--calibration safe|paper|printed]
