@@ -27,10 +27,10 @@ def _scheduler_plugins(cfg) -> list[str]:
 
 def _on_cluster(url: str, cluster: dict, tmp: Path) -> list[str]:
     from prefect.logging.handlers import APILogWorker
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
 
     cfg = load_config(overrides={"output": str(tmp / "out"), "cluster": cluster})
-    with temporary_settings({PREFECT_API_URL: url}):
+    with temporary_settings({PREFECT_API_URL: url, PREFECT_HOME: tmp / "prefect-client"}):
         try:
             return on_cluster(cfg, "probe-plugins", _scheduler_plugins)
         finally:
