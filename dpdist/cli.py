@@ -83,7 +83,7 @@ def _budget_init(args: argparse.Namespace) -> int:
 def _format_status(s: dict[str, Any]) -> str:
     return (
         f"{s['dataset']}: epsilon spent {s['epsilon_spent']:.4g} of {s['epsilon_total']:g} at delta={s['delta_total']:g} "
-        f"(tight composition; remaining {s['epsilon_remaining']:.4g}; basic composition would say "
+        f"(the budget's privacy filter; remaining {s['epsilon_remaining']:.4g}; basic composition would say "
         f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}), {s['releases']} release(s)"
     )
 
@@ -680,7 +680,7 @@ def _format_plan(p: dict[str, Any]) -> str:
                  + (f"{p['replayed']} already in the ledger (replayed, no charge); " if p.get("replayed") else "")
                  + f"checked against the {p['checked_against']} "
                  f"(epsilon={p['epsilon_total']:g}, delta={p['delta_total']:g}): spend after the run "
-                 f"epsilon={p['epsilon_after']:.4g} (tight composition) -- it fits")
+                 f"epsilon={p['epsilon_after']:.4g} (the budget's privacy filter) -- it fits")
     return "\n".join(lines)
 
 

@@ -16,8 +16,8 @@ class ParameterError(DPDistError, ValueError):
 class BudgetExceeded(DPDistError):
     """A charge would overspend a dataset's privacy budget; nothing was charged or released.
 
-    ``epsilon_spent`` / ``epsilon_after`` are the dataset's spend (tight composition at the
-    budget's delta) before and with the refused charge.
+    ``epsilon_spent`` / ``epsilon_after`` are the dataset's spend (the budget's privacy filter,
+    :class:`dpdist.privacy.filter.PrivacyFilter`) before and with the refused charge.
     """
 
     def __init__(

@@ -21,7 +21,8 @@ from typing import Any
 from dpdist.evaluation import PrivateEvaluation
 from dpdist.exceptions import BudgetExceeded, UnknownDataset
 from dpdist.privacy.accountant import Accountant, Release
-from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
+from dpdist.privacy.filter import PrivacyFilter
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
 from flows.config import BSS_METHODS, FW_METHODS, RunConfig, store_paths
@@ -189,10 +190,10 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
             f"{cfg.source_file}: no privacy budget for this run's data: add a [budget] section (epsilon, delta; "
             "the budget is permanent) to the config, or ingest the data (dpdist ingest), set its budget "
             "(dpdist budget init STORE --epsilon E --delta D) and use data.source = \"store\"")
-    total = compose_epsilon([c.loss for c in charges], b.delta)
+    total = PrivacyFilter.for_budget(b.epsilon, b.delta).spent([c.loss for c in charges])[0]
     summary.update(checked_against="config budget", epsilon_total=b.epsilon, delta_total=b.delta,
                    epsilon_after=total)
-    if total > b.epsilon:
+    if not total <= b.epsilon:
         planned = PrivacyLoss.compose(*(c.loss for c in charges))
         raise BudgetExceeded(b.name or "(new dataset)", planned.epsilon, planned.delta, 0.0, total, b.epsilon, b.delta)
     return summary

@@ -144,8 +144,12 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
            "No row counts were released (data.count_epsilon = 0)."), "",
           "## Privacy ledger", "",
           f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}. Spent: "
-          f"**epsilon={status['epsilon_spent']:.4g}** by tight composition at delta={status['delta_total']:g} "
-          f"(zCDP/Renyi parts added, then converted; approximate parts added); basic composition would say "
+          f"**epsilon={status['epsilon_spent']:.4g}** by the budget's privacy filter, which holds for releases chosen "
+          f"after seeing earlier ones (the smaller of: the releases' epsilons added, their deltas within "
+          f"delta={status['delta_total'] / 4:g}; or their Renyi divergences added at an order the budget fixes and "
+          f"converted at delta={status['delta_total'] / 2:g}, approximate parts added, their deltas within "
+          f"delta={status['delta_total'] / 4:g}); "
+          f"basic composition would say "
           f"epsilon={status['epsilon_basic']:.4g}, delta={status['delta_basic']:.3g}. "
           f"{status['releases']} releases in all.", "",
           _table(["date", "mechanism", "epsilon", "delta", "loss", "key", "this run"],

@@ -11,10 +11,12 @@ The ledger is a SQLite database in WAL mode with ``synchronous=FULL``:
   with the same parameters returns the recorded charge without spending anything; reusing
   a key with different parameters (a hash of the mechanism, its privacy loss and every
   release parameter the caller names) raises ``ReleaseKeyConflict``;
-* tight: each release records its privacy loss in the strongest form its mechanism has
-  (:class:`dpdist.privacy.loss.PrivacyLoss`: zCDP rho, Laplace/RDP curves, or (eps, delta)),
-  and a dataset's spend is the tight composition of all of them at the budget's delta
-  (:func:`dpdist.privacy.loss.compose_epsilon`), computed inside the charge's transaction.
+* tight and adaptive: each release records its privacy loss in the strongest form its
+  mechanism has (:class:`dpdist.privacy.loss.PrivacyLoss`: zCDP rho, Laplace/RDP curves, or
+  (eps, delta)), and a release is charged only if the dataset's releases with it pass the
+  budget's privacy filter (:class:`dpdist.privacy.filter.PrivacyFilter`: Renyi composition at
+  an order fixed by the budget, or the sum of pure epsilons), checked inside the charge's
+  transaction. The filter holds when each release is chosen after seeing the earlier ones.
   Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it.
 
 Datasets are keyed by the content hash of their store (``dataset``), which is private: it
@@ -36,7 +38,9 @@ parameter hashes; it is upgraded in place, in one transaction, when opened (its 
 keep their (eps, delta) as approximate-DP records; its budgets get a random name and key).
 Version 2 had no ``links`` table (:meth:`Accountant.budget_of`: a split half's budget of its
 own, from before halves were charged to their source, counted toward the source's); version 3
-adds it, in the same way. Every row is kept.
+adds it, in the same way. Version 3 had no ``filter`` column; version 4 stores each budget's
+privacy filter (:class:`dpdist.privacy.filter.PrivacyFilter`: its Renyi order and delta split,
+fixed when the budget is set, or when a version 3 ledger is first opened). Every row is kept.
 """
 
 from __future__ import annotations
@@ -58,14 +62,15 @@ from typing import Any
 
 from dpdist.exceptions import (BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, ReleaseRefused,
                                SolverAborted, SolverFailure, UnknownDataset)
-from dpdist.privacy.loss import Charge, PrivacyLoss, compose_epsilon
+from dpdist.privacy.filter import PrivacyFilter
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path"]
 
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 4
 _LINKS = """
 CREATE TABLE IF NOT EXISTS links (
     alias   TEXT PRIMARY KEY REFERENCES budgets(dataset),
@@ -79,7 +84,8 @@ CREATE TABLE IF NOT EXISTS budgets (
     delta_total   REAL NOT NULL CHECK (delta_total >= 0 AND delta_total < 1),
     created       TEXT NOT NULL,
     name          TEXT,
-    split_key     TEXT
+    split_key     TEXT,
+    filter        TEXT
 );
 CREATE TABLE IF NOT EXISTS releases (
     id        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -146,8 +152,9 @@ class Release:
 class BudgetStatus:
     """A dataset's total budget and what its releases spent.
 
-    ``epsilon_spent`` is the tight composition of every release at ``delta_total``; the
-    basic-composition totals (sums of each release's standalone epsilon and delta) are beside it.
+    ``epsilon_spent`` is the budget's privacy filter's measure of every release (a release is
+    charged while it stays at most ``epsilon_total``; :class:`dpdist.privacy.filter.PrivacyFilter`);
+    the basic-composition totals (sums of each release's standalone epsilon and delta) are beside it.
     """
 
     dataset: str  # the content hash: private (ledger internals only)
@@ -210,9 +217,10 @@ class Accountant:
             version = con.execute("PRAGMA user_version").fetchone()[0]
             if version == 1:
                 self._migrate_v1(con)
+            if version in (1, 2):
                 self._migrate_v2(con)
-            elif version == 2:
-                self._migrate_v2(con)
+            if version in (1, 2, 3):
+                self._migrate_v3(con)
             elif version == 0:
                 for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     con.execute(stmt)
@@ -235,6 +243,16 @@ class Accountant:
     def _migrate_v2(con: sqlite3.Connection) -> None:
         """v2 -> v3 in the caller's transaction: the ``links`` table (:meth:`budget_of`); every row kept."""
         con.execute(_LINKS)
+        con.execute("PRAGMA user_version = 3")
+
+    @staticmethod
+    def _migrate_v3(con: sqlite3.Connection) -> None:
+        """v3 -> v4 in the caller's transaction: each budget's privacy filter (its Renyi order and delta
+        split, :class:`PrivacyFilter`), fixed now and stored; every row kept."""
+        con.execute("ALTER TABLE budgets ADD COLUMN filter TEXT")
+        for dataset, eps, delta in con.execute("SELECT dataset, epsilon_total, delta_total FROM budgets").fetchall():
+            con.execute("UPDATE budgets SET filter = ? WHERE dataset = ?",
+                        (PrivacyFilter.for_budget(eps, delta).to_json(), dataset))
         con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     # ------------------------------------------------------------------ connections
@@ -302,9 +320,10 @@ class Accountant:
                 if con.execute("SELECT 1 FROM budgets WHERE name = ?", (name,)).fetchone():
                     raise ParameterError(f"the name {name!r} is already used by another dataset in {self.path}")
                 con.execute(
-                    "INSERT INTO budgets (dataset, epsilon_total, delta_total, created, name, split_key) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (dataset, epsilon, delta, _now(), name, secrets.token_hex(32)),
+                    "INSERT INTO budgets (dataset, epsilon_total, delta_total, created, name, split_key, filter) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (dataset, epsilon, delta, _now(), name, secrets.token_hex(32),
+                     PrivacyFilter.for_budget(epsilon, delta).to_json()),
                 )
             elif tuple(row[:2]) != (epsilon, delta):
                 raise ParameterError(
@@ -400,14 +419,11 @@ class Accountant:
     def _status(self, con: sqlite3.Connection, dataset: str,
                 extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
         eps_total, delta_total, name = self._budget_row(con, dataset)
+        (text,) = con.execute("SELECT filter FROM budgets WHERE dataset = ?", (dataset,)).fetchone()
         losses = [r.privacy_loss for r in self._releases(con, dataset)] + (extra or [])
         eps_basic = math.fsum(loss.epsilon for loss in losses)
         delta_basic = math.fsum(loss.delta for loss in losses)
-        tight = compose_epsilon(losses, delta_total, basic=False) if losses else 0.0
-        if losses and tight < eps_basic:
-            eps_spent, delta_spent = tight, delta_total
-        else:
-            eps_spent, delta_spent = (eps_basic, delta_basic) if delta_basic <= delta_total else (math.inf, delta_total)
+        eps_spent, delta_spent = PrivacyFilter.from_json(eps_total, delta_total, text).spent(losses)
         return BudgetStatus(dataset=dataset, name=name, epsilon_total=eps_total, delta_total=delta_total,
                             epsilon_spent=eps_spent, delta_spent=delta_spent, epsilon_basic=eps_basic,
                             delta_basic=delta_basic, releases=len(losses))
@@ -423,7 +439,7 @@ class Accountant:
         with self._reader() as con:
             before = self._status(con, _check_name(dataset, "dataset"))
             after = self._status(con, dataset, [c.loss for c in charges])
-        if after.epsilon_spent > after.epsilon_total:
+        if charges and not after.epsilon_spent <= after.epsilon_total:
             total = PrivacyLoss.compose(*(c.loss for c in charges))
             raise BudgetExceeded(after.name, total.epsilon, total.delta, before.epsilon_spent, after.epsilon_spent,
                                  after.epsilon_total, after.delta_total)
@@ -434,8 +450,8 @@ class Accountant:
 
         ``params`` names every parameter of the release (method, lambda, T, columns, ...);
         with the mechanism and the loss they make the release's identity. Returns the
-        recorded charge. Raises ``BudgetExceeded`` (and records nothing) when the tight
-        composition of all releases would exceed the budget's epsilon at its delta,
+        recorded charge. Raises ``BudgetExceeded`` (and records nothing) when all releases with
+        this one would not pass the budget's privacy filter,
         ``UnknownDataset`` when the dataset has no budget, and ``ReleaseKeyConflict`` when
         ``key`` was already used with other parameters. Charging an existing key with the same
         parameters spends nothing more.
@@ -461,7 +477,7 @@ class Accountant:
                     )
                 return existing
             status = self._status(con, dataset, [loss])
-            if status.epsilon_spent > status.epsilon_total:
+            if not status.epsilon_spent <= status.epsilon_total:
                 before = self._status(con, dataset)
                 raise BudgetExceeded(status.name, loss.epsilon, loss.delta, before.epsilon_spent, status.epsilon_spent,
                                      before.epsilon_total, before.delta_total)

@@ -37,6 +37,10 @@ Tight composition (:func:`compose_epsilon`) of a sequence of losses at a total d
 * the result is eps_a + eps_r, and the composed epsilon is the smaller of that and basic
   composition of the standalone guarantees (both are valid (eps, delta) bounds of the same
   sequence of releases, so their minimum is one too).
+
+That is the guarantee of losses whose parameters are all fixed in advance: the parts of one
+release, a calibration. A dataset's ledger admits releases chosen one after another, each after
+seeing the earlier ones, by the filter of :mod:`dpdist.privacy.filter` instead.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 from dpdist.exceptions import (BudgetExceeded, ParameterError, ReleaseKeyConflict, SolverAborted, SolverFailure,
                                UnknownDataset)
 from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
 
 
@@ -390,7 +392,11 @@ def test_status_composes_tightly_and_keeps_the_basic_total(tmp_path: Path):
     s = acc.status("ds")
     assert s.epsilon_basic == pytest.approx(4 * step.epsilon)
     assert s.epsilon_spent < s.epsilon_basic  # rho adds up: 4 fits cost far less than 4 times one
-    assert s.epsilon_spent == pytest.approx(PrivacyLoss.bounded_range(0.05, 400, delta=1e-6).epsilon)
+    # Renyi composition at the order the budget fixes, converted at half its delta (dpdist.privacy.filter)
+    alpha = PrivacyFilter.for_budget(3.0, 1e-6).order
+    rho = 400 * 0.05 ** 2 / 8
+    assert s.epsilon_spent == pytest.approx(rho * alpha + math.log(1 - 1 / alpha) - math.log(5e-7 * alpha) / (alpha - 1))
+    assert s.epsilon_spent >= PrivacyLoss.bounded_range(0.05, 400, delta=1e-6).epsilon  # not the best order's figure
     # charges are refused on the tight total, not the basic one
     assert s.epsilon_basic > 3.0 > s.epsilon_spent
     hist = acc.history("ds")
@@ -436,7 +442,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 4
     assert con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset")\
         .fetchall() == before_budgets
     assert con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id")\
@@ -480,24 +486,56 @@ def test_an_interrupted_migration_changes_nothing(tmp_path: Path, monkeypatch):
     assert Accountant(path).status("legacy-name").epsilon_spent == 0.5
 
 
-def test_a_v2_ledger_is_upgraded_to_v3_keeping_every_row(tmp_path: Path):
+def test_a_v2_ledger_is_upgraded_to_v4_keeping_every_row(tmp_path: Path):
     import sqlite3
 
     path = tmp_path / "v2.sqlite"
     Accountant(path).init_budget("ds", 1.0, 1e-6)
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.0])
-    con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table
+    con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table, no filter column
     con.execute("DROP TABLE links")
+    con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("PRAGMA user_version = 2")
     con.commit()
     before = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 3
-    assert (con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()) == before
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 4
+    after = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
+    assert after[0] == before[0] and [row[:-1] for row in after[1]] == before[1]
+    assert [row[-1] for row in after[1]] == [PrivacyFilter.for_budget(1.0, 1e-6).to_json()]
     con.close()
     assert acc.status("ds").epsilon_spent == pytest.approx(0.2)
+
+
+def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_path: Path):
+    path = tmp_path / "v3.sqlite"
+    Accountant(path).init_budget("ds", 2.0, 1e-6)
+    Accountant(path).init_budget("pure", 1.0, 0.0)
+    con = sqlite3.connect(path)  # as dpdist wrote schema 3: no filter column
+    con.execute("ALTER TABLE budgets DROP COLUMN filter")
+    con.execute("PRAGMA user_version = 3")
+    con.commit()
+    con.close()
+    acc = Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 4
+    stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
+    assert stored == {"ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(), "pure": PrivacyFilter.for_budget(1.0, 0).to_json()}
+    assert json.loads(stored["pure"])["order"] is None
+    con.close()
+    loss = [PrivacyLoss.gaussian(8.0, 1e-7)] * 3  # deltas 3e-7 > 1e-6 / 4: Renyi composition at the order
+    for i, one in enumerate(loss):
+        acc.charge("ds", Charge(one, "g"), f"g{i}")
+    assert acc.status("ds").epsilon_spent == pytest.approx(PrivacyFilter.for_budget(2.0, 1e-6).spent(loss)[0])
+    # the order is read from the ledger, not recomputed: a budget keeps its filter whatever a later grid says
+    con = sqlite3.connect(path)
+    con.execute("UPDATE budgets SET filter = ? WHERE dataset = 'ds'", (PrivacyFilter(2.0, 1e-6, 64.0).to_json(),))
+    con.commit()
+    con.close()
+    assert acc.status("ds").epsilon_spent == pytest.approx(PrivacyFilter(2.0, 1e-6, 64.0).spent(loss)[0])
+    assert PrivacyFilter(2.0, 1e-6, 64.0).spent(loss)[0] > 1.05 * PrivacyFilter.for_budget(2.0, 1e-6).spent(loss)[0]
 
 
 def test_a_split_halfs_legacy_budget_is_linked_to_its_source(tmp_path: Path):

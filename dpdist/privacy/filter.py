@@ -1,0 +1,222 @@
+"""The ledger's admission rule: a privacy *filter* for releases chosen after seeing earlier ones.
+
+A dataset's budget (epsilon, delta) is spent by a sequence of releases whose mechanisms and
+parameters may each depend on every earlier output (a user looks at a model, then asks for
+another). Composition theorems stated for parameters fixed in advance do not cover that, nor
+does choosing the Renyi order of the conversion after the sequence is known (Rogers et al.
+2016; Feldman & Zrnic 2021). :class:`PrivacyFilter` is a rule whose guarantee holds under
+such fully adaptive choice: the ledger charges a release only if the sequence with it
+:meth:`~PrivacyFilter.admits`, and then the whole interaction, refusals included, is
+(epsilon, delta)-DP under ADD/REMOVE one record.
+
+The rule. delta is split once, when the budget is set: ``delta_conversion = delta / 2`` for
+the Renyi conversion, ``delta_basic = delta / 4`` for the releases' deltas under basic
+composition and ``delta_approx = delta / 4`` for the approximate parts' deltas beside the Renyi
+ones. The Renyi order ``order`` (alpha*) is fixed by (epsilon, delta) alone
+(:meth:`PrivacyFilter.for_budget`): the order of the grid at which the largest zCDP composition
+still converts to epsilon (the order a sequence that spends the whole budget is converted at).
+The ledger stores both with the budget (:meth:`PrivacyFilter.to_json`), so a later dpdist with
+another grid keeps a budget's filter as it was. A sequence of releases passes when one of two
+routes holds:
+
+* (P) basic composition: the releases' standalone epsilons add to at most epsilon and their
+  standalone deltas to at most ``delta_basic``;
+* (R) Renyi composition: the approximate parts' deltas add to at most ``delta_approx``, and
+  S = sum over releases of their Renyi divergence at alpha* (zCDP rho alpha*, the exact
+  Laplace curve and the repeat-and-select bound of Google's ``dp-accounting``, read at alpha*
+  from its composition on the whole grid) plus the approximate
+  parts' epsilons is at most B = epsilon - ln(1 - 1/alpha*) + ln(delta_conversion alpha*) /
+  (alpha* - 1), i.e. Balle et al. 2020 (Thm. 21) convert S at alpha* to at most epsilon.
+
+``spent`` shows the same test as a number: the smaller of route (P)'s sum and route (R)'s S
+converted at alpha* (infinite for a route whose deltas do not fit); a release is admitted when
+it stays at most epsilon. It is the filter's measure of use, not a guarantee of the releases
+so far (the guarantee is the budget's, at the end): route (R)'s figure starts near
+ln(1/delta_conversion) / (alpha* - 1) with the first release and reaches epsilon exactly when
+a zCDP sequence spends the budget.
+
+Proof that an interaction under this filter is (epsilon, delta)-DP. The interaction: a user
+asks for any finite number of releases, one at a time, each chosen after seeing every earlier
+output and refusal; a refused request runs nothing (a constant, zero-cost step) and the user
+may go on asking. Releases are taken in the order they are charged: a release's loss is fixed
+when it is charged, before its computation runs (concurrent computations, or a computation
+re-run after a machine failure, release what was charged, and replay its recorded outcome).
+The claim covers a dataset all of whose releases this filter admitted (releases admitted by an
+earlier dpdist's rule, or charged to a legacy split-half budget before it was linked, are
+outside it; they still count in every later check). Fix neighbours x, x' and an event E of the
+transcript (every output and every refusal). Each release is a sequence of steps (its parts);
+before a step runs, its parameters, hence its bounds, are fixed by the transcript so far. Let
+C_P be the transcripts whose admitted releases pass (P) at the end and C_R the others (they
+pass (R) at the end; C_R is empty when delta is 0, which has no route (R)).
+
+1. Coupling. For an (e, d)-DP step with output laws P on x and Q on x', let
+   m = int (P - e^e Q)_+ <= d and P' = min(P, e^e Q) + m (e^e Q - min(P, e^e Q)) / (e^e - 1 + m)
+   (the added mass fits: the slack e^e Q - min(P, e^e Q) has total e^e - 1 + m >= m; when
+   m = 0, P' = P). Then
+   P' <= e^e Q everywhere and TV(P, P') = m <= d. Given a set of steps to replace, let H be the
+   run on x with each of them drawn from its P' (given the transcript so far), coupled to the
+   run on x step by step. They first differ at a replaced step t with probability at most its
+   d_t given the common past, and d_t is fixed by that past. A run that ends in C has every
+   partial sum of the replaced steps' d_t within C's allowance D, so
+   P_x(E and C) <= P_H(E and C) + E[sum of d_t while their sum stays <= D] <= P_H(E and C) + D.
+2. Route (P). Replace every release with a standalone delta > 0 as one (epsilon_i, delta_i)-DP
+   step (D = delta_basic). On C_P every step of H then has a likelihood ratio against the run
+   on x' of at most e^{epsilon_i}, and these add to at most epsilon:
+   P_x(E and C_P) <= e^epsilon P_x'(E and C_P) + delta_basic.
+3. Route (R). Replace the approximate parts (D = delta_approx). Let Pi be the same user under
+   the filter with route (R) only. In Pi's H-run, each step's Renyi divergence at alpha* from
+   the run on x', given the transcript so far, is at most its bound (a replaced step is
+   e-bounded, so at most e), fixed before it runs, and the bounds add to at most B on every
+   path (refusals add nothing; only this is used, not the filter halting at the first one):
+   by the Renyi filter of Feldman & Zrnic 2021 (Thm. 3.1) Pi's whole H-run is within B of
+   Pi's run on x' at alpha*, and by Balle et al. 2020 (Thm. 21) P(F) <= e^epsilon P'(F) +
+   delta_conversion for every event F. S and the approximate deltas only grow, so on C_R every
+   release admitted passed (R) when it was asked for and every refused one failed it: Pi and
+   the filter decide alike and give every transcript in C_R the same probability (in H and on
+   x'). With step 1: P_x(E and C_R) <= e^epsilon P_x'(E and C_R) + delta_conversion + delta_approx.
+4. Adding 2 and 3: P_x(E) <= e^epsilon P_x'(E) + delta.
+
+Both directions of ADD/REMOVE are covered (every bound used is stated for both). Route (P)
+keeps a few releases at the sum of their epsilons; route (R) lets many Gaussian/exponential
+releases add up as rho does. Taking for each sequence the better of basic and tight
+composition at the best order, the rule the ledger used before, is valid only for releases
+fixed in advance; this rule is never looser than it (tests/privacy/test_filter.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dp_accounting import dp_event
+from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
+
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.loss import ORDERS, PrivacyLoss, _events
+from dpdist.utils.validation import check_delta, check_epsilon
+
+__all__ = ["PrivacyFilter"]
+
+
+def _conversion_offset(alpha: float, delta: float) -> float:
+    """epsilon - S of Balle et al. 2020 (Thm. 21) at order alpha: ln(1 - 1/alpha) - ln(delta alpha) / (alpha - 1)."""
+    return math.log1p(-1.0 / alpha) - math.log(delta * alpha) / (alpha - 1.0)
+
+
+def _rdp_at(losses: list[PrivacyLoss], alpha: float) -> float:
+    """The Renyi divergence at ``alpha`` of the losses' RDP parts composed (dp-accounting's curves).
+
+    Composed on the whole grid and read at ``alpha``: repeat-and-select's bound at one order uses
+    the other orders (its lambda-hat), which depend on no data.
+    """
+    events = _events([p for loss in losses for p in loss.parts])
+    if not events:
+        return 0.0
+    orders = tuple(sorted(set(ORDERS) | {alpha}))
+    acc = RdpAccountant(orders=orders, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+    acc.compose(dp_event.ComposedDpEvent(events))
+    return float(acc.rdp[orders.index(alpha)])
+
+
+# route (R)'s figure is rounded up by this relative amount, so that a sum a few ulps below its
+# bound in floating point but above it in exact arithmetic is never admitted
+_ROUND_UP = 1e-12
+
+
+@dataclass(frozen=True)
+class PrivacyFilter:
+    """The admission rule of a budget (epsilon, delta): module doc, with its proof.
+
+    Build it with :meth:`for_budget` when a budget is set, and from the ledger's record
+    (:meth:`from_json`) after that.
+    """
+
+    epsilon: float
+    delta: float
+    order: float | None  # alpha*; None when delta is 0 (no route (R))
+    conversion_share: float = 0.5  # delta_conversion / delta
+    basic_share: float = 0.25  # delta_basic / delta
+    approx_share: float = 0.25  # delta_approx / delta
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        shares = (self.conversion_share, self.basic_share, self.approx_share)
+        if not (all(0.0 <= x <= 1.0 for x in shares) and math.fsum(shares) <= 1.0):
+            raise ParameterError(f"a privacy filter's delta shares must be in [0, 1] and add to at most 1, got {shares}")
+        if self.order is not None and not (self.order > 1.01 and math.isfinite(self.order)):
+            raise ParameterError(f"a privacy filter's Renyi order must be finite and > 1.01, got {self.order!r}")
+        if self.order is None and self.delta > 0.0:
+            raise ParameterError("a privacy filter with delta > 0 needs its Renyi order")
+
+    @classmethod
+    def for_budget(cls, epsilon: float, delta: float) -> PrivacyFilter:
+        """The filter of a new budget: alpha* is the grid order that admits the largest zCDP rho."""
+        epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+        if delta == 0.0:
+            return cls(epsilon, delta, None)
+        conversion = cls.conversion_share * delta
+        best, best_rho = None, -math.inf
+        for alpha in ORDERS:
+            if alpha <= 1.01:  # the conversion is not stable there (dp-accounting's own cut-off)
+                continue
+            rho = (epsilon - _conversion_offset(alpha, conversion)) / alpha
+            if rho > best_rho:
+                best, best_rho = alpha, rho
+        return cls(epsilon, delta, best)
+
+    def to_json(self) -> str:
+        """What the ledger stores with the budget (its epsilon and delta are stored beside it)."""
+        return json.dumps({"order": self.order, "shares": [self.conversion_share, self.basic_share,
+                                                           self.approx_share]}, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, epsilon: float, delta: float, text: str) -> PrivacyFilter:
+        doc = json.loads(text)
+        return cls(epsilon, delta, doc["order"], *doc["shares"])
+
+    @property
+    def delta_conversion(self) -> float:
+        """The delta route (R) converts at."""
+        return self.conversion_share * self.delta
+
+    @property
+    def delta_basic(self) -> float:
+        """The most the releases' standalone deltas may add to in route (P)."""
+        return self.basic_share * self.delta
+
+    @property
+    def delta_approx(self) -> float:
+        """The most the approximate parts' deltas may add to in route (R)."""
+        return self.approx_share * self.delta
+
+    def spent(self, losses: Iterable[PrivacyLoss]) -> tuple[float, float]:
+        """(epsilon, delta) the filter counts for ``losses``: admitted while epsilon <= the budget's.
+
+        epsilon is the smaller of route (P)'s sum and route (R)'s S converted at alpha* (inf for a
+        route whose deltas do not fit); delta is that route's: the standalone deltas, or the
+        approximate parts' deltas plus ``delta_conversion``.
+        """
+        losses = list(losses)
+        if not losses:
+            return 0.0, 0.0
+        basic_delta = math.fsum(loss.delta for loss in losses)
+        basic = math.fsum(loss.epsilon for loss in losses) if basic_delta <= self.delta_basic else math.inf
+        approx = [p for loss in losses for p in loss.parts if p[0] == "approx"]
+        approx_delta = math.fsum(p[2] for p in approx)
+        renyi = math.inf
+        if self.order is not None and approx_delta <= self.delta_approx:
+            s = _rdp_at(losses, self.order) + math.fsum(p[1] for p in approx)
+            if not math.isfinite(s):
+                s = math.inf  # a divergence dp-accounting cannot bound (or NaN): route (R) does not hold
+            renyi = max(0.0, s + _conversion_offset(self.order, self.delta_conversion)) * (1.0 + _ROUND_UP)
+        if basic <= renyi:
+            return basic, (basic_delta if basic < math.inf else self.delta)
+        return renyi, approx_delta + self.delta_conversion
+
+    def admits(self, losses: Iterable[PrivacyLoss]) -> bool:
+        """Whether the sequence ``losses`` passes the filter."""
+        return bool(self.spent(losses)[0] <= self.epsilon)
