@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
-from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.privacy.accountant import Accountant, default_ledger_path, spend_text
 from dpdist.utils.io import write_json_atomic
 from dpdist.utils.random import derive_seed
 
@@ -81,11 +81,7 @@ def _budget_init(args: argparse.Namespace) -> int:
 
 
 def _format_status(s: dict[str, Any]) -> str:
-    return (
-        f"{s['dataset']}: epsilon spent {s['epsilon_spent']:.4g} of {s['epsilon_total']:g} at delta={s['delta_total']:g} "
-        f"(the budget's privacy filter; remaining {s['epsilon_remaining']:.4g}; basic composition would say "
-        f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}), {s['releases']} release(s)"
-    )
+    return f"{s['dataset']}: {spend_text(s)}; {s['releases']} release(s)"
 
 
 def _budget_show(args: argparse.Namespace) -> int:
@@ -491,8 +487,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
               f"output {cfg.output}; plan: {len(checked['releases'])} releases"
               + (f" ({checked['replayed']} replayed from the ledger)" if checked.get("replayed") else "")
-              + ", epsilon "
-              f"{checked['epsilon_after']:.4g} of {checked['epsilon_total']:g} after it", file=sys.stderr, flush=True)
+              + (", nothing new to charge" if checked.get("replayed") == len(checked["releases"]) else
+                 f", epsilon {checked['epsilon_after']:.4g} of {checked['epsilon_total']:g} after it"),
+              file=sys.stderr, flush=True)
         return _supervise(args.argv, cfg.output)
     signal.signal(signal.SIGTERM, _interrupt)
     _redeliver_swallowed_interrupts()
@@ -679,8 +676,9 @@ def _format_plan(p: dict[str, Any]) -> str:
                  f"delta={p['delta_basic']:.3g}; "
                  + (f"{p['replayed']} already in the ledger (replayed, no charge); " if p.get("replayed") else "")
                  + f"checked against the {p['checked_against']} "
-                 f"(epsilon={p['epsilon_total']:g}, delta={p['delta_total']:g}): spend after the run "
-                 f"epsilon={p['epsilon_after']:.4g} (the budget's privacy filter) -- it fits")
+                 f"(epsilon={p['epsilon_total']:g}, delta={p['delta_total']:g}): "
+                 + ("nothing new to charge" if p.get("replayed") == len(p["releases"]) else
+                    f"spend after the run epsilon={p['epsilon_after']:.4g} (the budget's privacy filter) -- it fits"))
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
                separate svmlight file or store the user declares public: exact metrics), bins,
                points
 
-Every release is charged to the source dataset and composed tightly in the ledger; the flow
+Every release is charged to the source dataset and admitted by the budget's privacy filter; the flow
 stops with ``BudgetExceeded`` at the first release the ledger refuses. The train/test split
 is keyed by the dataset's secret split key (``dpdist.data.split``).
 """

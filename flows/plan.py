@@ -158,7 +158,8 @@ def _link_halves(cfg: RunConfig, acc: Accountant, dataset: str) -> None:
 def preflight(cfg: RunConfig) -> dict[str, Any]:
     """Check the plan before any work: ``BudgetExceeded`` (exit 3) or ``UnknownDataset`` (exit 2).
 
-    Returns the plan's summary: its releases, tight and basic totals, and what it was checked against.
+    Returns the plan's summary: its releases, the filter's and basic composition's totals, and what it
+    was checked against.
     """
     known = known_source(cfg)
     steps = plan(cfg, *(known[1:] if known else ("binary",)))
@@ -181,8 +182,10 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
                 recorded.remove(match)
         after = acc.check(known[0], *new)
         summary.update(checked_against="ledger", dataset=after.name, epsilon_total=after.epsilon_total,
-                       delta_total=after.delta_total, epsilon_after=after.epsilon_spent,
-                       replayed=len(steps) - len(new))
+                       delta_total=after.delta_total, replayed=len(steps) - len(new),
+                       # inf: the ledger is past its filter already (releases an earlier rule admitted) and this
+                       # run only replays (anything new would be refused)
+                       epsilon_after=after.epsilon_spent if math.isfinite(after.epsilon_spent) else None)
         return summary
     b = cfg.budget
     if b.epsilon is None:

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 
-from dpdist.privacy.accountant import Accountant  # noqa: E402
+from dpdist.privacy.accountant import Accountant, spend_text  # noqa: E402
 from flows.config import RunConfig  # noqa: E402
 from dpdist.utils.io import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: E402
 
@@ -143,14 +143,8 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
           (_table(["part", "rows (noisy, released)"], [[k, round(v)] for k, v in counts.items()]) if counts else
            "No row counts were released (data.count_epsilon = 0)."), "",
           "## Privacy ledger", "",
-          f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}. Spent: "
-          f"**epsilon={status['epsilon_spent']:.4g}** by the budget's privacy filter, which holds for releases chosen "
-          f"after seeing earlier ones (the smaller of: the releases' epsilons added, their deltas within "
-          f"delta={status['delta_total'] / 4:g}; or their Renyi divergences added at an order the budget fixes and "
-          f"converted at delta={status['delta_total'] / 2:g}, approximate parts added, their deltas within "
-          f"delta={status['delta_total'] / 4:g}); "
-          f"basic composition would say "
-          f"epsilon={status['epsilon_basic']:.4g}, delta={status['delta_basic']:.3g}. "
+          f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}: "
+          f"{spend_text(status, '**')}. "
           f"{status['releases']} releases in all.", "",
           _table(["date", "mechanism", "epsilon", "delta", "loss", "key", "this run"],
                  _ledger_rows(history, run_keys, released_now)), ""]

@@ -70,7 +70,7 @@ def test_human_output(capsys, tmp_path, store):
     ledger = str(tmp_path / "l.sqlite")
     run(capsys, "budget", "init", store, "--epsilon", "1", "--delta", "0", "--ledger", ledger)
     code, out, _ = run(capsys, "budget", "show", "--dataset", "study-a", "--ledger", ledger)
-    assert code == 0 and "epsilon spent 0 of 1" in out
+    assert code == 0 and "spent epsilon=0 of epsilon=1" in out
 
 
 def test_ledger_from_environment(capsys, tmp_path, monkeypatch, store):

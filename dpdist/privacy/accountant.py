@@ -15,8 +15,8 @@ The ledger is a SQLite database in WAL mode with ``synchronous=FULL``:
   mechanism has (:class:`dpdist.privacy.loss.PrivacyLoss`: zCDP rho, Laplace/RDP curves, or
   (eps, delta)), and a release is charged only if the dataset's releases with it pass the
   budget's privacy filter (:class:`dpdist.privacy.filter.PrivacyFilter`: Renyi composition at
-  an order fixed by the budget, or the sum of pure epsilons), checked inside the charge's
-  transaction. The filter holds when each release is chosen after seeing the earlier ones.
+  an order fixed by the budget, or basic composition with the deltas within a quarter of the
+  budget's), checked inside the charge's transaction. The filter holds when each release is chosen after seeing the earlier ones.
   Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it.
 
 Datasets are keyed by the content hash of their store (``dataset``), which is private: it
@@ -40,7 +40,7 @@ Version 2 had no ``links`` table (:meth:`Accountant.budget_of`: a split half's b
 own, from before halves were charged to their source, counted toward the source's); version 3
 adds it, in the same way. Version 3 had no ``filter`` column; version 4 stores each budget's
 privacy filter (:class:`dpdist.privacy.filter.PrivacyFilter`: its Renyi order and delta split,
-fixed when the budget is set, or when a version 3 ledger is first opened). Every row is kept.
+fixed when the budget is set, or when a version 1-3 ledger is first opened). Every row is kept.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
-__all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path"]
+__all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path", "spend_text"]
 
 _SCHEMA_VERSION = 4
 _LINKS = """
@@ -153,8 +153,11 @@ class BudgetStatus:
     """A dataset's total budget and what its releases spent.
 
     ``epsilon_spent`` is the budget's privacy filter's measure of every release (a release is
-    charged while it stays at most ``epsilon_total``; :class:`dpdist.privacy.filter.PrivacyFilter`);
-    the basic-composition totals (sums of each release's standalone epsilon and delta) are beside it.
+    charged while it stays at most ``epsilon_total``; :class:`dpdist.privacy.filter.PrivacyFilter`):
+    a measure of use, not a guarantee of the releases so far -- the guarantee of all of them is the
+    budget's (epsilon_total, delta_total). ``epsilon_remaining`` is in the same measure (on the
+    Renyi route a release of epsilon e takes less than e of it). The basic-composition totals (sums
+    of each release's standalone epsilon and delta) are beside it.
     """
 
     dataset: str  # the content hash: private (ledger internals only)
@@ -166,6 +169,7 @@ class BudgetStatus:
     epsilon_basic: float
     delta_basic: float
     releases: int
+    privacy_filter: PrivacyFilter | None = None
 
     @property
     def epsilon_remaining(self) -> float:
@@ -173,10 +177,28 @@ class BudgetStatus:
 
     def to_dict(self) -> dict[str, Any]:
         """The public form: the dataset's name, never its content hash."""
+        finite = math.isfinite(self.epsilon_spent)  # inf: the releases' deltas do not fit the filter
         return {"dataset": self.name, "epsilon_total": self.epsilon_total, "delta_total": self.delta_total,
-                "epsilon_spent": self.epsilon_spent, "delta_spent": self.delta_spent,
+                "epsilon_spent": self.epsilon_spent if finite else None, "delta_spent": self.delta_spent,
                 "epsilon_remaining": self.epsilon_remaining, "epsilon_basic": self.epsilon_basic,
-                "delta_basic": self.delta_basic, "releases": self.releases}
+                "delta_basic": self.delta_basic, "releases": self.releases,
+                "filter": None if self.privacy_filter is None else self.privacy_filter.to_dict()}
+
+
+def spend_text(s: dict[str, Any], mark: str = "") -> str:
+    """One sentence on what a status (``BudgetStatus.to_dict()``) spent and how it is counted
+    (``mark`` around the spent figure, e.g. ``**`` in Markdown)."""
+    f = s["filter"]
+    spent = ("past the filter (the releases' deltas do not fit it)" if s["epsilon_spent"] is None
+             else f"epsilon={s['epsilon_spent']:.4g}")
+    how = (f"the smaller of basic composition (its deltas within {f['delta_basic']:.3g}) and Renyi composition at "
+           f"order {f['order']:g} converted at delta={f['delta_conversion']:.3g} (approximate parts' deltas within "
+           f"{f['delta_approx']:.3g})" if f and f["order"] is not None else "basic composition (the budget's delta is 0)")
+    return (f"spent {mark}{spent}{mark} of epsilon={s['epsilon_total']:g}, remaining {s['epsilon_remaining']:.4g}, counted by the "
+            f"budget's privacy filter, valid for releases chosen after seeing earlier ones: {how}. That is a measure "
+            f"of use; the guarantee of every release together is the budget (epsilon={s['epsilon_total']:g}, "
+            f"delta={s['delta_total']:g}). Basic composition alone would say epsilon={s['epsilon_basic']:.4g}, "
+            f"delta={s['delta_basic']:.3g}")
 
 
 def _check_name(value: object, name: str) -> str:
@@ -215,16 +237,13 @@ class Accountant:
         private_sqlite(self.path)  # owner-only ledger (and its -wal/-shm), whatever the umask
         with self._transaction() as con:
             version = con.execute("PRAGMA user_version").fetchone()[0]
-            if version == 1:
-                self._migrate_v1(con)
-            if version in (1, 2):
-                self._migrate_v2(con)
-            if version in (1, 2, 3):
-                self._migrate_v3(con)
-            elif version == 0:
+            if version == 0:
                 for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     con.execute(stmt)
                 con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            elif version in (1, 2, 3):  # each step upgrades by one version
+                for step in (self._migrate_v1, self._migrate_v2, self._migrate_v3)[version - 1:]:
+                    step(con)
             elif version != _SCHEMA_VERSION:
                 raise ParameterError(f"ledger {self.path} has schema version {version}; this dpdist reads "
                                      f"versions 1 to {_SCHEMA_VERSION}")
@@ -423,10 +442,11 @@ class Accountant:
         losses = [r.privacy_loss for r in self._releases(con, dataset)] + (extra or [])
         eps_basic = math.fsum(loss.epsilon for loss in losses)
         delta_basic = math.fsum(loss.delta for loss in losses)
-        eps_spent, delta_spent = PrivacyFilter.from_json(eps_total, delta_total, text).spent(losses)
+        pf = PrivacyFilter.from_json(eps_total, delta_total, text)
+        eps_spent, delta_spent = pf.spent(losses)
         return BudgetStatus(dataset=dataset, name=name, epsilon_total=eps_total, delta_total=delta_total,
                             epsilon_spent=eps_spent, delta_spent=delta_spent, epsilon_basic=eps_basic,
-                            delta_basic=delta_basic, releases=len(losses))
+                            delta_basic=delta_basic, releases=len(losses), privacy_filter=pf)
 
     # ---------------------------------------------------------------------- charges
 

@@ -16,7 +16,7 @@ ones. The Renyi order ``order`` (alpha*) is fixed by (epsilon, delta) alone
 (:meth:`PrivacyFilter.for_budget`): the order of the grid at which the largest zCDP composition
 still converts to epsilon (the order a sequence that spends the whole budget is converted at).
 The ledger stores both with the budget (:meth:`PrivacyFilter.to_json`), so a later dpdist with
-another grid keeps a budget's filter as it was. A sequence of releases passes when one of two
+another grid keeps a budget's order and split as they were. A sequence of releases passes when one of two
 routes holds:
 
 * (P) basic composition: the releases' standalone epsilons add to at most epsilon and their
@@ -43,7 +43,9 @@ when it is charged, before its computation runs (concurrent computations, or a c
 re-run after a machine failure, release what was charged, and replay its recorded outcome).
 The claim covers a dataset all of whose releases this filter admitted (releases admitted by an
 earlier dpdist's rule, or charged to a legacy split-half budget before it was linked, are
-outside it; they still count in every later check). Fix neighbours x, x' and an event E of the
+outside it; they still count in every later check), and the outputs each charge covers:
+failures a release records by class (``Accountant.release``) and the timing of concurrent
+charges (which of two racing requests is refused) are outside it, as before this rule. Fix neighbours x, x' and an event E of the
 transcript (every output and every refusal). Each release is a sequence of steps (its parts);
 before a step runs, its parameters, hence its bounds, are fixed by the transcript so far. Let
 C_P be the transcripts whose admitted releases pass (P) at the end and C_R the others (they
@@ -65,8 +67,10 @@ pass (R) at the end; C_R is empty when delta is 0, which has no route (R)).
    P_x(E and C_P) <= e^epsilon P_x'(E and C_P) + delta_basic.
 3. Route (R). Replace the approximate parts (D = delta_approx). Let Pi be the same user under
    the filter with route (R) only. In Pi's H-run, each step's Renyi divergence at alpha* from
-   the run on x', given the transcript so far, is at most its bound (a replaced step is
-   e-bounded, so at most e), fixed before it runs, and the bounds add to at most B on every
+   the run on x', given the transcript so far, is at most its true value, which is at most the
+   bound the filter computed (a replaced step is e-bounded, so at most e; any valid bound will
+   do, so a later grid that bounds a past release differently changes nothing), and these add
+   to at most B on every
    path (refusals add nothing; only this is used, not the filter halting at the first one):
    by the Renyi filter of Feldman & Zrnic 2021 (Thm. 3.1) Pi's whole H-run is within B of
    Pi's run on x' at alpha*, and by Balle et al. 2020 (Thm. 21) P(F) <= e^epsilon P'(F) +
@@ -80,7 +84,10 @@ Both directions of ADD/REMOVE are covered (every bound used is stated for both).
 keeps a few releases at the sum of their epsilons; route (R) lets many Gaussian/exponential
 releases add up as rho does. Taking for each sequence the better of basic and tight
 composition at the best order, the rule the ledger used before, is valid only for releases
-fixed in advance; this rule is never looser than it (tests/privacy/test_filter.py).
+fixed in advance. This rule is never looser than it: route (P) is basic composition with
+delta/4 <= delta; route (R) converts at delta/2 <= delta - delta_approx (where the old rule
+converted), at one order of the old rule's grid instead of the best, and a conversion only
+falls as its delta grows (tests/privacy/test_filter.py checks it on random sequences).
 """
 
 from __future__ import annotations
@@ -89,6 +96,7 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from dp_accounting import dp_event
 from dp_accounting.privacy_accountant import NeighboringRelation
@@ -121,8 +129,9 @@ def _rdp_at(losses: list[PrivacyLoss], alpha: float) -> float:
     return float(acc.rdp[orders.index(alpha)])
 
 
-# route (R)'s figure is rounded up by this relative amount, so that a sum a few ulps below its
-# bound in floating point but above it in exact arithmetic is never admitted
+# route (R)'s figure is rounded up by this relative amount: a sum a few ulps below its bound in
+# floating point but above it in exact arithmetic is not admitted (the float error of the sums
+# themselves is ~1e-15 relative, well inside it)
 _ROUND_UP = 1e-12
 
 
@@ -159,6 +168,8 @@ class PrivacyFilter:
         if delta == 0.0:
             return cls(epsilon, delta, None)
         conversion = cls.conversion_share * delta
+        if min(cls.conversion_share, cls.basic_share, cls.approx_share) * delta == 0.0:
+            raise ParameterError(f"delta={delta:g} is too small to split into the filter's parts: give 0 or a larger delta")
         best, best_rho = None, -math.inf
         for alpha in ORDERS:
             if alpha <= 1.01:  # the conversion is not stable there (dp-accounting's own cut-off)
@@ -174,9 +185,16 @@ class PrivacyFilter:
                                                            self.approx_share]}, allow_nan=False)
 
     @classmethod
-    def from_json(cls, epsilon: float, delta: float, text: str) -> PrivacyFilter:
+    def from_json(cls, epsilon: float, delta: float, text: str | None) -> PrivacyFilter:
+        if not isinstance(text, str):
+            raise ParameterError("this budget has no privacy filter recorded (a ledger not written by dpdist?)")
         doc = json.loads(text)
         return cls(epsilon, delta, doc["order"], *doc["shares"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public form (shown beside a budget's status)."""
+        return {"order": self.order, "delta_conversion": self.delta_conversion, "delta_basic": self.delta_basic,
+                "delta_approx": self.delta_approx}
 
     @property
     def delta_conversion(self) -> float:

@@ -559,3 +559,55 @@ def test_a_split_halfs_legacy_budget_is_linked_to_its_source(tmp_path: Path):
     assert acc.status("half-own").epsilon_spent == pytest.approx(0.7)  # nothing moved or lost
     whole = SimpleNamespace(dataset_id="source", budget_id="source")
     assert acc.budget_of(whole) == "source"
+
+
+def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refused(tmp_path: Path, monkeypatch):
+    path = tmp_path / "v3.sqlite"
+    Accountant(path).init_budget("a", 1.0, 1e-6)
+    Accountant(path).init_budget("b", 2.0, 1e-6)
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE budgets DROP COLUMN filter")
+    con.execute("PRAGMA user_version = 3")
+    con.commit()
+    before = con.execute("SELECT * FROM budgets").fetchall()
+    con.close()
+    calls = []
+
+    def for_budget(eps, delta):  # killed at the second budget
+        calls.append(eps)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return PrivacyFilter(eps, delta, 16.0)
+
+    monkeypatch.setattr(PrivacyFilter, "for_budget", staticmethod(for_budget))
+    with pytest.raises(KeyboardInterrupt):
+        Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert con.execute("SELECT * FROM budgets").fetchall() == before
+    con.execute("PRAGMA user_version = 5")  # a later dpdist's ledger: refused, not misread
+    con.commit()
+    con.close()
+    with pytest.raises(ParameterError, match="schema version 5"):
+        Accountant(path)
+
+
+def test_a_budget_past_its_filter_shows_null_and_says_why(tmp_path: Path):
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 1.0, 1e-5)
+    con = sqlite3.connect(acc.path)  # an approximate release an earlier rule admitted: 5e-6 > 1e-5 / 4
+    con.execute("INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss) VALUES "
+                "('ds', 'old', '2026-01-01', 'op', 0.1, 5e-6, ?)", (PrivacyLoss.approx(0.1, 5e-6).to_json(),))
+    con.commit()
+    con.close()
+    d = acc.status("ds").to_dict()
+    assert d["epsilon_spent"] is None and d["filter"]["delta_basic"] == 2.5e-6
+    json.dumps(d, allow_nan=False)  # valid JSON
+    with pytest.raises(BudgetExceeded, match="deltas do not fit the filter"):
+        acc.charge("ds", C(0.1, 0.0, "laplace"), "new")
+    con = sqlite3.connect(acc.path)
+    con.execute("UPDATE budgets SET filter = NULL")
+    con.commit()
+    con.close()
+    with pytest.raises(ParameterError, match="no privacy filter recorded"):
+        acc.status("ds")
