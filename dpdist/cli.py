@@ -487,7 +487,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dpdist run: {cfg.name} ({cfg.source_file}): data {cfg.data.source}, cluster {cfg.cluster.kind}, "
               f"output {cfg.output}; plan: {len(checked['releases'])} releases"
               + (f" ({checked['replayed']} replayed from the ledger)" if checked.get("replayed") else "")
-              + (", nothing new to charge" if checked.get("replayed") == len(checked["releases"]) else
+              + (", nothing new to charge" if _nothing_new(checked) else
                  f", epsilon {checked['epsilon_after']:.4g} of {checked['epsilon_total']:g} after it"),
               file=sys.stderr, flush=True)
         return _supervise(args.argv, cfg.output)
@@ -669,6 +669,11 @@ def _remove_partial(output: str) -> None:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
+def _nothing_new(p: dict[str, Any]) -> bool:
+    """Whether a plan (``flows.plan.preflight``) only replays releases the ledger holds."""
+    return p.get("replayed") == len(p["releases"])
+
+
 def _format_plan(p: dict[str, Any]) -> str:
     lines = [f"  {r['step']:<9} {r['method']:<28} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} "
              f"delta={r['delta']:<8.3g} {r['loss']}" for r in p["releases"]]
@@ -677,7 +682,7 @@ def _format_plan(p: dict[str, Any]) -> str:
                  + (f"{p['replayed']} already in the ledger (replayed, no charge); " if p.get("replayed") else "")
                  + f"checked against the {p['checked_against']} "
                  f"(epsilon={p['epsilon_total']:g}, delta={p['delta_total']:g}): "
-                 + ("nothing new to charge" if p.get("replayed") == len(p["releases"]) else
+                 + ("nothing new to charge" if _nothing_new(p) else
                     f"spend after the run epsilon={p['epsilon_after']:.4g} (the budget's privacy filter) -- it fits"))
     return "\n".join(lines)
 

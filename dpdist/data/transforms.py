@@ -281,7 +281,8 @@ def enforce_bounds(X: Matrix, y: np.ndarray | None = None, x_bound: float = 1.0,
         if not (sp.issparse(X) and X.format == "csr" and X.dtype == value_dtype(X) and X.has_canonical_format
                 and (X.nnz == 0 or _within(X.data, x_bound))):
             X = clip_rows(X, x_bound, "clip")
-        # else (a canonical float64 or float32 CSR matrix already within the bound) X itself: clipping would copy it unchanged
+        # else (a canonical float64 or float32 CSR matrix already within the bound) X itself: clipping
+        # would copy it unchanged
         if y is not None and y_bound is not None:
             y = clip_target(y, y_bound)
         return X, y

@@ -16,7 +16,8 @@ The ledger is a SQLite database in WAL mode with ``synchronous=FULL``:
   (eps, delta)), and a release is charged only if the dataset's releases with it pass the
   budget's privacy filter (:class:`dpdist.privacy.filter.PrivacyFilter`: Renyi composition at
   an order fixed by the budget, or basic composition with the deltas within a quarter of the
-  budget's), checked inside the charge's transaction. The filter holds when each release is chosen after seeing the earlier ones.
+  budget's), checked inside the charge's transaction. The filter holds when each release is
+  chosen after seeing the earlier ones.
   Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it.
 
 Datasets are keyed by the content hash of their store (``dataset``), which is private: it
@@ -191,14 +192,16 @@ def spend_text(s: dict[str, Any], mark: str = "") -> str:
     f = s["filter"]
     spent = ("past the filter (the releases' deltas do not fit it)" if s["epsilon_spent"] is None
              else f"epsilon={s['epsilon_spent']:.4g}")
-    how = (f"the smaller of basic composition (its deltas within {f['delta_basic']:.3g}) and Renyi composition at "
-           f"order {f['order']:g} converted at delta={f['delta_conversion']:.3g} (approximate parts' deltas within "
-           f"{f['delta_approx']:.3g})" if f and f["order"] is not None else "basic composition (the budget's delta is 0)")
-    return (f"spent {mark}{spent}{mark} of epsilon={s['epsilon_total']:g}, remaining {s['epsilon_remaining']:.4g}, counted by the "
-            f"budget's privacy filter, valid for releases chosen after seeing earlier ones: {how}. That is a measure "
-            f"of use; the guarantee of every release together is the budget (epsilon={s['epsilon_total']:g}, "
-            f"delta={s['delta_total']:g}). Basic composition alone would say epsilon={s['epsilon_basic']:.4g}, "
-            f"delta={s['delta_basic']:.3g}")
+    how = "basic composition (the budget's delta is 0)"
+    if f and f["order"] is not None:
+        how = (f"the smaller of basic composition (its deltas within {f['delta_basic']:.3g}) and Renyi composition "
+               f"at order {f['order']:g} converted at delta={f['delta_conversion']:.3g} (approximate parts' deltas "
+               f"within {f['delta_approx']:.3g})")
+    return (f"spent {mark}{spent}{mark} of epsilon={s['epsilon_total']:g}, remaining {s['epsilon_remaining']:.4g}, "
+            f"counted by the budget's privacy filter, valid for releases chosen after seeing earlier ones: {how}. "
+            f"That is a measure of use; the guarantee of every release together is the budget "
+            f"(epsilon={s['epsilon_total']:g}, delta={s['delta_total']:g}). Basic composition alone would say "
+            f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}")
 
 
 def _check_name(value: object, name: str) -> str:
@@ -425,20 +428,20 @@ class Accountant:
         ).fetchall()
         return [Release(*r[:7], None if r[7] is None else PrivacyLoss.from_json(r[7]), r[8]) for r in rows]
 
-    def _budget_row(self, con: sqlite3.Connection, dataset: str) -> tuple[float, float, str]:
-        row = con.execute("SELECT epsilon_total, delta_total, name FROM budgets WHERE dataset = ?",
+    def _budget_row(self, con: sqlite3.Connection, dataset: str) -> tuple[float, float, str, str | None]:
+        """(epsilon_total, delta_total, name, the stored filter's JSON) of ``dataset``'s budget."""
+        row = con.execute("SELECT epsilon_total, delta_total, name, filter FROM budgets WHERE dataset = ?",
                           (dataset,)).fetchone()
         if row is None:
             raise UnknownDataset(
                 f"no privacy budget for this dataset in ledger {self.path}; set one with: "
                 "dpdist budget init STORE --epsilon E --delta D"
             )
-        return float(row[0]), float(row[1]), str(row[2])
+        return float(row[0]), float(row[1]), str(row[2]), row[3]
 
     def _status(self, con: sqlite3.Connection, dataset: str,
                 extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
-        eps_total, delta_total, name = self._budget_row(con, dataset)
-        (text,) = con.execute("SELECT filter FROM budgets WHERE dataset = ?", (dataset,)).fetchone()
+        eps_total, delta_total, name, text = self._budget_row(con, dataset)
         losses = [r.privacy_loss for r in self._releases(con, dataset)] + (extra or [])
         eps_basic = math.fsum(loss.epsilon for loss in losses)
         delta_basic = math.fsum(loss.delta for loss in losses)

@@ -156,7 +156,8 @@ class PrivacyFilter:
         check_delta(self.delta)
         shares = (self.conversion_share, self.basic_share, self.approx_share)
         if not (all(0.0 <= x <= 1.0 for x in shares) and math.fsum(shares) <= 1.0):
-            raise ParameterError(f"a privacy filter's delta shares must be in [0, 1] and add to at most 1, got {shares}")
+            raise ParameterError(f"a privacy filter's delta shares must be in [0, 1] and add to at most 1, "
+                                 f"got {shares}")
         if self.order is not None and not (self.order > 1.01 and math.isfinite(self.order)):
             raise ParameterError(f"a privacy filter's Renyi order must be finite and > 1.01, got {self.order!r}")
         if self.order is None and self.delta > 0.0:
@@ -170,7 +171,8 @@ class PrivacyFilter:
             return cls(epsilon, delta, None)
         conversion = cls.conversion_share * delta
         if min(cls.conversion_share, cls.basic_share, cls.approx_share) * delta == 0.0:
-            raise ParameterError(f"delta={delta:g} is too small to split into the filter's parts: give 0 or a larger delta")
+            raise ParameterError(f"delta={delta:g} is too small to split into the filter's parts: give 0 or a "
+                                 "larger delta")
         best, best_rho = None, -math.inf
         for alpha in ORDERS:
             if alpha <= 1.01:  # the conversion is not stable there (dp-accounting's own cut-off)
