@@ -80,7 +80,7 @@ import scipy.sparse as sp
 
 from dpdist.data.transforms import check_row_bound
 from dpdist.exceptions import ParameterError
-from dpdist.solvers.frank_wolfe import (FWResult, Progress, _matvec, check_init, check_problem, column_norms,
+from dpdist.solvers.frank_wolfe import (FWResult, Progress, check_init, check_problem, column_norms,
                                        privacy_plan)
 from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum,
                                      _set, _settle, _total, block_shift)
@@ -249,17 +249,19 @@ def _mean_loss(logistic: bool, wm: float, vbar: np.ndarray, y: np.ndarray) -> fl
 @numba.njit(cache=True)
 def _full_gradient(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alpha, logistic, fcol, nfirst, touched,
                    lay, threads):
-    """Exact qbar_i = l'(w_m vbar_i; y_i) on every row and alpha = X^T qbar: O(nnz). With the column
-    layout (g longer than a band of rows: :func:`_column_layout`) alpha comes from the column
-    passes (:func:`_by_columns`, on the threads; KDDA's train half: ~0.4 s instead of ~3 s by
-    rows): the same terms in the same order (ascending rows) except the q_i = 0 ones, which add
-    +-0 to a sum that starts at +0 and so leave its bits as they are (a sum of non-zero terms
-    that cancels is +0 too). ``fcol`` is scratch then."""
+    """Exact qbar_i = l'(w_m vbar_i; y_i) on every row and alpha = X^T qbar: O(nnz). Whenever the
+    kernel keeps the column buffers (``fcol`` non-empty: the column-order moves are on) alpha comes
+    from the column passes (:func:`_by_columns`, on the threads): KDDA's train half ~0.4 s
+    instead of ~3 s by rows; Webspam's (280k rows in one band, 16.6M columns) 1.6 s instead of
+    7.3 s, where the row pass scatters into an alpha of 133 MB. The same terms in the same order
+    (ascending rows) except the q_i = 0 ones, which add +-0 to a sum that starts at +0 and so
+    leave its bits as they are (a sum of non-zero terms that cancels is +0 too). ``fcol`` is
+    scratch then."""
     alpha[:] = 0.0
     for i in range(y.shape[0]):
         m = wm * vbar[i]
         q[i] = _sigmoid(m) - y[i] if logistic else m - y[i]
-    if fcol.shape[0] > 0 and y.shape[0] > lay[0]:
+    if fcol.shape[0] > 0:
         _by_columns(c_ptr, c_idx, c_val, q, alpha, fcol, nfirst, touched, 0, lay, threads)
         return
     for i in range(y.shape[0]):
@@ -1066,23 +1068,59 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
         np.zeros(1, dtype=np.int64), _HEAVY_SHARE / _threads(X.nnz), _ROW_BAND, _threads(X.nnz)
 
 
-@numba.njit(cache=True)
-def _entries_digest(ptr, idx, val, by_rows):
+def _entries_digest(ptr, idx, val, by_rows, parts):
     """An order-free digest of a sparse matrix's entries: the wrap-around sum over them of a
     splitmix64 mix of (row, column, the value's bits as float64: float32 values convert exactly);
-    the same for X in CSR and in CSC form."""
-    one = np.empty(1)
-    bits = one.view(np.uint64)
+    the same for X in CSR and in CSC form. The threads take ``parts`` runs of rows (or columns)
+    of about equal work; a wrap-around sum is the same in any order."""
     total = np.uint64(0)
-    for a in range(ptr.shape[0] - 1):
-        for p in range(ptr[a], ptr[a + 1]):
-            r, c = (np.uint64(a), np.uint64(idx[p])) if by_rows else (np.uint64(idx[p]), np.uint64(a))
-            one[0] = val[p]
-            z = (r * np.uint64(0x9E3779B97F4A7C15)) ^ (c * np.uint64(0xC2B2AE3D27D4EB4F)) ^ bits[0]
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            total += z ^ (z >> np.uint64(31))
+    bounds = _even_ranges(ptr, parts)
+    for r in numba.prange(parts):
+        one = np.empty(1)
+        bits = one.view(np.uint64)
+        part = np.uint64(0)
+        for a in range(bounds[r], bounds[r + 1]):
+            for p in range(ptr[a], ptr[a + 1]):
+                r0, c0 = (np.uint64(a), np.uint64(idx[p])) if by_rows else (np.uint64(idx[p]), np.uint64(a))
+                one[0] = val[p]
+                z = (r0 * np.uint64(0x9E3779B97F4A7C15)) ^ (c0 * np.uint64(0xC2B2AE3D27D4EB4F)) ^ bits[0]
+                z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+                z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+                part += z ^ (z >> np.uint64(31))
+        total += part
     return total
+
+
+def _column_dots(c_ptr, c_idx, c_val, g, parts):
+    """X^T g from X's CSC form: each column's products added in ascending rows, as scipy's
+    ``X.T @ g`` (the same bits); the threads take ``parts`` runs of columns of about equal work."""
+    D = c_ptr.shape[0] - 1
+    out = np.empty(D)
+    bounds = _even_ranges(c_ptr, parts)
+    for r in numba.prange(parts):
+        for k in range(bounds[r], bounds[r + 1]):
+            s = 0.0
+            for p in range(c_ptr[k], c_ptr[k + 1]):
+                s += c_val[p] * g[c_idx[p]]
+            out[k] = s
+    return out
+
+
+_digest_serial, _digest_parallel = _serial_and_parallel(_entries_digest)
+_dots_serial, _dots_parallel = _serial_and_parallel(_column_dots)
+
+
+def _threaded(serial: Callable[..., Any], parallel: Callable[..., Any], nnz: int, *args: Any) -> Any:
+    """One of the two builds of a pass over ``nnz`` entries with its last argument, the runs the
+    threads take: serially (1 run) unless :func:`_threads` gives it the threads (8 runs each)."""
+    threads = _threads(nnz)
+    return parallel(*args, 8 * threads) if threads > 1 else serial(*args, 1)
+
+
+def _digest(M: sp.spmatrix, by_rows: bool) -> int:
+    """:func:`_entries_digest` of a CSR (``by_rows``) or CSC matrix."""
+    return _threaded(_digest_serial, _digest_parallel, M.nnz, M.indptr.astype(np.int64, copy=False), M.indices,
+                     M.data, by_rows)
 
 
 def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
@@ -1093,8 +1131,7 @@ def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matri
     if not (sp.issparse(Xc) and Xc.format == "csc" and Xc.dtype == X.dtype and Xc.has_canonical_format):
         raise ParameterError(f"X_csc must be a {X.dtype} CSC matrix (X's dtype) in canonical format (sorted rows, "
                              "no repeated entry)")
-    if Xc.shape != X.shape or Xc.nnz != X.nnz or \
-            _entries_digest(Xc.indptr, Xc.indices, Xc.data, False) != _entries_digest(X.indptr, X.indices, X.data, True):
+    if Xc.shape != X.shape or Xc.nnz != X.nnz or _digest(Xc, False) != _digest(X, True):
         raise ParameterError("X_csc is not X in CSC form (its shape or its entries differ)")
     if private:
         check_row_bound(Xc.data, name="X_csc")
@@ -1150,10 +1187,10 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         X.sum_duplicates()
     rng = check_random_state(random_state)
     Xc = X.tocsc() if X_csc is None else _check_csc(X_csc, X, plan is not None)
-    ybar = _matvec(Xc.T, y)  # X^T y: each column's rows ascending, as scipy's X.T @ y (the same bits)
     # one kernel signature: int64 pointers (nnz may pass 2**31), int32 indices (less memory traffic)
     rows = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False), X.data)
     cols = (Xc.indptr.astype(np.int64, copy=False), Xc.indices.astype(np.int32, copy=False), Xc.data)
+    ybar = _threaded(_dots_serial, _dots_parallel, X.nnz, *cols, y)  # X^T y, as scipy's X.T @ y (the same bits)
     if init is not None:
         check_init(init, D, lam)
     G = None

@@ -295,6 +295,26 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
         assert any(ffw._rebuilds(m, X.shape[1]) for m in moved)
 
 
+def test_the_checks_passes_on_threads_match_one_thread(rcv1, monkeypatch):
+    """X^T y and the CSR/CSC entry digests of the fit's checks, on numba's threads (forced here) and
+    on one: X^T y to the bit as scipy's X.T @ y, the digests equal for X's two forms and different
+    for a copy with one entry moved."""
+    import dpdist.solvers.fast_frank_wolfe as ffw
+
+    X, y = rcv1
+    Xc = X.tocsc()
+    moved = sp.vstack([X[1:], X[:1]]).tocsr()
+    outs = []
+    for threshold in (ffw._PARALLEL_NNZ, 0):
+        monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
+        dots = ffw._threaded(ffw._dots_serial, ffw._dots_parallel, X.nnz, Xc.indptr.astype(np.int64), Xc.indices,
+                             Xc.data, y)
+        assert np.array_equal(_bits(dots), _bits(X.T @ y))
+        outs.append((ffw._digest(X, True), ffw._digest(Xc, False), ffw._digest(moved, True)))
+    assert outs[0] == outs[1]
+    assert outs[0][0] == outs[0][1] != outs[0][2]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_never_runs_the_column_passes_on_threads():
     """GNU OpenMP (numba's threading layer on Linux) terminates a forked child that enters a
