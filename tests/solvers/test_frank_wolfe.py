@@ -272,8 +272,10 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
         y = 2 * y - 1
     runs = []
     for share, band, threshold in ((np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ), (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
-                                   (0.0, 64, ffw._PARALLEL_NNZ), (0.0, 64, 0)):
-        # every step by rows; by columns; by columns with the frequent ones in bands of 64 rows; and on the threads
+                                   (0.0, 64, ffw._PARALLEL_NNZ), (0.0, 64, 0), (1e9, 64, ffw._PARALLEL_NNZ)):
+        # every step by rows; by columns; by columns with the frequent ones in bands of 64 rows; and on the
+        # threads; every step by rows with the column passes on, so the layout of 64-row bands is never built
+        # and the full gradients read CSC alone
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
         monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
