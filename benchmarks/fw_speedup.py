@@ -111,7 +111,7 @@ def prefix_run(X, Xc, y, lam: float, T: int, eps: float, delta: float, steps: in
             np.random.default_rng(seed), np.zeros(1, dtype=np.int64), *_extra_args(None, Xc, int(steps)))
     _load_kernel(args)
     t0 = time.perf_counter()
-    _, path, _, _ = _fast_fw(*args)
+    _, path, _, _, _ = _fast_fw(*args)
     return (time.perf_counter() - t0) / steps, np.abs(path) - 1
 
 

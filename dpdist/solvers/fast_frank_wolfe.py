@@ -251,12 +251,12 @@ def _full_gradient(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alp
                    lay, threads):
     """Exact qbar_i = l'(w_m vbar_i; y_i) on every row and alpha = X^T qbar: O(nnz). Whenever the
     kernel keeps the column buffers (``fcol`` non-empty: the column-order moves are on) alpha comes
-    from the column passes (:func:`_by_columns`, on the threads): KDDA's train half ~0.4 s
-    instead of ~3 s by rows; Webspam's (280k rows in one band, 16.6M columns) 1.6 s instead of
-    7.3 s, where the row pass scatters into an alpha of 133 MB. The same terms in the same order
-    (ascending rows) except the q_i = 0 ones, which add +-0 to a sum that starts at +0 and so
-    leave its bits as they are (a sum of non-zero terms that cancels is +0 too). ``fcol`` is
-    scratch then."""
+    from the column passes (:func:`_by_columns`, on the threads): KDDA's train half ~0.4 s from
+    the layout once built, ~0.9 s from CSC alone, ~3 s by rows; Webspam's (280k rows in one band,
+    16.6M columns) 1.6 s instead of 7.3 s, where the row pass scatters into an alpha of 133 MB.
+    The same terms in the same order (ascending rows) except the q_i = 0 ones, which add +-0 to a
+    sum that starts at +0 and so leave its bits as they are (a sum of non-zero terms that cancels
+    is +0 too). ``fcol`` is scratch then."""
     alpha[:] = 0.0
     for i in range(y.shape[0]):
         m = wm * vbar[i]
@@ -442,7 +442,7 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         wm *= 1.0 - eta
         delta = eta * sigma * lam / wm
         wt[j] += delta
-        if lazy and not _by_rows(j, r_ptr, c_ptr, c_idx, heavy, D, n):
+        if lazy and not _by_rows(j, r_ptr, c_ptr, c_idx, heavy, D, n):  # _move's own test, the same arguments
             lay = _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads)
             lazy = False
         n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
@@ -488,8 +488,9 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     done[0] = T
-    # the last item is internal state for the tests (alpha is the raw gradient): fast_frank_wolfe drops it
-    return wt * wm, path, objective, (alpha, W, c, st)
+    # the last two items are internal state for the tests (alpha is the raw gradient; the band of the
+    # column passes' layout, 0: never built): fast_frank_wolfe drops them
+    return wt * wm, path, objective, (alpha, W, c, st), lay[0]
 
 
 # ------------------------------------------------------------ a move's update, by rows or by columns
@@ -581,10 +582,10 @@ def _by_rows(j, r_ptr, c_ptr, c_idx, heavy, D, n):
 
 
 _ROW_BAND = 1 << 19  # rows per band of g in _column_layout's tiles: 4 MB, held in the last-level cache
-# A column pass over at least this many entries runs on all of numba's threads (the cores, unless
-# NUMBA_NUM_THREADS or numba.set_num_threads says fewer); smaller ones stay on one, where starting the
-# threads would cost more than it saves. Each column's sum is one thread's, in the same order: the
-# same bits either way (:func:`_threads`).
+# A pass over at least this many entries of X (the column passes, the fit's X^T y and X_csc digest)
+# runs on all of numba's threads (the cores, unless NUMBA_NUM_THREADS or numba.set_num_threads says
+# fewer); smaller ones stay on one, where starting the threads would cost more than it saves. Each
+# column's sum is one thread's, in the same order: the same bits either way (:func:`_threads`).
 _PARALLEL_NNZ = 1 << 22
 _FORKED = [False]  # set in a forked child: GNU OpenMP (numba's threading layer here) kills such a child
 if hasattr(os, "register_at_fork"):  # that enters a parallel region (no fork, no hook: Windows)
@@ -592,7 +593,7 @@ if hasattr(os, "register_at_fork"):  # that enters a parallel region (no fork, n
 
 
 def _threads(nnz: int) -> int:
-    """How many of numba's threads a column pass over X (``nnz`` entries) runs on (1: serially): all
+    """How many of numba's threads a pass over X (``nnz`` entries) runs on (1: serially): all
     from ``_PARALLEL_NNZ`` entries, never in a forked child (whose parent may have started OpenMP's
     threads, which do not survive a fork: spawn the processes that fit large data). Decided here,
     in Python, and passed to the kernel: a numba function that calls ``numba.get_num_threads``
@@ -769,11 +770,11 @@ def _unit_values(c_ptr, c_val, cols):
 
 @numba.njit(cache=True)
 def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
-    """What :func:`_by_columns` needs of X beside its CSC form, built by the kernel at the fit's
-    first move by columns (``band`` 0: not built, empty; the passes read CSC alone until then,
-    and a fit whose moves all go by rows never builds it: URL's train half, 2.7 s of a 3.4 s
-    run of 4,000 sparse steps before): ``(band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col,
-    e_val, acc, fc)``. With g in one band of ``band`` rows (n <= band) it holds
+    """What :func:`_by_columns` needs of X beside its CSC form: ``(band, hot, hbounds, hptr, h_col,
+    h_val, rc, bounds, tptr, e_row, e_col, e_val, acc, fc)``, built by the kernel at the fit's first
+    move by columns (``band`` 0: not built, empty; the passes read CSC alone until then, and a fit
+    whose moves all go by rows never builds it: on URL's train half the build took 2.7 s of a
+    3.4 s run of 4,000 sparse steps). With g in one band of ``band`` rows (n <= band) it holds
     nothing: every column goes in one pass over its CSC entries (:func:`_single_pass_sums`).
 
     Otherwise a column's reads of g from CSC are at scattered rows of a g larger than the cache,
@@ -934,9 +935,10 @@ def _by_columns(c_ptr, c_idx, c_val, g, target, fcol, nfirst, touched, listing, 
     :func:`_rebuilds` (then only their number). 0: neither (returns 0).
 
     With g in one band or the layout ``lay`` (:func:`_column_layout`) not built yet (band 0), one
-    pass over each column's CSC entries (:func:`_single_pass_sums`); otherwise the frequent columns from their row-order copy
-    (:func:`_hot_sums`) and the rare ones from their tiles (:func:`_tiled_sums`). With
-    ``threads`` > 1 (:func:`_threads`) the passes run on numba's threads, each column on one."""
+    pass over each column's CSC entries (:func:`_single_pass_sums`); otherwise the frequent
+    columns from their row-order copy (:func:`_hot_sums`) and the rare ones from their tiles
+    (:func:`_tiled_sums`). With ``threads`` > 1 (:func:`_threads`) the passes run on numba's
+    threads, each column on one."""
     D, n = target.shape[0], g.shape[0]
     band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay
     if n <= band or band == 0:  # g in one band, or the layout not built (band 0)
@@ -1081,7 +1083,7 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
         np.zeros(1, dtype=np.int64), _HEAVY_SHARE / _threads(X.nnz), _ROW_BAND, _threads(X.nnz)
 
 
-def _entries_digest(ptr, idx, val, by_rows, parts):
+def _entries_digest(ptr, idx, val, by_rows, parts):  # a body: compiled by _serial_and_parallel, called by _digest
     """An order-free digest of a sparse matrix's entries: the wrap-around sum over them of a
     splitmix64 mix of (row, column, the value's bits as float64: float32 values convert exactly);
     the same for X in CSR and in CSC form. The threads take ``parts`` runs of rows (or columns)
@@ -1104,7 +1106,7 @@ def _entries_digest(ptr, idx, val, by_rows, parts):
     return total
 
 
-def _column_dots(c_ptr, c_idx, c_val, g, parts):
+def _column_dots(c_ptr, c_idx, c_val, g, parts):  # a body: compiled by _serial_and_parallel, called by _threaded
     """X^T g from X's CSC form: each column's products added in ascending rows, as scipy's
     ``X.T @ g`` (the same bits); the threads take ``parts`` runs of columns of about equal work."""
     D = c_ptr.shape[0] - 1
@@ -1226,7 +1228,7 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
             int(refresh), int(record_every), block_shift(D), rng, done, *scr)
     _load_kernel(args)
     t0 = time.perf_counter()
-    coef, path, objective, _ = _run_watched(_fast_fw, args, done, max_iter, progress)
+    coef, path, objective, _, _ = _run_watched(_fast_fw, args, done, max_iter, progress)
     seconds = time.perf_counter() - t0
     screened = scr[6][:int(scr[7][0])].tolist()
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan, screened)

@@ -190,7 +190,7 @@ def _fw_paths(X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: 
     D = X.shape[1]
     out = np.empty(runs, dtype=np.int64)
     for i in range(runs):
-        _, path, _, _ = _fast_fw(*rows, *cols, y, ybar, lam, T, False, 1, eps0, L, 0, 0, block_shift(D),
+        _, path, _, _, _ = _fast_fw(*rows, *cols, y, ybar, lam, T, False, 1, eps0, L, 0, 0, block_shift(D),
                                  rng, np.zeros(1, dtype=np.int64), *_extra_args(None, Xc, T))
         code = 0
         for v in path:

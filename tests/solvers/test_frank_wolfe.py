@@ -127,7 +127,7 @@ def test_private_fast_runs_agree_in_distribution_with_standard_em(selection):
 
 def _kernel(X, y, lam, T, loss, mode, eps0, refresh):
     """The fast kernel run directly (any per-step epsilon): (path, final sampler state)."""
-    _, path, state = _kernel_state(X, y, lam, T, loss, mode, eps0, refresh)
+    _, path, state, _ = _kernel_state(X, y, lam, T, loss, mode, eps0, refresh)
     return path.tolist(), state
 
 
@@ -239,14 +239,15 @@ def test_a_csc_copy_of_another_matrix_or_out_of_bound_is_refused():
 
 
 def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh):
-    """The fast kernel run directly: coef, path and the internal state (alpha, W, c, st)."""
+    """The fast kernel run directly: coef, path, the internal state (alpha, W, c, st) and the band of
+    the column passes' layout (0: never built)."""
     Xc = X.tocsc()
-    coef, path, _, state = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
-                                    Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
-                                    np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh, 0,
-                                    block_shift(X.shape[1]), np.random.default_rng(7), np.zeros(1, dtype=np.int64),
-                                    *_extra_args(None, X, T))
-    return coef, path, state
+    coef, path, _, state, band = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
+                                          Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
+                                          np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh,
+                                          0, block_shift(X.shape[1]), np.random.default_rng(7),
+                                          np.zeros(1, dtype=np.int64), *_extra_args(None, X, T))
+    return coef, path, state, band
 
 
 @pytest.mark.parametrize("loss,mode,refresh,binary", [("logistic", 0, 0, False), ("logistic", 0, 25, False),
@@ -283,8 +284,10 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
         assert threads == (numba.get_num_threads() if threshold == 0 else 1)
         assert heavy == share / threads  # the column passes share the work among the threads, the row scatter not
         runs.append(_kernel_state(X, y, 20.0, 300, loss, mode, 3.0, refresh))
-    c0, p0, s0 = runs[0]
-    for c1, p1, s1 in runs[1:]:
+    # the layout is built only for g longer than a band, at the first step by columns (none in the last run)
+    assert [run[3] for run in runs] == [0, 0, 64, 64, 0]
+    c0, p0, s0, _ = runs[0]
+    for c1, p1, s1, _ in runs[1:]:
         assert p0.tolist() == p1.tolist()
         assert np.array_equal(c0, c1)
         for a, b in zip(s0, s1) if mode in (1, 2) else [(s0[0], s1[0])]:  # alpha; the sampler state (W, c, st)
@@ -298,23 +301,33 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
 
 
 def test_the_checks_passes_on_threads_match_one_thread(rcv1, monkeypatch):
-    """X^T y and the CSR/CSC entry digests of the fit's checks, on numba's threads (forced here) and
-    on one: X^T y to the bit as scipy's X.T @ y, the digests equal for X's two forms and different
-    for a copy with one entry moved."""
+    """X^T y and the CSR/CSC entry digests of the fit's checks: the threaded builds in several runs
+    of columns (or rows) give what the serial build gives in one, X^T y to the bit as scipy's
+    X.T @ y, and the digests are equal for X's two forms and differ for a copy with its rows
+    shifted or two values of one row swapped; ``_threaded`` picks the threads from _PARALLEL_NNZ."""
     import dpdist.solvers.fast_frank_wolfe as ffw
 
     X, y = rcv1
     Xc = X.tocsc()
-    moved = sp.vstack([X[1:], X[:1]]).tocsr()
-    outs = []
-    for threshold in (ffw._PARALLEL_NNZ, 0):
+    shifted = sp.vstack([X[1:], X[:1]]).tocsr()
+    swapped = X.copy()
+    row = next(i for i in range(X.shape[0]) if X.indptr[i + 1] - X.indptr[i] >= 2
+               and X.data[X.indptr[i]] != X.data[X.indptr[i] + 1])
+    swapped.data[X.indptr[row]:X.indptr[row] + 2] = swapped.data[X.indptr[row]:X.indptr[row] + 2][::-1].copy()
+    cols = (Xc.indptr.astype(np.int64), Xc.indices, Xc.data)
+    want = _bits(X.T @ y)
+    assert np.array_equal(_bits(ffw._dots_serial(*cols, y, 1)), want)
+    digests = [ffw._digest_serial(M.indptr.astype(np.int64), M.indices, M.data, by_rows, 1)
+               for M, by_rows in ((X, True), (Xc, False), (shifted, True), (swapped, True))]
+    assert digests[0] == digests[1] and digests[0] not in digests[2:]
+    for parts in (1, 3, 16):
+        assert np.array_equal(_bits(ffw._dots_parallel(*cols, y, parts)), want)
+        assert ffw._digest_parallel(X.indptr.astype(np.int64), X.indices, X.data, True, parts) == digests[0]
+        assert ffw._digest_parallel(*cols, False, parts) == digests[0]
+    for threshold in (ffw._PARALLEL_NNZ, 0):  # the dispatch: one thread below the threshold, all from it
         monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
-        dots = ffw._threaded(ffw._dots_serial, ffw._dots_parallel, X.nnz, Xc.indptr.astype(np.int64), Xc.indices,
-                             Xc.data, y)
-        assert np.array_equal(_bits(dots), _bits(X.T @ y))
-        outs.append((ffw._digest(X, True), ffw._digest(Xc, False), ffw._digest(moved, True)))
-    assert outs[0] == outs[1]
-    assert outs[0][0] == outs[0][1] != outs[0][2]
+        assert np.array_equal(_bits(ffw._threaded(ffw._dots_serial, ffw._dots_parallel, X.nnz, *cols, y)), want)
+        assert ffw._digest(X, True) == ffw._digest(Xc, False) == digests[0]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
@@ -531,8 +544,8 @@ def test_float32_values_take_the_steps_of_the_float64_matrix_of_the_same_values(
         assert a.path == b.path and len(set(a.path)) > 5
         assert np.array_equal(a.coef, b.coef)
         mode = 1 if selection else 0  # the kernel's state after the run: alpha (and the sampler's W, c, st)
-        (c64, p64, s64), (c32, p32, s32) = (_kernel_state(M, y, 20.0, 200, loss, mode, 3.0, kw["refresh"])
-                                            for M in (X64, X32))
+        (c64, p64, s64, _), (c32, p32, s32, _) = (_kernel_state(M, y, 20.0, 200, loss, mode, 3.0, kw["refresh"])
+                                                  for M in (X64, X32))
         assert p64.tolist() == p32.tolist() and np.array_equal(c64, c32)
         for u, v in zip(s64, s32) if mode else [(s64[0], s32[0])]:
             assert np.array_equal(_bits(u), _bits(v))
