@@ -1108,7 +1108,10 @@ def _entries_digest(ptr, idx, val, by_rows, parts):  # a body: compiled by _seri
 
 def _column_dots(c_ptr, c_idx, c_val, g, parts):  # a body: compiled by _serial_and_parallel, called by _threaded
     """X^T g from X's CSC form: each column's products added in ascending rows, as scipy's
-    ``X.T @ g`` (the same bits); the threads take ``parts`` runs of columns of about equal work."""
+    ``X.T @ g`` (the same bits); the threads take ``parts`` runs of columns of about equal work.
+    The threaded form of :func:`dpdist.solvers.frank_wolfe._csr_matvec` (Alg. 1 keeps that serial
+    one, its baseline). Not :func:`_single_pass_sums`: its test for g_i = 0 mispredicts on a 0/1
+    y (Webspam's train half, measured: 5.0 s for X^T y, against 2.9-3.0 s serially and 1.4 s here)."""
     D = c_ptr.shape[0] - 1
     out = np.empty(D)
     bounds = _even_ranges(c_ptr, parts)
