@@ -53,9 +53,12 @@ def make_store(path: Path, rows: int, d: int | None = None) -> None:
     write_blocks(path, data.blocks, data.n_features, task="binary", labels=[-1.0, 1.0])
 
 
-def run(checkout: Path, store: Path, tiny: Path, iters: int, bounds: str) -> dict:
+def run_in_checkout(checkout: Path, child: str, *args: object) -> dict:
+    """The Python code ``child`` in a fresh process that imports dpdist from ``checkout`` (its first
+    argument; ``args`` after it): the JSON object of its last line of output, checked to come from
+    that checkout's dpdist (also used by fw_prefetch.py)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(store), str(tiny), str(iters), bounds],
+    out = subprocess.run([sys.executable, "-c", child, str(checkout), *map(str, args)],
                          env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"fit in {checkout} failed:\n{out.stderr[-3000:]}")
@@ -87,7 +90,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     rows = []
     for checkout in [ROOT, *args.compare]:
-        r = run(checkout.resolve(), store, tiny, args.iters, args.bounds)
+        r = run_in_checkout(checkout.resolve(), CHILD, store, tiny, args.iters, args.bounds)
         rows.append((checkout, r))
         print(f"{checkout}: peak {r['peak']:.2f} GiB (before the fit {r['base']:.2f}), fit {r['seconds']:.1f} s",
               file=sys.stderr, flush=True)
