@@ -10,8 +10,9 @@ train half at full shape: 6.6 -> 4.0 ms a step at epsilon = 0.1; benchmarks/fw_p
 fw_full_shape_steps.py).
 
 The intrinsic is declared by its base name ``llvm.prefetch``, which LLVM's intrinsic upgrade maps
-to the mangling of the running LLVM (``.p0i8`` before opaque pointers, ``.p0`` after), so one
-declaration serves every llvmlite dpdist installs with.
+to the mangling of the running LLVM (``.p0i8`` before opaque pointers, ``.p0`` after): checked with
+numba 0.61.2 / llvmlite 0.44 (LLVM 15: ``llvm.prefetch.p0i8``, the oldest numba pyproject.toml
+accepts) and numba 0.68.1 / llvmlite 0.50 (LLVM 22: ``llvm.prefetch.p0``).
 """
 
 from __future__ import annotations
