@@ -482,51 +482,39 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     assert hot.size >= 10 and rc.size >= 30 and hot.size + rc.size == D - (counts == 0).sum() <= D - 10
 
 
-def test_the_fast_kernel_is_loaded_from_numba_cache_in_a_new_process(tmp_path):
-    """The kernel (and every numba function it calls) is cached on disk: a second process loads it
-    instead of compiling it again (~15 s here). A call of ``numba.get_num_threads`` anywhere below
-    it makes numba refuse to cache (a ctypes pointer), which this fails on. The first process,
-    which compiles (numba shows no assembly of a kernel loaded from its cache), also counts the
-    kernel's prefetch instructions: the row pass of a move and the re-weighting of the moved
-    coordinates ask for their scattered loads ahead (``dpdist.utils.prefetch``; their only effect
-    is speed, measured in benchmarks/fw_prefetch.py: this fails if the hints are dropped)."""
+def test_the_fast_kernel_is_cached_reads_nothing_out_of_bounds_and_prefetches(tmp_path):
+    """One build of the kernel (~30 s), in processes with a numba cache of their own and numba's
+    bounds checks on (``NUMBA_BOUNDSCHECK=1``), checked three ways:
+
+    * cached on disk: a second process loads the kernel (and every numba function it calls)
+      instead of compiling it again. A call of ``numba.get_num_threads`` anywhere below it makes
+      numba refuse to cache (a ctypes pointer), which this fails on.
+    * no index past an array: with the checks an out-of-bounds index raises IndexError instead of
+      reading what lies there. The first process runs fits whose moves all go by rows (the row pass
+      with its look-ahead cursor: ``_HEAVY_SHARE`` = inf) and all by columns (0): logistic loss with
+      the sampler and with the queue, at a lam that saturates the sigmoid (rows whose derivative
+      does not move are skipped, and so is their stretch of the cursor), squared loss with and
+      without the Gram matrix, on a matrix with empty rows and columns.
+    * prefetch instructions, counted in the first process (numba shows no assembly of a kernel
+      loaded from its cache): the row pass of a move and the re-weighting of the moved coordinates
+      ask for their scattered loads ahead (``dpdist.utils.prefetch``; their only effect is speed,
+      measured in benchmarks/fw_prefetch.py: this fails if the hints are dropped from either)."""
     prefetch = r"\bprefetch\w*|\bprfm\b"  # x86: prefetcht0 / prefetchw; ARM: prfm
 
-    code = ("import re, sys, numpy as np, scipy.sparse as sp\n"
-            "from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe, _fast_fw\n"
+    code = ("import re, numpy as np, scipy.sparse as sp\n"
+            "import dpdist.solvers.fast_frank_wolfe as ffw\n"
             "X = sp.random(300, 40, density=0.2, format='csr', random_state=0)\n"
-            "fast_frank_wolfe(X, (np.arange(300) % 2).astype(float), 1.0, 20, selection='exponential',\n"
-            "                 epsilon=1.0, delta=1e-6, refresh=5)\n"
-            "hits, misses = sum(_fast_fw.stats.cache_hits.values()), sum(_fast_fw.stats.cache_misses.values())\n"
-            "from dpdist.solvers.fast_frank_wolfe import _move, _reweight\n"
+            "ffw.fast_frank_wolfe(X, (np.arange(300) % 2).astype(float), 1.0, 20, selection='exponential',\n"
+            "                     epsilon=1.0, delta=1e-6, refresh=5)\n"
+            "hits, misses = sum(ffw._fast_fw.stats.cache_hits.values()), sum(ffw._fast_fw.stats.cache_misses.values())\n"
             "def count(f):\n"
             "    asm = '\\n'.join(f.inspect_asm().values()) if misses else ''\n"
             f"    return len(re.findall({prefetch!r}, asm, re.IGNORECASE))\n"
-            "print(hits, misses, count(_move), count(_reweight))\n")
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}  # a cache of its own: the first process compiles
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-            for _ in range(2)]
-    first, second = ([int(v) for v in r.stdout.split()] for r in runs)
-    assert first[:2] == [0, 1] and second[:2] == [1, 0], (first, second, runs[1].stderr[-2000:])
-    # _move: alpha and mark (logistic), beta (squared), vbar, qbar and r_idx of a later row; _reweight: alpha, W
-    assert first[2] >= 6 and first[3] >= 2, f"prefetch instructions in _move, _reweight: {first[2:]}"
-
-
-def test_the_fast_kernel_reads_nothing_out_of_bounds(tmp_path):
-    """The kernel compiled with numba's bounds checks (``NUMBA_BOUNDSCHECK=1``, in a process with a
-    numba cache of its own) raises IndexError at any index past an array instead of reading what
-    lies there. Fits whose moves all go by rows (the row pass with its look-ahead cursor:
-    ``_HEAVY_SHARE`` = inf) and all by columns (0): logistic loss with the sampler and with the
-    queue, at a lam that saturates the sigmoid (rows whose derivative does not move are skipped,
-    and so is their stretch of the cursor), squared loss with and without the Gram matrix, on a
-    matrix with empty rows and columns."""
-    code = ("import numpy as np, scipy.sparse as sp\n"
-            "import dpdist.solvers.fast_frank_wolfe as ffw\n"
+            "skipped = 0\n"
             "X = sp.random(400, 300, density=0.01, format='csr', random_state=1)\n"
             "assert (np.diff(X.indptr) == 0).any() and (np.diff(X.tocsc().indptr) == 0).any()\n"
             "y = (np.arange(400) % 2).astype(float)\n"
-            "skipped = 0\n"
-            "for share in (np.inf, 0.0):\n"
+            "for share in (np.inf, 0.0) if misses else ():\n"
             "    ffw._HEAVY_SHARE = share\n"
             "    for lam in (1.0, 1e4):\n"
             "        ffw.fast_frank_wolfe(X, y, lam, 60, selection='exponential', epsilon=1.0, delta=1e-6,\n"
@@ -536,11 +524,17 @@ def test_the_fast_kernel_reads_nothing_out_of_bounds(tmp_path):
             "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', selection='exponential', epsilon=1.0,\n"
             "                         delta=1e-6, random_state=0)\n"
             "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', gram=True, random_state=0)\n"
-            "print(skipped)\n")
+            "print(hits, misses, count(ffw._move), count(ffw._reweight), skipped)\n")
+    # a cache of their own (the first process compiles), the bounds checks in both (one build)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_BOUNDSCHECK": "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.split()[-1]) > 0  # some margins past 40: their sigmoid is 0 or 1, their rows skipped
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-3000:] + runs[1].stderr[-3000:]
+    first, second = ([int(v) for v in r.stdout.split()] for r in runs)
+    assert first[:2] == [0, 1] and second[:2] == [1, 0], (first, second, runs[1].stderr[-2000:])
+    # _move: alpha and mark (logistic), beta (squared), vbar, qbar and r_idx of a later row; _reweight: alpha, W
+    assert first[2] >= 6 and first[3] >= 2, f"prefetch instructions in _move, _reweight: {first[2:4]}"
+    assert first[4] > 0  # some margins past 40: their sigmoid is 0 or 1, their rows skipped
 
 
 @pytest.mark.parametrize("D", [1, 1000, 40_001])
