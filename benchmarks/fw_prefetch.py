@@ -11,8 +11,8 @@ per checkout, alternating the order over ``--rounds``, runs ``--steps`` iteratio
 DP-FW (Alg. 2 + 4, exponential sampler, the plan of a T = 4,000 run at ``--epsilon``, no refresh,
 seed 0) and prints each one's steady pace (seconds per iteration from the progress reports after
 the first iteration, as ``fw_full_shape_steps.py``) and the ratio. The same seed gives the same
-path and weights, to the bit, in every checkout (a prefetch changes no result: checked). The fits are private: their times
-are this operator's only.
+path and weights, to the bit, in every checkout (a prefetch changes no result: checked). The fits
+are private: their times are this operator's only.
 
 ``--row-pass N`` instead times the loop of a move's row pass alone (``_move``'s logistic update of
 alpha, the marks and the list of moved coordinates, written out here with the look-ahead distance as
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "_work" / "fw-prefetch"
 
 CHILD = r"""
-import json, sys, time
+import hashlib, json, sys, time
 import numpy as np, scipy.sparse as sp
 sys.path.insert(0, sys.argv[1])
 import dpdist
@@ -62,7 +62,6 @@ res = ffw.fast_frank_wolfe(X, y, 50.0, steps, selection="exponential", epsilon=e
 seen = [(t, d) for t, d in marks if 1 <= d < steps]
 (t1, d1), (t2, d2) = (seen[0], seen[-1]) if len(seen) > 1 else ((0.0, 0), (res.seconds, steps))
 counts = np.diff(Xc.indptr)
-import hashlib
 print(json.dumps({"module": dpdist.__file__, "seconds": res.seconds, "steady": (t2 - t1) / max(1, d2 - d1),
                   "coef": hashlib.sha256(res.coef.tobytes()).hexdigest(),
                   "rows": float(np.mean([counts[abs(v) - 1] for v in res.path])), "path": [int(v) for v in res.path]}))

@@ -16,7 +16,7 @@ from sklearn.datasets import load_svmlight_file
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
-from dpdist.solvers.fast_frank_wolfe import _fast_fw, _extra_args, fast_frank_wolfe
+from dpdist.solvers.fast_frank_wolfe import _ahead, _fast_fw, _extra_args, fast_frank_wolfe
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz, privacy_plan
 from dpdist.solvers.samplers import block_shift
@@ -535,6 +535,37 @@ def test_the_fast_kernel_is_cached_reads_nothing_out_of_bounds_and_prefetches(tm
     # _move: alpha and mark (logistic), beta (squared), vbar, qbar and r_idx of a later row; _reweight: alpha, W
     assert first[2] >= 6 and first[3] >= 2, f"prefetch instructions in _move, _reweight: {first[2:4]}"
     assert first[4] > 0  # some margins past 40: their sigmoid is 0 or 1, their rows skipped
+
+
+def test_the_look_ahead_cursor_visits_the_rows_of_a_column_in_the_moves_order():
+    """:func:`fast_frank_wolfe._ahead` walks the entries of column j's rows in the order the row pass
+    reads them (row after row of column j, each row's entries in order), then stays past the end."""
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 30, density=0.2, format="csr", random_state=4)
+    X.data[:] = 1.0
+    Xc = X.tocsc()
+    for j in rng.permutation(30)[:12]:
+        p0, p1 = Xc.indptr[j], Xc.indptr[j + 1]
+        expected = [pp for p in range(p0, p1) for pp in range(X.indptr[Xc.indices[p]], X.indptr[Xc.indices[p] + 1])]
+        seen, ap, app, astop = [], p0, 0, 0
+        if p0 < p1:
+            app, astop = X.indptr[Xc.indices[p0]], X.indptr[Xc.indices[p0] + 1]
+        while ap < p1:
+            seen.append(app)
+            ap, app, astop = _ahead(X.indptr, Xc.indices, p1, ap, app, astop, 1)
+        assert seen == expected
+        assert _ahead(X.indptr, Xc.indices, p1, ap, app, astop, 1)[0] == p1  # past the end it stays there
+        # several entries at once (the start _AHEAD on, a skipped row): as many single steps
+        for start in range(0, len(expected), 3):
+            for steps in (0, 1, 2, 5, 64, len(expected)):
+                row = next(p for p in range(p0, p1) if X.indptr[Xc.indices[p]] <= expected[start]
+                           < X.indptr[Xc.indices[p] + 1])
+                cur = (row, expected[start], X.indptr[Xc.indices[row] + 1])
+                one = cur
+                for _ in range(steps):
+                    one = _ahead(X.indptr, Xc.indices, p1, *one, 1)
+                many = _ahead(X.indptr, Xc.indices, p1, *cur, steps)
+                assert many[0] == one[0] and (many[0] == p1 or many[1:] == one[1:]), (start, steps)
 
 
 @pytest.mark.parametrize("D", [1, 1000, 40_001])
