@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset
+from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset, file_failure
 from dpdist.privacy.accountant import Accountant, default_ledger_path, spend_text
 from dpdist.utils.io import write_json_atomic
 from dpdist.utils.random import derive_seed
@@ -468,6 +468,7 @@ def _run(args: argparse.Namespace) -> int:
     imported: a bad config exits 2 and a plan the budget cannot hold exits 3 at once.
     """
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault(*_CONSOLE_HANDLER)
     from flows.config import load_config
     from flows.plan import preflight
 
@@ -479,6 +480,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         overrides["seed"] = args.seed
     cfg = load_config(args.config, overrides)  # bad config: exit 2 before anything starts
+    args.run_output = cfg.output  # for main's line on a full disk
     if os.environ.get(_RUN_CHILD) != "1":
         checked = preflight(cfg)  # no budget (exit 2) or not enough (exit 3): before any work
         if args.plan:
@@ -514,6 +516,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 _RUN_CHILD = "DPDIST_RUN_SUPERVISED"
+# the run's processes (flow, local workers) print a full disk in one line, not its traceback
+_CONSOLE_HANDLER = ("PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS", "flows.console.RunConsoleHandler")
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -873,6 +877,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except DPDistError as e:
         print(f"dpdist: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as e:  # a full disk, a read-only or forbidden path: one line; any other OSError is a bug's
+        line = file_failure(e)
+        if line is None:
+            raise
+        if not e.filename and getattr(args, "out", None):  # the one file or store the command writes
+            line += f" (writing {args.out})"
+        elif not e.filename and getattr(args, "run_output", None):  # one of many places a run writes
+            line += f" (the run's output: {args.run_output})"
+        print(f"dpdist: error: {line}", file=sys.stderr)
         return EXIT_ERROR
 
 

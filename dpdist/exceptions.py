@@ -4,6 +4,8 @@ The CLI maps them to exit codes (``../shared/spec/cli.md``): ``ParameterError``
 and other bad input give 2, ``BudgetExceeded`` gives 3.
 """
 
+import errno
+
 
 class DPDistError(Exception):
     """Base class of every error dpdist raises on purpose."""
@@ -83,3 +85,33 @@ class ReleaseRefused(DPDistError):
     The refusal is the mechanism's (private) output: it is recorded as the release and the
     charge stands; its message is a fixed public one, never with a value of the data.
     """
+
+
+class LedgerUnavailable(DPDistError, OSError):
+    """The ledger's file could not be read or written (its disk full or read-only, the file or its
+    directory not permitted): SQLite's own error, with the ledger's path.
+
+    The call that met it released nothing: a release is computed only after its charge has been
+    committed, and returned only after its outcome has been (:meth:`Accountant.release`). An
+    ``OSError``: the machine's failure, not a release's outcome
+    (:func:`dpdist.privacy.accountant.machine_failure`).
+    """
+
+
+# the machine's files refusing a write or a read: what to free or fix is in the one line
+_FILE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def file_failure(e: BaseException) -> str | None:
+    """One line for a failure of the machine's files -- a full disk or quota, a file-size limit, a
+    read-only file system, a path without permission, a ledger that cannot be written -- whose traceback would
+    tell an operator nothing more; ``None`` for anything else (a bug keeps its traceback).
+
+    The line holds the system's message and the path it names (if any): facts of the machine,
+    never a value of the data.
+    """
+    if isinstance(e, LedgerUnavailable):
+        return str(e)
+    if isinstance(e, OSError) and e.errno in _FILE_ERRNOS:
+        return f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
+    return None

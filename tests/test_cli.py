@@ -271,3 +271,57 @@ def test_budget_show_of_a_half_counts_its_legacy_budget_of_its_own(tmp_path, cap
     assert code == 0 and json.loads(out)["epsilon_spent"] == pytest.approx(0.3)  # the source's, with the half's
     code, out, _ = run(capsys, "models", "list", "--ledger", str(ledger), "--json")
     assert [(r["dataset"], r["key"]) for r in json.loads(out)["releases"]] == [("half", "old")]  # listed once
+
+
+def _file_size_limit(limit: int):
+    """A child whose kernel refuses every write past ``limit`` bytes of a file (RLIMIT_FSIZE: EFBIG,
+    with SIGXFSZ ignored), as a full disk refuses (ENOSPC): the same path through dpdist."""
+    def limit_writes() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return limit_writes
+
+
+@pytest.mark.parametrize("limit", [0, 64 << 10], ids=["at-the-first-file", "mid-store"])
+def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_nothing(tmp_path, limit):
+    import numpy as np
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(0)
+    src = tmp_path / "rows.svm"
+    dump_svmlight_file(rng.random((3_000, 40)), rng.choice([-1.0, 1.0], 3_000), str(src))
+    out = tmp_path / "stores"
+    out.mkdir()
+    exe = Path(sys.executable).parent / "dpdist"
+    res = subprocess.run([str(exe), "ingest", str(src), "--out", str(out / "s"), "--task", "binary", "--labels=-1,1",
+                          "--n-features", "40", "--zero-based", "yes"],
+                         capture_output=True, text=True, check=False, preexec_fn=_file_size_limit(limit))
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.splitlines()[-1] == f"dpdist: error: File too large (writing {out / 's'})"
+    assert "Traceback" not in res.stderr  # (at 0 bytes joblib also warns that it cannot make a semaphore)
+    assert list(out.iterdir()) == []  # no store, no temporary
+    # the same file and limit, written where the kernel lets it: a store (the refusal was the limit's)
+    res = subprocess.run([str(exe), "ingest", str(src), "--out", str(out / "s"), "--task", "binary", "--labels=-1,1",
+                          "--n-features", "40", "--zero-based", "yes"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_ledger_its_disk_refuses_is_one_line_exit_1_at_once(tmp_path, store):
+    import time
+
+    exe = Path(sys.executable).parent / "dpdist"
+    ledger = tmp_path / "l.sqlite"
+    start = time.monotonic()
+    res = subprocess.run([str(exe), "budget", "init", store, "--epsilon", "1", "--delta", "1e-6", "--ledger",
+                          str(ledger)], capture_output=True, text=True, check=False, preexec_fn=_file_size_limit(0))
+    took = time.monotonic() - start
+    assert res.returncode == 1, res.stderr
+    [line] = res.stderr.splitlines()
+    assert line.startswith(f"dpdist: error: ledger {ledger} could not be read or written: ") and "nothing was released" in line
+    assert took < 60  # not the 120 s a lock is waited for: a full disk does not clear by waiting
+    code = subprocess.run([str(exe), "budget", "show", "--ledger", str(store + "/zarr.json")],
+                          capture_output=True, text=True, check=False)
+    assert code.returncode == 2 and "is not an SQLite database" in code.stderr, code.stderr

@@ -405,13 +405,19 @@ class StoreWriter:
         self._guess = self.index_offsets[0]
         self.tmp = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex[:12]}"
         private_dir(self.tmp)
-        self.root = zarr.open_group(self.tmp, mode="w-", zarr_format=3)
-        g = _sparse_group(self.root, "X", "csr_matrix")
-        self._data = _Appender(_array(g, "data", NNZ_CHUNK, "float64"))
-        self._indices = _Appender(_array(g, "indices", NNZ_CHUNK, "int32"))
-        self._indptr = _Appender(_array(g, "indptr", ROW_CHUNK, "int64"))
-        self._y = _Appender(_array(self.root, "y", ROW_CHUNK, "float64"))
-        self._indptr.append(np.zeros(1, dtype=np.int64))
+        try:  # a disk full already here leaves no temporary behind (the caller has no writer to abort)
+            self.root = zarr.open_group(self.tmp, mode="w-", zarr_format=3)
+            g = _sparse_group(self.root, "X", "csr_matrix")
+            self._data = _Appender(_array(g, "data", NNZ_CHUNK, "float64"))
+            self._indices = _Appender(_array(g, "indices", NNZ_CHUNK, "int32"))
+            self._indptr = _Appender(_array(g, "indptr", ROW_CHUNK, "int64"))
+            self._y = _Appender(_array(self.root, "y", ROW_CHUNK, "float64"))
+            self._indptr.append(np.zeros(1, dtype=np.int64))
+            # CSC buckets: raw columns [b << shift, (b + 1) << shift) go to bucket file b
+            self._bucket_dir = private_dir(self.tmp / "_csc_buckets")
+        except BaseException:
+            self.abort()
+            raise
         self.n_rows = 0
         self.nnz = 0
         self.min_index: int | None = None
@@ -420,8 +426,6 @@ class StoreWriter:
         # one hash per component, so the id does not depend on how rows were blocked
         self._hash = {k: hashlib.sha256() for k in ("row_nnz", "data", "y")}
         self._hash_indices = hashlib.sha256()  # of the indices shifted by the first offset
-        # CSC buckets: raw columns [b << shift, (b + 1) << shift) go to bucket file b
-        self._bucket_dir = private_dir(self.tmp / "_csc_buckets")
         self._bucket_shift: int | None = None
         self._n_features_hint = n_features
         self._bucket_sizes: dict[int, int] = {}

@@ -61,7 +61,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dpdist.exceptions import (BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict, ReleaseRefused,
+from dpdist.exceptions import (BudgetExceeded, DPDistError, LedgerUnavailable, ParameterError, ReleaseKeyConflict,
+                               ReleaseRefused,
                                SolverAborted, SolverFailure, UnknownDataset)
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -281,43 +282,66 @@ class Accountant:
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-        con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-        deadline = time.monotonic() + self.timeout
-        while True:  # switching to WAL needs a moment without other writers
-            try:
-                mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                break
-            except sqlite3.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-        if mode.lower() != "wal":
-            raise ParameterError(f"ledger {self.path} could not be put in WAL mode (got {mode!r})")
-        con.execute("PRAGMA synchronous = FULL")
-        con.execute("PRAGMA foreign_keys = ON")
+        try:
+            con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            deadline = time.monotonic() + self.timeout
+            while True:  # switching to WAL needs a moment without other writers
+                try:
+                    mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                    break
+                except sqlite3.OperationalError as e:
+                    if not _busy(e) or time.monotonic() > deadline:  # a full disk does not clear by waiting
+                        raise
+                    time.sleep(0.01)
+            if mode.lower() != "wal":
+                raise ParameterError(f"ledger {self.path} could not be put in WAL mode (got {mode!r})")
+            con.execute("PRAGMA synchronous = FULL")
+            con.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            con.close()
+            raise
         return con
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        con = self._connect()
-        try:
-            con.execute("BEGIN IMMEDIATE")
+        with self._sqlite_errors():
+            con = self._connect()
             try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
-        finally:
-            con.close()
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+            finally:
+                con.close()
 
     @contextmanager
     def _reader(self) -> Iterator[sqlite3.Connection]:
-        con = self._connect()
+        with self._sqlite_errors():
+            con = self._connect()
+            try:
+                yield con
+            finally:
+                con.close()
+
+    @contextmanager
+    def _sqlite_errors(self) -> Iterator[None]:
+        """SQLite's errors as dpdist's, with the ledger's path: a disk or file that refuses (or a lock
+        held past ``timeout``), ``LedgerUnavailable``; a file that is not a ledger is bad input
+        (``ParameterError``)."""
         try:
-            yield con
-        finally:
-            con.close()
+            yield
+        except sqlite3.OperationalError as e:  # SQLITE_FULL, _IOERR, _READONLY, _CANTOPEN, _PERM, a lock held too long
+            raise LedgerUnavailable(f"ledger {self.path} could not be read or written: {e} (is its disk full or "
+                                    f"read-only, the file not permitted, or another process holding it?); nothing "
+                                    f"was released") from e
+        except sqlite3.DatabaseError as e:  # an IntegrityError is a bug of ours: it keeps its traceback
+            if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+                raise ParameterError(f"ledger {self.path} is not an SQLite database (a ledger is written by "
+                                     f"dpdist: pass its path, or a new path to start one)") from e
+            raise
 
     # ---------------------------------------------------------------------- budgets
 
@@ -626,6 +650,13 @@ _PUBLIC_MESSAGES: dict[type[DPDistError], str] = {
 }
 _UNRECORDABLE = "the release's result cannot be recorded (not JSON-serialisable, or not finite): nothing was released"
 _MESSAGES = frozenset(_PUBLIC_MESSAGES.values()) | {_UNRECORDABLE}
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    """Whether ``e`` is another connection holding the lock (SQLITE_BUSY / SQLITE_LOCKED), which
+    waiting clears -- not a full disk or an I/O error, which it does not."""
+    code = getattr(e, "sqlite_errorcode", None)
+    return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) if code is not None else "locked" in str(e)
 
 
 def machine_failure(e: BaseException) -> bool:

@@ -611,3 +611,38 @@ def test_a_budget_past_its_filter_shows_null_and_says_why(tmp_path: Path):
     con.close()
     with pytest.raises(ParameterError, match="no privacy filter recorded"):
         acc.status("ds")
+
+
+def test_a_ledger_on_a_disk_that_refuses_is_unavailable_at_once_and_a_machine_failure(tmp_path, monkeypatch) -> None:
+    """SQLite's disk errors (here SQLITE_IOERR from the WAL switch, as on a full disk) are not
+    waited out like a lock, and come as ``LedgerUnavailable`` naming the ledger: an ``OSError``,
+    the machine's failure (a release's ``compute`` meeting one is not recorded as its outcome)."""
+    import sqlite3
+
+    from dpdist.exceptions import LedgerUnavailable
+    from dpdist.privacy.accountant import machine_failure
+
+    acc = Accountant(tmp_path / "l.sqlite", timeout=30)
+    real_connect = sqlite3.connect
+
+    class Refusing:
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA journal_mode"):
+                e = sqlite3.OperationalError("disk I/O error")
+                e.sqlite_errorcode, e.sqlite_errorname = sqlite3.SQLITE_IOERR, "SQLITE_IOERR"
+                raise e
+            return self.con.execute(sql, *args)
+
+        def close(self):
+            self.con.close()
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Refusing(real_connect(*a, **k)))
+    start = time.monotonic()
+    with pytest.raises(LedgerUnavailable, match=f"ledger {tmp_path / 'l.sqlite'} could not be read or written: "
+                                                "disk I/O error") as info:
+        acc.datasets()
+    assert time.monotonic() - start < 5  # not the 30 s a held lock is waited for
+    assert machine_failure(info.value) and isinstance(info.value, OSError)

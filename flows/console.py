@@ -1,0 +1,28 @@
+"""The console handler of a ``dpdist run``: Prefect's, with a full disk said in one line.
+
+``dpdist run`` names :class:`RunConsoleHandler` as Prefect's console handler
+(``PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS``, inherited by the flow's process and its local Dask
+workers). When a task or the flow fails on the machine's files -- a full disk or quota, a read-only
+file system, a path without permission, a ledger that cannot be written
+(:func:`dpdist.exceptions.file_failure`) -- Prefect logs the failure with its traceback on every
+level it passes (task, flow, the flow's caller): hundreds of lines of zarr and asyncio frames
+around one fact. This handler prints those records without the traceback (the message already
+names the error); every other record, a bug's traceback included, is printed as Prefect prints
+it. The Prefect server's copy of the logs (the API handler) keeps the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from prefect.logging.handlers import PrefectConsoleHandler
+
+from dpdist.exceptions import file_failure
+
+
+class RunConsoleHandler(PrefectConsoleHandler):
+    def format(self, record: logging.LogRecord) -> str:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and file_failure(exc) is not None:
+            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        return super().format(record)

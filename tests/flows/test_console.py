@@ -1,0 +1,50 @@
+"""flows.console: a run's console handler prints a full disk's failure in one line."""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import io
+import logging
+import os
+import sys
+
+import pytest
+from prefect.logging.configuration import DEFAULT_LOGGING_SETTINGS_PATH, load_logging_config
+
+from dpdist.cli import _CONSOLE_HANDLER
+from dpdist.exceptions import LedgerUnavailable
+from flows.console import RunConsoleHandler
+
+
+def _printed(exc: BaseException) -> str:
+    handler = RunConsoleHandler(stream=io.StringIO())
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    try:
+        raise exc
+    except BaseException:
+        record = logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1,
+                                   "Task run failed with exception: %r", (exc,), sys.exc_info())
+    handler.emit(record)
+    return handler.stream.getvalue()
+
+
+def test_the_run_names_this_handler_as_prefects_console_handler(monkeypatch) -> None:
+    monkeypatch.setenv(*_CONSOLE_HANDLER)
+    config = load_logging_config(DEFAULT_LOGGING_SETTINGS_PATH)  # as Prefect loads it in each process
+    module, _, name = config["handlers"]["console"]["class"].rpartition(".")
+    assert getattr(importlib.import_module(module), name) is RunConsoleHandler  # what dictConfig will build
+
+
+@pytest.mark.parametrize("exc", [OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+                                 OSError(errno.EROFS, os.strerror(errno.EROFS), "/data/stores/x"),
+                                 LedgerUnavailable("ledger /l.sqlite could not be read or written: disk I/O error")])
+def test_a_failure_of_the_machines_files_is_printed_without_its_traceback(exc) -> None:
+    printed = _printed(exc)
+    assert printed.startswith(f"ERROR Task run failed with exception: {exc!r}")
+    assert "Traceback" not in printed and printed.count("\n") == 1
+
+
+@pytest.mark.parametrize("exc", [ValueError("a bug"), OSError(errno.ECONNRESET, "reset"), KeyError("k")])
+def test_any_other_failure_keeps_its_traceback(exc) -> None:
+    assert "Traceback (most recent call last)" in _printed(exc)
