@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -882,10 +883,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = file_failure(e)
         if line is None:
             raise
-        if not e.filename and getattr(args, "out", None):  # the one file or store the command writes
-            line += f" (writing {args.out})"
-        elif not e.filename and getattr(args, "run_output", None):  # one of many places a run writes
-            line += f" (the run's output: {args.run_output})"
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) and getattr(args, "out", None):
+            line += f" (writing {args.out})"  # the one file or store the command writes
+        elif e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) and getattr(args, "run_output", None):
+            line += f" (the run's output: {args.run_output})"  # one of the places a run writes
         print(f"dpdist: error: {line}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -5,6 +5,7 @@ and other bad input give 2, ``BudgetExceeded`` gives 3.
 """
 
 import errno
+import os
 
 
 class DPDistError(Exception):
@@ -91,27 +92,32 @@ class LedgerUnavailable(DPDistError, OSError):
     """The ledger's file could not be read or written (its disk full or read-only, the file or its
     directory not permitted): SQLite's own error, with the ledger's path.
 
-    The call that met it released nothing: a release is computed only after its charge has been
-    committed, and returned only after its outcome has been (:meth:`Accountant.release`). An
-    ``OSError``: the machine's failure, not a release's outcome
-    (:func:`dpdist.privacy.accountant.machine_failure`).
+    The call that met it released nothing (a release is computed only after its charge has been
+    committed, and returned only after its outcome has been: :meth:`Accountant.release`); a charge
+    it made stands. An ``OSError``: the machine's failure (:func:`dpdist.privacy.accountant.machine_failure`).
     """
 
 
-# the machine's files refusing a write or a read: what to free or fix is in the one line
-_FILE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+# the machine's files refusing a write: no space (the file system matters, not the file) ...
+_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# ... or a path refused (the path matters: one is named, else it is not a file's failure, e.g. a socket's)
+_PATH_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def file_failure(e: BaseException) -> str | None:
     """One line for a failure of the machine's files -- a full disk or quota, a file-size limit, a
-    read-only file system, a path without permission, a ledger that cannot be written -- whose traceback would
-    tell an operator nothing more; ``None`` for anything else (a bug keeps its traceback).
+    read-only file system, a path without permission, a ledger that cannot be written -- whose
+    traceback would tell an operator nothing more; ``None`` for anything else (a bug keeps its
+    traceback).
 
-    The line holds the system's message and the path it names (if any): facts of the machine,
-    never a value of the data.
+    The line holds the system's message, and the path for a refused path. Not the file that ran out
+    of space: inside a store it would be a chunk or bucket whose name follows the data (how many
+    entries, which columns); the caller names the output instead.
     """
     if isinstance(e, LedgerUnavailable):
         return str(e)
-    if isinstance(e, OSError) and e.errno in _FILE_ERRNOS:
-        return f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
+    if isinstance(e, OSError) and e.errno in _SPACE_ERRNOS:
+        return os.strerror(e.errno)
+    if isinstance(e, OSError) and e.errno in _PATH_ERRNOS and e.filename:
+        return f"{os.strerror(e.errno)}: {e.filename}"
     return None

@@ -23,6 +23,11 @@ from dpdist.exceptions import file_failure
 class RunConsoleHandler(PrefectConsoleHandler):
     def format(self, record: logging.LogRecord) -> str:
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and file_failure(exc) is not None:
-            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        line = file_failure(exc) if exc is not None else None
+        if line is not None:
+            # Prefect's message holds repr(exc), with the file that ran out of space (a store's chunk
+            # or bucket, named after the data): the class and file_failure's line instead
+            message = record.getMessage().replace(repr(exc), f"{type(exc).__name__}({line!r})")
+            record = logging.makeLogRecord({**record.__dict__, "msg": message, "args": None,
+                                            "exc_info": None, "exc_text": None})
         return super().format(record)

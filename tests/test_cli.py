@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -320,8 +321,24 @@ def test_a_ledger_its_disk_refuses_is_one_line_exit_1_at_once(tmp_path, store):
     took = time.monotonic() - start
     assert res.returncode == 1, res.stderr
     [line] = res.stderr.splitlines()
-    assert line.startswith(f"dpdist: error: ledger {ledger} could not be read or written: ") and "nothing was released" in line
+    assert line.startswith(f"dpdist: error: ledger {ledger} could not be read or written: ") and "this call released nothing" in line
     assert took < 60  # not the 120 s a lock is waited for: a full disk does not clear by waiting
     code = subprocess.run([str(exe), "budget", "show", "--ledger", str(store + "/zarr.json")],
                           capture_output=True, text=True, check=False)
     assert code.returncode == 2 and "is not an SQLite database" in code.stderr, code.stderr
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "other.db") as con:  # another program's database: bad input too
+        con.execute("CREATE TABLE budgets (x)")
+    code = subprocess.run([str(exe), "budget", "show", "--ledger", str(tmp_path / "other.db")],
+                          capture_output=True, text=True, check=False)
+    assert code.returncode == 2 and "another program's SQLite database" in code.stderr, code.stderr
+
+
+def test_run_names_its_console_handler_for_prefect_before_prefect_loads(capsys, tmp_path, monkeypatch):
+    from dpdist.cli import _CONSOLE_HANDLER
+
+    monkeypatch.delenv(_CONSOLE_HANDLER[0], raising=False)
+    code, out, err = run(capsys, "run", "--plan", "--ledger", str(tmp_path / "l.sqlite"))
+    assert code == 0, err
+    assert os.environ[_CONSOLE_HANDLER[0]] == _CONSOLE_HANDLER[1]  # the flow's child and its workers inherit it

@@ -241,6 +241,9 @@ class Accountant:
         private_sqlite(self.path)  # owner-only ledger (and its -wal/-shm), whatever the umask
         with self._transaction() as con:
             version = con.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0 and con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise ParameterError(f"ledger {self.path} is another program's SQLite database, not a dpdist ledger "
+                                     f"(pass a ledger's path, or a new path to start one)")
             if version == 0:
                 for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     con.execute(stmt)
@@ -311,7 +314,8 @@ class Accountant:
                 try:
                     yield con
                 except BaseException:
-                    con.execute("ROLLBACK")
+                    if con.in_transaction:  # SQLite rolls back by itself on a full disk or an I/O error
+                        con.execute("ROLLBACK")
                     raise
                 con.execute("COMMIT")
             finally:
@@ -333,12 +337,13 @@ class Accountant:
         (``ParameterError``)."""
         try:
             yield
-        except sqlite3.OperationalError as e:  # SQLITE_FULL, _IOERR, _READONLY, _CANTOPEN, _PERM, a lock held too long
-            raise LedgerUnavailable(f"ledger {self.path} could not be read or written: {e} (is its disk full or "
-                                    f"read-only, the file not permitted, or another process holding it?); nothing "
-                                    f"was released") from e
-        except sqlite3.DatabaseError as e:  # an IntegrityError is a bug of ours: it keeps its traceback
-            if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+        except sqlite3.DatabaseError as e:  # any other code (SQLITE_ERROR: an SQL bug of ours) keeps its traceback
+            code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
+            if code in _UNAVAILABLE:
+                raise LedgerUnavailable(f"ledger {self.path} could not be read or written: {e} (is its disk full or "
+                                        f"read-only, the file not permitted, or another process holding it?); this "
+                                        f"call released nothing, a charge it made stands") from e
+            if code == sqlite3.SQLITE_NOTADB:
                 raise ParameterError(f"ledger {self.path} is not an SQLite database (a ledger is written by "
                                      f"dpdist: pass its path, or a new path to start one)") from e
             raise
@@ -569,7 +574,12 @@ class Accountant:
         ``TypeError``, ``ZeroDivisionError``, ``FloatingPointError``, a numba error -- is the release's outcome: it is recorded under ``key``, the charge stands, and
         every retry under the key returns or raises the recorded outcome without calling
         ``compute``. A result that cannot be recorded (not JSON-serialisable, or not finite) is
-        a failure of the release and is recorded as one. What propagates unrecorded, as an
+        a failure of the release and is recorded as one; so is a result the ledger's disk
+        refuses (``LedgerUnavailable`` on writing it): whether a full disk takes the result
+        depends on its size, so on the output, and a retry that drew again would publish the
+        draws that fit. The fixed-size failure record is written in its place (if the disk
+        refuses that too, the error propagates unrecorded: a refusal of a fixed-size write does
+        not depend on the output), and every retry replays it. What propagates unrecorded, as an
         interrupted run, is a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
         ``SystemExit``) and the machine's own failures (:func:`machine_failure`: an ``OSError``
         -- a lost connection or file --, ``MemoryError``, a worker's ``ImportError``, a cancelled
@@ -620,7 +630,15 @@ class Accountant:
         # recorded and raised outside the handlers, so no exception of ``compute`` is chained to it
         if failure is not None:
             return _replay(self._record(dataset, key, failure))
-        return _replay(self._record(dataset, key, encoded))
+        try:
+            stored = self._record(dataset, key, encoded)
+        except LedgerUnavailable as e:
+            cause = getattr(e.__cause__, "sqlite_errorcode", None)
+            if cause is None or cause & 0xFF not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+                raise  # a lock or a permission: not the result's size, a retry may draw anew
+            # the disk refused the result: its fixed-size failure in its place (see above)
+            stored = self._record(dataset, key, _failure_record(None, _UNWRITTEN))
+        return _replay(stored)
 
     def _record(self, dataset: str, key: str, encoded: str) -> str:
         """Record ``encoded`` as the result of ``key`` unless a concurrent attempt recorded first; the stored one."""
@@ -649,14 +667,22 @@ _PUBLIC_MESSAGES: dict[type[DPDistError], str] = {
     SolverFailure: "the release's computation failed: nothing was released",
 }
 _UNRECORDABLE = "the release's result cannot be recorded (not JSON-serialisable, or not finite): nothing was released"
-_MESSAGES = frozenset(_PUBLIC_MESSAGES.values()) | {_UNRECORDABLE}
+_UNWRITTEN = "the release's result could not be written to the ledger (its disk refused it): nothing was released"
+_MESSAGES = frozenset(_PUBLIC_MESSAGES.values()) | {_UNRECORDABLE, _UNWRITTEN}
+
+
+# SQLite's primary codes for a disk, file or lock that refuses (not an error of the SQL)
+_UNAVAILABLE = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
+                          sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOLFS, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED,
+                          sqlite3.SQLITE_PROTOCOL})
 
 
 def _busy(e: sqlite3.OperationalError) -> bool:
-    """Whether ``e`` is another connection holding the lock (SQLITE_BUSY / SQLITE_LOCKED), which
-    waiting clears -- not a full disk or an I/O error, which it does not."""
+    """Whether ``e`` is another connection holding the lock (SQLITE_BUSY / SQLITE_LOCKED, or the WAL
+    race SQLITE_PROTOCOL), which waiting clears -- not a full disk or an I/O error, which it does not."""
     code = getattr(e, "sqlite_errorcode", None)
-    return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) if code is not None else "locked" in str(e)
+    return ((code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL)
+            if code is not None else "locked" in str(e))
 
 
 def machine_failure(e: BaseException) -> bool:
@@ -679,13 +705,13 @@ def _public_class(raised: type[BaseException] | None) -> type[DPDistError]:
     return SolverFailure
 
 
-def _failure_record(raised: type[BaseException] | None) -> str:
+def _failure_record(raised: type[BaseException] | None, unrecorded: str = _UNRECORDABLE) -> str:
     """The JSON record of a failed release: built from the exception's *class* only, never its message.
 
-    ``raised=None`` is a result that could not be encoded.
+    ``raised=None`` is a result that could not be recorded, for the fixed reason ``unrecorded``.
     """
     cls = _public_class(raised)
-    message = _PUBLIC_MESSAGES[cls] if raised is not None else _UNRECORDABLE
+    message = _PUBLIC_MESSAGES[cls] if raised is not None else unrecorded
     doc = {"type": cls.__name__, "raised": raised.__name__ if raised is not None else None, "message": message}
     return json.dumps({_FAILURE: doc}, sort_keys=True)
 

@@ -646,3 +646,46 @@ def test_a_ledger_on_a_disk_that_refuses_is_unavailable_at_once_and_a_machine_fa
         acc.datasets()
     assert time.monotonic() - start < 5  # not the 30 s a held lock is waited for
     assert machine_failure(info.value) and isinstance(info.value, OSError)
+
+
+_REFUSED_RESULT = r"""
+import json, resource, sys
+from dpdist.exceptions import SolverFailure
+from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
+
+acc, size = Accountant(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]),) * 2)  # (SIGXFSZ: Python ignores it)
+calls, out = [], {}
+def compute():  # a result whose size is the output's: here the first draw is large
+    calls.append(1)
+    return {"values": [0.5] * (size if len(calls) == 1 else 1)}
+for attempt in range(2):
+    try:
+        out[attempt] = acc.release("ds", Charge(PrivacyLoss.approx(0.1, 0.0), "laplace"), "r", compute)
+    except SolverFailure as e:
+        out[attempt] = str(e).split(" [")[0]  # (the rest says the outcome is recorded)
+print(json.dumps({"calls": len(calls), "out": out}))
+"""
+
+
+def test_a_result_the_ledgers_disk_refuses_is_recorded_as_a_failure_never_drawn_again(ledger: Accountant) -> None:
+    """Whether a full disk takes a release's result depends on its size, so on the output: a retry
+    that drew again would publish the draws that fit. The disk refusing the result (here a file-size
+    limit past the ledger's WAL: a 10 MB result refused, SQLite rolling the transaction back by
+    itself, the fixed-size failure record taken) makes the release's outcome a recorded failure,
+    replayed by every retry without calling ``compute``."""
+    wal = Path(str(ledger.path) + "-wal")
+    limit = max(wal.stat().st_size if wal.exists() else 0, ledger.path.stat().st_size) + (256 << 10)
+    res = subprocess.run([sys.executable, "-c", _REFUSED_RESULT, str(ledger.path), "2000000", str(limit)],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    message = "the release's result could not be written to the ledger (its disk refused it): nothing was released"
+    assert got == {"calls": 1, "out": {"0": message, "1": message}}
+    (record,) = ledger.history("ds")
+    assert record.key == "r" and record.epsilon == 0.1  # the charge stands
+    # the same release with room on the disk is drawn once and recorded (the refusal was the limit's)
+    res = subprocess.run([sys.executable, "-c", _REFUSED_RESULT, str(ledger.path), "10", str(1 << 30)],
+                         capture_output=True, text=True, check=False)
+    assert json.loads(res.stdout) == {"calls": 0, "out": {"0": message, "1": message}}  # replayed: never drawn again
