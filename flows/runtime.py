@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import socket
 import sys
@@ -56,6 +57,7 @@ from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 from prefect_dask import DaskTaskRunner
 
+from dpdist.exceptions import DPDistError
 from dpdist.utils.files import open_private
 from flows.config import ClusterConfig, ConfigError, memory_limit_bytes
 from pipelines._placement import LooseRestrictionRescue
@@ -67,6 +69,13 @@ __all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on
 T = TypeVar("T")
 
 LOOPBACK = "127.0.0.1"
+_SERVER_MIN_FREE = 64 << 20  # bytes free under PREFECT_HOME, where the temporary Prefect server's database is
+
+
+class PrefectServerUnavailable(DPDistError):
+    """The temporary Prefect server of a run could not start (exit 1, one line)."""
+
+
 # keys of the jobqueue YAML that dpdist sets itself (TLS, credentials, where the dashboard listens)
 _DPDIST_SLURM_KEYS = ("security", "protocol", "job_cls")
 
@@ -200,10 +209,25 @@ def prefect_api() -> Iterator[str]:
         yield url
         return
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
+    home = Path(get_current_settings().home)
+    where = next(p for p in (home, *home.parents) if p.exists())
+    if (free := shutil.disk_usage(where).free) < _SERVER_MIN_FREE:  # its database would not open: say so now
+        raise PrefectServerUnavailable(
+            f"the temporary Prefect server keeps its files (its database, by default) under PREFECT_HOME={home}, "
+            f"whose disk has "
+            f"{free / 2**20:.0f} MiB free (it needs {_SERVER_MIN_FREE >> 20} MiB); free some space, or set "
+            f"PREFECT_HOME to another disk, or PREFECT_API_URL to a running server")
     server = SubprocessASGIServer()
-    server.start(timeout=120)
+    try:
+        server.start(timeout=120)
+    except RuntimeError as e:  # Prefect's message holds the server's whole output: its last exception's line
+        said = [ln.strip() for ln in str(e).splitlines() if re.search(r"\w(Error|Exception): ", ln)]
+        raise PrefectServerUnavailable(
+            f"the temporary Prefect server did not start ({said[-1] if said else str(e).splitlines()[0]}); "
+            f"its home: PREFECT_HOME={home} (a full or read-only disk there? or set PREFECT_API_URL to a "
+            f"running server)") from e
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
