@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import json
 import logging
 import math
@@ -21,7 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from dpdist.exceptions import BudgetExceeded, DPDistError, ParameterError, UnknownDataset, file_failure
+from dpdist.exceptions import (SPACE_ERRNOS, BudgetExceeded, DPDistError, ParameterError, UnknownDataset,
+                               file_failure)
 from dpdist.privacy.accountant import Accountant, default_ledger_path, spend_text
 from dpdist.utils.io import write_json_atomic
 from dpdist.utils.random import derive_seed
@@ -883,9 +883,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = file_failure(e)
         if line is None:
             raise
-        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) and getattr(args, "out", None):
+        if e.errno in SPACE_ERRNOS and getattr(args, "out", None):  # (the file that ran out is not named)
             line += f" (writing {args.out})"  # the one file or store the command writes
-        elif e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) and getattr(args, "run_output", None):
+        elif e.errno in SPACE_ERRNOS and getattr(args, "run_output", None):
             line += f" (the run's output: {args.run_output})"  # one of the places a run writes
         print(f"dpdist: error: {line}", file=sys.stderr)
         return EXIT_ERROR

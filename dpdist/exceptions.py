@@ -99,7 +99,7 @@ class LedgerUnavailable(DPDistError, OSError):
 
 
 # the machine's files refusing a write: no space (the file system matters, not the file) ...
-_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # ... or a path refused (the path matters: one is named, else it is not a file's failure, e.g. a socket's)
 _PATH_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
@@ -116,7 +116,7 @@ def file_failure(e: BaseException) -> str | None:
     """
     if isinstance(e, LedgerUnavailable):
         return str(e)
-    if isinstance(e, OSError) and e.errno in _SPACE_ERRNOS:
+    if isinstance(e, OSError) and e.errno in SPACE_ERRNOS:
         return os.strerror(e.errno)
     if isinstance(e, OSError) and e.errno in _PATH_ERRNOS and e.filename:
         return f"{os.strerror(e.errno)}: {e.filename}"
