@@ -6,6 +6,7 @@ and other bad input give 2, ``BudgetExceeded`` gives 3.
 
 import errno
 import os
+from pathlib import Path
 
 
 class DPDistError(Exception):
@@ -110,14 +111,24 @@ def file_failure(e: BaseException) -> str | None:
     traceback would tell an operator nothing more; ``None`` for anything else (a bug keeps its
     traceback).
 
-    The line holds the system's message, and the path for a refused path. Not the file that ran out
-    of space: inside a store it would be a chunk or bucket whose name follows the data (how many
-    entries, which columns); the caller names the output instead.
+    The line holds the system's message, and for a refused path the path -- up to the store that
+    holds it, if one does. Never a file inside a store: its name follows the data (a chunk's number
+    counts entries, a bucket's names columns); nor the file that ran out of space (the caller names
+    its output instead).
     """
     if isinstance(e, LedgerUnavailable):
         return str(e)
     if isinstance(e, OSError) and e.errno in SPACE_ERRNOS:
         return os.strerror(e.errno)
     if isinstance(e, OSError) and e.errno in _PATH_ERRNOS and e.filename:
-        return f"{os.strerror(e.errno)}: {e.filename}"
+        return f"{os.strerror(e.errno)}: {_outside_stores(os.fsdecode(e.filename))}"
     return None
+
+
+def _outside_stores(path: str) -> str:
+    """``path``, or the outermost store holding it: a zarr directory (its ``zarr.json``), or a store's
+    temporary being written (``.<name>.tmp-<random>``)."""
+    for parent in reversed(Path(path).parents):  # outermost first
+        if ".tmp-" in parent.name or (parent / "zarr.json").is_file():
+            return str(parent)
+    return path

@@ -28,6 +28,22 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture
+def file_size_limit():
+    """``preexec_fn`` for a child whose kernel refuses every write past ``limit`` bytes of a file
+    (RLIMIT_FSIZE: EFBIG, with SIGXFSZ ignored), as a full disk refuses (ENOSPC): the same path
+    through dpdist, without a disk to fill."""
+    def limited(limit: int):
+        def limit_writes() -> None:
+            import resource
+            import signal
+
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        return limit_writes
+    return limited
+
+
 @pytest.fixture(autouse=True)
 def _restore_environment():
     """A test that runs the CLI in this process (which sets logging variables for its children)

@@ -274,20 +274,9 @@ def test_budget_show_of_a_half_counts_its_legacy_budget_of_its_own(tmp_path, cap
     assert [(r["dataset"], r["key"]) for r in json.loads(out)["releases"]] == [("half", "old")]  # listed once
 
 
-def _file_size_limit(limit: int):
-    """A child whose kernel refuses every write past ``limit`` bytes of a file (RLIMIT_FSIZE: EFBIG,
-    with SIGXFSZ ignored), as a full disk refuses (ENOSPC): the same path through dpdist."""
-    def limit_writes() -> None:
-        import resource
-        import signal
-
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return limit_writes
-
-
 @pytest.mark.parametrize("limit", [0, 64 << 10], ids=["at-the-first-file", "mid-store"])
-def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_nothing(tmp_path, limit):
+def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_nothing(tmp_path, limit,
+                                                                                    file_size_limit):
     import numpy as np
     from sklearn.datasets import dump_svmlight_file
 
@@ -299,7 +288,7 @@ def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_not
     exe = Path(sys.executable).parent / "dpdist"
     res = subprocess.run([str(exe), "ingest", str(src), "--out", str(out / "s"), "--task", "binary", "--labels=-1,1",
                           "--n-features", "40", "--zero-based", "yes"],
-                         capture_output=True, text=True, check=False, preexec_fn=_file_size_limit(limit))
+                         capture_output=True, text=True, check=False, preexec_fn=file_size_limit(limit))
     assert res.returncode == 1, res.stderr
     assert res.stderr.splitlines()[-1] == f"dpdist: error: File too large (writing {out / 's'})"
     assert "Traceback" not in res.stderr  # (at 0 bytes joblib also warns that it cannot make a semaphore)
@@ -310,14 +299,14 @@ def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_not
     assert res.returncode == 0, res.stderr
 
 
-def test_a_ledger_its_disk_refuses_is_one_line_exit_1_at_once(tmp_path, store):
+def test_a_ledger_its_disk_refuses_is_one_line_exit_1_at_once(tmp_path, store, file_size_limit):
     import time
 
     exe = Path(sys.executable).parent / "dpdist"
     ledger = tmp_path / "l.sqlite"
     start = time.monotonic()
     res = subprocess.run([str(exe), "budget", "init", store, "--epsilon", "1", "--delta", "1e-6", "--ledger",
-                          str(ledger)], capture_output=True, text=True, check=False, preexec_fn=_file_size_limit(0))
+                          str(ledger)], capture_output=True, text=True, check=False, preexec_fn=file_size_limit(0))
     took = time.monotonic() - start
     assert res.returncode == 1, res.stderr
     [line] = res.stderr.splitlines()

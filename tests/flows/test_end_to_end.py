@@ -203,20 +203,15 @@ def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect
 
 
 def test_a_disk_that_refuses_the_runs_writes_is_one_line_exit_1_and_leaves_nothing(prefect_server: dict,
-                                                                                   tmp_path: Path) -> None:
+                                                                                   tmp_path: Path,
+                                                                                   file_size_limit) -> None:
     """The run's processes (the supervisor, the flow, its local workers) under a file-size limit
     (RLIMIT_FSIZE: the kernel refuses writes past 256 KiB of a file, EFBIG, as a full disk refuses
     with ENOSPC): the source store's first large chunk is refused. The terminal gets Prefect's
     one-line failure records and dpdist's line, no traceback; exit 1; no store, no temporary."""
-    import resource
-
-    def limit_writes() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
-
     cfg = write_config(tmp_path, small_config(tmp_path))
     r = subprocess.run([sys.executable, "-m", "dpdist.cli", "run", str(cfg)], env=flow_env(tmp_path, prefect_server),
-                       cwd=tmp_path, capture_output=True, text=True, timeout=600, preexec_fn=limit_writes)
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600, preexec_fn=file_size_limit(256 << 10))
     assert r.returncode == 1, r.stderr[-4000:]
     assert "Traceback" not in r.stderr, r.stderr[-4000:]
     assert r.stderr.splitlines()[-1] == f"dpdist: error: File too large (the run's output: {tmp_path / 'out'})"
