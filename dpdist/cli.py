@@ -22,8 +22,10 @@ from typing import IO, Any
 
 from dpdist.exceptions import (SPACE_ERRNOS, BudgetExceeded, DPDistError, ParameterError, UnknownDataset,
                                file_failure)
-from dpdist.privacy.accountant import Accountant, default_ledger_path, spend_text
+from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, default_ledger_path, spend_text
+from dpdist.utils import operator_log
 from dpdist.utils.io import write_json_atomic
+from dpdist.utils.operator_log import timing
 from dpdist.utils.random import derive_seed
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -113,7 +115,7 @@ def _budget_history(args: argparse.Namespace) -> int:
 
     def human() -> str:
         lines = [f"{r['time']}  {r['mechanism']:<28} eps={r['epsilon']:<10.4g} delta={r['delta']:<9.3g} "
-                 f"{r['loss']:<28} {r['key']}" for r in releases]
+                 f"{r['loss']:<28} {r['key']}" + ("" if r["covered"] else f"  {UNCOVERED_MARK}") for r in releases]
         return "\n".join(lines) or f"no releases for {name}"
 
     _emit(args, payload, human)
@@ -203,10 +205,16 @@ def _noise_seed(args: argparse.Namespace, purpose: str) -> int | None:
 def _bss_selector(args: argparse.Namespace) -> Any:
     from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 
+    if args.time_limit is not None:
+        raise ParameterError("--time-limit was removed: a time limit made a release's abort depend on the data, "
+                             "unprotected. Best subset selection now runs every solve to its certificate; an operator "
+                             "who wants a wall-clock guard anyway passes --nonprivate-time-limit SECONDS (outside the "
+                             "privacy guarantee, marked so in the ledger)")
     ridge = args.ridge if args.ridge is not None else (120.0 if args.loss == "squared" else 100.0)
     common = dict(s=args.k, epsilon=args.epsilon, loss=args.loss, r=args.r, ridge=ridge, x_bound=args.x_bound,
                   y_bound=args.y_bound, bounds="clip" if args.clip else "check", tol=args.tol,
-                  time_limit=args.time_limit, random_state=_noise_seed(args, f"select/{args.method}"))
+                  nonprivate_time_limit=args.nonprivate_time_limit,
+                  random_state=_noise_seed(args, f"select/{args.method}"))
     if args.method == "bss-top-r":
         return BSSTopRSelector(**common)
     if not args.delta:
@@ -270,7 +278,7 @@ def _select(args: argparse.Namespace) -> int:
                               f"{key}/stage2")
         extra["stage2"] = {"key": f"{key}/stage2", "epsilon": args.stage2, "loss": model.loss,
                            "indices": [int(i) for i in features], "values": coef.tolist()}
-    print(f"{args.method}: {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+    timing("%s: %.2f s", args.method, time.perf_counter() - t0)
     payload = {"method": args.method, "k": args.k, "features": [int(i) for i in features], "epsilon": args.epsilon,
                "delta": args.delta, "dataset": status.name, "key": key, "ledger": str(acc.path), **extra}
     if args.out:
@@ -364,7 +372,7 @@ def _train(args: argparse.Namespace) -> int:
         model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None,
                   progress=lambda done, total: update(done))
     seconds = time.perf_counter() - t0
-    print(f"{args.method}: {seconds:.2f} s, {1e3 * seconds / args.iters:.4f} ms/iteration", file=sys.stderr)
+    timing("%s: %.2f s, %.4f ms/iteration", args.method, seconds, 1e3 * seconds / args.iters)
     coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
     payload: dict[str, Any] = {"method": args.method, "loss": args.loss, "nnz_weights": len(coef["indices"]),
                                "density": len(coef["indices"]) / X.shape[1], "iterations": args.iters,
@@ -769,8 +777,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--y-bound", type=float, default=0.5, help="Assumption 1: |y_i| <= y_bound (squared loss)")
     g.add_argument("--tol", type=float, default=1e-3,
                    help="certified tolerance as a fraction of the sensitivity (paid for in the sampling rate)")
-    g.add_argument("--time-limit", type=float, default=600.0,
-                   help="seconds per MIP solve; reaching it refuses the release (the charge is kept)")
+    g.add_argument("--nonprivate-time-limit", type=float, default=None, metavar="SECONDS",
+                   help="OUTSIDE THE PRIVACY GUARANTEE: seconds per MIP solve, past which the release aborts "
+                        "(whether it does depends on the data; the ledger marks the release not covered). "
+                        "Default: none, every solve runs to its certificate")
+    g.add_argument("--time-limit", type=float, default=None, help=argparse.SUPPRESS)  # removed: a clear error
     g.add_argument("--ptr-fraction", type=float, default=0.5, help="bss-mistakes: share of epsilon for the gap test")
     p.add_argument("--n-blocks", type=int, default=None,
                    help="two-stage: a public number of blocks (default: floor(sqrt) of a noisy row count)")
@@ -865,6 +876,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # exits 2 on bad arguments
     args.argv = list(sys.argv[1:] if argv is None else argv)
     _logging(args.verbose)
+    os.environ.setdefault(operator_log.ON_ENV, "1")  # timings on this terminal (and its children's) only
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -51,7 +51,6 @@ are those of the float64 matrix of the same values (products and sums in float64
 
 from __future__ import annotations
 
-import logging
 import math
 import uuid
 from typing import Any
@@ -70,6 +69,7 @@ from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
+from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
@@ -77,7 +77,6 @@ __all__ = ["METHODS", "SCREEN_METHODS", "DPFrankWolfeClassifier", "DPFrankWolfeR
 
 METHODS = ("fast-dp-fw", "dp-fw", "fw", "fast-fw")
 PRIVATE = ("fast-dp-fw", "dp-fw")
-logger = logging.getLogger(__name__)
 SCREENINGS = (None, "rnm", "adp", "exact")
 SCREEN_METHODS = {"rnm-screen": "rnm", "adp-screen": "adp"}  # CLI / run-config names -> fast-dp-fw + screening
 
@@ -226,9 +225,9 @@ class _FrankWolfe(BaseEstimator):
                                      {**self.release_params(), "n_features": X.shape[1], **extra})
         self._set_released(out)
         fw = result.get("fw")
-        if fw is not None:  # for the operator's log only: a private fit's time is never released
-            logger.info("%s: %d iterations in %.3f s (%.4f ms/iteration, kernels loaded before the timer)",
-                        self.method, self.max_iter, fw.seconds, 1e3 * fw.seconds / self.max_iter)
+        if fw is not None:  # for the operator's terminal only: a private fit's time is never released
+            timing("%s: %d iterations in %.3f s (%.4f ms/iteration, kernels loaded before the timer)",
+                   self.method, self.max_iter, fw.seconds, 1e3 * fw.seconds / self.max_iter)
         self.n_iter_ = self.max_iter
         self.seconds_ = fw.seconds if fw else float("nan")  # the operator's own: never released
         self.privacy_ = fw.privacy if fw else None

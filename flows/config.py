@@ -29,8 +29,9 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
                bss_loss ("squared": least squares, a regression store; "hinge": a binary one),
                bss_r (l2-ball radius), bss_ridge (default 120 squared, 100 hinge), bss_x_bound,
                bss_y_bound (Assumption 1; data.bounds = "clip" clips to them), bss_tol
-               (certified tolerance, a fraction of Delta), bss_time_limit (seconds per MIP;
-               past it the release is a recorded refusal), bss_delta and bss_ptr_fraction
+               (certified tolerance, a fraction of Delta), bss_nonprivate_time_limit (default
+               none: every solve runs to its certificate; seconds per MIP, past which the release
+               aborts -- OUTSIDE the privacy guarantee, the ledger marks it), bss_delta and bss_ptr_fraction
                (bss-mistakes' propose-test-release: its delta and its share of epsilon)
     [train]    methods (fast-dp-fw, dp-fw, rnm-screen, adp-screen, objective-perturbation), epsilon
                (one or a list: the privacy-utility curve), delta (each FW model), lam, iters,
@@ -80,7 +81,12 @@ SCREEN_METHODS = ("rnm-screen", "adp-screen")
 
 _REMOVED = {"data": {"split_seed": "removed: each record's side of the split is decided by the record and the "
                                    "dataset's secret split key in the ledger (a split by row position with a public "
-                                   "seed broke the privacy guarantee); delete the key"}}
+                                   "seed broke the privacy guarantee); delete the key"},
+            "select": {"bss_time_limit": "removed: a release that aborted at a time limit published whether the "
+                                         "solve was slow, a function of the data, un-noised. Best subset selection "
+                                         "now runs every solve to its certificate; delete the key (or, outside the "
+                                         "privacy guarantee and marked so in the ledger, set "
+                                         "bss_nonprivate_time_limit)"}}
 
 
 class ConfigError(ParameterError):
@@ -140,7 +146,7 @@ class SelectConfig:
     bss_x_bound: float = 0.5
     bss_y_bound: float = 0.5
     bss_tol: float = 1e-3
-    bss_time_limit: float = 600.0
+    bss_nonprivate_time_limit: float | None = None
     bss_delta: float = 1e-6
     bss_ptr_fraction: float = 0.5
 
@@ -466,8 +472,10 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("select.n_blocks", "two-stage needs a public number of blocks, or data.count_epsilon > 0 to derive "
                                   "it from the noisy train row count")
     c.choice("select.bss_loss", select.bss_loss, ("squared", "hinge"))
-    for key in ("bss_r", "bss_x_bound", "bss_y_bound", "bss_time_limit"):
+    for key in ("bss_r", "bss_x_bound", "bss_y_bound"):
         c.number(f"select.{key}", getattr(select, key), 0, lo_open=True)
+    if select.bss_nonprivate_time_limit is not None:
+        c.number("select.bss_nonprivate_time_limit", select.bss_nonprivate_time_limit, 0, lo_open=True)
     if select.bss_ridge is not None:
         c.number("select.bss_ridge", select.bss_ridge, 0, lo_open=True)
     c.number("select.bss_tol", select.bss_tol, 0, 0.05, lo_open=True)

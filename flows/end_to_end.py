@@ -7,7 +7,6 @@ from the config's ``[cluster]`` section (local, an existing scheduler, or SLURM)
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
@@ -15,6 +14,7 @@ from prefect import flow
 from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
+from dpdist.utils.operator_log import timing
 from flows.config import RunConfig, load_config
 from flows.evaluate import evaluate_stage
 from flows.ingest import ingest_stage
@@ -35,9 +35,10 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
     """All stages on the active task runner; returns the run summary (the CLI's JSON).
 
     ``flow_run`` is the id reported for the run (the parent flow's); default: this flow run.
-    The summary is public: the dataset's name, release keys and output paths. How long each
-    step took goes to the operator's terminal (stderr) and the flow's log only: it includes
-    the private fits' times.
+    The summary is public: the dataset's name, release keys and output paths. The flow's log
+    names each step as it ends; how long it took goes to the operator's terminal only (it
+    includes the private fits' times: ``dpdist.utils.operator_log``), never to Prefect's run
+    logger, whose lines its server stores.
     """
     logger = get_run_logger()
     flow_run = flow_run or _flow_run_id()
@@ -48,9 +49,8 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
     def step(name: str, **info: Any) -> None:
         now = time.perf_counter()
         steps.append({"step": name, **info})
-        logger.info("step %s took %.1f s", name, now - last[0])
-        print(f"dpdist run: step {name} took {now - last[0]:.1f} s ({now - t0:.1f} s in all)", file=sys.stderr,
-              flush=True)
+        logger.info("step %s done", name)
+        timing("dpdist run: step %s took %.1f s (%.1f s in all)", name, now - last[0], now - t0)
         last[0] = now
 
     stores = ingest_stage(cfg)

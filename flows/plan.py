@@ -41,7 +41,8 @@ def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
     s = cfg.select
     ridge = s.bss_ridge if s.bss_ridge is not None else (120.0 if s.bss_loss == "squared" else 100.0)
     common = dict(s=s.k, epsilon=s.epsilon, loss=s.bss_loss, r=s.bss_r, ridge=ridge, x_bound=s.bss_x_bound,
-                  y_bound=s.bss_y_bound, bounds=cfg.data.bounds, tol=s.bss_tol, time_limit=s.bss_time_limit,
+                  y_bound=s.bss_y_bound, bounds=cfg.data.bounds, tol=s.bss_tol,
+                  nonprivate_time_limit=s.bss_nonprivate_time_limit,
                   random_state=seed)
     if method == "bss-top-r":
         return BSSTopRSelector(**common)

@@ -39,6 +39,7 @@ from prefect.logging import get_run_logger
 from dpdist.exceptions import UnknownDataset
 from dpdist.privacy.accountant import Accountant, machine_failure
 from dpdist.privacy.loss import Charge
+from dpdist.utils.operator_log import timing
 
 __all__ = ["release", "ensure_budget", "RAW"]
 
@@ -62,8 +63,9 @@ def release(ledger_path: str | None, dataset: str, charge: Charge, key: str, com
             params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Charge ``charge`` to ``dataset`` under ``key``, then compute and record; see the module doc.
 
-    Returns ``{"key", "epsilon", "delta", "form", "mechanism", "replayed", "result"}``. The time
-    the computation took goes to the flow's log only.
+    Returns ``{"key", "epsilon", "delta", "form", "mechanism", "replayed", "result"}``. The flow's
+    log (Prefect's run logger: stored by its server) gets the release's public parameters; the
+    time the computation took goes to the operator's terminal only (``dpdist.utils.operator_log``).
     """
     acc = Accountant(ledger_path)
     logger = get_run_logger()
@@ -71,10 +73,12 @@ def release(ledger_path: str | None, dataset: str, charge: Charge, key: str, com
     t0 = time.perf_counter()
     result = acc.release(dataset, charge, key, compute, params)
     replayed = key in before
+    timing("release %s (%s) under %s: %.2f s", charge.mechanism, "replayed" if replayed else "computed", key,
+           time.perf_counter() - t0)
     status = acc.status(dataset)
-    logger.info("%s %s (%s) under %s in %.2f s; dataset %s spent epsilon=%.4g of %g",
-                "replayed" if replayed else "released", charge.mechanism, charge.loss.describe(), key,
-                time.perf_counter() - t0, status.name, status.epsilon_spent, status.epsilon_total)
+    logger.info("%s %s (%s) under %s; dataset %s spent epsilon=%.4g of %g", "replayed" if replayed else "released",
+                charge.mechanism, charge.loss.describe(), key, status.name, status.epsilon_spent,
+                status.epsilon_total)
     return {"key": key, "epsilon": charge.epsilon, "delta": charge.delta, "form": charge.loss.form,
             "rho": charge.loss.rho, "mechanism": charge.mechanism, "replayed": replayed, "result": result}
 

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 
-from dpdist.privacy.accountant import Accountant, spend_text  # noqa: E402
+from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, spend_text  # noqa: E402
 from flows.config import RunConfig  # noqa: E402
 from dpdist.utils.io import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: E402
 
@@ -110,8 +110,20 @@ def _ledger_rows(history: list[dict], run_keys: set[str], released_now: set[str]
     for h in history:
         form = f"rho={h['rho']:.4g}" if h["rho"] is not None else h["loss"]
         state = "released" if h["key"] in released_now else ("replayed" if h["key"] in run_keys else "")
-        rows.append([h["time"], h["mechanism"], h["epsilon"], h["delta"], form, h["key"], state])
+        covered = "yes" if h["covered"] else UNCOVERED_MARK
+        rows.append([h["time"], h["mechanism"], h["epsilon"], h["delta"], form, covered, h["key"], state])
     return rows
+
+
+def _split_note(test_fraction: float, counted: bool) -> str:
+    """Why the realised split can differ from ``test_fraction`` (public: the config and the rule)."""
+    if test_fraction == 0:
+        return "No split: the models are evaluated on the declared-public test file."
+    see = ("the noisy counts above show the realised sizes" if counted else
+           "release noisy row counts (data.count_epsilon > 0) to see the realised sizes")
+    return (f"The keyed train/test split sends identical records to the same side (that keeps it private): on data "
+            f"with many duplicates the realised test fraction can be far from the configured {test_fraction:g}; "
+            f"{see}.")
 
 
 def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selection: dict[str, Any] | None,
@@ -142,11 +154,12 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
           f"{src['task']}. Neighbouring relation: one record added or removed; the number of records is private.", "",
           (_table(["part", "rows (noisy, released)"], [[k, round(v)] for k, v in counts.items()]) if counts else
            "No row counts were released (data.count_epsilon = 0)."), "",
+          _split_note(cfg.data.test_fraction, bool(counts)), "",
           "## Privacy ledger", "",
           f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}: "
           f"{spend_text(status, '**')}. "
           f"{status['releases']} releases in all.", "",
-          _table(["date", "mechanism", "epsilon", "delta", "loss", "key", "this run"],
+          _table(["date", "mechanism", "epsilon", "delta", "loss", "covered", "key", "this run"],
                  _ledger_rows(history, run_keys, released_now)), ""]
     if selection:
         md += ["## Selected features", "",

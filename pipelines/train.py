@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import logging
 import os
 import time
 from typing import Any
@@ -26,13 +25,13 @@ from dpdist.data.store import BLOCK_CACHE, open_store
 from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.selection.sis import store_target
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
+from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState
 
 SOLVER_RESOURCE = "solver"
 # the best-subset OA master (``pipelines.best_subset``): one SCIP process per worker holding it.
 # Every worker dpdist starts holds both (``flows.runtime``), so the names live here, light to import.
 MIP_RESOURCE = "mip"
-log = logging.getLogger("dpdist.pipelines.train")
 
 
 def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
@@ -113,7 +112,7 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
         model.fit(X, y)
     else:
         model.fit(X, y, X_csc=X_csc)
-    log.info("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
+    timing("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
     classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
     if method == "objective-perturbation":
         return {"indices": [int(j) for j in features], "values": model.coef_.tolist(), "path": [],

@@ -41,7 +41,10 @@ Version 2 had no ``links`` table (:meth:`Accountant.budget_of`: a split half's b
 own, from before halves were charged to their source, counted toward the source's); version 3
 adds it, in the same way. Version 3 had no ``filter`` column; version 4 stores each budget's
 privacy filter (:class:`dpdist.privacy.filter.PrivacyFilter`: its Renyi order and delta split,
-fixed when the budget is set, or when a version 1-3 ledger is first opened). Every row is kept.
+fixed when the budget is set, or when a version 1-3 ledger is first opened). Version 5 adds each
+release's ``covered`` mark (0: run outside the privacy guarantee by the operator's opt-in, e.g. a
+wall-clock guard; :class:`dpdist.privacy.loss.Charge`); earlier releases had no such option and
+are marked covered. Every row is kept.
 """
 
 from __future__ import annotations
@@ -70,9 +73,12 @@ from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
-__all__ = ["Accountant", "BudgetStatus", "Release", "default_ledger_path", "spend_text"]
+__all__ = ["Accountant", "BudgetStatus", "Release", "UNCOVERED_MARK", "default_ledger_path", "spend_text"]
 
-_SCHEMA_VERSION = 4
+# how a release run outside the privacy guarantee (``covered=False``) is marked wherever it is listed
+UNCOVERED_MARK = "NOT COVERED (run outside the privacy guarantee: an operator's opt-in)"
+
+_SCHEMA_VERSION = 5
 _LINKS = """
 CREATE TABLE IF NOT EXISTS links (
     alias   TEXT PRIMARY KEY REFERENCES budgets(dataset),
@@ -100,6 +106,7 @@ CREATE TABLE IF NOT EXISTS releases (
     result    TEXT,
     loss      TEXT,
     params    TEXT,
+    covered   INTEGER NOT NULL DEFAULT 1,
     UNIQUE (dataset, key)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS budgets_name ON budgets(name);
@@ -111,6 +118,14 @@ _V1_TO_V2 = (
     "ALTER TABLE releases ADD COLUMN params TEXT",
     "CREATE UNIQUE INDEX IF NOT EXISTS budgets_name ON budgets(name)",
 )
+
+
+_RELEASE_COLUMNS = "dataset, key, time, mechanism, epsilon, delta, result, loss, params, covered"
+
+
+def _release_row(row: tuple[Any, ...]) -> Release:
+    """A ``Release`` from a row of ``_RELEASE_COLUMNS``."""
+    return Release(*row[:7], None if row[7] is None else PrivacyLoss.from_json(row[7]), row[8], bool(row[9]))
 
 
 def default_ledger_path() -> Path:
@@ -132,6 +147,7 @@ class Release:
     result: str | None = None
     loss: PrivacyLoss | None = None
     params: str | None = None
+    covered: bool = True
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -147,7 +163,8 @@ class Release:
         loss = self.privacy_loss
         return {"dataset": name, "key": self.key, "time": self.time[:10], "mechanism": self.mechanism,
                 "epsilon": self.epsilon, "delta": self.delta, "form": loss.form, "rho": loss.rho,
-                "loss": loss.describe(), "result": None if self.result is None else _public_result(self.result)}
+                "loss": loss.describe(), "covered": self.covered,
+                "result": None if self.result is None else _public_result(self.result)}
 
 
 @dataclass(frozen=True)
@@ -172,6 +189,7 @@ class BudgetStatus:
     delta_basic: float
     releases: int
     privacy_filter: PrivacyFilter | None = None
+    uncovered: int = 0  # releases run outside the guarantee by an operator's opt-in (``Charge.covered``)
 
     @property
     def epsilon_remaining(self) -> float:
@@ -183,7 +201,7 @@ class BudgetStatus:
         return {"dataset": self.name, "epsilon_total": self.epsilon_total, "delta_total": self.delta_total,
                 "epsilon_spent": self.epsilon_spent if finite else None, "delta_spent": self.delta_spent,
                 "epsilon_remaining": self.epsilon_remaining, "epsilon_basic": self.epsilon_basic,
-                "delta_basic": self.delta_basic, "releases": self.releases,
+                "delta_basic": self.delta_basic, "releases": self.releases, "uncovered": self.uncovered,
                 "filter": None if self.privacy_filter is None else self.privacy_filter.to_dict()}
 
 
@@ -202,7 +220,9 @@ def spend_text(s: dict[str, Any], mark: str = "") -> str:
             f"counted by the budget's privacy filter, valid for releases chosen after seeing earlier ones: {how}. "
             f"That is a measure of use; the guarantee of every release together is the budget "
             f"(epsilon={s['epsilon_total']:g}, delta={s['delta_total']:g}). Basic composition alone would say "
-            f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}")
+            f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}"
+            + (f". {s['uncovered']} release(s) ran outside the guarantee (an operator's opt-in, marked in the "
+               "history): the guarantee does not cover them" if s.get("uncovered") else ""))
 
 
 def _check_name(value: object, name: str) -> str:
@@ -248,8 +268,8 @@ class Accountant:
                 for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     con.execute(stmt)
                 con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-            elif version in (1, 2, 3):  # each step upgrades by one version
-                for step in (self._migrate_v1, self._migrate_v2, self._migrate_v3)[version - 1:]:
+            elif version in (1, 2, 3, 4):  # each step upgrades by one version
+                for step in (self._migrate_v1, self._migrate_v2, self._migrate_v3, self._migrate_v4)[version - 1:]:
                     step(con)
             elif version != _SCHEMA_VERSION:
                 raise ParameterError(f"ledger {self.path} has schema version {version}; this dpdist reads "
@@ -279,6 +299,13 @@ class Accountant:
         for dataset, eps, delta in con.execute("SELECT dataset, epsilon_total, delta_total FROM budgets").fetchall():
             con.execute("UPDATE budgets SET filter = ? WHERE dataset = ?",
                         (PrivacyFilter.for_budget(eps, delta).to_json(), dataset))
+        con.execute("PRAGMA user_version = 4")
+
+    @staticmethod
+    def _migrate_v4(con: sqlite3.Connection) -> None:
+        """v4 -> v5 in the caller's transaction: each release's ``covered`` mark (every earlier
+        release was covered: no opt-in outside the guarantee existed); every row kept."""
+        con.execute("ALTER TABLE releases ADD COLUMN covered INTEGER NOT NULL DEFAULT 1")
         con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     # ------------------------------------------------------------------ connections
@@ -451,11 +478,11 @@ class Accountant:
     def _releases(self, con: sqlite3.Connection, dataset: str) -> list[Release]:
         """The releases charged to ``dataset`` and to the budgets linked to it (:meth:`budget_of`)."""
         rows = con.execute(
-            "SELECT dataset, key, time, mechanism, epsilon, delta, result, loss, params FROM releases "
+            f"SELECT {_RELEASE_COLUMNS} FROM releases "
             "WHERE dataset = ? OR dataset IN (SELECT alias FROM links WHERE dataset = ?) ORDER BY id",
             (dataset, dataset),
         ).fetchall()
-        return [Release(*r[:7], None if r[7] is None else PrivacyLoss.from_json(r[7]), r[8]) for r in rows]
+        return [_release_row(r) for r in rows]
 
     def _budget_row(self, con: sqlite3.Connection, dataset: str) -> tuple[float, float, str, str | None]:
         """(epsilon_total, delta_total, name, the stored filter's JSON) of ``dataset``'s budget."""
@@ -471,14 +498,16 @@ class Accountant:
     def _status(self, con: sqlite3.Connection, dataset: str,
                 extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
         eps_total, delta_total, name, text = self._budget_row(con, dataset)
-        losses = [r.privacy_loss for r in self._releases(con, dataset)] + (extra or [])
+        releases = self._releases(con, dataset)
+        losses = [r.privacy_loss for r in releases] + (extra or [])
         eps_basic = math.fsum(loss.epsilon for loss in losses)
         delta_basic = math.fsum(loss.delta for loss in losses)
         pf = PrivacyFilter.from_json(eps_total, delta_total, text)
         eps_spent, delta_spent = pf.spent(losses)
         return BudgetStatus(dataset=dataset, name=name, epsilon_total=eps_total, delta_total=delta_total,
                             epsilon_spent=eps_spent, delta_spent=delta_spent, epsilon_basic=eps_basic,
-                            delta_basic=delta_basic, releases=len(losses), privacy_filter=pf)
+                            delta_basic=delta_basic, releases=len(losses), privacy_filter=pf,
+                            uncovered=sum(not r.covered for r in releases))
 
     # ---------------------------------------------------------------------- charges
 
@@ -533,24 +562,22 @@ class Accountant:
                 before = self._status(con, dataset)
                 raise BudgetExceeded(status.name, loss.epsilon, loss.delta, before.epsilon_spent, status.epsilon_spent,
                                      before.epsilon_total, before.delta_total)
-            release = Release(dataset, key, _now(), mechanism, loss.epsilon, loss.delta, None, loss, digest)
+            release = Release(dataset, key, _now(), mechanism, loss.epsilon, loss.delta, None, loss, digest,
+                              bool(charge.covered))
             con.execute(
-                "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss, params) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (dataset, key, release.time, mechanism, loss.epsilon, loss.delta, loss.to_json(), digest),
+                "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss, params, covered) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (dataset, key, release.time, mechanism, loss.epsilon, loss.delta, loss.to_json(), digest,
+                 int(bool(charge.covered))),
             )
             if self._before_commit is not None:
                 self._before_commit()
             return release
 
     def _find(self, con: sqlite3.Connection, dataset: str, key: str) -> Release | None:
-        row = con.execute(
-            "SELECT dataset, key, time, mechanism, epsilon, delta, result, loss, params FROM releases "
-            "WHERE dataset = ? AND key = ?",
-            (dataset, key),
-        ).fetchone()
-        return None if row is None else Release(*row[:7], None if row[7] is None else PrivacyLoss.from_json(row[7]),
-                                                row[8])
+        row = con.execute(f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset = ? AND key = ?",
+                          (dataset, key)).fetchone()
+        return None if row is None else _release_row(row)
 
     def release(
         self,
@@ -658,8 +685,8 @@ _FAILURE = "__dpdist_failure__"
 # shape or time of the data: the message depends on the exception's class only). A class not named
 # here (or a non-dpdist exception) is replayed as ``SolverFailure`` with the generic message.
 _PUBLIC_MESSAGES: dict[type[DPDistError], str] = {
-    SolverAborted: "the release's solver work stopped at a limit (a MIP time limit, or an inner solve that "
-                   "could not be certified)",
+    SolverAborted: "the release's solver work stopped before its certificate (the operator's nonprivate time "
+                   "limit, or an inner solve that rounding kept from its certificate)",
     ReleaseRefused: "the release was refused by its propose-test-release check: nothing was released",
     ParameterError: "the release's computation refused its input: a parameter, or a bound the data must meet "
                     "(the values of X and y within their bounds; bounds='clip', data.bounds = \"clip\" or --clip "

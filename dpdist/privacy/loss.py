@@ -255,11 +255,17 @@ def _parts_from_json(items: Sequence[Any]) -> tuple[Part, ...]:
 
 @dataclass(frozen=True)
 class Charge:
-    """What a release is charged: its privacy loss and the mechanism's name."""
+    """What a release is charged: its privacy loss and the mechanism's name.
+
+    ``covered=False`` marks a release the operator ran outside the privacy guarantee (an opt-in
+    wall-clock guard whose stop depends on the data, e.g. best subset's ``nonprivate_time_limit``):
+    it is charged as usual, and the ledger records and shows the mark.
+    """
 
     loss: PrivacyLoss
     mechanism: str
     details: dict[str, Any] = field(default_factory=dict, compare=False)  # e.g. per-step eps0 (shown, not charged)
+    covered: bool = True
 
     @property
     def epsilon(self) -> float:

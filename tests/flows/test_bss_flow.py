@@ -28,7 +28,7 @@ def bss_config(tmp: Path) -> dict:
         tmp,
         data={"name": "bss", "n": 6000, "d": 20, "test_fraction": 0.5, "count_epsilon": 0.01, "bounds": "clip"},
         budget={"epsilon": 20.0, "delta": 1e-5},
-        select={"methods": BSS, "k": 5, "epsilon": 4.0, "bss_delta": 1e-6, "bss_time_limit": 120.0},
+        select={"methods": BSS, "k": 5, "epsilon": 4.0, "bss_delta": 1e-6},
         train={"methods": []},
     )
 

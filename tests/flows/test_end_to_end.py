@@ -66,6 +66,19 @@ def _artifacts(url: str) -> list[dict]:
         return json.loads(resp.read())
 
 
+def _logs(url: str) -> list[dict]:
+    """Every log line the Prefect server stored (read back through its API, as its UI shows them)."""
+    logs: list[dict] = []
+    while True:
+        req = urllib.request.Request(f"{url}/logs/filter", method="POST", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"limit": 200, "offset": len(logs)}).encode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            page = json.loads(resp.read())
+        logs += page
+        if len(page) < 200:
+            return logs
+
+
 def _published(out_dir: Path, stdout: str, artifacts: list[dict]) -> dict[str, str]:
     """Everything a run publishes: its output files but the stores (raw data), the CLI JSON, the artifacts."""
     texts = {str(p): p.read_text(errors="replace") for p in out_dir.rglob("*")
@@ -80,7 +93,7 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     # a budget the run fits once but not twice: the re-run's pre-flight must count its replays as free
     cfg = write_config(tmp_path, small_config(tmp_path, budget={"epsilon": 4.0, "delta": 1e-6}))
     env = {**flow_env(tmp_path, prefect_server), "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
-    r = dpdist(["run", str(cfg), "--json"], env, tmp_path)
+    r = dpdist(["run", str(cfg), "--json", "-v"], env, tmp_path)  # -v: the flows' INFO lines reach the server
     assert r.returncode == 0, r.stderr[-4000:]
     out = json.loads(r.stdout)
     assert [s["step"] for s in out["steps"]] == ["ingest", "select", "train", "evaluate", "report"]
@@ -113,6 +126,12 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
             or a["key"] == "dpdist-models"]
     assert {a["key"] for a in arts} == {"dpdist-report", "dpdist-models"}
     assert any("## Models" in (a.get("data") or "") for a in arts)
+    # the server's stored logs name the steps, the releases and their public parameters, and hold no
+    # duration of a private computation: those reach the operator's terminal only (above)
+    logs = [entry["message"] for entry in _logs(prefect_server["url"])]
+    assert any("step train done" in m for m in logs) and any(m.startswith("released frank_wolfe/fast-dp-fw") for m in logs)
+    for m in logs:
+        assert not re.search(r"\btook\b|\d ?s\b|seconds|ms/iter", m), f"a duration in Prefect's stored logs: {m}"
 
     # nothing published is a function of the data but a release: no content hash of any store, no
     # exact row count, no solver time -- in the files, the CLI JSON and the artifacts

@@ -17,7 +17,7 @@ import pytest
 
 from dpdist.exceptions import (BudgetExceeded, ParameterError, ReleaseKeyConflict, SolverAborted, SolverFailure,
                                UnknownDataset)
-from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.privacy.accountant import Accountant, default_ledger_path, spend_text
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
 
@@ -442,7 +442,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
     assert con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset")\
         .fetchall() == before_budgets
     assert con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id")\
@@ -486,24 +486,26 @@ def test_an_interrupted_migration_changes_nothing(tmp_path: Path, monkeypatch):
     assert Accountant(path).status("legacy-name").epsilon_spent == 0.5
 
 
-def test_a_v2_ledger_is_upgraded_to_v4_keeping_every_row(tmp_path: Path):
+def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     import sqlite3
 
     path = tmp_path / "v2.sqlite"
     Accountant(path).init_budget("ds", 1.0, 1e-6)
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.0])
-    con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table, no filter column
+    con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table, no filter or covered column
     con.execute("DROP TABLE links")
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
+    con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 2")
     con.commit()
     before = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
     after = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
-    assert after[0] == before[0] and [row[:-1] for row in after[1]] == before[1]
+    assert [row[:-1] for row in after[0]] == before[0] and [row[-1] for row in after[0]] == [1]
+    assert [row[:-1] for row in after[1]] == before[1]
     assert [row[-1] for row in after[1]] == [PrivacyFilter.for_budget(1.0, 1e-6).to_json()]
     con.close()
     assert acc.status("ds").epsilon_spent == pytest.approx(0.2)
@@ -513,14 +515,15 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     path = tmp_path / "v3.sqlite"
     Accountant(path).init_budget("ds", 2.0, 1e-6)
     Accountant(path).init_budget("pure", 1.0, 0.0)
-    con = sqlite3.connect(path)  # as dpdist wrote schema 3: no filter column
+    con = sqlite3.connect(path)  # as dpdist wrote schema 3: no filter column (nor covered)
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
+    con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
     con.commit()
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
     stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
     assert stored == {"ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(), "pure": PrivacyFilter.for_budget(1.0, 0).to_json()}
     assert json.loads(stored["pure"])["order"] is None
@@ -567,6 +570,7 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     Accountant(path).init_budget("b", 2.0, 1e-6)
     con = sqlite3.connect(path)
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
+    con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
     con.commit()
     before = con.execute("SELECT * FROM budgets").fetchall()
@@ -585,11 +589,35 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     assert con.execute("SELECT * FROM budgets").fetchall() == before
-    con.execute("PRAGMA user_version = 5")  # a later dpdist's ledger: refused, not misread
+    con.execute("PRAGMA user_version = 6")  # a later dpdist's ledger: refused, not misread
     con.commit()
     con.close()
-    with pytest.raises(ParameterError, match="schema version 5"):
+    with pytest.raises(ParameterError, match="schema version 6"):
         Accountant(path)
+
+
+def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_path: Path):
+    path = tmp_path / "v4.sqlite"
+    Accountant(path).init_budget("ds", 2.0, 1e-6)
+    Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "old", lambda: [1.0])
+    con = sqlite3.connect(path)  # as dpdist wrote schema 4: no covered column
+    con.execute("ALTER TABLE releases DROP COLUMN covered")
+    con.execute("PRAGMA user_version = 4")
+    con.commit()
+    before = con.execute("SELECT * FROM releases").fetchall()
+    con.close()
+    acc = Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert [row[:-1] for row in con.execute("SELECT * FROM releases").fetchall()] == before
+    con.close()
+    assert [r.covered for r in acc.history("ds")] == [True] and acc.status("ds").uncovered == 0
+    outside = Charge(PrivacyLoss.pure(0.3), "bss/top-r", covered=False)
+    acc.release("ds", outside, "guarded", lambda: [2])
+    assert [r.to_dict("n")["covered"] for r in acc.history("ds")] == [True, False]
+    status = acc.status("ds").to_dict()
+    assert status["uncovered"] == 1 and "1 release(s) ran outside the guarantee" in spend_text(status)
+    assert acc.release("ds", outside, "guarded", lambda: [3]) == [2]  # replayed under its key, mark kept
 
 
 def test_a_budget_past_its_filter_shows_null_and_says_why(tmp_path: Path):

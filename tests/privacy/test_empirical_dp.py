@@ -11,12 +11,11 @@ provably above e^epsilon.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
+from dp_audit import epsilon_lower_bound
 from dpdist.privacy.mechanisms import ExponentialMechanism, ReportNoisyMax, ReportNoisyMin
 
 EPSILON = 1.0
@@ -26,26 +25,9 @@ DRAWS = 400_000
 FAMILY_ALPHA = 1e-4
 
 
-def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
-    lo = 0.0 if k == 0 else stats.beta.ppf(alpha / 2, k, n - k + 1)
-    hi = 1.0 if k == n else stats.beta.ppf(1 - alpha / 2, k + 1, n - k)
-    return lo, hi
-
-
 def privacy_loss_lower_bound(draws_d: np.ndarray, draws_d2: np.ndarray, m: int) -> float:
     """A (1 - FAMILY_ALPHA)-confidence lower bound on max_o |ln P(o|D) / P(o|D')|."""
-    c1 = np.bincount(draws_d, minlength=m)
-    c2 = np.bincount(draws_d2, minlength=m)
-    alpha = FAMILY_ALPHA / (2 * m)
-    worst = 0.0
-    for o in range(m):
-        lo1, hi1 = clopper_pearson(int(c1[o]), draws_d.size, alpha)
-        lo2, hi2 = clopper_pearson(int(c2[o]), draws_d2.size, alpha)
-        if lo1 > 0 and hi2 > 0:
-            worst = max(worst, math.log(lo1 / hi2))
-        if lo2 > 0 and hi1 > 0:
-            worst = max(worst, math.log(lo2 / hi1))
-    return worst
+    return epsilon_lower_bound(draws_d.tolist(), draws_d2.tolist(), FAMILY_ALPHA, range(m))
 
 
 def neighbours(sign: float) -> tuple[np.ndarray, np.ndarray]:

@@ -9,13 +9,37 @@ refusal is a failed propose-test-release check (mistakes method), a charged outp
 mechanism: it is raised inside ``compute`` as ``ReleaseRefused``, the accountant records it as
 the release's outcome, the charge stands, and a retry with the same key raises it again.
 
-A solver limit (a MIP time limit, an inner solve that cannot be certified): both methods do
-all their solver work before drawing any noise, so it stops the release before its first draw
-and raises ``SolverAborted``. Whether it happens is a function of the data and of the solver's
-time, so the accountant records it as the release's outcome with a fixed public message (the
-charge stands; a retry under the same key replays it instead of timing the solver again: one
-observation of that event per charge, ``Accountant.release``). A new release (a new key, a new
-charge) solves again.
+No data-dependent stop (the design, and why the release is covered by its charge)
+--------------------------------------------------------------------------------
+Whether a solver stops early is a function of the data: one added record can turn a 0.02 s
+top-R certificate into a 2 s one (``tests/privacy/test_bss_no_abort.py``). A release that
+aborted at a time limit would publish that bit un-noised -- an abort on D' and none on D tells
+the two apart with certainty, whatever epsilon was charged. So by default nothing stops the
+solver work: there is no time limit, no iteration cap and no list-size cap, and every solve
+runs to its certificate:
+
+* the master MIPs (``oa.solve_master``) run with no SCIP time limit to "optimal" or
+  "infeasible", the certificates the mechanisms' proofs use;
+* the restarts of both methods terminate because each strictly lowers F (``top_r``, step 4;
+  ``mistakes``, step 2), and the one-swap descent because each move does (``iht``);
+* the inner solves iterate until certified (``hinge._hinge_solve`` has no round cap; the
+  least-squares solve is in closed form, ``least_squares``).
+
+Every run therefore ends in the mechanism's own output distribution -- a support drawn by the
+exponential mechanism, or the mistakes method's charged refusal -- which the proofs in
+``top_r`` and ``mistakes`` bound by the charged loss. What the solver's work reveals besides is
+its *time*: that goes to the operator's terminal only (``seconds_`` stays on the estimator,
+never in the ledger or a release), a channel the README's privacy section lists as not covered.
+An inner solve that rounding keeps from its certificate (never observed: the least-squares
+certificate is exact up to rounding, the hinge's iterates until certified) would raise
+``SolverAborted``, also listed there.
+
+The operator's opt-in guard. ``nonprivate_time_limit`` (seconds per MIP; None by default) is
+for an operator who prefers a bounded wait to the guarantee. A MIP that hits it aborts the
+release before any noise is drawn (``SolverAborted``), recorded as the release's outcome with a
+fixed public message (the charge stands; a retry under the key replays it). The abort is not
+private, so such a release's charge is marked ``covered=False``: the ledger records the mark
+(``budget history``, the run report show it) and the README says what it means.
 
 The solvers' timings and diagnostics (``seconds_``, ``top_r_``, ``buckets_``) stay on the
 estimator for the operator; they are statistics of the data and are never part of the release.
@@ -60,7 +84,7 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
 
     def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
                  ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
-                 tol: float = 1e-3, time_limit: float = 600.0, random_state: Any = None) -> None:
+                 tol: float = 1e-3, nonprivate_time_limit: float | None = None, random_state: Any = None) -> None:
         self.s = s
         self.epsilon = epsilon
         self.loss = loss
@@ -70,7 +94,7 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         self.y_bound = y_bound
         self.bounds = bounds
         self.tol = tol
-        self.time_limit = time_limit
+        self.nonprivate_time_limit = nonprivate_time_limit
         self.random_state = random_state
 
     # ------------------------------------------------------------------ validation
@@ -82,8 +106,10 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
             raise ParameterError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if self.bounds not in BOUND_MODES:
             raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
-        for name in ("r", "ridge", "x_bound", "y_bound", "time_limit"):
+        for name in ("r", "ridge", "x_bound", "y_bound"):
             check_positive(getattr(self, name), name)
+        if self.nonprivate_time_limit is not None:
+            check_positive(self.nonprivate_time_limit, "nonprivate_time_limit")
         tol = check_positive(self.tol, "tol")
         if tol > 0.05:
             raise ParameterError(f"tol must be <= 0.05 (a fraction of Delta), got {tol!r}")
@@ -96,6 +122,11 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         """The validated instance (Assumption 1 enforced); raises ParameterError before any charge."""
         self._validate()
         return make_problem(X, y, self.s, self.loss, self.r, self.ridge, self.x_bound, self.y_bound, self.bounds)
+
+    @property
+    def covered(self) -> bool:
+        """Whether a release is covered by its charge: not with the opt-in ``nonprivate_time_limit``."""
+        return self.nonprivate_time_limit is None
 
     # --------------------------------------------------------------------- release
 

@@ -81,13 +81,9 @@ checks: paper mode has no privacy guarantee, is for reproducing the seed's figur
 refuses an accountant.
 
 A refused test releases nothing, by design; it is a valid output of the mechanism (a
-charged output: ``ReleaseRefused``, recorded as the release). It is the only refusal: the
-restarts have no limit, and a MIP time limit or an inner solve that cannot be certified stops
-the solver work (steps 1-3) before any noise is drawn -- ``SolverAborted``, recorded by
-``Accountant.release`` as the release's outcome with a fixed message (the charge stands, a
-retry replays it), as for top-R (``top_r`` docstring). The noisy outcomes are covered by (d);
-the abort, a function of the data and the solver's time, is not private and is observed once
-per charge.
+charged output: ``ReleaseRefused``, recorded as the release). It is the only refusal and the
+only stop: the restarts have no limit and every solve runs to its certificate (``base`` module;
+the operator's opt-in ``nonprivate_time_limit`` is outside the guarantee and marked so).
 """
 
 from __future__ import annotations
@@ -122,7 +118,7 @@ class BucketJob:
     j: int
     threshold: float
     tau: float
-    time_limit: float
+    time_limit: float | None = None
 
 
 def bucket_unit(problem: Problem, job: BucketJob) -> tuple[str, float, Support | None]:
@@ -134,12 +130,12 @@ def bucket_unit(problem: Problem, job: BucketJob) -> tuple[str, float, Support |
     """
     s, C = problem.s, job.center
     oracle = oracle_for(problem, job.tau / 10.0)
-    deadline = time.monotonic() + job.time_limit
+    deadline = None if job.time_limit is None else time.monotonic() + job.time_limit
     best_value, best = job.threshold, None
     Ks = drop_sets(oracle, C, [job.j])
     for K in Ks if Ks is not None else [None]:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
             return "timelimit", math.nan, None
         kw = dict(drop=K) if K is not None else dict(common=s - job.j)
         res = solve_master(oracle, [C], center=C, objlimit=best_value, gap=job.tau / 2.0, time_limit=left, **kw)
@@ -163,14 +159,15 @@ class Buckets:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def center_and_gap(executor: Any, tau: float, time_limit: float
+def center_and_gap(executor: Any, tau: float, time_limit: float | None = None
                    ) -> tuple[Support, float, float, np.ndarray, Support]:
     """Steps 1-2: (centre, F(centre), f_1, swap table, best one-swap), centre certified optimal.
 
     The centre is a one-swap local minimum (``local_search`` has no move cap), so f_1 >=
     F^(centre) - tau/10 (computed values) and the centre is optimal within 1.6 tau (module docstring, (d)).
     The returned f_1 is min(best one-swap, best >= 2-mistake support) when the latter is lower.
-    Draws no noise; a MIP time limit raises ``SolverAborted`` (an abort, not an outcome).
+    Draws no noise. ``time_limit`` (None: none) is the operator's opt-in guard: a MIP that hits it
+    raises ``SolverAborted`` (outside the privacy guarantee, ``base`` module).
     """
     s = executor.meta.s
     inner = tau / 10.0
@@ -197,7 +194,7 @@ def center_and_gap(executor: Any, tau: float, time_limit: float
 
 
 def mistakes_buckets(executor: Any, center: Support, f0: float, f1: float, tau: float, scale: float,
-                     horizon: float, time_limit: float, best_one: Support) -> Buckets:
+                     horizon: float, time_limit: float | None, best_one: Support) -> Buckets:
     """Step 3: the bucket values u_j = min(f_j, F(C) + M_j), j = 0..min(s, p - s), each within tau."""
     p, s = executor.meta.p, executor.meta.s
     jmax = min(s, p - s)
@@ -237,10 +234,11 @@ class BSSMistakesSelector(BSSSelectorBase):
 
     def __init__(self, s: int = 5, epsilon: float = 1.0, delta: float = 1e-6, loss: str = "squared",
                  r: float = 1.1, ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5,
-                 bounds: str = "check", tol: float = 1e-3, time_limit: float = 600.0, ptr_fraction: float = 0.5,
-                 horizon: float = 10.0, mode: str = "ptr", random_state: Any = None) -> None:
+                 bounds: str = "check", tol: float = 1e-3, ptr_fraction: float = 0.5, horizon: float = 10.0,
+                 mode: str = "ptr", nonprivate_time_limit: float | None = None, random_state: Any = None) -> None:
         super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
-                         bounds=bounds, tol=tol, time_limit=time_limit, random_state=random_state)
+                         bounds=bounds, tol=tol, nonprivate_time_limit=nonprivate_time_limit,
+                         random_state=random_state)
         self.delta = delta
         self.ptr_fraction = ptr_fraction
         self.horizon = horizon
@@ -266,7 +264,8 @@ class BSSMistakesSelector(BSSSelectorBase):
         if self.mode == "paper":
             raise ParameterError("mode='paper' (the seed's unchecked mistakes method) has no privacy guarantee; "
                                  "it reproduces the seed's figures only and cannot be charged to an accountant")
-        return Charge(PrivacyLoss.approx(float(self.epsilon), float(self.delta)), self.mechanism)
+        return Charge(PrivacyLoss.approx(float(self.epsilon), float(self.delta)), self.mechanism,
+                      covered=self.covered)
 
     def rates(self, delta_f: float) -> tuple[float, float]:
         """(Laplace rate epsilon_1' of the test, EM rate c = epsilon_2'/Delta) after the tolerance factor."""
@@ -286,11 +285,11 @@ class BSSMistakesSelector(BSSSelectorBase):
         tau = self.tol * meta.delta
         eps1, scale = self.rates(meta.delta)
         try:  # all solver work first (steps 1-3): no noise is drawn before it is done
-            center, f0, f1, _, best_one = center_and_gap(executor, tau, self.time_limit)
+            center, f0, f1, _, best_one = center_and_gap(executor, tau, self.nonprivate_time_limit)
             # paper mode: the seed code's OA tolerance (5e-3 relative) for the buckets
             bucket_tau = tau if self.mode == "ptr" else 5e-3 * abs(f0)
-            buckets = mistakes_buckets(executor, center, f0, f1, bucket_tau, scale, self.horizon, self.time_limit,
-                                       best_one)
+            buckets = mistakes_buckets(executor, center, f0, f1, bucket_tau, scale, self.horizon,
+                                       self.nonprivate_time_limit, best_one)
         except ArithmeticError:  # its message may name a value of the data: not passed on
             raise SolverAborted(f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
                                 ) from None
@@ -321,9 +320,10 @@ class BSSMistakesSelector(BSSSelectorBase):
         if best[j] is None:  # a clamped bucket: find its best support now, to the seed's tolerance
             k = owner[j]
             tau = 5e-3 * abs(buckets.values[0])
-            kind, _, support = executor.mip(bucket_unit, BucketJob(buckets.center, k, math.inf, tau, self.time_limit))
+            job = BucketJob(buckets.center, k, math.inf, tau, self.nonprivate_time_limit)
+            kind, _, support = executor.mip(bucket_unit, job)
             if support is None:  # paper mode refuses an accountant: nothing is ever recorded
                 raise SolverAborted(f"a mistakes bucket's best support was not found in the MIP time limit "
-                                    f"({self.time_limit:g} s)")
+                                    f"({self.nonprivate_time_limit:g} s)")
             best[j] = support
         return tuple(sorted(int(i) for i in best[j]))

@@ -26,8 +26,9 @@ tightened to 1e-9 (relative), far below the certified margins tau used by the me
 Coefficients below SCIP's epsilon (1e-9) are dropped by SCIP, which can strengthen a cut by
 at most s * 1e-9 -- also far below tau.
 
-A time limit makes ``solve`` return ``status="timelimit"``; callers turn that into a
-refusal (the release keeps its charge and publishes nothing).
+There is no time limit unless a caller passes one (``time_limit``; then ``solve_master`` may
+return ``status="timelimit"``): the private releases run every solve to its certificate, and a
+limit is only the operator's opt-in guard, outside the privacy guarantee (``base`` module).
 """
 
 from __future__ import annotations
@@ -206,7 +207,8 @@ class _LazyCuts(Conshdlr):
 def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequence[int] | None = None,
                  max_common: int | None = None, common: int | None = None, drop: Sequence[int] | None = None,
                  nogood: Sequence[Sequence[int]] = (), objlimit: float | None = None, gap: float = 0.0,
-                 time_limit: float = 600.0, collect: Collector | None = None, margin: float = 0.0) -> MasterResult:
+                 time_limit: float | None = None, collect: Collector | None = None, margin: float = 0.0
+                 ) -> MasterResult:
     """Minimise F over the region by single-tree outer approximation (see the module docstring).
 
     ``seeds``: supports whose cuts start the master (at least one). ``objlimit``: only
@@ -234,7 +236,8 @@ def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequ
     m = Model()
     if not os.environ.get("DPDIST_SCIP_VERBOSE"):
         m.hideOutput()
-    m.setParam("limits/time", max(1.0, float(time_limit)))
+    if time_limit is not None:  # an operator's opt-in guard, outside the privacy guarantee (``base``)
+        m.setParam("limits/time", max(1.0, float(time_limit)))
     m.setParam("numerics/feastol", 1e-9)
     m.setParam("numerics/dualfeastol", 1e-9)
     m.setParam("limits/absgap", max(float(gap), 0.0))
@@ -307,7 +310,7 @@ class MasterJob:
     drop: Support | None = None
     objlimit: float | None = None
     gap: float = 0.0
-    time_limit: float = 600.0
+    time_limit: float | None = None
 
 
 def master_unit(problem: Problem, job: MasterJob) -> MasterResult:

@@ -66,14 +66,11 @@ utility within tau of a monotone Delta-sensitive one, P_D(S)/P_D'(S) <= exp(c (D
 (``tol`` public) we sample at c = epsilon / (Delta (1 + 4 tol)), so the release is
 epsilon-DP as charged.
 
-No data-dependent refusal. Every run that finishes publishes a support sampled as above,
-so the output distribution is exactly the epsilon-DP one: there is no refusal outcome to
-account for. A MIP time limit or an inner solve that cannot be certified stops the solver
-work (steps 1-4) *before* the sampler draws anything (step 5 draws all of the release's
-noise, last): ``SolverAborted``, which ``Accountant.release`` records as the release's
-outcome with a fixed public message -- the charge stands, and a retry under the key replays
-the abort rather than timing the solver again (the abort, a function of the data and the
-solver's time, is not private: it is observed once per charge). Out of memory
+No data-dependent stop. Every run publishes a support sampled as above, so the output
+distribution is exactly the epsilon-DP one: there is no refusal outcome to account for, and
+nothing stops the solver work early -- no time limit, no cap on restarts or on the list, every
+solve run to its certificate (``base`` module: the design and the operator's opt-in
+``nonprivate_time_limit``, outside the guarantee and marked so in the ledger). Out of memory
 (``MemoryError``, a killed worker) is the machine's failure, not an outcome: never recorded,
 before any noise, so a retry under the key recomputes and samples for the first time.
 """
@@ -188,7 +185,7 @@ class CertifyJob:
     center_value: float
     table: np.ndarray
     tau: float
-    time_limit: float
+    time_limit: float | None = None
 
 
 def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
@@ -211,12 +208,14 @@ def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
     return res.status, lst
 
 
-def top_r_list(executor: Any, tau: float, time_limit: float) -> TopRList:
+def top_r_list(executor: Any, tau: float, time_limit: float | None = None) -> TopRList:
     """The exact top-R list (module docstring, steps 1-4), values certified to ``tau``.
 
-    Draws no noise. Raises ``SolverAborted`` (public parameters only in the message) on a MIP
-    time limit or an inner solve that cannot be certified: no other stop depends on the data
-    (the restarts terminate, the list grows as needed; module docstring).
+    Draws no noise. No stop depends on the data (the restarts terminate, the list grows as
+    needed, every solve runs to its certificate; module docstring). ``time_limit`` (None: none)
+    is the operator's opt-in guard, outside the guarantee: a MIP that hits it raises
+    ``SolverAborted`` (public parameters only in the message), as does an inner solve that
+    rounding keeps from its certificate (``base`` module).
     """
     inner = tau / 10.0
     try:
@@ -249,8 +248,10 @@ class BSSTopRSelector(BSSSelectorBase):
     bounds : "check" refuses data outside the bounds, "clip" clips each record.
     tol : certified tolerance relative to Delta (tau = tol * Delta); the sampler runs at
         epsilon / (1 + 4 tol) to pay for it (module docstring).
-    time_limit : seconds per MIP solve; hitting it aborts the release before any noise is
-        drawn (``SolverAborted``: the charge stands, recorded as the outcome, a retry replays it).
+    nonprivate_time_limit : None (default: every solve runs to its certificate, the release is
+        covered by its charge) or seconds per MIP solve, an operator's guard *outside the privacy
+        guarantee*: whether a solve hits it depends on the data, so the ledger marks such a
+        release as not covered (``base`` module).
     random_state : None (OS entropy, for every release) or a seed (experiments only).
 
     After ``fit``: ``support_`` (ascending feature indices), ``n_features_in_``, ``release_``.
@@ -260,9 +261,10 @@ class BSSTopRSelector(BSSSelectorBase):
 
     def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
                  ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
-                 tol: float = 1e-3, time_limit: float = 600.0, random_state: Any = None) -> None:
+                 tol: float = 1e-3, nonprivate_time_limit: float | None = None, random_state: Any = None) -> None:
         super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
-                         bounds=bounds, tol=tol, time_limit=time_limit, random_state=random_state)
+                         bounds=bounds, tol=tol, nonprivate_time_limit=nonprivate_time_limit,
+                         random_state=random_state)
 
     def privacy_charge(self) -> Charge:
         """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
@@ -274,12 +276,12 @@ class BSSTopRSelector(BSSSelectorBase):
         bounded-range property (Durfee and Rogers 2019).
         """
         self._validate()
-        return Charge(PrivacyLoss.bounded_range(float(self.epsilon)), self.mechanism)
+        return Charge(PrivacyLoss.bounded_range(float(self.epsilon)), self.mechanism, covered=self.covered)
 
     def _release(self, executor: Any, rng: np.random.Generator) -> Support:
         meta = executor.meta
         tau = self.tol * meta.delta
-        lst = top_r_list(executor, tau, self.time_limit)  # all solver work first; no noise drawn yet
+        lst = top_r_list(executor, tau, self.nonprivate_time_limit)  # all solver work first; no noise drawn yet
         self.top_r_ = lst
         idx, values = lst.listed()
         scale = self.epsilon / (meta.delta * (1.0 + 4.0 * self.tol))

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 from scipy.special import logsumexp
 
+from dp_audit import epsilon_lower_bound
 from dpdist.selection.best_subset.brute_force import all_supports
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.objective import make_problem
@@ -36,7 +36,7 @@ PARAMS = dict(s=2, loss="squared", r=1.0, ridge=0.01, x_bound=0.5, y_bound=1.0)
 def released(X, y):
     """The release's list and rate, as BSSTopRSelector computes them."""
     P = make_problem(X, y, **PARAMS)
-    lst = top_r_list(LocalExecutor(P), TOL * P.delta, time_limit=60)
+    lst = top_r_list(LocalExecutor(P), TOL * P.delta, )
     return P, lst, EPSILON / (P.delta * (1 + 4 * TOL))
 
 
@@ -50,26 +50,8 @@ def exact_log_probs(P, lst, scale):
     return supports, np.array([listed.get(S, logw[-1] - math.log(rest)) for S in supports])
 
 
-def clopper_pearson(k, n, alpha):
-    lo = 0.0 if k == 0 else stats.beta.ppf(alpha / 2, k, n - k + 1)
-    hi = 1.0 if k == n else stats.beta.ppf(1 - alpha / 2, k + 1, n - k)
-    return lo, hi
-
-
 def loss_lower_bound(draws1, draws2, supports):
-    index = {S: i for i, S in enumerate(supports)}
-    c1 = np.bincount([index[S] for S in draws1], minlength=len(supports))
-    c2 = np.bincount([index[S] for S in draws2], minlength=len(supports))
-    alpha = FAMILY_ALPHA / (2 * len(supports))
-    worst = 0.0
-    for o in range(len(supports)):
-        lo1, hi1 = clopper_pearson(int(c1[o]), len(draws1), alpha)
-        lo2, hi2 = clopper_pearson(int(c2[o]), len(draws2), alpha)
-        if lo1 > 0 and hi2 > 0:
-            worst = max(worst, math.log(lo1 / hi2))
-        if lo2 > 0 and hi1 > 0:
-            worst = max(worst, math.log(lo2 / hi1))
-    return worst
+    return epsilon_lower_bound(draws1, draws2, FAMILY_ALPHA, supports)
 
 
 @pytest.fixture(scope="module")

@@ -61,7 +61,8 @@ def test_bss_select_releases_and_charges(capsys, tmp_path, bss_store, ledger, me
 @pytest.mark.parametrize("args, message", [
     (["--k", "30"], "s must be smaller"), (["--r", "0"], "r must"), (["--r", "-1"], "r must"),
     (["--x-bound", "0"], "x_bound"), (["--y-bound", "-0.5"], "y_bound"), (["--ridge", "0"], "ridge"),
-    (["--tol", "0.5"], "tol"), (["--time-limit", "0"], "time_limit"),
+    (["--tol", "0.5"], "tol"), (["--nonprivate-time-limit", "0"], "nonprivate_time_limit"),
+    (["--time-limit", "5"], "--nonprivate-time-limit"),
 ])
 def test_bss_bad_input_exit_2(capsys, bss_store, ledger, args, message):
     store, meta = bss_store
@@ -91,7 +92,7 @@ def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, bss_store, ledger)
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
-def test_bss_time_limit_refusal_keeps_the_charge(capsys, bss_store, ledger, monkeypatch):
+def test_bss_nonprivate_time_limit_abort_keeps_the_charge_and_is_marked(capsys, bss_store, ledger, monkeypatch):
     store, meta = bss_store
     def out_of_time(*a, **k):
         return MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0)
@@ -99,8 +100,10 @@ def test_bss_time_limit_refusal_keeps_the_charge(capsys, bss_store, ledger, monk
     monkeypatch.setattr(oa_module, "solve_master", out_of_time)
     monkeypatch.setattr(top_r_module, "solve_master", out_of_time)
     code, out, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
-                         "--time-limit", "5", "--clip", "--ledger", ledger, "--json")
+                         "--nonprivate-time-limit", "5", "--clip", "--ledger", ledger, "--json")
     assert code == 1 and out == ""
-    assert "stopped at a limit" in err and "charge stands" in err and "5 s" not in err
+    assert "stopped before its certificate" in err and "charge stands" in err and "5 s" not in err
     (rel,) = Accountant(ledger).history(meta["dataset_id"])
-    assert rel.epsilon == 1.0
+    assert rel.epsilon == 1.0 and rel.covered is False
+    code, out, _ = run(capsys, "budget", "history", "--dataset", str(store), "--ledger", ledger)
+    assert code == 0 and "NOT COVERED" in out

@@ -38,7 +38,7 @@ def test_oa_finds_the_optimum(small):
 def test_top_r_list_is_the_exact_top_r(small):
     supports, values = enumerate_values(small)
     tau = TOL * small.delta
-    lst = top_r_list(LocalExecutor(small), tau, time_limit=60)
+    lst = top_r_list(LocalExecutor(small), tau)
     p, s = small.p, small.s
     R = 1 + s * (p - s)
     assert lst.R == R
@@ -60,7 +60,7 @@ def test_bucket_minima_equal_enumeration(small):
     supports, values = enumerate_values(small)
     tau = TOL * small.delta
     ex = LocalExecutor(small)
-    center, f0, f1, _, _ = center_and_gap(ex, tau, time_limit=60)
+    center, f0, f1, _, _ = center_and_gap(ex, tau)
     assert center == tuple(int(j) for j in supports[np.argmin(values)])
     mist = mistakes_of(supports, center)
     second = values[mist > 0].min()
@@ -71,7 +71,7 @@ def test_bucket_minima_equal_enumeration(small):
         assert value == pytest.approx(values[mist == j].min(), abs=tau)
         assert len(set(best) - set(center)) == j
     # the clamped buckets of the mechanism: min(f_j, f0 + M_j) with M_j from a (public) rate
-    buckets = mistakes_buckets(ex, center, f0, f1, tau, scale=0.2, horizon=1.0, time_limit=60, best_one=center)
+    buckets = mistakes_buckets(ex, center, f0, f1, tau, scale=0.2, horizon=1.0, time_limit=None, best_one=center)
     for j in range(small.s + 1):
         M = (math.log(math.comb(small.s, j) * math.comb(small.p - small.s, j)) + 1.0) / 0.2
         assert buckets.values[j] == pytest.approx(min(values[mist == j].min(), f0 + M), abs=tau)
@@ -81,7 +81,7 @@ def test_no_good_fallback_is_exercised():
     """An instance where a two-mistake support beats the worst one-swap: the exact top-R needs no-good cuts."""
     for seed in range(6):
         P = small_problem("squared", seed, p=10, s=3, n=80)
-        lst = top_r_list(LocalExecutor(P), TOL * P.delta, time_limit=60)
+        lst = top_r_list(LocalExecutor(P), TOL * P.delta)
         if lst.stats["extras"]:
             supports, values = enumerate_values(P)
             _, listed_values = lst.listed()

@@ -87,10 +87,28 @@ class CountingRng:
 
 
 @pytest.mark.parametrize("cls", [BSSTopRSelector, BSSMistakesSelector])
-def test_mip_time_limit_aborts_before_noise_and_is_recorded(cls, data, acc, monkeypatch):
-    """A time limit stops the solver work before any draw: SolverAborted, with no time or value of the
-    data in the message; it is the release's outcome (a function of the data and the solver's time):
-    recorded under the key, the charge stands, and a retry replays it instead of measuring again."""
+def test_by_default_no_solve_has_a_time_limit(cls, data, monkeypatch):
+    """The private default runs every MIP to its certificate: no time limit reaches SCIP."""
+    X, y = data
+    limits = []
+    real = oa_module.solve_master
+
+    def spy(*args, **kwargs):
+        limits.append(kwargs.get("time_limit"))
+        return real(*args, **kwargs)
+
+    for module in (oa_module, top_r_module, mistakes_module):
+        monkeypatch.setattr(module, "solve_master", spy)
+    sel = cls(s=3, epsilon=4.0, bounds="clip", random_state=0).fit(X, y)
+    assert limits and set(limits) == {None} and sel.covered and sel.privacy_charge().covered
+
+
+@pytest.mark.parametrize("cls", [BSSTopRSelector, BSSMistakesSelector])
+def test_the_nonprivate_time_limit_aborts_before_noise_and_is_marked_not_covered(cls, data, acc, monkeypatch):
+    """The operator's opt-in guard stops the solver work before any draw: SolverAborted, with no time
+    or value of the data in the message; it is the release's outcome (a function of the data and the
+    solver's time): recorded under the key, the charge stands, a retry replays it instead of measuring
+    again -- and the ledger marks the release as outside the guarantee."""
     X, y = data
 
     def out_of_time(*args, **kwargs):
@@ -100,21 +118,23 @@ def test_mip_time_limit_aborts_before_noise_and_is_recorded(cls, data, acc, monk
         monkeypatch.setattr(module, "solve_master", out_of_time)
     rng = CountingRng(0)
     monkeypatch.setattr(base_module, "check_random_state", lambda seed: rng)
-    sel = cls(s=3, epsilon=4.0, bounds="clip", time_limit=7)
-    with pytest.raises(SolverAborted, match="stopped at a limit.*charge stands.*retry") as err:
+    sel = cls(s=3, epsilon=4.0, bounds="clip", nonprivate_time_limit=7)
+    assert not sel.covered and not sel.privacy_charge().covered
+    with pytest.raises(SolverAborted, match="stopped before its certificate.*charge stands.*retry") as err:
         sel.fit(X, y, acc, "d", key="k")
     assert rng.draws == 0  # nothing random was drawn before the abort
     assert not any(ch.isdigit() for ch in str(err.value))  # no time, limit or value of the data
     assert acc.status("d").epsilon_spent == pytest.approx(4.0)
     (rel,) = acc.history("d")
     assert rel.result is not None and "SolverAborted" in rel.result  # recorded as the release's outcome
+    assert rel.covered is False and acc.status("d").uncovered == 1
     monkeypatch.undo()
     with pytest.raises(SolverAborted, match="recorded as this release's outcome"):  # replayed, not re-solved
-        cls(s=3, epsilon=4.0, bounds="clip", time_limit=7, random_state=0).fit(X, y, acc, "d", key="k")
+        cls(s=3, epsilon=4.0, bounds="clip", nonprivate_time_limit=7, random_state=0).fit(X, y, acc, "d", key="k")
     assert acc.status("d").epsilon_spent == pytest.approx(4.0) and len(acc.history("d")) == 1
-    again = cls(s=3, epsilon=4.0, bounds="clip", time_limit=7, random_state=0).fit(X, y, acc, "d", key="k2")
+    again = cls(s=3, epsilon=4.0, bounds="clip", random_state=0).fit(X, y, acc, "d", key="k2")
     assert list(again.support_) == TRUE  # a new release (a new key, charged again) computes
-    assert acc.status("d").epsilon_spent == pytest.approx(8.0)
+    assert acc.status("d").epsilon_spent == pytest.approx(8.0) and [r.covered for r in acc.history("d")] == [False, True]
 
 
 def test_mistakes_draws_the_test_after_every_solve(data, acc, monkeypatch):
