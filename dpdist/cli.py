@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from dpdist.exceptions import (SPACE_ERRNOS, BudgetExceeded, DPDistError, ParameterError, UnknownDataset,
                                file_failure)
+from dpdist.methods import DEFAULT_LEARNER, GRADIENT_METHODS
 from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, default_ledger_path, spend_text
 from dpdist.utils import operator_log
 from dpdist.utils.io import write_json_atomic
@@ -54,6 +55,100 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
         sys.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
     else:
         sys.stdout.write(human() + "\n")
+
+
+_PRECHECK_RECORDS = 100_000  # the public count a gradient learner's pre-check charge is taken at
+
+
+def _train_gradient(args: argparse.Namespace) -> int:
+    """``dpdist train`` for the gradient learners and ``--tune`` (dpdist.gradient_models, dpdist.tuning)."""
+    import uuid
+
+    import numpy as np
+
+    from dpdist.data.split import derive_key, record_sides
+    from dpdist.data.store import check_schema, open_store
+    from dpdist.evaluation import PrivateEvaluation
+    from dpdist.gradient_models import make_learner
+    from dpdist.selection.sis import store_target
+
+    fw_only = {"--lam": args.lam, "--iters": args.iters, "--calibration": args.calibration != "safe" or None,
+               "--screen-*": args.screen_epsilon or args.screen_delta or args.screen_rho or args.screen_every,
+               "--non-private": args.non_private or None}
+    for flag, value in fw_only.items():
+        if value:
+            raise ParameterError(f"{flag} is a Frank-Wolfe option, not one of {'--tune' if args.tune else args.method}")
+    if not 0.0 <= args.test_fraction < 1.0:
+        raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
+    if args.eval_epsilon <= 0:
+        raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
+    store = open_store(args.store)
+    check_schema(store)
+    task = "regression" if store.task == "regression" else "binary"
+    loss = args.loss or ("squared" if task == "regression" else "logistic")
+    if (loss == "logistic") != (task == "binary"):
+        raise ParameterError(f"--loss {loss} does not fit {args.store}, a {store.task} store")
+    method = "private-search" if args.tune else args.method
+    params: dict[str, Any] = dict(epsilon=args.epsilon, delta=args.delta, n_records=args.n_records,
+                                  count_epsilon=args.count_epsilon, random_state=_noise_seed(args, "train/model"))
+    if task == "binary":
+        params["classes"] = [-1.0, 1.0]  # store_target's public mapping, never the labels the train rows hold
+    if args.k is not None:
+        if method not in ("select-train", "dp-iht"):
+            raise ParameterError(f"--k is an option of select-train and dp-iht, not of {method}")
+        params["k" if method == "select-train" else "s"] = args.k
+    model = make_learner(task, method, **params)
+    model._validate()  # bad parameters: exit 2 before the data is read
+    acc = Accountant(args.ledger)
+    dataset = acc.budget_of(store)
+    name = acc.status(dataset).name  # no budget: fail before the work
+    evaluation = PrivateEvaluation(task, args.eval_epsilon, y_bound=getattr(model, "y_bound", 1.0),
+                                   random_state=_noise_seed(args, "train/evaluation"), curve=False)
+    # a refused budget: exit 3 before the data is read. Without a public count the model's loss waits for the
+    # count's release (it sets q and T); the check takes it at a fixed public count (the loss's epsilon is the
+    # target whatever the count), and the ledger checks the exact charge again when it is made
+    model_charge = model.privacy_charge(args.n_records or _PRECHECK_RECORDS)
+    acc.check(dataset, *([] if args.n_records is not None else [model.count_charge()]), model_charge,
+              *([evaluation.privacy_charge()] if args.test_fraction > 0 else []))
+    X, y = store.csr(), store_target(store)
+    split_key = derive_key(acc.split_key(dataset), "dpdist train")
+    test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
+    key = args.key or f"train-{method}-{uuid.uuid4().hex}"
+    extra = {"split_key": derive_key(split_key, key)} if method == "private-search" else {}
+    model.fit(X[~test], y[~test], acc, dataset, key, **extra)
+    fitted = model.best_estimator_ if method == "private-search" else model
+    coef = {"indices": np.flatnonzero(fitted.coef_).tolist(), "values": fitted.coef_[fitted.coef_ != 0].tolist(),
+            "intercept": fitted.intercept_}
+    payload: dict[str, Any] = {"method": method, "loss": loss, "nnz_weights": len(coef["indices"]),
+                               "density": len(coef["indices"]) / X.shape[1], "dataset": name, "private": True,
+                               "epsilon": args.epsilon, "delta": args.delta, "key": key, "ledger": str(acc.path),
+                               "true_epsilon": model.release_["epsilon"], "n_public": model.n_public_}
+    if method == "private-search":
+        payload["chosen"] = {k: v for k, v in model.best_params_.items() if k != "random_state"}
+    if args.test_fraction > 0:
+        result = model.release_record_["model"] if method == "private-search" else model.release_record_
+        metrics = acc.release(dataset, evaluation.privacy_charge(), f"{key}/evaluation",
+                              lambda: evaluation.evaluate_model(result, X[test], y[test]),
+                              {"model": key, "epsilon": args.eval_epsilon})
+        payload.update({k: metrics[k] for k in ("accuracy", "auc", "mse", "r2", "rows") if k in metrics},
+                       eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
+    if args.out:
+        write_json_atomic(args.out, {**payload, "coef": coef})
+
+    def human() -> str:
+        if "accuracy" in payload:
+            metric = f"held-out accuracy {payload['accuracy']:.4f} (private)" if payload["accuracy"] is not None \
+                else "held-out accuracy undefined"
+        elif "mse" in payload:
+            metric = f"held-out MSE {payload['mse']:.5g} (private)"
+        else:
+            metric = "no held-out rows"
+        chosen = f" chose {payload['chosen']['learner']}," if "chosen" in payload else ""
+        return (f"{method} ({loss}, epsilon={args.epsilon:g}):{chosen} {metric}, {payload['nnz_weights']} non-zero "
+                f"weights; recorded in {acc.path} under {key}")
+
+    _emit(args, payload, human)
+    return EXIT_OK
 
 
 # ----------------------------------------------------------------------- budget
@@ -305,6 +400,10 @@ def _train(args: argparse.Namespace) -> int:
     from dpdist.linear_model import PRIVATE, SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
     from dpdist.selection.sis import store_target
 
+    if args.tune or args.method in GRADIENT_METHODS:
+        return _train_gradient(args)
+    if args.lam is None or args.iters is None:
+        raise ParameterError(f"--method {args.method} (Frank-Wolfe) needs --lam and --iters")
     screening = SCREEN_METHODS.get(args.method)
     private = args.method in PRIVATE or screening is not None
     if not private and not args.non_private:
@@ -333,6 +432,7 @@ def _train(args: argparse.Namespace) -> int:
         check_schema(store)
     acc = Accountant(args.ledger) if private else None
     name = acc.status(acc.budget_of(store)).name if acc is not None else store.name  # no budget: fail before the work
+    args.loss = args.loss or ("squared" if store.task == "regression" else "logistic")
     if args.loss == "logistic" and store.task != "binary":
         raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
     common = dict(epsilon=args.epsilon, delta=args.delta, lam=args.lam, max_iter=args.iters,
@@ -790,14 +890,24 @@ def build_parser() -> argparse.ArgumentParser:
     _release_args(p)
     p.set_defaults(func=_select)
 
-    p = sub.add_parser("train", help="L1-constrained (DP) Frank-Wolfe model (charges the ledger before output)")
+    p = sub.add_parser("train", help="a private linear model (charges the ledger before output)")
     p.add_argument("store")
-    p.add_argument("--method", required=True, choices=("dp-fw", "fast-dp-fw", "fw", "fast-fw", "rnm-screen",
-                                                          "adp-screen"),
-                   help="rnm-screen / adp-screen: fast DP-FW with RNM-Screen / ADP-Screen (seeds 000/001)")
-    p.add_argument("--loss", required=True, choices=("logistic", "squared"))
-    p.add_argument("--lam", type=float, required=True, help="L1-ball radius lambda")
-    p.add_argument("--iters", type=int, required=True, help="Frank-Wolfe iterations T")
+    p.add_argument("--method", default=DEFAULT_LEARNER,
+                   choices=(*GRADIENT_METHODS, "dp-fw", "fast-dp-fw", "fw", "fast-fw", "rnm-screen", "adp-screen"),
+                   help="select-train (default: the best measured, benchmarks/utility.py), dp-sgd, dp-gd, dp-iht; "
+                        "the Frank-Wolfe methods (need --lam, --iters); rnm-screen / adp-screen: fast DP-FW with "
+                        "RNM-Screen / ADP-Screen (seeds 000/001)")
+    p.add_argument("--tune", action="store_true",
+                   help="release the private choice among the default grid of learners (dpdist.tuning; one charge)")
+    p.add_argument("--k", type=int, default=None, help="select-train: columns screened; dp-iht: non-zero weights")
+    p.add_argument("--n-records", type=int, default=None,
+                   help="gradient learners: a public count of the train rows (default: a noisy count, released "
+                        "first at --count-epsilon)")
+    p.add_argument("--count-epsilon", type=float, default=0.01, help="gradient learners: the count's epsilon")
+    p.add_argument("--loss", choices=("logistic", "squared"), default=None,
+                   help="default: logistic for a binary store, squared for a regression store")
+    p.add_argument("--lam", type=float, default=None, help="Frank-Wolfe: L1-ball radius lambda (required)")
+    p.add_argument("--iters", type=int, default=None, help="Frank-Wolfe: iterations T (required)")
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--delta", type=float, default=1e-6)
     p.add_argument("--y-bound", type=float, default=1.0, help="squared loss: public bound on |y|")

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logit
+from sklearn.preprocessing import normalize
 from sklearn.metrics import roc_auc_score
 
 from dpdist.data.transforms import clip_rows, clip_target
@@ -47,8 +48,8 @@ from dpdist.solvers.frank_wolfe import mean_loss
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_epsilon, check_positive
 
-__all__ = ["PrivateEvaluation", "checkpoints", "exact_metrics", "path_losses", "path_margins", "sparse_coef",
-           "support_recall"]
+__all__ = ["PrivateEvaluation", "checkpoints", "exact_metrics", "path_losses", "path_margins", "released_margins",
+           "sparse_coef", "support_recall"]
 
 LOGISTIC_LOSS_CLIP = 4.0
 
@@ -121,9 +122,20 @@ def path_losses(task: str, path: list[int], lam: float, X: sp.spmatrix, y: np.nd
     return its, losses
 
 
-def exact_metrics(task: str, w: np.ndarray, X: sp.spmatrix, y: np.ndarray) -> dict[str, float]:
-    """Exact held-out metrics (public test sets and experiments only): accuracy, AUC, log-loss or MSE, R^2."""
-    margins = np.asarray(X @ w).ravel()
+def released_margins(result: dict[str, Any], X: sp.spmatrix) -> np.ndarray:
+    """x.w (+ b) of a released model on the rows of X, with the model's per-record preprocessing
+    (a gradient model's row normalisation and intercept; a Frank-Wolfe model has neither)."""
+    w = sparse_coef(result["indices"], result["values"], X.shape[1])
+    if result.get("row_norm"):
+        X = normalize(sp.csr_matrix(X, dtype=np.float64), norm=result["row_norm"])
+    return np.asarray(X @ w).ravel() + float(result.get("intercept", 0.0))
+
+
+def exact_metrics(task: str, w: np.ndarray | dict[str, Any], X: sp.spmatrix, y: np.ndarray) -> dict[str, float]:
+    """Exact held-out metrics (public test sets and experiments only): accuracy, AUC, log-loss or MSE, R^2.
+
+    ``w``: a weight vector, or a released model's result (``released_margins``)."""
+    margins = released_margins(w, X) if isinstance(w, dict) else np.asarray(X @ w).ravel()
     y = np.asarray(y, dtype=np.float64)
     if task == "regression":
         resid = y - margins
@@ -144,7 +156,7 @@ class PrivateEvaluation:
     """
 
     def __init__(self, task: str, epsilon: float, bins: int = 40, points: int = 8, y_bound: float = 1.0,
-                 random_state: RandomState = None) -> None:
+                 random_state: RandomState = None, curve: bool = True) -> None:
         if task not in ("binary", "multiclass", "regression"):
             raise ParameterError(f"task must be binary or regression, got {task!r}")
         self.task = "regression" if task == "regression" else "binary"
@@ -152,11 +164,13 @@ class PrivateEvaluation:
         self.bins = check_count(bins, "bins", 2)
         self.points = check_count(points, "points")
         self.y_bound = check_positive(y_bound, "y_bound")
+        self.curve = bool(curve)
         self._rng = check_random_state(random_state)
 
     @property
     def _parts(self) -> int:
-        return 3 if self.task == "binary" else 2
+        """The Laplace releases the budget is split into: the metrics' (2 or 1) and the curve's."""
+        return (2 if self.task == "binary" else 1) + int(self.curve)
 
     def privacy_charge(self) -> Charge:
         return Charge(PrivacyLoss.laplace(self.epsilon / self._parts, self._parts), f"evaluation/{self.task}")
@@ -171,18 +185,35 @@ class PrivateEvaluation:
 
     def evaluate(self, w: np.ndarray, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
                  screened: list[list[int]] | None = None) -> dict[str, Any]:
-        """The noisy metrics and curve (call it inside the accountant's release, after the charge);
-        ``screened``: the released screening events of the path.
+        """The noisy metrics and curve of a Frank-Wolfe model (call it inside the accountant's
+        release, after the charge); ``screened``: the released screening events of the path.
 
         A metric the noisy counts leave undefined (no rows, one class) is None, never NaN: every
         outcome is recordable, so no outcome can force a redraw.
         """
+        if not self.curve and path:
+            raise ParameterError("this evaluation was charged without a curve: build it with curve=True")
         X = clip_rows(X, 1.0, "clip")
         y = np.asarray(y, dtype=np.float64)
         if self.task == "regression":
             y = clip_target(y, self.y_bound)
+        return self._released(np.asarray(X @ w).ravel(), y, path, lam, X, screened)
+
+    def evaluate_model(self, result: dict[str, Any], X: sp.spmatrix, y: np.ndarray, lam: float = 0.0
+                       ) -> dict[str, Any]:
+        """The noisy metrics of any released model (``released_margins``: a gradient model's intercept
+        and row normalisation); its curve too when it has a Frank-Wolfe path (of radius ``lam``)."""
+        if result.get("path"):
+            return self.evaluate(sparse_coef(result["indices"], result["values"], X.shape[1]), result["path"],
+                                 lam, X, y, result.get("screened"))
+        y = np.asarray(y, dtype=np.float64)
+        if self.task == "regression":
+            y = clip_target(y, self.y_bound)
+        return self._released(released_margins(result, X), y, [], 0.0, X, None)
+
+    def _released(self, margins: np.ndarray, y: np.ndarray, path: list[int], lam: float, X: sp.spmatrix,
+                  screened: list[list[int]] | None) -> dict[str, Any]:
         part = self.epsilon / self._parts
-        margins = np.asarray(X @ w).ravel()
         out = self._metrics(margins, y, part)
         n = max(out["rows"], 1.0)
         marks = checkpoints(len(path), self.points) if path else []

@@ -33,8 +33,13 @@ defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs w
                none: every solve runs to its certificate; seconds per MIP, past which the release
                aborts -- OUTSIDE the privacy guarantee, the ledger marks it), bss_delta and bss_ptr_fraction
                (bss-mistakes' propose-test-release: its delta and its share of epsilon)
-    [train]    methods (fast-dp-fw, dp-fw, rnm-screen, adp-screen, objective-perturbation), epsilon
-               (one or a list: the privacy-utility curve), delta (each FW model), lam, iters,
+    [train]    methods (select-train -- the default learner --, dp-sgd, dp-gd, dp-iht, private-search,
+               fast-dp-fw, dp-fw, rnm-screen, adp-screen, objective-perturbation), tune = true (adds
+               private-search: the private choice among the default grid), epsilon (one or a list:
+               the privacy-utility curve), delta (each model), n_records (the gradient learners'
+               public count of the train rows: their batch rate and steps; default for a synthetic
+               source its n times 1 - test_fraction; any value is private, a far one costs utility),
+               lam, iters (Frank-Wolfe),
                calibration ("safe" | "paper"), features = "all" | a select method
                (objective-perturbation needs one); screening (rnm-screen, adp-screen: fast DP-FW
                with RNM-/ADP-Screen): screen_epsilon, screen_delta (or screen_rho), screen_schedule
@@ -65,6 +70,8 @@ from typing import Any
 import yaml
 
 from dpdist.exceptions import ParameterError
+from dpdist.methods import GRADIENT_METHODS as LEARNER_NAMES
+from dpdist.methods import SEARCH
 from dpdist.utils.random import derive_seed
 
 __all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE", "BSS_METHODS"]
@@ -74,7 +81,8 @@ SOURCES = ("synth", "svmlight", "store")
 CLUSTERS = ("local", "address", "slurm")
 BSS_METHODS = ("bss-top-r", "bss-mistakes")
 SELECT_METHODS = ("dp-sis", "two-stage", *BSS_METHODS)
-TRAIN_METHODS = ("fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen", "objective-perturbation")
+GRADIENT_METHODS = (*LEARNER_NAMES, SEARCH)  # dpdist.gradient_models, dpdist.tuning
+TRAIN_METHODS = (*GRADIENT_METHODS, "fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen", "objective-perturbation")
 FW_METHODS = ("fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen")
 SCREEN_METHODS = ("rnm-screen", "adp-screen")
 
@@ -156,6 +164,8 @@ class TrainConfig:
     methods: tuple[str, ...] = ()
     epsilon: tuple[float, ...] = ()
     delta: float = 1e-7
+    n_records: int | None = None
+    tune: bool = False
     lam: float = 50.0
     iters: int = 4000
     features: str = "all"
@@ -200,6 +210,23 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def train_methods(self) -> tuple[str, ...]:
+        """The learners the train stage releases: ``train.methods``, and ``private-search`` with ``tune``."""
+        t = self.train
+        return t.methods + (("private-search",) if t.tune and "private-search" not in t.methods else ())
+
+    def train_records(self, counts: dict[str, float] | None = None) -> int | None:
+        """The gradient learners' public count of the train rows: ``train.n_records``, a synthetic
+        source's n times 1 - test_fraction (the generator's public parameters), or the run's released
+        noisy train count (``counts``: the counts release's result; post-processing). None before it."""
+        if self.train.n_records is not None:
+            return int(self.train.n_records)
+        if self.data.source == "synth" and self.data.n is not None:
+            return max(1, int(round(self.data.n * (1.0 - self.data.test_fraction))))
+        if counts and counts.get("train") is not None:
+            return max(1, int(round(counts["train"])))
+        return None
 
     def step_key(self, step: str, method: str, params: dict[str, Any]) -> str:
         """The release key of one step: the same config re-run replays, never re-charges. A data key
@@ -484,7 +511,12 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
 
     for m in train.methods:
         c.choice("train.methods", m, TRAIN_METHODS)
-    if train.methods and not train.epsilon:
+    if not isinstance(train.tune, bool):
+        c.fail("train.tune", f"must be true or false, got {train.tune!r}")
+    if train.n_records is not None:
+        c.number("train.n_records", train.n_records, 1, integer=True)
+
+    if (train.methods or train.tune) and not train.epsilon:
         c.fail("train.epsilon", "give at least one epsilon")
     for e in train.epsilon:
         c.number("train.epsilon", e, 0, lo_open=True)
@@ -528,6 +560,12 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("evaluate.public_test", f"no such file or store {evaluate.public_test}")
     if not select.methods and not train.methods:
         c.fail("select.methods", "nothing to run: give select.methods or train.methods")
+    gradient = [m for m in train.methods if m in GRADIENT_METHODS] or (["private-search"] if train.tune else [])
+    if gradient and train.n_records is None and data.source != "synth" and data.count_epsilon == 0:
+        c.fail("train.n_records", f"{gradient[0]} needs a public count of the train rows (it sets the batch rate "
+                                  "and the number of steps; any value keeps the guarantee, a far one costs utility): "
+                                  "give the documented size of the data times 1 - test_fraction, or release a noisy "
+                                  "count (data.count_epsilon > 0)")
 
     return RunConfig(name=name, output=doc["output"], data=data, budget=budget, cluster=cluster, select=select,
                      train=train, evaluate=evaluate, ledger=doc.get("ledger"), seed=seed, source_file=source)

@@ -58,7 +58,7 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
     selection = select_stage(cfg, stores) if cfg.select.methods else None
     if selection is not None:
         step("select", releases=[r["key"] for r in selection.values()])
-    models = train_stage(cfg, stores, selection) if cfg.train.methods else None
+    models = train_stage(cfg, stores, selection) if cfg.train_methods() else None
     if models is not None:
         step("train", releases=[m["key"] for m in models])
     evaluation = evaluate_stage(cfg, stores, selection, models)

@@ -19,10 +19,11 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from dpdist.data.store import open_store
-from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, sparse_coef, support_recall
+from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, support_recall
 from dpdist.selection.sis import store_target
 from flows.config import RunConfig, load_config, store_paths
 from flows.ingest import check_public_test, public_test_store, store_summary
+from flows.plan import evaluation
 from flows.release import release
 from flows.results import read_stage, write_stage
 from flows.runtime import cluster_client, on_cluster
@@ -30,14 +31,10 @@ from flows.runtime import cluster_client, on_cluster
 __all__ = ["evaluate", "evaluate_stage"]
 
 
-def _private_metrics(test_path: str, model: dict[str, Any], epsilon: float, bins: int, points: int,
-                     seed: int | None) -> dict[str, Any]:
-    """On a worker: the noisy metrics and curve of one released model (run after the charge)."""
+def _private_metrics(test_path: str, model: dict[str, Any], ev: PrivateEvaluation) -> dict[str, Any]:
+    """On a worker: the noisy metrics (and curve) of one released model (run after the charge)."""
     store = open_store(test_path)
-    r = model["result"]
-    w = sparse_coef(r["indices"], r["values"], store.shape[1])
-    ev = PrivateEvaluation(store.task, epsilon, bins=bins, points=points, random_state=seed)
-    return ev.evaluate(w, r["path"], model["lam"], store.csr(), store_target(store), r.get("screened"))
+    return ev.evaluate_model(model["result"], store.csr(), store_target(store), model["lam"])
 
 
 @task(name="evaluate-public", retries=1)
@@ -46,16 +43,34 @@ def public_metrics(test_path: str, model: dict[str, Any]) -> dict[str, Any]:
     store = open_store(test_path)
     X, y = store.csr(), store_target(store)
     r = model["result"]
-    w = sparse_coef(r["indices"], r["values"], store.shape[1])
     its, losses = path_losses(store.task, r["path"], model["lam"], X, y, screened=r.get("screened")) \
         if r["path"] else ([], [])
-    return {**exact_metrics(store.task, w, X, y), "curve_iterations": its, "curve_loss": losses, "private": False}
+    return {**exact_metrics(store.task, r, X, y), "curve_iterations": its, "curve_loss": losses, "private": False}
+
+
+def _ceiling(Xtr: Any, ytr: Any, Xte: Any, yte: Any, task: str) -> dict[str, Any]:
+    """The non-private ceiling every private learner is measured against: scikit-learn's L1-penalised
+    logistic regression (C = 1), or its Lasso for regression, on the same (public) rows."""
+    import numpy as np
+    from sklearn.linear_model import Lasso, LogisticRegression
+
+    if task == "regression":
+        m = Lasso(alpha=1e-4, max_iter=5000).fit(Xtr, ytr)
+        pred = m.predict(Xte)
+        var = float(((yte - yte.mean()) ** 2).sum())
+        mse = float(np.mean((yte - pred) ** 2))
+        return {"mse": mse, "r2": 1.0 - mse * yte.size / var if var > 0 else None, "what": "scikit-learn Lasso"}
+    m = LogisticRegression(C=1.0, l1_ratio=1.0, solver="liblinear").fit(Xtr, ytr)
+    return {**exact_metrics(task, {"indices": list(range(Xtr.shape[1])), "values": m.coef_.ravel().tolist(),
+                                   "intercept": float(m.intercept_[0])}, Xte, yte),
+            "what": "scikit-learn L1 logistic (C = 1)"}
 
 
 @task(name="reference", retries=1)
 def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[str, Any]:
     """Exact references on *public* data only (a synthetic set): a non-private fast FW fit at the run's
-    lambda and T, and the majority class (classification) or the train mean (regression)."""
+    lambda and T, the non-private ceiling (scikit-learn), and the majority class (classification) or the
+    train mean (regression)."""
     import numpy as np
 
     from pipelines.train import estimator
@@ -64,7 +79,8 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
     Xtr, ytr = train.csr(), store_target(train)
     Xte, yte = test.csr(), store_target(test)
     model = estimator(train.task, "fast-fw", 1.0, 1e-6, lam, iters).fit(Xtr, ytr)
-    out = {"non_private": exact_metrics(test.task, model.coef_, Xte, yte)}
+    out = {"non_private": exact_metrics(test.task, model.coef_, Xte, yte), "ceiling": _ceiling(Xtr, ytr, Xte, yte,
+                                                                                               test.task)}
     if test.task == "regression":
         out["baseline"] = {"mse": float(np.mean((yte - ytr.mean()) ** 2)), "r2": 0.0, "what": "the train mean"}
     else:
@@ -88,14 +104,13 @@ def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, 
             metrics = public_metrics(stores["public_test"]["store"], m)
             charge_info = {"evaluation_key": None, "evaluation_epsilon": 0.0}
         else:
-            ev = PrivateEvaluation(stores["test"]["task"], e.epsilon, bins=e.bins, points=e.points)
             params = {"model": m["key"], "epsilon": e.epsilon, "bins": e.bins, "points": e.points}
             key = cfg.step_key("evaluate", m["method"], params)
             seed = cfg.step_seed(key)
+            ev = evaluation(cfg, stores["test"]["task"], m["method"], seed)
 
-            def compute(m: dict = m, seed: int | None = seed) -> dict[str, Any]:
-                return client.submit(_private_metrics, stores["test"]["store"], m, e.epsilon, e.bins, e.points,
-                                     seed, pure=False).result()
+            def compute(m: dict = m, ev: PrivateEvaluation = ev) -> dict[str, Any]:
+                return client.submit(_private_metrics, stores["test"]["store"], m, ev, pure=False).result()
 
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, stores["dataset"], ev.privacy_charge(), key, compute, params)
@@ -130,7 +145,7 @@ def _evaluate_saved(cfg: RunConfig) -> dict[str, Any]:
     if stores["public_test"] is not None:
         check_public_test(cfg, stores["public_test"], source["dataset"])
     selection = read_stage(cfg, "selection") if cfg.select.methods else None
-    models = read_stage(cfg, "models") if cfg.train.methods else None
+    models = read_stage(cfg, "models") if cfg.train_methods() else None
     return evaluate_stage(cfg, stores, selection, models)
 
 

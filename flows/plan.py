@@ -25,9 +25,10 @@ from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
-from flows.config import BSS_METHODS, FW_METHODS, RunConfig, store_paths
+from flows.config import BSS_METHODS, FW_METHODS, GRADIENT_METHODS, RunConfig, store_paths
 
-__all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source", "bss_selector"]
+__all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source", "bss_selector", "evaluation",
+           "recorded_train_count", "train_charge"]
 
 
 def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
@@ -72,13 +73,19 @@ class Planned:
                 "loss": loss.describe()}
 
 
-def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None) -> list[Planned]:
+# the public count a gradient learner's charge is planned at when the run releases its count later (the
+# charge's epsilon is its target whatever the count; the ledger checks the exact charge when it is made)
+PLAN_RECORDS = 100_000
+
+
+def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None,
+         n_records: int | None = None) -> list[Planned]:
     """The releases of ``cfg`` in the order the flow makes them (``task``, ``n_features``: the data's,
     if known; the number of features is public and only the screening methods' charge in
-    ``calibration = "paper"`` depends on it)."""
-    from pipelines.train import estimator
-
+    ``calibration = "paper"`` depends on it; ``n_records``: the gradient learners' public count, if
+    known -- else ``cfg.train_records()``, else the count the run releases, planned at ``PLAN_RECORDS``)."""
     out: list[Planned] = []
+    n_records = n_records or cfg.train_records() or PLAN_RECORDS
     if cfg.data.count_epsilon > 0:
         out.append(Planned("counts", "laplace", Charge(PrivacyLoss.laplace(cfg.data.count_epsilon), "counts/laplace"),
                            "laplace"))
@@ -92,18 +99,51 @@ def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None) ->
             sel = TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=s.n_blocks or 1)  # m is public in the flow
         out.append(Planned("select", method, sel.privacy_charge()))
     t = cfg.train
-    models = [(m, e) for m in t.methods for e in t.epsilon]
+    models = [(m, e) for m in cfg.train_methods() for e in t.epsilon]
     d = s.k if t.features != "all" else (n_features or cfg.data.d or cfg.data.n_features)
     for method, eps in models:
-        model = estimator(task, method, eps, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration,
-                          screening=t.screening())
-        charge = model.privacy_charge(d) if method in FW_METHODS else model.privacy_charge()
-        out.append(Planned("train", f"{method} eps={eps:g}", charge, method))
+        out.append(Planned("train", f"{method} eps={eps:g}", train_charge(cfg, task, method, eps, d, n_records),
+                           method))
     if not cfg.evaluate.public_test:
         for method, eps in models:
-            ev = PrivateEvaluation(task, cfg.evaluate.epsilon, bins=cfg.evaluate.bins, points=cfg.evaluate.points)
+            ev = evaluation(cfg, task, method)
             out.append(Planned("evaluate", f"{method} eps={eps:g}", ev.privacy_charge(), method))
     return out
+
+
+def train_charge(cfg: RunConfig, task: str, method: str, epsilon: float, n_features: int | None,
+                 n_records: int | None) -> Charge:
+    """What the train stage charges for one model (``n_records``: the gradient learners' public count):
+    the plan and the flow call this one function."""
+    from pipelines.train import estimator
+
+    t = cfg.train
+    model = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration,
+                      screening=t.screening(), n_records=n_records if method in GRADIENT_METHODS else None)
+    if method in GRADIENT_METHODS:
+        return model.privacy_charge(n_records)
+    return model.privacy_charge(n_features) if method in FW_METHODS else model.privacy_charge()
+
+
+def recorded_train_count(cfg: RunConfig, acc: Accountant, dataset: str) -> int | None:
+    """The run's train count from its counts release recorded by an earlier run of ``cfg`` (a re-run
+    replays it), as the gradient learners take it (``RunConfig.train_records``)."""
+    import json
+
+    for rec in acc.history(dataset):
+        if rec.key.startswith(f"{cfg.name}/counts/") and rec.result is not None:
+            result = json.loads(rec.result)
+            if isinstance(result, dict) and "train" in result:
+                return cfg.train_records(result)
+    return None
+
+
+def evaluation(cfg: RunConfig, task: str, method: str, seed: int | None = None) -> PrivateEvaluation:
+    """The private evaluation of a model of ``method`` (no curve part for the gradient learners, which
+    release no path)."""
+    e = cfg.evaluate
+    return PrivateEvaluation(task, e.epsilon, bins=e.bins, points=e.points, random_state=seed,
+                             curve=method not in GRADIENT_METHODS)
 
 
 def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
@@ -163,9 +203,10 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
     was checked against.
     """
     known = known_source(cfg)
-    steps = plan(cfg, *(known[1:] if known else ("binary",)))
-    charges = [p.charge for p in steps]
     acc = Accountant(cfg.ledger)
+    n_records = recorded_train_count(cfg, acc, known[0]) if known and acc.has_budget(known[0]) else None
+    steps = plan(cfg, *(known[1:] if known else ("binary",)), n_records=n_records)
+    charges = [p.charge for p in steps]
     summary: dict[str, Any] = {"releases": [p.to_dict() for p in steps],
                                "epsilon_basic": math.fsum(c.epsilon for c in charges),
                                "delta_basic": math.fsum(c.delta for c in charges)}

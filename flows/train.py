@@ -14,8 +14,11 @@ from typing import Any
 from prefect import flow
 from prefect.logging import get_run_logger
 
-from flows.config import FW_METHODS, RunConfig, load_config
+from dpdist.data.split import derive_key
+from dpdist.privacy.accountant import Accountant
+from flows.config import GRADIENT_METHODS, RunConfig, load_config
 from flows.ingest import ingest_stage
+from flows.plan import train_charge
 from flows.release import release
 from flows.results import read_stage, write_stage
 from flows.runtime import cluster_client, on_cluster
@@ -25,11 +28,16 @@ from pipelines.train import estimator, fit_on_solver
 __all__ = ["fit_params", "train", "train_stage"]
 
 
-def fit_params(cfg: RunConfig, task: str, method: str, epsilon: float, features: list[int] | None) -> dict[str, Any]:
+def fit_params(cfg: RunConfig, task: str, method: str, epsilon: float, features: list[int] | None,
+               n_records: int | None = None) -> dict[str, Any]:
     """The release parameters of one fit (hashed into its key): the estimator's, the features, the
     method and the values' dtype -- the dtype only when set away from float64, so that the keys of
-    configs written before it stay the same."""
+    configs written before it stay the same; a gradient learner's public count of its records."""
     t = cfg.train
+    if method in GRADIENT_METHODS:
+        est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, n_records=n_records)
+        params = est.release_params(len(features) if features else 0, n_records)
+        return {**params, "features": features, "method": method}
     est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration, None,
                     t.screening())
     params = {**est.release_params(), "features": features, "method": method}
@@ -47,26 +55,27 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
     features = None
     if t.features != "all":
         features = (selection or read_stage(cfg, "selection"))[t.features]["features"]
+    n_features = len(features) if features is not None else train_store["n_features"]
+    n_records = cfg.train_records((stores.get("counts") or {}).get("result"))
     out: list[dict] = []
-    for method in t.methods:
+    for method in cfg.train_methods():
         for eps in t.epsilon:
-            def make(seed: int | None, method: str = method, eps: float = eps) -> Any:
-                return estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, cfg.data.bounds,
-                                 t.calibration, seed, t.screening())
-
-            params = fit_params(cfg, train_store["task"], method, eps, features)
-            n_features = len(features) if features is not None else train_store["n_features"]
+            params = fit_params(cfg, train_store["task"], method, eps, features, n_records)
             key = cfg.step_key("train", method, params)
             seed = cfg.step_seed(key)
             logger.info("%s at epsilon=%g on %s", method, eps,
                         "all features" if features is None else f"the {len(features)} {t.features} features")
+            # the private search's validation split: a secret key derived from the dataset's (never logged)
+            split_key = derive_key(Accountant(cfg.ledger).split_key(dataset), f"{key} validation") \
+                if method == "private-search" else None
 
-            def compute(method: str = method, eps: float = eps, seed: int | None = seed) -> dict[str, Any]:
+            def compute(method: str = method, eps: float = eps, seed: int | None = seed,
+                        split_key: bytes | None = split_key) -> dict[str, Any]:
                 return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
-                                     features, cfg.data.bounds, seed, t.calibration, t.screening(), t.dtype)
+                                     features, cfg.data.bounds, seed, t.calibration, t.screening(), t.dtype,
+                                     n_records, split_key)
 
-            model = make(None)
-            charge = model.privacy_charge(n_features) if method in FW_METHODS else model.privacy_charge()
+            charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, dataset, charge, key, compute, params)
             rec.update(method=method, target_epsilon=eps, lam=t.lam, iters=t.iters, features=t.features)

@@ -22,6 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.data.store import BLOCK_CACHE, open_store
+from dpdist.exceptions import ParameterError
+from dpdist.gradient_models import LEARNERS, SEARCH, make_learner
 from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.selection.sis import store_target
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -36,10 +38,13 @@ MIP_RESOURCE = "mip"
 
 def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
               bounds: str = "check", calibration: str = "safe", random_state: RandomState = None,
-              screening: dict[str, Any] | None = None
-              ) -> DPFrankWolfeClassifier | DPFrankWolfeRegressor | ObjectivePerturbation:
+              screening: dict[str, Any] | None = None, n_records: int | None = None) -> Any:
     """The estimator of ``method`` for a store's task (binary classification or regression);
-    rnm-screen / adp-screen are fast DP-FW with the screening options ``screening``."""
+    rnm-screen / adp-screen are fast DP-FW with the screening options ``screening``; the gradient
+    learners (``GRADIENT_METHODS`` and ``private-search``) at their defaults with the public count
+    ``n_records`` of the training records (they take no lambda, T or bounds: they clip per record)."""
+    if method in LEARNERS or method == SEARCH:
+        return gradient_learner(task, method, epsilon, delta, n_records, random_state)
     if method == "objective-perturbation":
         return ObjectivePerturbation("squared" if task == "regression" else "logistic", epsilon, 0.0,
                                      random_state=random_state,
@@ -91,7 +96,7 @@ def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str, dtype: str = "float64
 def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
               features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
               calibration: str = "safe", screening: dict[str, Any] | None = None,
-              dtype: str = "float64") -> dict[str, Any]:
+              dtype: str = "float64", n_records: int | None = None, split_key: bytes | None = None) -> dict[str, Any]:
     """On a worker: fit on the store at ``path`` (optionally on the columns ``features``), its
     values read as ``dtype`` ("float32": half the memory, :meth:`SparseStore.csr`).
 
@@ -100,6 +105,8 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     fit's time goes to the worker's log, never into the release.
     """
     store = open_store(path)
+    if method in LEARNERS or method == SEARCH:
+        return _fit_gradient(store, method, epsilon, delta, features, seed, n_records, split_key)
     X, X_csc = store.csr(dtype), None
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
@@ -135,9 +142,50 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
 def fit_on_solver(client: Any, path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
                   features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
                   calibration: str = "safe", screening: dict[str, Any] | None = None,
-                  dtype: str = "float64") -> dict[str, Any]:
+                  dtype: str = "float64", n_records: int | None = None,
+                  split_key: bytes | None = None) -> dict[str, Any]:
     """Run :func:`fit_store` on a worker holding the ``solver`` resource and wait for it."""
     fut = client.submit(fit_store, str(path), method, epsilon, delta, lam, max_iter, features, bounds, seed,
-                        calibration, screening, dtype, resources={SOLVER_RESOURCE: 1}, pure=False,
-                        key=f"fit-{method}-{os.urandom(6).hex()}")
+                        calibration, screening, dtype, n_records, split_key, resources={SOLVER_RESOURCE: 1},
+                        pure=False, key=f"fit-{method}-{os.urandom(6).hex()}")
     return fut.result()
+
+
+def gradient_learner(task: str, method: str, epsilon: float, delta: float, n_records: int | None,
+                     random_state: RandomState = None) -> Any:
+    """A gradient learner (or the private search over the default grid) for a store's task, with the
+    store's public classes (``store_target``'s -1/+1) and a public count of its records."""
+    if n_records is None:
+        raise ParameterError(f"{method} needs a public count of the training records (train.n_records, or "
+                             "a synthetic source's n)")
+    classes = {} if task == "regression" else {"classes": [-1.0, 1.0]}
+    return make_learner(task, method, epsilon=epsilon, delta=delta, n_records=int(n_records),
+                        random_state=random_state, **classes)
+
+
+def _fit_gradient(store: Any, method: str, epsilon: float, delta: float, features: list[int] | None,
+                  seed: int | None, n_records: int | None, split_key: bytes | None) -> dict[str, Any]:
+    """On a worker: the released model of a gradient learner (or the private search), in store columns.
+    Runs inside the central release, after the charge (no accountant here)."""
+    X, y = store.csr(), store_target(store)
+    if features is not None:
+        X = X[:, np.asarray(features, dtype=np.int64)]
+    model = gradient_learner(store.task, method, epsilon, delta, n_records, seed)
+    t0 = time.perf_counter()
+    if method == SEARCH:
+        model.fit(X, y, split_key=split_key)
+        out = dict(model.release_record_)
+        result = out["model"]
+    else:
+        model.fit(X, y)
+        result = model.release_record_
+    timing("%s fit on %s: %.3f s", method, store.path, time.perf_counter() - t0)
+    if features is not None:  # back to the store's columns
+        cols = np.asarray(features, dtype=np.int64)
+        result = {**result, "indices": cols[np.asarray(result["indices"], dtype=np.int64)].tolist(),
+                  "n_features": int(store.shape[1])}
+    result = {**result, "path": [], "iterations": 0}
+    if method == SEARCH:
+        return {**result, "search": {"candidate": out["candidate"], "validation_score": out["validation_score"],
+                                     "learner": type(model.candidates[out["candidate"]]).__name__}}
+    return result

@@ -23,6 +23,16 @@ def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def chisquare_against(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
+    """p-value of the counts against the probabilities; cells expected < min_expected are pooled."""
+    expected = probs * counts.sum()
+    big = expected >= min_expected
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    keep = exp > 0
+    return float(stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue)
+
+
 def epsilon_lower_bound(draws_d: Sequence[Hashable], draws_d2: Sequence[Hashable], family_alpha: float,
                         outcomes: Sequence[Hashable] | None = None) -> float:
     """A (1 - family_alpha)-confidence lower bound on max_o |ln P(o|D) / P(o|D')|.

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flows.config import load_config
+
 from dpdist.cli import main
 from dpdist.data.store import open_store, write_store
 from dpdist.privacy.accountant import Accountant
@@ -55,7 +57,9 @@ def test_4_a_plan_the_budget_cannot_hold_is_refused_before_any_work_in_one_line(
     big.write_text(f'output = "{tmp_path / "out"}"\n[budget]\nepsilon = 20.0\ndelta = 1e-6\n')
     code, out, _ = run(capsys, "run", str(big), "--plan", "--json", "--ledger", str(tmp_path / "l.sqlite"))
     plan = json.loads(out)["plan"]
-    assert code == 0 and [r["step"] for r in plan["releases"]].count("train") == 3
+    defaults = load_config().train
+    assert code == 0 and [r["step"] for r in plan["releases"]].count("train") == len(defaults.methods) * len(
+        defaults.epsilon)
     assert plan["epsilon_after"] < plan["epsilon_basic"] <= 20.0 + 0.32 and not (tmp_path / "out").exists()
 
 

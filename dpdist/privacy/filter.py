@@ -99,12 +99,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dp_accounting import dp_event
-from dp_accounting.privacy_accountant import NeighboringRelation
-from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.loss import ORDERS, PrivacyLoss, _events
+from dpdist.privacy.loss import ORDERS, PrivacyLoss, rdp_curve
 from dpdist.utils.validation import check_delta, check_epsilon
 
 __all__ = ["PrivacyFilter"]
@@ -121,13 +118,11 @@ def _rdp_at(losses: list[PrivacyLoss], alpha: float) -> float:
     Composed on the whole grid and read at ``alpha``: repeat-and-select's bound at one order uses
     the other orders (its lambda-hat), which depend on no data.
     """
-    events = _events([p for loss in losses for p in loss.parts])
-    if not events:
+    parts = [p for loss in losses for p in loss.parts]
+    if not any(p[0] != "approx" for p in parts):
         return 0.0
     orders = tuple(sorted(set(ORDERS) | {alpha}))
-    acc = RdpAccountant(orders=orders, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
-    acc.compose(dp_event.ComposedDpEvent(events))
-    return float(acc.rdp[orders.index(alpha)])
+    return float(rdp_curve(parts, orders)[orders.index(alpha)])
 
 
 # route (R)'s figure is rounded up by this relative amount: a sum a few ulps below its bound in

@@ -18,9 +18,19 @@ A release's loss is a list of *parts*, each in the strongest form its mechanism 
   Table II), which is below both eps and alpha eps^2 / 2.
 * ``approx`` (eps, delta): a mechanism with only an approximate guarantee (objective
   perturbation with Gaussian noise, propose-test-release, legacy ledger records).
+* ``sgm`` (z, q, steps): ``steps`` adaptive Poisson-subsampled Gaussian mechanisms (DP-SGD:
+  each record in a step's batch with probability q, the clipped sum plus N(0, (z C)^2) noise,
+  C the clipping norm). Its Renyi curve is dp-accounting's (Mironov, Talwar & Zhang 2019) at the
+  integer orders up to ``SGM_MAX_ORDER``; a fractional order takes the next integer order's value and
+  a larger order infinity (both valid upper bounds: Renyi divergence does not decrease with the
+  order; the fractional and very large orders' series converge slowly or not at all).
+* ``rdp`` (label, orders, values): a Renyi curve given as a table, for a mechanism whose curve
+  was computed when it was charged: the best of a random number of runs among candidate fits
+  (Papernot & Steinke 2022; ``best_of_runs``). At an order between the table's the next larger
+  tabulated order's value is used (Renyi divergence does not decrease with the order).
 * ``repeat`` (inner parts, mean, shape): the best of a random number of runs of an inner
-  mechanism (Papernot & Steinke 2022), e.g. a private choice of lambda/T among candidate fits
-  released as one result.
+  mechanism, as older dpdist recorded it (read, no longer written: ``best_of_runs`` writes a
+  table).
 
 Each loss also carries a *standalone* (epsilon, delta) guarantee: what the release alone is
 (its target for a calibrated mechanism). Basic composition adds those.
@@ -45,6 +55,7 @@ seeing the earlier ones, by the filter of :mod:`dpdist.privacy.filter` instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -54,17 +65,23 @@ from typing import Any
 import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, RdpAccountant
 
 from dpdist.exceptions import ParameterError
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
-__all__ = ["Charge", "PrivacyLoss", "ORDERS", "calibrate", "compose_epsilon", "rdp_epsilon"]
+__all__ = ["Charge", "PrivacyLoss", "ORDERS", "best_of_runs_curve", "calibrate", "compose_epsilon", "curve_epsilon",
+           "rdp_curve", "rdp_epsilon"]
 
 ORDERS: tuple[float, ...] = tuple(float(a) for a in DEFAULT_RDP_ORDERS) + tuple(
     float(a) for a in np.geomspace(1100.0, 1e6, 40))
+SGM_MAX_ORDER = 1024.0
+_EPS_FLOOR = 1e-12  # what a conversion that rounds to 0 is stated as (an upper bound)  # the subsampled Gaussian's curve is computed up to this order (module doc)
 
-Part = tuple  # ("zcdp", rho) | ("laplace", eps, count) | ("approx", eps, delta) | ("repeat", parts, mean, shape)
+# ("zcdp", rho) | ("laplace", eps, count) | ("approx", eps, delta) | ("sgm", z, q, steps)
+# | ("rdp", label, orders, values) | ("repeat", parts, mean, shape)
+Part = tuple
 
 
 def _check_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
@@ -84,6 +101,17 @@ def _check_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
             if any(q[0] == "approx" for q in inner):
                 raise ParameterError("repeat-and-select needs an RDP inner mechanism, not an (eps, delta) part")
             out.append(("repeat", inner, check_positive(p[2], "mean"), float(p[3])))
+        elif kind == "sgm":
+            q = float(p[2])
+            if not 0.0 < q <= 1.0:
+                raise ParameterError(f"the sampling rate must lie in (0, 1], got {p[2]!r}")
+            out.append(("sgm", check_positive(p[1], "noise_multiplier"), q, check_count(p[3], "steps")))
+        elif kind == "rdp":
+            orders, values = tuple(float(a) for a in p[2]), tuple(float(v) for v in p[3])
+            if (len(orders) != len(values) or not orders or any(a <= 1.0 for a in orders)
+                    or list(orders) != sorted(set(orders)) or any(not v >= 0.0 for v in values)):
+                raise ParameterError("a tabulated Renyi curve needs increasing orders > 1 and values >= 0 (inf allowed)")
+            out.append(("rdp", str(p[1]), orders, values))
         else:
             raise ParameterError(f"unknown privacy-loss part {kind!r}")
     return tuple(out)
@@ -165,12 +193,69 @@ class PrivacyLoss:
         return cls((("approx", eps, dlt),), eps, dlt)
 
     @classmethod
+    def subsampled_gaussian(cls, noise_multiplier: float, sampling_rate: float, steps: int,
+                            delta: float) -> PrivacyLoss:
+        """``steps`` adaptive Poisson-subsampled Gaussian mechanisms (DP-SGD): each record in a step
+        with probability ``sampling_rate``, noise N(0, (noise_multiplier C)^2) on a sum of terms of
+        l2 norm at most C. ``sampling_rate`` 1 is full-batch DP-GD: ``steps / (2 z^2)``-zCDP."""
+        z = check_positive(noise_multiplier, "noise_multiplier")
+        steps = check_count(steps, "steps")
+        if float(sampling_rate) == 1.0:
+            return cls.zcdp(steps / (2.0 * z * z), delta)
+        parts = (("sgm", z, float(sampling_rate), steps),)
+        delta = check_delta(delta, allow_zero=False)
+        return cls(parts, rdp_epsilon(parts, delta), delta)
+
+    @classmethod
+    def tabulated(cls, label: str, curve: Sequence[float], delta: float) -> PrivacyLoss:
+        """A mechanism whose Renyi curve on ``ORDERS`` is ``curve`` (an upper bound at each order)."""
+        parts = (("rdp", label, ORDERS, tuple(float(v) for v in curve)),)
+        delta = check_delta(delta, allow_zero=False)
+        return cls(parts, rdp_epsilon(parts, delta), delta)
+
+    @classmethod
+    def parallel(cls, *losses: PrivacyLoss, delta: float) -> PrivacyLoss:
+        """Mechanisms on disjoint parts of the data, split by each record's own content (a keyed
+        hash): one added or removed record reaches one of them, so at every Renyi order the whole
+        is bounded by the largest of their divergences (the others' outputs keep their laws), the
+        pointwise maximum of the curves."""
+        if not losses:
+            raise ParameterError("parallel needs at least one privacy loss")
+        if any(p[0] == "approx" for loss in losses for p in loss.parts):
+            raise ParameterError("parallel needs Renyi curves, not (eps, delta) parts")
+        curve = np.max([rdp_curve(loss.parts, ORDERS) for loss in losses], axis=0)
+        return cls.tabulated(f"parallel of {len(losses)}", curve, delta)
+
+    @classmethod
+    def best_of_runs(cls, candidates: Sequence[PrivacyLoss], mean: float, shape: float,
+                     delta: float) -> PrivacyLoss:
+        """Run a random number of times (mean ``mean``; truncated negative binomial of ``shape``:
+        0 logarithmic, 1 geometric, inf Poisson) a mechanism that picks one of ``candidates`` at
+        random (independently of the data) and runs it, and release the best run (Papernot &
+        Steinke 2022, Thm. 2; dp-accounting's formula on the whole grid): one release whatever
+        the number of runs.
+
+        The picked mechanism's Renyi divergence is at most the largest of the candidates' at each
+        order: Renyi divergence is jointly quasi-convex (van Erven & Harremoes 2014, Thm. 13), and
+        a mixture with weights that do not depend on the data is such a combination. So the inner
+        curve is the candidates' pointwise maximum.
+        """
+        if not candidates:
+            raise ParameterError("best_of_runs needs at least one candidate")
+        mean = check_positive(mean, "mean")
+        if mean < 1.0 or not float(shape) >= 0.0:
+            raise ParameterError(f"the number of runs needs a mean >= 1 and a shape >= 0, got {mean!r}, {shape!r}")
+        for c in candidates:
+            if any(p[0] == "approx" for p in c.parts):
+                raise ParameterError("best_of_runs needs candidates with Renyi curves, not (eps, delta) parts")
+        curve = best_of_runs_curve([rdp_curve(c.parts, ORDERS) for c in candidates], mean, float(shape))
+        return cls.tabulated(f"best of ~{mean:g} runs of {len(candidates)} candidate(s)", curve, delta)
+
+    @classmethod
     def repeat_and_select(cls, inner: PrivacyLoss, mean: float, shape: float, delta: float) -> PrivacyLoss:
-        """Run ``inner`` a random number of times (mean ``mean``; truncated negative binomial of
-        ``shape``: 0 logarithmic, 1 geometric, inf Poisson) and release the best run
-        (Papernot & Steinke 2022, Thm. 2): one release whatever the number of candidates."""
-        parts = (("repeat", inner.parts, mean, shape),)
-        return cls(parts, rdp_epsilon(parts, check_delta(delta, allow_zero=False)), delta)
+        """Run ``inner`` a random number of times and release the best run (``best_of_runs`` with
+        one candidate)."""
+        return cls.best_of_runs([inner], mean, shape, delta)
 
     @classmethod
     def compose(cls, *losses: PrivacyLoss) -> PrivacyLoss:
@@ -229,6 +314,10 @@ class PrivacyLoss:
                 bits.append(f"laplace eps={p[1]:.4g}" + (f" x{p[2]}" if p[2] > 1 else ""))
             elif p[0] == "approx":
                 bits.append(f"eps={p[1]:.4g}, delta={p[2]:.3g}")
+            elif p[0] == "sgm":
+                bits.append(f"subsampled gaussian z={p[1]:.4g} q={p[2]:.3g} x{p[3]}")
+            elif p[0] == "rdp":
+                bits.append(p[1])
             else:
                 bits.append(f"repeat(mean={p[2]:g})")
         return "; ".join(bits)
@@ -246,11 +335,27 @@ class PrivacyLoss:
 
 
 def _parts_to_json(parts: Sequence[Part]) -> list[Any]:
-    return [["repeat", _parts_to_json(p[1]), p[2], p[3]] if p[0] == "repeat" else list(p) for p in parts]
+    out: list[Any] = []
+    for p in parts:
+        if p[0] == "repeat":
+            out.append(["repeat", _parts_to_json(p[1]), p[2], p[3]])
+        elif p[0] == "rdp":  # JSON has no infinity: an infinite order's value is written as null
+            out.append(["rdp", p[1], list(p[2]), [v if math.isfinite(v) else None for v in p[3]]])
+        else:
+            out.append(list(p))
+    return out
 
 
 def _parts_from_json(items: Sequence[Any]) -> tuple[Part, ...]:
-    return tuple(("repeat", _parts_from_json(p[1]), p[2], p[3]) if p[0] == "repeat" else tuple(p) for p in items)
+    out: list[Part] = []
+    for p in items:
+        if p[0] == "repeat":
+            out.append(("repeat", _parts_from_json(p[1]), p[2], p[3]))
+        elif p[0] == "rdp":
+            out.append(("rdp", p[1], tuple(p[2]), tuple(math.inf if v is None else v for v in p[3])))
+        else:
+            out.append(tuple(p))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -280,7 +385,8 @@ class Charge:
 
 
 def _events(parts: Sequence[Part]) -> list[dp_event.DpEvent]:
-    """dp-accounting events of the RDP parts (zCDP parts summed into one event)."""
+    """dp-accounting events of the zcdp, laplace and repeat parts (zCDP parts summed into one event);
+    the sgm and rdp parts are added as curves by :func:`rdp_curve`."""
     rho = math.fsum(p[1] for p in parts if p[0] == "zcdp")
     events: list[dp_event.DpEvent] = [dp_event.ZCDpEvent(rho)] if rho > 0 else []
     laplace: dict[float, int] = {}
@@ -294,16 +400,83 @@ def _events(parts: Sequence[Part]) -> list[dp_event.DpEvent]:
     return events
 
 
-def rdp_epsilon(parts: Sequence[Part], delta: float) -> float:
-    """Epsilon at ``delta`` of the RDP parts (zcdp, laplace, repeat) composed; approx parts ignored."""
+@functools.lru_cache(maxsize=4096)
+def _sgm_curve_cached(z: float, q: float, steps: int, orders: tuple[float, ...]) -> np.ndarray:
+    orders_ = np.asarray(orders)
+    out = np.full(orders_.size, np.inf)
+    low = orders_ <= SGM_MAX_ORDER
+    # at the integer order ceil(alpha): exact there (dp-accounting's closed form, fast) and an upper
+    # bound at alpha (Renyi divergence does not decrease with the order); the fractional orders'
+    # series converge slowly for large q
+    ceil = np.ceil(orders_[low])
+    ints = np.unique(ceil)
+    at = dict(zip(ints, _rdp._compute_rdp_poisson_subsampled_gaussian(q, z, ints)))
+    out[low] = steps * np.array([at[a] for a in ceil], dtype=float)
+    out.setflags(write=False)
+    return out
+
+
+def _sgm_curve(z: float, q: float, steps: int, orders: np.ndarray) -> np.ndarray:
+    """Renyi curve of ``steps`` Poisson-subsampled Gaussians on ``orders`` (inf past SGM_MAX_ORDER)."""
+    return _sgm_curve_cached(float(z), float(q), int(steps), tuple(float(a) for a in orders))
+
+
+def _table_at(table_orders: Sequence[float], values: Sequence[float], orders: np.ndarray) -> np.ndarray:
+    """A tabulated curve read at ``orders``: the value at the smallest tabulated order >= each (Renyi
+    divergence does not decrease with the order), inf past the table."""
+    t = np.asarray(table_orders, dtype=float)
+    v = np.append(np.asarray(values, dtype=float), np.inf)
+    return v[np.searchsorted(t, orders, side="left")]
+
+
+def rdp_curve(parts: Sequence[Part], orders: Sequence[float]) -> np.ndarray:
+    """The Renyi divergence of the RDP parts composed (they add: Mironov 2017, Prop. 1), at ``orders``;
+    approx parts ignored."""
+    orders_ = np.asarray(orders, dtype=float)
+    curve = np.zeros(orders_.size)
     events = _events(parts)
-    if not events:
+    if events:
+        acc = RdpAccountant(orders=tuple(orders_), neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+        acc.compose(dp_event.ComposedDpEvent(events))
+        curve += np.asarray(acc.rdp, dtype=float)
+    for p in parts:
+        if p[0] == "sgm":
+            curve += _sgm_curve(p[1], p[2], p[3], orders_)
+        elif p[0] == "rdp":
+            curve += _table_at(p[2], p[3], orders_)
+    return curve
+
+
+def best_of_runs_curve(curves: Sequence[np.ndarray], mean: float, shape: float) -> np.ndarray:
+    """The Renyi curve on ``ORDERS`` of the best of a random number of runs of a random pick among
+    mechanisms with these curves (``PrivacyLoss.best_of_runs``): Papernot & Steinke's Theorem 2
+    (dp-accounting's formula) on the finite part of the pointwise maximum."""
+    inner = np.max(np.asarray(curves, dtype=float), axis=0)
+    finite = np.isfinite(inner)
+    out = np.full(len(ORDERS), np.inf)
+    if finite.any():  # an inf order is no bound: left out of the formula
+        orders = np.asarray(ORDERS)[finite]
+        out[finite] = _rdp._compute_rdp_repeat_and_select(orders, inner[finite], mean, shape)
+    return out
+
+
+def curve_epsilon(curve: np.ndarray, delta: float) -> float:
+    """Epsilon at ``delta`` of a Renyi curve on ``ORDERS`` (the conversion of ``rdp_epsilon``)."""
+    finite = np.isfinite(curve)
+    if not finite.any():
+        return math.inf
+    eps = float(_rdp.compute_epsilon(np.asarray(ORDERS)[finite], curve[finite], delta)[0])
+    return max(eps, _EPS_FLOOR)  # a positive bound: 0 is only a rounding of a tiny one
+
+
+def rdp_epsilon(parts: Sequence[Part], delta: float) -> float:
+    """Epsilon at ``delta`` of the RDP parts composed (every kind but approx), by the conversion of
+    Canonne, Kamath & Steinke 2020 (dp-accounting's ``compute_epsilon``) on ``ORDERS``."""
+    if not any(p[0] != "approx" for p in parts):
         return 0.0
     if delta <= 0.0:
         return math.inf
-    acc = RdpAccountant(orders=ORDERS, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
-    acc.compose(dp_event.ComposedDpEvent(events))
-    return float(acc.get_epsilon(delta))
+    return curve_epsilon(rdp_curve(parts, ORDERS), delta)
 
 
 def compose_epsilon(losses: Iterable[PrivacyLoss], delta: float, basic: bool = True) -> float:
@@ -325,11 +498,12 @@ def compose_epsilon(losses: Iterable[PrivacyLoss], delta: float, basic: bool = T
     return min(tight, basic_eps)
 
 
-def calibrate(make: Callable[[float], PrivacyLoss], epsilon: float, delta: float, upper: float) -> float:
+def calibrate(make: Callable[[float], PrivacyLoss], epsilon: float, delta: float, upper: float,
+              tol: float = 1e-12) -> float:
     """The largest x in (0, upper] with ``make(x)`` composed alone at ``delta`` within ``epsilon``.
 
-    ``make`` must be monotone (a larger x costs more). Bisection; the returned x always meets
-    the target (it is the lower end of the final bracket).
+    ``make`` must be monotone (a larger x costs more). Bisection to a relative bracket ``tol``; the
+    returned x always meets the target (it is the lower end of the final bracket).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -348,6 +522,6 @@ def calibrate(make: Callable[[float], PrivacyLoss], epsilon: float, delta: float
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 1e-12 * lo:
+        if hi - lo <= tol * lo:
             break
     return lo

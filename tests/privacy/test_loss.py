@@ -120,3 +120,71 @@ def test_round_trip_and_bad_parts():
     with pytest.raises(ParameterError):
         PrivacyLoss.laplace(0.0)
     assert np.isfinite(PrivacyLoss.zcdp(1e-8, 1e-6).epsilon)  # tiny rho needs orders far above 1024
+
+
+# --------------------------------------------- subsampled Gaussian, tables, parallel, best of runs
+
+
+def test_subsampled_gaussian_is_dp_accountings_curve_and_full_batch_is_zcdp():
+    loss = PrivacyLoss.subsampled_gaussian(1.5, 0.02, 500, 1e-6)
+    ref = RdpAccountant(orders=tuple(o for o in ORDERS if o <= 1024))
+    ref.compose(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.02, dp_event.GaussianDpEvent(1.5)), 500))
+    assert loss.epsilon == pytest.approx(ref.get_epsilon(1e-6), rel=1e-9)
+    assert PrivacyLoss.from_json(loss.to_json()) == loss and "subsampled gaussian" in loss.describe()
+    full = PrivacyLoss.subsampled_gaussian(20.0, 1.0, 50, 1e-6)
+    assert full.rho == pytest.approx(50 / (2 * 20.0 ** 2))
+    with pytest.raises(ParameterError):
+        PrivacyLoss((("sgm", 1.0, 1.5, 3),), 1.0, 1e-6)
+
+
+def test_a_table_is_read_at_the_next_larger_order_and_round_trips_with_infinities():
+    from dpdist.privacy.loss import rdp_curve
+
+    part = ("rdp", "t", (2.0, 8.0, 32.0), (0.1, 0.4, math.inf))
+    assert list(rdp_curve([part], [1.5, 2.0, 3.0, 8.0, 20.0, 64.0])) == [0.1, 0.1, 0.4, 0.4, math.inf, math.inf]
+    loss = PrivacyLoss.tabulated("t", np.minimum(np.asarray(ORDERS) * 0.001, 50.0), 1e-6)
+    assert PrivacyLoss.from_json(loss.to_json()) == loss
+    with pytest.raises(ParameterError, match="tabulated"):
+        PrivacyLoss((("rdp", "t", (3.0, 2.0), (0.1, 0.2)),), 1.0, 1e-6)
+
+
+def test_parallel_is_the_pointwise_maximum():
+    from dpdist.privacy.loss import rdp_curve
+
+    a, b = PrivacyLoss.gaussian(3.0, 1e-6), PrivacyLoss.laplace(0.5)
+    both = PrivacyLoss.parallel(a, b, delta=1e-6)
+    expected = np.maximum(rdp_curve(a.parts, ORDERS), rdp_curve(b.parts, ORDERS))
+    np.testing.assert_allclose(rdp_curve(both.parts, ORDERS), expected)
+    assert both.epsilon <= min(PrivacyLoss.compose(a, b).epsilon, a.epsilon + b.epsilon)
+
+
+def _papernot_steinke(orders, rdp, mean, shape):
+    """Papernot & Steinke 2022, Thm. 2 (truncated negative binomial; shape 0 the logarithmic
+    distribution), written from the paper, gamma solved from the mean here."""
+    from scipy.optimize import brentq
+
+    def tnb_mean(g):  # Def. 1: gamma is the halting probability, P(K = k) ~ (1 - gamma)^k ...
+        if shape == 0:
+            return (1 - g) / (g * math.log(1 / g))
+        return shape * (1 - g) / (g * (1 - g ** shape))
+
+    gamma = brentq(lambda g: tnb_mean(g) - mean, 1e-12, 1 - 1e-12)
+    orders, rdp = np.asarray(orders), np.asarray(rdp)
+    # eps' = eps(lambda) + (1 + eta) (1 - 1/lambda_hat) eps_hat + (1 + eta) log(1/gamma) / lambda_hat
+    #        + log E[K] / (lambda - 1), minimised over lambda_hat; then monotone in lambda
+    c = (1 + shape) * np.min((1 - 1 / orders) * rdp + np.log(1 / gamma) / orders)
+    out = rdp + c + math.log(mean) / (orders - 1)
+    return np.array([out[orders >= a].min() for a in orders])
+
+
+@pytest.mark.parametrize("mean, shape", [(3.0, 0.0), (5.0, 1.0), (4.0, 2.5)])
+def test_best_of_runs_is_papernot_steinkes_theorem_over_the_largest_candidate_curve(mean, shape):
+    from dpdist.privacy.loss import rdp_curve
+
+    cands = [PrivacyLoss.subsampled_gaussian(4.0, 0.03, 800, 1e-6), PrivacyLoss.gaussian(12.0, 1e-6, count=10)]
+    loss = PrivacyLoss.best_of_runs(cands, mean, shape, 1e-6)
+    inner = np.max([rdp_curve(c.parts, ORDERS) for c in cands], axis=0)
+    finite = np.isfinite(inner)
+    expected = _papernot_steinke(np.asarray(ORDERS)[finite], inner[finite], mean, shape)
+    np.testing.assert_allclose(rdp_curve(loss.parts, ORDERS)[finite], expected, rtol=1e-6)
+    assert loss.epsilon > max(c.epsilon for c in cands)  # choosing costs something

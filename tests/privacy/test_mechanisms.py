@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
+from dp_audit import chisquare_against
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.privacy.mechanisms import (
@@ -23,16 +24,6 @@ from dpdist.privacy.mechanisms import (
 
 N = 200_000
 ALPHA = 1e-3  # a correct mechanism fails a test at a fixed seed with probability ALPHA at most
-
-
-def chisquare_against(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    """p-value of the counts against the probabilities; cells expected < min_expected are pooled."""
-    expected = probs * counts.sum()
-    big = expected >= min_expected
-    obs = np.append(counts[big], counts[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    keep = exp > 0
-    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
 
 
 # ------------------------------------------------------------------------- Laplace
