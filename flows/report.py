@@ -192,9 +192,11 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
                        "evaluation epsilon"], rows),
                "",
                "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
-               "features (screened models, rnm-screen / adp-screen, zero coordinates during training).", "",
-               ("References (exact: the data is a public synthetic set, so they cost no privacy): a non-private "
-                f"fast FW fit at the same lambda and T, and {ref['baseline']['what']}." if ref else
+               "features (select-train and dp-iht release sparse models by construction; screened models, "
+               "rnm-screen / adp-screen, zero coordinates during training).", "",
+               ("References (exact: the data is a public synthetic set, so they cost no privacy): the non-private "
+                f"ceiling every learner is measured against ({(ref.get('ceiling') or {}).get('what', 'absent')}), a "
+                f"non-private fast FW fit at the same lambda and T, and {ref['baseline']['what']}." if ref else
                 "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
                 "private data."), "",
                ("Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "

@@ -1,7 +1,9 @@
 """Flow stage ``train``: private models on the train store, one per (method, epsilon).
 
 Each fit is one process (``pipelines.train.fit_on_solver``): it runs on a worker holding the
-``solver`` resource, inside the central ``release`` task and therefore after the charge.
+``solver`` resource, inside the central ``release`` task and therefore after the charge. DP-GD
+and DP-IHT instead run their full-batch steps over the whole cluster (``pipelines.dp_gd``): the
+workers sum the clipped gradients of their row blocks, the release task adds the noise.
 With ``train.features`` naming a selection method, the model is fitted on the columns that
 selection released (post-processing of a release: no extra charge); objective perturbation
 (two-stage's stage 2) always is.
@@ -23,9 +25,14 @@ from flows.release import release
 from flows.results import read_stage, write_stage
 from flows.runtime import cluster_client, on_cluster
 from flows.select import select_stage
+from pipelines.dp_gd import fit_dask
 from pipelines.train import estimator, fit_on_solver
 
 __all__ = ["fit_params", "train", "train_stage"]
+
+# the learners whose full-batch steps run as a Dask reduction over the train store's row blocks
+# (pipelines.dp_gd), so they scale past one worker's memory; the others fit on one solver worker
+DASK_METHODS = ("dp-gd", "dp-iht")
 
 
 def fit_params(cfg: RunConfig, task: str, method: str, epsilon: float, features: list[int] | None,
@@ -71,6 +78,10 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
 
             def compute(method: str = method, eps: float = eps, seed: int | None = seed,
                         split_key: bytes | None = split_key) -> dict[str, Any]:
+                if method in DASK_METHODS and features is None:  # full-batch steps over the cluster's row blocks
+                    model = estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, n_records=n_records)
+                    classes = None if train_store["task"] == "regression" else [-1.0, 1.0]
+                    return fit_dask(client, train_store["store"], model, n_records, seed, classes)
                 return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
                                      features, cfg.data.bounds, seed, t.calibration, t.screening(), t.dtype,
                                      n_records, split_key)

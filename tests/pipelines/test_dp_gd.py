@@ -1,0 +1,48 @@
+"""DP-GD and DP-IHT over a 2-worker LocalCluster: the in-process steps, with the rows spread."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from distributed import Client, LocalCluster
+
+from dpdist.data.store import write_store
+from dpdist.gradient_models import DPGDClassifier, DPIHTClassifier
+from dpdist.solvers.dp_iht import dp_iht
+from dpdist.solvers.dp_sgd import dp_sgd
+from pipelines.dp_gd import dp_gd_store, fit_dask
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    X = sp.random(1200, 50, density=0.2, random_state=1, format="csr")
+    y = np.where(X[:, 0].toarray().ravel() > X[:, 1].toarray().ravel(), 1.0, -1.0)
+    path = tmp_path_factory.mktemp("s") / "store"
+    write_store(path, X, y, task="binary", block_rows=100, labels=[-1.0, 1.0])
+    return path, X, y
+
+
+@pytest.mark.parametrize("cls, s", [(DPGDClassifier, None), (DPIHTClassifier, 5)])
+def test_the_cluster_takes_the_in_process_steps(client, store, cls, s):
+    path, X, y = store
+    kw = {"s": s} if s else {}
+    model = cls(epsilon=2.0, max_iter=15, lr=20.0, n_records=1200, classes=[-1.0, 1.0], **kw)
+    plan = model._sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    Xp = model._prepare(X)
+    local = dp_iht(Xp, y, plan, s, np.random.default_rng(3)) if s else dp_sgd(Xp, y, plan, np.random.default_rng(3))
+    spread = dp_gd_store(client, path, plan, np.random.default_rng(3), "l2", 1.0, s)
+    np.testing.assert_allclose(spread[0], local[0], rtol=1e-7, atol=1e-9)  # the same noise; sums in another order
+    assert spread[1] == pytest.approx(local[1], rel=1e-7, abs=1e-9)
+    out = fit_dask(client, str(path), model, 1200, 3, [-1.0, 1.0])
+    assert out["classes"] == [-1.0, 1.0] and out["path"] == [] and (s is None or len(out["indices"]) <= s)
