@@ -32,6 +32,7 @@ import lzma
 import os
 import platform
 import secrets
+import shlex
 import sys
 import tempfile
 import time
@@ -199,7 +200,7 @@ def write(rows: list[dict], args: argparse.Namespace, started: datetime, load_be
         w = csv.DictWriter(f, fieldnames=["set", "method", "epsilon", "rep", "accuracy"])
         w.writeheader()
         w.writerows(rows)
-    cmd = "python benchmarks/utility.py " + " ".join(sys.argv[1:])
+    cmd = "python benchmarks/utility.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     md = [f"# Privacy-utility of dpdist's learners, {started:%Y-%m-%d %H:%M} UTC", "",
           f"Command: `{cmd}`. Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}; 1-minute load {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "

@@ -132,3 +132,8 @@ def _outside_stores(path: str) -> str:
         if ".tmp-" in parent.name or (parent / "zarr.json").is_file():
             return str(parent)
     return path
+
+
+class NonPrivateSelectionWarning(UserWarning):
+    """A private estimator is being fitted inside scikit-learn's exact model selection (``GridSearchCV``,
+    ``cross_val_score``, ...): the choice made from exact scores of private fits is not private."""

@@ -58,6 +58,7 @@ from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.selection.gaussian import GaussianTopK
 from dpdist.solvers.dp_iht import dp_iht
 from dpdist.solvers.dp_sgd import SGDPlan, dp_sgd
+from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
@@ -182,6 +183,7 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
         self._validate()
         if accountant is not None and dataset is None:
             raise ParameterError("dataset is required to charge the accountant")
+        warn_if_exact_model_selection(self)
         rng = check_random_state(self.random_state)
         key = key or f"{self.mechanism}-{uuid.uuid4().hex}"
         Xp, yp = self._prepare(X), self._target(y)

@@ -69,6 +69,7 @@ from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
+from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
@@ -198,6 +199,8 @@ class _FrankWolfe(BaseEstimator):
              X_csc: Matrix | None = None) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
+        if self.private:
+            warn_if_exact_model_selection(self)
         X = sp.csr_matrix(X, dtype=value_dtype(X))
         if self.private or self.bounds == "clip":  # a non-private fit assumes no bound, unless asked to clip
             X, y = enforce_bounds(X, y, 1.0, None if self._loss == "logistic" else self._y_bound(), mode=self.bounds)

@@ -86,3 +86,16 @@ def test_bad_parameters_are_refused_before_anything_runs(binary, params, message
         DPSGDClassifier(**params).fit(X, y)
     with pytest.raises(ParameterError, match="selection_share"):
         SelectTrainClassifier(selection_share=1.0).fit(X, y)
+
+
+def test_exact_grid_search_over_private_fits_warns(binary):
+    from sklearn.model_selection import GridSearchCV
+
+    from dpdist.exceptions import NonPrivateSelectionWarning
+    from dpdist.linear_model import DPFrankWolfeClassifier
+
+    X, y, _ = binary
+    for est, grid in ((DPSGDClassifier(epochs=1, batch_size=500, n_records=2000), {"lr": [1.0, 3.0]}),
+                      (DPFrankWolfeClassifier(max_iter=20), {"lam": [5.0, 50.0]})):
+        with pytest.warns(NonPrivateSelectionWarning, match="PrivateSearch"):
+            GridSearchCV(est, grid, cv=2).fit(X[:1000], y[:1000])

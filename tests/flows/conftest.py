@@ -78,6 +78,7 @@ def small_config(tmp: Path, **sections: Any) -> dict[str, Any]:
         "cluster": {"kind": "local", "n_workers": 2},
         "select": {"methods": ["dp-sis", "two-stage"], "k": 5, "epsilon": 0.5},
         "train": {"methods": ["fast-dp-fw"], "epsilon": [1.0, 2.0], "lam": 500.0, "iters": 300},
+        "evaluate": {"epsilon": 0.1},
     }
     for name, value in sections.items():
         cfg[name] = {**cfg[name], **value} if isinstance(value, dict) and isinstance(cfg.get(name), dict) else value

@@ -352,3 +352,29 @@ def test_screened_models_in_the_flow(prefect_server: dict, tmp_path: Path) -> No
         assert 1.0 < m["epsilon"] < 1.5  # FW (1.0) composed with the screening (0.5)
     report = (tmp_path / "out" / "report.md").read_text()
     assert "| non-zeros | density |" in report and "rnm-screen" in report
+
+
+def test_gradient_learners_in_the_flow_are_charged_as_planned(prefect_server: dict, tmp_path: Path) -> None:
+    """select-train (on a solver worker) and DP-GD (a reduction over the cluster's row blocks) as
+    train.methods: each charged its exact planned loss at the synthetic source's public count, the
+    released models carry their intercept and row normalisation, their evaluation has no curve part."""
+    cfg = write_config(tmp_path, small_config(tmp_path, select={"methods": []},
+                                              train={"methods": ["select-train", "dp-gd"], "epsilon": [1.0]}))
+    planned = dpdist(["run", str(cfg), "--plan", "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert planned.returncode == 0, planned.stderr[-4000:]
+    plan = json.loads(planned.stdout)["plan"]
+    r = dpdist(["run", str(cfg), "--json"], flow_env(tmp_path, prefect_server), tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    acc = Accountant(tmp_path / "ledger.sqlite")
+    dataset = acc.resolve(json.loads(r.stdout)["dataset"])
+    history = acc.history(dataset)
+    assert sorted((p["mechanism"], p["epsilon"], p["delta"]) for p in plan["releases"]) == \
+        sorted((h.mechanism, h.epsilon, h.delta) for h in history)
+    assert {"select-train/logistic", "dp-gd/logistic"} <= {h.mechanism for h in history}
+    models = json.loads((tmp_path / "out" / "models.json").read_text())
+    for m in models:
+        assert m["result"]["row_norm"] == "l2" and "intercept" in m["result"] and m["result"]["path"] == []
+    assert len(next(m for m in models if m["method"] == "select-train")["result"]["indices"]) <= 100
+    evaluation = json.loads((tmp_path / "out" / "evaluation.json").read_text())
+    assert all(e["curve_iterations"] == [] and 0.0 <= e["accuracy"] <= 1.0 for e in evaluation["models"])
+    assert [h.mechanism for h in history].count("evaluation/binary") == 2
