@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from dpdist.exceptions import (SPACE_ERRNOS, BudgetExceeded, DPDistError, ParameterError, UnknownDataset,
-                               file_failure)
+from dpdist.exceptions import (SPACE_ERRNOS, BudgetExceeded, DPDistError, ParameterError, ReleaseKeyConflict,
+                               UnknownDataset, file_failure)
 from dpdist.methods import DEFAULT_LEARNER, GRADIENT_METHODS
-from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, default_ledger_path, spend_text
+from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, default_ledger_path, spend_text, status_table
 from dpdist.utils import operator_log
 from dpdist.utils.io import write_json_atomic
 from dpdist.utils.operator_log import timing
@@ -44,7 +44,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _release_args(parser: argparse.ArgumentParser) -> None:
     """Options of every command that releases a private result."""
-    parser.add_argument("--key", default=None, help="release key (a retry with the same key replays the release)")
+    parser.add_argument("--key", default=None,
+                        help="release key (default: derived from the dataset, the command and every parameter, so the "
+                             "same command again replays its release and charges nothing)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="a new release (a new key): charged again, with new noise")
     parser.add_argument("--out", default=None, help="also write the JSON result to this file (atomically)")
     parser.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
     _common(parser)
@@ -81,7 +85,8 @@ def _train_gradient(args: argparse.Namespace) -> int:
     if not 0.0 <= args.test_fraction < 1.0:
         raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
     if args.eval_epsilon <= 0:
-        raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
+        raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g} (held-out metrics are a release "
+                             "of their own; for none, hold out nothing: --test-fraction 0)")
     store = open_store(args.store)
     check_schema(store)
     task = "regression" if store.task == "regression" else "binary"
@@ -113,7 +118,8 @@ def _train_gradient(args: argparse.Namespace) -> int:
     X, y = store.csr(), store_target(store)
     split_key = derive_key(acc.split_key(dataset), "dpdist train")
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
-    key = args.key or f"train-{method}-{uuid.uuid4().hex}"
+    key = _release_key(args, "train", method, name)
+    replayed = acc.recorded(dataset, key)
     extra = {"split_key": derive_key(split_key, key)} if method == "private-search" else {}
     model.fit(X[~test], y[~test], acc, dataset, key, **extra)
     fitted = model.best_estimator_ if method == "private-search" else model
@@ -122,7 +128,8 @@ def _train_gradient(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = {"method": method, "loss": loss, "nnz_weights": len(coef["indices"]),
                                "density": len(coef["indices"]) / X.shape[1], "dataset": name, "private": True,
                                "epsilon": args.epsilon, "delta": args.delta, "key": key, "ledger": str(acc.path),
-                               "true_epsilon": model.release_["epsilon"], "n_public": model.n_public_}
+                               "true_epsilon": model.release_["epsilon"], "n_public": model.n_public_,
+                               "replayed": replayed}
     if method == "private-search":
         payload["chosen"] = {k: v for k, v in model.best_params_.items() if k != "random_state"}
     if args.test_fraction > 0:
@@ -144,11 +151,38 @@ def _train_gradient(args: argparse.Namespace) -> int:
         else:
             metric = "no held-out rows"
         chosen = f" chose {payload['chosen']['learner']}," if "chosen" in payload else ""
-        return (f"{method} ({loss}, epsilon={args.epsilon:g}):{chosen} {metric}, {payload['nnz_weights']} non-zero "
-                f"weights; recorded in {acc.path} under {key}")
+        return (f"{method} ({loss}):{chosen} {metric}, {payload['nnz_weights']} non-zero weights; "
+                f"{_charged_text(replayed, key, payload['true_epsilon'], args.delta)}, in {acc.path}")
 
     _emit(args, payload, human)
     return EXIT_OK
+
+
+# what does not make a release different: output and logging options, where the ledger and store are
+_NOT_THE_RELEASE = frozenset({"json", "verbose", "ledger", "key", "fresh", "out", "func", "argv", "command",
+                              "store", "budget_command", "models_command"})
+
+
+def _release_key(args: argparse.Namespace, command: str, method: str, dataset_name: str) -> str:
+    """``--key``, else a key derived from the dataset's public name, the command and every parameter that
+    shapes the release: the same command again replays it (and charges nothing); ``--fresh`` adds a
+    random suffix (a new release, charged again). Public inputs only: no content of the data."""
+    import hashlib
+    import uuid
+
+    if args.key:
+        return str(args.key)
+    params = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_THE_RELEASE and not callable(v)}
+    doc = json.dumps({"command": command, "dataset": dataset_name, "params": params}, sort_keys=True, default=str)
+    key = f"{command}-{method}-{hashlib.sha256(doc.encode()).hexdigest()[:16]}"
+    return f"{key}-{uuid.uuid4().hex[:8]}" if args.fresh else key
+
+
+def _charged_text(replayed: bool, key: str, epsilon: float, delta: float) -> str:
+    """What a release cost, in words: the charge, or the replay (nothing charged)."""
+    if replayed:
+        return f"replayed from the ledger (key {key}): nothing charged (--fresh asks for a new, charged release)"
+    return f"charged epsilon={epsilon:.4g}, delta={delta:g} (key {key}; the same command again replays it)"
 
 
 # ----------------------------------------------------------------------- budget
@@ -164,9 +198,10 @@ def _dataset(acc: Accountant, ref: str) -> str:
 
 
 def _budget_init(args: argparse.Namespace) -> int:
-    from dpdist.data.store import open_store
+    from dpdist.data.store import check_schema, open_store
 
     store = open_store(args.store)
+    check_schema(store)  # a budget on a store private analyses refuse would be a permanent budget nobody can spend
     acc = Accountant(args.ledger)
     if store.budget_id != store.dataset_id:
         raise ParameterError(f"{args.store} holds part of another store's records (its train/test split): releases "
@@ -178,10 +213,6 @@ def _budget_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _format_status(s: dict[str, Any]) -> str:
-    return f"{s['dataset']}: {spend_text(s)}; {s['releases']} release(s)"
-
-
 def _budget_show(args: argparse.Namespace) -> int:
     path = args.ledger or str(default_ledger_path())
     if args.dataset is None and not os.path.isfile(path):  # nothing to show, and nothing is created
@@ -190,14 +221,14 @@ def _budget_show(args: argparse.Namespace) -> int:
     acc = Accountant(args.ledger, create=False)
     if args.dataset is not None:
         payload = acc.status(_dataset(acc, args.dataset)).to_dict()
-        _emit(args, payload, lambda: _format_status(payload))
+        _emit(args, payload, lambda: f"{status_table([payload])}\n\n{payload['dataset']}: {spend_text(payload)}.")
     else:
         rows = [s.to_dict() for s in acc.datasets()]
-        _emit(
-            args,
-            {"ledger": str(acc.path), "datasets": rows},
-            lambda: "\n".join(_format_status(r) for r in rows) or f"no budgets in {acc.path}",
-        )
+        note = ("spent: each budget's privacy filter's figure (Renyi composition, or the releases' epsilons added "
+                "when smaller): a new release of epsilon e can take less than e of what is left. "
+                "`budget show --dataset NAME` explains one, `budget history --dataset NAME` lists its releases.")
+        _emit(args, {"ledger": str(acc.path), "datasets": rows},
+              lambda: f"{status_table(rows)}\n\n{note}" if rows else f"no budgets in {acc.path}")
     return EXIT_OK
 
 
@@ -254,10 +285,26 @@ def _ingest(args: argparse.Namespace) -> int:
     from dpdist.data.ingest import ingest_svmlight
     from dpdist.data.tables import ingest_table, is_table
 
+    categories: dict[str, list[str]] = {}
+    for spec in args.categories or []:
+        col, sep, values = spec.partition("=")
+        if not sep or not col or not values:
+            raise ParameterError(f"--categories {spec!r}: write COLUMN=value1,value2,... (the column's public values)")
+        categories[col] = [v for v in values.split(",") if v]
     if is_table(args.src):
         meta = ingest_table(args.src, args.out, force=args.force, target=args.target, impute=args.impute,
-                            encode=args.encode_categories, task=args.task, name=args.name, labels=args.labels)
+                            encode=args.encode_categories, task=args.task, name=args.name, labels=args.labels,
+                            categories=categories or None, fill_value=args.fill_value, private=not args.non_private)
     else:
+        if categories or args.fill_value is not None:
+            raise ParameterError("--categories and --fill-value are options of tables (CSV, xlsx, ...), not of "
+                                 f"svmlight files ({args.src})")
+        if not args.non_private and (args.n_features is None or args.zero_based == "auto"):
+            raise ParameterError(f"{args.src}: without a declared width (--n-features D, the dataset's documented "
+                                 "number of features) and index base (--zero-based no|yes), the columns would be "
+                                 "read from the data -- one record could shift the others' -- and private analyses "
+                                 "would refuse the store: declare them, or pass --non-private for a store meant for "
+                                 "non-private experiments only")
         size = os.path.getsize(args.src) if os.path.isfile(args.src) else None
         compressed = str(args.src).endswith((".bz2", ".xz", ".gz"))
         with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None if compressed else size) as update:
@@ -322,7 +369,7 @@ def _select(args: argparse.Namespace) -> int:
     import time
     import uuid
 
-    from dpdist.data.store import check_schema, open_store
+    from dpdist.data.store import check_schema, column_ids, open_store
     from dpdist.selection.sis import DPSIS, store_scores, store_target
     from dpdist.selection.two_stage import TwoStageSelector, fit_on_support
     from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -341,7 +388,8 @@ def _select(args: argparse.Namespace) -> int:
     check_schema(store)
     acc = Accountant(args.ledger)
     status = acc.status(acc.budget_of(store))  # fail before any computation when the dataset has no budget
-    key = args.key or f"select-{args.method}-{uuid.uuid4().hex}"
+    key = _release_key(args, "select", args.method, status.name)
+    replayed = acc.recorded(store.budget_id, key)
     t0 = time.perf_counter()
     extra: dict[str, Any] = {}
     if bss:
@@ -374,13 +422,21 @@ def _select(args: argparse.Namespace) -> int:
         extra["stage2"] = {"key": f"{key}/stage2", "epsilon": args.stage2, "loss": model.loss,
                            "indices": [int(i) for i in features], "values": coef.tolist()}
     timing("%s: %.2f s", args.method, time.perf_counter() - t0)
+    ids = column_ids(store.meta, features)
     payload = {"method": args.method, "k": args.k, "features": [int(i) for i in features], "epsilon": args.epsilon,
-               "delta": args.delta, "dataset": status.name, "key": key, "ledger": str(acc.path), **extra}
+               "delta": args.delta, "dataset": status.name, "key": key, "ledger": str(acc.path),
+               "replayed": replayed, "file_columns": ids, **extra}
+
+    def human() -> str:
+        shown = ids.get("names") or ids["ids"]
+        where = ("columns" if "names" in ids else
+                 f"the file's {'one' if ids['index_base'] == 1 else 'zero'}-based indices")
+        return (f"{args.method}: {args.k} features, as {where}: {shown} ({status.name}; "
+                f"{_charged_text(replayed, key, args.epsilon, args.delta)})")
+
     if args.out:
         write_json_atomic(args.out, payload)
-    _emit(args, payload, lambda: f"{args.method}: {args.k} features {payload['features']} "
-                                 f"(epsilon={args.epsilon:g}, delta={args.delta:g} charged to {status.name}; recorded in {acc.path} "
-                                 f"under {key})")
+    _emit(args, payload, human)
     return EXIT_OK
 
 
@@ -400,6 +456,9 @@ def _train(args: argparse.Namespace) -> int:
     from dpdist.linear_model import PRIVATE, SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
     from dpdist.selection.sis import store_target
 
+    if args.epsilon is None and not args.non_private:
+        raise ParameterError("--epsilon is required: the privacy loss of a release is the user's choice, never a "
+                             "default (a non-private baseline takes --non-private instead)")
     if args.tune or args.method in GRADIENT_METHODS:
         return _train_gradient(args)
     if args.lam is None or args.iters is None:
@@ -412,7 +471,8 @@ def _train(args: argparse.Namespace) -> int:
     if not 0.0 <= args.test_fraction < 1.0:
         raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
     if args.eval_epsilon <= 0:
-        raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g}")
+        raise ParameterError(f"--eval-epsilon must be > 0, got {args.eval_epsilon:g} (held-out metrics are a release "
+                             "of their own; for none, hold out nothing: --test-fraction 0)")
     screen_opts = {k: getattr(args, k) for k in ("screen_epsilon", "screen_delta", "screen_rho", "n_max")
                    if getattr(args, k) is not None}
     if args.screen_every is not None and args.screen_at is not None:
@@ -465,7 +525,8 @@ def _train(args: argparse.Namespace) -> int:
         secrets.token_bytes(32)
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
     Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
-    key = args.key or f"train-{args.method}-{uuid.uuid4().hex}"
+    key = _release_key(args, "train", args.method, name) if private else f"train-{args.method}-{uuid.uuid4().hex}"
+    replayed = acc is not None and acc.recorded(store.budget_id, key)
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
     with _progress_bar(args, f"{args.method}: iterations", args.iters, count=True) as update:
@@ -480,7 +541,7 @@ def _train(args: argparse.Namespace) -> int:
     if private:
         charge = model.privacy_charge()
         payload.update(epsilon=args.epsilon, delta=args.delta, true_epsilon=charge.epsilon, key=key,
-                       ledger=str(acc.path), rho=charge.loss.rho)
+                       ledger=str(acc.path), rho=charge.loss.rho, replayed=replayed)
         if screening:
             payload.update(screen_epsilon=args.screen_epsilon, screen_delta=args.screen_delta,
                            screen_rho=args.screen_rho, screen_schedule=schedule, n_max=args.n_max,
@@ -515,7 +576,8 @@ def _train(args: argparse.Namespace) -> int:
             metric = f"held-out MSE {f(payload['mse'], '.5g')}, R^2 {f(payload['r2'], '.4f')}"
         else:
             metric = "no held-out rows"
-        where = f"; recorded in {acc.path} under {key}" if private else " (non-private)"
+        where = (f"; {_charged_text(replayed, key, payload['true_epsilon'], args.delta)}, in {acc.path}" if private
+                 else " (non-private: nothing charged)")
         return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}"
                 f"{' (private)' if private and args.test_fraction > 0 else ''}, {payload['nnz_weights']} non-zero "
                 f"weights (density {payload['density']:.3g}){where}")
@@ -641,6 +703,12 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      line: str | None = None) -> str:
+    """A warning as one line naming its kind, without the Python source line that raised it."""
+    return f"dpdist: warning ({category.__name__}): {message}\n"
+
+
 def _logging(verbose: bool) -> None:
     """stderr logs at WARNING (INFO with -v), for dpdist, Prefect and Dask, in this process and its children."""
     level = "INFO" if verbose else "WARNING"
@@ -747,6 +815,8 @@ def _supervise(argv: list[str], output: str) -> int:
         try:
             code = proc.wait()
             relay.join(timeout=10)
+            if code == EXIT_OK:  # an earlier interrupted run's log is about a run that has now completed
+                relay.log.unlink(missing_ok=True)
             return code
         except KeyboardInterrupt:
             relay.divert()  # the teardown's crash reports (workers losing their peers) go to the log file
@@ -815,7 +885,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="svmlight/LIBSVM file (plain, .bz2, .xz, .gz) or a table -> zarr store")
-    p.add_argument("src", help="svmlight file")
+    p.add_argument("src", help="an svmlight file (plain, .bz2, .xz, .gz) or a table (CSV, xlsx, zipped CSV, R .RData)")
     p.add_argument("--out", required=True, help="store directory to create")
     p.add_argument("--force", action="store_true", help="replace an existing store")
     p.add_argument("--zero-based", choices=("no", "yes", "auto"), default="no",
@@ -829,10 +899,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "number of categories), else regression")
     p.add_argument("--target", default=None,
                    help="tables (.csv, .data, .xlsx, .zip, .RData, .rda): target column (default: last)")
+    p.add_argument("--categories", action="append", default=None, metavar="COLUMN=a,b,c",
+                   help="tables: a text column's public values (one 0/1 column each, and COLUMN=other for any "
+                        "other value); repeat for several columns")
+    p.add_argument("--fill-value", type=float, default=None,
+                   help="tables: a public constant for missing values (each record's gaps alone: private)")
+    p.add_argument("--non-private", action="store_true",
+                   help="allow a store whose columns are inferred from the data (--impute mean, "
+                        "--encode-categories, no --n-features): for non-private experiments only")
     p.add_argument("--impute", choices=("mean",), default=None,
-                   help="tables: fill missing features with column means (data-dependent: not private; warns)")
+                   help="tables: fill missing features with column means (data-dependent: needs --non-private)")
     p.add_argument("--encode-categories", action="store_true",
-                   help="tables: encode non-numeric feature columns as category codes 1..K (else refused)")
+                   help="tables: code text columns 1..K from the values seen (data-dependent: needs --non-private)")
     p.add_argument("--name", default=None, help="the store's public name (default: random)")
     p.add_argument("--labels", default=None, type=lambda s: [v for v in s.split(",") if v],
                    help="the classes, comma-separated (public: with --task binary/multiclass; private analyses "
@@ -906,9 +984,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--count-epsilon", type=float, default=0.01, help="gradient learners: the count's epsilon")
     p.add_argument("--loss", choices=("logistic", "squared"), default=None,
                    help="default: logistic for a binary store, squared for a regression store")
-    p.add_argument("--lam", type=float, default=None, help="Frank-Wolfe: L1-ball radius lambda (required)")
-    p.add_argument("--iters", type=int, default=None, help="Frank-Wolfe: iterations T (required)")
-    p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--lam", type=float, default=None,
+                   help="Frank-Wolfe: L1-ball radius lambda (required; the main job's 500 suits unit-norm rows of "
+                        "~50k features; benchmarks/utility.py measures it)")
+    p.add_argument("--iters", type=int, default=None,
+                   help="Frank-Wolfe: iterations T (required; the main job's 1000; more steps, more noise per step)")
+    p.add_argument("--epsilon", type=float, default=None, help="the model's privacy loss (required)")
     p.add_argument("--delta", type=float, default=1e-6)
     p.add_argument("--y-bound", type=float, default=1.0, help="squared loss: public bound on |y|")
     p.add_argument("--features", default=None, help="JSON written by 'dpdist select --out': train on those columns")
@@ -986,6 +1067,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # exits 2 on bad arguments
     args.argv = list(sys.argv[1:] if argv is None else argv)
     _logging(args.verbose)
+    if not args.verbose:
+        import warnings
+
+        warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
     os.environ.setdefault(operator_log.ON_ENV, "1")  # timings on this terminal (and its children's) only
     try:
         return int(args.func(args))
@@ -993,9 +1078,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("dpdist: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BudgetExceeded as e:
-        print(f"dpdist: budget refused: {e}", file=sys.stderr)
+        print(f"dpdist: {e}", file=sys.stderr)
         return EXIT_BUDGET
-    except (ParameterError, UnknownDataset) as e:
+    except (ParameterError, UnknownDataset, ReleaseKeyConflict) as e:
         print(f"dpdist: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except DPDistError as e:

@@ -45,7 +45,7 @@ class BudgetExceeded(DPDistError):
                " (the deltas do not fit the filter: the releases' standalone deltas must add to at most delta/4 for "
                "basic composition, and their approximate parts' deltas to at most delta/4 for Renyi composition)")
         super().__init__(
-            f"privacy budget of dataset {dataset!r} refused: a release of (epsilon={epsilon:g}, delta={delta:g}) "
+            f"budget refused: dataset {dataset!r} cannot take a release of (epsilon={epsilon:g}, delta={delta:g}): it "
             f"would bring the spend from epsilon={epsilon_spent:.6g} to {epsilon_after:.6g}, above the total "
             f"(epsilon={epsilon_total:g}, delta={delta_total:g}){why}; nothing was charged"
         )

@@ -159,9 +159,7 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
            "No row counts were released (data.count_epsilon = 0)."), "",
           _split_note(cfg.data.test_fraction, bool(counts)), "",
           "## Privacy ledger", "",
-          f"Budget epsilon={status['epsilon_total']:g}, delta={status['delta_total']:g}: "
-          f"{spend_text(status, '**')}. "
-          f"{status['releases']} releases in all.", "",
+          f"{status['releases']} releases in all: {spend_text(status, '**')}.", "",
           _table(["date", "mechanism", "epsilon", "delta", "loss", "covered", "key", "this run"],
                  _ledger_rows(history, run_keys, released_now)), ""]
     if selection:

@@ -30,7 +30,8 @@ def store(tmp_path):
 
     from dpdist.data.store import write_store
 
-    write_store(tmp_path / "s", np.eye(4), np.array([1.0, -1.0, 1.0, -1.0]), metadata={"name": "study-a"})
+    write_store(tmp_path / "s", np.eye(4), np.array([1.0, -1.0, 1.0, -1.0]), metadata={"name": "study-a"},
+                task="binary", labels=[-1.0, 1.0])
     return str(tmp_path / "s")
 
 
@@ -71,7 +72,10 @@ def test_human_output(capsys, tmp_path, store):
     ledger = str(tmp_path / "l.sqlite")
     run(capsys, "budget", "init", store, "--epsilon", "1", "--delta", "0", "--ledger", ledger)
     code, out, _ = run(capsys, "budget", "show", "--dataset", "study-a", "--ledger", ledger)
-    assert code == 0 and "spent epsilon=0 of epsilon=1" in out
+    assert code == 0 and "spent epsilon 0 of 1 (delta 0), 1 left" in out
+    header, row = out.splitlines()[:2]  # a compact table: dataset | budget | spent | left | releases
+    assert header.split()[:6] == ["dataset", "epsilon", "delta", "spent", "left", "releases"]
+    assert row.split()[:6] == ["study-a", "1", "0", "0", "1", "0"]
 
 
 def test_ledger_from_environment(capsys, tmp_path, monkeypatch, store):
@@ -114,7 +118,8 @@ def test_two_ingests_of_the_same_data_share_one_budget(capsys, tmp_path):
     ledger = str(tmp_path / "l.sqlite")
     names = []
     for s in ("a", "b"):
-        code, out, _ = run(capsys, "ingest", str(data), "--out", str(tmp_path / s), "--json")
+        code, out, _ = run(capsys, "ingest", str(data), "--out", str(tmp_path / s), "--n-features", "3", "--task",
+                           "binary", "--labels=-1,1", "--json")
         assert code == 0
         names.append(json.loads(out)["name"])
     assert names[0] != names[1]  # public names are random, not a function of the data

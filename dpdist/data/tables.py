@@ -15,9 +15,14 @@ svmlight. ``read_table`` turns one into (X, y) with the column conventions of th
   the 4 date columns dropped), BlogFeedback (``blogData_train.csv`` inside the zip), bodyfat
   (target BodyFat, the 14 LIBSVM features).
 
-Missing values are refused unless ``impute="mean"`` is asked for (``--impute mean``): mean
-imputation uses column means, a statistic of the data (not private), so it always warns
-(``DataDependentWarning``) and the store's metadata says so. No preset imputes by itself.
+Private options: ``categories`` (``--categories COL=a,b,c``) declares a text column's values,
+public knowledge: the column becomes one 0/1 column per value and ``COL=other`` for any other value,
+each record's own map; ``fill_value`` (``--fill-value 0``) fills gaps with a public constant.
+Otherwise missing values are refused unless ``impute="mean"`` is asked for (``--impute mean``):
+mean imputation uses column means, a statistic of the data (not private), so it always warns
+(``DataDependentWarning``) and the store's metadata says so; like category codes 1..K
+(``encode``) it makes a store private analyses refuse, so ``ingest_table`` needs ``private=False``
+for it. No preset imputes by itself.
 
 The task: ``task="auto"`` makes a numeric target with exactly two distinct values ``binary``
 (0/1, -1/+1, ...), any other numeric target ``regression``, and a text target ``binary`` or
@@ -83,8 +88,20 @@ def _codes(values: pd.Series | pd.Categorical | np.ndarray) -> tuple[np.ndarray,
     return cat.codes.astype(np.float64), [str(c) for c in cat.categories]
 
 
+def _one_hot(Xdf: pd.DataFrame, col: Any, declared: list[str]) -> pd.DataFrame:
+    """Column ``col`` as one 0/1 column per declared value, and ``col=other`` for any other value
+    (a gap is in no column): a public map of each record's own value."""
+    values = Xdf[col].astype("string")
+    pos = list(Xdf.columns).index(col)
+    parts = {f"{col}={v}": (values == v).fillna(False).astype(np.float64) for v in declared}
+    parts[f"{col}=other"] = (~values.isin(declared) & values.notna()).astype(np.float64)
+    left, right = Xdf.iloc[:, :pos], Xdf.iloc[:, pos + 1:]
+    return pd.concat([left, pd.DataFrame(parts, index=Xdf.index), right], axis=1)
+
+
 def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], impute: str | None,
-                 source: str, encode: bool = False) -> Table:
+                 source: str, encode: bool = False, categories: dict[str, list[str]] | None = None,
+                 fill_value: float | None = None) -> Table:
     notes: dict[str, Any] = {}
     if drop:
         df = df.drop(columns=[df.columns[i] for i in drop])
@@ -99,12 +116,19 @@ def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], im
         raise ParameterError(f"{source}: target column {target!r} not found; columns are {list(df.columns)[:20]}...")
     y_raw = df[tcol]
     Xdf = df.drop(columns=[tcol])
+    for col, declared in (categories or {}).items():  # declared categories: public one-hot columns
+        if col not in Xdf.columns:
+            raise ParameterError(f"{source}: --categories names column {col!r}, which the file does not have; its "
+                                 f"feature columns are {[str(c) for c in Xdf.columns][:20]}")
+        Xdf = _one_hot(Xdf, col, [str(v) for v in declared])
+        notes.setdefault("declared_categories", {})[str(col)] = [str(v) for v in declared]
     for i, col in enumerate(Xdf.columns):  # by position: some files repeat a column name (Residential's lags)
         column = Xdf.iloc[:, i]
         if not pd.api.types.is_numeric_dtype(column):
             if not encode:
-                raise ParameterError(f"{source}: column {col!r} is not numeric; encode it in the file, or pass "
-                                     "--encode-categories (encode=True) for category codes 1..K")
+                raise ParameterError(f"{source}: column {col!r} is not numeric; declare its categories (public "
+                                     f"knowledge: --categories {col}=a,b,c; other values get a column "
+                                     f"{col}=other), or encode it in the file")
             codes, cats = _codes(column)
             Xdf.isetitem(i, codes + 1.0)
             notes.setdefault("category_codes", {})[str(col)] = {c: k + 1 for k, c in enumerate(cats)}
@@ -115,15 +139,25 @@ def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], im
     else:
         y, classes = _codes(y_raw)
         task = "binary" if len(classes) == 2 else "multiclass"
+    for values, what in ((X, "a feature"), (y[:, None], "the target")):
+        bad = np.isinf(values)
+        if bad.any():  # where to look (the first place), as a parser names a line; no count of the data
+            row, col = (int(v[0]) for v in np.nonzero(bad))
+            column = Xdf.columns[col] if what == "a feature" else tcol
+            raise ParameterError(f"{source}: an infinite value in {what} column {column!r} (the first in data row "
+                                 f"{row + 1}); values must be finite numbers")
     missing = np.isnan(X)
     if np.isnan(y).any():
         first = int(np.flatnonzero(np.isnan(y))[0])  # where to look, as a parser names a line; no count of the data
         raise ParameterError(f"{source}: the target column has missing values (the first in data row {first + 1}); "
                              "drop or fill those rows before ingesting")
-    if missing.any():
+    if missing.any() and fill_value is not None:  # a public constant: each record's gaps alone
+        X = np.where(missing, float(fill_value), X)
+        notes["fill_value"] = float(fill_value)
+    elif missing.any():
         if impute != "mean":
-            raise ParameterError(f"{source}: missing feature values; pass --impute mean (impute='mean': column "
-                                 "means, data-dependent, not private) or clean the file")
+            raise ParameterError(f"{source}: missing feature values; fill them with a public constant (--fill-value "
+                                 "0: each record's gaps alone, private), or clean the file")
         warnings.warn(f"{source}: missing feature values set to column means: a statistic of the whole data set, "
                       "not differentially private", DataDependentWarning, stacklevel=3)
         means = np.nanmean(X, axis=0)
@@ -163,8 +197,10 @@ def _read_rdata(path: Path) -> Table:
 
 
 def read_table(path: str | os.PathLike[str], target: str | int | None = None, impute: str | None = None,
-               encode: bool = False) -> Table:
-    """Read a table into (X, y) with the conventions of the module docstring."""
+               encode: bool = False, categories: dict[str, list[str]] | None = None,
+               fill_value: float | None = None) -> Table:
+    """Read a table into (X, y) with the conventions of the module docstring (``categories``: declared
+    values per column, one-hot; ``fill_value``: a public constant for gaps)."""
     if impute not in (None, "mean"):
         raise ParameterError(f"impute must be None or 'mean', got {impute!r}")
     path = Path(path)
@@ -181,7 +217,7 @@ def read_table(path: str | os.PathLike[str], target: str | int | None = None, im
         df.columns = [c[1] for c in df.columns]
         df = df.copy().drop(columns=["START YEAR", "START QUARTER", "COMPLETION YEAR", "COMPLETION QUARTER"])
         df["PROFIT"] = df.pop("V-9") - df.pop("V-10")
-        table = _frame_to_xy(df, "PROFIT", [], impute, str(path), encode)
+        table = _frame_to_xy(df, "PROFIT", [], impute, str(path), encode, categories, fill_value)
         table.notes["target"] = "profit = V-9 (sale price) - V-10 (construction cost)"
         return table
     if low.endswith(".xlsx"):
@@ -195,7 +231,7 @@ def read_table(path: str | os.PathLike[str], target: str | int | None = None, im
             df = pd.read_csv(io.BytesIO(z.read(member)), header=preset.get("header", "infer"))
     else:
         df = pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values"))
-    table = _frame_to_xy(df, target, preset.get("drop", []), impute, str(path), encode)
+    table = _frame_to_xy(df, target, preset.get("drop", []), impute, str(path), encode, categories, fill_value)
     if "member" in preset:
         table.notes["member"] = preset["member"]
     return table
@@ -212,12 +248,23 @@ def ingest_table(
     task: str = "auto",
     name: str | None = None,
     labels: list[Any] | None = None,
+    categories: dict[str, list[str]] | None = None,
+    fill_value: float | None = None,
+    private: bool = True,
 ) -> dict[str, Any]:
     """Read a table and write it as a store (public ``name``: default random); returns its metadata.
 
     ``task`` forces the task (``auto``: as the module docstring says); the labels must fit it.
+    ``private`` (the default) refuses, before writing, a table whose columns would be inferred from the
+    data (category codes or mean imputation): private analyses refuse such a store.
     """
-    table = read_table(src, target=target, impute=impute, encode=encode)
+    table = read_table(src, target=target, impute=impute, encode=encode, categories=categories,
+                       fill_value=fill_value)
+    if private and feature_schema({"table_notes": table.notes}) != "declared":
+        raise ParameterError(f"{src}: coding categories or filling gaps from whole columns makes each record's "
+                             "columns depend on the others, and private analyses would refuse this store: declare "
+                             "the categories (--categories COL=a,b,c) and fill gaps with a constant (--fill-value 0), "
+                             "or pass --non-private for a store meant for non-private experiments only")
     if task != "auto":
         table.task = task
     meta = {

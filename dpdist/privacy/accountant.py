@@ -73,7 +73,8 @@ from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
 from dpdist.utils.validation import check_delta, check_epsilon
 
-__all__ = ["Accountant", "BudgetStatus", "Release", "UNCOVERED_MARK", "default_ledger_path", "spend_text"]
+__all__ = ["Accountant", "BudgetStatus", "Release", "UNCOVERED_MARK", "default_ledger_path", "spend_text",
+           "status_table"]
 
 # how a release run outside the privacy guarantee (``covered=False``) is marked wherever it is listed
 UNCOVERED_MARK = "NOT COVERED (run outside the privacy guarantee: an operator's opt-in)"
@@ -206,23 +207,31 @@ class BudgetStatus:
 
 
 def spend_text(s: dict[str, Any], mark: str = "") -> str:
-    """One sentence on what a status (``BudgetStatus.to_dict()``) spent and how it is counted
-    (``mark`` around the spent figure, e.g. ``**`` in Markdown)."""
+    """Two short sentences on what a status (``BudgetStatus.to_dict()``) spent (``mark`` around the spent
+    figure, e.g. ``**`` in Markdown): the budget's filter's figure and what is left, then how it counts."""
     f = s["filter"]
     spent = ("past the filter (the releases' deltas do not fit it)" if s["epsilon_spent"] is None
-             else f"epsilon={s['epsilon_spent']:.4g}")
-    how = "basic composition (the budget's delta is 0)"
-    if f and f["order"] is not None:
-        how = (f"the smaller of basic composition (its deltas within {f['delta_basic']:.3g}) and Renyi composition "
-               f"at order {f['order']:g} converted at delta={f['delta_conversion']:.3g} (approximate parts' deltas "
-               f"within {f['delta_approx']:.3g})")
-    return (f"spent {mark}{spent}{mark} of epsilon={s['epsilon_total']:g}, remaining {s['epsilon_remaining']:.4g}, "
-            f"counted by the budget's privacy filter, valid for releases chosen after seeing earlier ones: {how}. "
-            f"That is a measure of use; the guarantee of every release together is the budget "
-            f"(epsilon={s['epsilon_total']:g}, delta={s['delta_total']:g}). Basic composition alone would say "
-            f"epsilon={s['epsilon_basic']:.4g}, delta={s['delta_basic']:.3g}"
-            + (f". {s['uncovered']} release(s) ran outside the guarantee (an operator's opt-in, marked in the "
-               "history): the guarantee does not cover them" if s.get("uncovered") else ""))
+             else f"epsilon {s['epsilon_spent']:.4g}")
+    how = (f"Renyi composition at order {f['order']:g}, or the releases' epsilons added when smaller"
+           if f and f["order"] is not None else "the releases' epsilons added (the budget's delta is 0)")
+    text = (f"spent {mark}{spent}{mark} of {s['epsilon_total']:g} (delta {s['delta_total']:g}), "
+            f"{s['epsilon_remaining']:.4g} left. Counted by the budget's privacy filter ({how}), so a new "
+            f"release of epsilon e can take less than e of what is left")
+    if s.get("uncovered"):
+        text += (f"; {s['uncovered']} release(s) ran outside the guarantee (an operator's opt-in, marked in the "
+                 "history): the guarantee does not cover them")
+    return text
+
+
+def status_table(rows: list[dict[str, Any]]) -> str:
+    """Budgets as a compact table (``BudgetStatus.to_dict()`` rows): dataset | budget | spent | left | releases."""
+    header = ("dataset", "epsilon", "delta", "spent", "left", "releases", "not covered")
+    cells = [(r["dataset"], f"{r['epsilon_total']:g}", f"{r['delta_total']:g}",
+              "past" if r["epsilon_spent"] is None else f"{r['epsilon_spent']:.4g}", f"{r['epsilon_remaining']:.4g}",
+              str(r["releases"]), str(r.get("uncovered") or 0)) for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    line = lambda c: "  ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), *(line(c) for c in cells)])
 
 
 def _check_name(value: object, name: str) -> str:
@@ -573,6 +582,12 @@ class Accountant:
             if self._before_commit is not None:
                 self._before_commit()
             return release
+
+    def recorded(self, dataset: str, key: str) -> bool:
+        """Whether ``key`` was released on ``dataset`` with a recorded outcome (a release under it replays)."""
+        with self._reader() as con:
+            rel = self._find(con, _check_name(dataset, "dataset"), _check_name(key, "key"))
+        return rel is not None and rel.result is not None
 
     def _find(self, con: sqlite3.Connection, dataset: str, key: str) -> Release | None:
         row = con.execute(f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset = ? AND key = ?",

@@ -170,7 +170,7 @@ def test_malformed_line_names_file_and_line(tmp_path, bad_line, reason):
 def test_cli_bad_input_exit_2_and_no_store(tmp_path, capsys):
     p = tmp_path / "bad.svm"
     p.write_bytes(b"1 1:1\n-1 2:x\n")
-    code = main(["ingest", str(p), "--out", str(tmp_path / "s")])
+    code = main(["ingest", str(p), "--out", str(tmp_path / "s"), "--non-private"])
     err = capsys.readouterr().err
     assert code == 2 and f"{p}:2:" in err
     assert not (tmp_path / "s").exists()
@@ -179,16 +179,16 @@ def test_cli_bad_input_exit_2_and_no_store(tmp_path, capsys):
 def test_existing_store_needs_force(tmp_path, capsys):
     p = tmp_path / "a.svm"
     p.write_bytes(SMALL)
-    assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--json"]) == 0
+    assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--json", "--non-private"]) == 0
     first = json.loads(capsys.readouterr().out)
     # the public part only: no content hash, no row or non-zero count (statistics of the data)
     assert set(first) == {"store", "name", "n_features", "task", "label_mapping", "schema"}
     before = open_store(tmp_path / "s").dataset_id
     p.write_bytes(b"1 1:9\n-1 2:9\n")
-    assert main(["ingest", str(p), "--out", str(tmp_path / "s")]) == 2
+    assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--non-private"]) == 2
     assert "--force" in capsys.readouterr().err
     assert open_store(tmp_path / "s").dataset_id == before  # untouched
-    assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--force", "--json"]) == 0
+    assert main(["ingest", str(p), "--out", str(tmp_path / "s"), "--force", "--json", "--non-private"]) == 0
     second = json.loads(capsys.readouterr().out)
     assert open_store(tmp_path / "s").dataset_id != before and open_store(tmp_path / "s").nnz == 2
     assert second["name"] != first["name"]  # random public names

@@ -136,10 +136,17 @@ def test_coded_categories_or_imputed_gaps_make_a_tables_columns_inferred(tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for out, kw, how in (("e", {"encode": True, "impute": "mean"}, "inferred"),):
-            meta = ingest_table(p, tmp_path / out, task="binary", labels=[-1, 1], **kw)
+            with pytest.raises(ValueError, match="--categories COL=a,b,c.*--fill-value 0"):  # refused before writing
+                ingest_table(p, tmp_path / out, task="binary", labels=[-1, 1], **kw)
+            meta = ingest_table(p, tmp_path / out, task="binary", labels=[-1, 1], private=False, **kw)
             assert meta["feature_schema"] == how
             with pytest.raises(ValueError, match="columns were inferred"):
                 check_schema(open_store(tmp_path / out))
+    declared = ingest_table(p, tmp_path / "d", task="binary", labels=[-1, 1], categories={"b": ["x"]},
+                            fill_value=0.0)  # a public map of each record's own values
+    assert declared["feature_schema"] == "declared" and declared["feature_names"] == ["a", "b=x", "b=other"]
+    check_schema(open_store(tmp_path / "d"))
+    assert open_store(tmp_path / "d").csr().toarray().tolist() == [[1, 1, 0], [2, 0, 1], [0, 1, 0]]
     q = tmp_path / "u.csv"
     q.write_text("a,b,y\n1,0.5,1\n2,0.25,-1\n")
     assert ingest_table(q, tmp_path / "c", task="binary", labels=[-1, 1])["feature_schema"] == "declared"

@@ -61,7 +61,7 @@ def test_table_ingests(shared_data, tmp_path, name):
     n, d, task = TABLES[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataDependentWarning)
-        meta = ingest_table(shared_data / name, tmp_path / "s", **OPTIONS.get(name, {}))
+        meta = ingest_table(shared_data / name, tmp_path / "s", private=name not in OPTIONS, **OPTIONS.get(name, {}))
     store = open_store(tmp_path / "s")
     assert store.shape == (n, d) and meta["task"] == task == store.task
     assert np.all(np.isfinite(store.csr().data)) and store.y.shape == (n,)
@@ -86,15 +86,17 @@ def test_values_match_the_source(shared_data, tmp_path):
 
 
 def test_data_dependent_preprocessing_only_when_asked_and_always_with_the_warning(shared_data):
-    with pytest.raises(ParameterError, match="--impute mean"):  # no preset imputes silently
+    with pytest.raises(ParameterError, match="--fill-value 0"):  # no preset imputes silently
         read_table(shared_data / "regression/communities.data.xz")
     with pytest.warns(DataDependentWarning, match="column means"):
         t = read_table(shared_data / "regression/communities.data.xz", impute="mean")
     assert "data-dependent" in t.notes["imputation"]
     r = read_table(shared_data / "regression/Residential-Building-Data-Set.xlsx")
     assert "V-9" in r.notes["target"]
-    with pytest.raises(ParameterError, match="'Gender' is not numeric.*--encode-categories"):
+    with pytest.raises(ParameterError, match="'Gender' is not numeric.*--categories Gender=a,b,c"):
         read_table(shared_data / "regression/abalone.csv.xz")
+    declared = read_table(shared_data / "regression/abalone.csv.xz", categories={"Gender": ["F", "I", "M"]})
+    assert declared.feature_names[:4] == ["Gender=F", "Gender=I", "Gender=M", "Gender=other"]
     ab = read_table(shared_data / "regression/abalone.csv.xz", encode=True)
     assert ab.notes["category_codes"]["Gender"] == {"F": 1, "I": 2, "M": 3}
 
@@ -130,7 +132,8 @@ def test_a_missing_target_names_where_not_how_many(tmp_path):
 
 
 def test_cli_ingests_tables(shared_data, tmp_path, capsys):
-    assert main(["ingest", str(shared_data / "regression/housing_scale.svm.xz"), "--out", str(tmp_path / "h")]) == 0
+    assert main(["ingest", str(shared_data / "regression/housing_scale.svm.xz"), "--out", str(tmp_path / "h"),
+                 "--n-features", "13", "--task", "regression"]) == 0
     capsys.readouterr()
     assert main(["ingest", str(shared_data / "microarray/west.RData"), "--out", str(tmp_path / "w"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
