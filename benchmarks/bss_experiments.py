@@ -59,6 +59,8 @@ from dpdist.selection.best_subset.top_r import top_r_list
 from dpdist.selection.two_stage import TwoStageSelector
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 
+os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
+
 EPS, DELTA, TOL, R_BALL = 1.0, 1e-6, 1e-3, 1.1
 ORDER = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "MCMC", "Samp-Agg"]
 

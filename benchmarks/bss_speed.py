@@ -58,6 +58,8 @@ from dpdist.selection.best_subset.oa import MasterJob, master_unit, oracle_for, 
 from dpdist.selection.best_subset.objective import make_problem
 from dpdist.selection.best_subset.samplers import mistakes_sample
 
+os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
+
 TOL = 1e-3
 
 

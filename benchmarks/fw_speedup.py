@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
+
 PAPER = {("rcv1", 1.0): (19.44, 1.36), ("rcv1", 0.1): (20.37, 1.82),
          ("news20", 1.0): (81.69, 17.83), ("news20", 0.1): (93.51, 19.05),
          ("kdda", 1.0): (1239.64, 206.50), ("kdda", 0.1): (2245.56, 368.96),

@@ -49,6 +49,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
+
 OUT = Path(__file__).resolve().parents[1] / "results" / "screening"
 SHARED = Path(os.environ.get("DPDIST_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

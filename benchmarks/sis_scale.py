@@ -46,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
+
 
 def _clear_cache() -> None:
     from dpdist.data.store import BLOCK_CACHE

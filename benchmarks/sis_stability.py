@@ -24,6 +24,9 @@ from dpdist.data.synthetic import make_synthetic
 from dpdist.data.transforms import DataDependentWarning, center_columns, scale_columns, scale_target
 from dpdist.selection.sis import correlation_scores
 from dpdist.selection.two_stage import block_votes
+import os
+
+os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 
 
 def run(name: str, reps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

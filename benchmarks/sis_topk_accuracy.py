@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
+
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 METHODS = ("dp-sis", "two-stage", "peeling", "joint", "laplace")
 PAPER_R2 = {"alon": .4822, "borovecki": .9011, "burczynski": .2175, "chiaretti": .2705, "chin": .5879,

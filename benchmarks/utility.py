@@ -62,7 +62,7 @@ def learners(name: str, set_name: str, epsilon: float, n_public: int):
     from dpdist.linear_model import DPFrankWolfeClassifier
     from dpdist.tuning import PrivateSearch, default_candidates
 
-    common = dict(epsilon=epsilon, delta=DELTA / 4, n_records=n_public)
+    common = dict(epsilon=epsilon, delta=DELTA / 4, n_records=n_public, classes=[-1.0, 1.0])  # y in {-1, +1}
     if name == "plain DP-SGD (issue 40)":
         return DPSGDClassifier(epochs=5, batch_size=2000 if set_name == "main" else 250, lr=10.0, clip=1.0,
                                average=False, **common)

@@ -11,6 +11,7 @@ from dpdist.exceptions import (
     ReleaseKeyConflict,
     UnknownDataset,
 )
+from dpdist.privacy.guard import unaccounted
 
 __version__ = "0.1.0"
 
@@ -21,4 +22,5 @@ __all__ = [
     "ReleaseKeyConflict",
     "UnknownDataset",
     "__version__",
+    "unaccounted",
 ]

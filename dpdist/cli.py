@@ -61,6 +61,37 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
         sys.stdout.write(human() + "\n")
 
 
+def _selected(path: str) -> list[int]:
+    """The store columns a ``dpdist select --out`` file released."""
+    try:
+        return [int(j) for j in json.loads(open(path).read())["features"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ParameterError(f"--features {path}: not a select result ({e})") from None
+
+
+def _metric_text(p: dict[str, Any]) -> str:
+    """Held-out metrics in words: a private one with its noise's 95% interval, and a warning when the noise
+    swamps it; an exact one (a public test set, a non-private fit) as exact."""
+    def f(v: float | None, spec: str) -> str:
+        return "undefined" if v is None else format(v, spec)
+
+    if "accuracy" in p:
+        text = f"held-out accuracy {f(p['accuracy'], '.3f')}, AUC {f(p.get('auc'), '.3f')}"
+        interval = p.get("accuracy_interval")
+    elif "mse" in p:
+        text = f"held-out MSE {f(p['mse'], '.4g')}, R^2 {f(p.get('r2'), '.3f')}"
+        interval = p.get("mse_interval")
+    else:
+        return "no held-out rows"
+    if interval is None:
+        return text + " (exact)"
+    text += f" (private; the noise's 95% interval {interval[0]:.3g}-{interval[1]:.3g})"
+    if p.get("noise_swamps"):
+        text += (" -- the noise swamps it at this test size: a larger --eval-epsilon, or more held-out rows "
+                 "(--test-fraction), gives a usable figure")
+    return text
+
+
 _PRECHECK_RECORDS = 100_000  # the public count a gradient learner's pre-check charge is taken at
 
 
@@ -74,6 +105,7 @@ def _train_gradient(args: argparse.Namespace) -> int:
     from dpdist.data.store import check_schema, open_store
     from dpdist.evaluation import PrivateEvaluation
     from dpdist.gradient_models import make_learner
+    from dpdist.released import user_labels
     from dpdist.selection.sis import store_target
 
     fw_only = {"--lam": args.lam, "--iters": args.iters, "--calibration": args.calibration != "safe" or None,
@@ -96,8 +128,11 @@ def _train_gradient(args: argparse.Namespace) -> int:
     method = "private-search" if args.tune else args.method
     params: dict[str, Any] = dict(epsilon=args.epsilon, delta=args.delta, n_records=args.n_records,
                                   count_epsilon=args.count_epsilon, random_state=_noise_seed(args, "train/model"))
-    if task == "binary":
-        params["classes"] = [-1.0, 1.0]  # store_target's public mapping, never the labels the train rows hold
+    labels = None
+    if task == "binary":  # the store's declared labels, never those the train rows happen to hold
+        labels, params["classes"] = user_labels(store)
+    if args.features and method == "private-search":
+        raise ParameterError("--features with --tune: the search's candidates train on all the columns")
     if args.k is not None:
         if method not in ("select-train", "dp-iht"):
             raise ParameterError(f"--k is an option of select-train and dp-iht, not of {method}")
@@ -120,8 +155,12 @@ def _train_gradient(args: argparse.Namespace) -> int:
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
     key = _release_key(args, "train", method, name)
     replayed = acc.recorded(dataset, key)
-    extra = {"split_key": derive_key(split_key, key)} if method == "private-search" else {}
-    model.fit(X[~test], y[~test], acc, dataset, key, **extra)
+    extra: dict[str, Any] = {"split_key": derive_key(split_key, key)} if method == "private-search" else {}
+    Xtr, ytr = X[~test], (labels[~test] if labels is not None else y[~test])
+    if args.features:
+        chosen = _selected(args.features)
+        Xtr, extra["columns"] = Xtr[:, np.asarray(chosen, dtype=np.int64)], (chosen, int(X.shape[1]))
+    model.fit(Xtr, ytr, acc, dataset, key, **extra)
     fitted = model.best_estimator_ if method == "private-search" else model
     coef = {"indices": np.flatnonzero(fitted.coef_).tolist(), "values": fitted.coef_[fitted.coef_ != 0].tolist(),
             "intercept": fitted.intercept_}
@@ -137,19 +176,14 @@ def _train_gradient(args: argparse.Namespace) -> int:
         metrics = acc.release(dataset, evaluation.privacy_charge(), f"{key}/evaluation",
                               lambda: evaluation.evaluate_model(result, X[test], y[test]),
                               {"model": key, "epsilon": args.eval_epsilon})
-        payload.update({k: metrics[k] for k in ("accuracy", "auc", "mse", "r2", "rows") if k in metrics},
+        payload.update({k: metrics[k] for k in ("accuracy", "auc", "mse", "r2", "rows", "accuracy_interval",
+                                                "mse_interval", "noise_swamps") if k in metrics},
                        eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
     if args.out:
         write_json_atomic(args.out, {**payload, "coef": coef})
 
     def human() -> str:
-        if "accuracy" in payload:
-            metric = f"held-out accuracy {payload['accuracy']:.4f} (private)" if payload["accuracy"] is not None \
-                else "held-out accuracy undefined"
-        elif "mse" in payload:
-            metric = f"held-out MSE {payload['mse']:.5g} (private)"
-        else:
-            metric = "no held-out rows"
+        metric = _metric_text(payload)
         chosen = f" chose {payload['chosen']['learner']}," if "chosen" in payload else ""
         return (f"{method} ({loss}):{chosen} {metric}, {payload['nnz_weights']} non-zero weights; "
                 f"{_charged_text(replayed, key, payload['true_epsilon'], args.delta)}, in {acc.path}")
@@ -454,6 +488,7 @@ def _train(args: argparse.Namespace) -> int:
     from dpdist.data.store import check_schema, open_store
     from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
     from dpdist.linear_model import PRIVATE, SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
+    from dpdist.released import user_labels
     from dpdist.selection.sis import store_target
 
     if args.epsilon is None and not args.non_private:
@@ -502,14 +537,10 @@ def _train(args: argparse.Namespace) -> int:
         common.update(screening=screening, screen_schedule=schedule, screen_rule=args.screen_rule, **screen_opts)
     # the classes are store_target's public mapping, never those the train rows happen to hold (a
     # train part with one class must not refuse before the charge: that refusal would be data-dependent)
-    model = DPFrankWolfeClassifier(**common, classes=[-1.0, 1.0]) if args.loss == "logistic" else \
+    labels, classes = user_labels(store) if args.loss == "logistic" else (None, None)
+    model = DPFrankWolfeClassifier(**common, classes=classes) if args.loss == "logistic" else \
         DPFrankWolfeRegressor(**common, y_bound=args.y_bound)  # bad parameters: exit 2 before any work
-    chosen = None
-    if args.features:
-        try:
-            chosen = json.loads(open(args.features).read())["features"]
-        except (OSError, ValueError, KeyError) as e:
-            raise ParameterError(f"--features {args.features}: not a select result ({e})") from None
+    chosen = _selected(args.features) if args.features else None
     if private:  # a refused budget: exit 3 before the data is read
         task = "binary" if args.loss == "logistic" else "regression"
         evaluation = [PrivateEvaluation(task, args.eval_epsilon, y_bound=args.y_bound).privacy_charge()] \
@@ -517,21 +548,24 @@ def _train(args: argparse.Namespace) -> int:
         acc.check(store.budget_id, model.privacy_charge(len(chosen) if chosen is not None else store.shape[1]),
                   *evaluation)
     X, y = store.csr(), store_target(store)
-    if chosen is not None:
-        X = X[:, np.asarray(chosen, dtype=np.int64)]
     # each record's side from its own content and the dataset's secret key (dpdist.data.split)
     # the train command's own split (the run's split key, derived for it: a part of a run's split splits again)
     split_key = derive_key(acc.split_key(store.budget_id), "dpdist train") if acc is not None else \
         secrets.token_bytes(32)
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
-    Xtr, ytr, Xte, yte = X[~test], y[~test], X[test], y[test]
+    Xte, yte = X[test], y[test]  # all the columns: the released model is stated in the store's columns
+    Xtr, ytr = X[~test], (labels[~test] if labels is not None else y[~test])
+    columns = None
+    if chosen is not None:
+        columns = ([int(j) for j in chosen], int(X.shape[1]))
+        Xtr = Xtr[:, np.asarray(chosen, dtype=np.int64)]
     key = _release_key(args, "train", args.method, name) if private else f"train-{args.method}-{uuid.uuid4().hex}"
     replayed = acc is not None and acc.recorded(store.budget_id, key)
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
     with _progress_bar(args, f"{args.method}: iterations", args.iters, count=True) as update:
         model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None,
-                  progress=lambda done, total: update(done))
+                  progress=lambda done, total: update(done), columns=columns)
     seconds = time.perf_counter() - t0
     timing("%s: %.2f s, %.4f ms/iteration", args.method, seconds, 1e3 * seconds / args.iters)
     coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
@@ -562,7 +596,8 @@ def _train(args: argparse.Namespace) -> int:
             payload.update(eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
         else:
             metrics = exact_metrics(task, w, Xte, yte)
-        payload.update({k: metrics[k] for k in ("accuracy", "auc", "mse", "r2", "rows") if k in metrics})
+        payload.update({k: metrics[k] for k in ("accuracy", "auc", "mse", "r2", "rows", "accuracy_interval",
+                                                "mse_interval", "noise_swamps") if k in metrics})
     if args.out:
         write_json_atomic(args.out, {**payload, "coef": coef})
 
@@ -570,16 +605,10 @@ def _train(args: argparse.Namespace) -> int:
         def f(v: float | None, spec: str) -> str:
             return "undefined" if v is None else format(v, spec)
 
-        if "accuracy" in payload:
-            metric = f"held-out accuracy {f(payload['accuracy'], '.4f')}, AUC {f(payload['auc'], '.4f')}"
-        elif "mse" in payload:
-            metric = f"held-out MSE {f(payload['mse'], '.5g')}, R^2 {f(payload['r2'], '.4f')}"
-        else:
-            metric = "no held-out rows"
+        metric = _metric_text(payload)
         where = (f"; {_charged_text(replayed, key, payload['true_epsilon'], args.delta)}, in {acc.path}" if private
                  else " (non-private: nothing charged)")
-        return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}"
-                f"{' (private)' if private and args.test_fraction > 0 else ''}, {payload['nnz_weights']} non-zero "
+        return (f"{args.method} ({args.loss}, lam={args.lam:g}, T={args.iters}): {metric}, {payload['nnz_weights']} non-zero "
                 f"weights (density {payload['density']:.3g}){where}")
 
     _emit(args, payload, human)
@@ -625,7 +654,83 @@ def _models(args: argparse.Namespace) -> int:
                 if rec.mechanism.startswith("frank_wolfe/") else "")
         _emit(args, {"key": args.key, "out": str(args.out)}, lambda: f"{args.key} -> {args.out}{hint}")
     else:
-        _emit(args, record, lambda: json.dumps(record, indent=1, sort_keys=True))
+        _emit(args, record, lambda: _record_text(record))
+    return EXIT_OK
+
+
+def _record_text(record: dict[str, Any]) -> str:
+    """A release's record in a few lines: what, its loss, its model's size (not one number a line)."""
+    result = record.get("result")
+    lines = [f"{record['key']}  {record['mechanism']}  epsilon={record['epsilon']:.4g} delta={record['delta']:g}  "
+             f"({record['loss']}; {record['time']}; dataset {record['dataset']})"]
+    if isinstance(result, dict) and "indices" in result:
+        nz = list(zip(result["indices"], result["values"]))
+        shown = ", ".join(f"{j}: {v:.4g}" for j, v in nz[:10]) + (", ..." if len(nz) > 10 else "")
+        lines.append(f"model: {len(nz)} non-zero weights of {result.get('n_features')} (store columns, zero-based) "
+                     f"{{{shown}}}" + (f"; intercept {result['intercept']:.4g}" if "intercept" in result else ""))
+        if result.get("classes") is not None:
+            lines.append(f"classes: {result['classes']}")
+        if result.get("path"):
+            lines.append(f"Frank-Wolfe path: {len(result['path'])} steps (--json prints them)")
+    else:
+        text = json.dumps(result, sort_keys=True)
+        lines.append(f"result: {text if len(text) <= 400 else text[:400] + ' ... (--json prints it all)'}")
+    return "\n".join(lines)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    """``dpdist evaluate MODEL --public-test FILE``: a released model's exact metrics on a file the user
+    declares public (nothing of the private data is read; nothing is charged)."""
+    import numpy as np
+
+    from dpdist.data.store import open_store
+    from dpdist.evaluation import exact_metrics
+
+    if os.path.isfile(args.model):
+        try:
+            record = json.loads(open(args.model).read())
+        except ValueError as e:
+            raise ParameterError(f"{args.model}: not a model record (JSON written by `dpdist models export`): {e}") \
+                from None
+    else:
+        acc = Accountant(args.ledger, create=False)
+        name, rec = _find_release(acc, args.model, args.dataset)
+        record = rec.to_dict(name)
+    result = record.get("result", record)
+    if not isinstance(result, dict) or not {"indices", "values", "n_features"} <= set(result):
+        raise ParameterError(f"{args.model}: not a released model (a selection or a count has no predictions)")
+    d = int(result["n_features"])
+    if os.path.isdir(args.public_test):
+        test = open_store(args.public_test)
+        X, y = test.csr(), np.asarray(test.y, dtype=np.float64)
+    else:
+        from dpdist.data.tables import is_table, read_table
+
+        if is_table(args.public_test):
+            t = read_table(args.public_test, target=args.target)
+            X, y = t.X, (np.asarray(t.classes, dtype=object)[t.y.astype(int)] if t.classes else t.y)
+        else:
+            import lzma
+
+            from sklearn.datasets import load_svmlight_file
+
+            src: Any = lzma.open(args.public_test) if args.public_test.endswith(".xz") else args.public_test
+            X, y = load_svmlight_file(src, n_features=d, zero_based=args.zero_based == "yes")
+    if X.shape[1] != d:
+        raise ParameterError(f"{args.public_test} has {X.shape[1]} columns; the model has {d}")
+    classes = result.get("classes")
+    if classes is not None:
+        known = np.isin(np.asarray(y, dtype=object), np.asarray(classes, dtype=object))
+        if not known.all():
+            raise ParameterError(f"{args.public_test}: labels outside the model's classes {classes}")
+        target = np.where(np.asarray(y, dtype=object) == classes[1], 1.0, -1.0)
+        task = "binary"
+    else:
+        target, task = np.asarray(y, dtype=np.float64), "regression"
+    metrics = exact_metrics(task, result, X, target)
+    payload = {"model": args.model, "public_test": args.public_test, "rows": int(X.shape[0]), "exact": True, **metrics}
+    _emit(args, payload, lambda: f"{args.model} on {args.public_test} (declared public: exact, nothing charged): "
+                                 + _metric_text(payload))
     return EXIT_OK
 
 
@@ -1013,6 +1118,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="screening: a public upper bound on the number of training records (required)")
     _release_args(p)
     p.set_defaults(func=_train)
+
+    p = sub.add_parser("evaluate", help="a released model's exact metrics on a test file you declare public")
+    p.add_argument("model", help="a model record (`dpdist models export` writes one), or a release key in the ledger")
+    p.add_argument("--public-test", required=True,
+                   help="an svmlight file, a table or a store whose records are public (exact metrics)")
+    p.add_argument("--zero-based", choices=("no", "yes"), default="no", help="svmlight: the file's index base")
+    p.add_argument("--target", default=None, help="tables: the target column (default: the last)")
+    p.add_argument("--dataset", default=None, help="with a key: the dataset it was released on")
+    _common(p)
+    p.set_defaults(func=_evaluate)
 
     budget = sub.add_parser("budget", help="privacy budgets and the audit trail")
     bsub = budget.add_subparsers(dest="budget_command", required=True)

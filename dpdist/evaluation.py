@@ -6,6 +6,10 @@ statistic of the data and leaves only through a mechanism charged to the source'
 :class:`PrivateEvaluation` (ADD/REMOVE neighbours; the released model w and its vertex path
 are fixed, public inputs, so each test record's contribution depends on that record alone):
 
+Each metric comes with the 95% interval of its noise (``accuracy_interval``, ``mse_interval``: post-
+processing of the noisy counts with the public noise scale; sampling error is not in it) and
+``noise_swamps`` when that interval is wider than a quarter of the metric's useful range.
+
 * classification (labels y in {-1, +1}): the numbers of correct and wrong predictions, and two
   histograms of the margins x.w, one per class, on public bins (equal steps in sigmoid(x.w)).
   Adding or removing a record changes one count by 1 and one cell by 1: each release has
@@ -52,6 +56,9 @@ __all__ = ["PrivateEvaluation", "checkpoints", "exact_metrics", "path_losses", "
            "sparse_coef", "support_recall"]
 
 LOGISTIC_LOSS_CLIP = 4.0
+# an interval of the noise wider than this share of a metric's useful range (accuracy: [0.5, 1] is 0.5 wide,
+# so 0.25; MSE: [0, (2 y_bound)^2]) swamps it: the release says so
+SWAMPED = 0.25
 
 
 def sparse_coef(indices: list[int], values: list[float], n_features: int) -> np.ndarray:
@@ -248,7 +255,15 @@ class PrivateEvaluation:
             below = np.concatenate([[0.0], np.cumsum(neg)[:-1]])
             pairs = float(neg.sum() * posc.sum())
             auc = float((posc * (below + 0.5 * neg)).sum() / pairs) if pairs > 0 else None
-            return {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
+            out: dict[str, Any] = {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
+            # the noise's 95% interval: each count within +-t of its exact value with probability 0.975
+            t = math.log(1.0 / 0.025) / eps
+            lo_c, hi_c, lo_w, hi_w = max(correct - t, 0.0), correct + t, max(wrong - t, 0.0), wrong + t
+            interval = [lo_c / (lo_c + hi_w) if lo_c + hi_w > 0 else 0.0, hi_c / (hi_c + lo_w) if hi_c + lo_w > 0
+                        else 1.0]
+            out["accuracy_interval"] = interval
+            out["noise_swamps"] = bool(interval[1] - interval[0] > SWAMPED)
+            return out
         c = 2.0 * self.y_bound
         r = np.clip(y - margins, -c, c)
         sens = np.array([1.0, c * c, self.y_bound, self.y_bound ** 2])
@@ -257,8 +272,11 @@ class PrivateEvaluation:
         n = max(noisy[0], 1.0)
         sse = max(noisy[1], 0.0)
         var = noisy[3] - noisy[2] ** 2 / n
+        t = math.log(1.0 / 0.025) * 4.0 * sens / eps  # each noisy sum within +-t with probability 0.975
+        interval = [max(sse - t[1], 0.0) / (n + t[0]), (sse + t[1]) / max(n - t[0], 1.0)]
         return {"rows": float(max(noisy[0], 0.0)), "mse": float(sse / n),
-                "r2": float(1.0 - sse / var) if var > 0 else None}
+                "r2": float(1.0 - sse / var) if var > 0 else None, "mse_interval": interval,
+                "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED)}
 
 
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:

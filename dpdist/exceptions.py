@@ -137,3 +137,8 @@ def _outside_stores(path: str) -> str:
 class NonPrivateSelectionWarning(UserWarning):
     """A private estimator is being fitted inside scikit-learn's exact model selection (``GridSearchCV``,
     ``cross_val_score``, ...): the choice made from exact scores of private fits is not private."""
+
+
+class UnaccountedReleaseWarning(UserWarning):
+    """A private estimator was fitted with no accountant, inside ``dpdist.unaccounted()`` (an experiment's
+    explicit opt-out): nothing was charged or recorded, and the fit's output is not a release."""

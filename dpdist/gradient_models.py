@@ -55,6 +55,8 @@ from dpdist.exceptions import ParameterError
 from dpdist.methods import GRADIENT_METHODS, SEARCH
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
+from dpdist.privacy.guard import require_accountant
+from dpdist.released import widen
 from dpdist.selection.gaussian import GaussianTopK
 from dpdist.solvers.dp_iht import dp_iht
 from dpdist.solvers.dp_sgd import SGDPlan, dp_sgd
@@ -111,6 +113,9 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
 
     def _validate_extra(self) -> None:
         """Subclass parameters."""
+
+    def _check_width(self, n_features: int) -> None:
+        """Parameters that depend on the (public) number of features."""
 
     @abstractmethod
     def _steps(self, n_public: int) -> tuple[float, int, float]:
@@ -179,23 +184,30 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
                                       {"count_epsilon": self.count_epsilon, "of": "training records"}))
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None, key: str | None,
-             extra: dict[str, Any], progress: Progress | None) -> None:
+             extra: dict[str, Any], progress: Progress | None, columns: tuple[Any, int] | None = None) -> None:
         self._validate()
         if accountant is not None and dataset is None:
             raise ParameterError("dataset is required to charge the accountant")
         warn_if_exact_model_selection(self)
+        if accountant is None:
+            require_accountant(self)
         rng = check_random_state(self.random_state)
         key = key or f"{self.mechanism}-{uuid.uuid4().hex}"
         Xp, yp = self._prepare(X), self._target(y)
+        self._check_width(int(Xp.shape[1]))  # the public width: before anything is charged
         n_public = self._public_count(Xp, accountant, dataset, key, rng)
         charge = self.privacy_charge(n_public)
-        compute = lambda: self._released(Xp, yp, n_public, charge, rng, progress, extra)  # noqa: E731
+        compute = lambda: widen(self._released(Xp, yp, n_public, charge, rng, progress, extra),  # noqa: E731
+                                *(columns or (None, None)))
         t0 = time.perf_counter()
         if accountant is None:
             out = compute()
             self.release_ = None
         else:
-            out = accountant.release(dataset, charge, key, compute, self.release_params(Xp.shape[1], n_public))
+            params = self.release_params(Xp.shape[1], n_public)
+            if columns is not None:
+                params["columns"] = [int(j) for j in columns[0]]
+            out = accountant.release(dataset, charge, key, compute, params)
             self.release_ = {"key": key, "epsilon": charge.epsilon, "delta": charge.delta}
         timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)
         self.n_public_ = n_public
@@ -267,14 +279,19 @@ class _Classifier(ClassifierMixin):
     _loss = "logistic"
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None) -> Any:
+            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None) -> Any:
+        """Fit and release (charged to ``accountant`` first when given); ``columns`` = (the columns X holds
+        of a wider matrix, its width): the released model is stated in the wider matrix's columns."""
+        if accountant is not None and self.classes is None:
+            raise ParameterError("classes are public schema: pass classes=[negative, positive] (the labels declared "
+                                 "for the data); read from y, the released model's classes would be a function of it")
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         check_classification_targets(y)
         if self.classes is None:
             y_type = type_of_target(y, input_name="y", raise_unknown=True)
             if y_type != "binary":
-                raise ParameterError(f"Only binary classification is supported. The type of the target is {y_type}: "
-                                     f"{type(self).__name__} needs exactly 2 classes")
+                raise ParameterError(f"Only binary classification is supported: {type(self).__name__} needs exactly "
+                                     "2 classes (pass classes=[negative, positive])")
         classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
         if classes.size != 2:
             raise ParameterError(f"{type(self).__name__} needs exactly 2 classes, got {classes.size} class(es)")
@@ -282,7 +299,7 @@ class _Classifier(ClassifierMixin):
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
         self._fit(X, np.where(y == classes[1], 1.0, -1.0), accountant, dataset, key,
-                  {"classes": [_plain(c) for c in classes]}, progress)
+                  {"classes": [_plain(c) for c in classes]}, progress, columns)
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -308,9 +325,10 @@ class _Regressor(RegressorMixin):
     _loss = "squared"
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None) -> Any:
+            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None) -> Any:
+        """As the classifier's ``fit``."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress)
+        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, columns)
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:
@@ -440,6 +458,10 @@ class _IHT(_GradientModel):
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         return 1.0, int(self.max_iter), float(n_public)
 
+    def _check_width(self, n_features: int) -> None:
+        if self.s >= n_features:
+            raise ParameterError(f"s={self.s} must be smaller than the number of features ({n_features})")
+
     def _train(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, noise: dict[str, float],
                rng: np.random.Generator, progress: Progress | None) -> tuple[np.ndarray, float]:
         return dp_iht(X, y, self._sgd_plan(n_public, noise["noise_multiplier"]), int(self.s), rng, progress)
@@ -509,6 +531,10 @@ class _SelectTrain(_GradientModel):
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         q = min(1.0, self.batch_size / n_public)
         return q, max(1, int(round(self.epochs / q))), q * n_public
+
+    def _check_width(self, n_features: int) -> None:
+        if self.k >= n_features:
+            raise ParameterError(f"k={self.k} must be smaller than the number of features ({n_features})")
 
     def _training_budget(self) -> tuple[float, float]:
         rest = 1.0 - float(self.selection_share)

@@ -62,10 +62,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds, value_dtype
+from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
+from dpdist.privacy.guard import require_accountant
+from dpdist.released import widen
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
@@ -196,7 +198,7 @@ class _FrankWolfe(BaseEstimator):
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
              key: str | None, extra: dict[str, Any], progress: Progress | None = None,
-             X_csc: Matrix | None = None) -> None:
+             X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
         if self.private:
@@ -216,16 +218,23 @@ class _FrankWolfe(BaseEstimator):
             nz = np.flatnonzero(res.coef)
             out = {"indices": nz.tolist(), "values": res.coef[nz].tolist(), "path": list(res.path),
                    "n_features": int(X.shape[1]), **extra}
-            return {**out, "screened": res.screened} if self.screening is not None else out
+            if self.bounds == "clip":  # the per-record map the model was fitted under, applied again by predict
+                out["clip"] = 1.0
+            out = {**out, "screened": res.screened} if self.screening is not None else out
+            return widen(out, *(columns or (None, None)))
 
         if accountant is None:
+            if self.private:
+                require_accountant(self)
             out = compute()
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             key = key or f"{self.method}-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, self.privacy_charge(X.shape[1]), key, compute,
-                                     {**self.release_params(), "n_features": X.shape[1], **extra})
+            params = {**self.release_params(), "n_features": X.shape[1], **extra}
+            if columns is not None:
+                params["columns"] = [int(j) for j in columns[0]]
+            out = accountant.release(dataset, self.privacy_charge(X.shape[1]), key, compute, params)
         self._set_released(out)
         fw = result.get("fw")
         if fw is not None:  # for the operator's terminal only: a private fit's time is never released
@@ -239,6 +248,7 @@ class _FrankWolfe(BaseEstimator):
         self.n_features_in_ = int(out["n_features"])
         self.coef_ = np.zeros(self.n_features_in_)
         self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        self.clip_ = out.get("clip")
         self.path_ = list(out.get("path", []))
         self.screened_ = [list(e) for e in out.get("screened", [])] if self.screening is not None else None
 
@@ -260,6 +270,8 @@ class _FrankWolfe(BaseEstimator):
     def _margins(self, X: Matrix) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", reset=False)
+        if getattr(self, "clip_", None):
+            X = clip_rows(X, self.clip_, "clip")
         return np.asarray(X @ self.coef_).ravel()
 
 
@@ -291,7 +303,7 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None, progress: Progress | None = None,
-            X_csc: Matrix | None = None) -> DPFrankWolfeClassifier:
+            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None) -> DPFrankWolfeClassifier:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         check_classification_targets(y)
@@ -307,7 +319,7 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
         self._fit(X, (y == classes[1]).astype(np.float64), accountant, dataset, key,
-                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress, X_csc)
+                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress, X_csc, columns)
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -354,10 +366,10 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None, progress: Progress | None = None,
-            X_csc: Matrix | None = None) -> DPFrankWolfeRegressor:
+            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None) -> DPFrankWolfeRegressor:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc)
+        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc, columns)
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:

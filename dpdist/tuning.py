@@ -30,6 +30,11 @@ pick does not depend on the data). Releasing the best of K such runs is Papernot
 Theorem 2 (``PrivacyLoss.best_of_runs``). x is the smallest factor (bisection on public
 quantities) for which that loss meets (epsilon, delta); it is the release's charge.
 
+The number of runs K must stay secret: the theorem averages over it, and given K the release costs up
+to K runs. The search's duration tells K, so it is never timed or logged by dpdist; the flow's release
+task still has a start and an end time in Prefect's database (README: what the guarantee does not
+cover) -- restrict who reads that server.
+
 Exact cross-validation on private data (scikit-learn's ``GridSearchCV`` over private fits)
 compares exact scores of private models: the choice is not private. Use this instead.
 """
@@ -52,6 +57,7 @@ from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models import _GradientModel, noisy_count
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import ORDERS, Charge, PrivacyLoss, best_of_runs_curve, curve_epsilon, rdp_curve
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_delta, check_epsilon
@@ -218,6 +224,9 @@ class PrivateSearch(BaseEstimator):
         classifier = cands[0]._loss == "logistic"
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=not classifier)
         extra: dict[str, Any] = {}
+        if classifier and accountant is not None and cands[0].classes is None:
+            raise ParameterError("classes are public schema: pass classes=[negative, positive] (the labels declared "
+                                 "for the data); read from y, the released model's classes would be a function of it")
         if classifier:
             check_classification_targets(y)
             classes = np.unique(y) if cands[0].classes is None else np.asarray(cands[0].classes)
@@ -228,6 +237,8 @@ class PrivateSearch(BaseEstimator):
             extra["classes"] = [c.item() if hasattr(c, "item") else c for c in classes]
         else:
             y_fit = np.asarray(y, dtype=np.float64).ravel()
+        if accountant is None:
+            require_accountant(self)
         rng = check_random_state(self.random_state)
         key = key or f"search-{uuid.uuid4().hex}"
         Xp = cands[0]._prepare(X)  # the search's public count is of these rows (the preprocessing is per record)
@@ -255,6 +266,7 @@ class PrivateSearch(BaseEstimator):
                 Xc, yc = c._prepare(X[~val]), c._target(y_fit[~val])
                 model = c._released(Xc, yc, n_train, c.privacy_charge(n_train, scale), rng, None, extra)
                 score = self._score(c, model, X[val], y_fit[val]) + rng.laplace(scale=self._score_scale(c) * scale)
+                score = score if np.isfinite(score) else -np.inf  # one total order, whatever a model's margins
                 if best is None or score > best[0]:
                     best = (score, i, model)
             assert best is not None
@@ -283,7 +295,8 @@ class PrivateSearch(BaseEstimator):
         if c._loss == "logistic":
             return float(np.sum(np.where(margins > 0, 1.0, -1.0) == y))
         bound = (2.0 * float(c.y_bound)) ** 2
-        return -float(np.sum(np.minimum((np.clip(margins, -c.y_bound, c.y_bound) - y) ** 2, bound)))
+        err = (np.clip(margins, -c.y_bound, c.y_bound) - y) ** 2
+        return -float(np.sum(np.where(np.isfinite(err), np.minimum(err, bound), bound)))  # each record within [0, bound]
 
     def _set_released(self, out: dict[str, Any], scale: float, n_public: int) -> None:
         self.best_index_ = int(out["candidate"])

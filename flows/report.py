@@ -177,17 +177,19 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
         metric = "accuracy" if "accuracy" in mevals[0] else "mse"
         cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse", "r2"]
         private = all(m["private"] for m in mevals)
-        rows = [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols], r["nnz_weights"],
-                 r.get("density"), r["evaluation_epsilon"]] for r in mevals]
+        interval = "accuracy_interval" if metric == "accuracy" else "mse_interval"
+        rows = [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols],
+                 _interval(r.get(interval), r.get("noise_swamps")), r["nnz_weights"], r.get("density"),
+                 r["evaluation_epsilon"]] for r in mevals]
         if ref:
             rows += [[f"{ref['ceiling']['what']} (non-private ceiling)", None, None, None,
-                      *[ref["ceiling"].get(c) for c in cols], None, None, None]] if ref.get("ceiling") else []
-            rows += [["non-private FW (reference)", None, None, None, *[ref["non_private"].get(c) for c in cols], None,
-                      None, None], [f"{ref['baseline']['what']} (reference)", None, None, None,
-                                    *[ref["baseline"].get(c) for c in cols], None, None, None]]
+                      *[ref["ceiling"].get(c) for c in cols], "exact", None, None, None]] if ref.get("ceiling") else []
+            rows += [["non-private FW (reference)", None, None, None, *[ref["non_private"].get(c) for c in cols],
+                      "exact", None, None, None], [f"{ref['baseline']['what']} (reference)", None, None, None,
+                                                   *[ref["baseline"].get(c) for c in cols], "exact", None, None, None]]
         md += ["## Models (held-out metrics)", "",
-               _table(["method", "epsilon", "charged epsilon", "delta", *cols, "non-zeros", "density",
-                       "evaluation epsilon"], rows),
+               _table(["method", "epsilon", "charged epsilon", "delta", *cols, f"{metric}: noise's 95% interval",
+                       "non-zeros", "density", "evaluation epsilon"], rows),
                "",
                "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
                "features (select-train and dp-iht release sparse models by construction; screened models, "
@@ -253,6 +255,13 @@ code {{ background: #f6f6f6; padding: 0 0.2em; }}
 {body}
 </body></html>
 """
+
+
+def _interval(interval: list[float] | None, swamped: bool | None) -> str:
+    """A private metric's noise interval (public: from the noisy counts and the noise scale)."""
+    if interval is None:
+        return "exact"
+    return f"{interval[0]:.3f}-{interval[1]:.3f}" + (" (noise swamps it)" if swamped else "")
 
 
 def _recall_note(cfg: RunConfig, n_true: int) -> str:

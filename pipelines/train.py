@@ -24,6 +24,8 @@ import scipy.sparse as sp
 from dpdist.data.store import BLOCK_CACHE, open_store
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models import LEARNERS, SEARCH, make_learner
+from dpdist.privacy.guard import charged_by_caller
+from dpdist.released import widen
 from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.selection.sis import store_target
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -104,6 +106,15 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     columns) and the signed vertex path (a function of the private selections only). The
     fit's time goes to the worker's log, never into the release.
     """
+    with charged_by_caller():  # a task of the flow's central release, which charged it first
+        return _fit_store(path, method, epsilon, delta, lam, max_iter, features, bounds, seed, calibration,
+                          screening, dtype, n_records, split_key)
+
+
+def _fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
+               features: list[int] | None, bounds: str, seed: int | None, calibration: str,
+               screening: dict[str, Any] | None, dtype: str, n_records: int | None,
+               split_key: bytes | None) -> dict[str, Any]:
     store = open_store(path)
     if method in LEARNERS or method == SEARCH:
         return _fit_gradient(store, method, epsilon, delta, features, seed, n_records, split_key)
@@ -124,19 +135,15 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     if method == "objective-perturbation":
         return {"indices": [int(j) for j in features], "values": model.coef_.tolist(), "path": [],
                 "n_features": int(store.shape[1]), "iterations": 0, "classes": classes}
-    cols = np.asarray(features, dtype=np.int64) if features is not None else None
     nz = np.flatnonzero(model.coef_)
-    path = [int(v) for v in model.path_] if model.path_ is not None else []
-    screened = [[int(t), int(j)] for t, j in model.screened_ or []]
-    if cols is not None:  # back to store columns: signed 1-based vertices
-        nz_cols = cols[nz]
-        path = [int(np.sign(v)) * (int(cols[abs(v) - 1]) + 1) for v in path]
-        screened = [[t, int(cols[j])] for t, j in screened]
-    else:
-        nz_cols = nz
-    out = {"indices": nz_cols.tolist(), "values": model.coef_[nz].tolist(), "path": path,
-           "n_features": int(store.shape[1]), "iterations": int(max_iter), "classes": classes}
-    return {**out, "screened": screened} if method in SCREEN_METHODS else out
+    out = {"indices": nz.tolist(), "values": model.coef_[nz].tolist(),
+           "path": [int(v) for v in model.path_] if model.path_ is not None else [],
+           "n_features": int(X.shape[1]), "iterations": int(max_iter), "classes": classes}
+    if method in SCREEN_METHODS:
+        out["screened"] = [[int(t), int(j)] for t, j in model.screened_ or []]
+    if bounds == "clip":  # the per-record map the model was fitted under (``from_release`` applies it again)
+        out["clip"] = 1.0
+    return widen(out, features, int(store.shape[1]))  # back to store columns (signed 1-based vertices)
 
 
 def fit_on_solver(client: Any, path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
@@ -171,20 +178,16 @@ def _fit_gradient(store: Any, method: str, epsilon: float, delta: float, feature
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
     model = gradient_learner(store.task, method, epsilon, delta, n_records, seed)
-    t0 = time.perf_counter()
-    if method == SEARCH:
+    if method == SEARCH:  # not timed: the search's duration tells how many runs it made (dpdist.tuning)
         model.fit(X, y, split_key=split_key)
         out = dict(model.release_record_)
         result = out["model"]
     else:
+        t0 = time.perf_counter()
         model.fit(X, y)
         result = model.release_record_
-    timing("%s fit on %s: %.3f s", method, store.path, time.perf_counter() - t0)
-    if features is not None:  # back to the store's columns
-        cols = np.asarray(features, dtype=np.int64)
-        result = {**result, "indices": cols[np.asarray(result["indices"], dtype=np.int64)].tolist(),
-                  "n_features": int(store.shape[1])}
-    result = {**result, "path": [], "iterations": 0}
+        timing("%s fit on %s: %.3f s", method, store.path, time.perf_counter() - t0)
+    result = {**widen(result, features, int(store.shape[1])), "path": [], "iterations": 0}  # in the store's columns
     if method == SEARCH:
         return {**result, "search": {"candidate": out["candidate"], "validation_score": out["validation_score"],
                                      "learner": type(model.candidates[out["candidate"]]).__name__}}

@@ -53,3 +53,13 @@ def _restore_environment():
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def _experiments_without_a_ledger():
+    """The tests fit private estimators on synthetic data with no ledger: an experiment's explicit
+    opt-out (dpdist.unaccounted; test_guard.py checks that without it a fit refuses)."""
+    from dpdist import unaccounted
+
+    with unaccounted():
+        yield

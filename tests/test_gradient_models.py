@@ -52,7 +52,10 @@ def test_a_fit_with_a_ledger_charges_the_count_then_the_model_and_replays(tmp_pa
     X, y, _ = binary
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("d", 5.0, 1e-6)
-    est = SelectTrainClassifier(k=10, epsilon=1.0, epochs=2, batch_size=500)
+    with pytest.raises(ParameterError, match="classes are public schema"):  # not read from y for a release
+        SelectTrainClassifier(k=10).fit(X, y, acc, "d", key="m")
+    assert acc.history("d") == []
+    est = SelectTrainClassifier(k=10, epsilon=1.0, epochs=2, batch_size=500, classes=["no", "yes"])
     first = clone(est).fit(X, y, acc, "d", key="m")
     hist = acc.history("d")
     assert [r.key for r in hist] == ["m/count", "m"]
@@ -62,6 +65,9 @@ def test_a_fit_with_a_ledger_charges_the_count_then_the_model_and_replays(tmp_pa
     assert np.array_equal(again.coef_, first.coef_) and len(acc.history("d")) == 2
     assert np.count_nonzero(first.coef_) <= 10
     rebuilt = SelectTrainClassifier.from_release(acc.history("d")[1].to_dict("d"))
+    with pytest.raises(ParameterError, match="k=60 must be smaller"):  # the public width: before any charge
+        clone(est).set_params(k=60).fit(X, y, acc, "d", key="wide")
+    assert [r.key for r in acc.history("d")] == ["m/count", "m"]
     assert np.array_equal(rebuilt.predict(X), first.predict(X))
     given = clone(est).set_params(n_records=3000).fit(X, y, acc, "d", key="n")  # a public count: no count release
     assert [r.key for r in acc.history("d")][-1] == "n" and given.n_public_ == 3000

@@ -74,12 +74,13 @@ def test_a_search_is_one_release_after_its_count_and_replays(tmp_path, data):
     X, y = data
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("d", 5.0, 1e-6)
-    search = PrivateSearch(small_grid(), epsilon=2.0, random_state=0).fit(X, y, acc, "d", key="s")
+    search = PrivateSearch(small_grid(), epsilon=2.0, random_state=0, classes=[0.0, 1.0]).fit(X, y, acc, "d",
+                                                                                              key="s")
     assert [r.key for r in acc.history("d")] == ["s/count", "s"]
     assert acc.history("d")[1].mechanism == "private-search" and acc.history("d")[1].epsilon <= 2.0
     assert search.best_index_ in (0, 1) and search.predict(X[:5]).shape == (5,)
     assert set(search.predict(X)) <= {0.0, 1.0} and search.score(X, y) > 0.6
-    again = PrivateSearch(small_grid(), epsilon=2.0).fit(X, y, acc, "d", key="s")
+    again = PrivateSearch(small_grid(), epsilon=2.0, classes=[0.0, 1.0]).fit(X, y, acc, "d", key="s")
     assert np.array_equal(again.coef_, search.coef_) and len(acc.history("d")) == 2
 
 

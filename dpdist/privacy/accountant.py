@@ -68,6 +68,7 @@ from dpdist.exceptions import (BudgetExceeded, DPDistError, LedgerUnavailable, P
                                ReleaseRefused,
                                SolverAborted, SolverFailure, UnknownDataset)
 from dpdist.privacy.filter import PrivacyFilter
+from dpdist.privacy.guard import charged_by_caller
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
@@ -659,7 +660,8 @@ class Accountant:
             return _replay(charged.result)
         failure: str | None = None
         try:
-            result = compute()
+            with charged_by_caller():  # the fits inside run under this charge (dpdist.privacy.guard)
+                result = compute()
         except Exception as e:  # noqa: BLE001 -- every failure is the release's outcome (see above)
             if machine_failure(e):  # the machine's, not the release's: as an interrupted run
                 raise

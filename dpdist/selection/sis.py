@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge
 from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
 from dpdist.selection.topk import CanonicalTopK
@@ -163,6 +164,7 @@ class DPSIS(SelectorMixin, BaseEstimator):
                                  f"{scores.shape[0]})")
         compute = lambda: [int(i) for i in mech.select(scores)]  # noqa: E731
         if accountant is None:
+            require_accountant(self)
             self.features_, self.release_ = np.asarray(compute(), dtype=np.int64), None
         else:
             if dataset is None:

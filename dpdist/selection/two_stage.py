@@ -48,6 +48,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -229,6 +230,7 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
     def _release(self, compute, n_features: int, accountant: Accountant | None, dataset: str | None,
                  key: str | None) -> None:
         if accountant is None:
+            require_accountant(self)
             out, self.release_ = compute(), None
         else:
             if dataset is None:

@@ -94,7 +94,8 @@ def clipped_gradient_sum(X, y, rows, model, hyper, out):  # noqa: ANN001, ANN201
 
     ``X``: (indptr, indices, data) of a CSR matrix; ``model``: (w, b) with b a 1-array;
     ``hyper``: (loss code, clip C, intercept scaling c). Each record's gradient
-    l'(m) (x_i, c) is scaled by min(1, C / ||.||_2) before it is added.
+    l'(m) (x_i, c) is scaled by min(1, C / ||.||_2) before it is added; a record whose margin or norm
+    overflows (not finite) adds 0, so no record's term ever exceeds C.
     """
     indptr, indices, data = X
     w, b = model
@@ -118,7 +119,9 @@ def clipped_gradient_sum(X, y, rows, model, hyper, out):  # noqa: ANN001, ANN201
         else:  # squared: d/dm (m - y)^2 / 2
             dm = m - y[r]
         norm = abs(dm) * math.sqrt(sq)
-        if norm > clip:
+        if not (math.isfinite(m) and math.isfinite(sq) and math.isfinite(norm)):
+            dm = 0.0  # an overflowing record adds nothing (a bounded term: the clip holds for every record)
+        elif norm > clip:
             dm *= clip / norm
         for k in range(start, stop):
             out[indices[k]] += dm * data[k]

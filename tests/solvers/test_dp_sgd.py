@@ -153,3 +153,18 @@ def test_hard_threshold_and_dp_iht_release_s_sparse_models():
     assert np.count_nonzero(w) <= 5 and 3 in np.flatnonzero(w)
     with pytest.raises(ParameterError, match="full-batch"):
         dp_iht(X, y, SGDPlan("logistic", 1.0, 0.5, 0.5, 3, 1.0, 1.0), 5, rng)
+
+
+def test_a_record_whose_margin_overflows_adds_nothing_instead_of_escaping_the_clip():
+    """One finite record with huge values made the margin infinite, then NaN, which skipped the clip and
+    turned every later step NaN: its neighbour told apart at once. Now its term is 0."""
+    X = sp.csr_matrix(np.array([[1e308, -1e308], [0.5, 0.2]]))
+    out = np.zeros(2)
+    gb = clipped_gradient_sum(csr_parts(X), np.array([1.0, -1.0]), np.array([0, 1], dtype=np.int64),
+                              (np.array([3.0, -3.0]), np.zeros(1)), (1, 0.5, 1.0), out)
+    ref, ref_b = reference_sum(X.toarray()[1:], np.array([-1.0]), [0], np.array([3.0, -3.0]), 0.0, "squared", 0.5,
+                               1.0)
+    assert np.all(np.isfinite(out)) and np.allclose(out, ref) and gb == pytest.approx(ref_b)
+    plan = SGDPlan("logistic", 1.0, 0.5, 1.0, 5, 30.0, 2.0)
+    w, b = dp_sgd(X, np.array([1.0, -1.0]), plan, np.random.default_rng(0))
+    assert np.all(np.isfinite(w)) and np.isfinite(b)

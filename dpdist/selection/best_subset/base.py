@@ -22,8 +22,8 @@ runs to its certificate:
   "infeasible", the certificates the mechanisms' proofs use;
 * the restarts of both methods terminate because each strictly lowers F (``top_r``, step 4;
   ``mistakes``, step 2), and the one-swap descent because each move does (``iht``);
-* the inner solves iterate until certified (``hinge._hinge_solve`` has no round cap; the
-  least-squares solve is in closed form, ``least_squares``).
+* the inner solves iterate until certified (``hinge._hinge_solve`` shrinks its smoothing and goes
+  on; the least-squares solve is in closed form, ``least_squares``).
 
 Every run therefore ends in the mechanism's own output distribution -- a support drawn by the
 exponential mechanism, or the mistakes method's charged refusal -- which the proofs in
@@ -31,8 +31,8 @@ exponential mechanism, or the mistakes method's charged refusal -- which the pro
 its *time*: that goes to the operator's terminal only (``seconds_`` stays on the estimator,
 never in the ledger or a release), a channel the README's privacy section lists as not covered.
 An inner solve that rounding keeps from its certificate (never observed: the least-squares
-certificate is exact up to rounding, the hinge's iterates until certified) would raise
-``SolverAborted``, also listed there.
+certificate is exact up to rounding; the hinge's gives up only after a public number of rounds at
+its smallest smoothing) raises ``SolverAborted``, recorded as the outcome, also listed there.
 
 The operator's opt-in guard. ``nonprivate_time_limit`` (seconds per MIP; None by default) is
 for an operator who prefers a bounded wait to the guarantee. A MIP that hits it aborts the
@@ -58,6 +58,7 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import validate_data
 
 from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverAborted, SolverFailure
+from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.objective import BOUND_MODES, LOSSES, make_problem
@@ -190,6 +191,8 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
 
         self.support_ = None
         if accountant is None:
+            if getattr(self, "mode", "ptr") != "paper":  # paper mode has no guarantee and refuses an accountant
+                require_accountant(self)
             out, self.release_ = compute(), None
         else:
             if dataset is None:

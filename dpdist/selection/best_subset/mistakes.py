@@ -323,7 +323,7 @@ class BSSMistakesSelector(BSSSelectorBase):
             job = BucketJob(buckets.center, k, math.inf, tau, self.nonprivate_time_limit)
             kind, _, support = executor.mip(bucket_unit, job)
             if support is None:  # paper mode refuses an accountant: nothing is ever recorded
-                raise SolverAborted(f"a mistakes bucket's best support was not found in the MIP time limit "
-                                    f"({self.nonprivate_time_limit:g} s)")
+                raise SolverAborted("a mistakes bucket's best support was not found (the operator's nonprivate "
+                                    "time limit)")
             best[j] = support
         return tuple(sorted(int(i) for i in best[j]))

@@ -1,0 +1,46 @@
+"""A released model's record, self-contained: the whole matrix's columns and the user's labels.
+
+A model fitted on some columns of a store (a selection's) records its weights in the store's own
+columns, with the store's width (``widen``): ``from_release(record).predict(X)`` then takes the
+user's whole matrix. A classifier fitted through the CLI or a run records the store's declared labels
+as its classes (``user_labels``): its predictions come back in the user's labels (0/1, names), not in
+the -1/+1 codes the solvers work in. Both are public: the columns a release chose and the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["user_labels", "widen"]
+
+
+def widen(result: dict[str, Any], columns: Sequence[int] | None, n_columns: int | None) -> dict[str, Any]:
+    """``result`` of a fit on the matrix's columns ``columns`` (of ``n_columns``) stated in all its
+    columns: the weights' indices, a Frank-Wolfe path's signed one-based vertices and its screening
+    events mapped, ``n_features`` the whole width. Unchanged without ``columns``."""
+    if columns is None:
+        return result
+    cols = np.asarray(columns, dtype=np.int64)
+    out = {**result, "indices": cols[np.asarray(result["indices"], dtype=np.int64)].tolist(),
+           "n_features": int(n_columns if n_columns is not None else cols.max() + 1)}
+    if result.get("path"):
+        out["path"] = [int(np.sign(v)) * (int(cols[abs(v) - 1]) + 1) for v in result["path"]]
+    if result.get("screened"):
+        out["screened"] = [[int(t), int(cols[j])] for t, j in result["screened"]]
+    return out
+
+
+def user_labels(store: Any) -> tuple[np.ndarray, list[Any]]:
+    """(each record's label as the user wrote it, the two classes in the store's public order) of a
+    binary store: a table's class names, or the labels an svmlight file (or matrix) declared."""
+    mapping = store.meta.get("label_mapping") or {}
+    codes = np.searchsorted(np.array(sorted(float(v) for v in mapping)), np.asarray(store.y, dtype=np.float64))
+    names = store.meta.get("classes")
+    if names:  # a table's text labels: the codes follow the sorted names
+        classes: list[Any] = [str(v) for v in names]
+    else:
+        classes = [float(v) for v in sorted(float(v) for v in mapping)]
+    return np.asarray(classes, dtype=object if names else np.float64)[codes], classes
