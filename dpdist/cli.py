@@ -105,7 +105,7 @@ def _train_gradient(args: argparse.Namespace) -> int:
     from dpdist.data.store import check_schema, open_store
     from dpdist.evaluation import PrivateEvaluation
     from dpdist.gradient_models import make_learner
-    from dpdist.released import user_labels
+    from dpdist.released import table_schema, user_labels
     from dpdist.selection.sis import store_target
 
     fw_only = {"--lam": args.lam, "--iters": args.iters, "--calibration": args.calibration != "safe" or None,
@@ -160,6 +160,8 @@ def _train_gradient(args: argparse.Namespace) -> int:
     if args.features:
         chosen = _selected(args.features)
         Xtr, extra["columns"] = Xtr[:, np.asarray(chosen, dtype=np.int64)], (chosen, int(X.shape[1]))
+    if method != "private-search":
+        extra["schema"] = table_schema(store.meta)
     model.fit(Xtr, ytr, acc, dataset, key, **extra)
     fitted = model.best_estimator_ if method == "private-search" else model
     coef = {"indices": np.flatnonzero(fitted.coef_).tolist(), "values": fitted.coef_[fitted.coef_ != 0].tolist(),
@@ -488,7 +490,7 @@ def _train(args: argparse.Namespace) -> int:
     from dpdist.data.store import check_schema, open_store
     from dpdist.evaluation import PrivateEvaluation, exact_metrics, sparse_coef
     from dpdist.linear_model import PRIVATE, SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
-    from dpdist.released import user_labels
+    from dpdist.released import table_schema, user_labels
     from dpdist.selection.sis import store_target
 
     if args.epsilon is None and not args.non_private:
@@ -565,7 +567,7 @@ def _train(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with _progress_bar(args, f"{args.method}: iterations", args.iters, count=True) as update:
         model.fit(Xtr, ytr, acc, store.budget_id if acc else None, key if acc else None,
-                  progress=lambda done, total: update(done), columns=columns)
+                  progress=lambda done, total: update(done), columns=columns, schema=table_schema(store.meta))
     seconds = time.perf_counter() - t0
     timing("%s: %.2f s, %.4f ms/iteration", args.method, seconds, 1e3 * seconds / args.iters)
     coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
@@ -650,8 +652,9 @@ def _models(args: argparse.Namespace) -> int:
     record = rec.to_dict(name)
     if args.models_command == "export":
         write_json_atomic(args.out, record)
-        hint = (" (load it with DPFrankWolfeClassifier.from_release(json.load(open(...))) or the Regressor's)"
-                if rec.mechanism.startswith("frank_wolfe/") else "")
+        hint = (" (a model: `dpdist evaluate` scores it on a public file; in Python, the estimator's "
+                "from_release(json.load(open(...))) predicts on your whole matrix)"
+                if isinstance(record.get("result"), dict) and "indices" in record["result"] else "")
         _emit(args, {"key": args.key, "out": str(args.out)}, lambda: f"{args.key} -> {args.out}{hint}")
     else:
         _emit(args, record, lambda: _record_text(record))
@@ -706,8 +709,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         from dpdist.data.tables import is_table, read_table
 
-        if is_table(args.public_test):
-            t = read_table(args.public_test, target=args.target)
+        if is_table(args.public_test):  # read as the model's training table was (its recorded schema)
+            schema = result.get("schema") or {}
+            t = read_table(args.public_test, target=args.target, categories=schema.get("categories"),
+                           fill_value=schema.get("fill_value"))
+            if schema.get("feature_names") and t.feature_names != schema["feature_names"]:
+                raise ParameterError(f"{args.public_test}: its columns {t.feature_names[:10]} are not the model's "
+                                     f"{schema['feature_names'][:10]} (same order, same declared categories)")
             X, y = t.X, (np.asarray(t.classes, dtype=object)[t.y.astype(int)] if t.classes else t.y)
         else:
             import lzma

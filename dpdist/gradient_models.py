@@ -184,7 +184,8 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
                                       {"count_epsilon": self.count_epsilon, "of": "training records"}))
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None, key: str | None,
-             extra: dict[str, Any], progress: Progress | None, columns: tuple[Any, int] | None = None) -> None:
+             extra: dict[str, Any], progress: Progress | None, columns: tuple[Any, int] | None = None,
+             schema: dict[str, Any] | None = None) -> None:
         self._validate()
         if accountant is not None and dataset is None:
             raise ParameterError("dataset is required to charge the accountant")
@@ -198,7 +199,7 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
         n_public = self._public_count(Xp, accountant, dataset, key, rng)
         charge = self.privacy_charge(n_public)
         compute = lambda: widen(self._released(Xp, yp, n_public, charge, rng, progress, extra),  # noqa: E731
-                                *(columns or (None, None)))
+                                *(columns or (None, None)), schema)
         t0 = time.perf_counter()
         if accountant is None:
             out = compute()
@@ -279,9 +280,11 @@ class _Classifier(ClassifierMixin):
     _loss = "logistic"
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None) -> Any:
+            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None,
+            schema: dict[str, Any] | None = None) -> Any:
         """Fit and release (charged to ``accountant`` first when given); ``columns`` = (the columns X holds
-        of a wider matrix, its width): the released model is stated in the wider matrix's columns."""
+        of a wider matrix, its width): the released model is stated in the wider matrix's columns;
+        ``schema``: public facts the model needs to read new records (``dpdist.released.widen``)."""
         if accountant is not None and self.classes is None:
             raise ParameterError("classes are public schema: pass classes=[negative, positive] (the labels declared "
                                  "for the data); read from y, the released model's classes would be a function of it")
@@ -299,7 +302,7 @@ class _Classifier(ClassifierMixin):
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
         self._fit(X, np.where(y == classes[1], 1.0, -1.0), accountant, dataset, key,
-                  {"classes": [_plain(c) for c in classes]}, progress, columns)
+                  {"classes": [_plain(c) for c in classes]}, progress, columns, schema)
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -325,10 +328,11 @@ class _Regressor(RegressorMixin):
     _loss = "squared"
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None) -> Any:
+            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None,
+            schema: dict[str, Any] | None = None) -> Any:
         """As the classifier's ``fit``."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, columns)
+        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, columns, schema)
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:

@@ -198,7 +198,8 @@ class _FrankWolfe(BaseEstimator):
 
     def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
              key: str | None, extra: dict[str, Any], progress: Progress | None = None,
-             X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None) -> None:
+             X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None,
+            schema: dict[str, Any] | None = None) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
         if self.private:
@@ -221,7 +222,7 @@ class _FrankWolfe(BaseEstimator):
             if self.bounds == "clip":  # the per-record map the model was fitted under, applied again by predict
                 out["clip"] = 1.0
             out = {**out, "screened": res.screened} if self.screening is not None else out
-            return widen(out, *(columns or (None, None)))
+            return widen(out, *(columns or (None, None)), schema)
 
         if accountant is None:
             if self.private:
@@ -303,7 +304,8 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None, progress: Progress | None = None,
-            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None) -> DPFrankWolfeClassifier:
+            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None,
+            schema: dict[str, Any] | None = None) -> DPFrankWolfeClassifier:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         check_classification_targets(y)
@@ -319,7 +321,8 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
         self._fit(X, (y == classes[1]).astype(np.float64), accountant, dataset, key,
-                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress, X_csc, columns)
+                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress, X_csc, columns,
+                  schema)
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -366,10 +369,12 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
 
     def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
             key: str | None = None, progress: Progress | None = None,
-            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None) -> DPFrankWolfeRegressor:
+            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None,
+            schema: dict[str, Any] | None = None) -> DPFrankWolfeRegressor:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc, columns)
+        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc, columns,
+                  schema)
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:

@@ -14,13 +14,27 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["user_labels", "widen"]
+__all__ = ["table_schema", "user_labels", "widen"]
 
 
-def widen(result: dict[str, Any], columns: Sequence[int] | None, n_columns: int | None) -> dict[str, Any]:
+def table_schema(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """A table store's public schema, as a released model records it to read new rows the same way:
+    its feature names, declared categories and fill value (None for other stores)."""
+    notes = meta.get("table_notes")
+    if notes is None:
+        return None
+    return {"feature_names": meta.get("feature_names"), "categories": notes.get("declared_categories"),
+            "fill_value": notes.get("fill_value")}
+
+
+def widen(result: dict[str, Any], columns: Sequence[int] | None, n_columns: int | None,
+          schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """``result`` of a fit on the matrix's columns ``columns`` (of ``n_columns``) stated in all its
     columns: the weights' indices, a Frank-Wolfe path's signed one-based vertices and its screening
-    events mapped, ``n_features`` the whole width. Unchanged without ``columns``."""
+    events mapped, ``n_features`` the whole width. ``schema``: the data's public schema the model
+    needs to read new records (a table's declared categories and fill value, its column names)."""
+    if schema:
+        result = {**result, "schema": schema}
     if columns is None:
         return result
     cols = np.asarray(columns, dtype=np.int64)
