@@ -162,7 +162,11 @@ def _train_gradient(args: argparse.Namespace) -> int:
         Xtr, extra["columns"] = Xtr[:, np.asarray(chosen, dtype=np.int64)], (chosen, int(X.shape[1]))
     if method != "private-search":
         extra["schema"] = table_schema(store.meta)
-    model.fit(Xtr, ytr, acc, dataset, key, **extra)
+    if method == "private-search":  # no progress: how far the search is tells how many runs it makes
+        model.fit(Xtr, ytr, acc, dataset, key, **extra)
+    else:
+        with _progress_bar(args, f"{method}: steps", None, count=True) as update:
+            model.fit(Xtr, ytr, acc, dataset, key, progress=update, **extra)
     fitted = model.best_estimator_ if method == "private-search" else model
     coef = {"indices": np.flatnonzero(fitted.coef_).tolist(), "values": fitted.coef_[fitted.coef_ != 0].tolist(),
             "intercept": fitted.intercept_}
@@ -304,7 +308,7 @@ def _progress_bar(args: argparse.Namespace, what: str, total: float | None,
     The bar is the operator's own view of their data (never a release).
     """
     if args.json or not sys.stderr.isatty():
-        yield lambda done: None
+        yield lambda done, total=None: None
         return
     from rich.console import Console
     from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -314,7 +318,7 @@ def _progress_bar(args: argparse.Namespace, what: str, total: float | None,
     columns = [TextColumn(what), BarColumn(), amount, TimeElapsedColumn()]
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(what, total=total)
-        yield lambda done: bar.update(task, completed=done)
+        yield lambda done, total=None: bar.update(task, completed=done, **({"total": total} if total else {}))
 
 
 def _ingest(args: argparse.Namespace) -> int:

@@ -70,6 +70,8 @@ def release(ledger_path: str | None, dataset: str, charge: Charge, key: str, com
     acc = Accountant(ledger_path)
     logger = get_run_logger()
     before = {r.key for r in acc.history(dataset) if r.result is not None}
+    if key not in before:  # progress on the operator's terminal: what is being computed now
+        timing("release %s under %s: computing ...", charge.mechanism, key)
     t0 = time.perf_counter()
     result = acc.release(dataset, charge, key, compute, params)
     replayed = key in before

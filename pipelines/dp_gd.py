@@ -90,10 +90,12 @@ def dp_gd_store(client: Any, path: str | os.PathLike[str], plan: SGDPlan, rng: n
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
     for t in range(plan.steps):
         w_f = client.scatter(w, broadcast=True, hash=False)
-        sums = [client.submit(_group_sum, grp, w_f, b, hyper, pure=False) for grp in groups]
+        tag = os.urandom(3).hex()  # task names the dashboard shows: the step and the group
+        sums = [client.submit(_group_sum, grp, w_f, b, hyper, pure=False, key=f"dp-gd-step{t}-group{g}-{tag}")
+                for g, grp in enumerate(groups)]
         while len(sums) > 1:  # added on the workers, two at a time
-            sums = [client.submit(_add, sums[i], sums[i + 1], pure=False) if i + 1 < len(sums) else sums[i]
-                    for i in range(0, len(sums), 2)]
+            sums = [client.submit(_add, sums[i], sums[i + 1], pure=False, key=f"dp-gd-step{t}-add-{i}-{len(sums)}-{tag}")
+                    if i + 1 < len(sums) else sums[i] for i in range(0, len(sums), 2)]
         g, gb = sums[0].result()
         gaussian_noise(rng, g, scale)
         gb += rng.standard_normal() * scale
