@@ -52,16 +52,27 @@ def _svm(path: Path, n: int = 3000) -> Path:
     return path
 
 
-def _store(user, tmp_path) -> str:
-    src = _svm(tmp_path / "mine.svm")
-    r = user("ingest", str(src), "--out", str(tmp_path / "s"), "--n-features", "30", "--task", "binary",
-             "--labels=-1,1")
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> Path:
+    """One ingest for the module (each test copies it and sets its own budget in its own ledger)."""
+    tmp = tmp_path_factory.mktemp("src")
+    src = _svm(tmp / "mine.svm")
+    r = subprocess.run([str(EXE), "ingest", str(src), "--out", str(tmp / "s"), "--n-features", "30", "--task",
+                        "binary", "--labels=-1,1"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    return tmp
+
+
+def _store(user, tmp_path, ingested: Path) -> str:
+    import shutil
+
+    shutil.copytree(ingested / "s", tmp_path / "s")
+    shutil.copy(ingested / "mine.svm", tmp_path / "mine.svm")
     assert user("budget", "init", str(tmp_path / "s"), "--epsilon", "10", "--delta", "1e-6").returncode == 0
     return str(tmp_path / "s")
 
 
-def test_1_a_table_with_text_and_gaps_has_a_private_path_and_no_unusable_budget(user, tmp_path):
+def test_1_a_table_with_text_and_gaps_has_a_private_path_and_no_unusable_budget(user, tmp_path, ingested):
     src = _table(tmp_path / "t.csv")
     r = user("ingest", str(src), "--out", str(tmp_path / "coded"), "--task", "binary", "--labels", "0,1",
              "--encode-categories", "--impute", "mean")
@@ -85,8 +96,8 @@ def test_1_a_table_with_text_and_gaps_has_a_private_path_and_no_unusable_budget(
                for n in names.split(","))
 
 
-def test_2_training_needs_an_epsilon_and_says_what_it_charged(user, tmp_path):
-    store = _store(user, tmp_path)
+def test_2_training_needs_an_epsilon_and_says_what_it_charged(user, tmp_path, ingested):
+    store = _store(user, tmp_path, ingested)
     r = user("train", store, "--method", "dp-sgd")
     assert r.returncode == 2 and "--epsilon is required" in r.stderr
     assert json.loads(user("budget", "show", "--dataset", store, "--json").stdout)["releases"] == 0
@@ -94,8 +105,8 @@ def test_2_training_needs_an_epsilon_and_says_what_it_charged(user, tmp_path):
     assert r.returncode == 0 and "charged epsilon=1" in r.stdout, r.stderr
 
 
-def test_3_the_same_command_replays_fresh_charges_again_and_a_reused_key_is_a_usage_error(user, tmp_path):
-    store = _store(user, tmp_path)
+def test_3_the_same_command_replays_fresh_charges_again_and_a_reused_key_is_a_usage_error(user, tmp_path, ingested):
+    store = _store(user, tmp_path, ingested)
     cmd = ("select", store, "--method", "dp-sis", "--k", "2", "--epsilon", "0.5", "--clip", "--json")
     first, second = json.loads(user(*cmd).stdout), json.loads(user(*cmd).stdout)
     assert not first["replayed"] and second["replayed"] and second["features"] == first["features"]
@@ -107,13 +118,13 @@ def test_3_the_same_command_replays_fresh_charges_again_and_a_reused_key_is_a_us
     assert r.returncode == 2 and "cannot be reused" in r.stderr
 
 
-def test_4_an_exported_model_predicts_on_the_users_whole_matrix_in_the_users_labels(user, tmp_path):
+def test_4_an_exported_model_predicts_on_the_users_whole_matrix_in_the_users_labels(user, tmp_path, ingested):
     from sklearn.datasets import load_svmlight_file
 
     from dpdist.gradient_models import DPSGDClassifier
     from dpdist.linear_model import DPFrankWolfeClassifier
 
-    store = _store(user, tmp_path)
+    store = _store(user, tmp_path, ingested)
     assert user("select", store, "--method", "dp-sis", "--k", "5", "--epsilon", "1", "--clip", "--out",
                 str(tmp_path / "sel.json")).returncode == 0
     X, y = load_svmlight_file(str(tmp_path / "mine.svm"), n_features=30)
@@ -133,8 +144,8 @@ def test_4_an_exported_model_predicts_on_the_users_whole_matrix_in_the_users_lab
         assert len(shown.splitlines()) <= 6 and "non-zero weights" in shown  # not one number a line
 
 
-def test_5_private_metrics_come_with_their_noise_interval_and_a_warning_when_it_swamps_them(user, tmp_path):
-    store = _store(user, tmp_path)
+def test_5_private_metrics_come_with_their_noise_interval_and_a_warning_when_it_swamps_them(user, tmp_path, ingested):
+    store = _store(user, tmp_path, ingested)
     r = user("train", store, "--method", "dp-sgd", "--epsilon", "2", "--eval-epsilon", "0.01", "--json")
     out = json.loads(r.stdout)
     lo, hi = out["accuracy_interval"]
@@ -143,8 +154,8 @@ def test_5_private_metrics_come_with_their_noise_interval_and_a_warning_when_it_
     assert "95% interval" in human and ("swamps" in human) == out["noise_swamps"]
 
 
-def test_6_selected_features_are_shown_in_the_files_own_index_base(user, tmp_path):
-    store = _store(user, tmp_path)
+def test_6_selected_features_are_shown_in_the_files_own_index_base(user, tmp_path, ingested):
+    store = _store(user, tmp_path, ingested)
     out = json.loads(user("select", store, "--method", "dp-sis", "--k", "3", "--epsilon", "5", "--clip",
                           "--json").stdout)
     assert out["file_columns"]["index_base"] == 1
@@ -160,14 +171,14 @@ def test_7_a_private_fit_in_python_without_a_ledger_refuses(tmp_path):
     assert r.returncode != 0 and "without an accountant" in r.stderr and "dpdist.unaccounted" in r.stderr
 
 
-def test_8_budget_show_is_a_table(user, tmp_path):
-    _store(user, tmp_path)
+def test_8_budget_show_is_a_table(user, tmp_path, ingested):
+    _store(user, tmp_path, ingested)
     out = user("budget", "show").stdout.splitlines()
     assert out[0].split()[:6] == ["dataset", "epsilon", "delta", "spent", "left", "releases"]
 
 
-def test_10_evaluate_on_a_public_file_and_the_commands_say_what_to_do(user, tmp_path):
-    store = _store(user, tmp_path)
+def test_10_evaluate_on_a_public_file_and_the_commands_say_what_to_do(user, tmp_path, ingested):
+    store = _store(user, tmp_path, ingested)
     assert user("train", store, "--method", "dp-sgd", "--epsilon", "2", "--key", "m").returncode == 0
     r = user("evaluate", "m", "--public-test", str(_svm(tmp_path / "public.svm", 500)), "--json")
     out = json.loads(r.stdout)
@@ -177,11 +188,11 @@ def test_10_evaluate_on_a_public_file_and_the_commands_say_what_to_do(user, tmp_
     assert "table" in user("ingest", "--help").stdout
 
 
-def test_11_smaller_messages(user, tmp_path):
+def test_11_smaller_messages(user, tmp_path, ingested):
     bad = tmp_path / "inf.csv"
     bad.write_text("a,b,y\n1,2,0\n3,inf,1\n")
     r = user("ingest", str(bad), "--out", str(tmp_path / "x"), "--task", "binary")
     assert r.returncode == 2 and str(bad) in r.stderr and "'b'" in r.stderr and "row 2" in r.stderr
-    store = _store(user, tmp_path)
+    store = _store(user, tmp_path, ingested)
     r = user("select", store, "--method", "dp-sis", "--k", "2", "--epsilon", "50", "--clip")
     assert r.returncode == 3 and r.stderr.count("refused") == 1
