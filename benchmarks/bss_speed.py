@@ -22,7 +22,7 @@ the MIPs as their time limit). A measurement that reaches the limit is stopped a
 as "> limit (stopped)", so the script always completes.
 
 Then top-R at RCV1 width: the RCV1-shaped sparse set (20,242 x 47,236, labels -1/+1,
-b_x = b_y = 1) -- in process and through ``pipelines.best_subset`` on a 2-worker LocalCluster.
+b_x = b_y = 1) -- in process and through ``dpdist.pipelines.best_subset`` on a 2-worker LocalCluster.
 
 ``--solver-probe`` measures the solver choice: SCIP with one tree and lazy cuts against
 HiGHS (scipy.optimize.milp) re-solving the master after every cut (the seed code's loop), on
@@ -221,7 +221,7 @@ def _rcv1_local(X, y, kw: dict) -> tuple[dict, float]:
 def _rcv1_dask(store: Path, kw: dict) -> tuple[None, float]:
     from distributed import Client, LocalCluster
 
-    from pipelines.best_subset import MIP_RESOURCE, select_store
+    from dpdist.pipelines.best_subset import MIP_RESOURCE, select_store
 
     with LocalCluster(n_workers=2, threads_per_worker=1, resources={MIP_RESOURCE: 1, "solver": 1},
                       dashboard_address=None) as cluster, Client(cluster) as client:

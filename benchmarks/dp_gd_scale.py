@@ -1,7 +1,7 @@
 """Seconds per full-batch DP-GD step over Dask at KDDA's width, and one step's noise.
 
 A KDDA-profile synthetic store (20,216,830 columns, ~36 non-zeros a row) of ``--n`` rows is fitted
-by DP-GD over a local cluster of 2 worker processes (``pipelines.dp_gd``): the rows are loaded on
+by DP-GD over a local cluster of 2 worker processes (``dpdist.pipelines.dp_gd``): the rows are loaded on
 the workers once, then each step broadcasts the iterate, sums the clipped gradients per group,
 adds the sums on the workers and draws the noise centrally. Printed: the load, the median step,
 and the noise alone (``gaussian_noise`` in threads vs one numpy call), beside an in-process step of
@@ -40,7 +40,7 @@ def main() -> None:
     from dpdist.gradient_models import DPGDClassifier
     from dpdist.selection.sis import store_target
     from dpdist.solvers.dp_sgd import dp_sgd, gaussian_noise
-    from pipelines.dp_gd import dp_gd_store
+    from dpdist.pipelines.dp_gd import dp_gd_store
 
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(dir=REPO / "benchmarks") as tmp:

@@ -1,4 +1,4 @@
-"""Peak memory of the train stage's fit (issue 16): ``pipelines.train.fit_store`` on a KDDA-shaped store.
+"""Peak memory of the train stage's fit (issue 16): ``dpdist.pipelines.train.fit_store`` on a KDDA-shaped store.
 
 At KDDA's full shape the fast DP-FW fit of ``dpdist run`` (all 20,216,830 features) was killed
 at ~10.5 GiB per Dask worker. This script writes a store with KDDA's profile and all its
@@ -31,7 +31,7 @@ CHILD = r"""
 import json, resource, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from pipelines.train import fit_store
+from dpdist.pipelines.train import fit_store
 from dpdist.data.store import open_store
 path, tiny, iters, bounds = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 fit_store(tiny, "fast-dp-fw", 1.0, 1e-7, 50.0, 5, None, bounds)  # imports, numba kernels from the cache

@@ -7,7 +7,7 @@ For ``deploy/full-size/<profile>.toml`` (kdda, url, webspam):
    real set's) to the config's ``data.path`` once (atomically; kept for later runs), unless
    the file exists (then it is used as it is: the real file works the same way);
 2. runs ``dpdist run <config>`` twice in fresh processes: the first ingests, the second must
-   reuse the source store and the split halves (``flows.plan.source_fingerprint``);
+   reuse the source store and the split halves (``dpdist.flows.plan.source_fingerprint``);
 3. samples the RSS of every process of each run's tree (the flow process, the temporary
    Prefect server, the Dask scheduler's nanny and workers) every 0.5 s with psutil and keeps
    each one's peak;

@@ -3,7 +3,7 @@
 Runs the kernel of ``dpdist run``'s train stage (seed 004 Alg. 2 + 4, the run config's epsilon,
 delta, lam and T, so the same eps0 and sampler scale) for the first ``--steps`` iterations on
 a store (default: the train half of ``deploy/full-size/<profile>.toml``'s last run, KDDA by default), with the CSC
-copy read from the store as ``pipelines.train.fit_store`` does, and no refresh in those steps
+copy read from the store as ``dpdist.pipelines.train.fit_store`` does, and no refresh in those steps
 (the run refreshes every ceil(T / 10) = 400). Prints the seconds per iteration (the kernel's own
 timer, kernels loaded before it), the share of the rows the chosen columns hold (each step of
 Alg. 2 costs O(rows of column j x row length): a column in most rows makes a step a full pass over

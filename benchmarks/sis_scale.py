@@ -7,13 +7,13 @@ measures in the same run:
 
 * baseline: single-process scipy ``X.T @ y`` on the whole matrix already in memory (best of
   3; loading it from the store is timed separately and not counted);
-* dpdist: ``pipelines.sis.correlation_scores`` on a LocalCluster of 1 and of 2 worker processes of one
+* dpdist: ``dpdist.pipelines.sis.correlation_scores`` on a LocalCluster of 1 and of 2 worker processes of one
   Dask thread each (``--memory-limit`` each, default the full-size config's 14 GiB), timed end
   to end on the client (graph, tasks, transfer of the 2e7 scores, their assembly). Each cluster
   and its client run in a process of their own, as a ``dpdist run`` does (the scores are
   checked against scipy's there). Each task streams its column range's entries through reused
   buffers, reduced in as many threads as the host's CPUs divided by its workers' Dask threads
-  (``pipelines.sis``):
+  (``dpdist.pipelines.sis``):
   - "cold": new workers, their block caches empty: the target is read and coded, and every
     range's column pointers read, before its entries are (the files themselves are in the OS
     page cache after the first run; this machine's page cache is shared and is not dropped);
@@ -60,7 +60,7 @@ def _measure(path: Path, tiny: Path, workers: int, memory_limit: str, base: Path
     import dask
     from distributed import Client, LocalCluster
 
-    from pipelines.sis import correlation_scores
+    from dpdist.pipelines.sis import correlation_scores
 
     with dask.config.set({"distributed.scheduler.work-stealing": False}), \
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,

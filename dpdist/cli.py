@@ -750,15 +750,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The main job: the end-to-end Prefect flow (flows.end_to_end) on the config's cluster.
+    """The main job: the end-to-end Prefect flow (dpdist.flows.end_to_end) on the config's cluster.
 
     The config is read and the privacy plan checked against the ledger before Prefect is even
     imported: a bad config exits 2 and a plan the budget cannot hold exits 3 at once.
     """
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault(*_CONSOLE_HANDLER)
-    from flows.config import load_config
-    from flows.plan import preflight
+    from dpdist.flows.config import load_config
+    from dpdist.flows.plan import preflight
 
     overrides: dict[str, Any] = {}
     if args.ledger:
@@ -783,8 +783,8 @@ def _run(args: argparse.Namespace) -> int:
         return _supervise(args.argv, cfg.output)
     signal.signal(signal.SIGTERM, _interrupt)
     _redeliver_swallowed_interrupts()
-    from flows.end_to_end import end_to_end
-    from flows.runtime import prefect_api
+    from dpdist.flows.end_to_end import end_to_end
+    from dpdist.flows.runtime import prefect_api
 
     try:
         with prefect_api() as api:
@@ -805,7 +805,7 @@ def _run(args: argparse.Namespace) -> int:
 
 _RUN_CHILD = "DPDIST_RUN_SUPERVISED"
 # the run's processes (flow, local workers) print a full disk in one line, not its traceback
-_CONSOLE_HANDLER = ("PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS", "flows.console.RunConsoleHandler")
+_CONSOLE_HANDLER = ("PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS", "dpdist.flows.console.RunConsoleHandler")
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -970,7 +970,7 @@ def _remove_partial(output: str) -> None:
 
 
 def _nothing_new(p: dict[str, Any]) -> bool:
-    """Whether a plan (``flows.plan.preflight``) only replays releases the ledger holds."""
+    """Whether a plan (``dpdist.flows.plan.preflight``) only replays releases the ledger holds."""
     return p.get("replayed") == len(p["releases"])
 
 

@@ -19,7 +19,7 @@ The learners:
 
 * ``DPSGDClassifier`` / ``DPSGDRegressor``: DP-SGD, Poisson batches of expected size ``batch_size``
   for ``epochs`` passes (Abadi et al. 2016); ``DPGDClassifier`` / ``DPGDRegressor``: full-batch
-  DP-GD, ``max_iter`` steps (Dask: ``pipelines.dp_gd``). ``dpdist.solvers.dp_sgd`` has the algorithm
+  DP-GD, ``max_iter`` steps (Dask: ``dpdist.pipelines.dp_gd``). ``dpdist.solvers.dp_sgd`` has the algorithm
   and its proof. Dense models.
 * ``DPIHTClassifier`` / ``DPIHTRegressor``: noisy iterative hard thresholding (Cai, Wang & Zhang
   2021): full-batch DP-GD whose iterate is cut to its ``s`` largest weights after every step
@@ -361,7 +361,7 @@ class _SGD(_GradientModel):
 
 
 class _GD(_SGD):
-    """Full-batch DP-GD: ``max_iter`` steps over every record (``pipelines.dp_gd`` runs the same steps
+    """Full-batch DP-GD: ``max_iter`` steps over every record (``dpdist.pipelines.dp_gd`` runs the same steps
     as a Dask reduction over a store's row blocks)."""
 
     mechanism = "dp-gd"

@@ -43,7 +43,7 @@ coefficients are returned, and a retried ``key`` replays the recorded model. ``f
 progress bar; the count is public, the pace is the operator's own and never released).
 ``fit(X, y, X_csc=...)`` gives the fast solvers the same matrix in CSC form (a store's CSC copy)
 instead of converting X, and a float64 CSR X already within the bound is not copied to clip it:
-on KDDA's train half each copy is 3 GB (``pipelines.train.fit_store``). float32 X (and X_csc) is
+on KDDA's train half each copy is 3 GB (``dpdist.pipelines.train.fit_store``). float32 X (and X_csc) is
 kept as float32, as scikit-learn's estimators do, in half the memory of float64 values; the steps
 are those of the float64 matrix of the same values (products and sums in float64).
 ``from_release`` rebuilds a fitted estimator from a recorded release (``dpdist models export``).

@@ -15,13 +15,13 @@ from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
 from dpdist.utils.operator_log import timing
-from flows.config import RunConfig, load_config
-from flows.evaluate import evaluate_stage
-from flows.ingest import ingest_stage
-from flows.report import write_report
-from flows.runtime import on_cluster
-from flows.select import select_stage
-from flows.train import train_stage
+from dpdist.flows.config import RunConfig, load_config
+from dpdist.flows.evaluate import evaluate_stage
+from dpdist.flows.ingest import ingest_stage
+from dpdist.flows.report import write_report
+from dpdist.flows.runtime import on_cluster
+from dpdist.flows.select import select_stage
+from dpdist.flows.train import train_stage
 
 __all__ = ["end_to_end", "pipeline"]
 

@@ -21,12 +21,12 @@ from prefect.logging import get_run_logger
 from dpdist.data.store import open_store
 from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, support_recall
 from dpdist.selection.sis import store_target
-from flows.config import RunConfig, load_config, store_paths
-from flows.ingest import check_public_test, public_test_store, store_summary
-from flows.plan import evaluation
-from flows.release import release
-from flows.results import read_stage, write_stage
-from flows.runtime import cluster_client, on_cluster
+from dpdist.flows.config import RunConfig, load_config, store_paths
+from dpdist.flows.ingest import check_public_test, public_test_store, store_summary
+from dpdist.flows.plan import evaluation
+from dpdist.flows.release import release
+from dpdist.flows.results import read_stage, write_stage
+from dpdist.flows.runtime import cluster_client, on_cluster
 
 __all__ = ["evaluate", "evaluate_stage"]
 
@@ -73,7 +73,7 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
     train mean (regression)."""
     import numpy as np
 
-    from pipelines.train import estimator
+    from dpdist.pipelines.train import estimator
 
     train, test = open_store(train_path), open_store(test_path)
     Xtr, ytr = train.csr(), store_target(train)

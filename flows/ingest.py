@@ -26,9 +26,9 @@ from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
 from dpdist.utils.files import private_dir
 from dpdist.utils.random import check_random_state
-from flows.config import RunConfig, load_config, store_paths
-from flows.release import RAW, ensure_budget, release
-from flows.runtime import on_cluster
+from dpdist.flows.config import RunConfig, load_config, store_paths
+from dpdist.flows.release import RAW, ensure_budget, release
+from dpdist.flows.runtime import on_cluster
 
 __all__ = ["ingest", "ingest_stage", "store_paths", "store_summary"]
 
@@ -48,10 +48,10 @@ def store_summary(path: str) -> dict[str, Any]:
 def make_source(cfg: RunConfig) -> dict[str, Any]:
     """Write the source store (synthetic or svmlight), unless the store of the same source exists already.
 
-    A store records the fingerprint of its source (``flows.plan.source_fingerprint``); a second run
+    A store records the fingerprint of its source (``dpdist.flows.plan.source_fingerprint``); a second run
     of the same config reuses it instead of generating or ingesting again.
     """
-    from flows.plan import known_source, source_fingerprint
+    from dpdist.flows.plan import known_source, source_fingerprint
 
     out = store_paths(cfg)["source"]
     private_dir(Path(store_paths(cfg)["train"]).parent)  # <output>/stores: raw records, owner-only

@@ -25,7 +25,7 @@ from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
-from flows.config import BSS_METHODS, FW_METHODS, GRADIENT_METHODS, RunConfig, store_paths
+from dpdist.flows.config import BSS_METHODS, FW_METHODS, GRADIENT_METHODS, RunConfig, store_paths
 
 __all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source", "bss_selector", "evaluation",
            "recorded_train_count", "train_charge"]
@@ -115,7 +115,7 @@ def train_charge(cfg: RunConfig, task: str, method: str, epsilon: float, n_featu
                  n_records: int | None) -> Charge:
     """What the train stage charges for one model (``n_records``: the gradient learners' public count):
     the plan and the flow call this one function."""
-    from pipelines.train import estimator
+    from dpdist.pipelines.train import estimator
 
     t = cfg.train
     model = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration,

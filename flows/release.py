@@ -9,7 +9,7 @@ process, through ``Accountant.release`` (charge first, compute, record, return).
 * A retried task (or a re-run of the same config) finds its key charged and recorded, and
   returns the recorded release: one charge never yields two different noisy results. A key
   reused with other parameters is refused (``ReleaseKeyConflict``).
-* A solver that draws its noise on a Dask worker (``pipelines.train``) runs inside ``compute``,
+* A solver that draws its noise on a Dask worker (``dpdist.pipelines.train``) runs inside ``compute``,
   after the charge. If its worker dies, Dask runs it again under the same charge; the first
   attempt's model never left the worker.
 * A refused charge raises ``BudgetExceeded`` before anything is computed: the flow stops,

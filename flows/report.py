@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 
 from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, spend_text  # noqa: E402
-from flows.config import RunConfig  # noqa: E402
+from dpdist.flows.config import RunConfig  # noqa: E402
 from dpdist.utils.io import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: E402
 
 __all__ = ["write_report"]

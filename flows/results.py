@@ -8,7 +8,7 @@ from typing import Any
 
 from dpdist.exceptions import ParameterError
 from dpdist.utils.io import write_json_atomic
-from flows.config import RunConfig
+from dpdist.flows.config import RunConfig
 
 __all__ = ["write_stage", "read_stage"]
 

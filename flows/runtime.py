@@ -3,8 +3,8 @@
 Three cluster kinds (``[cluster]`` in the run config):
 
 * ``local``: a ``distributed.LocalCluster`` of worker processes, each holding the
-  ``solver=1`` and ``mip=1`` resources so single-process solvers (``pipelines.train``) and
-  best-subset MIP solves (``pipelines.best_subset``) run one per worker;
+  ``solver=1`` and ``mip=1`` resources so single-process solvers (``dpdist.pipelines.train``) and
+  best-subset MIP solves (``dpdist.pipelines.best_subset``) run one per worker;
 * ``address``: an existing scheduler (``tls://host:port``), started by the user;
 * ``slurm``: a ``dask_jobqueue.SLURMCluster`` built from a dask-jobqueue YAML file
   (``deploy/jobqueue.yaml``): the ``jobqueue.slurm`` mapping becomes its keyword arguments
@@ -59,9 +59,9 @@ from prefect_dask import DaskTaskRunner
 
 from dpdist.exceptions import DPDistError
 from dpdist.utils.files import open_private
-from flows.config import ClusterConfig, ConfigError, memory_limit_bytes
-from pipelines._placement import LooseRestrictionRescue
-from pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
+from dpdist.flows.config import ClusterConfig, ConfigError, memory_limit_bytes
+from dpdist.pipelines._placement import LooseRestrictionRescue
+from dpdist.pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 
 __all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link",
            "client_dashboard_link", "cluster_client"]

@@ -1,14 +1,14 @@
 """Flow stage ``select``: DP-SIS, two-stage and best-subset feature selection on the train store.
 
 The raw aggregates (|X^T y| per feature; the per-block LASSO vote counts) are Dask graphs
-(``pipelines.sis``, ``pipelines.two_stage``) that a task in the flow process submits to the
-flow's cluster; those tasks are never cached or persisted (``flows.release.RAW``). The
+(``dpdist.pipelines.sis``, ``dpdist.pipelines.two_stage``) that a task in the flow process submits to the
+flow's cluster; those tasks are never cached or persisted (``dpdist.flows.release.RAW``). The
 selection itself is drawn inside the central ``release`` task, after the charge. Two-stage's
 number of blocks is public: ``select.n_blocks``, or floor(sqrt) of the released noisy train
 row count.
 
 Best subset selection (``bss-top-r``, ``bss-mistakes``; seed 002) runs
-``pipelines.best_subset`` on the flow's cluster: the one-swap evaluations are mapped over the
+``dpdist.pipelines.best_subset`` on the flow's cluster: the one-swap evaluations are mapped over the
 workers and every MIP runs on a worker holding the ``mip`` resource. Its instance is first
 built and validated on such a worker (a bad parameter or a bound the data violate is an error
 before any charge); the whole procedure then runs inside the ``release`` task, after the
@@ -27,14 +27,14 @@ from prefect.logging import get_run_logger
 from dpdist.privacy.accountant import Accountant
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector, blocks_from_count
-from flows.config import BSS_METHODS, RunConfig, load_config
-from flows.ingest import ingest_stage
-from flows.plan import bss_selector
-from flows.release import RAW, release
-from flows.results import write_stage
-from flows.runtime import cluster_client, on_cluster
-from pipelines.sis import correlation_scores
-from pipelines.two_stage import block_vote_counts
+from dpdist.flows.config import BSS_METHODS, RunConfig, load_config
+from dpdist.flows.ingest import ingest_stage
+from dpdist.flows.plan import bss_selector
+from dpdist.flows.release import RAW, release
+from dpdist.flows.results import write_stage
+from dpdist.flows.runtime import cluster_client, on_cluster
+from dpdist.pipelines.sis import correlation_scores
+from dpdist.pipelines.two_stage import block_vote_counts
 
 __all__ = ["select", "select_stage"]
 
@@ -55,9 +55,9 @@ def two_stage_votes(path: str, k: int, n_blocks: int, alpha: float, seed: int | 
 
 @task(name="bss-instance", retries=0, **RAW)
 def bss_instance(spec: Any) -> int:
-    """Build and validate the best-subset instance (a ``pipelines.best_subset.ProblemSpec``) on a
+    """Build and validate the best-subset instance (a ``dpdist.pipelines.best_subset.ProblemSpec``) on a
     ``mip`` worker, before any charge; returns its public width p."""
-    from pipelines.best_subset import DaskExecutor
+    from dpdist.pipelines.best_subset import DaskExecutor
 
     with cluster_client() as client:
         return DaskExecutor(client, spec).meta.p
@@ -65,7 +65,7 @@ def bss_instance(spec: Any) -> int:
 
 def bss_support(spec: Any, selector: Any) -> list[int]:
     """The selector's release computed on the flow's cluster (called inside ``release``, after the charge)."""
-    from pipelines.best_subset import select_store
+    from dpdist.pipelines.best_subset import select_store
 
     with cluster_client() as client:
         return select_store(client, spec.path, selector).tolist()
@@ -106,7 +106,7 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
         # only serves a concurrent run that recorded the key in between.
         replay = _recorded(cfg, dataset, key)
         if method in BSS_METHODS:
-            from pipelines.best_subset import ProblemSpec
+            from dpdist.pipelines.best_subset import ProblemSpec
 
             spec = ProblemSpec.of(train, selector)
             if not replay:

@@ -1,8 +1,8 @@
 """Flow stage ``train``: private models on the train store, one per (method, epsilon).
 
-Each fit is one process (``pipelines.train.fit_on_solver``): it runs on a worker holding the
+Each fit is one process (``dpdist.pipelines.train.fit_on_solver``): it runs on a worker holding the
 ``solver`` resource, inside the central ``release`` task and therefore after the charge. DP-GD
-and DP-IHT instead run their full-batch steps over the whole cluster (``pipelines.dp_gd``): the
+and DP-IHT instead run their full-batch steps over the whole cluster (``dpdist.pipelines.dp_gd``): the
 workers sum the clipped gradients of their row blocks, the release task adds the noise.
 With ``train.features`` naming a selection method, the model is fitted on the columns that
 selection released (post-processing of a release: no extra charge); objective perturbation
@@ -18,20 +18,20 @@ from prefect.logging import get_run_logger
 
 from dpdist.data.split import derive_key
 from dpdist.privacy.accountant import Accountant
-from flows.config import GRADIENT_METHODS, RunConfig, load_config
-from flows.ingest import ingest_stage
-from flows.plan import train_charge
-from flows.release import release
-from flows.results import read_stage, write_stage
-from flows.runtime import cluster_client, on_cluster
-from flows.select import select_stage
-from pipelines.dp_gd import fit_dask
-from pipelines.train import estimator, fit_on_solver
+from dpdist.flows.config import GRADIENT_METHODS, RunConfig, load_config
+from dpdist.flows.ingest import ingest_stage
+from dpdist.flows.plan import train_charge
+from dpdist.flows.release import release
+from dpdist.flows.results import read_stage, write_stage
+from dpdist.flows.runtime import cluster_client, on_cluster
+from dpdist.flows.select import select_stage
+from dpdist.pipelines.dp_gd import fit_dask
+from dpdist.pipelines.train import estimator, fit_on_solver
 
 __all__ = ["fit_params", "train", "train_stage"]
 
 # the learners whose full-batch steps run as a Dask reduction over the train store's row blocks
-# (pipelines.dp_gd), so they scale past one worker's memory; the others fit on one solver worker
+# (dpdist.pipelines.dp_gd), so they scale past one worker's memory; the others fit on one solver worker
 DASK_METHODS = ("dp-gd", "dp-iht")
 
 

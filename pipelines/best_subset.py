@@ -8,7 +8,7 @@
 * every MIP (the OA master: top-R certificate, centre certificate, each mistakes bucket)
   runs as one process on a worker holding the ``mip`` resource (``--resources mip=1``), one
   at a time per worker, like the Frank-Wolfe solver's ``solver`` resource
-  (``pipelines.train``); the mistakes buckets are independent MIPs mapped over such workers.
+  (``dpdist.pipelines.train``); the mistakes buckets are independent MIPs mapped over such workers.
 
 A task gets the store's path and the public parameters, never the data: each worker builds
 the instance (Assumption 1 enforced, statistics precomputed) once and keeps it for the
@@ -34,8 +34,8 @@ from dpdist.exceptions import ParameterError
 from dpdist.selection.best_subset.base import BSSSelectorBase
 from dpdist.selection.best_subset.executor import ProblemMeta
 from dpdist.selection.best_subset.objective import Problem, store_problem
-from pipelines._placement import worker_info
-from pipelines.train import MIP_RESOURCE
+from dpdist.pipelines._placement import worker_info
+from dpdist.pipelines.train import MIP_RESOURCE
 
 __all__ = ["MIP_RESOURCE", "DaskExecutor", "ProblemSpec", "select_store"]
 

@@ -33,7 +33,7 @@ from dpdist.data.store import open_store
 from dpdist.selection.sis import store_target
 from dpdist.solvers.dp_iht import hard_threshold
 from dpdist.solvers.dp_sgd import LOSSES, SGDPlan, clipped_gradient_sum, csr_parts, gaussian_noise
-from pipelines._placement import pinned, workers
+from dpdist.pipelines._placement import pinned, workers
 
 __all__ = ["dp_gd_store", "fit_dask"]
 

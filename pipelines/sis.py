@@ -46,7 +46,7 @@ from distributed import Client, as_completed
 from dpdist.data.store import ColumnStream, SparseStore, open_store
 from dpdist.data.transforms import bound_violation, check_target_bound, clip_target
 from dpdist.selection.sis import store_target
-from pipelines._placement import host_threads, pinned, worker_info
+from dpdist.pipelines._placement import host_threads, pinned, worker_info
 
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
 # and scores (8 bytes a column each), so fewer, larger tasks cost no memory and pay less per task

@@ -7,7 +7,7 @@ worker dpdist starts, and the SLURM workers of ``deploy/jobqueue.yaml``) run the
 time each. If a worker dies mid-fit, Dask runs the fit again on another such worker.
 
 The fit returns the model it would release; it does not touch the ledger. The caller charges
-the accountant first and records the returned model as the release (``flows.release``).
+the accountant first and records the returned model as the release (``dpdist.flows.release``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState
 
 SOLVER_RESOURCE = "solver"
-# the best-subset OA master (``pipelines.best_subset``): one SCIP process per worker holding it.
-# Every worker dpdist starts holds both (``flows.runtime``), so the names live here, light to import.
+# the best-subset OA master (``dpdist.pipelines.best_subset``): one SCIP process per worker holding it.
+# Every worker dpdist starts holds both (``dpdist.flows.runtime``), so the names live here, light to import.
 MIP_RESOURCE = "mip"
 
 

@@ -26,7 +26,7 @@ from dpdist.selection.sis import store_target
 from dpdist.selection.two_stage import block_labels, block_votes, split_by_label
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count
-from pipelines._placement import pinned, workers
+from dpdist.pipelines._placement import pinned, workers
 
 
 def _chunk_seeds(n_chunks: int, random_state: RandomState) -> np.ndarray:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows.config import load_config
+from dpdist.flows.config import load_config
 
 from dpdist.cli import main
 from dpdist.data.store import open_store, write_store

@@ -17,8 +17,8 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.frank_wolfe import privacy_plan
 from dpdist.solvers.screening import screening_plan
-from flows.config import ConfigError, load_config
-from pipelines.train import estimator
+from dpdist.flows.config import ConfigError, load_config
+from dpdist.pipelines.train import estimator
 
 COMMON = dict(epsilon=2.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=8.0, screen_epsilon=0.5, screen_delta=1e-6,
               n_max=2000, screen_schedule=10)
@@ -176,9 +176,9 @@ def test_run_config_and_pipeline_estimator(tmp_path: Path):
 
 @pytest.mark.parametrize("calibration, rule", [("safe", "safe"), ("paper", "seed")])
 def test_run_plan_lists_the_screening_charges_the_fits_make(tmp_path: Path, raj, calibration, rule):
-    """flows.plan (``dpdist run --plan``): each screened model's entry is what its fit charges the ledger
+    """dpdist.flows.plan (``dpdist run --plan``): each screened model's entry is what its fit charges the ledger
     (paper mode's true loss depends on the number of features: the plan takes the data's)."""
-    from flows.plan import plan
+    from dpdist.flows.plan import plan
 
     path = tmp_path / "c.toml"
     path.write_text('[data]\nsource = "synth"\nname = "raj"\nn = 800\nd = 80\n[budget]\nepsilon = 50.0\ndelta = 1e-5\n'

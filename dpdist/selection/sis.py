@@ -75,7 +75,7 @@ def store_scores(store: Any, y: np.ndarray | None = None, bounds: str = "check",
     """|X^T y| over a store's row blocks in one process, each block held to the bounds.
 
     The Dask version of this reduction, one task per range of the CSC copy's columns, is
-    ``pipelines.sis.correlation_scores``; both give the same scores.
+    ``dpdist.pipelines.sis.correlation_scores``; both give the same scores.
     """
     y = store_target(store) if y is None else np.asarray(y, dtype=np.float64)
     acc = np.zeros(store.shape[1])

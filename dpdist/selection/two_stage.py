@@ -27,7 +27,7 @@ selected columns with epsilon_2 (a release of its own); the two releases compose
 (the SoK code's 1.5 epsilon is not reproduced).
 
 The block fits are independent: :func:`block_votes` is the unit of work that
-``pipelines.two_stage`` runs on Dask workers, and :meth:`TwoStageSelector.fit_votes`
+``dpdist.pipelines.two_stage`` runs on Dask workers, and :meth:`TwoStageSelector.fit_votes`
 releases from the summed votes with a public m.
 """
 
@@ -124,7 +124,7 @@ def truncated_vote(coef: np.ndarray, s: int) -> np.ndarray:
 
 def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarray:
     """One block's vote: at most s feature indices (on Dask, a group of blocks is the unit of
-    parallel work: ``pipelines.two_stage``). On the block's
+    parallel work: ``dpdist.pipelines.two_stage``). On the block's
     own columns: they ascend, so the vote (ties broken by column) is the one on all columns."""
     cols, coef = _block_lasso(X_b, y_b, alpha)
     vote = truncated_vote(coef, s)

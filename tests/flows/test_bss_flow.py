@@ -15,8 +15,8 @@ import pytest
 from conftest import dpdist, flow_env, small_config, write_config
 
 from dpdist.privacy.accountant import Accountant
-from flows.config import load_config
-from flows.plan import bss_selector, plan
+from dpdist.flows.config import load_config
+from dpdist.flows.plan import bss_selector, plan
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""flows.console: a run's console handler prints a full disk's failure in one line."""
+"""dpdist.flows.console: a run's console handler prints a full disk's failure in one line."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from prefect.logging.configuration import DEFAULT_LOGGING_SETTINGS_PATH, load_lo
 
 from dpdist.cli import _CONSOLE_HANDLER
 from dpdist.exceptions import LedgerUnavailable, file_failure
-from flows.console import RunConsoleHandler
+from dpdist.flows.console import RunConsoleHandler
 
 
 def _printed(exc: BaseException) -> str:

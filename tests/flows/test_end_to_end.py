@@ -286,7 +286,7 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
                                               train={"epsilon": [1.0], "features": "dp-sis"}))
     env = flow_env(tmp_path, prefect_server)
     log = open(tmp_path / "serve.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "flows.serve", "--name", "test-deploy", "--cron", "0 2 * * *",
+    server = subprocess.Popen([sys.executable, "-m", "dpdist.flows.serve", "--name", "test-deploy", "--cron", "0 2 * * *",
                                "--config", str(cfg)], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = prefect_server["url"]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.config import ConfigError, load_config
-from flows.train import fit_params
-from flows.runtime import LOOPBACK, slurm_kwargs
+from dpdist.flows.config import ConfigError, load_config
+from dpdist.flows.train import fit_params
+from dpdist.flows.runtime import LOOPBACK, slurm_kwargs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,7 +125,7 @@ def test_missing_jobqueue_file_is_a_config_error(tmp_path: Path) -> None:
 
 def test_bss_methods_are_planned_with_their_selectors_exact_charges() -> None:
     from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
-    from flows.plan import bss_selector, plan
+    from dpdist.flows.plan import bss_selector, plan
 
     cfg = load_config(overrides={"data": {"bounds": "clip"}, "select": {
         "methods": ["bss-top-r", "bss-mistakes"], "k": 4, "epsilon": 2.0, "bss_loss": "hinge", "bss_r": 2.0,
@@ -141,7 +141,7 @@ def test_bss_methods_are_planned_with_their_selectors_exact_charges() -> None:
 
 
 def test_local_cluster_workers_hold_the_solver_and_mip_resources() -> None:
-    from flows.runtime import task_runner
+    from dpdist.flows.runtime import task_runner
 
     runner = task_runner(load_config().cluster)
     assert runner.cluster_kwargs["resources"] == {"solver": 1, "mip": 1}
@@ -149,7 +149,7 @@ def test_local_cluster_workers_hold_the_solver_and_mip_resources() -> None:
 
 def test_local_cluster_memory_limit_is_each_workers(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from dpdist.cli import main
-    from flows.runtime import task_runner
+    from dpdist.flows.runtime import task_runner
 
     assert "memory_limit" not in task_runner(load_config().cluster).cluster_kwargs  # Dask's default: RAM / workers
     path = tmp_path / "mem.toml"

@@ -9,8 +9,8 @@ import pytest
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
-from flows.config import store_paths
-from flows.ingest import check_public_test, public_test_store
+from dpdist.flows.config import store_paths
+from dpdist.flows.ingest import check_public_test, public_test_store
 
 
 def _cfg(tmp_path: Path, public: str) -> SimpleNamespace:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from prefect.states import Failed
 
-import flows.ingest
-import flows.select
+import dpdist.flows.ingest
+import dpdist.flows.select
 from dpdist.exceptions import ParameterError, SolverAborted
-from flows.release import RAW, _not_a_data_error
+from dpdist.flows.release import RAW, _not_a_data_error
 
 
 @pytest.mark.parametrize("exc, retried", [(OSError("disk"), True), (MemoryError(), True), (ImportError("numba"), True),
@@ -21,7 +21,7 @@ def test_raw_tasks_retry_only_what_the_data_cannot_cause(exc: Exception, retried
 
 
 def test_every_raw_task_with_retries_has_the_condition() -> None:
-    tasks = [flows.ingest.make_source, flows.ingest.public_test, flows.ingest.split, flows.select.xty_scores,
-             flows.select.two_stage_votes]
+    tasks = [dpdist.flows.ingest.make_source, dpdist.flows.ingest.public_test, dpdist.flows.ingest.split, dpdist.flows.select.xty_scores,
+             dpdist.flows.select.two_stage_votes]
     assert all(t.retries >= 1 and t.retry_condition_fn is _not_a_data_error for t in tasks)
     assert RAW["retry_condition_fn"] is _not_a_data_error

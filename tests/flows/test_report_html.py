@@ -11,8 +11,8 @@ import pytest
 
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from flows.config import load_config
-from flows.report import write_report
+from dpdist.flows.config import load_config
+from dpdist.flows.report import write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -46,7 +46,7 @@ def _report(tmp_path: Path, replayed: bool = False) -> Path:
               "source": {"store": "s", "n_features": 47236, "task": "binary"}}
     from unittest import mock
 
-    with mock.patch("flows.report.create_markdown_artifact"), mock.patch("flows.report.create_table_artifact"):
+    with mock.patch("dpdist.flows.report.create_markdown_artifact"), mock.patch("dpdist.flows.report.create_table_artifact"):
         files = write_report(cfg, "flow-run-id", stores, selection, models, evaluation)
     return Path(files["html"])
 
@@ -107,11 +107,11 @@ def test_support_recall_names_the_size_of_the_true_support(tmp_path: Path) -> No
 
 
 def test_accuracy_plot_has_the_references_on_the_full_scale(tmp_path: Path, monkeypatch) -> None:
-    import flows.report
+    import dpdist.flows.report
 
     figures = []
-    close = flows.report.plt.close
-    monkeypatch.setattr(flows.report.plt, "close", lambda fig=None: (figures.append(fig), close(fig)))
+    close = dpdist.flows.report.plt.close
+    monkeypatch.setattr(dpdist.flows.report.plt, "close", lambda fig=None: (figures.append(fig), close(fig)))
     _report(tmp_path)
     (fig,) = [f for f in figures if f.get_suptitle() == "privacy-utility"]
     for ax, metric in zip(fig.axes, ("accuracy", "auc")):

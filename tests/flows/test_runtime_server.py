@@ -1,4 +1,4 @@
-"""``flows.runtime.prefect_api``: a temporary Prefect server that cannot start is one line (exit 1)."""
+"""``dpdist.flows.runtime.prefect_api``: a temporary Prefect server that cannot start is one line (exit 1)."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ import pytest
 from conftest import (REPO, assert_refuses_strangers, flow_env, small_config, tls_credentials, tls_security,
                       write_config)
 
-from flows.config import ClusterConfig, load_config
-from flows.runtime import (LOOPBACK, _dashboard_link_template, client_dashboard_link, cluster_security,
+from dpdist.flows.config import ClusterConfig, load_config
+from dpdist.flows.runtime import (LOOPBACK, _dashboard_link_template, client_dashboard_link, cluster_security,
                            task_runner)
 
 

@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO, assert_refuses_strangers, dpdist, flow_env, ledger_keys, small_config, write_config
 
 from dpdist.privacy.accountant import Accountant
-from flows.config import ClusterConfig
-from flows.runtime import LOOPBACK, cluster_security, task_runner
+from dpdist.flows.config import ClusterConfig
+from dpdist.flows.runtime import LOOPBACK, cluster_security, task_runner
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ from dpdist.data.split import key_id, split_store
 from dpdist.data.store import open_store, write_store
 from dpdist.exceptions import BudgetExceeded
 from dpdist.privacy.accountant import Accountant
-from flows.config import load_config
-from flows.ingest import store_summary
-from flows.plan import preflight
+from dpdist.flows.config import load_config
+from dpdist.flows.ingest import store_summary
+from dpdist.flows.plan import preflight
 
 
 def _halves(tmp_path: Path) -> Path:
@@ -54,7 +54,7 @@ def test_the_plan_of_a_run_on_a_half_is_checked_against_the_sources_budget(tmp_p
 
 
 def test_halves_are_reused_only_for_the_same_source_store(tmp_path: Path) -> None:
-    from flows.ingest import _is_split_of
+    from dpdist.flows.ingest import _is_split_of
 
     root = _halves(tmp_path)
     src, half = open_store(root / "src").dataset_id, open_store(root / "tr").dataset_id

@@ -13,7 +13,7 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.top_r import top_r_list
-from pipelines.best_subset import MIP_RESOURCE, DaskExecutor, ProblemSpec, select_store
+from dpdist.pipelines.best_subset import MIP_RESOURCE, DaskExecutor, ProblemSpec, select_store
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from dpdist.data.store import write_store
 from dpdist.gradient_models import DPGDClassifier, DPIHTClassifier
 from dpdist.solvers.dp_iht import dp_iht
 from dpdist.solvers.dp_sgd import dp_sgd
-from pipelines.dp_gd import dp_gd_store, fit_dask
+from dpdist.pipelines.dp_gd import dp_gd_store, fit_dask
 
 pytestmark = pytest.mark.slow
 

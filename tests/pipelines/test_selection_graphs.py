@@ -15,8 +15,8 @@ from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import ParameterError
 from dpdist.selection.sis import correlation_scores as in_memory_scores
 from dpdist.selection.sis import store_scores
-from pipelines.sis import _coded_target, _piece_xty, _small_codes, correlation_scores, xty_graph
-from pipelines.two_stage import block_vote_counts
+from dpdist.pipelines.sis import _coded_target, _piece_xty, _small_codes, correlation_scores, xty_graph
+from dpdist.pipelines.two_stage import block_vote_counts
 
 
 def _column_xty(indptr, indices, data, values, codes, clip, out, cuts=(), spans=None):
@@ -79,7 +79,7 @@ def test_dask_scores_equal_single_process(client, store):
 def _later_for_the_first_columns(on: bool) -> None:
     """On a worker: make ``_columns_xty`` finish the first range 1.5 s late, after the others (or
     undo it)."""
-    import pipelines.sis as sis_mod
+    import dpdist.pipelines.sis as sis_mod
     if not on:
         sis_mod._columns_xty = sis_mod.__dict__.pop("_plain_columns_xty", sis_mod._columns_xty)
         return
@@ -94,7 +94,7 @@ def _later_for_the_first_columns(on: bool) -> None:
 
 
 def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, store, monkeypatch):
-    import pipelines.sis as sis_mod
+    import dpdist.pipelines.sis as sis_mod
     path, X, y = store
     want = in_memory_scores(X, y)
     ended = []
@@ -122,7 +122,7 @@ def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, st
 def test_a_cancelled_range_raises_and_the_others_are_cancelled(client, store, monkeypatch):
     from concurrent.futures import CancelledError
 
-    import pipelines.sis as sis_mod
+    import dpdist.pipelines.sis as sis_mod
     path, _, _ = store
     plain, cancelled = sis_mod.as_completed, []
 
@@ -170,7 +170,7 @@ def test_the_target_is_coded_before_its_map_and_bound(tmp_path, task, kind, boun
     bits of mapping and bounding y itself; a violation is refused as on y."""
     from dpdist.data.transforms import check_target_bound, clip_target
     from dpdist.selection.sis import store_target
-    from pipelines.sis import _bounded_target
+    from dpdist.pipelines.sis import _bounded_target
     rng = np.random.default_rng(4)
     n = 70_000
     y = {"binary": rng.choice([3.0, 7.0], n), "multiclass": rng.choice([1.0, 2.0, 5.0, 9.0], n),
@@ -299,7 +299,7 @@ def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatc
     import numba
 
     from dpdist.data import store as store_mod
-    from pipelines.sis import _NO_VALUES
+    from dpdist.pipelines.sis import _NO_VALUES
     monkeypatch.setattr(store_mod, "NNZ_CHUNK", 8)
     X = sp.random(50, 6, density=0.5, random_state=1, format="lil")
     X[X.nonzero()] = 1.0
@@ -314,8 +314,8 @@ def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatc
 def test_a_task_runs_a_span_per_cpu_not_given_a_dask_thread_on_its_host(client):
     import os
 
-    from pipelines._placement import host_threads
-    from pipelines.sis import _spans_per_task
+    from dpdist.pipelines._placement import host_threads
+    from dpdist.pipelines.sis import _spans_per_task
     cpus = len(os.sched_getaffinity(0))
     assert _spans_per_task() == cpus  # outside a worker
     assert client.submit(_spans_per_task, pure=False).result() == cpus  # its worker's 1 Dask thread alone
@@ -331,7 +331,7 @@ def test_a_task_runs_a_span_per_cpu_not_given_a_dask_thread_on_its_host(client):
 
 def _record_spans(on: bool) -> list:
     """On a worker: record what each task passes ``_spans_per_task`` (or undo it, returning that)."""
-    import pipelines.sis as sis_mod
+    import dpdist.pipelines.sis as sis_mod
     if on:
         plain = sis_mod.__dict__.setdefault("_plain_spans_per_task", sis_mod._spans_per_task)
         seen = sis_mod.__dict__.setdefault("_seen_host_threads", [])
@@ -342,7 +342,7 @@ def _record_spans(on: bool) -> list:
 
 
 def test_the_tasks_know_the_dask_threads_of_their_host(client, store):
-    from pipelines._placement import host_threads
+    from dpdist.pipelines._placement import host_threads
     path, X, y = store
     try:
         client.run(_record_spans, True)
@@ -357,7 +357,7 @@ def test_a_range_in_many_spans_and_chunks_gives_the_scores(tmp_path, monkeypatch
     """A task's spans run at once in threads, each through its own chunk buffers (64-entry
     chunks here: every span reads many, and the spans share their boundary chunks), with empty
     columns at the cuts; duplicated (i, j) entries are summed before the bound."""
-    import pipelines.sis as sis_mod
+    import dpdist.pipelines.sis as sis_mod
     from dpdist.data import store as store_mod
     from dpdist.selection.sis import store_target
     monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
@@ -465,7 +465,7 @@ def test_two_stage_graph_keys_are_random_tokens(client, store, monkeypatch):
 
 def _store_block_labels(path, m, seed):
     """The block of each row of the store as ``block_vote_counts`` draws them for ``seed``."""
-    import pipelines.two_stage as ts
+    import dpdist.pipelines.two_stage as ts
     bounds = open_store(path).row_bounds()
     seeds = ts._chunk_seeds(len(bounds), seed)
     return np.concatenate([ts._chunk_labels(s, r1 - r0, m) for s, (r0, r1) in zip(seeds, bounds)])
@@ -475,7 +475,7 @@ def test_block_labels_are_uniform_and_independent_across_chunks():
     """Each row's block is uniform over the m blocks, whatever its chunk (chi-square against the
     exact uniform law, pooled over 40 chunks of fresh OS-entropy seeds), the chunks' draws are not
     repeated, and a seed gives the same labels again."""
-    import pipelines.two_stage as ts
+    import dpdist.pipelines.two_stage as ts
     from scipy.stats import chisquare
     m, rows = 7, 5000
     seeds = ts._chunk_seeds(40, None)
@@ -494,7 +494,7 @@ def test_each_block_of_a_group_is_its_rows_of_the_store_exactly(store, monkeypat
     """The grouped graph (a task per group of blocks) hands each block's LASSO exactly X[rows of
     the block] in ascending order and its targets: every block once, empty ones included (m = 3000
     > n), whether m is below, at or above the number of groups."""
-    import pipelines.two_stage as ts
+    import dpdist.pipelines.two_stage as ts
     from dpdist.selection.sis import store_target
     path, X, _ = store
     st = open_store(path)

@@ -1,5 +1,5 @@
-"""The flow's model fits on a worker (``pipelines.train.fit_store``) and the exact scoring of a public
-test set (``flows.evaluate.public_metrics``), run in process: what ``train.methods =
+"""The flow's model fits on a worker (``dpdist.pipelines.train.fit_store``) and the exact scoring of a public
+test set (``dpdist.flows.evaluate.public_metrics``), run in process: what ``train.methods =
 ["objective-perturbation"]`` and ``evaluate.public_test`` reach (issue 12 item 8, issue 12 Build)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from dpdist.data.store import write_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.evaluation import exact_metrics, sparse_coef
-from flows.evaluate import public_metrics
-from pipelines.train import estimator, fit_store
+from dpdist.flows.evaluate import public_metrics
+from dpdist.pipelines.train import estimator, fit_store
 
 
 @pytest.fixture(scope="module")

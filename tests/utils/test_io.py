@@ -44,7 +44,7 @@ def test_a_write_failing_half_way_keeps_the_old_file_and_no_temporary(tmp_path: 
 
 
 def test_report_plots_are_written_atomically(tmp_path: Path, monkeypatch) -> None:
-    import flows.report as report
+    import dpdist.flows.report as report
 
     written = []
     monkeypatch.setattr(report, "write_bytes_atomic", lambda path, data: written.append((path, data[:8])))

@@ -8,7 +8,7 @@
 * :mod:`.top_r`, :mod:`.mistakes` -- the two mechanisms and their selectors;
 * :mod:`.brute_force` -- enumeration, the reference for small p;
 * :mod:`.mcmc` -- the Roy-Tewari MCMC baseline (experiments only);
-* :mod:`.executor` -- where the work units run (in process; Dask in ``pipelines.best_subset``).
+* :mod:`.executor` -- where the work units run (in process; Dask in ``dpdist.pipelines.best_subset``).
 """
 
 from dpdist.selection.best_subset.mistakes import BSSMistakesSelector

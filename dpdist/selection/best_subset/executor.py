@@ -1,7 +1,7 @@
 """Where the independent work units run.
 
 The BSS procedures are written against a small executor interface, so the library runs in
-one process while ``pipelines.best_subset`` runs the same units on a Dask cluster:
+one process while ``dpdist.pipelines.best_subset`` runs the same units on a Dask cluster:
 
 * ``call(fn, item)`` -> ``fn(problem, item)`` anywhere (IHT, single evaluations);
 * ``map(fn, items)`` -> ``[fn(problem, item) for item in items]`` (one-swap evaluations);

@@ -3,7 +3,7 @@
 Procedure (R = 1 + s(p - s), public):
 
 1. Centre C: IHT warm start, then one-swap local search (``iht``), which also gives F at
-   all s(p - s) one-swaps of C (a Dask map over workers in ``pipelines.best_subset``).
+   all s(p - s) one-swaps of C (a Dask map over workers in ``dpdist.pipelines.best_subset``).
 2. List L = {C} ∪ {one-swaps of C}, t = max_{S in L} F(S).
 3. Certificate (one SCIP tree on a ``mip`` worker, ``oa``, collecting mode): over the
    supports with at least two mistakes from C (sum_{j in C} z_j <= s - 2), objective limit

@@ -1,0 +1,25 @@
+"""Installed as one package: ``pip install .`` adds the top-level name dpdist and nothing else."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_only_dpdist(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(REPO)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (wheel,) = tmp_path.glob("dpdist-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"dpdist"}
+    assert "dpdist/flows/defaults.toml" in names and "dpdist/pipelines/dp_gd.py" in names
+    assert not any(n.startswith(("flows/", "pipelines/", "tests/", "benchmarks/")) for n in names)
