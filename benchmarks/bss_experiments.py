@@ -46,15 +46,13 @@ from scipy.special import logsumexp
 
 from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import SolverAborted
-from dpdist.privacy.mechanisms import gumbel_max
 from dpdist.selection.best_subset import BSSMistakesSelector
 from dpdist.selection.best_subset.brute_force import enumerate_values
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.mcmc import RoyTewariMCMC
 from dpdist.selection.best_subset.mistakes import center_and_gap, mistakes_buckets
 from dpdist.selection.best_subset.objective import make_problem
-from dpdist.selection.best_subset.samplers import (mistakes_log_weights, mistakes_sample, top_r_log_weights,
-                                                   top_r_sample)
+from dpdist.selection.best_subset.samplers import mistakes_log_weights, mistakes_sample, top_r_log_weights, top_r_sample
 from dpdist.selection.best_subset.top_r import top_r_list
 from dpdist.selection.two_stage import TwoStageSelector
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
@@ -74,9 +72,19 @@ def data(n: int, p: int, s: int, seed: int, hinge: bool = False) -> tuple[np.nda
 # --------------------------------------------------------------------------- our methods
 
 
-def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b: float, draws: int,
-                rng: np.random.Generator, truth: tuple[int, ...], methods: set[str],
-                time_limit: float = 600.0) -> dict[str, dict[str, Any]]:
+def bss_methods(
+    X: np.ndarray,
+    y: np.ndarray,
+    s: int,
+    loss: str,
+    ridge: float,
+    b: float,
+    draws: int,
+    rng: np.random.Generator,
+    truth: tuple[int, ...],
+    methods: set[str],
+    time_limit: float = 600.0,
+) -> dict[str, dict[str, Any]]:
     """Draws and exact P(true) of the four BSS variants on one data set (one list / one bucket pass).
 
     A refusal (a MIP time limit) releases nothing: every draw of that method is a miss.
@@ -103,8 +111,11 @@ def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b
             logw = top_r_log_weights(values, p, s, c)
             logw -= logsumexp(logw)
             supports = [lst.support(int(k)) for k in idx]
-            p_true = math.exp(logw[supports.index(truth)]) if truth in supports else \
-                math.exp(logw[-1]) / (math.comb(p, s) - len(values))
+            p_true = (
+                math.exp(logw[supports.index(truth)])
+                if truth in supports
+                else math.exp(logw[-1]) / (math.comb(p, s) - len(values))
+            )
             got = top_r_sample(values, p, s, c, rng, lambda k: lst.support(int(idx[k])), lst.is_listed, size=draws)
             out[name] = {"draws": got, "p_true": p_true, "seconds": secs, "refused": False}
     if methods & {"mistakes (PTR)", "mistakes (paper)"}:
@@ -113,23 +124,32 @@ def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b
             center, f0, f1, _, best_one = center_and_gap(ex, tau, time_limit=time_limit)
         except SolverAborted:
             center = None
-        sel = BSSMistakesSelector(s=s, epsilon=EPS, delta=DELTA, loss=loss, r=R_BALL, ridge=ridge, x_bound=b,
-                                  y_bound=b, tol=TOL)
+        sel = BSSMistakesSelector(
+            s=s, epsilon=EPS, delta=DELTA, loss=loss, r=R_BALL, ridge=ridge, x_bound=b, y_bound=b, tol=TOL
+        )
         for name, mode in (("mistakes (PTR)", "ptr"), ("mistakes (paper)", "paper")):
             if name not in methods:
                 continue
             sel.set_params(mode=mode)
             eps1, c = sel.rates(delta_f)
             if center is None:
-                out[name] = {"draws": [None] * draws, "p_true": 0.0, "seconds": time.perf_counter() - t0,
-                             "refused": True}
+                out[name] = {
+                    "draws": [None] * draws,
+                    "p_true": 0.0,
+                    "seconds": time.perf_counter() - t0,
+                    "refused": True,
+                }
                 continue
             bucket_tau = tau if mode == "ptr" else 5e-3 * abs(f0)
             try:
                 buckets = mistakes_buckets(ex, center, f0, f1, bucket_tau, c, sel.horizon, time_limit, best_one)
             except SolverAborted:
-                out[name] = {"draws": [None] * draws, "p_true": 0.0, "seconds": time.perf_counter() - t0,
-                             "refused": True}
+                out[name] = {
+                    "draws": [None] * draws,
+                    "p_true": 0.0,
+                    "seconds": time.perf_counter() - t0,
+                    "refused": True,
+                }
                 continue
             j_true = len(set(truth) - set(center))
             if mode == "ptr":
@@ -159,8 +179,17 @@ def bss_methods(X: np.ndarray, y: np.ndarray, s: int, loss: str, ridge: float, b
     return out
 
 
-def baselines(X: np.ndarray, y: np.ndarray, s: int, b: float, draws: int, rng: np.random.Generator,
-              methods: set[str], mcmc_draws: int, sa_draws: int) -> dict[str, dict[str, Any]]:
+def baselines(
+    X: np.ndarray,
+    y: np.ndarray,
+    s: int,
+    b: float,
+    draws: int,
+    rng: np.random.Generator,
+    methods: set[str],
+    mcmc_draws: int,
+    sa_draws: int,
+) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if "MCMC" in methods:
         t0 = time.perf_counter()
@@ -174,8 +203,7 @@ def baselines(X: np.ndarray, y: np.ndarray, s: int, b: float, draws: int, rng: n
         for _ in range(sa_draws):
             sel = TwoStageSelector(k=s, epsilon=EPS, alpha=20.0 / (n / m), n_blocks=m, random_state=rng).fit(X, y)
             got.append(tuple(int(j) for j in sel.features_))
-        out["Samp-Agg"] = {"draws": got, "p_true": float("nan"), "seconds": time.perf_counter() - t0,
-                           "refused": False}
+        out["Samp-Agg"] = {"draws": got, "p_true": float("nan"), "seconds": time.perf_counter() - t0, "refused": False}
     return out
 
 
@@ -186,8 +214,9 @@ def recovered(draws: list[Any], truth: tuple[int, ...]) -> float:
 # ----------------------------------------------------------------------------- experiments
 
 
-def recovery_vs_n(args: argparse.Namespace, loss: str, p: int, ns: list[int], ridge: float,
-                  methods: list[str]) -> list[dict[str, Any]]:
+def recovery_vs_n(
+    args: argparse.Namespace, loss: str, p: int, ns: list[int], ridge: float, methods: list[str]
+) -> list[dict[str, Any]]:
     rows = []
     for n in ns:
         for trial in range(args.trials):
@@ -197,11 +226,26 @@ def recovery_vs_n(args: argparse.Namespace, loss: str, p: int, ns: list[int], ri
             res = bss_methods(X, y, 5, loss, ridge, 0.5, args.draws, rng, truth, set(methods), limit)
             res |= baselines(X, y, 5, 0.5, args.draws, rng, set(methods), args.draws, args.sa_draws)
             for name, r in res.items():
-                rows.append({"loss": loss, "p": p, "n": n, "trial": trial, "method": name,
-                             "recovered": recovered(r["draws"], truth), "p_true": r["p_true"],
-                             "refused": int(r["refused"]), "seconds": r["seconds"], "draws": len(r["draws"])})
-            print(f"  {loss} p={p} n={n} trial {trial}: " + ", ".join(
-                f"{k} {recovered(v['draws'], truth):.2f}" for k, v in res.items()), file=sys.stderr, flush=True)
+                rows.append(
+                    {
+                        "loss": loss,
+                        "p": p,
+                        "n": n,
+                        "trial": trial,
+                        "method": name,
+                        "recovered": recovered(r["draws"], truth),
+                        "p_true": r["p_true"],
+                        "refused": int(r["refused"]),
+                        "seconds": r["seconds"],
+                        "draws": len(r["draws"]),
+                    }
+                )
+            print(
+                f"  {loss} p={p} n={n} trial {trial}: "
+                + ", ".join(f"{k} {recovered(v['draws'], truth):.2f}" for k, v in res.items()),
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
 
 
@@ -212,11 +256,20 @@ def ablation(args: argparse.Namespace, what: str, values: list[float]) -> list[d
         for trial in range(args.trials):
             X, y, truth = data(4000, 100, 5, 77 + trial)
             rng = np.random.default_rng(trial)
-            res = bss_methods(X, y, 5, "squared", ridge, b, args.draws, rng, truth,
-                              {"top-R", "mistakes (PTR)", "mistakes (paper)"})
+            res = bss_methods(
+                X, y, 5, "squared", ridge, b, args.draws, rng, truth, {"top-R", "mistakes (PTR)", "mistakes (paper)"}
+            )
             for name, r in res.items():
-                rows.append({"ablation": what, "value": v, "trial": trial, "method": name,
-                             "recovered": recovered(r["draws"], truth), "p_true": r["p_true"]})
+                rows.append(
+                    {
+                        "ablation": what,
+                        "value": v,
+                        "trial": trial,
+                        "method": name,
+                        "recovered": recovered(r["draws"], truth),
+                        "p_true": r["p_true"],
+                    }
+                )
         print(f"  ablation {what}={v}", file=sys.stderr, flush=True)
     return rows
 
@@ -232,14 +285,22 @@ def r_sweep(args: argparse.Namespace, Rs: list[int]) -> list[dict[str, Any]]:
         supports, values = enumerate_values(P)
         order = np.argsort(values, kind="stable")
         true_idx = int(np.flatnonzero((supports == np.array(truth)).all(axis=1))[0])
-        for method, c in (("top-R (brute force)", EPS / (P.delta * (1 + 4 * TOL))),
-                          ("top-R (brute force, seed cal.)", EPS / (2 * P.delta))):
+        for method, c in (
+            ("top-R (brute force)", EPS / (P.delta * (1 + 4 * TOL))),
+            ("top-R (brute force, seed cal.)", EPS / (2 * P.delta)),
+        ):
             for R in Rs:
                 t = values[order[R - 1]]
                 logp = -c * np.minimum(values, t)
-                rows.append({"method": method, "R": R, "trial": trial,
-                             "p_true": float(np.exp(logp[true_idx] - logsumexp(logp))),
-                             "bucket_edges": f"{edges[0]}/{edges[1]}"})
+                rows.append(
+                    {
+                        "method": method,
+                        "R": R,
+                        "trial": trial,
+                        "p_true": float(np.exp(logp[true_idx] - logsumexp(logp))),
+                        "bucket_edges": f"{edges[0]}/{edges[1]}",
+                    }
+                )
     return rows
 
 
@@ -259,6 +320,7 @@ def utility(args: argparse.Namespace, ns: list[int]) -> list[dict[str, Any]]:
             P = make_problem(Xtr, ytr, 5, "squared", R_BALL, 120.0, 0.5, 0.5, "clip")
             ex = LocalExecutor(P)
             from dpdist.selection.best_subset.oa import evaluate_unit
+
             center, f0, *_ = center_and_gap(ex, TOL * P.delta, 600)
             for name, r in res.items():
                 losses, mses = [], []
@@ -269,10 +331,17 @@ def utility(args: argparse.Namespace, ns: list[int]) -> list[dict[str, Any]]:
                     losses.append((ex.call(evaluate_unit, (S, 1e-9))[0] - f0) / Xtr.shape[0])
                     model = ObjectivePerturbation("squared", EPS, random_state=rng).fit(Xtr[:, list(S)], ytr)
                     mses.append(float(np.mean((Xte[:, list(S)] @ model.coef_ - yte) ** 2)))
-                rows.append({"n": n, "trial": trial, "method": name,
-                             "utility_loss": float(np.mean(losses)) if losses else float("nan"),
-                             "test_mse": float(np.mean(mses)) if mses else float("nan"),
-                             "released": len(losses), "draws": len(r["draws"])})
+                rows.append(
+                    {
+                        "n": n,
+                        "trial": trial,
+                        "method": name,
+                        "utility_loss": float(np.mean(losses)) if losses else float("nan"),
+                        "test_mse": float(np.mean(mses)) if mses else float("nan"),
+                        "released": len(losses),
+                        "draws": len(r["draws"]),
+                    }
+                )
         print(f"  utility n={n}", file=sys.stderr, flush=True)
     return rows
 
@@ -320,12 +389,13 @@ def plot(path: Path, summary: dict, xs: list, methods: list[str], xlabel: str, y
 
 
 def table(summary: dict, xs: list, methods: list[str], xname: str, fmt: str = "{:.3f}") -> list[str]:
-    lines = [f"| method | " + " | ".join(f"{xname}={x}" for x in xs) + " |",
-             "| --- |" + " --- |" * len(xs)]
+    lines = ["| method | " + " | ".join(f"{xname}={x}" for x in xs) + " |", "| --- |" + " --- |" * len(xs)]
     for m in methods:
         if any((m, x) in summary for x in xs):
-            cells = [fmt.format(summary[(m, x)][0]) + " ± " + fmt.format(summary[(m, x)][1])
-                     if (m, x) in summary else "" for x in xs]
+            cells = [
+                fmt.format(summary[(m, x)][0]) + " ± " + fmt.format(summary[(m, x)][1]) if (m, x) in summary else ""
+                for x in xs
+            ]
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return lines
 
@@ -365,16 +435,26 @@ def merge_tables(old: str, new: str) -> str:
     merged.update({k: v for k, v in new_sec.items() if k != CHECKS})
 
     def rows(sec: list[str]) -> dict[str, str]:
-        return {line.split("|")[1].strip(): line for line in sec if line.startswith("| ") and
-                not line.startswith("| claim") and not line.startswith("| ---")}
+        return {
+            line.split("|")[1].strip(): line
+            for line in sec
+            if line.startswith("| ") and not line.startswith("| claim") and not line.startswith("| ---")
+        }
 
     checks = rows(old_sec.get(CHECKS, [])) | rows(new_sec.get(CHECKS, []))
     total = [line for line in new_sec.get(CHECKS, []) if line.startswith("Total time")]
     out = list(head)
     for k, v in merged.items():
         out += [k, *v]
-    out += [CHECKS, "", "| claim | here | numbers |", "| --- | --- | --- |", *checks.values(), "",
-            *(f"{t} (the partial run)" for t in total)]
+    out += [
+        CHECKS,
+        "",
+        "| claim | here | numbers |",
+        "| --- | --- | --- |",
+        *checks.values(),
+        "",
+        *(f"{t} (the partial run)" for t in total),
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -403,103 +483,207 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    md = ["# Seed 002 experiments (DP best subset selection): results", "",
-          f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`; trials per point {args.trials}, "
-          f"draws per trial {args.draws} (Samp-Agg {args.sa_draws}); load average at start "
-          f"{os.getloadavg()[0]:.2f}. Selection epsilon = {EPS}; mistakes (PTR) delta = {DELTA}.",
-          "`recovered` = fraction of draws equal to the true support (mean ± s.e. over trials).", ""]
+    md = [
+        "# Seed 002 experiments (DP best subset selection): results",
+        "",
+        f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`; trials per point {args.trials}, "
+        f"draws per trial {args.draws} (Samp-Agg {args.sa_draws}); load average at start "
+        f"{os.getloadavg()[0]:.2f}. Selection epsilon = {EPS}; mistakes (PTR) delta = {DELTA}.",
+        "`recovered` = fraction of draws equal to the true support (mean ± s.e. over trials).",
+        "",
+    ]
     checks = []
     if "ls" in only:
         rows = recovery_vs_n(args, "squared", 100, ns, 120.0, ORDER)
         write_csv(out / "recovery_ls.csv", rows)
         summ = summarise(rows, "n")
-        plot(out / "recovery_ls.png", summ, ns, ORDER, "n", "fraction exactly recovered",
-             "Least squares, p=100, s=5, SNR 5, rho 0.1, eps=1")
+        plot(
+            out / "recovery_ls.png",
+            summ,
+            ns,
+            ORDER,
+            "n",
+            "fraction exactly recovered",
+            "Least squares, p=100, s=5, SNR 5, rho 0.1, eps=1",
+        )
         ptrue = summarise([r for r in rows if not math.isnan(r["p_true"])], "n", "p_true")
-        md += ["## Recovery vs n, least squares (p = 100, s = 5) -- seed Fig. 1(a)", "",
-               *table(summ, ns, ORDER, "n"), "", "Exact P(release = true support) of our mechanisms:", "",
-               *table(ptrue, ns, ["top-R", "top-R (seed cal.)", "mistakes (PTR)"], "n"), "",
-               "![recovery](recovery_ls.png)", ""]
+        md += [
+            "## Recovery vs n, least squares (p = 100, s = 5) -- seed Fig. 1(a)",
+            "",
+            *table(summ, ns, ORDER, "n"),
+            "",
+            "Exact P(release = true support) of our mechanisms:",
+            "",
+            *table(ptrue, ns, ["top-R", "top-R (seed cal.)", "mistakes (PTR)"], "n"),
+            "",
+            "![recovery](recovery_ls.png)",
+            "",
+        ]
         first, last = ns[0], ns[-1]
         for m in ("top-R", "mistakes (PTR)", "mistakes (paper)"):
-            checks.append(check(f"{m}: recovery rises with n", summ[(m, last)][0] >= summ[(m, first)][0],
-                                f"{summ[(m, first)][0]:.2f} at n={first} -> {summ[(m, last)][0]:.2f} at n={last}"))
+            checks.append(
+                check(
+                    f"{m}: recovery rises with n",
+                    summ[(m, last)][0] >= summ[(m, first)][0],
+                    f"{summ[(m, first)][0]:.2f} at n={first} -> {summ[(m, last)][0]:.2f} at n={last}",
+                )
+            )
         # the seed says "for large enough n"; at the largest n several curves reach 1, so the
         # comparison statistic is the mean recovery over the whole n grid (area under the curve)
         avg = {m: float(np.mean([summ[(m, n)][0] for n in ns])) for m in ORDER}
-        checks.append(check("seed calibration: mistakes > top-R (mean over n)",
-                            avg["mistakes (paper)"] > avg["top-R (seed cal.)"],
-                            f"mistakes (paper) {avg['mistakes (paper)']:.2f} vs top-R (seed cal.) "
-                            f"{avg['top-R (seed cal.)']:.2f}"))
-        checks.append(check("our calibration: mistakes (PTR) > top-R (mean over n)",
-                            avg["mistakes (PTR)"] > avg["top-R"], f"{avg['mistakes (PTR)']:.2f} vs {avg['top-R']:.2f}"))
-        checks.append(check("top-R > MCMC and Samp-Agg (mean over n)", avg["top-R"] > max(avg["MCMC"], avg["Samp-Agg"]),
-                            f"top-R {avg['top-R']:.2f}, MCMC {avg['MCMC']:.2f}, Samp-Agg {avg['Samp-Agg']:.2f}"))
-        checks.append(check("top-R (seed cal.) > MCMC and Samp-Agg (mean over n)",
-                            avg["top-R (seed cal.)"] > max(avg["MCMC"], avg["Samp-Agg"]),
-                            f"top-R (seed cal.) {avg['top-R (seed cal.)']:.2f}"))
+        checks.append(
+            check(
+                "seed calibration: mistakes > top-R (mean over n)",
+                avg["mistakes (paper)"] > avg["top-R (seed cal.)"],
+                f"mistakes (paper) {avg['mistakes (paper)']:.2f} vs top-R (seed cal.) {avg['top-R (seed cal.)']:.2f}",
+            )
+        )
+        checks.append(
+            check(
+                "our calibration: mistakes (PTR) > top-R (mean over n)",
+                avg["mistakes (PTR)"] > avg["top-R"],
+                f"{avg['mistakes (PTR)']:.2f} vs {avg['top-R']:.2f}",
+            )
+        )
+        checks.append(
+            check(
+                "top-R > MCMC and Samp-Agg (mean over n)",
+                avg["top-R"] > max(avg["MCMC"], avg["Samp-Agg"]),
+                f"top-R {avg['top-R']:.2f}, MCMC {avg['MCMC']:.2f}, Samp-Agg {avg['Samp-Agg']:.2f}",
+            )
+        )
+        checks.append(
+            check(
+                "top-R (seed cal.) > MCMC and Samp-Agg (mean over n)",
+                avg["top-R (seed cal.)"] > max(avg["MCMC"], avg["Samp-Agg"]),
+                f"top-R (seed cal.) {avg['top-R (seed cal.)']:.2f}",
+            )
+        )
     if "hinge" in only:
         h_args = argparse.Namespace(**{**vars(args), "trials": args.hinge_trials})
         hm = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "Samp-Agg"]
         rows = recovery_vs_n(h_args, "hinge", 1000, hinge_ns, 100.0, hm)
         write_csv(out / "recovery_hinge.csv", rows)
         summ = summarise(rows, "n")
-        plot(out / "recovery_hinge.png", summ, hinge_ns, hm, "n", "fraction exactly recovered",
-             "Hinge, p=1000, s=5, SNR 5, rho 0.1, eps=1")
+        plot(
+            out / "recovery_hinge.png",
+            summ,
+            hinge_ns,
+            hm,
+            "n",
+            "fraction exactly recovered",
+            "Hinge, p=1000, s=5, SNR 5, rho 0.1, eps=1",
+        )
         refused = summarise(rows, "n", "refused")
-        md += ["## Recovery vs n, hinge loss (p = 1000, s = 5) -- seed Fig. 1(b)", "",
-               f"{args.hinge_trials} trial(s) per n; MIP time limit {args.hinge_time_limit:g} s (a refusal releases "
-               "nothing: all its draws count as misses).", "", *table(summ, hinge_ns, hm, "n"), "",
-               "Fraction of trials refused (MIP time limit; mistakes (PTR) also when its gap test fails is *not* "
-               "counted here -- that is a release of 'nothing'):", "",
-               *table(refused, hinge_ns, ["top-R", "mistakes (PTR)", "mistakes (paper)"], "n"), "",
-               "![hinge](recovery_hinge.png)", ""]
+        md += [
+            "## Recovery vs n, hinge loss (p = 1000, s = 5) -- seed Fig. 1(b)",
+            "",
+            f"{args.hinge_trials} trial(s) per n; MIP time limit {args.hinge_time_limit:g} s (a refusal releases "
+            "nothing: all its draws count as misses).",
+            "",
+            *table(summ, hinge_ns, hm, "n"),
+            "",
+            "Fraction of trials refused (MIP time limit; mistakes (PTR) also when its gap test fails is *not* "
+            "counted here -- that is a release of 'nothing'):",
+            "",
+            *table(refused, hinge_ns, ["top-R", "mistakes (PTR)", "mistakes (paper)"], "n"),
+            "",
+            "![hinge](recovery_hinge.png)",
+            "",
+        ]
         havg = {m: float(np.mean([summ[(m, n)][0] for n in hinge_ns])) for m in hm}
-        checks.append(check("hinge: mistakes > top-R > Samp-Agg (seed calibration, mean over n)",
-                            havg["mistakes (paper)"] > havg["top-R (seed cal.)"] > havg["Samp-Agg"],
-                            ", ".join(f"{m} {havg[m]:.2f}" for m in hm)))
+        checks.append(
+            check(
+                "hinge: mistakes > top-R > Samp-Agg (seed calibration, mean over n)",
+                havg["mistakes (paper)"] > havg["top-R (seed cal.)"] > havg["Samp-Agg"],
+                ", ".join(f"{m} {havg[m]:.2f}" for m in hm),
+            )
+        )
     if "ablations" in only:
         am = ["top-R", "mistakes (PTR)", "mistakes (paper)"]
         for what, values in (("b_x", bxs), ("ridge", ridges)):
             rows = ablation(args, what, values)
             write_csv(out / f"ablation_{what}.csv", rows)
             summ = summarise(rows, "value")
-            plot(out / f"ablation_{what}.png", summ, values, am, what, "fraction exactly recovered",
-                 f"Ablation of {what} (n=4000, p=100, s=5" + (", ridge 300)" if what == "b_x" else ")"))
-            md += [f"## Ablation: {what} (n = 4000" + (", ridge 300, b_y = b_x" if what == "b_x" else "") + ")", "",
-                   *table(summ, values, am, what), "", f"![{what}](ablation_{what}.png)", ""]
+            plot(
+                out / f"ablation_{what}.png",
+                summ,
+                values,
+                am,
+                what,
+                "fraction exactly recovered",
+                f"Ablation of {what} (n=4000, p=100, s=5" + (", ridge 300)" if what == "b_x" else ")"),
+            )
+            md += [
+                f"## Ablation: {what} (n = 4000" + (", ridge 300, b_y = b_x" if what == "b_x" else "") + ")",
+                "",
+                *table(summ, values, am, what),
+                "",
+                f"![{what}](ablation_{what}.png)",
+                "",
+            ]
             for m in ("top-R", "mistakes (paper)"):
                 means = [summ[(m, v)][0] for v in values]
                 if what == "b_x":
                     k = int(np.argmax(means))
-                    checks.append(check(f"b_x ablation ({m}): an intermediate b_x is best",
-                                        0 < k < len(values) - 1 or means[k] == means[1],
-                                        ", ".join(f"{v}: {x:.2f}" for v, x in zip(values, means))))
+                    checks.append(
+                        check(
+                            f"b_x ablation ({m}): an intermediate b_x is best",
+                            0 < k < len(values) - 1 or means[k] == means[1],
+                            ", ".join(f"{v}: {x:.2f}" for v, x in zip(values, means)),
+                        )
+                    )
                 else:
-                    checks.append(check(f"ridge ablation ({m}): the largest ridge hurts", means[-1] < max(means),
-                                        ", ".join(f"{v:g}: {x:.2f}" for v, x in zip(values, means))))
+                    checks.append(
+                        check(
+                            f"ridge ablation ({m}): the largest ridge hurts",
+                            means[-1] < max(means),
+                            ", ".join(f"{v:g}: {x:.2f}" for v, x in zip(values, means)),
+                        )
+                    )
     if "rsweep" in only:
         rows = r_sweep(args, Rs)
         write_csv(out / "r_sweep.csv", rows)
         rm = ["top-R (brute force)", "top-R (brute force, seed cal.)"]
         summ = summarise(rows, "R", "p_true")
-        plot(out / "r_sweep.png", summ, Rs, rm, "R", "P(release = true support)",
-             "R sweep (p=100, s=3, n=1000, ridge 80); bucket edges 292, 14260")
-        md += ["## Ablation: R (brute-force top-R lists; p = 100, s = 3, n = 1000, ridge 80)", "",
-               "Bucket edges: 1 + s(p - s) = 292 and 292 + C(3,2) C(97,2) = 14260 (the seed's App. D.1.2 "
-               "writes 1+291 and 1+291+13968). Exact P(release = true support).", "", *table(summ, Rs, rm, "R"), "",
-               "![R](r_sweep.png)", ""]
+        plot(
+            out / "r_sweep.png",
+            summ,
+            Rs,
+            rm,
+            "R",
+            "P(release = true support)",
+            "R sweep (p=100, s=3, n=1000, ridge 80); bucket edges 292, 14260",
+        )
+        md += [
+            "## Ablation: R (brute-force top-R lists; p = 100, s = 3, n = 1000, ridge 80)",
+            "",
+            "Bucket edges: 1 + s(p - s) = 292 and 292 + C(3,2) C(97,2) = 14260 (the seed's App. D.1.2 "
+            "writes 1+291 and 1+291+13968). Exact P(release = true support).",
+            "",
+            *table(summ, Rs, rm, "R"),
+            "",
+            "![R](r_sweep.png)",
+            "",
+        ]
         for m in rm:
             means = [summ[(m, R)][0] for R in Rs]
-            checks.append(check(f"R ablation ({m}): a larger R never lowers P(true) (Lemma A.5)",
-                                all(b >= a - 1e-12 for a, b in zip(means, means[1:])),
-                                f"{means[0]:.3f} at R=2 -> {means[-1]:.3f} at R={Rs[-1]}"))
+            checks.append(
+                check(
+                    f"R ablation ({m}): a larger R never lowers P(true) (Lemma A.5)",
+                    all(b >= a - 1e-12 for a, b in zip(means, means[1:])),
+                    f"{means[0]:.3f} at R=2 -> {means[-1]:.3f} at R={Rs[-1]}",
+                )
+            )
             jumps = np.diff(means)
             big_jumps = [Rs[i + 1] for i in np.argsort(-jumps)[:2] if jumps[i] > 1e-3]
-            checks.append(check(f"R ablation ({m}): the large jumps sit at the bucket edges (292, 14260)",
-                                bool(big_jumps) and all(R in (300, 14300) for R in big_jumps),
-                                "increases > 0.001 largest on reaching R = " + (", ".join(map(str, big_jumps)) or
-                                                                               "(none)")))
+            checks.append(
+                check(
+                    f"R ablation ({m}): the large jumps sit at the bucket edges (292, 14260)",
+                    bool(big_jumps) and all(R in (300, 14300) for R in big_jumps),
+                    "increases > 0.001 largest on reaching R = " + (", ".join(map(str, big_jumps)) or "(none)"),
+                )
+            )
     if "utility" in only:
         rows = utility(args, ns)
         write_csv(out / "utility.csv", rows)
@@ -507,11 +691,24 @@ def main() -> None:
         for metric, label in (("utility_loss", "utility loss f(S) - f(S*)"), ("test_mse", "test MSE")):
             summ = summarise([r for r in rows if not math.isnan(r[metric])], "n", metric)
             plot(out / f"{metric}.png", summ, ns, um, "n", label, f"{label}, total eps = 2 (1 + 1)")
-            md += [f"## {label} with stage 2 (objective perturbation), total epsilon 2 -- seed App. D.1.1", "",
-                   *table(summ, ns, um, "n", "{:.4g}"), "", f"![{metric}]({metric}.png)", ""]
+            md += [
+                f"## {label} with stage 2 (objective perturbation), total epsilon 2 -- seed App. D.1.1",
+                "",
+                *table(summ, ns, um, "n", "{:.4g}"),
+                "",
+                f"![{metric}]({metric}.png)",
+                "",
+            ]
         md += ["(Averages over the draws that released a support; a refused mistakes (PTR) test releases none.)", ""]
-    md += [CHECKS, "", "| claim | here | numbers |", "| --- | --- | --- |", *checks, "",
-           f"Total time {time.perf_counter() - t_start:.0f} s."]
+    md += [
+        CHECKS,
+        "",
+        "| claim | here | numbers |",
+        "| --- | --- | --- |",
+        *checks,
+        "",
+        f"Total time {time.perf_counter() - t_start:.0f} s.",
+    ]
     text = "\n".join(md) + "\n"
     if args.only and (out / "table.md").exists():  # a partial run updates its sections of the full table
         text = merge_tables((out / "table.md").read_text(), text)

@@ -126,8 +126,9 @@ def certified_optimum(X, y, s: int, limit: float, rel_gap: float = 1e-4) -> tupl
     ex = LocalExecutor(P)
     inner = TOL * P.delta / 10
     center, f0, _ = local_search(ex, iht(P), inner)
-    res = master_unit(P, MasterJob((center,), inner, center=center, max_common=P.s - 2,
-                                   objlimit=f0 * (1 - rel_gap), time_limit=limit))
+    res = master_unit(
+        P, MasterJob((center,), inner, center=center, max_common=P.s - 2, objlimit=f0 * (1 - rel_gap), time_limit=limit)
+    )
     return (center, res.status), time.perf_counter() - t0
 
 
@@ -164,7 +165,7 @@ def brute_force_seconds(X, y, s: int) -> tuple[bool, float]:
     t0 = time.perf_counter()
     for _ in range(reps):
         for start in range(0, len(supports), 100_000):
-            S = supports[start:start + 100_000]
+            S = supports[start : start + 100_000]
             ls_certify(gram[S[:, :, None], S[:, None, :]], P.Xty[S], P.yty, P.ridge, P.r)
     seconds = time.perf_counter() - t0
     return (False, seconds) if exact else (True, seconds * total / (reps * len(supports)))
@@ -184,12 +185,16 @@ def abess_peer(X: np.ndarray, y: np.ndarray, s: int) -> tuple[tuple[int, ...] | 
 def speed_table(ps: list[int], ss: list[int], n: int, limit: float) -> list[str]:
     try:
         import abess  # noqa: F401
+
         have_abess = True
     except ImportError:
         have_abess = False
         print("abess is not installed (pip install -e '.[bench]'): no peer column", file=sys.stderr)
-    lines = ["| p | s | S* certified (gap 1e-4) | top-R release | mistakes release (all buckets) | brute force | "
-             "abess (non-private) | abess = our S* |", "| --- |" * 1 + " --- |" * 7]
+    lines = [
+        "| p | s | S* certified (gap 1e-4) | top-R release | mistakes release (all buckets) | brute force | "
+        "abess (non-private) | abess = our S* |",
+        "| --- |" * 1 + " --- |" * 7,
+    ]
     for p in ps:
         for s in ss:
             if s >= p // 2:
@@ -207,7 +212,8 @@ def speed_table(ps: list[int], ss: list[int], n: int, limit: float) -> list[str]
                 f"{fmt_limited(top, limit, lambda r: str(r['extras']) + ' entries beyond the one-swaps')} | "
                 f"{fmt_limited(mis, limit, lambda r: r)} | "
                 f"{fmt_limited(bf, limit, lambda r: 'extrapolated' if r else '')} | "
-                f"{fmt_limited(peer, limit)} | {peer_same} |")
+                f"{fmt_limited(peer, limit)} | {peer_same} |"
+            )
             print(lines[-1], file=sys.stderr, flush=True)
     return lines
 
@@ -223,8 +229,12 @@ def _rcv1_dask(store: Path, kw: dict) -> tuple[None, float]:
 
     from dpdist.pipelines.best_subset import MIP_RESOURCE, select_store
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, resources={MIP_RESOURCE: 1, "solver": 1},
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, resources={MIP_RESOURCE: 1, "solver": 1}, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         t0 = time.perf_counter()
         select_store(client, store, BSSTopRSelector(**kw))
         return None, time.perf_counter() - t0
@@ -235,19 +245,31 @@ def rcv1_width(quick: bool, limit: float) -> list[str]:
 
     n = 5000 if quick else 20_242
     X, y = make_synthetic("rcv1", 0, n=n).materialize()
-    lines = ["| set | s | in process | Dask (2 workers, mip resource; cluster start not timed) |",
-             "| --- | --- | --- | --- |"]
+    lines = [
+        "| set | s | in process | Dask (2 workers, mip resource; cluster start not timed) |",
+        "| --- | --- | --- | --- |",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         write_store(Path(tmp) / "rcv1", X, y, task="regression")  # least squares on the -1/+1 labels
         for s in (5,) if quick else (5, 10):
-            kw = dict(s=s, epsilon=1.0, ridge=120.0, x_bound=1.0, y_bound=1.0, bounds="clip",
-                      nonprivate_time_limit=limit, random_state=0)
+            kw = dict(
+                s=s,
+                epsilon=1.0,
+                ridge=120.0,
+                x_bound=1.0,
+                y_bound=1.0,
+                bounds="clip",
+                nonprivate_time_limit=limit,
+                random_state=0,
+            )
             # the MIP's own time limit first (a SolverAborted abort is reported), the wall clock as a backstop
             local = limited(limit + 120, _rcv1_local, X, y, kw)
             dask = limited(limit + 120, _rcv1_dask, Path(tmp) / "rcv1", kw)
-            lines.append(f"| RCV1-shaped {n:,} x {X.shape[1]:,} (nnz {X.nnz:,}) | {s} | "
-                         f"{fmt_limited(local, limit, lambda r: str(r['extras']) + ' entries beyond the one-swaps')} | "
-                         f"{fmt_limited(dask, limit)} |")
+            lines.append(
+                f"| RCV1-shaped {n:,} x {X.shape[1]:,} (nnz {X.nnz:,}) | {s} | "
+                f"{fmt_limited(local, limit, lambda r: str(r['extras']) + ' entries beyond the one-swaps')} | "
+                f"{fmt_limited(dask, limit)} |"
+            )
             print(lines[-1], file=sys.stderr, flush=True)
     return lines
 
@@ -285,9 +307,13 @@ def highs_oa(P, seeds, center=None, max_common=None, objlimit=None, gap=0.0, tim
         if left <= 0:
             return "timelimit", time.perf_counter() - t0, len(rows)
         cons = base + [LinearConstraint(np.array(rows), np.array(lbs), np.inf)]
-        res = milp(c, constraints=cons, integrality=integrality,
-                   bounds=Bounds(np.r_[np.zeros(p), -shift], np.r_[np.ones(p), ub]),
-                   options={"time_limit": left, "mip_rel_gap": 0.0})
+        res = milp(
+            c,
+            constraints=cons,
+            integrality=integrality,
+            bounds=Bounds(np.r_[np.zeros(p), -shift], np.r_[np.ones(p), ub]),
+            options={"time_limit": left, "mip_rel_gap": 0.0},
+        )
         if res.status == 2 or res.x is None and res.status != 1:
             return "infeasible", time.perf_counter() - t0, len(rows)
         if res.x is None:
@@ -301,8 +327,10 @@ def highs_oa(P, seeds, center=None, max_common=None, objlimit=None, gap=0.0, tim
 
 def solver_probe(quick: bool) -> list[str]:
     lines = ["| task | SCIP, one tree + lazy cuts | HiGHS, re-solve after each cut |", "| --- | --- | --- |"]
-    cases = [("p = 100: optimum over >= 2 mistakes (gap tau/2)", 100, "opt"),
-             ("p = 1,000: top-R certificate", 1000, "cert")]
+    cases = [
+        ("p = 100: optimum over >= 2 mistakes (gap tau/2)", 100, "opt"),
+        ("p = 1,000: top-R certificate", 1000, "cert"),
+    ]
     if not quick:
         cases.append(("p = 10,000: top-R certificate", 10_000, "cert"))
     for label, p, kind in cases:
@@ -319,8 +347,10 @@ def solver_probe(quick: bool) -> list[str]:
         res, t_scip = timed(solve_master, oracle_for(P1, tau / 10), [center], **kw)
         P2 = make_problem(X, y, 5, bounds="clip")
         status, t_highs, cuts = highs_oa(P2, [center], time_limit=120 if quick else 300, **kw)
-        lines.append(f"| {label} | {t_scip:.2f} s ({res.status}, {res.cuts} cuts, {res.nodes} nodes) | "
-                     f"{t_highs:.2f} s ({status}, {cuts} cuts) |")
+        lines.append(
+            f"| {label} | {t_scip:.2f} s ({res.status}, {res.cuts} cuts, {res.nodes} nodes) | "
+            f"{t_highs:.2f} s ({status}, {cuts} cuts) |"
+        )
         print(lines[-1], file=sys.stderr, flush=True)
     return lines
 
@@ -329,32 +359,53 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--solver-probe", action="store_true", help="only the SCIP vs HiGHS probe")
-    ap.add_argument("--limit", type=float, default=300.0,
-                    help="wall-clock seconds per measurement (and MIP time limit); stopped ones are reported")
+    ap.add_argument(
+        "--limit",
+        type=float,
+        default=300.0,
+        help="wall-clock seconds per measurement (and MIP time limit); stopped ones are reported",
+    )
     ap.add_argument("--only", choices=["table", "rcv1"], default=None, help="run one part")
     ap.add_argument("--out", default="results/bss")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
-    md = [f"# BSS speed (this machine: {os.cpu_count()} cores, load average {load:.2f} at start)", "",
-          f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`", ""]
+    md = [
+        f"# BSS speed (this machine: {os.cpu_count()} cores, load average {load:.2f} at start)",
+        "",
+        f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
+        "",
+    ]
     if args.solver_probe:
-        md += ["## Solver choice: SCIP single tree vs HiGHS re-solves (least squares, n = 4000, s = 5)", "",
-               *solver_probe(args.quick), ""]
+        md += [
+            "## Solver choice: SCIP single tree vs HiGHS re-solves (least squares, n = 4000, s = 5)",
+            "",
+            *solver_probe(args.quick),
+            "",
+        ]
         (out / "solver_probe.md").write_text("\n".join(md) + "\n")
         print("\n".join(md))
         return
     ps = [100, 1000] if args.quick else [100, 1000, 10_000]
     if args.only in (None, "table"):
-        md += ["## Least squares, n = 4000 (seed data), one process", "",
-               f"Each measurement runs in its own process, stopped at {args.limit:.0f} s (also the MIP time limit).", "",
-               *speed_table(ps, [5, 10], 4000, args.limit), "",
-               "Targets: top-R at p = 10,000, s = 5 released in < 30 s; a mistakes release at p = 1,000 in < 5 min.",
-               ""]
+        md += [
+            "## Least squares, n = 4000 (seed data), one process",
+            "",
+            f"Each measurement runs in its own process, stopped at {args.limit:.0f} s (also the MIP time limit).",
+            "",
+            *speed_table(ps, [5, 10], 4000, args.limit),
+            "",
+            "Targets: top-R at p = 10,000, s = 5 released in < 30 s; a mistakes release at p = 1,000 in < 5 min.",
+            "",
+        ]
     if args.only in (None, "rcv1"):
-        md += ["## Top-R at RCV1 width (sparse X, least squares on the -1/+1 labels)", "",
-               *rcv1_width(args.quick, args.limit), ""]
+        md += [
+            "## Top-R at RCV1 width (sparse X, least squares on the -1/+1 labels)",
+            "",
+            *rcv1_width(args.quick, args.limit),
+            "",
+        ]
     md += [f"Load average at the end: {os.getloadavg()[0]:.2f}."]
     name = "speed.md" if args.only is None else f"speed-{args.only}.md"  # a part run keeps the other part's file
     (out / name).write_text("\n".join(md) + "\n")

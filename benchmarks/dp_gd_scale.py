@@ -38,9 +38,9 @@ def main() -> None:
     from dpdist.data.store import open_store
     from dpdist.data.synthetic import write_synthetic
     from dpdist.gradient_models import DPGDClassifier
+    from dpdist.pipelines.dp_gd import dp_gd_store
     from dpdist.selection.sis import store_target
     from dpdist.solvers.dp_sgd import dp_sgd, gaussian_noise
-    from dpdist.pipelines.dp_gd import dp_gd_store
 
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(dir=REPO / "benchmarks") as tmp:
@@ -53,8 +53,12 @@ def main() -> None:
         plan = model._sgd_plan(args.n, z)
         one = type(plan)(**{**plan.__dict__, "steps": 1})
         times = {}
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                          memory_limit="10GiB") as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="10GiB"
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             t0 = time.perf_counter()
             dp_gd_store(client, path, one, np.random.default_rng(), "l2")
             times["load + 1 step"] = time.perf_counter() - t0
@@ -86,16 +90,24 @@ def main() -> None:
         for _ in range(3):
             g += rng.standard_normal(d)
         times["noise of one step, one numpy call"] = (time.perf_counter() - t0) / 3
-    lines = [f"### {args.n:,} x {d:,} (KDDA profile), {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "",
-             f"`python benchmarks/dp_gd_scale.py --n {args.n} --steps {args.steps}`; {platform.machine()}, "
-             f"{os.cpu_count()} CPUs; 1-minute load {load:.2f} before, {os.getloadavg()[0]:.2f} after; 2 local "
-             "worker processes.", "", "| what | seconds |", "| --- | ---: |"]
+    lines = [
+        f"### {args.n:,} x {d:,} (KDDA profile), {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"`python benchmarks/dp_gd_scale.py --n {args.n} --steps {args.steps}`; {platform.machine()}, "
+        f"{os.cpu_count()} CPUs; 1-minute load {load:.2f} before, {os.getloadavg()[0]:.2f} after; 2 local "
+        "worker processes.",
+        "",
+        "| what | seconds |",
+        "| --- | ---: |",
+    ]
     lines += [f"| {k} | {v:.3f} |" for k, v in times.items()]
     text = "\n".join(lines) + "\n\n"
     print(text)
     if not args.out.exists():
-        args.out.write_text("# Full-batch DP-GD over Dask at KDDA's width (issue 40)\n\nWritten by "
-                            "`benchmarks/dp_gd_scale.py`; each section one invocation.\n\n")
+        args.out.write_text(
+            "# Full-batch DP-GD over Dask at KDDA's width (issue 40)\n\nWritten by "
+            "`benchmarks/dp_gd_scale.py`; each section one invocation.\n\n"
+        )
     with open(args.out, "a") as f:
         f.write(text)
 

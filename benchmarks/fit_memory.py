@@ -58,8 +58,13 @@ def run_in_checkout(checkout: Path, child: str, *args: object) -> dict:
     argument; ``args`` after it): the JSON object of its last line of output, checked to come from
     that checkout's dpdist (also used by fw_prefetch.py)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    out = subprocess.run([sys.executable, "-c", child, str(checkout), *map(str, args)],
-                         env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", child, str(checkout), *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise SystemExit(f"fit in {checkout} failed:\n{out.stderr[-3000:]}")
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -92,17 +97,28 @@ def main() -> None:
     for checkout in [ROOT, *args.compare]:
         r = run_in_checkout(checkout.resolve(), CHILD, store, tiny, args.iters, args.bounds)
         rows.append((checkout, r))
-        print(f"{checkout}: peak {r['peak']:.2f} GiB (before the fit {r['base']:.2f}), fit {r['seconds']:.1f} s",
-              file=sys.stderr, flush=True)
+        print(
+            f"{checkout}: peak {r['peak']:.2f} GiB (before the fit {r['base']:.2f}), fit {r['seconds']:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     same = len({json.dumps(r["path"]) for _, r in rows}) == 1
-    print(f"\n### fit_store memory, KDDA profile {n:,} x {d:,} ({s.nnz:,} non-zeros; CSR as stored "
-          f"{data_gib:.2f} GiB), fast DP-FW T = {args.iters}, bounds = {args.bounds!r}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load 1-min {load:.2f} / {os.getloadavg()[0]:.2f}\n")
-    print("| checkout | peak RSS GiB | RSS before the fit GiB | fit peak - before GiB | (peak - before) / CSR size | fit s |")
+    print(
+        f"\n### fit_store memory, KDDA profile {n:,} x {d:,} ({s.nnz:,} non-zeros; CSR as stored "
+        f"{data_gib:.2f} GiB), fast DP-FW T = {args.iters}, bounds = {args.bounds!r}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load 1-min {load:.2f} / {os.getloadavg()[0]:.2f}\n"
+    )
+    print(
+        "| checkout | peak RSS GiB | RSS before the fit GiB | fit peak - before GiB | (peak - before) / CSR size "
+        "| fit s |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for checkout, r in rows:
         grow = r["peak"] - r["base"]
-        print(f"| {checkout} | {r['peak']:.2f} | {r['base']:.2f} | {grow:.2f} | {grow / data_gib:.2f} | {r['seconds']:.1f} |")
+        print(
+            f"| {checkout} | {r['peak']:.2f} | {r['base']:.2f} | {grow:.2f} | {grow / data_gib:.2f} "
+            f"| {r['seconds']:.1f} |"
+        )
     print(f"\nsame first 20 vertices (seed 0) in every checkout: {same}")
 
 

@@ -85,8 +85,12 @@ def write_text(path: Path, profile: str, rows: int, labels: list[float], seed: i
             out.write(buf.getvalue())
             done += X.shape[0]
             written += buf.tell()
-            print(f"\r  {path.name}: {done:,} / {rows:,} rows, {written / 1e9:.2f} GB of text", end="",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\r  {path.name}: {done:,} / {rows:,} rows, {written / 1e9:.2f} GB of text",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
         if gz is not None:
             gz.stdin.close()
             if gz.wait() != 0:
@@ -112,8 +116,9 @@ def _label(p: psutil.Process, root: int) -> str:
     return (p.name() or "?")[:20]
 
 
-def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = None, stop_after: float | None = None
-                ) -> tuple[int, str, dict[int, tuple[str, float]], float, str | None, float]:
+def run_sampled(
+    cmd: list[str], env: dict[str, str], stop_step: str | None = None, stop_after: float | None = None
+) -> tuple[int, str, dict[int, tuple[str, float]], float, str | None, float]:
     """Run ``cmd``; (exit code, stderr, {pid: (label, peak RSS GiB)}, wall seconds, why it was stopped or None,
     the least free space on the checkout's disk seen, GB).
     ``stop_step`` / ``stop_after``: interrupt the run once it prints that step's time / after that many seconds."""
@@ -162,8 +167,14 @@ def run_sampled(cmd: list[str], env: dict[str, str], stop_step: str | None = Non
         time.sleep(0.5)
     proc.stdout.read()
     reader.join()
-    return (proc.returncode, "".join(err), peaks, time.perf_counter() - t, (stopped[0] if stopped else None),
-            least_free / 1e9)
+    return (
+        proc.returncode,
+        "".join(err),
+        peaks,
+        time.perf_counter() - t,
+        (stopped[0] if stopped else None),
+        least_free / 1e9,
+    )
 
 
 def disk_gb(path: Path) -> float:
@@ -178,8 +189,11 @@ def main() -> None:
     ap.add_argument("--fraction", type=float, default=1.0, help="row fraction of the full shape (stated in the table)")
     ap.add_argument("--runs", type=int, default=2, help="dpdist run repetitions (the 2nd+ must reuse the stores)")
     ap.add_argument("--fresh", action="store_true", help="delete the run's output (stores, ledger) first")
-    ap.add_argument("--stop-after-step", choices=["ingest", "select", "train", "evaluate"],
-                    help="interrupt each run once it has finished this step")
+    ap.add_argument(
+        "--stop-after-step",
+        choices=["ingest", "select", "train", "evaluate"],
+        help="interrupt each run once it has finished this step",
+    )
     ap.add_argument("--stop-after", type=float, help="interrupt each run after this many seconds")
     args = ap.parse_args()
     if not 0 < args.fraction <= 1:
@@ -208,9 +222,12 @@ def main() -> None:
     if not text.exists():
         print(f"writing {rows:,} rows of the {args.profile} profile to {text}", file=sys.stderr)
         gen = write_text(text, args.profile, rows, cfg["data"]["labels"])
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_HOME": str(output.parent / f".prefect-{args.profile}"),
-           "DPDIST_LEDGER": str(output / "ledger.sqlite")}  # the benchmark's own ledger, not the user's
+    env = {
+        **os.environ,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_HOME": str(output.parent / f".prefect-{args.profile}"),
+        "DPDIST_LEDGER": str(output / "ledger.sqlite"),
+    }  # the benchmark's own ledger, not the user's
     cmd = [str(ROOT / ".venv" / "bin" / "dpdist"), "run", str(config.relative_to(ROOT))]
     runs = []
     for i in range(args.runs):
@@ -232,31 +249,52 @@ def main() -> None:
             print(err[-4000:], file=sys.stderr)
             raise SystemExit(f"dpdist run exited {code}")
         steps = {m.group(1): float(m.group(2)) for m in STEP.finditer(err)}
-        runs.append({"wall": wall, "steps": steps, "peaks": peaks, "load": (load0, os.getloadavg()),
-                     "stopped": stopped, "reused": reused, "disk": (free0, least_free)})
+        runs.append(
+            {
+                "wall": wall,
+                "steps": steps,
+                "peaks": peaks,
+                "load": (load0, os.getloadavg()),
+                "stopped": stopped,
+                "reused": reused,
+                "disk": (free0, least_free),
+            }
+        )
 
     store = output / "stores" / "source"
-    lines = [f"\n### {args.profile}: {rows:,} x {prof.d:,} rows x columns (fraction {args.fraction:g} of "
-             f"{prof.n:,} rows), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
-             f"`{' '.join(sys.argv[0:1] + sys.argv[1:])}` runs `dpdist run {config.relative_to(ROOT)}` "
-             f"{args.runs} times; {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB "
-             "(shared with other developers).\n",
-             f"- svmlight text: {disk_gb(text):.2f} GB on disk" + (" (gzip)" if text.suffix == ".gz" else "")
-             + (f", written in {gen:.0f} s (before the runs, not timed in them)" if gen is not None else
-                " (existed: not regenerated)"),
-             f"- stores on disk after the runs: source {disk_gb(store):.2f} GB, train "
-             f"{disk_gb(output / 'stores' / 'train'):.2f} GB, test {disk_gb(output / 'stores' / 'test'):.2f} GB\n",
-             "| run | " + " | ".join(f"{s} s" for s in ("ingest", "select", "train", "evaluate", "report"))
-             + " | wall s | peak RSS GiB per process | load 1-min before / after | free disk GB before / least |",
-             "| --- | " + " | ".join("---:" for _ in range(6)) + " | --- | --- | --- |"]
+    lines = [
+        f"\n### {args.profile}: {rows:,} x {prof.d:,} rows x columns (fraction {args.fraction:g} of "
+        f"{prof.n:,} rows), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
+        f"`{' '.join(sys.argv[0:1] + sys.argv[1:])}` runs `dpdist run {config.relative_to(ROOT)}` "
+        f"{args.runs} times; {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB "
+        "(shared with other developers).\n",
+        f"- svmlight text: {disk_gb(text):.2f} GB on disk"
+        + (" (gzip)" if text.suffix == ".gz" else "")
+        + (
+            f", written in {gen:.0f} s (before the runs, not timed in them)"
+            if gen is not None
+            else " (existed: not regenerated)"
+        ),
+        f"- stores on disk after the runs: source {disk_gb(store):.2f} GB, train "
+        f"{disk_gb(output / 'stores' / 'train'):.2f} GB, test {disk_gb(output / 'stores' / 'test'):.2f} GB\n",
+        "| run | "
+        + " | ".join(f"{s} s" for s in ("ingest", "select", "train", "evaluate", "report"))
+        + " | wall s | peak RSS GiB per process | load 1-min before / after | free disk GB before / least |",
+        "| --- | " + " | ".join("---:" for _ in range(6)) + " | --- | --- | --- |",
+    ]
     for i, r in enumerate(runs, 1):
         peaks = sorted(r["peaks"].values(), key=lambda v: -v[1])
         top = ", ".join(f"{label} {gb:.2f}" for label, gb in peaks if gb >= 0.1)
         label = f"{i}" + (" (stores existed)" if r["reused"] else "") + (f", {r['stopped']}" if r["stopped"] else "")
-        lines.append(f"| {label} | " + " | ".join(f"{r['steps'][s]:.1f}" if s in r["steps"] else "–"
-                                                  for s in ("ingest", "select", "train", "evaluate", "report"))
-                     + f" | {r['wall']:.1f} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} "
-                     f"| {r['disk'][0]:.1f} / {r['disk'][1]:.1f} |")
+        lines.append(
+            f"| {label} | "
+            + " | ".join(
+                f"{r['steps'][s]:.1f}" if s in r["steps"] else "–"
+                for s in ("ingest", "select", "train", "evaluate", "report")
+            )
+            + f" | {r['wall']:.1f} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} "
+            f"| {r['disk'][0]:.1f} / {r['disk'][1]:.1f} |"
+        )
     table = "\n".join(lines) + "\n"
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

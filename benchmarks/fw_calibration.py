@@ -69,16 +69,24 @@ def main() -> None:
     for name in args.sets:
         t0 = time.perf_counter()
         Xtr, ytr, Xte, yte, lam, T, delta = load(name, shared)
-        print(f"\n{name}: train {Xtr.shape[0]:,} x {Xtr.shape[1]:,}, test {Xte.shape[0]:,}; lambda={lam:g}, T={T}, "
-              f"delta={delta:g} (loaded in {time.perf_counter() - t0:.0f} s)")
+        print(
+            f"\n{name}: train {Xtr.shape[0]:,} x {Xtr.shape[1]:,}, test {Xte.shape[0]:,}; lambda={lam:g}, T={T}, "
+            f"delta={delta:g} (loaded in {time.perf_counter() - t0:.0f} s)"
+        )
         print(f"{'epsilon':>8} | {'new eps0':>9} {'acc':>6} {'AUC':>6} | {'old eps0':>9} {'acc':>6} {'AUC':>6}")
         for eps in EPSILONS:
             cells = []
             for calibration in ("safe", "paper"):
                 accs, aucs = [], []
                 for rep in range(args.reps):
-                    clf = DPFrankWolfeClassifier(epsilon=eps, delta=delta, lam=lam, max_iter=T, calibration=calibration,
-                                                 random_state=1000 * rep + 7).fit(Xtr, ytr)
+                    clf = DPFrankWolfeClassifier(
+                        epsilon=eps,
+                        delta=delta,
+                        lam=lam,
+                        max_iter=T,
+                        calibration=calibration,
+                        random_state=1000 * rep + 7,
+                    ).fit(Xtr, ytr)
                     accs.append(100 * clf.score(Xte, yte))
                     aucs.append(100 * roc_auc_score(yte > 0, clf.decision_function(Xte)))
                 eps0 = clf.privacy_.eps0
@@ -88,8 +96,10 @@ def main() -> None:
     if "rcv1-profile" in args.sets:
         new1, old3 = table[("rcv1-profile", "safe", 1.0)], table[("rcv1-profile", "paper", 3.0)]
         met = new1[0] >= old3[0] - 0.5 and new1[1] >= old3[1] - 0.5
-        print(f"\ntarget: new calibration at epsilon=1 ({new1[0]:.2f}% / AUC {new1[1]:.2f}) at least matches the old "
-              f"at epsilon=3 ({old3[0]:.2f}% / AUC {old3[1]:.2f}) within 0.5 points -> {'met' if met else 'NOT met'}")
+        print(
+            f"\ntarget: new calibration at epsilon=1 ({new1[0]:.2f}% / AUC {new1[1]:.2f}) at least matches the old "
+            f"at epsilon=3 ({old3[0]:.2f}% / AUC {old3[1]:.2f}) within 0.5 points -> {'met' if met else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--refresh", type=int, default=-1,
-                    help="full refresh every this many steps (default -1: T/10 as the estimators; 0: never)")
+    ap.add_argument(
+        "--refresh",
+        type=int,
+        default=-1,
+        help="full refresh every this many steps (default -1: T/10 as the estimators; 0: never)",
+    )
     args = ap.parse_args()
     from dpdist.data.synthetic import make_synthetic
     from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
@@ -41,19 +45,30 @@ def main() -> None:
         X, y = make_synthetic("kdda", random_state=0, n=args.n, d=D).materialize()
         y = (y > 0).astype(float)
         fast_frank_wolfe(X, y, 50.0, 3, selection="exponential", epsilon=1.0, delta=1e-6, refresh=2)  # compile
-        per = min(fast_frank_wolfe(X, y, 50.0, T, selection="exponential", epsilon=1.0, delta=1e-6,
-                                   refresh=refresh, random_state=r).seconds / T for r in range(args.reps))
+        per = min(
+            fast_frank_wolfe(
+                X, y, 50.0, T, selection="exponential", epsilon=1.0, delta=1e-6, refresh=refresh, random_state=r
+            ).seconds
+            / T
+            for r in range(args.reps)
+        )
         a1 = None
         if i < 2:
             a1 = frank_wolfe(X, y, 50.0, 50, selection="laplace", epsilon=1.0, delta=1e-6, random_state=0).seconds / 50
         rows.append((D, X.nnz / X.shape[0], per, a1))
-        print(f"D={D:>11,}  nnz/row {X.nnz / X.shape[0]:5.1f}  fast DP-FW {per * 1e6:9.1f} us/it"
-              + (f"   Alg.1 {a1 * 1e3:8.2f} ms/it" if a1 else ""), flush=True)
+        print(
+            f"D={D:>11,}  nnz/row {X.nnz / X.shape[0]:5.1f}  fast DP-FW {per * 1e6:9.1f} us/it"
+            + (f"   Alg.1 {a1 * 1e3:8.2f} ms/it" if a1 else ""),
+            flush=True,
+        )
     d = np.log([r[0] for r in rows])
     t = np.log([r[2] for r in rows])
     b, _ = np.polyfit(d, t, 1)
-    print(f"\nfitted exponent: time per iteration ~ D^{b:.3f} over D = {DS[0]:,} .. {DS[-1]:,} "
-          f"({'sub-linear' if b < 1 else 'NOT sub-linear'}); time x{rows[-1][2] / rows[0][2]:.2f} for D x{DS[-1] / DS[0]:.0f}")
+    print(
+        f"\nfitted exponent: time per iteration ~ D^{b:.3f} over D = {DS[0]:,} .. {DS[-1]:,} "
+        f"({'sub-linear' if b < 1 else 'NOT sub-linear'}); time x{rows[-1][2] / rows[0][2]:.2f} "
+        f"for D x{DS[-1] / DS[0]:.0f}"
+    )
 
 
 if __name__ == "__main__":

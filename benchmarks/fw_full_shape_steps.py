@@ -48,29 +48,41 @@ from pathlib import Path
 
 import numpy as np
 
-from dpdist.data.store import open_store
-from dpdist.selection.sis import store_target
 import dpdist.solvers.fast_frank_wolfe as ffw
 import dpdist.solvers.frank_wolfe as fw
+from dpdist.data.store import open_store
+from dpdist.selection.sis import store_target
 from dpdist.solvers.frank_wolfe import frank_wolfe, lipschitz, privacy_plan
 
 ROOT = Path(__file__).resolve().parent.parent
-PAPER = {"kdda": {1.0: "1,239.64x", 0.1: "2,245.56x"}, "url": {1.0: "9.99x", 0.1: "2,451.80x"},
-         "webspam": {1.0: "581.25x", 0.1: "537.65x"}}  # seed 004 Table 3: Alg. 2 + 4 over Alg. 1
+PAPER = {
+    "kdda": {1.0: "1,239.64x", 0.1: "2,245.56x"},
+    "url": {1.0: "9.99x", 0.1: "2,451.80x"},
+    "webspam": {1.0: "581.25x", 0.1: "537.65x"},
+}  # seed 004 Table 3: Alg. 2 + 4 over Alg. 1
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("profile", nargs="?", default="kdda", choices=sorted(PAPER),
-                    help="the deploy/full-size config whose train store, T, epsilon, delta and lam are used")
+    ap.add_argument(
+        "profile",
+        nargs="?",
+        default="kdda",
+        choices=sorted(PAPER),
+        help="the deploy/full-size config whose train store, T, epsilon, delta and lam are used",
+    )
     ap.add_argument("--store", type=Path, help="default: the train half of the config's last run")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--epsilons", type=float, nargs="+", default=None, help="default: the config's")
     ap.add_argument("--alg1-iters", type=int, default=0, help="Alg. 1 iterations timed per epsilon (0: none)")
     ap.add_argument("--by-rows", action="store_true", help="also time the fast steps all in row order")
-    ap.add_argument("--calibration", choices=["safe", "paper", "printed"], default="safe",
-                    help="safe: the run's (tight) calibration; paper: seed 004's; printed: seed 004's scale as printed, "
-                         "on the mean gradient (true epsilon printed)")
+    ap.add_argument(
+        "--calibration",
+        choices=["safe", "paper", "printed"],
+        default="safe",
+        help="safe: the run's (tight) calibration; paper: seed 004's; printed: seed 004's scale as printed, "
+        "on the mean gradient (true epsilon printed)",
+    )
     args = ap.parse_args()
     cfg = tomllib.loads((ROOT / "deploy" / "full-size" / f"{args.profile}.toml").read_text())
     args.store = args.store or ROOT / cfg["output"] / "stores" / "train"
@@ -89,8 +101,10 @@ def main() -> None:
     ffw.privacy_plan = fw.privacy_plan = lambda epsilon, delta, _steps, *rest: privacy_plan(epsilon, delta, T, *rest)
     counts = np.diff(Xc.indptr)
     where = args.store.relative_to(ROOT) if args.store.is_relative_to(ROOT) else args.store
-    print(f"\n### fast DP-FW per iteration on {where} ({X.shape[0]:,} x {X.shape[1]:,}, {X.nnz:,} non-zeros), "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    print(
+        f"\n### fast DP-FW per iteration on {where} ({X.shape[0]:,} x {X.shape[1]:,}, {X.nnz:,} non-zeros), "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
+    )
     print(f"- read CSR + CSC from the store ({dtype} values): {read:.1f} s")
     # the solvers' calibration, and the L their noise is scaled with (printed: lambda / L, module doc)
     calib = {"calibration": "paper" if args.calibration == "printed" else args.calibration}
@@ -99,12 +113,25 @@ def main() -> None:
     paces = {}
     for eps in args.epsilons or [eps]:
         runs, marks = {}, {}
-        for name, share in [("by columns where heavy", ffw._HEAVY_SHARE)] + ([("by rows", np.inf)] if args.by_rows else []):
+        for name, share in [("by columns where heavy", ffw._HEAVY_SHARE)] + (
+            [("by rows", np.inf)] if args.by_rows else []
+        ):
             old, ffw._HEAVY_SHARE = ffw._HEAVY_SHARE, share
             marks[name] = []  # (time, iterations done), every 0.25 s
-            runs[name] = ffw.fast_frank_wolfe(X, y, lam, args.steps, selection="exponential", epsilon=eps, delta=delta,
-                                              refresh=0, random_state=0, X_csc=Xc, **calib,
-                                              progress=lambda d, _t, m=marks[name]: m.append((time.perf_counter(), d)))
+            runs[name] = ffw.fast_frank_wolfe(
+                X,
+                y,
+                lam,
+                args.steps,
+                selection="exponential",
+                epsilon=eps,
+                delta=delta,
+                refresh=0,
+                random_state=0,
+                X_csc=Xc,
+                **calib,
+                progress=lambda d, _t, m=marks[name]: m.append((time.perf_counter(), d)),
+            )
             ffw._HEAVY_SHARE = old
         res = runs["by columns where heavy"]
         held = np.mean([counts[abs(v) - 1] for v in res.path])  # rows of the chosen columns, on average
@@ -120,33 +147,43 @@ def main() -> None:
         else:  # fewer than two progress reports (every 0.25 s): the pace with the setup bounds it from above
             steady, pace = per, f"with the setup (steady state not resolved in {args.steps} iterations: more --steps)"
         step = res.privacy.eps0 * lipschitz("logistic", lam) / res.privacy.lipschitz  # eps0 L / Ln: each step's epsilon
-        print(f"- epsilon {eps} (the T = {T} run's plan, {args.calibration} calibration: eps0 = {res.privacy.eps0:.3g}, "
-              f"each step {step:.3g}-DP, true epsilon {res.privacy.true_epsilon:.4g}), delta {delta}, "
-              f"lam {lam}: first {args.steps} iterations (no refresh) {res.seconds:.1f} s, {per:.3f} s per iteration "
-              f"with the setup; **{steady:.4f} s per iteration** {pace}; "
-              f"the chosen columns hold {share:.1%} of the rows on average ({held:,.1f} rows); at this pace T = {T} takes "
-              f"~{steady * T / 60:.1f} min (plus the setup and {T // max(1, -(-T // 10))} full refreshes)")
+        print(
+            f"- epsilon {eps} (the T = {T} run's plan, {args.calibration} calibration: eps0 = {res.privacy.eps0:.3g}, "
+            f"each step {step:.3g}-DP, true epsilon {res.privacy.true_epsilon:.4g}), delta {delta}, "
+            f"lam {lam}: first {args.steps} iterations (no refresh) {res.seconds:.1f} s, {per:.3f} s per iteration "
+            f"with the setup; **{steady:.4f} s per iteration** {pace}; "
+            f"the chosen columns hold {share:.1%} of the rows on average ({held:,.1f} rows); "
+            f"at this pace T = {T} takes "
+            f"~{steady * T / 60:.1f} min (plus the setup and {T // max(1, -(-T // 10))} full refreshes)"
+        )
         if "by rows" in runs:
             rows = runs["by rows"]
             same = rows.path == res.path and np.array_equal(rows.coef, res.coef)
-            print(f"  - every update in row order (seed 004 Alg. 2 as printed): {rows.seconds / args.steps:.3f} s per "
-                  f"iteration, {rows.seconds / res.seconds:.2f}x the time; same path and weights: {same}")
+            print(
+                f"  - every update in row order (seed 004 Alg. 2 as printed): {rows.seconds / args.steps:.3f} s per "
+                f"iteration, {rows.seconds / res.seconds:.2f}x the time; same path and weights: {same}"
+            )
         paces[eps] = steady, per
     del Xc  # Alg. 1 makes its own CSC copy: the store's is dropped first (Webspam's train half: 8 GB each)
     for eps, (steady, per) in paces.items() if args.alg1_iters else ():
-        std = frank_wolfe(X, y, lam, args.alg1_iters, selection="laplace", epsilon=eps, delta=delta, random_state=0,
-                          **calib)
+        std = frank_wolfe(
+            X, y, lam, args.alg1_iters, selection="laplace", epsilon=eps, delta=delta, random_state=0, **calib
+        )
         per1 = std.seconds / args.alg1_iters
         # seed 004 Table 3 compares whole runs: the fast solver's time with its setup (the first gradient
         # over every entry) against Alg. 1's at its pace (its clock starts after its CSC copy)
-        print(f"- epsilon {eps}: standard DP-FW (Alg. 1, Laplace report-noisy-max; true epsilon "
-              f"{std.privacy.true_epsilon:.4g}), {args.alg1_iters} iterations: {per1:.2f} s per iteration (the first "
-              f"included); speed-up of fast DP-FW (Alg. 2 + 4) over the {args.steps} steps with its setup "
-              f"**{per1 / per:.1f}x**, at its steady pace {per1 / steady:.1f}x "
-              f"(seed 004 Table 3, {args.profile}: {PAPER[args.profile].get(eps, 'not in the table')})")
+        print(
+            f"- epsilon {eps}: standard DP-FW (Alg. 1, Laplace report-noisy-max; true epsilon "
+            f"{std.privacy.true_epsilon:.4g}), {args.alg1_iters} iterations: {per1:.2f} s per iteration (the first "
+            f"included); speed-up of fast DP-FW (Alg. 2 + 4) over the {args.steps} steps with its setup "
+            f"**{per1 / per:.1f}x**, at its steady pace {per1 / steady:.1f}x "
+            f"(seed 004 Table 3, {args.profile}: {PAPER[args.profile].get(eps, 'not in the table')})"
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"- peak RSS of this process {peak:.2f} GiB; load 1-min {load0:.2f} before / {os.getloadavg()[0]:.2f} after "
-          f"({os.cpu_count()} cores)")
+    print(
+        f"- peak RSS of this process {peak:.2f} GiB; load 1-min {load0:.2f} before / {os.getloadavg()[0]:.2f} after "
+        f"({os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

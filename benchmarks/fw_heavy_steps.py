@@ -58,16 +58,30 @@ def main() -> None:
     rows = []
     for share in args.shares:
         ffw._HEAVY_SHARE = share
-        res = ffw.fast_frank_wolfe(X, y, lam, args.steps, selection="exponential", epsilon=eps, delta=delta,
-                                   refresh=0, random_state=0, X_csc=Xc)
+        res = ffw.fast_frank_wolfe(
+            X,
+            y,
+            lam,
+            args.steps,
+            selection="exponential",
+            epsilon=eps,
+            delta=delta,
+            refresh=0,
+            random_state=0,
+            X_csc=Xc,
+        )
         rows.append((share, res))
     base = rows[0][1]
-    print(f"\n### fast DP-FW steps by rows and by columns: KDDA profile, {X.shape[0]:,} x {X.shape[1]:,} "
-          f"({X.nnz:,} non-zeros), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
-    print(f"`{' '.join(['benchmarks/fw_heavy_steps.py'] + os.sys.argv[1:])}`; data built in {built:.0f} s; "
-          f"{args.steps} private iterations (epsilon {eps}, delta {delta}, lam {lam}, the T = {T} plan, no refresh); "
-          f"the chosen columns hold {np.mean([counts[abs(v) - 1] for v in base.path]) / X.shape[0]:.1%} of the rows "
-          "on average\n")
+    print(
+        f"\n### fast DP-FW steps by rows and by columns: KDDA profile, {X.shape[0]:,} x {X.shape[1]:,} "
+        f"({X.nnz:,} non-zeros), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
+    )
+    print(
+        f"`{' '.join(['benchmarks/fw_heavy_steps.py'] + os.sys.argv[1:])}`; data built in {built:.0f} s; "
+        f"{args.steps} private iterations (epsilon {eps}, delta {delta}, lam {lam}, the T = {T} plan, no refresh); "
+        f"the chosen columns hold {np.mean([counts[abs(v) - 1] for v in base.path]) / X.shape[0]:.1%} of the rows "
+        "on average\n"
+    )
     print("| _HEAVY_SHARE | s per iteration | speed-up over rows | same path and weights |")
     print("| ---: | ---: | ---: | --- |")
     for share, res in rows:

@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from fit_memory import run_in_checkout
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,10 +123,12 @@ def row_pass(data: Path, rows_per_move: int) -> None:
             if rnd:
                 best[d] = min(best[d], (time.perf_counter() - t) / len(sets))
     entries = np.mean([np.sum(r_ptr[s + 1] - r_ptr[s]) for s in sets])
-    print(f"\n### a move's row pass with prefetch {', '.join(map(str, dists[1:]))} entries ahead and without, "
-          f"{data.name} ({n:,} x {D:,}), {rows_per_move:,} random rows a move ({entries:,.0f} entries), best of 2 "
-          f"rounds of 300 moves, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load 1-min {load:.2f} / "
-          f"{os.getloadavg()[0]:.2f}\n")
+    print(
+        f"\n### a move's row pass with prefetch {', '.join(map(str, dists[1:]))} entries ahead and without, "
+        f"{data.name} ({n:,} x {D:,}), {rows_per_move:,} random rows a move ({entries:,.0f} entries), best of 2 "
+        f"rounds of 300 moves, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load 1-min {load:.2f} / "
+        f"{os.getloadavg()[0]:.2f}\n"
+    )
     print("| entries ahead | ms a move | speed-up over no prefetch |\n| ---: | ---: | ---: |")
     for d in dists:
         print(f"| {d or 'none'} | {best[d] * 1e3:.3f} | {best[0] / best[d]:.2f}x |")
@@ -158,14 +159,19 @@ def main() -> None:
         for c in checkouts if r % 2 == 0 else checkouts[::-1]:
             res = run_in_checkout(c, CHILD, data, args.steps, args.epsilon)
             results[c].append(res)
-            print(f"round {r + 1}, {c}: steady {res['steady'] * 1e3:.3f} ms per iteration, whole {res['seconds']:.2f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"round {r + 1}, {c}: steady {res['steady'] * 1e3:.3f} ms per iteration, whole {res['seconds']:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     z = np.load(data)
     shape, nnz = tuple(z["shape"]), z["data"].size
     same = len({(json.dumps(r["path"]), r["coef"]) for rs in results.values() for r in rs}) == 1
-    print(f"\n### fast DP-FW with and without prefetch, {args.profile} profile {shape[0]:,} x {shape[1]:,} ({nnz:,} "
-          f"non-zeros), epsilon {args.epsilon} (T = 4,000's plan), {args.steps} steps, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load 1-min {load:.2f} / {os.getloadavg()[0]:.2f}\n")
+    print(
+        f"\n### fast DP-FW with and without prefetch, {args.profile} profile {shape[0]:,} x {shape[1]:,} ({nnz:,} "
+        f"non-zeros), epsilon {args.epsilon} (T = 4,000's plan), {args.steps} steps, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load 1-min {load:.2f} / {os.getloadavg()[0]:.2f}\n"
+    )
     print("| checkout | steady ms per iteration (each round) | whole run s (each round) | chosen columns' rows |")
     print("| --- | --- | --- | ---: |")
     for c, rs in results.items():
@@ -173,8 +179,10 @@ def main() -> None:
         whole = ", ".join(f"{r['seconds']:.2f}" for r in rs)
         print(f"| {c} | {steady} | {whole} | {rs[0]['rows']:,.1f} |")
     mine, base = (min(r["steady"] for r in results[c]) for c in checkouts)
-    print(f"\nbest steady pace: this checkout {mine * 1e3:.3f} ms, {checkouts[1]} {base * 1e3:.3f} ms: "
-          f"**{base / mine:.2f}x**; the same path and weights to the bit (seed 0) in every run: {same}")
+    print(
+        f"\nbest steady pace: this checkout {mine * 1e3:.3f} ms, {checkouts[1]} {base * 1e3:.3f} ms: "
+        f"**{base / mine:.2f}x**; the same path and weights to the bit (seed 0) in every run: {same}"
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ def data(name: str, shared: Path):
     from sklearn.datasets import load_svmlight_file
 
     from dpdist.data.transforms import clip_rows
+
     if name == "rcv1":
         Xtr, ytr = load_svmlight_file(lzma.open(shared / "libsvm/rcv1_small.train.svm.xz"), n_features=47236)
         Xte, yte = load_svmlight_file(lzma.open(shared / "libsvm/rcv1_small.test.svm.xz"), n_features=47236)
@@ -47,12 +48,16 @@ def data(name: str, shared: Path):
 
 def _i32(X):  # liblinear takes 32-bit sparse indices only
     import scipy.sparse as sp
+
     return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
 
 
 def scores(model, Xte, yte) -> tuple[float, float]:
     from sklearn.metrics import roc_auc_score
-    return 100 * float(np.mean(model.predict(Xte) == yte)), 100 * float(roc_auc_score(yte, model.decision_function(Xte)))
+
+    return 100 * float(np.mean(model.predict(Xte) == yte)), 100 * float(
+        roc_auc_score(yte, model.decision_function(Xte))
+    )
 
 
 def main() -> None:
@@ -70,17 +75,31 @@ def main() -> None:
 
     for name in ("rcv1", "news20"):
         Xtr, ytr, Xte, yte = data(name, shared)
-        print(f"\n{name}: train {Xtr.shape[0]:,} x {Xtr.shape[1]:,}, test {Xte.shape[0]:,}; lambda={args.lam:g}, "
-              f"T={args.iters}; accuracy % / AUC % on the test rows")
+        print(
+            f"\n{name}: train {Xtr.shape[0]:,} x {Xtr.shape[1]:,}, test {Xte.shape[0]:,}; lambda={args.lam:g}, "
+            f"T={args.iters}; accuracy % / AUC % on the test rows"
+        )
         fw = DPFrankWolfeClassifier(lam=args.lam, max_iter=args.iters, method="fast-fw").fit(Xtr, ytr)
         sk = LogisticRegression(l1_ratio=1.0, C=1.0, solver="liblinear").fit(_i32(Xtr), ytr)
-        print(f"  {'non-private fast FW':<28}{'%.2f / %.2f' % scores(fw, Xte, yte):>16}   nnz {np.count_nonzero(fw.coef_)}")
-        print(f"  {'sklearn L1 logistic (C=1)':<28}{'%.2f / %.2f' % scores(sk, _i32(Xte), yte):>16}   "
-              f"nnz {np.count_nonzero(sk.coef_)}")
+        print(
+            f"  {'non-private fast FW':<28}{'%.2f / %.2f' % scores(fw, Xte, yte):>16}   "
+            f"nnz {np.count_nonzero(fw.coef_)}"
+        )
+        print(
+            f"  {'sklearn L1 logistic (C=1)':<28}{'%.2f / %.2f' % scores(sk, _i32(Xte), yte):>16}   "
+            f"nnz {np.count_nonzero(sk.coef_)}"
+        )
         for eps in EPSILONS:
-            res = [scores(DPFrankWolfeClassifier(epsilon=eps, delta=1e-6, lam=args.lam, max_iter=args.iters,
-                                                 method="fast-dp-fw").fit(Xtr, ytr), Xte, yte)
-                   for _ in range(args.reps)]
+            res = [
+                scores(
+                    DPFrankWolfeClassifier(
+                        epsilon=eps, delta=1e-6, lam=args.lam, max_iter=args.iters, method="fast-dp-fw"
+                    ).fit(Xtr, ytr),
+                    Xte,
+                    yte,
+                )
+                for _ in range(args.reps)
+            ]
             acc, auc = np.median([r[0] for r in res]), np.median([r[1] for r in res])
             print(f"  {'fast DP-FW eps=%g' % eps:<28}{'%.2f / %.2f' % (acc, auc):>16}   (median of {args.reps})")
         print(f"  paper Table 4 (full {name}, eps=0.1, lambda=5000, T=400,000): {PAPER[name][0]} / {PAPER[name][1]}")
@@ -88,15 +107,17 @@ def main() -> None:
     if not args.skip_long:
         from dpdist.data.synthetic import make_synthetic
         from dpdist.data.transforms import clip_rows
+
         X, y = make_synthetic("rcv1", random_state=0).materialize()
         X = clip_rows(X, 1.0, "scale")
         t0 = time.perf_counter()
-        m = DPFrankWolfeClassifier(epsilon=0.1, delta=1e-6, lam=5000.0, max_iter=400_000,
-                                   method="fast-dp-fw").fit(X, y)
+        m = DPFrankWolfeClassifier(epsilon=0.1, delta=1e-6, lam=5000.0, max_iter=400_000, method="fast-dp-fw").fit(X, y)
         wall = time.perf_counter() - t0
-        print(f"\nT=400,000 on the RCV1-shaped set ({X.shape[0]:,} x {X.shape[1]:,}), eps=0.1, lambda=5000: "
-              f"solver {m.seconds_:.1f} s ({1e6 * m.seconds_ / 400_000:.1f} us/iteration), fit {wall:.1f} s, "
-              f"nnz {np.count_nonzero(m.coef_)}")
+        print(
+            f"\nT=400,000 on the RCV1-shaped set ({X.shape[0]:,} x {X.shape[1]:,}), eps=0.1, lambda=5000: "
+            f"solver {m.seconds_:.1f} s ({1e6 * m.seconds_ / 400_000:.1f} us/iteration), fit {wall:.1f} s, "
+            f"nnz {np.count_nonzero(m.coef_)}"
+        )
 
 
 if __name__ == "__main__":

@@ -45,16 +45,19 @@ def main() -> None:
         X, y = load(name, shared)
         print(f"\n{name}: {X.shape[0]:,} x {X.shape[1]:,}, nnz {X.nnz:,}; T={T}, lambda={args.lam:g}, non-private")
         a1 = frank_wolfe(X, y, args.lam, T, record_every=every)
-        runs = {"Alg.2 no refresh": fast_frank_wolfe(X, y, args.lam, T, refresh=0, record_every=every),
-                f"Alg.2 refresh T/10={schedule}": fast_frank_wolfe(X, y, args.lam, T, refresh=schedule,
-                                                                     record_every=every)}
+        runs = {
+            "Alg.2 no refresh": fast_frank_wolfe(X, y, args.lam, T, refresh=0, record_every=every),
+            f"Alg.2 refresh T/10={schedule}": fast_frank_wolfe(X, y, args.lam, T, refresh=schedule, record_every=every),
+        }
         marks = [i for i in range(len(a1.objective)) if (i + 1) * every in (T // 40, T // 8, T // 4, T // 2, T)]
         print(f"  {'iteration':<30}" + "".join(f"{(i + 1) * every:>10}" for i in marks))
         print(f"  {'Alg.1 objective':<30}" + "".join(f"{a1.objective[i]:>10.5f}" for i in marks))
         for label, r in runs.items():
             print(f"  {label + ' objective':<30}" + "".join(f"{r.objective[i]:>10.5f}" for i in marks))
-            print(f"  {label + ' gap %':<30}" + "".join(
-                f"{100 * (r.objective[i] - a1.objective[i]) / a1.objective[i]:>10.3f}" for i in marks))
+            print(
+                f"  {label + ' gap %':<30}"
+                + "".join(f"{100 * (r.objective[i] - a1.objective[i]) / a1.objective[i]:>10.3f}" for i in marks)
+            )
         s1 = a1.seconds / T
         print(f"  Alg.1 {s1 * 1e3:.3f} ms/it")
         for label, r in runs.items():

@@ -49,19 +49,26 @@ import numpy as np
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 
-PAPER = {("rcv1", 1.0): (19.44, 1.36), ("rcv1", 0.1): (20.37, 1.82),
-         ("news20", 1.0): (81.69, 17.83), ("news20", 0.1): (93.51, 19.05),
-         ("kdda", 1.0): (1239.64, 206.50), ("kdda", 0.1): (2245.56, 368.96),
-         ("url", 1.0): (9.99, 1.02), ("url", 0.1): (2451.80, 95.58),
-         ("webspam", 1.0): (581.25, 21.24), ("webspam", 0.1): (537.65, 20.79)}
+PAPER = {
+    ("rcv1", 1.0): (19.44, 1.36),
+    ("rcv1", 0.1): (20.37, 1.82),
+    ("news20", 1.0): (81.69, 17.83),
+    ("news20", 0.1): (93.51, 19.05),
+    ("kdda", 1.0): (1239.64, 206.50),
+    ("kdda", 0.1): (2245.56, 368.96),
+    ("url", 1.0): (9.99, 1.02),
+    ("url", 0.1): (2451.80, 95.58),
+    ("webspam", 1.0): (581.25, 21.24),
+    ("webspam", 0.1): (537.65, 20.79),
+}
 
 
 def load_full(name: str, work: Path, fraction: float):
     """A full-shape synthetic set from its store under ``work`` (written on first use)."""
-    import numpy as np
 
     from dpdist.data.store import open_store
     from dpdist.data.synthetic import SPARSE_PROFILES, write_synthetic
+
     prof = SPARSE_PROFILES[name]
     n = max(1, round(prof.n * fraction))
     path = work / f"{name}-full-n{n}"
@@ -74,6 +81,7 @@ def load_full(name: str, work: Path, fraction: float):
     X = store.csr()
     if np.abs(X.data).max() > 1.0:  # rows already in the unit ball are not copied
         from dpdist.data.transforms import clip_rows
+
         X = clip_rows(X, 1.0, "scale")
     return X, (store.y > 0).astype(float)
 
@@ -86,6 +94,7 @@ def load(name: str, shared: Path, work: Path, fractions: dict[str, float]):
 
     from dpdist.data.synthetic import make_synthetic
     from dpdist.data.transforms import clip_rows
+
     if name == "rcv1-real":
         X, y = load_svmlight_file(lzma.open(shared / "libsvm/rcv1_small.train.svm.xz"), n_features=47236)
         return X.tocsr(), (y > 0).astype(float)
@@ -100,17 +109,35 @@ def load(name: str, shared: Path, work: Path, fractions: dict[str, float]):
 def prefix_run(X, Xc, y, lam: float, T: int, eps: float, delta: float, steps: int, seed: int):
     """Seconds per step and selected columns of the first ``steps`` steps of a private T-step
     fast DP-FW run (the kernel with the T-step run's per-step epsilon; no refresh falls in them)."""
-    import numpy as np
 
     from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw, _load_kernel
     from dpdist.solvers.frank_wolfe import privacy_plan
     from dpdist.solvers.samplers import block_shift
+
     D = X.shape[1]
     plan = privacy_plan(eps, delta, T, "logistic", lam, 1.0, "exponential")
-    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32, copy=False), X.data,
-            Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32, copy=False), Xc.data, y, np.asarray(X.T @ y),
-            float(lam), int(steps), True, 1, plan.eps0, plan.lipschitz, 0, 0, block_shift(D),
-            np.random.default_rng(seed), np.zeros(1, dtype=np.int64), *_extra_args(None, Xc, int(steps)))
+    args = (
+        X.indptr.astype(np.int64),
+        X.indices.astype(np.int32, copy=False),
+        X.data,
+        Xc.indptr.astype(np.int64),
+        Xc.indices.astype(np.int32, copy=False),
+        Xc.data,
+        y,
+        np.asarray(X.T @ y),
+        float(lam),
+        int(steps),
+        True,
+        1,
+        plan.eps0,
+        plan.lipschitz,
+        0,
+        0,
+        block_shift(D),
+        np.random.default_rng(seed),
+        np.zeros(1, dtype=np.int64),
+        *_extra_args(None, Xc, int(steps)),
+    )
     _load_kernel(args)
     t0 = time.perf_counter()
     _, path, _, _, _ = _fast_fw(*args)
@@ -125,13 +152,23 @@ def main() -> None:
     ap.add_argument("--lam", type=float, default=50.0)
     ap.add_argument("--delta", type=float, default=1e-6)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--refresh", choices=("estimator", "seed", "both"), default="estimator",
-                    help="fast solver refresh: every T/10 steps (estimators), never (seed's Alg. 2), or both")
+    ap.add_argument(
+        "--refresh",
+        choices=("estimator", "seed", "both"),
+        default="estimator",
+        help="fast solver refresh: every T/10 steps (estimators), never (seed's Alg. 2), or both",
+    )
     ap.add_argument("--no-bruteforce", action="store_true", help="skip the O(D)-per-step Alg. 2 + brute-force ablation")
-    ap.add_argument("--fraction", action="append", default=[], metavar="NAME=F",
-                    help="rows kept of a full set, e.g. webspam=0.25 (default 1)")
-    ap.add_argument("--fast-budget", type=float, default=0.0,
-                    help="seconds a full fast run may take; 0 = always run all T steps")
+    ap.add_argument(
+        "--fraction",
+        action="append",
+        default=[],
+        metavar="NAME=F",
+        help="rows kept of a full set, e.g. webspam=0.25 (default 1)",
+    )
+    ap.add_argument(
+        "--fast-budget", type=float, default=0.0, help="seconds a full fast run may take; 0 = always run all T steps"
+    )
     ap.add_argument("--prefix", type=int, default=20, help="steps timed first when --fast-budget is set")
     ap.add_argument("--work", default=str(Path(__file__).parent / "_work"))
     ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -152,24 +189,35 @@ def main() -> None:
     for name in args.sets.split(","):
         t_load = time.perf_counter()
         X, y = load(name, shared, work, fractions)
-        print(f"\n{name}: {X.shape[0]:,} x {X.shape[1]:,}, nnz {X.nnz:,} ({X.nnz / X.shape[0]:.1f} per row), "
-              f"loaded in {time.perf_counter() - t_load:.0f} s")
+        print(
+            f"\n{name}: {X.shape[0]:,} x {X.shape[1]:,}, nnz {X.nnz:,} ({X.nnz / X.shape[0]:.1f} per row), "
+            f"loaded in {time.perf_counter() - t_load:.0f} s"
+        )
         alg1 = {}
         for eps in (1.0, 0.1):
             t1 = min(T, args.alg1_iters)
-            alg1[eps] = min(frank_wolfe(X, y, args.lam, t1, selection="laplace", epsilon=eps, delta=args.delta,
-                                        random_state=r).seconds / t1 for r in range(args.reps))
+            alg1[eps] = min(
+                frank_wolfe(
+                    X, y, args.lam, t1, selection="laplace", epsilon=eps, delta=args.delta, random_state=r
+                ).seconds
+                / t1
+                for r in range(args.reps)
+            )
             print(f"  eps={eps:<4g} Alg.1 {alg1[eps] * 1e3:9.3f} ms/it ({t1} its)", flush=True)
         prefix = {}
         if args.fast_budget > 0:
             import numpy as np
+
             Xc = X.tocsc()
             share = np.diff(Xc.indptr) / X.shape[0]
             for eps in (1.0, 0.1):
                 sec, cols = prefix_run(X, Xc, y, args.lam, T, eps, args.delta, args.prefix, 100)
-                print(f"  eps={eps:<4g} first {args.prefix} of {T} steps: {sec * 1e3:.1f} ms/step; share of rows holding "
-                      f"each selected column: median {np.median(share[cols]):.2g}, max {share[cols].max():.2g}; "
-                      f"steps on columns in > 10% of rows: {np.mean(share[cols] > 0.1):.0%}", flush=True)
+                print(
+                    f"  eps={eps:<4g} first {args.prefix} of {T} steps: {sec * 1e3:.1f} ms/step; share of rows holding "
+                    f"each selected column: median {np.median(share[cols]):.2g}, max {share[cols].max():.2g}; "
+                    f"steps on columns in > 10% of rows: {np.mean(share[cols] > 0.1):.0%}",
+                    flush=True,
+                )
                 if sec * T > args.fast_budget:
                     prefix[eps] = sec
             del Xc
@@ -180,34 +228,74 @@ def main() -> None:
                 label = f"{name}" + ("" if len(refreshes) == 1 else (" refresh T/10" if refresh else " no refresh"))
                 if eps in prefix:
                     s4 = prefix[eps]  # no refresh falls in the prefix
-                    rows.append((f"{name} prefix {args.prefix}/{T}", eps, s1, s4, float("nan"), s1 / s4, float("nan"),
-                                 paper))
-                    print(f"  eps={eps:<4g} all {T} steps would take ~{s4 * T / 3600:.1f} h at the prefix's pace: "
-                          f"prefix speed-up {s1 / s4:.2f}x (paper {paper[0]})", flush=True)
+                    rows.append(
+                        (f"{name} prefix {args.prefix}/{T}", eps, s1, s4, float("nan"), s1 / s4, float("nan"), paper)
+                    )
+                    print(
+                        f"  eps={eps:<4g} all {T} steps would take ~{s4 * T / 3600:.1f} h at the prefix's pace: "
+                        f"prefix speed-up {s1 / s4:.2f}x (paper {paper[0]})",
+                        flush=True,
+                    )
                     break
-                s4 = min(fast_frank_wolfe(X, y, args.lam, T, selection="exponential", epsilon=eps, delta=args.delta,
-                                          refresh=refresh, random_state=100 + r).seconds / T
-                         for r in range(args.reps))
-                sb = float("nan") if args.no_bruteforce else min(
-                    fast_frank_wolfe(X, y, args.lam, T, selection="exponential-bruteforce", epsilon=eps,
-                                     delta=args.delta, refresh=refresh, random_state=200 + r).seconds / T
-                    for r in range(args.reps))
+                s4 = min(
+                    fast_frank_wolfe(
+                        X,
+                        y,
+                        args.lam,
+                        T,
+                        selection="exponential",
+                        epsilon=eps,
+                        delta=args.delta,
+                        refresh=refresh,
+                        random_state=100 + r,
+                    ).seconds
+                    / T
+                    for r in range(args.reps)
+                )
+                sb = (
+                    float("nan")
+                    if args.no_bruteforce
+                    else min(
+                        fast_frank_wolfe(
+                            X,
+                            y,
+                            args.lam,
+                            T,
+                            selection="exponential-bruteforce",
+                            epsilon=eps,
+                            delta=args.delta,
+                            refresh=refresh,
+                            random_state=200 + r,
+                        ).seconds
+                        / T
+                        for r in range(args.reps)
+                    )
+                )
                 rows.append((label, eps, s1, s4, sb, s1 / s4, s1 / sb, paper))
-                print(f"  eps={eps:<4g} refresh={refresh or 'never':<5} Alg.1 {s1 * 1e3:9.3f} ms/it | "
-                      f"Alg.2+4 {s4 * 1e3:8.3f} ms/it  speed-up {s1 / s4:8.2f}x (paper {paper[0]}) | "
-                      f"Alg.2+brute {sb * 1e3:8.3f} ms/it  speed-up {s1 / sb:6.2f}x (paper {paper[1]})", flush=True)
-        print(f"  peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB; "
-              f"load average {os.getloadavg()}")
+                print(
+                    f"  eps={eps:<4g} refresh={refresh or 'never':<5} Alg.1 {s1 * 1e3:9.3f} ms/it | "
+                    f"Alg.2+4 {s4 * 1e3:8.3f} ms/it  speed-up {s1 / s4:8.2f}x (paper {paper[0]}) | "
+                    f"Alg.2+brute {sb * 1e3:8.3f} ms/it  speed-up {s1 / sb:6.2f}x (paper {paper[1]})",
+                    flush=True,
+                )
+        print(
+            f"  peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB; "
+            f"load average {os.getloadavg()}"
+        )
         del X, y
-    print("\nTable 3 (T=%d, lambda=%g, delta=%g, best of %d): speed-up over our Alg. 1 in this run"
-          % (T, args.lam, args.delta, args.reps))
+    print(
+        "\nTable 3 (T=%d, lambda=%g, delta=%g, best of %d): speed-up over our Alg. 1 in this run"
+        % (T, args.lam, args.delta, args.reps)
+    )
     print(f"{'set':<28}{'eps':>5}{'Alg2+4':>11}{'paper':>9}{'Alg2':>9}{'paper':>8}")
     for name, eps, s1, s4, sb, r4, rb, paper in rows:
         print(f"{name:<28}{eps:>5g}{r4:>10.2f}x{paper[0]:>9}{rb:>8.2f}x{paper[1]:>8}")
     rc = [r for r in rows if r[0] == "rcv1-shape" and r[1] == 1.0]
     if rc:
-        print(f"target: >= 100x over Alg. 1 at epsilon=1 on the RCV1-shaped set -> {rc[0][5]:.1f}x "
-              f"({'met' if rc[0][5] >= 100 else 'NOT met'})")
+        print(
+            f"target: >= 100x over Alg. 1 at epsilon=1 on the RCV1-shaped set -> {rc[0][5]:.1f}x "
+            f"({'met' if rc[0][5] >= 100 else 'NOT met'})"
+        )
 
 
 if __name__ == "__main__":

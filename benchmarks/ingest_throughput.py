@@ -27,7 +27,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -77,12 +76,17 @@ def write_kdda_text(path: Path, target_bytes: int, seed: int, compress: bool) ->
 
 
 def run_job(kind: str, src: Path, out: Path) -> dict:
-    res = subprocess.run([sys.executable, "-c", _JOB, kind, str(src), str(out), str(KDDA_D)],
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", _JOB, kind, str(src), str(out), str(KDDA_D)], capture_output=True, text=True, check=True
+    )
     out_ = json.loads(res.stdout.strip().splitlines()[-1])
     out_["load"] = os.getloadavg()[0]
-    print(f"  {kind:<8} {src.name}: {out_['seconds']:.1f} s, cpu {out_['cpu']:.1f} s, RSS {out_['rss_mb']:.0f} MB, "
-          f"load {out_['load']:.1f}", file=sys.stderr, flush=True)
+    print(
+        f"  {kind:<8} {src.name}: {out_['seconds']:.1f} s, cpu {out_['cpu']:.1f} s, RSS {out_['rss_mb']:.0f} MB, "
+        f"load {out_['load']:.1f}",
+        file=sys.stderr,
+        flush=True,
+    )
     return out_
 
 
@@ -131,19 +135,28 @@ def main() -> None:
         rows.append((label, size, d, s))
 
     print(f"\nKDDA-shaped svmlight ingest ({'bz2' if args.bz2 else 'plain text'}), {KDDA_D:,} columns")
-    print(f"{'file':<7}{'text MB':>10}{'rows':>11}{'nnz':>13} | {'dpdist s':>9}{'MB/s':>7}{'cpu s':>7}{'RSS MB':>8} | "
-          f"{'sklearn s':>9}{'MB/s':>7}{'cpu s':>7}{'RSS MB':>8} | {'speed':>6}{'RSS':>6}")
+    print(
+        f"{'file':<7}{'text MB':>10}{'rows':>11}{'nnz':>13} | {'dpdist s':>9}{'MB/s':>7}{'cpu s':>7}{'RSS MB':>8} | "
+        f"{'sklearn s':>9}{'MB/s':>7}{'cpu s':>7}{'RSS MB':>8} | {'speed':>6}{'RSS':>6}"
+    )
     for label, size, d, s in rows:
         mb = size / 1e6
-        sk = (f"{s['seconds']:9.1f}{mb / s['seconds']:7.1f}{s['cpu']:7.1f}{s['rss_mb']:8.0f}" if s
-              else f"{'-':>9}{'-':>7}{'-':>7}{'-':>8}")
+        sk = (
+            f"{s['seconds']:9.1f}{mb / s['seconds']:7.1f}{s['cpu']:7.1f}{s['rss_mb']:8.0f}"
+            if s
+            else f"{'-':>9}{'-':>7}{'-':>7}{'-':>8}"
+        )
         ratio = f"{s['seconds'] / d['seconds']:5.2f}x{s['rss_mb'] / d['rss_mb']:5.2f}x" if s else f"{'-':>6}{'-':>6}"
-        print(f"{label:<7}{mb:10.0f}{d['rows']:11,}{d['nnz']:13,} | {d['seconds']:9.1f}{mb / d['seconds']:7.1f}"
-              f"{d['cpu']:7.1f}{d['rss_mb']:8.0f} | {sk} | {ratio}")
+        print(
+            f"{label:<7}{mb:10.0f}{d['rows']:11,}{d['nnz']:13,} | {d['seconds']:9.1f}{mb / d['seconds']:7.1f}"
+            f"{d['cpu']:7.1f}{d['rss_mb']:8.0f} | {sk} | {ratio}"
+        )
     (_, s_size, s_d, _), (_, l_size, l_d, _) = rows
-    print(f"\nspeed = dpdist throughput / sklearn throughput; RSS = sklearn peak / dpdist peak")
-    print(f"text grew {l_size / s_size:.1f}x; dpdist peak RSS grew {l_d['rss_mb'] / s_d['rss_mb']:.2f}x "
-          f"({s_d['rss_mb']:.0f} -> {l_d['rss_mb']:.0f} MB); {os.cpu_count()} cores, load average {os.getloadavg()}")
+    print("\nspeed = dpdist throughput / sklearn throughput; RSS = sklearn peak / dpdist peak")
+    print(
+        f"text grew {l_size / s_size:.1f}x; dpdist peak RSS grew {l_d['rss_mb'] / s_d['rss_mb']:.2f}x "
+        f"({s_d['rss_mb']:.0f} -> {l_d['rss_mb']:.0f} MB); {os.cpu_count()} cores, load average {os.getloadavg()}"
+    )
     if args.delete:
         for path, _ in files.values():
             path.unlink()

@@ -47,13 +47,36 @@ def child(path: str, iters: int, screen: bool) -> None:
         return screening_plan("rnm", "logistic", lam, d, T, 50, 0.5, 1e-6, n_max=n) if screen else None
 
     small = X[:2000]
-    fast_frank_wolfe(small, y[:2000], lam, 60, selection="exponential", epsilon=1.0, delta=1e-6, refresh=20,
-                     screening=plan(60, D))  # compile outside the timer
-    res = fast_frank_wolfe(X, y, lam, iters, selection="exponential", epsilon=1.0, delta=1e-6, refresh=refresh,
-                           screening=plan(iters, D), random_state=1)
+    fast_frank_wolfe(
+        small, y[:2000], lam, 60, selection="exponential", epsilon=1.0, delta=1e-6, refresh=20, screening=plan(60, D)
+    )  # compile outside the timer
+    res = fast_frank_wolfe(
+        X,
+        y,
+        lam,
+        iters,
+        selection="exponential",
+        epsilon=1.0,
+        delta=1e-6,
+        refresh=refresh,
+        screening=plan(iters, D),
+        random_state=1,
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    print(json.dumps({"n": n, "D": D, "nnz": int(X.nnz), "load_s": load, "us_per_iter": 1e6 * res.seconds / iters,
-                      "peak_gib": peak, "zeroed": len(res.screened), "nnz_w": int(np.count_nonzero(res.coef))}))
+    print(
+        json.dumps(
+            {
+                "n": n,
+                "D": D,
+                "nnz": int(X.nnz),
+                "load_s": load,
+                "us_per_iter": 1e6 * res.seconds / iters,
+                "peak_gib": peak,
+                "zeroed": len(res.screened),
+                "nnz_w": int(np.count_nonzero(res.coef)),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -78,18 +101,25 @@ def main() -> None:
         print(f"wrote {path} in {time.perf_counter() - t:.0f} s", flush=True)
     out = {}
     for screen in (False, True):
-        cmd = [sys.executable, __file__, "--child", str(path), "--iters", str(args.iters)] + (["--screen"] if screen
-                                                                                              else [])
+        cmd = [sys.executable, __file__, "--child", str(path), "--iters", str(args.iters)] + (
+            ["--screen"] if screen else []
+        )
         r = subprocess.run(cmd, capture_output=True, text=True, check=True)
         out[screen] = json.loads(r.stdout.strip().splitlines()[-1])
-        print(("RNM-Screen /50" if screen else "fast DP-FW    "), out[screen], f"load {os.getloadavg()[0]:.1f}",
-              flush=True)
+        print(
+            ("RNM-Screen /50" if screen else "fast DP-FW    "),
+            out[screen],
+            f"load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     a, b = out[False], out[True]
     print(f"\n{a['n']:,} x {a['D']:,}, nnz {a['nnz']:,}; T = {args.iters}")
     print("| solver | us / iteration | peak memory (GiB) |\n|---|---|---|")
     print(f"| fast DP-FW | {a['us_per_iter']:.0f} | {a['peak_gib']:.2f} |")
-    print(f"| RNM-Screen every 50th | {b['us_per_iter']:.0f} (x{b['us_per_iter'] / a['us_per_iter']:.2f}) | "
-          f"{b['peak_gib']:.2f} (x{b['peak_gib'] / a['peak_gib']:.2f}) |")
+    print(
+        f"| RNM-Screen every 50th | {b['us_per_iter']:.0f} (x{b['us_per_iter'] / a['us_per_iter']:.2f}) | "
+        f"{b['peak_gib']:.2f} (x{b['peak_gib'] / a['peak_gib']:.2f}) |"
+    )
 
 
 if __name__ == "__main__":

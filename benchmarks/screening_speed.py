@@ -25,9 +25,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import time
-
-import numpy as np
 
 
 def load(name: str):
@@ -55,10 +52,21 @@ def main() -> None:
     for loss in ("logistic", "squared"):  # compile every kernel once
         y = yw if loss == "logistic" else 2 * yw - 1
         p = screening_plan("rnm", loss, lam, Xw.shape[1], 5, 1, 0.5, 1e-6, n_max=Xw.shape[0])
-        fast_frank_wolfe(Xw[:200], y[:200], lam, 5, loss=loss, selection="exponential", epsilon=eps, delta=delta,
-                         refresh=2, screening=p)
-        fast_frank_wolfe(Xw[:200], y[:200], lam, 5, loss=loss, selection="exponential", epsilon=eps, delta=delta,
-                         refresh=2)
+        fast_frank_wolfe(
+            Xw[:200],
+            y[:200],
+            lam,
+            5,
+            loss=loss,
+            selection="exponential",
+            epsilon=eps,
+            delta=delta,
+            refresh=2,
+            screening=p,
+        )
+        fast_frank_wolfe(
+            Xw[:200], y[:200], lam, 5, loss=loss, selection="exponential", epsilon=eps, delta=delta, refresh=2
+        )
     rows = []
     for name in args.sets.split(","):
         X, y01 = load(name)
@@ -73,8 +81,11 @@ def main() -> None:
             def best(screen_every: int | None) -> tuple[float, int]:
                 out, events = math.inf, 0
                 for r in range(args.reps):
-                    plan = None if screen_every is None else screening_plan(
-                        "rnm", loss, lam, D, T, screen_every, 0.5, 1e-6, n_max=n)
+                    plan = (
+                        None
+                        if screen_every is None
+                        else screening_plan("rnm", loss, lam, D, T, screen_every, 0.5, 1e-6, n_max=n)
+                    )
                     res = fast_frank_wolfe(X, y, lam, T, screening=plan, random_state=100 + r, **common)
                     out, events = min(out, res.seconds / T), len(res.screened)
                 return out, events
@@ -83,19 +94,31 @@ def main() -> None:
             every50, ev50 = best(50)
             every1, ev1 = best(1)
             t1 = args.alg1_iters
-            alg1 = min(frank_wolfe(X, y, lam, t1, loss=loss, selection="laplace", epsilon=eps, delta=delta,
-                                   random_state=r).seconds / t1 for r in range(max(1, args.reps - 1)))
+            alg1 = min(
+                frank_wolfe(
+                    X, y, lam, t1, loss=loss, selection="laplace", epsilon=eps, delta=delta, random_state=r
+                ).seconds
+                / t1
+                for r in range(max(1, args.reps - 1))
+            )
             rows.append((name, loss, base, every50, every1, alg1))
-            print(f"  {loss:<8} fast DP-FW {1e6 * base:9.1f} us/it | RNM-Screen every 50th {1e6 * every50:9.1f} us/it "
-                  f"(x{every50 / base:.2f}, {ev50} zeroed) | every iteration {1e6 * every1:9.1f} us/it "
-                  f"(x{every1 / base:.2f} of fast, {every1 / alg1:.3f} of Alg. 1) | standard DP-FW (Alg. 1) "
-                  f"{1e6 * alg1:9.1f} us/it; load {os.getloadavg()[0]:.1f}", flush=True)
-    print("\n| set | loss | fast DP-FW us/it | RNM-Screen /50 us/it | ratio (target <= 2) | RNM-Screen every it. "
-          "us/it | standard DP-FW us/it |")
+            print(
+                f"  {loss:<8} fast DP-FW {1e6 * base:9.1f} us/it | RNM-Screen every 50th {1e6 * every50:9.1f} us/it "
+                f"(x{every50 / base:.2f}, {ev50} zeroed) | every iteration {1e6 * every1:9.1f} us/it "
+                f"(x{every1 / base:.2f} of fast, {every1 / alg1:.3f} of Alg. 1) | standard DP-FW (Alg. 1) "
+                f"{1e6 * alg1:9.1f} us/it; load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    print(
+        "\n| set | loss | fast DP-FW us/it | RNM-Screen /50 us/it | ratio (target <= 2) | RNM-Screen every it. "
+        "us/it | standard DP-FW us/it |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, loss, base, e50, e1, a1 in rows:
-        print(f"| {name} | {loss} | {1e6 * base:.1f} | {1e6 * e50:.1f} | {e50 / base:.2f} | {1e6 * e1:.1f} | "
-              f"{1e6 * a1:.1f} |")
+        print(
+            f"| {name} | {loss} | {1e6 * base:.1f} | {1e6 * e50:.1f} | {e50 / base:.2f} | {1e6 * e1:.1f} | "
+            f"{1e6 * a1:.1f} |"
+        )
 
 
 if __name__ == "__main__":

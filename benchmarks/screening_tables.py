@@ -57,41 +57,64 @@ SHARED = Path(os.environ.get("DPDIST_SHARED_DATA", Path(__file__).resolve().pare
 # ------------------------------------------------------------------------------ the papers' numbers
 TABLE1 = {"uncorrelated": (0.829, 0.475, 0.291, 0.504), "correlated": (0.957, 0.281, 0.444, 0.371)}
 REAL = {  # name: (n, d, T) from Table 2
-    "Abalone": (4177, 8, 100), "Housing": (506, 13, 100), "Body Fat": (252, 14, 100), "Pyrim": (74, 27, 100),
-    "Triazines": (186, 60, 100), "Residential": (372, 103, 200), "Communities": (1994, 122, 200),
-    "BlogFeedback": (52397, 280, 1000)}
+    "Abalone": (4177, 8, 100),
+    "Housing": (506, 13, 100),
+    "Body Fat": (252, 14, 100),
+    "Pyrim": (74, 27, 100),
+    "Triazines": (186, 60, 100),
+    "Residential": (372, 103, 200),
+    "Communities": (1994, 122, 200),
+    "BlogFeedback": (52397, 280, 1000),
+}
 TABLE2 = {  # TPR, FPR, F1, Sparsity, R2 (RNM-Screen, Yeo-Johnson)
-    "Abalone": (.333, .200, .534, .319, .800), "Housing": (.250, .444, .497, .315, .483),
-    "Body Fat": (.600, .444, .333, .357, .653), "Pyrim": (.556, .556, .445, .506, .688),
-    "Triazines": (.474, .488, .377, .508, .851), "Residential": (.484, .486, .387, .496, .983),
-    "Communities": (.488, .432, .430, .480, .837), "BlogFeedback": (.580, .453, .370, .450, .357)}
+    "Abalone": (0.333, 0.200, 0.534, 0.319, 0.800),
+    "Housing": (0.250, 0.444, 0.497, 0.315, 0.483),
+    "Body Fat": (0.600, 0.444, 0.333, 0.357, 0.653),
+    "Pyrim": (0.556, 0.556, 0.445, 0.506, 0.688),
+    "Triazines": (0.474, 0.488, 0.377, 0.508, 0.851),
+    "Residential": (0.484, 0.486, 0.387, 0.496, 0.983),
+    "Communities": (0.488, 0.432, 0.430, 0.480, 0.837),
+    "BlogFeedback": (0.580, 0.453, 0.370, 0.450, 0.357),
+}
 TABLE3 = {  # F1 / MSE of NP-FW, Preselect-K, Oracle-K, RNM-Screen (Yeo-Johnson)
-    "Abalone": ((1.0, .512), (.667, .689), (.867, .560), (.534, .894)),
-    "Housing": ((1.0, .322), (.0, .786), (.788, .516), (.497, .835)),
-    "Body Fat": ((.833, .025), (.400, .246), (.320, .368), (.333, .689)),
-    "Pyrim": ((.889, .439), (.571, .759), (.339, .451), (.445, .451)),
-    "Triazines": ((.829, .610), (.467, .655), (.337, .979), (.377, .979)),
-    "Residential": ((.667, .009), (.500, .358), (.342, .415), (.387, .431)),
-    "Communities": ((.800, .277), (.540, .373), (.400, .382), (.430, .395)),
-    "BlogFeedback": ((.868, .489), (.546, .489), (.320, .736), (.370, .822))}
+    "Abalone": ((1.0, 0.512), (0.667, 0.689), (0.867, 0.560), (0.534, 0.894)),
+    "Housing": ((1.0, 0.322), (0.0, 0.786), (0.788, 0.516), (0.497, 0.835)),
+    "Body Fat": ((0.833, 0.025), (0.400, 0.246), (0.320, 0.368), (0.333, 0.689)),
+    "Pyrim": ((0.889, 0.439), (0.571, 0.759), (0.339, 0.451), (0.445, 0.451)),
+    "Triazines": ((0.829, 0.610), (0.467, 0.655), (0.337, 0.979), (0.377, 0.979)),
+    "Residential": ((0.667, 0.009), (0.500, 0.358), (0.342, 0.415), (0.387, 0.431)),
+    "Communities": ((0.800, 0.277), (0.540, 0.373), (0.400, 0.382), (0.430, 0.395)),
+    "BlogFeedback": ((0.868, 0.489), (0.546, 0.489), (0.320, 0.736), (0.370, 0.822)),
+}
 TABLE4 = {  # F1, Sparsity, R2 (RNM-Screen, no Yeo-Johnson)
-    "Abalone": (.450, .113, .109), "Housing": (.525, .200, .062), "Body Fat": (.447, .204, .526),
-    "Pyrim": (.451, .441, .582), "Triazines": (.412, .497, .808), "Residential": (.372, .240, .856),
-    "Communities": (.433, .505, .821), "BlogFeedback": (.367, .439, .383)}
+    "Abalone": (0.450, 0.113, 0.109),
+    "Housing": (0.525, 0.200, 0.062),
+    "Body Fat": (0.447, 0.204, 0.526),
+    "Pyrim": (0.451, 0.441, 0.582),
+    "Triazines": (0.412, 0.497, 0.808),
+    "Residential": (0.372, 0.240, 0.856),
+    "Communities": (0.433, 0.505, 0.821),
+    "BlogFeedback": (0.367, 0.439, 0.383),
+}
 TABLE5 = {  # F1 / MSE of NP-FW, Oracle-K, RNM-Screen (no Yeo-Johnson)
-    "Abalone": ((1.0, .012), (.667, .014), (.450, .010)), "Housing": ((.889, .018), (.788, .051), (.525, .159)),
-    "Body Fat": ((1.0, .020), (.550, .124), (.447, .555)), "Pyrim": ((.941, .019), (.583, .182), (.451, .301)),
-    "Triazines": ((.872, .024), (.424, .108), (.412, .095)), "Residential": ((.061, 2.120), (.411, 1.711),
-                                                                            (.372, 1.820)),
-    "Communities": ((.469, .020), (.400, .033), (.433, .034)), "BlogFeedback": ((.021, .023), (.349, .022),
-                                                                                (.367, .004))}
-SEED000 = {"R1": "non-private FW + non-private screening every iteration: non-zeros only on the true support, "
-                 "55% of the true non-zeros survive (linear and logistic)",
-           "R2": "non-private FW + private screening (ADP) every 50th iteration: about 10% of the true non-zeros "
-                 "survive and no true zero",
-           "R3": "private FW + non-private screening: nothing is ever screened",
-           "ADP": "ADP-Screen (private FW + private screening) every iteration / every 50th / at T only: cannot "
-                  "tell true zeros from true non-zeros; screening often over-screens (Figure 1, numbers lost)"}
+    "Abalone": ((1.0, 0.012), (0.667, 0.014), (0.450, 0.010)),
+    "Housing": ((0.889, 0.018), (0.788, 0.051), (0.525, 0.159)),
+    "Body Fat": ((1.0, 0.020), (0.550, 0.124), (0.447, 0.555)),
+    "Pyrim": ((0.941, 0.019), (0.583, 0.182), (0.451, 0.301)),
+    "Triazines": ((0.872, 0.024), (0.424, 0.108), (0.412, 0.095)),
+    "Residential": ((0.061, 2.120), (0.411, 1.711), (0.372, 1.820)),
+    "Communities": ((0.469, 0.020), (0.400, 0.033), (0.433, 0.034)),
+    "BlogFeedback": ((0.021, 0.023), (0.349, 0.022), (0.367, 0.004)),
+}
+SEED000 = {
+    "R1": "non-private FW + non-private screening every iteration: non-zeros only on the true support, "
+    "55% of the true non-zeros survive (linear and logistic)",
+    "R2": "non-private FW + private screening (ADP) every 50th iteration: about 10% of the true non-zeros "
+    "survive and no true zero",
+    "R3": "private FW + non-private screening: nothing is ever screened",
+    "ADP": "ADP-Screen (private FW + private screening) every iteration / every 50th / at T only: cannot "
+    "tell true zeros from true non-zeros; screening often over-screens (Figure 1, numbers lost)",
+}
 
 DATA: dict = {}  # filled in the parent before the worker processes fork
 
@@ -112,9 +135,15 @@ def _read_real(name: str):
 
     from dpdist.data.tables import read_table
 
-    files = {"Abalone": "abalone.csv.xz", "Body Fat": "bodyfat.csv.xz", "Pyrim": "pyrim.csv.xz",
-             "Triazines": "triazines.csv.xz", "Residential": "Residential-Building-Data-Set.xlsx",
-             "Communities": "communities.data.xz", "BlogFeedback": "BlogFeedback.zip"}
+    files = {
+        "Abalone": "abalone.csv.xz",
+        "Body Fat": "bodyfat.csv.xz",
+        "Pyrim": "pyrim.csv.xz",
+        "Triazines": "triazines.csv.xz",
+        "Residential": "Residential-Building-Data-Set.xlsx",
+        "Communities": "communities.data.xz",
+        "BlogFeedback": "BlogFeedback.zip",
+    }
     if name == "Housing":
         X, y = load_svmlight_file(lzma.open(SHARED / "regression/housing_scale.svm.xz"))
         return X.toarray(), y
@@ -170,9 +199,14 @@ def _metrics(w: np.ndarray, ref: np.ndarray, X, y) -> dict:
     truth = np.zeros(d, bool)
     truth[ref] = True
     tp, fp, fn = int(np.sum(nz & truth)), int(np.sum(nz & ~truth)), int(np.sum(~nz & truth))
-    out = {"tpr": tp / max(truth.sum(), 1), "fpr": fp / max((~truth).sum(), 1),
-           "f1": 2 * tp / (2 * tp + fp + fn) if (tp + fp + fn) else 1.0, "density": float(nz.mean()),
-           "mse": float(np.mean((y - X @ w) ** 2)), "r2": _r2(X, nz, truth)}
+    out = {
+        "tpr": tp / max(truth.sum(), 1),
+        "fpr": fp / max((~truth).sum(), 1),
+        "f1": 2 * tp / (2 * tp + fp + fn) if (tp + fp + fn) else 1.0,
+        "density": float(nz.mean()),
+        "mse": float(np.mean((y - X @ w) ** 2)),
+        "r2": _r2(X, nz, truth),
+    }
     return out
 
 
@@ -214,70 +248,127 @@ def run(task: dict) -> dict:
         kw["refresh"] = 1
     private_fw = method in ("rnm", "dp+exact", "dpfw") or method.startswith("adp")
     if private_fw:
-        kw.update(epsilon=s["eps1"], delta=s["delta1"],
-                  **(dict(selection="laplace", calibration="paper", lipschitz_noise=1.0) if cal == "paper" else
-                     dict(selection="exponential", calibration="safe")))
+        kw.update(
+            epsilon=s["eps1"],
+            delta=s["delta1"],
+            **(
+                dict(selection="laplace", calibration="paper", lipschitz_noise=1.0)
+                if cal == "paper"
+                else dict(selection="exponential", calibration="safe")
+            ),
+        )
     rule = "seed" if cal == "paper" else "safe"
     lib_cal = "paper" if cal == "paper" else "safe"  # dpdist's name of the default calibration
     sched = task.get("schedule", 1)
     plan = None
     if method in ("rnm",) or method.startswith("adp") or method == "np+adp50":
         mode = "rnm" if method == "rnm" else "adp"
-        plan = screening_plan(mode, loss, lam, d, T, 50 if method == "np+adp50" else sched, s["eps2"], s["delta2"],
-                              rule=rule, calibration=lib_cal, y_bound=yb, n_max=n)
+        plan = screening_plan(
+            mode,
+            loss,
+            lam,
+            d,
+            T,
+            50 if method == "np+adp50" else sched,
+            s["eps2"],
+            s["delta2"],
+            rule=rule,
+            calibration=lib_cal,
+            y_bound=yb,
+            n_max=n,
+        )
     elif method in ("np+exact", "dp+exact"):
         plan = screening_plan("exact", loss, lam, d, T, 1, rule=rule)
     t0 = time.perf_counter()
     if method in ("npfw", "preselect"):
         cols = np.arange(d)
         if method == "preselect":
-            cols = np.sort(np.argsort(-np.asarray(abs(X).sum(axis=0)).ravel(), kind="stable")[:ref.size])
+            cols = np.sort(np.argsort(-np.asarray(abs(X).sum(axis=0)).ravel(), kind="stable")[: ref.size])
         Xs = X[:, cols]
-        r = fast_frank_wolfe(Xs, y, lam, T, loss=loss, y_bound=yb, refresh=kw.get("refresh", 0),
-                             gram=G[np.ix_(cols, cols)] if loss == "squared" else False)
+        r = fast_frank_wolfe(
+            Xs,
+            y,
+            lam,
+            T,
+            loss=loss,
+            y_bound=yb,
+            refresh=kw.get("refresh", 0),
+            gram=G[np.ix_(cols, cols)] if loss == "squared" else False,
+        )
         w = np.zeros(d)
         w[cols] = r.coef
     else:
         init = uniform_l1_ball(d, lam, rng)
         r = fast_frank_wolfe(X, y, lam, T, screening=plan, init=init, **kw)
         w = r.coef
-    out = {**task["labels"], "calibration": cal, "trial": task["trial"], "seconds": time.perf_counter() - t0,
-           "screened": len(r.screened), **_metrics(w, ref, X, y)}
+    out = {
+        **task["labels"],
+        "calibration": cal,
+        "trial": task["trial"],
+        "seconds": time.perf_counter() - t0,
+        "screened": len(r.screened),
+        **_metrics(w, ref, X, y),
+    }
     if method == "dpfw":  # Oracle-K from the same run
         om = _metrics(_top_k(w, ref.size), ref, X, y)
         out.update({f"oracle_{k}": v for k, v in om.items()})
     return out
 
 
-def true_epsilon(method: str, cal: str, s: dict, loss: str, lam: float, d: int, n: int, yb: float,
-                 schedule=1) -> dict:
+def true_epsilon(method: str, cal: str, s: dict, loss: str, lam: float, d: int, n: int, yb: float, schedule=1) -> dict:
     """Claimed and true epsilon of a private configuration's parts (the FW steps at delta1, the screening at
     delta2, RNM's index alone) and of the whole at delta1 + delta2 (what dpdist charges)."""
     from dpdist.privacy.loss import PrivacyLoss
     from dpdist.solvers.frank_wolfe import privacy_plan
     from dpdist.solvers.screening import screening_plan
 
-    out = {"fw_claimed": math.nan, "fw_true": math.nan, "scr_claimed": math.nan, "scr_true": math.nan,
-           "rnm_index_true": math.nan}
+    out = {
+        "fw_claimed": math.nan,
+        "fw_true": math.nan,
+        "scr_claimed": math.nan,
+        "scr_true": math.nan,
+        "rnm_index_true": math.nan,
+    }
     parts = []
     lib_cal = "paper" if cal == "paper" else "safe"
     if method in ("rnm", "dp+exact", "dpfw") or method.startswith("adp"):
-        fw = privacy_plan(s["eps1"], s["delta1"], s["T"], loss, lam, yb, "laplace" if cal == "paper" else
-                          "exponential", lib_cal, 1.0 if cal == "paper" else None)
+        fw = privacy_plan(
+            s["eps1"],
+            s["delta1"],
+            s["T"],
+            loss,
+            lam,
+            yb,
+            "laplace" if cal == "paper" else "exponential",
+            lib_cal,
+            1.0 if cal == "paper" else None,
+        )
         parts.append(fw.loss)
         out.update(fw_claimed=s["eps1"], fw_true=fw.loss.epsilon_at(s["delta1"]))
     if method == "rnm" or method.startswith("adp") or method == "np+adp50":
-        sc = screening_plan("rnm" if method == "rnm" else "adp", loss, lam, d, s["T"],
-                            50 if method == "np+adp50" else schedule, s["eps2"], s["delta2"],
-                            rule="seed" if cal == "paper" else "safe", calibration=lib_cal, y_bound=yb, n_max=n)
+        sc = screening_plan(
+            "rnm" if method == "rnm" else "adp",
+            loss,
+            lam,
+            d,
+            s["T"],
+            50 if method == "np+adp50" else schedule,
+            s["eps2"],
+            s["delta2"],
+            rule="seed" if cal == "paper" else "safe",
+            calibration=lib_cal,
+            y_bound=yb,
+            n_max=n,
+        )
         parts.append(sc.loss)
         out.update(scr_claimed=s["eps2"], scr_true=sc.loss.epsilon_at(s["delta2"]))
         if method == "rnm" and cal == "paper":  # the index alone, without the test on the noisy minimum
             index = PrivacyLoss.pure_steps(2 * sc.sensitivity / sc.rnm_scale, sc.passes, delta=s["delta2"])
             out["rnm_index_true"] = index.epsilon_at(s["delta2"])
     total = PrivacyLoss.compose(*parts)
-    out.update(claimed=np.nansum([out["fw_claimed"], out["scr_claimed"]]),
-               true=total.epsilon_at(sum(p.delta for p in parts)))
+    out.update(
+        claimed=np.nansum([out["fw_claimed"], out["scr_claimed"]]), true=total.epsilon_at(sum(p.delta for p in parts))
+    )
     return out
 
 
@@ -290,24 +381,71 @@ def seed000_tasks(trials: int) -> list[dict]:
     for cal in ("paper", "default"):
         for t in range(trials):
             for loss in ("squared", "logistic") if t < 5 else ("squared",):  # logistic: O(nnz) per step, 5 trials
-                tasks.append(dict(data=f"syn-{loss}", settings=s, calibration=cal, method="np+exact", trial=t,
-                                  seed=1000 + t, labels={"part": "seed000", "regime": "R1", "loss": loss}))
-            tasks.append(dict(data="syn-squared", settings=s, calibration=cal, method="np+adp50", trial=t,
-                              seed=2000 + t, labels={"part": "seed000", "regime": "R2", "loss": "squared"}))
-            tasks.append(dict(data="syn-squared", settings=s, calibration=cal, method="dp+exact", trial=t,
-                              seed=3000 + t, labels={"part": "seed000", "regime": "R3", "loss": "squared"}))
+                tasks.append(
+                    dict(
+                        data=f"syn-{loss}",
+                        settings=s,
+                        calibration=cal,
+                        method="np+exact",
+                        trial=t,
+                        seed=1000 + t,
+                        labels={"part": "seed000", "regime": "R1", "loss": loss},
+                    )
+                )
+            tasks.append(
+                dict(
+                    data="syn-squared",
+                    settings=s,
+                    calibration=cal,
+                    method="np+adp50",
+                    trial=t,
+                    seed=2000 + t,
+                    labels={"part": "seed000", "regime": "R2", "loss": "squared"},
+                )
+            )
+            tasks.append(
+                dict(
+                    data="syn-squared",
+                    settings=s,
+                    calibration=cal,
+                    method="dp+exact",
+                    trial=t,
+                    seed=3000 + t,
+                    labels={"part": "seed000", "regime": "R3", "loss": "squared"},
+                )
+            )
             for name, sched in (("every", 1), ("every 50th", 50), ("T only", [1000])):
-                tasks.append(dict(data="syn-squared", settings=s, calibration=cal, method=f"adp-{name}",
-                                  schedule=sched, trial=t, seed=4000 + t,
-                                  labels={"part": "seed000", "regime": f"ADP {name}", "loss": "squared"}))
+                tasks.append(
+                    dict(
+                        data="syn-squared",
+                        settings=s,
+                        calibration=cal,
+                        method=f"adp-{name}",
+                        schedule=sched,
+                        trial=t,
+                        seed=4000 + t,
+                        labels={"part": "seed000", "regime": f"ADP {name}", "loss": "squared"},
+                    )
+                )
     return tasks
 
 
 def table1_tasks(trials: int) -> list[dict]:
     s = {"T": 1000, "eps1": 4.9, "eps2": 0.1, "delta1": 1 / 4000, "delta2": 1 / 12000}
-    return [dict(data=f"t1-{name}", settings=s, calibration=cal, method="rnm", trial=t, seed=5000 + t,
-                 labels={"part": "table1", "dataset": name, "method": "RNM-Screen"})
-            for cal in ("paper", "default") for name in TABLE1 for t in range(trials)]
+    return [
+        dict(
+            data=f"t1-{name}",
+            settings=s,
+            calibration=cal,
+            method="rnm",
+            trial=t,
+            seed=5000 + t,
+            labels={"part": "table1", "dataset": name, "method": "RNM-Screen"},
+        )
+        for cal in ("paper", "default")
+        for name in TABLE1
+        for t in range(trials)
+    ]
 
 
 def real_tasks(trials: int) -> list[dict]:
@@ -319,14 +457,41 @@ def real_tasks(trials: int) -> list[dict]:
             s = {"T": T, "eps1": 4.9, "eps2": 0.1, "delta1": 0.75 / n, "delta2": 0.25 / n}
             lab = {"part": "real", "dataset": name, "yeo_johnson": yj}
             for method, label in (("npfw", "NP-FW"), ("preselect", "Preselect-K")):
-                tasks.append(dict(data=key, settings=s, calibration="non-private", method=method, trial=0, seed=0,
-                                  labels={**lab, "method": label}))
+                tasks.append(
+                    dict(
+                        data=key,
+                        settings=s,
+                        calibration="non-private",
+                        method=method,
+                        trial=0,
+                        seed=0,
+                        labels={**lab, "method": label},
+                    )
+                )
             for cal in ("paper", "default"):
                 for t in range(trials):
-                    tasks.append(dict(data=key, settings=s, calibration=cal, method="rnm", trial=t, seed=6000 + t,
-                                      labels={**lab, "method": "RNM-Screen"}))
-                    tasks.append(dict(data=key, settings=s, calibration=cal, method="dpfw", trial=t, seed=7000 + t,
-                                      labels={**lab, "method": "DP-FW"}))
+                    tasks.append(
+                        dict(
+                            data=key,
+                            settings=s,
+                            calibration=cal,
+                            method="rnm",
+                            trial=t,
+                            seed=6000 + t,
+                            labels={**lab, "method": "RNM-Screen"},
+                        )
+                    )
+                    tasks.append(
+                        dict(
+                            data=key,
+                            settings=s,
+                            calibration=cal,
+                            method="dpfw",
+                            trial=t,
+                            seed=7000 + t,
+                            labels={**lab, "method": "DP-FW"},
+                        )
+                    )
     return tasks
 
 
@@ -404,8 +569,14 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
 
     by = {}
     for r in rows:
-        by.setdefault(tuple((k, r[k]) for k in ("part", "calibration", "regime", "loss", "dataset", "yeo_johnson",
-                                                 "method") if k in r), []).append(r)
+        by.setdefault(
+            tuple(
+                (k, r[k])
+                for k in ("part", "calibration", "regime", "loss", "dataset", "yeo_johnson", "method")
+                if k in r
+            ),
+            [],
+        ).append(r)
 
     def sel(**kv):
         return [r for r in rows if all(r.get(k) == v for k, v in kv.items())]
@@ -413,11 +584,16 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
     # ---- seed 000
     s0 = sel(part="seed000")
     if s0:
-        md += ["## Seed 000: the three regimes and ADP-Screen (synthetic, lambda = 5, T = 1000, eps1 = eps2 = 2.5)", "",
-               "Fractions of the true non-zeros / true zeros that are non-zero in the output (mean over trials), and "
-               "the mean number of coordinates screened per run.", "",
-               "| regime | loss | paper says | paper calibration: true nz / true zero nz / screened | default: true "
-               "nz / true zero nz / screened |", "|---|---|---|---|---|"]
+        md += [
+            "## Seed 000: the three regimes and ADP-Screen (synthetic, lambda = 5, T = 1000, eps1 = eps2 = 2.5)",
+            "",
+            "Fractions of the true non-zeros / true zeros that are non-zero in the output (mean over trials), and "
+            "the mean number of coordinates screened per run.",
+            "",
+            "| regime | loss | paper says | paper calibration: true nz / true zero nz / screened | default: true "
+            "nz / true zero nz / screened |",
+            "|---|---|---|---|---|",
+        ]
         fig, ax = plt.subplots(figsize=(9, 3.8))
         labels, x = [], 0
         for regime in ("R1", "R2", "R3", "ADP every", "ADP every 50th", "ADP T only"):
@@ -432,17 +608,29 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
                 if all(c is None for c in cells):
                     continue
                 txt = SEED000["ADP" if regime.startswith("ADP") else regime]
-                md.append(f"| {regime} | {loss} | {txt if regime in ('R1', 'R2', 'R3', 'ADP every') else '(Fig. 1)'} | "
-                          + " | ".join("–" if c is None else f"{_f(c[0])} / {_f(c[1])} / {c[2]:.0f}" for c in cells)
-                          + " |")
+                md.append(
+                    f"| {regime} | {loss} | {txt if regime in ('R1', 'R2', 'R3', 'ADP every') else '(Fig. 1)'} | "
+                    + " | ".join("–" if c is None else f"{_f(c[0])} / {_f(c[1])} / {c[2]:.0f}" for c in cells)
+                    + " |"
+                )
                 for k, c in enumerate(cells):
                     if c is not None:
-                        ax.bar(x + 0.4 * k, c[0], 0.38, color="C0" if k == 0 else "C1",
-                               label=("true non-zeros kept (" + ("paper" if k == 0 else "default") + ")")
-                               if x == 0 else None)
-                        ax.bar(x + 0.4 * k, -c[1], 0.38, color="C2" if k == 0 else "C3",
-                               label=("true zeros kept (" + ("paper" if k == 0 else "default") + ")")
-                               if x == 0 else None)
+                        ax.bar(
+                            x + 0.4 * k,
+                            c[0],
+                            0.38,
+                            color="C0" if k == 0 else "C1",
+                            label=("true non-zeros kept (" + ("paper" if k == 0 else "default") + ")")
+                            if x == 0
+                            else None,
+                        )
+                        ax.bar(
+                            x + 0.4 * k,
+                            -c[1],
+                            0.38,
+                            color="C2" if k == 0 else "C3",
+                            label=("true zeros kept (" + ("paper" if k == 0 else "default") + ")") if x == 0 else None,
+                        )
                 labels.append(f"{regime}\n{loss}")
                 x += 1
         ax.set_xticks(np.arange(x) + 0.2, labels, fontsize=7)
@@ -458,43 +646,65 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
     # ---- Table 1
     t1 = sel(part="table1")
     if t1:
-        md += ["## Seed 001 Table 1: RNM-Screen on the synthetic sets (lambda = 50, T = 1000, eps1 = 4.9, eps2 = 0.1)",
-               "", "| data | metric | paper | ours, paper calibration | ours, default |", "|---|---|---|---|---|"]
+        md += [
+            "## Seed 001 Table 1: RNM-Screen on the synthetic sets (lambda = 50, T = 1000, eps1 = 4.9, eps2 = 0.1)",
+            "",
+            "| data | metric | paper | ours, paper calibration | ours, default |",
+            "|---|---|---|---|---|",
+        ]
         for name, vals in TABLE1.items():
             for k, (key, pv) in enumerate(zip(("tpr", "fpr", "f1", "density"), vals)):
                 ours = [_mean(sel(part="table1", dataset=name, calibration=c), key) for c in ("paper", "default")]
-                md.append(f"| {name} | {['TPR', 'FPR', 'F1', 'Sparsity'][k]} | {pv:.3f} | {_f(ours[0])} | "
-                          f"{_f(ours[1])} |")
+                md.append(
+                    f"| {name} | {['TPR', 'FPR', 'F1', 'Sparsity'][k]} | {pv:.3f} | {_f(ours[0])} | {_f(ours[1])} |"
+                )
         md.append("")
 
     # ---- real data
     rl = sel(part="real")
     if rl:
-        md += ["## Seed 001, real data: notes", "",
-               "- Pyrim has 26 features here (the staged CSV, same data as LIBSVM's pyrim) against the paper's 27.",
-               "- Communities: 1,994 x 122 after dropping the 5 non-predictive columns; its 36,850 missing cells are "
-               "set to column means (the seeds do not say how they imputed; mean imputation is a statistic of the "
-               "data, not private -- so is the seeds' whole preprocessing: Yeo-Johnson exponents, standardisation, "
-               "the LASSO reference).",
-               "- Residential: the target \"profit\" is read as V-9 (sale price) minus V-10 (construction cost).",
-               "- Table 2's Abalone and Housing rows are internally impossible (their F1 exceeds the largest F1 "
-               "reachable at their own TPR), so compare F1, Sparsity and R^2 there, not TPR/FPR.",
-               "- The default calibration's RNM-Screen tests a fresh noisy value of the chosen score (about half "
-               "the passes screen when the noise dominates); the seeds test the noisy minimum, which is below 0 "
-               "almost always: ours screens less, hence the higher sparsity (density) and TPR/FPR.", ""]
+        md += [
+            "## Seed 001, real data: notes",
+            "",
+            "- Pyrim has 26 features here (the staged CSV, same data as LIBSVM's pyrim) against the paper's 27.",
+            "- Communities: 1,994 x 122 after dropping the 5 non-predictive columns; its 36,850 missing cells are "
+            "set to column means (the seeds do not say how they imputed; mean imputation is a statistic of the "
+            "data, not private -- so is the seeds' whole preprocessing: Yeo-Johnson exponents, standardisation, "
+            "the LASSO reference).",
+            '- Residential: the target "profit" is read as V-9 (sale price) minus V-10 (construction cost).',
+            "- Table 2's Abalone and Housing rows are internally impossible (their F1 exceeds the largest F1 "
+            "reachable at their own TPR), so compare F1, Sparsity and R^2 there, not TPR/FPR.",
+            "- The default calibration's RNM-Screen tests a fresh noisy value of the chosen score (about half "
+            "the passes screen when the noise dominates); the seeds test the noisy minimum, which is below 0 "
+            "almost always: ours screens less, hence the higher sparsity (density) and TPR/FPR.",
+            "",
+        ]
         for yj, tables in ((True, "Tables 2-3 (Yeo-Johnson)"), (False, "Tables 4-5 (no Yeo-Johnson)")):
-            md += [f"## Seed 001 {tables}", "",
-                   "| data | n | d (paper) | K | lambda | T |", "|---|---|---|---|---|---|"]
+            md += [
+                f"## Seed 001 {tables}",
+                "",
+                "| data | n | d (paper) | K | lambda | T |",
+                "|---|---|---|---|---|---|",
+            ]
             for name in REAL:
                 i = info.get((name, yj))
                 if i:
-                    md.append(f"| {name} | {i['n']} | {i['d']} ({REAL[name][1]}) | {i['K']} | {i['lambda']:.4g} | "
-                              f"{REAL[name][2]} |")
-            md += ["", "RNM-Screen: paper | ours (paper calibration) | ours (default).", "",
-                   "| data | TPR | FPR | F1 | Sparsity | R^2 |", "|---|---|---|---|---|---|"]
+                    md.append(
+                        f"| {name} | {i['n']} | {i['d']} ({REAL[name][1]}) | {i['K']} | {i['lambda']:.4g} | "
+                        f"{REAL[name][2]} |"
+                    )
+            md += [
+                "",
+                "RNM-Screen: paper | ours (paper calibration) | ours (default).",
+                "",
+                "| data | TPR | FPR | F1 | Sparsity | R^2 |",
+                "|---|---|---|---|---|---|",
+            ]
             for name in REAL:
-                ours = {c: sel(part="real", dataset=name, yeo_johnson=yj, method="RNM-Screen", calibration=c)
-                        for c in ("paper", "default")}
+                ours = {
+                    c: sel(part="real", dataset=name, yeo_johnson=yj, method="RNM-Screen", calibration=c)
+                    for c in ("paper", "default")
+                }
                 if not ours["paper"]:
                     continue
                 if yj:
@@ -504,12 +714,19 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
                 cells = []
                 for key in ("tpr", "fpr", "f1", "density", "r2"):
                     p = pv.get(key)
-                    cells.append(f"{_f(p) if p is not None else '–'} / {_f(_mean(ours['paper'], key))} / "
-                                 f"{_f(_mean(ours['default'], key))}")
+                    cells.append(
+                        f"{_f(p) if p is not None else '–'} / {_f(_mean(ours['paper'], key))} / "
+                        f"{_f(_mean(ours['default'], key))}"
+                    )
                 md.append(f"| {name} | " + " | ".join(cells) + " |")
-            md += ["", "F1 / MSE: paper | ours (paper calibration) | ours (default); NP-FW and Preselect-K are "
-                       "non-private (one run).", "",
-                   "| data | NP-FW | Preselect-K | Oracle-K | DP-FW | RNM-Screen |", "|---|---|---|---|---|---|"]
+            md += [
+                "",
+                "F1 / MSE: paper | ours (paper calibration) | ours (default); NP-FW and Preselect-K are "
+                "non-private (one run).",
+                "",
+                "| data | NP-FW | Preselect-K | Oracle-K | DP-FW | RNM-Screen |",
+                "|---|---|---|---|---|---|",
+            ]
             for name in REAL:
                 if not sel(part="real", dataset=name, yeo_johnson=yj):
                     continue
@@ -525,19 +742,28 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
                         rr = sel(part="real", dataset=name, yeo_johnson=yj, method=m)
                         cells.append(f"{ptxt} \\| {_f(_mean(rr, 'f1'))}/{_f(_mean(rr, 'mse'))}")
                     else:
-                        o = [sel(part="real", dataset=name, yeo_johnson=yj, method=src, calibration=c)
-                             for c in ("paper", "default")]
-                        cells.append(f"{ptxt} \\| " + " \\| ".join(f"{_f(_mean(r, pre + 'f1'))}/"
-                                                                  f"{_f(_mean(r, pre + 'mse'))}" for r in o))
+                        o = [
+                            sel(part="real", dataset=name, yeo_johnson=yj, method=src, calibration=c)
+                            for c in ("paper", "default")
+                        ]
+                        cells.append(
+                            f"{ptxt} \\| "
+                            + " \\| ".join(f"{_f(_mean(r, pre + 'f1'))}/{_f(_mean(r, pre + 'mse'))}" for r in o)
+                        )
                 md.append(f"| {name} | " + " | ".join(cells) + " |")
             md.append("")
         # Welch tests of the paper's three claims (Yeo-Johnson data)
-        md += ["## The paper's qualitative claims (Welch t-tests, 20 trials, Yeo-Johnson data, one-sided, 5%)", "",
-               "1. RNM-Screen is never significantly better than DP-FW on F1;",
-               "2. for d > 20 it is not significantly worse than Oracle-K on F1;",
-               "3. for d > 20 it is not significantly worse than Oracle-K on MSE, except BlogFeedback.", "",
-               "| data | d | calibration | 1: p(RNM F1 > DP-FW F1) | 2: p(RNM F1 < Oracle-K F1) | "
-               "3: p(RNM MSE > Oracle-K MSE) |", "|---|---|---|---|---|---|"]
+        md += [
+            "## The paper's qualitative claims (Welch t-tests, 20 trials, Yeo-Johnson data, one-sided, 5%)",
+            "",
+            "1. RNM-Screen is never significantly better than DP-FW on F1;",
+            "2. for d > 20 it is not significantly worse than Oracle-K on F1;",
+            "3. for d > 20 it is not significantly worse than Oracle-K on MSE, except BlogFeedback.",
+            "",
+            "| data | d | calibration | 1: p(RNM F1 > DP-FW F1) | 2: p(RNM F1 < Oracle-K F1) | "
+            "3: p(RNM MSE > Oracle-K MSE) |",
+            "|---|---|---|---|---|---|",
+        ]
         verdict = {1: [], 2: [], 3: []}
         for name in REAL:
             for cal in ("paper", "default"):
@@ -554,9 +780,11 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
                     verdict[2].append((cal, p2 >= 0.05))
                     if name != "BlogFeedback":
                         verdict[3].append((cal, p3 >= 0.05))
-                md.append(f"| {name} | {d} | {cal} | {p1:.3g}{' *' if p1 < 0.05 else ''} | "
-                          f"{p2:.3g}{' *' if p2 < 0.05 and d > 20 else ''} | "
-                          f"{p3:.3g}{' *' if p3 < 0.05 and d > 20 and name != 'BlogFeedback' else ''} |")
+                md.append(
+                    f"| {name} | {d} | {cal} | {p1:.3g}{' *' if p1 < 0.05 else ''} | "
+                    f"{p2:.3g}{' *' if p2 < 0.05 and d > 20 else ''} | "
+                    f"{p3:.3g}{' *' if p3 < 0.05 and d > 20 and name != 'BlogFeedback' else ''} |"
+                )
         md += ["", "`*`: significant at 5%, i.e. the claim fails on that data set.", ""]
         for c in (1, 2, 3):
             for cal in ("paper", "default"):
@@ -570,10 +798,16 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
         for ax, key in zip(axes, ("f1", "density", "mse")):
             for k, (m, pre) in enumerate((("RNM-Screen", ""), ("DP-FW", ""), ("DP-FW", "oracle_"))):
                 for c, cal in enumerate(("paper", "default")):
-                    vals = [_mean(sel(part="real", dataset=n, yeo_johnson=True, method=m, calibration=cal),
-                                  pre + key) for n in names]
-                    ax.bar(np.arange(len(names)) + 0.14 * (2 * k + c), vals, 0.13,
-                           label=f"{'Oracle-K' if pre else m} ({cal})")
+                    vals = [
+                        _mean(sel(part="real", dataset=n, yeo_johnson=True, method=m, calibration=cal), pre + key)
+                        for n in names
+                    ]
+                    ax.bar(
+                        np.arange(len(names)) + 0.14 * (2 * k + c),
+                        vals,
+                        0.13,
+                        label=f"{'Oracle-K' if pre else m} ({cal})",
+                    )
             ax.set_xticks(np.arange(len(names)) + 0.35, names, rotation=45, fontsize=7, ha="right")
             ax.set_title(key)
         axes[0].legend(fontsize=6)
@@ -584,23 +818,33 @@ def report(rows: list[dict], info: dict, eps_rows: list[list], md: list[str]) ->
 
     # ---- privacy: claimed vs true epsilon
     if eps_rows:
-        md += ["## Privacy: what the seeds claim and what their calibration gives", "",
-               "True epsilon from dpdist's valid sensitivity bounds (n_max = n) and tight composition: the FW steps at "
-               "delta1, the screening at delta2, the whole at delta1 + delta2. For the default calibration the whole "
-               "is what dpdist charges (at most the target; the two parts are calibrated separately, as the seeds "
-               "split them). Paper calibration: the FW part is above eps1 because the seeds scale its noise with "
-               "L = 1 (true L = lambda + y_bound); RNM's index alone is report-noisy-min at the monotone scale on "
-               "a sensitivity about sqrt(n) above theirs; the threshold test on the noisy minimum multiplies it by "
-               "about d/2 (see dpdist.solvers.screening).", "",
-               "| part | configuration | calibration | FW: claimed / true | screening: claimed / true | RNM index "
-               "alone (true) | whole: claimed / true |", "|---|---|---|---|---|---|---|"]
+        md += [
+            "## Privacy: what the seeds claim and what their calibration gives",
+            "",
+            "True epsilon from dpdist's valid sensitivity bounds (n_max = n) and tight composition: the FW steps at "
+            "delta1, the screening at delta2, the whole at delta1 + delta2. For the default calibration the whole "
+            "is what dpdist charges (at most the target; the two parts are calibrated separately, as the seeds "
+            "split them). Paper calibration: the FW part is above eps1 because the seeds scale its noise with "
+            "L = 1 (true L = lambda + y_bound); RNM's index alone is report-noisy-min at the monotone scale on "
+            "a sensitivity about sqrt(n) above theirs; the threshold test on the noisy minimum multiplies it by "
+            "about d/2 (see dpdist.solvers.screening).",
+            "",
+            "| part | configuration | calibration | FW: claimed / true | screening: claimed / true | RNM index "
+            "alone (true) | whole: claimed / true |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in eps_rows:
-            md.append(f"| {r['part']} | {r['configuration']} | {r['calibration']} | {_g(r['fw_claimed'])} / "
-                      f"{_g(r['fw_true'])} | {_g(r['scr_claimed'])} / {_g(r['scr_true'])} | {_g(r['rnm_index_true'])} "
-                      f"| {_g(r['claimed'])} / {_g(r['true'])} |")
+            md.append(
+                f"| {r['part']} | {r['configuration']} | {r['calibration']} | {_g(r['fw_claimed'])} / "
+                f"{_g(r['fw_true'])} | {_g(r['scr_claimed'])} / {_g(r['scr_true'])} | {_g(r['rnm_index_true'])} "
+                f"| {_g(r['claimed'])} / {_g(r['true'])} |"
+            )
         fig, ax = plt.subplots(figsize=(8, 3.8))
-        pe = [(f"{r['part']}: {r['configuration']}", r["scr_true"] / r["scr_claimed"]) for r in eps_rows
-              if r["calibration"] == "paper" and r["scr_claimed"] == r["scr_claimed"]]
+        pe = [
+            (f"{r['part']}: {r['configuration']}", r["scr_true"] / r["scr_claimed"])
+            for r in eps_rows
+            if r["calibration"] == "paper" and r["scr_claimed"] == r["scr_claimed"]
+        ]
         ax.bar(range(len(pe)), [v for _, v in pe])
         ax.set_yscale("log")
         ax.set_xticks(range(len(pe)), [k for k, _ in pe], rotation=60, fontsize=6, ha="right")
@@ -654,16 +898,28 @@ def main() -> None:
     from dpdist.solvers.screening import screening_plan
 
     Xw, yw = sp.random(50, 10, density=0.5, random_state=0, format="csr"), np.linspace(-1, 1, 50)
-    fast_frank_wolfe(Xw, yw, 1.0, 5, loss="squared", gram=True, init=np.full(10, 0.05),
-                     screening=screening_plan("exact", "squared", 1.0, 10, 5, 1))
+    fast_frank_wolfe(
+        Xw,
+        yw,
+        1.0,
+        5,
+        loss="squared",
+        gram=True,
+        init=np.full(10, 0.05),
+        screening=screening_plan("exact", "squared", 1.0, 10, 5, 1),
+    )
     with mp.get_context("fork").Pool(args.jobs) as pool:
         rows = []
         for i, r in enumerate(pool.imap_unordered(run, tasks, chunksize=4)):
             rows.append(r)
             if (i + 1) % 50 == 0:
                 print(f"{i + 1}/{len(tasks)} runs, {time.time() - t0:.0f} s", flush=True)
-    rows.sort(key=lambda r: tuple(str(r.get(k)) for k in ("part", "regime", "dataset", "yeo_johnson", "method",
-                                                             "calibration", "loss", "trial")))
+    rows.sort(
+        key=lambda r: tuple(
+            str(r.get(k))
+            for k in ("part", "regime", "dataset", "yeo_johnson", "method", "calibration", "loss", "trial")
+        )
+    )
     for part in parts:
         write_csv([r for r in rows if r["part"] == part], OUT / f"{part}.csv")
     # claimed vs true epsilon of every private configuration
@@ -680,15 +936,26 @@ def main() -> None:
             continue
         seen.add(key)
         yb = float(np.abs(y).max()) if loss == "squared" else 1.0
-        e = true_epsilon(t["method"], t["calibration"], t["settings"], loss, lam, X.shape[1], X.shape[0], yb,
-                         t.get("schedule", 1))
-        eps_rows.append({"part": lab["part"], "configuration": f"{name} / {lab.get('method', t['method'])}",
-                         "calibration": t["calibration"], **e})
+        e = true_epsilon(
+            t["method"], t["calibration"], t["settings"], loss, lam, X.shape[1], X.shape[0], yb, t.get("schedule", 1)
+        )
+        eps_rows.append(
+            {
+                "part": lab["part"],
+                "configuration": f"{name} / {lab.get('method', t['method'])}",
+                "calibration": t["calibration"],
+                **e,
+            }
+        )
     write_csv(eps_rows, OUT / "epsilon.csv")
-    md = ["# DP screening (seeds 000/001): reproduction", "",
-          f"`benchmarks/screening_tables.py --trials {args.trials} --parts {args.parts}`; {len(rows)} runs, "
-          f"{time.time() - t0:.0f} s; machine load {os.getloadavg()[0]:.1f}. See the script's docstring for the "
-          "settings and the readings of what the seeds leave open.", ""]
+    md = [
+        "# DP screening (seeds 000/001): reproduction",
+        "",
+        f"`benchmarks/screening_tables.py --trials {args.trials} --parts {args.parts}`; {len(rows)} runs, "
+        f"{time.time() - t0:.0f} s; machine load {os.getloadavg()[0]:.1f}. See the script's docstring for the "
+        "settings and the readings of what the seeds leave open.",
+        "",
+    ]
     report(rows, info, eps_rows, md)
     (OUT / "table.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))

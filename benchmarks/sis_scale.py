@@ -51,6 +51,7 @@ os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or 
 
 def _clear_cache() -> None:
     from dpdist.data.store import BLOCK_CACHE
+
     BLOCK_CACHE.clear()
 
 
@@ -62,9 +63,13 @@ def _measure(path: Path, tiny: Path, workers: int, memory_limit: str, base: Path
 
     from dpdist.pipelines.sis import correlation_scores
 
-    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
-            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                         dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         correlation_scores(tiny)  # imports and numba kernels loaded on the workers
         client.run(_clear_cache)
         t = time.perf_counter()
@@ -87,14 +92,24 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="run the worker counts this many times, in the given order, then reversed, in turn "
-                         "(an even number runs each order as often)")
-    ap.add_argument("--memory-limit", default="14GiB",
-                    help="each worker's (deploy/full-size/kdda.toml's); its block cache holds a quarter")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the worker counts this many times, in the given order, then reversed, in turn "
+        "(an even number runs each order as often)",
+    )
+    ap.add_argument(
+        "--memory-limit",
+        default="14GiB",
+        help="each worker's (deploy/full-size/kdda.toml's); its block cache holds a quarter",
+    )
     ap.add_argument("--work", default="benchmarks/_work")
-    ap.add_argument("--store", help="an existing store to measure instead (e.g. the source store of "
-                                    "benchmarks/full_size.py kdda); --n and --d are then ignored")
+    ap.add_argument(
+        "--store",
+        help="an existing store to measure instead (e.g. the source store of "
+        "benchmarks/full_size.py kdda); --n and --d are then ignored",
+    )
     ap.add_argument("--measure", nargs=3, metavar=("WORKERS", "TINY", "BASE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure:  # a child of the run below
@@ -144,9 +159,23 @@ def main() -> None:
         for r in range(args.rounds):
             results = {}
             for w in order if r % 2 == 0 else order[::-1]:
-                out = subprocess.run([sys.executable, __file__, "--store", str(path), "--memory-limit", args.memory_limit,
-                                      "--measure", str(w), str(tiny), str(saved)],
-                                     check=True, stdout=subprocess.PIPE, text=True).stdout
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--store",
+                        str(path),
+                        "--memory-limit",
+                        args.memory_limit,
+                        "--measure",
+                        str(w),
+                        str(tiny),
+                        str(saved),
+                    ],
+                    check=True,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                ).stdout
                 got = json.loads(out.strip().splitlines()[-1])
                 results[w] = (got["cold"], got["warm"])
             rounds.append(results)
@@ -160,28 +189,41 @@ def main() -> None:
     t_topk = time.perf_counter() - t
 
     rate = nnz / t_scipy
-    print(f"\nscipy X.T @ y, one process, in memory : {t_scipy:7.3f} s  {rate / 1e6:8.1f} M nnz/s "
-          f"(loading the matrix took {t_load:.1f} s more)")
+    print(
+        f"\nscipy X.T @ y, one process, in memory : {t_scipy:7.3f} s  {rate / 1e6:8.1f} M nnz/s "
+        f"(loading the matrix took {t_load:.1f} s more)"
+    )
     for r, results in enumerate(rounds):
         if args.rounds > 1:
             print(f"round {r + 1}, workers in the order {', '.join(str(w) for w in results)}:")
         for w, (cold, warm) in results.items():
             for label, s in (("cold (new workers)", cold), ("warm (second pass)", warm)):
-                print(f"dpdist Dask, {w} worker{'s' if w > 1 else ' '}, {label:<29}: {s:7.3f} s  "
-                      f"{nnz / s / 1e6:8.1f} M nnz/s  ratio {t_scipy / s:5.2f}x")
+                print(
+                    f"dpdist Dask, {w} worker{'s' if w > 1 else ' '}, {label:<29}: {s:7.3f} s  "
+                    f"{nnz / s / 1e6:8.1f} M nnz/s  ratio {t_scipy / s:5.2f}x"
+                )
         if 1 in results and 2 in results:
-            print(f"scaling 1 -> 2 workers: cold {results[1][0] / results[2][0]:.2f}x, "
-                  f"warm {results[1][1] / results[2][1]:.2f}x")
+            print(
+                f"scaling 1 -> 2 workers: cold {results[1][0] / results[2][0]:.2f}x, "
+                f"warm {results[1][1] / results[2][1]:.2f}x"
+            )
     if args.rounds > 1:
         for w in order:
             cold = [t_scipy / res[w][0] for res in rounds]
             warm = [t_scipy / res[w][1] for res in rounds]
-            print(f"median over {args.rounds} rounds, {w} worker{'s' if w > 1 else ' '}: cold {np.median(cold):.2f}x "
-                  f"(range {min(cold):.2f}-{max(cold):.2f}x, >= 0.8x in {sum(c >= 0.8 for c in cold)} of {args.rounds}), "
-                  f"warm {np.median(warm):.2f}x (range {min(warm):.2f}-{max(warm):.2f}x)")
-    print(f"canonical top-k, d={d:,}, k={args.k}   : {t_topk:7.2f} s  target under 10 s -> "
-          f"{'met' if t_topk < 10 else 'NOT met'}")
-    print(f"scores equal to scipy's in every cluster (rtol 1e-9): yes; {os.cpu_count()} cores; load average {os.getloadavg()}")
+            print(
+                f"median over {args.rounds} rounds, {w} worker{'s' if w > 1 else ' '}: cold {np.median(cold):.2f}x "
+                f"(range {min(cold):.2f}-{max(cold):.2f}x, >= 0.8x in {sum(c >= 0.8 for c in cold)} of {args.rounds}), "
+                f"warm {np.median(warm):.2f}x (range {min(warm):.2f}-{max(warm):.2f}x)"
+            )
+    print(
+        f"canonical top-k, d={d:,}, k={args.k}   : {t_topk:7.2f} s  target under 10 s -> "
+        f"{'met' if t_topk < 10 else 'NOT met'}"
+    )
+    print(
+        f"scores equal to scipy's in every cluster (rtol 1e-9): yes; {os.cpu_count()} cores; "
+        f"load average {os.getloadavg()}"
+    )
 
 
 if __name__ == "__main__":

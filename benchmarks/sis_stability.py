@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -24,7 +25,6 @@ from dpdist.data.synthetic import make_synthetic
 from dpdist.data.transforms import DataDependentWarning, center_columns, scale_columns, scale_target
 from dpdist.selection.sis import correlation_scores
 from dpdist.selection.two_stage import block_votes
-import os
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 
@@ -41,7 +41,7 @@ def run(name: str, reps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.
         sis[np.argsort(-correlation_scores(Xp, yp))[:5]] += 1
         votes = np.zeros(100)
         for b in range(10):  # the seed's sqrt(n) contiguous blocks of 10 rows
-            votes[block_votes(X[10 * b:10 * b + 10], y[10 * b:10 * b + 10], 5, 0.1)] += 1
+            votes[block_votes(X[10 * b : 10 * b + 10], y[10 * b : 10 * b + 10], 5, 0.1)] += 1
         two[np.lexsort((rng.random(100), -votes))[:5]] += 1
     return sis, two
 
@@ -57,8 +57,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     summary = {}
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
     for ax, name, label in zip(axes, ("stability-w1", "stability-w1w2"), ("W1", "W1/W2")):
         sis, two = run(name, args.reps, rng)
@@ -68,8 +70,10 @@ def main() -> None:
         for j in list(range(5)) + list(range(95, 100)):
             print(f"  {j + 1:>8} {int(sis[j]):>6} {int(two[j]):>10}")
         print(f"  {'others':>8} {int(sis[5:95].sum()):>6} {int(two[5:95].sum()):>10}")
-        print(f"  features 1-5 picked: SIS {sis[:5].sum() / (5 * args.reps):.1%}, "
-              f"two-stage {two[:5].sum() / (5 * args.reps):.1%} of the possible")
+        print(
+            f"  features 1-5 picked: SIS {sis[:5].sum() / (5 * args.reps):.1%}, "
+            f"two-stage {two[:5].sum() / (5 * args.reps):.1%} of the possible"
+        )
         ax.bar(np.arange(1, 101) - 0.2, sis, width=0.4, label="SIS")
         ax.bar(np.arange(1, 101) + 0.2, two, width=0.4, label="two-stage")
         ax.set_title(f"{label}, {args.reps} repetitions")

@@ -35,25 +35,48 @@ os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or 
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 METHODS = ("dp-sis", "two-stage", "peeling", "joint", "laplace")
-PAPER_R2 = {"alon": .4822, "borovecki": .9011, "burczynski": .2175, "chiaretti": .2705, "chin": .5879,
-            "chowdary": .8338, "christensen": .7870, "golub": .6819, "gordon": .2432, "gravier": .0689,
-            "khan": .6961, "shipp": .4204, "singh": .6449, "sorlie": .9300, "su": .9602, "subramanian": .5340,
-            "tian": .0080, "west": .7044, "galgo_yeoh_ALL": .4611}
+PAPER_R2 = {
+    "alon": 0.4822,
+    "borovecki": 0.9011,
+    "burczynski": 0.2175,
+    "chiaretti": 0.2705,
+    "chin": 0.5879,
+    "chowdary": 0.8338,
+    "christensen": 0.7870,
+    "golub": 0.6819,
+    "gordon": 0.2432,
+    "gravier": 0.0689,
+    "khan": 0.6961,
+    "shipp": 0.4204,
+    "singh": 0.6449,
+    "sorlie": 0.9300,
+    "su": 0.9602,
+    "subramanian": 0.5340,
+    "tian": 0.0080,
+    "west": 0.7044,
+    "galgo_yeoh_ALL": 0.4611,
+}
 # seed 003's claims (spec 8): DP-SIS significantly better than two-stage on these epsilon ranges
-CLAIMS = {"christensen": (1.0, 10.0), "sorlie": (1.0 + 1e-9, math.inf), "galgo_yeoh_ALL": (2.0 + 1e-9, math.inf),
-          "fan-lv": (10.0 + 1e-9, math.inf)}
+CLAIMS = {
+    "christensen": (1.0, 10.0),
+    "sorlie": (1.0 + 1e-9, math.inf),
+    "galgo_yeoh_ALL": (2.0 + 1e-9, math.inf),
+    "fan-lv": (10.0 + 1e-9, math.inf),
+}
 
 
 def load(name: str, shared: Path, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(X, y, true coefficients or None)."""
     if name == "fan-lv":
         from dpdist.data.synthetic import make_synthetic
+
         syn = make_synthetic("fan-lv", random_state=seed)
         X, y = syn.materialize()
         coef = np.zeros(X.shape[1])
         coef[syn.true_support] = syn.true_coef
         return X.toarray(), y, coef
     from dpdist.data.tables import read_table
+
     suffix = ".rda" if name.startswith("galgo") else ".RData"
     t = read_table(shared / "microarray" / f"{name}{suffix}")
     return t.X, t.y.astype(np.float64), None
@@ -112,9 +135,12 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
             votes.append(v)
         top = order[:k]
         for eps in EPSILONS:
-            mechs = {"dp-sis": CanonicalTopK(k, eps, random_state=rng), "peeling": PeelingTopK(k, eps, random_state=rng),
-                     "joint": JointTopK(k, eps, random_state=rng),
-                     "laplace": LaplaceTopK(k, eps, 1e-5, random_state=rng)}
+            mechs = {
+                "dp-sis": CanonicalTopK(k, eps, random_state=rng),
+                "peeling": PeelingTopK(k, eps, random_state=rng),
+                "joint": JointTopK(k, eps, random_state=rng),
+                "laplace": LaplaceTopK(k, eps, 1e-5, random_state=rng),
+            }
             two_stage = TwoStageSelector(k, eps, alpha=0.1, n_blocks=m, random_state=rng)
             acc = {m: [] for m in METHODS}
             tgg = {"TOP": 0, "GREAT": 0, "GOOD": 0}
@@ -124,8 +150,11 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
                     acc[m].append(len(ref & set(sel.tolist())) / max(1, len(ref)))
                     if m == "dp-sis":
                         ranks = np.searchsorted(-scores[order], -scores[sel], side="left")  # 0-based rank (ties: best)
-                        for label, inner, outer in (("TOP", k, k), ("GREAT", k // 10, (11 * k) // 10),
-                                                    ("GOOD", k // 100, (3 * k) // 2)):
+                        for label, inner, outer in (
+                            ("TOP", k, k),
+                            ("GREAT", k // 10, (11 * k) // 10),
+                            ("GOOD", k // 100, (3 * k) // 2),
+                        ):
                             ok = set(top[:inner].tolist()) <= set(sel.tolist()) and np.all(ranks < max(outer, k))
                             tgg[label] += bool(ok)
                 sel = two_stage.fit_votes(votes[t], len(block_coefs[t])).features_
@@ -152,8 +181,9 @@ def main() -> None:
     if args.datasets:
         names = args.datasets.split(",")
     else:
-        names = sorted(p.name.split(".")[0] for p in (shared / "microarray").iterdir()
-                       if not p.name.endswith("classes.rda")) + ["fan-lv"]
+        names = sorted(
+            p.name.split(".")[0] for p in (shared / "microarray").iterdir() if not p.name.endswith("classes.rda")
+        ) + ["fan-lv"]
     from joblib import Parallel, delayed
     from scipy import stats
 
@@ -161,6 +191,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -172,10 +203,15 @@ def main() -> None:
         rows = res["rows"]
         first = rows[0]
         paper = PAPER_R2.get(res["name"])
-        r2 = "true support" if math.isnan(first["r2"]) else \
-            f"LASSO R^2 {first['r2']:.3f} (seed 003 Table 1: {paper if paper is not None else 'not in the seed'})"
+        r2 = (
+            "true support"
+            if math.isnan(first["r2"])
+            else f"LASSO R^2 {first['r2']:.3f} (seed 003 Table 1: {paper if paper is not None else 'not in the seed'})"
+        )
         print(f"\n{res['name']} (n={first['n']}, d={first['d']}; {r2}; {res['seconds']:.0f} s)")
-        print(f"  {'k':>3} {'eps':>5} " + " ".join(f"{m:>9}" for m in METHODS) + "   TOP GREAT  GOOD  DP-SIS vs two-stage")
+        print(
+            f"  {'k':>3} {'eps':>5} " + " ".join(f"{m:>9}" for m in METHODS) + "   TOP GREAT  GOOD  DP-SIS vs two-stage"
+        )
         ks = sorted({r["k"] for r in rows})
         fig, axes = plt.subplots(1, len(ks), figsize=(5.5 * len(ks), 3.8), squeeze=False)
         for ax, k in zip(axes[0], ks):
@@ -190,23 +226,36 @@ def main() -> None:
             ax.legend(fontsize=7)
             for r in rk:
                 a, b = np.array(r["dp-sis_trials"]), np.array(r["two-stage_trials"])
-                p = 1.0 if np.all(a == a[0]) and np.all(b == b[0]) and a[0] == b[0] else \
-                    float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+                p = (
+                    1.0
+                    if np.all(a == a[0]) and np.all(b == b[0]) and a[0] == b[0]
+                    else float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+                )
                 verdict = "n.s." if not p < 0.05 else ("DP-SIS better" if a.mean() > b.mean() else "two-stage better")
-                print(f"  {k:>3} {r['epsilon']:>5g} " + " ".join(f"{r[m]:>9.3f}" for m in METHODS)
-                      + f"  {r['TOP']:>5.2f} {r['GREAT']:>5.2f} {r['GOOD']:>5.2f}  {verdict} (p={p:.2g})")
-                vals = [res["name"], r["n"], r["d"], k, r["epsilon"]] + [round(r[m], 4) for m in METHODS] + \
-                       [r["TOP"], r["GREAT"], r["GOOD"]]
+                print(
+                    f"  {k:>3} {r['epsilon']:>5g} "
+                    + " ".join(f"{r[m]:>9.3f}" for m in METHODS)
+                    + f"  {r['TOP']:>5.2f} {r['GREAT']:>5.2f} {r['GOOD']:>5.2f}  {verdict} (p={p:.2g})"
+                )
+                vals = (
+                    [res["name"], r["n"], r["d"], k, r["epsilon"]]
+                    + [round(r[m], 4) for m in METHODS]
+                    + [r["TOP"], r["GREAT"], r["GOOD"]]
+                )
                 md.append("| " + " | ".join(str(v) for v in vals) + f" | {verdict} |")
                 csv.append(",".join(str(v) for v in vals + [f"{p:.3g}"]))
                 if res["name"] in CLAIMS:
                     lo, hi = CLAIMS[res["name"]]
                     if lo <= r["epsilon"] <= hi:
-                        claims_report.append(f"{res['name']} k={k} eps={r['epsilon']:g}: paper DP-SIS > two-stage; "
-                                             f"ours {r['dp-sis']:.3f} vs {r['two-stage']:.3f} ({verdict})")
+                        claims_report.append(
+                            f"{res['name']} k={k} eps={r['epsilon']:g}: paper DP-SIS > two-stage; "
+                            f"ours {r['dp-sis']:.3f} vs {r['two-stage']:.3f} ({verdict})"
+                        )
                 if verdict == "two-stage better":
-                    claims_report.append(f"{res['name']} k={k} eps={r['epsilon']:g}: paper says two-stage is never "
-                                         f"significantly better; ours {r['dp-sis']:.3f} vs {r['two-stage']:.3f}")
+                    claims_report.append(
+                        f"{res['name']} k={k} eps={r['epsilon']:g}: paper says two-stage is never "
+                        f"significantly better; ours {r['dp-sis']:.3f} vs {r['two-stage']:.3f}"
+                    )
         fig.tight_layout()
         fig.savefig(out / f"{res['name']}.png", dpi=110)
         plt.close(fig)

@@ -70,9 +70,11 @@ def main() -> None:
         "blosc-zstd3 bitshuffle": Blosc("zstd", 3, Blosc.BITSHUFFLE),
     }
     chunk = 1 << 21
-    print(f"Part 1: numcodecs, one thread, {chunk:,}-element chunks (KDDA profile {args.rows:,} rows, "
-          f"{X.nnz:,} nnz; load {os.getloadavg()[0]:.1f})\n")
-    print(f"| array | codec | ratio | encode MB/s | decode MB/s |\n|---|---|---:|---:|---:|")
+    print(
+        f"Part 1: numcodecs, one thread, {chunk:,}-element chunks (KDDA profile {args.rows:,} rows, "
+        f"{X.nnz:,} nnz; load {os.getloadavg()[0]:.1f})\n"
+    )
+    print("| array | codec | ratio | encode MB/s | decode MB/s |\n|---|---|---:|---:|---:|")
     for an, a in arrays.items():
         chunks = [a[i : i + chunk] for i in range(0, a.size, chunk)]
         print(f"| {an} | none | 1.00 | - | - |")
@@ -105,8 +107,10 @@ def main() -> None:
                 tr = best_of(lambda: z[:])
                 assert np.array_equal(z[:], a)
                 size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(p) for f in fs)
-                print(f"| {an} | {cn} | {ch:,} | {shard or '-'} | {a.nbytes / tw / 1e6:,.0f} | "
-                      f"{a.nbytes / tr / 1e6:,.0f} | {a.nbytes / size:.2f} |")
+                print(
+                    f"| {an} | {cn} | {ch:,} | {shard or '-'} | {a.nbytes / tw / 1e6:,.0f} | "
+                    f"{a.nbytes / tr / 1e6:,.0f} | {a.nbytes / size:.2f} |"
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nload average {os.getloadavg()}")

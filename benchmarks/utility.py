@@ -50,8 +50,10 @@ def load(name: str, shared: Path):
     """(X, y in {-1, +1}) of a set."""
     if name == "main":  # the main job's data (flows/defaults.toml: rcv1, n = 200,000, data_seed = 1)
         from dpdist.data.synthetic import make_synthetic
+
         return make_synthetic("rcv1", random_state=1, n=200_000).materialize()
     from sklearn.datasets import load_svmlight_file
+
     X, y = load_svmlight_file(lzma.open(shared / "libsvm/news20.t.svm.xz"), n_features=62060)
     return X.tocsr(), np.where(y <= 10, -1.0, 1.0)
 
@@ -64,8 +66,9 @@ def learners(name: str, set_name: str, epsilon: float, n_public: int):
 
     common = dict(epsilon=epsilon, delta=DELTA / 4, n_records=n_public, classes=[-1.0, 1.0])  # y in {-1, +1}
     if name == "plain DP-SGD (issue 40)":
-        return DPSGDClassifier(epochs=5, batch_size=2000 if set_name == "main" else 250, lr=10.0, clip=1.0,
-                               average=False, **common)
+        return DPSGDClassifier(
+            epochs=5, batch_size=2000 if set_name == "main" else 250, lr=10.0, clip=1.0, average=False, **common
+        )
     if name == "dp-sgd":
         return DPSGDClassifier(**common)
     if name == "dp-gd":
@@ -75,15 +78,23 @@ def learners(name: str, set_name: str, epsilon: float, n_public: int):
     if name == "select-train":
         return SelectTrainClassifier(**common)
     if name == "fast-dp-fw (lambda 500, T 1000)":
-        return DPFrankWolfeClassifier(epsilon=epsilon, delta=DELTA / 4, lam=500.0, max_iter=1000, bounds="clip",
-                                      classes=[-1.0, 1.0])
+        return DPFrankWolfeClassifier(
+            epsilon=epsilon, delta=DELTA / 4, lam=500.0, max_iter=1000, bounds="clip", classes=[-1.0, 1.0]
+        )
     if name == "tuned (private search)":
         return PrivateSearch(default_candidates("binary"), **common)
     raise ValueError(name)
 
 
-METHODS = ("plain DP-SGD (issue 40)", "dp-sgd", "dp-gd", "dp-iht", "select-train", "fast-dp-fw (lambda 500, T 1000)",
-           "tuned (private search)")
+METHODS = (
+    "plain DP-SGD (issue 40)",
+    "dp-sgd",
+    "dp-gd",
+    "dp-iht",
+    "select-train",
+    "fast-dp-fw (lambda 500, T 1000)",
+    "tuned (private search)",
+)
 
 
 def one_run(method: str, set_name: str, epsilon: float, Xtr, ytr, Xte, yte) -> float:
@@ -96,13 +107,21 @@ def one_run(method: str, set_name: str, epsilon: float, Xtr, ytr, Xte, yte) -> f
         acc = Accountant(Path(tmp) / "ledger.sqlite")
         acc.init_budget("d", epsilon, DELTA, name="bench")
         rng = np.random.default_rng()
-        n_public = acc.release("d", Charge(PrivacyLoss.laplace(COUNT_EPS), "count/laplace"), "count",
-                               lambda: noisy_count(Xtr.shape[0], COUNT_EPS, rng))
+        n_public = acc.release(
+            "d",
+            Charge(PrivacyLoss.laplace(COUNT_EPS), "count/laplace"),
+            "count",
+            lambda: noisy_count(Xtr.shape[0], COUNT_EPS, rng),
+        )
         model = learners(method, set_name, epsilon - COUNT_EPS - EVAL_EPS, n_public)
         model.fit(Xtr, ytr, acc, "d", key="model")
         pred = model.predict(Xte)
-        acc.release("d", Charge(PrivacyLoss.laplace(EVAL_EPS), "evaluation/laplace"), "evaluation",
-                    lambda: float(np.sum(pred == yte) + rng.laplace(scale=1 / EVAL_EPS)))
+        acc.release(
+            "d",
+            Charge(PrivacyLoss.laplace(EVAL_EPS), "evaluation/laplace"),
+            "evaluation",
+            lambda: float(np.sum(pred == yte) + rng.laplace(scale=1 / EVAL_EPS)),
+        )
         status = acc.status("d")
         assert status.epsilon_spent <= epsilon * (1 + 1e-9), (method, status)
         return float(np.mean(pred == yte))
@@ -110,6 +129,7 @@ def one_run(method: str, set_name: str, epsilon: float, Xtr, ytr, Xte, yte) -> f
 
 def ceilings(Xtr, ytr, Xte, yte) -> dict[str, float]:
     from sklearn.linear_model import LogisticRegression
+
     out = {}
     for label, ratio in (("non-private L1 logistic (C = 1)", 1.0), ("non-private L2 logistic (C = 1)", 0.0)):
         m = LogisticRegression(C=1.0, l1_ratio=ratio, solver="liblinear" if ratio == 1.0 else "lbfgs", max_iter=2000)
@@ -120,6 +140,7 @@ def ceilings(Xtr, ytr, Xte, yte) -> dict[str, float]:
 def noise_cost(d: int = 20_216_830, reps: int = 5) -> str:
     """Seconds to add one step's N(0, s^2) noise to a d-vector (KDDA's width), threads vs one call."""
     from dpdist.solvers.dp_sgd import gaussian_noise
+
     g = np.zeros(d)
     rng = np.random.default_rng()
     gaussian_noise(rng, g, 1.0)  # warm: threads, pages
@@ -133,8 +154,10 @@ def noise_cost(d: int = 20_216_830, reps: int = 5) -> str:
         t0 = time.perf_counter()
         g += rng.standard_normal(d)
         t1.append(time.perf_counter() - t0)
-    return (f"noise of one step at d = {d:,}: {np.median(t):.3f} s in threads ({os.cpu_count()} CPUs), "
-            f"{np.median(t1):.3f} s in one numpy call (median of {reps})")
+    return (
+        f"noise of one step at d = {d:,}: {np.median(t):.3f} s in threads ({os.cpu_count()} CPUs), "
+        f"{np.median(t1):.3f} s in one numpy call (median of {reps})"
+    )
 
 
 def main() -> None:
@@ -167,23 +190,31 @@ def main() -> None:
                     t0 = time.perf_counter()
                     a = one_run(method, set_name, eps, Xtr, ytr, Xte, yte)
                     rows.append({"set": set_name, "method": method, "epsilon": eps, "rep": rep, "accuracy": a})
-                    print(f"{set_name} rep {rep} eps {eps:g} {method}: {a:.4f} ({time.perf_counter() - t0:.1f} s)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"{set_name} rep {rep} eps {eps:g} {method}: {a:.4f} ({time.perf_counter() - t0:.1f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     write(rows, args, started, load_before)
 
 
 def table(rows: list[dict], set_name: str, epsilons: list[float]) -> list[str]:
     methods = list(dict.fromkeys(r["method"] for r in rows if r["set"] == set_name))
-    lines = ["| method | " + " | ".join(f"eps = {e:g}" for e in epsilons) + " |",
-             "| --- |" + " ---: |" * len(epsilons)]
+    lines = ["| method | " + " | ".join(f"eps = {e:g}" for e in epsilons) + " |", "| --- |" + " ---: |" * len(epsilons)]
     for m in methods:
         cells = []
         for e in epsilons:
-            vals = [r["accuracy"] for r in rows if r["set"] == set_name and r["method"] == m
-                    and (r["epsilon"] == e or r["epsilon"] == "inf")]
+            vals = [
+                r["accuracy"]
+                for r in rows
+                if r["set"] == set_name and r["method"] == m and (r["epsilon"] == e or r["epsilon"] == "inf")
+            ]
             target = ISSUE_TARGETS.get((set_name, e))
-            mark = "" if target is None or r_is_ceiling(m) or not vals else (
-                " (met)" if np.mean(vals) >= target else " (not met)")
+            mark = (
+                ""
+                if target is None or r_is_ceiling(m) or not vals
+                else (" (met)" if np.mean(vals) >= target else " (not met)")
+            )
             cells.append(f"{np.mean(vals):.3f} +- {np.std(vals):.3f}{mark}" if vals else "")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return lines
@@ -201,16 +232,23 @@ def write(rows: list[dict], args: argparse.Namespace, started: datetime, load_be
         w.writeheader()
         w.writerows(rows)
     cmd = "python benchmarks/utility.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    md = [f"# Privacy-utility of dpdist's learners, {started:%Y-%m-%d %H:%M} UTC", "",
-          f"Command: `{cmd}`. Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}; 1-minute load {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
-          f"(the machine is shared). {args.reps} runs per cell (a fresh keyed 80/20 split each), held-out "
-          f"accuracy, mean +- standard deviation. Each private cell is the whole procedure at its epsilon "
-          f"(delta = 1e-6): count {COUNT_EPS}, the learner (tuning included), private evaluation {EVAL_EPS}. "
-          "Issue 40's targets are marked met / not met.", ""]
+    md = [
+        f"# Privacy-utility of dpdist's learners, {started:%Y-%m-%d %H:%M} UTC",
+        "",
+        f"Command: `{cmd}`. Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}; 1-minute load {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
+        f"(the machine is shared). {args.reps} runs per cell (a fresh keyed 80/20 split each), held-out "
+        f"accuracy, mean +- standard deviation. Each private cell is the whole procedure at its epsilon "
+        f"(delta = 1e-6): count {COUNT_EPS}, the learner (tuning included), private evaluation {EVAL_EPS}. "
+        "Issue 40's targets are marked met / not met.",
+        "",
+    ]
     for set_name in args.sets:
-        title = ("main job's set (synth rcv1, 200,000 x 47,236)" if set_name == "main" else
-                 "News20 test file, binary (3,993 x 62,060)")
+        title = (
+            "main job's set (synth rcv1, 200,000 x 47,236)"
+            if set_name == "main"
+            else "News20 test file, binary (3,993 x 62,060)"
+        )
         md += [f"## {title}", "", *table(rows, set_name, args.epsilons), ""]
     (args.out / f"{stem}.md").write_text("\n".join(md))
     print("\n".join(md))

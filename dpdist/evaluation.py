@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logit
-from sklearn.preprocessing import normalize
 from sklearn.metrics import roc_auc_score
+from sklearn.preprocessing import normalize
 
 from dpdist.data.transforms import clip_rows, clip_target
 from dpdist.exceptions import ParameterError
@@ -52,8 +52,16 @@ from dpdist.solvers.frank_wolfe import mean_loss
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_epsilon, check_positive
 
-__all__ = ["PrivateEvaluation", "checkpoints", "exact_metrics", "path_losses", "path_margins", "released_margins",
-           "sparse_coef", "support_recall"]
+__all__ = [
+    "PrivateEvaluation",
+    "checkpoints",
+    "exact_metrics",
+    "path_losses",
+    "path_margins",
+    "released_margins",
+    "sparse_coef",
+    "support_recall",
+]
 
 LOGISTIC_LOSS_CLIP = 4.0
 # an interval of the noise wider than this share of a metric's useful range (accuracy: [0.5, 1] is 0.5 wide,
@@ -76,8 +84,9 @@ def checkpoints(T: int, points: int) -> list[int]:
     return sorted(set(np.unique(np.geomspace(1, max(T, 1), points).astype(np.int64)).tolist()) | {T})
 
 
-def path_margins(path: list[int], lam: float, X: sp.spmatrix, marks: list[int],
-                 screened: list[list[int]] | None = None):
+def path_margins(
+    path: list[int], lam: float, X: sp.spmatrix, marks: list[int], screened: list[list[int]] | None = None
+):
     """Yield (t, margins X w_t) at the iterations ``marks`` of the Frank-Wolfe path.
 
     w_t = (1 - eta_t) w_{t-1} + eta_t lam s_t with eta_t = 2/(t+2) (seed 004 Alg. 1/2), so the
@@ -118,8 +127,15 @@ def _record_losses(task: str, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, -np.where(y > 0, 1.0, -1.0) * margins)  # logistic loss, y in {-1, +1}
 
 
-def path_losses(task: str, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
-                points: int = 50, screened: list[list[int]] | None = None) -> tuple[list[int], list[float]]:
+def path_losses(
+    task: str,
+    path: list[int],
+    lam: float,
+    X: sp.spmatrix,
+    y: np.ndarray,
+    points: int = 50,
+    screened: list[list[int]] | None = None,
+) -> tuple[list[int], list[float]]:
     """Exact held-out mean loss of the iterates (public test sets and experiments only)."""
     y = np.asarray(y, dtype=np.float64)
     its, losses = [], []
@@ -147,7 +163,7 @@ def exact_metrics(task: str, w: np.ndarray | dict[str, Any], X: sp.spmatrix, y: 
     if task == "regression":
         resid = y - margins
         var = float(((y - y.mean()) ** 2).sum()) if y.size else 0.0
-        return {"mse": float(np.mean(resid ** 2)), "r2": float(1.0 - resid @ resid / var) if var > 0 else float("nan")}
+        return {"mse": float(np.mean(resid**2)), "r2": float(1.0 - resid @ resid / var) if var > 0 else float("nan")}
     pos = y > 0
     out = {"accuracy": float(np.mean((margins > 0) == pos)), "log_loss": mean_loss("logistic", margins, pos)}
     out["auc"] = float(roc_auc_score(pos, margins)) if 0 < pos.sum() < pos.size else float("nan")
@@ -162,8 +178,16 @@ class PrivateEvaluation:
     ``y_bound``: the public bound on |y| (regression).
     """
 
-    def __init__(self, task: str, epsilon: float, bins: int = 40, points: int = 8, y_bound: float = 1.0,
-                 random_state: RandomState = None, curve: bool = True) -> None:
+    def __init__(
+        self,
+        task: str,
+        epsilon: float,
+        bins: int = 40,
+        points: int = 8,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+        curve: bool = True,
+    ) -> None:
         if task not in ("binary", "multiclass", "regression"):
             raise ParameterError(f"task must be binary or regression, got {task!r}")
         self.task = "regression" if task == "regression" else "binary"
@@ -190,8 +214,15 @@ class PrivateEvaluation:
         """Interior bin edges of the margins: logit(k / bins), k = 1..bins-1 (public)."""
         return logit(np.arange(1, self.bins) / self.bins)
 
-    def evaluate(self, w: np.ndarray, path: list[int], lam: float, X: sp.spmatrix, y: np.ndarray,
-                 screened: list[list[int]] | None = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        w: np.ndarray,
+        path: list[int],
+        lam: float,
+        X: sp.spmatrix,
+        y: np.ndarray,
+        screened: list[list[int]] | None = None,
+    ) -> dict[str, Any]:
         """The noisy metrics and curve of a Frank-Wolfe model (call it inside the accountant's
         release, after the charge); ``screened``: the released screening events of the path.
 
@@ -206,26 +237,42 @@ class PrivateEvaluation:
             y = clip_target(y, self.y_bound)
         return self._released(np.asarray(X @ w).ravel(), y, path, lam, X, screened)
 
-    def evaluate_model(self, result: dict[str, Any], X: sp.spmatrix, y: np.ndarray, lam: float = 0.0
-                       ) -> dict[str, Any]:
+    def evaluate_model(self, result: dict[str, Any], X: sp.spmatrix, y: np.ndarray, lam: float = 0.0) -> dict[str, Any]:
         """The noisy metrics of any released model (``released_margins``: a gradient model's intercept
         and row normalisation); its curve too when it has a Frank-Wolfe path (of radius ``lam``)."""
         if result.get("path"):
-            return self.evaluate(sparse_coef(result["indices"], result["values"], X.shape[1]), result["path"],
-                                 lam, X, y, result.get("screened"))
+            return self.evaluate(
+                sparse_coef(result["indices"], result["values"], X.shape[1]),
+                result["path"],
+                lam,
+                X,
+                y,
+                result.get("screened"),
+            )
         y = np.asarray(y, dtype=np.float64)
         if self.task == "regression":
             y = clip_target(y, self.y_bound)
         return self._released(released_margins(result, X), y, [], 0.0, X, None)
 
-    def _released(self, margins: np.ndarray, y: np.ndarray, path: list[int], lam: float, X: sp.spmatrix,
-                  screened: list[list[int]] | None) -> dict[str, Any]:
+    def _released(
+        self,
+        margins: np.ndarray,
+        y: np.ndarray,
+        path: list[int],
+        lam: float,
+        X: sp.spmatrix,
+        screened: list[list[int]] | None,
+    ) -> dict[str, Any]:
         part = self.epsilon / self._parts
         out = self._metrics(margins, y, part)
         n = max(out["rows"], 1.0)
         marks = checkpoints(len(path), self.points) if path else []
-        sums = np.array([np.minimum(_record_losses(self.task, m, y), self._clip).sum()
-                         for _, m in path_margins(path, lam, X, marks, screened)])
+        sums = np.array(
+            [
+                np.minimum(_record_losses(self.task, m, y), self._clip).sum()
+                for _, m in path_margins(path, lam, X, marks, screened)
+            ]
+        )
         noisy = sums + self._rng.laplace(scale=len(marks) * self._clip / part, size=len(marks)) if marks else sums
         out["curve_iterations"] = marks
         out["curve_loss"] = [float(min(max(v / n, 0.0), self._clip)) for v in noisy]
@@ -237,8 +284,9 @@ class PrivateEvaluation:
         """The exact class-wise margin histograms (2 x bins): each record adds 1 to one cell."""
         cell = np.searchsorted(self.edges(), margins, side="left")
         pos = y > 0
-        return np.stack([np.bincount(cell[~pos], minlength=self.bins),
-                         np.bincount(cell[pos], minlength=self.bins)]).astype(np.float64)
+        return np.stack(
+            [np.bincount(cell[~pos], minlength=self.bins), np.bincount(cell[pos], minlength=self.bins)]
+        ).astype(np.float64)
 
     def noisy_histogram(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The released histograms: + Laplace(1/eps_part) per cell (l1-sensitivity 1)."""
@@ -248,8 +296,9 @@ class PrivateEvaluation:
     def _metrics(self, margins: np.ndarray, y: np.ndarray, eps: float) -> dict[str, Any]:
         if self.task == "binary":
             right = float(np.count_nonzero((margins > 0) == (y > 0)))
-            correct, wrong = np.maximum(np.array([right, y.size - right]) + self._rng.laplace(scale=1.0 / eps, size=2),
-                                        0.0)
+            correct, wrong = np.maximum(
+                np.array([right, y.size - right]) + self._rng.laplace(scale=1.0 / eps, size=2), 0.0
+            )
             n = float(correct + wrong)
             neg, posc = np.maximum(self.noisy_histogram(margins, y), 0.0)
             below = np.concatenate([[0.0], np.cumsum(neg)[:-1]])
@@ -259,14 +308,16 @@ class PrivateEvaluation:
             # the noise's 95% interval: each count within +-t of its exact value with probability 0.975
             t = math.log(1.0 / 0.025) / eps
             lo_c, hi_c, lo_w, hi_w = max(correct - t, 0.0), correct + t, max(wrong - t, 0.0), wrong + t
-            interval = [lo_c / (lo_c + hi_w) if lo_c + hi_w > 0 else 0.0, hi_c / (hi_c + lo_w) if hi_c + lo_w > 0
-                        else 1.0]
+            interval = [
+                lo_c / (lo_c + hi_w) if lo_c + hi_w > 0 else 0.0,
+                hi_c / (hi_c + lo_w) if hi_c + lo_w > 0 else 1.0,
+            ]
             out["accuracy_interval"] = interval
             out["noise_swamps"] = bool(interval[1] - interval[0] > SWAMPED)
             return out
         c = 2.0 * self.y_bound
         r = np.clip(y - margins, -c, c)
-        sens = np.array([1.0, c * c, self.y_bound, self.y_bound ** 2])
+        sens = np.array([1.0, c * c, self.y_bound, self.y_bound**2])
         exact = np.array([float(y.size), float(r @ r), float(y.sum()), float(y @ y)])
         noisy = exact + self._rng.laplace(scale=4.0 * sens / eps)
         n = max(noisy[0], 1.0)
@@ -274,9 +325,13 @@ class PrivateEvaluation:
         var = noisy[3] - noisy[2] ** 2 / n
         t = math.log(1.0 / 0.025) * 4.0 * sens / eps  # each noisy sum within +-t with probability 0.975
         interval = [max(sse - t[1], 0.0) / (n + t[0]), (sse + t[1]) / max(n - t[0], 1.0)]
-        return {"rows": float(max(noisy[0], 0.0)), "mse": float(sse / n),
-                "r2": float(1.0 - sse / var) if var > 0 else None, "mse_interval": interval,
-                "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED)}
+        return {
+            "rows": float(max(noisy[0], 0.0)),
+            "mse": float(sse / n),
+            "r2": float(1.0 - sse / var) if var > 0 else None,
+            "mse_interval": interval,
+            "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED),
+        }
 
 
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:

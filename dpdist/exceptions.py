@@ -41,9 +41,12 @@ class BudgetExceeded(DPDistError):
         self.epsilon_after = epsilon_after
         self.epsilon_total = epsilon_total
         self.delta_total = delta_total
-        why = ("" if epsilon_after < float("inf") else
-               " (the deltas do not fit the filter: the releases' standalone deltas must add to at most delta/4 for "
-               "basic composition, and their approximate parts' deltas to at most delta/4 for Renyi composition)")
+        why = (
+            ""
+            if epsilon_after < float("inf")
+            else " (the deltas do not fit the filter: the releases' standalone deltas must add to at most delta/4 for "
+            "basic composition, and their approximate parts' deltas to at most delta/4 for Renyi composition)"
+        )
         super().__init__(
             f"budget refused: dataset {dataset!r} cannot take a release of (epsilon={epsilon:g}, delta={delta:g}): it "
             f"would bring the spend from epsilon={epsilon_spent:.6g} to {epsilon_after:.6g}, above the total "

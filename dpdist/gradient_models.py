@@ -54,8 +54,8 @@ from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.methods import GRADIENT_METHODS, SEARCH
 from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.privacy.guard import require_accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.released import widen
 from dpdist.selection.gaussian import GaussianTopK
 from dpdist.solvers.dp_iht import dp_iht
@@ -65,9 +65,21 @@ from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
-__all__ = ["DPGDClassifier", "DPGDRegressor", "DPIHTClassifier", "DPIHTRegressor", "DPSGDClassifier",
-           "DPSGDRegressor", "GRADIENT_METHODS", "LEARNERS", "SEARCH", "make_learner",
-           "SelectTrainClassifier", "SelectTrainRegressor", "noisy_count"]
+__all__ = [
+    "DPGDClassifier",
+    "DPGDRegressor",
+    "DPIHTClassifier",
+    "DPIHTRegressor",
+    "DPSGDClassifier",
+    "DPSGDRegressor",
+    "GRADIENT_METHODS",
+    "LEARNERS",
+    "SEARCH",
+    "make_learner",
+    "SelectTrainClassifier",
+    "SelectTrainRegressor",
+    "noisy_count",
+]
 
 
 ROW_NORMS = ("l2", "max", None)
@@ -158,8 +170,13 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
         params = self.get_params()
         params.pop("random_state", None)
         params["classes"] = None if params.get("classes") is None else [_plain(c) for c in params["classes"]]
-        return {**params, "method": self.mechanism, "loss": self._loss, "n_features": int(n_features),
-                "n_public": int(n_public)}
+        return {
+            **params,
+            "method": self.mechanism,
+            "loss": self._loss,
+            "n_features": int(n_features),
+            "n_public": int(n_public),
+        }
 
     # ------------------------------------------------------------------ fitting
 
@@ -172,20 +189,37 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
     def _target(self, y: np.ndarray) -> np.ndarray:
         return np.clip(y, -self.y_bound, self.y_bound) if self._loss == "squared" else y
 
-    def _public_count(self, X: sp.csr_matrix, accountant: Accountant | None, dataset: str | None, key: str,
-                      rng: np.random.Generator) -> int:
+    def _public_count(
+        self, X: sp.csr_matrix, accountant: Accountant | None, dataset: str | None, key: str, rng: np.random.Generator
+    ) -> int:
         if self.n_records is not None:
             return int(self.n_records)
         charge = self.count_charge()
         compute = lambda: noisy_count(X.shape[0], float(self.count_epsilon), rng)  # noqa: E731
         if accountant is None:
             return int(compute())
-        return int(accountant.release(dataset, charge, f"{key}/count", compute,
-                                      {"count_epsilon": self.count_epsilon, "of": "training records"}))
+        return int(
+            accountant.release(
+                dataset,
+                charge,
+                f"{key}/count",
+                compute,
+                {"count_epsilon": self.count_epsilon, "of": "training records"},
+            )
+        )
 
-    def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None, key: str | None,
-             extra: dict[str, Any], progress: Progress | None, columns: tuple[Any, int] | None = None,
-             schema: dict[str, Any] | None = None) -> None:
+    def _fit(
+        self,
+        X: Matrix,
+        y: np.ndarray,
+        accountant: Accountant | None,
+        dataset: str | None,
+        key: str | None,
+        extra: dict[str, Any],
+        progress: Progress | None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> None:
         self._validate()
         if accountant is not None and dataset is None:
             raise ParameterError("dataset is required to charge the accountant")
@@ -198,8 +232,12 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
         self._check_width(int(Xp.shape[1]))  # the public width: before anything is charged
         n_public = self._public_count(Xp, accountant, dataset, key, rng)
         charge = self.privacy_charge(n_public)
-        compute = lambda: widen(self._released(Xp, yp, n_public, charge, rng, progress, extra),  # noqa: E731
-                                *(columns or (None, None)), schema)
+
+        def compute() -> dict[str, Any]:
+            return widen(
+                self._released(Xp, yp, n_public, charge, rng, progress, extra), *(columns or (None, None)), schema
+            )
+
         t0 = time.perf_counter()
         if accountant is None:
             out = compute()
@@ -215,23 +253,55 @@ class _GradientModel(BaseEstimator, metaclass=ABCMeta):
         self.release_record_ = out  # the released model as recorded (public)
         self._set_released(out)
 
-    def _released(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, charge: Charge, rng: np.random.Generator,
-                  progress: Progress | None, extra: dict[str, Any]) -> dict[str, Any]:
+    def _released(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        charge: Charge,
+        rng: np.random.Generator,
+        progress: Progress | None,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
         """The noisy fit on prepared (X, y) under ``charge``'s calibration, as the released model."""
         w, b = self._train(X, y, n_public, charge.details, rng, progress)
         nz = np.flatnonzero(w)
-        return {"indices": nz.tolist(), "values": w[nz].tolist(), "intercept": float(b),
-                "n_features": int(X.shape[1]), "row_norm": self.row_norm, "method": self.mechanism, **extra}
+        return {
+            "indices": nz.tolist(),
+            "values": w[nz].tolist(),
+            "intercept": float(b),
+            "n_features": int(X.shape[1]),
+            "row_norm": self.row_norm,
+            "method": self.mechanism,
+            **extra,
+        }
 
     @abstractmethod
-    def _train(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, noise: dict[str, float],
-               rng: np.random.Generator, progress: Progress | None) -> tuple[np.ndarray, float]:
+    def _train(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        noise: dict[str, float],
+        rng: np.random.Generator,
+        progress: Progress | None,
+    ) -> tuple[np.ndarray, float]:
         """The noisy fit: (w, b) of the model on the prepared (X, y), at the charge's noise scales."""
 
     def _sgd_plan(self, n_public: int, z: float) -> SGDPlan:
         q, steps, normaliser = self._steps(n_public)
-        return SGDPlan(self._loss, float(self.clip), z, q, steps, float(self.lr), normaliser, float(self.l2),
-                       float(self.intercept_scaling), 0.5 if self.average else 1.0)
+        return SGDPlan(
+            self._loss,
+            float(self.clip),
+            z,
+            q,
+            steps,
+            float(self.lr),
+            normaliser,
+            float(self.l2),
+            float(self.intercept_scaling),
+            0.5 if self.average else 1.0,
+        )
 
     # ------------------------------------------------------------------ the released model
 
@@ -279,30 +349,51 @@ class _Classifier(ClassifierMixin):
 
     _loss = "logistic"
 
-    def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None,
-            schema: dict[str, Any] | None = None) -> Any:
+    def fit(
+        self,
+        X: Matrix,
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+        progress: Progress | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> Any:
         """Fit and release (charged to ``accountant`` first when given); ``columns`` = (the columns X holds
         of a wider matrix, its width): the released model is stated in the wider matrix's columns;
         ``schema``: public facts the model needs to read new records (``dpdist.released.widen``)."""
         if accountant is not None and self.classes is None:
-            raise ParameterError("classes are public schema: pass classes=[negative, positive] (the labels declared "
-                                 "for the data); read from y, the released model's classes would be a function of it")
+            raise ParameterError(
+                "classes are public schema: pass classes=[negative, positive] (the labels declared "
+                "for the data); read from y, the released model's classes would be a function of it"
+            )
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         check_classification_targets(y)
         if self.classes is None:
             y_type = type_of_target(y, input_name="y", raise_unknown=True)
             if y_type != "binary":
-                raise ParameterError(f"Only binary classification is supported: {type(self).__name__} needs exactly "
-                                     "2 classes (pass classes=[negative, positive])")
+                raise ParameterError(
+                    f"Only binary classification is supported: {type(self).__name__} needs exactly "
+                    "2 classes (pass classes=[negative, positive])"
+                )
         classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
         if classes.size != 2:
             raise ParameterError(f"{type(self).__name__} needs exactly 2 classes, got {classes.size} class(es)")
         if not np.isin(y, classes).all():
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
-        self._fit(X, np.where(y == classes[1], 1.0, -1.0), accountant, dataset, key,
-                  {"classes": [_plain(c) for c in classes]}, progress, columns, schema)
+        self._fit(
+            X,
+            np.where(y == classes[1], 1.0, -1.0),
+            accountant,
+            dataset,
+            key,
+            {"classes": [_plain(c) for c in classes]},
+            progress,
+            columns,
+            schema,
+        )
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -327,9 +418,17 @@ class _Regressor(RegressorMixin):
 
     _loss = "squared"
 
-    def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None, columns: tuple[Any, int] | None = None,
-            schema: dict[str, Any] | None = None) -> Any:
+    def fit(
+        self,
+        X: Matrix,
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+        progress: Progress | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> Any:
         """As the classifier's ``fit``."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
         self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, columns, schema)
@@ -355,8 +454,15 @@ class _SGD(_GradientModel):
         q = min(1.0, self.batch_size / n_public)
         return q, max(1, int(round(self.epochs / q))), q * n_public
 
-    def _train(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, noise: dict[str, float],
-               rng: np.random.Generator, progress: Progress | None) -> tuple[np.ndarray, float]:
+    def _train(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        noise: dict[str, float],
+        rng: np.random.Generator,
+        progress: Progress | None,
+    ) -> tuple[np.ndarray, float]:
         return dp_sgd(X, y, self._sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
 
 
@@ -387,8 +493,11 @@ _SGD_DOC = """
         the fit releases its own Laplace count at ``count_epsilon`` first.
     random_state : None (OS entropy, every release) or a seed (experiments only).
 """
-_GD_DOC = _SGD_DOC.replace("""    epochs, batch_size : the schedule: q = batch_size / n~ (1 when the batch is the whole set),
-        T = epochs / q steps.""", """    max_iter : the number of full-batch steps.""")
+_GD_DOC = _SGD_DOC.replace(
+    """    epochs, batch_size : the schedule: q = batch_size / n~ (1 when the batch is the whole set),
+        T = epochs / q steps.""",
+    """    max_iter : the number of full-batch steps.""",
+)
 _CLASSES_DOC = "    classes : the two labels, public (default: the labels seen in y).\n"
 _Y_BOUND_DOC = "    y_bound : the public bound on |y| (targets clipped to it, a per-record map).\n"
 
@@ -396,55 +505,121 @@ _Y_BOUND_DOC = "    y_bound : the public bound on |y| (targets clipped to it, a 
 class DPSGDClassifier(_Classifier, _SGD):
     __doc__ = "Private logistic regression (two classes) by DP-SGD.\n" + _SGD_DOC + _CLASSES_DOC
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, epochs: float = 40.0, batch_size: int = 4000,
-                 lr: float = 10.0, clip: float = 1.0, l2: float = 0.0, intercept_scaling: float = 1.0,
-                 average: bool = True, row_norm: str | None = "l2", n_records: int | None = None,
-                 count_epsilon: float = 0.01, classes: Any = None, random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        epochs: float = 40.0,
+        batch_size: int = 4000,
+        lr: float = 10.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 1.0,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
         self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
         self.lr, self.clip, self.l2 = lr, clip, l2
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = n_records, count_epsilon, classes, \
-            random_state
+        self.n_records, self.count_epsilon, self.classes, self.random_state = (
+            n_records,
+            count_epsilon,
+            classes,
+            random_state,
+        )
 
 
 class DPSGDRegressor(_Regressor, _SGD):
     __doc__ = "Private least squares by DP-SGD.\n" + _SGD_DOC + _Y_BOUND_DOC
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, epochs: float = 40.0, batch_size: int = 4000,
-                 lr: float = 1.0, clip: float = 1.0, l2: float = 0.0, intercept_scaling: float = 1.0,
-                 average: bool = True, row_norm: str | None = "l2", n_records: int | None = None,
-                 count_epsilon: float = 0.01, y_bound: float = 1.0, random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        epochs: float = 40.0,
+        batch_size: int = 4000,
+        lr: float = 1.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 1.0,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
         self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
         self.lr, self.clip, self.l2 = lr, clip, l2
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = n_records, count_epsilon, y_bound, \
-            random_state
+        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
+            n_records,
+            count_epsilon,
+            y_bound,
+            random_state,
+        )
 
 
 class DPGDClassifier(_Classifier, _GD):
     __doc__ = "Private logistic regression (two classes) by full-batch DP-GD.\n" + _GD_DOC + _CLASSES_DOC
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, max_iter: int = 100, lr: float = 3000.0,
-                 clip: float = 1.0, l2: float = 0.0, intercept_scaling: float = 0.02, average: bool = True,
-                 row_norm: str | None = "l2", n_records: int | None = None, count_epsilon: float = 0.01,
-                 classes: Any = None, random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 3000.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.02,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
         self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = epsilon, delta, max_iter, lr, clip, l2
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = n_records, count_epsilon, classes, \
-            random_state
+        self.n_records, self.count_epsilon, self.classes, self.random_state = (
+            n_records,
+            count_epsilon,
+            classes,
+            random_state,
+        )
 
 
 class DPGDRegressor(_Regressor, _GD):
     __doc__ = "Private least squares by full-batch DP-GD.\n" + _GD_DOC + _Y_BOUND_DOC
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, max_iter: int = 100, lr: float = 30.0,
-                 clip: float = 1.0, l2: float = 0.0, intercept_scaling: float = 0.1, average: bool = True,
-                 row_norm: str | None = "l2", n_records: int | None = None, count_epsilon: float = 0.01,
-                 y_bound: float = 1.0, random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 30.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.1,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
         self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = epsilon, delta, max_iter, lr, clip, l2
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = n_records, count_epsilon, y_bound, \
-            random_state
+        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
+            n_records,
+            count_epsilon,
+            y_bound,
+            random_state,
+        )
 
 
 # ------------------------------------------------------------------------------------- DP-IHT
@@ -466,8 +641,15 @@ class _IHT(_GradientModel):
         if self.s >= n_features:
             raise ParameterError(f"s={self.s} must be smaller than the number of features ({n_features})")
 
-    def _train(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, noise: dict[str, float],
-               rng: np.random.Generator, progress: Progress | None) -> tuple[np.ndarray, float]:
+    def _train(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        noise: dict[str, float],
+        rng: np.random.Generator,
+        progress: Progress | None,
+    ) -> tuple[np.ndarray, float]:
         return dp_iht(X, y, self._sgd_plan(n_public, noise["noise_multiplier"]), int(self.s), rng, progress)
 
 
@@ -483,30 +665,81 @@ _IHT_DOC = """
 class DPIHTClassifier(_Classifier, _IHT):
     __doc__ = "Private s-sparse logistic regression by noisy iterative hard thresholding.\n" + _IHT_DOC
 
-    def __init__(self, s: int = 100, epsilon: float = 1.0, delta: float = 1e-6, max_iter: int = 100,
-                 lr: float = 10000.0, clip: float = 1.0, l2: float = 0.0, intercept_scaling: float = 0.01,
-                 average: bool = False, row_norm: str | None = "l2", n_records: int | None = None,
-                 count_epsilon: float = 0.01, classes: Any = None, random_state: RandomState = None) -> None:
-        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = s, epsilon, delta, max_iter, \
-            lr, clip, l2
+    def __init__(
+        self,
+        s: int = 100,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 10000.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.01,
+        average: bool = False,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = (
+            s,
+            epsilon,
+            delta,
+            max_iter,
+            lr,
+            clip,
+            l2,
+        )
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = n_records, count_epsilon, classes, \
-            random_state
+        self.n_records, self.count_epsilon, self.classes, self.random_state = (
+            n_records,
+            count_epsilon,
+            classes,
+            random_state,
+        )
 
 
 class DPIHTRegressor(_Regressor, _IHT):
-    __doc__ = "Private s-sparse least squares by noisy iterative hard thresholding.\n" + _IHT_DOC + \
-        "    y_bound : the public bound on |y|.\n"
+    __doc__ = (
+        "Private s-sparse least squares by noisy iterative hard thresholding.\n"
+        + _IHT_DOC
+        + "    y_bound : the public bound on |y|.\n"
+    )
 
-    def __init__(self, s: int = 100, epsilon: float = 1.0, delta: float = 1e-6, max_iter: int = 100,
-                 lr: float = 100.0, clip: float = 1.0, l2: float = 0.0, intercept_scaling: float = 0.1,
-                 average: bool = False, row_norm: str | None = "l2", n_records: int | None = None,
-                 count_epsilon: float = 0.01, y_bound: float = 1.0, random_state: RandomState = None) -> None:
-        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = s, epsilon, delta, max_iter, \
-            lr, clip, l2
+    def __init__(
+        self,
+        s: int = 100,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 100.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.1,
+        average: bool = False,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
+        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = (
+            s,
+            epsilon,
+            delta,
+            max_iter,
+            lr,
+            clip,
+            l2,
+        )
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = n_records, count_epsilon, y_bound, \
-            random_state
+        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
+            n_records,
+            count_epsilon,
+            y_bound,
+            random_state,
+        )
 
 
 # ---------------------------------------------------------------------------- select-then-train
@@ -577,8 +810,15 @@ class _SelectTrain(_GradientModel):
         loss, rho, z = self._loss_at(n_public, scale)
         return Charge(loss, f"{self.mechanism}/{self._loss}", {"noise_multiplier": z, "screening_rho": rho})
 
-    def _train(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, noise: dict[str, float],
-               rng: np.random.Generator, progress: Progress | None) -> tuple[np.ndarray, float]:
+    def _train(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        noise: dict[str, float],
+        rng: np.random.Generator,
+        progress: Progress | None,
+    ) -> tuple[np.ndarray, float]:
         if self.k >= X.shape[1]:
             raise ParameterError(f"k={self.k} must be smaller than the number of features ({X.shape[1]})")
         yb = np.clip(y, -1.0, 1.0)  # the screening's bound (|y_i| <= 1; rows have ||x_i||_2 <= 1 below)
@@ -607,38 +847,80 @@ _ST_DOC = """
 class SelectTrainClassifier(_Classifier, _SelectTrain):
     __doc__ = "Private k-sparse logistic regression: a private screening of k columns, then DP-SGD on them.\n" + _ST_DOC
 
-    def __init__(self, k: int = 100, selection_share: float = 0.3, epsilon: float = 1.0, delta: float = 1e-6,
-                 epochs: float = 100.0, batch_size: int = 4000, lr: float = 100.0, clip: float = 1.0,
-                 l2: float = 0.0, intercept_scaling: float = 1.0, average: bool = True, row_norm: str | None = "l2",
-                 n_records: int | None = None, count_epsilon: float = 0.01, classes: Any = None,
-                 random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        k: int = 100,
+        selection_share: float = 0.3,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        epochs: float = 100.0,
+        batch_size: int = 4000,
+        lr: float = 100.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 1.0,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
         self.k, self.selection_share, self.epsilon, self.delta = k, selection_share, epsilon, delta
         self.epochs, self.batch_size, self.lr, self.clip, self.l2 = epochs, batch_size, lr, clip, l2
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = n_records, count_epsilon, classes, \
-            random_state
+        self.n_records, self.count_epsilon, self.classes, self.random_state = (
+            n_records,
+            count_epsilon,
+            classes,
+            random_state,
+        )
 
 
 class SelectTrainRegressor(_Regressor, _SelectTrain):
-    __doc__ = "Private k-sparse least squares: a private screening of k columns, then DP-SGD on them.\n" + \
-        _ST_DOC + "    y_bound : the public bound on |y|.\n"
+    __doc__ = (
+        "Private k-sparse least squares: a private screening of k columns, then DP-SGD on them.\n"
+        + _ST_DOC
+        + "    y_bound : the public bound on |y|.\n"
+    )
 
-    def __init__(self, k: int = 100, selection_share: float = 0.3, epsilon: float = 1.0, delta: float = 1e-6,
-                 epochs: float = 100.0, batch_size: int = 4000, lr: float = 1.0, clip: float = 1.0,
-                 l2: float = 0.0, intercept_scaling: float = 1.0, average: bool = True, row_norm: str | None = "l2",
-                 n_records: int | None = None, count_epsilon: float = 0.01, y_bound: float = 1.0,
-                 random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        k: int = 100,
+        selection_share: float = 0.3,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        epochs: float = 100.0,
+        batch_size: int = 4000,
+        lr: float = 1.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 1.0,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
         self.k, self.selection_share, self.epsilon, self.delta = k, selection_share, epsilon, delta
         self.epochs, self.batch_size, self.lr, self.clip, self.l2 = epochs, batch_size, lr, clip, l2
         self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = n_records, count_epsilon, y_bound, \
-            random_state
+        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
+            n_records,
+            count_epsilon,
+            y_bound,
+            random_state,
+        )
 
 
 # the learners by method name: (classifier, regressor)
 LEARNERS: dict[str, tuple[type, type]] = {
-    "select-train": (SelectTrainClassifier, SelectTrainRegressor), "dp-sgd": (DPSGDClassifier, DPSGDRegressor),
-    "dp-gd": (DPGDClassifier, DPGDRegressor), "dp-iht": (DPIHTClassifier, DPIHTRegressor)}
+    "select-train": (SelectTrainClassifier, SelectTrainRegressor),
+    "dp-sgd": (DPSGDClassifier, DPSGDRegressor),
+    "dp-gd": (DPGDClassifier, DPGDRegressor),
+    "dp-iht": (DPIHTClassifier, DPIHTRegressor),
+}
 
 
 def make_learner(task: str, method: str, **params: Any) -> Any:

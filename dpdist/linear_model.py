@@ -65,8 +65,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.guard import require_accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.released import widen
 from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
@@ -91,11 +91,23 @@ class _FrankWolfe(BaseEstimator):
     def private(self) -> bool:
         return self.method in PRIVATE
 
-    def _set_screening(self, screening: str | None, screen_epsilon: float | None, screen_delta: float | None,
-                       screen_rho: float | None, screen_schedule: Any, screen_rule: str, n_max: int | None) -> None:
+    def _set_screening(
+        self,
+        screening: str | None,
+        screen_epsilon: float | None,
+        screen_delta: float | None,
+        screen_rho: float | None,
+        screen_schedule: Any,
+        screen_rule: str,
+        n_max: int | None,
+    ) -> None:
         self.screening, self.screen_epsilon, self.screen_delta = screening, screen_epsilon, screen_delta
-        self.screen_rho, self.screen_schedule, self.screen_rule, self.n_max = screen_rho, screen_schedule, \
-            screen_rule, n_max
+        self.screen_rho, self.screen_schedule, self.screen_rule, self.n_max = (
+            screen_rho,
+            screen_schedule,
+            screen_rule,
+            n_max,
+        )
 
     def _validate(self) -> None:
         if self.method not in METHODS:
@@ -114,16 +126,20 @@ class _FrankWolfe(BaseEstimator):
             raise ParameterError(f"screening must be one of {SCREENINGS}, got {self.screening!r}")
         if self.screening is not None:
             if (self.screening == "exact") == self.private:
-                raise ParameterError(f"screening={self.screening!r} does not go with method {self.method!r}: private "
-                                     "methods screen with 'rnm' or 'adp', non-private ones with 'exact'")
+                raise ParameterError(
+                    f"screening={self.screening!r} does not go with method {self.method!r}: private "
+                    "methods screen with 'rnm' or 'adp', non-private ones with 'exact'"
+                )
             schedule_mask(self.screen_schedule, self.max_iter)
             if self.screen_rule not in RULES:
                 raise ParameterError(f"screen_rule must be one of {RULES}, got {self.screen_rule!r}")
             if self.private:
                 _budget(self.screen_epsilon, self.screen_delta, self.screen_rho)
                 if self.n_max is None:
-                    raise ParameterError("n_max (a public upper bound on the number of training records) is required "
-                                         "for private screening")
+                    raise ParameterError(
+                        "n_max (a public upper bound on the number of training records) is required "
+                        "for private screening"
+                    )
                 check_count(self.n_max, "n_max")
 
     def _y_bound(self) -> float:
@@ -136,31 +152,71 @@ class _FrankWolfe(BaseEstimator):
             n_features = getattr(self, "n_features_in_", None)
         if n_features is None:
             if self.calibration == "paper" and self.screening != "exact":
-                raise ParameterError("the screening's charge with calibration='paper' depends on the number of "
-                                     "features: pass n_features")
+                raise ParameterError(
+                    "the screening's charge with calibration='paper' depends on the number of features: pass n_features"
+                )
             n_features = 1  # the safe calibration's loss does not depend on d (only its sigma does)
-        return screening_plan(self.screening, self._loss, self.lam, n_features, self.max_iter, self.screen_schedule,
-                              self.screen_epsilon, self.screen_delta, self.screen_rho, self.screen_rule,
-                              self.calibration, self._y_bound(), self.n_max, standalone_delta=self.delta)
+        return screening_plan(
+            self.screening,
+            self._loss,
+            self.lam,
+            n_features,
+            self.max_iter,
+            self.screen_schedule,
+            self.screen_epsilon,
+            self.screen_delta,
+            self.screen_rho,
+            self.screen_rule,
+            self.calibration,
+            self._y_bound(),
+            self.n_max,
+            standalone_delta=self.delta,
+        )
 
     def _lipschitz_noise(self) -> float | None:
         """Seeds 000/001 (paper mode with screening) scale the FW noise with L = 1."""
         return 1.0 if self.screening in ("rnm", "adp") and self.calibration == "paper" else None
 
-    def _solve(self, X: sp.csr_matrix, y: np.ndarray, progress: Progress | None = None,
-               X_csc: sp.csc_matrix | None = None) -> FWResult:
+    def _solve(
+        self, X: sp.csr_matrix, y: np.ndarray, progress: Progress | None = None, X_csc: sp.csc_matrix | None = None
+    ) -> FWResult:
         rng = check_random_state(self.random_state)
-        kw = dict(loss=self._loss, y_bound=self._y_bound(), random_state=rng, progress=progress,
-                  screening=self._screening_plan(X.shape[1]), lipschitz_noise=self._lipschitz_noise())
+        kw = dict(
+            loss=self._loss,
+            y_bound=self._y_bound(),
+            random_state=rng,
+            progress=progress,
+            screening=self._screening_plan(X.shape[1]),
+            lipschitz_noise=self._lipschitz_noise(),
+        )
         if self.method in ("fw", "dp-fw"):
             sel = "laplace" if self.method == "dp-fw" else None
-            return frank_wolfe(X, y, self.lam, self.max_iter, selection=sel, epsilon=self.epsilon if sel else None,
-                               delta=self.delta if sel else None, calibration=self.calibration, **kw)
+            return frank_wolfe(
+                X,
+                y,
+                self.lam,
+                self.max_iter,
+                selection=sel,
+                epsilon=self.epsilon if sel else None,
+                delta=self.delta if sel else None,
+                calibration=self.calibration,
+                **kw,
+            )
         sel = "exponential" if self.method == "fast-dp-fw" else None
         refresh = math.ceil(self.max_iter / 10) if self._loss == "logistic" else 0
-        return fast_frank_wolfe(X, y, self.lam, self.max_iter, selection=sel, epsilon=self.epsilon if sel else None,
-                                delta=self.delta if sel else None, refresh=refresh, calibration=self.calibration,
-                                X_csc=X_csc, **kw)
+        return fast_frank_wolfe(
+            X,
+            y,
+            self.lam,
+            self.max_iter,
+            selection=sel,
+            epsilon=self.epsilon if sel else None,
+            delta=self.delta if sel else None,
+            refresh=refresh,
+            calibration=self.calibration,
+            X_csc=X_csc,
+            **kw,
+        )
 
     def privacy_charge(self, n_features: int | None = None) -> Charge:
         """The charge of one fit (its tight privacy loss and mechanism), whatever the data.
@@ -174,32 +230,66 @@ class _FrankWolfe(BaseEstimator):
         self._validate()
         if not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it has no privacy charge")
-        plan = privacy_plan(self.epsilon, self.delta, self.max_iter, self._loss, self.lam, self._y_bound(),
-                            "laplace" if self.method == "dp-fw" else "exponential", self.calibration,
-                            self._lipschitz_noise())
+        plan = privacy_plan(
+            self.epsilon,
+            self.delta,
+            self.max_iter,
+            self._loss,
+            self.lam,
+            self._y_bound(),
+            "laplace" if self.method == "dp-fw" else "exponential",
+            self.calibration,
+            self._lipschitz_noise(),
+        )
         details = {"eps0": plan.eps0, "calibration": self.calibration}
         screen = self._screening_plan(n_features)
         if screen is None:
             return Charge(plan.loss, f"frank_wolfe/{self.method}", details)
-        return Charge(PrivacyLoss.compose(plan.loss, screen.loss), f"frank_wolfe/{self.method}+{self.screening}-screen",
-                      {**details, "fw_epsilon": plan.loss.epsilon, **screen.details()})
+        return Charge(
+            PrivacyLoss.compose(plan.loss, screen.loss),
+            f"frank_wolfe/{self.method}+{self.screening}-screen",
+            {**details, "fw_epsilon": plan.loss.epsilon, **screen.details()},
+        )
 
     def release_params(self) -> dict[str, Any]:
         """Every parameter of a fit, for the ledger's release identity."""
-        out = {"method": self.method, "loss": self._loss, "epsilon": self.epsilon, "delta": self.delta,
-               "lam": self.lam, "max_iter": self.max_iter, "calibration": self.calibration, "bounds": self.bounds,
-               "y_bound": self._y_bound()}
+        out = {
+            "method": self.method,
+            "loss": self._loss,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "lam": self.lam,
+            "max_iter": self.max_iter,
+            "calibration": self.calibration,
+            "bounds": self.bounds,
+            "y_bound": self._y_bound(),
+        }
         if self.screening is not None:
             sched = self.screen_schedule
-            out.update(screening=self.screening, screen_epsilon=self.screen_epsilon, screen_delta=self.screen_delta,
-                       screen_rho=self.screen_rho, screen_rule=self.screen_rule, n_max=self.n_max,
-                       screen_schedule=int(sched) if isinstance(sched, (int, np.integer)) else [int(t) for t in sched])
+            out.update(
+                screening=self.screening,
+                screen_epsilon=self.screen_epsilon,
+                screen_delta=self.screen_delta,
+                screen_rho=self.screen_rho,
+                screen_rule=self.screen_rule,
+                n_max=self.n_max,
+                screen_schedule=int(sched) if isinstance(sched, (int, np.integer)) else [int(t) for t in sched],
+            )
         return out
 
-    def _fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None, dataset: str | None,
-             key: str | None, extra: dict[str, Any], progress: Progress | None = None,
-             X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None,
-            schema: dict[str, Any] | None = None) -> None:
+    def _fit(
+        self,
+        X: Matrix,
+        y: np.ndarray,
+        accountant: Accountant | None,
+        dataset: str | None,
+        key: str | None,
+        extra: dict[str, Any],
+        progress: Progress | None = None,
+        X_csc: Matrix | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> None:
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
         if self.private:
@@ -217,8 +307,13 @@ class _FrankWolfe(BaseEstimator):
             res = self._solve(X, y, progress, X_csc)
             result["fw"] = res
             nz = np.flatnonzero(res.coef)
-            out = {"indices": nz.tolist(), "values": res.coef[nz].tolist(), "path": list(res.path),
-                   "n_features": int(X.shape[1]), **extra}
+            out = {
+                "indices": nz.tolist(),
+                "values": res.coef[nz].tolist(),
+                "path": list(res.path),
+                "n_features": int(X.shape[1]),
+                **extra,
+            }
             if self.bounds == "clip":  # the per-record map the model was fitted under, applied again by predict
                 out["clip"] = 1.0
             out = {**out, "screened": res.screened} if self.screening is not None else out
@@ -239,8 +334,13 @@ class _FrankWolfe(BaseEstimator):
         self._set_released(out)
         fw = result.get("fw")
         if fw is not None:  # for the operator's terminal only: a private fit's time is never released
-            timing("%s: %d iterations in %.3f s (%.4f ms/iteration, kernels loaded before the timer)",
-                   self.method, self.max_iter, fw.seconds, 1e3 * fw.seconds / self.max_iter)
+            timing(
+                "%s: %d iterations in %.3f s (%.4f ms/iteration, kernels loaded before the timer)",
+                self.method,
+                self.max_iter,
+                fw.seconds,
+                1e3 * fw.seconds / self.max_iter,
+            )
         self.n_iter_ = self.max_iter
         self.seconds_ = fw.seconds if fw else float("nan")  # the operator's own: never released
         self.privacy_ = fw.privacy if fw else None
@@ -285,12 +385,25 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
 
     _loss = "logistic"
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, lam: float = 50.0, max_iter: int = 1000,
-                 method: str = "fast-dp-fw", calibration: str = "safe", bounds: str = "check",
-                 classes: Any = None, random_state: RandomState = None, screening: str | None = None,
-                 screen_epsilon: float | None = None, screen_delta: float | None = None,
-                 screen_rho: float | None = None, screen_schedule: Any = 1, screen_rule: str = "safe",
-                 n_max: int | None = None) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        lam: float = 50.0,
+        max_iter: int = 1000,
+        method: str = "fast-dp-fw",
+        calibration: str = "safe",
+        bounds: str = "check",
+        classes: Any = None,
+        random_state: RandomState = None,
+        screening: str | None = None,
+        screen_epsilon: float | None = None,
+        screen_delta: float | None = None,
+        screen_rho: float | None = None,
+        screen_schedule: Any = 1,
+        screen_rule: str = "safe",
+        n_max: int | None = None,
+    ) -> None:
         self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
         self.method, self.calibration, self.bounds, self.classes = method, calibration, bounds, classes
         self.random_state = random_state
@@ -302,27 +415,46 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
         tags.classifier_tags.multi_class = False
         return tags
 
-    def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None,
-            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None,
-            schema: dict[str, Any] | None = None) -> DPFrankWolfeClassifier:
+    def fit(
+        self,
+        X: Matrix,
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+        progress: Progress | None = None,
+        X_csc: Matrix | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> DPFrankWolfeClassifier:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         check_classification_targets(y)
         if self.classes is None:
             y_type = type_of_target(y, input_name="y", raise_unknown=True)
             if y_type != "binary":
-                raise ParameterError(f"Only binary classification is supported. The type of the target is {y_type}: "
-                                     f"DPFrankWolfeClassifier needs exactly 2 classes, got {np.unique(y).size} class(es)")
+                raise ParameterError(
+                    f"Only binary classification is supported. The type of the target is {y_type}: "
+                    f"DPFrankWolfeClassifier needs exactly 2 classes, got {np.unique(y).size} class(es)"
+                )
         classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
         if classes.size != 2:
             raise ParameterError(f"DPFrankWolfeClassifier needs exactly 2 classes, got {classes.size} class(es)")
         if not np.isin(y, classes).all():
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
-        self._fit(X, (y == classes[1]).astype(np.float64), accountant, dataset, key,
-                  {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}, progress, X_csc, columns,
-                  schema)
+        self._fit(
+            X,
+            (y == classes[1]).astype(np.float64),
+            accountant,
+            dataset,
+            key,
+            {"classes": [c.item() if hasattr(c, "item") else c for c in classes]},
+            progress,
+            X_csc,
+            columns,
+            schema,
+        )
         return self
 
     def _from_result(self, result: dict[str, Any]) -> None:
@@ -348,16 +480,29 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
 
     _loss = "squared"
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, lam: float = 50.0, max_iter: int = 1000,
-                 method: str = "fast-dp-fw", calibration: str = "safe", bounds: str = "check", y_bound: float = 1.0,
-                 random_state: RandomState = None, screening: str | None = None, screen_epsilon: float | None = None,
-                 screen_delta: float | None = None, screen_rho: float | None = None, screen_schedule: Any = 1,
-                 screen_rule: str = "safe", n_max: int | None = None) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        lam: float = 50.0,
+        max_iter: int = 1000,
+        method: str = "fast-dp-fw",
+        calibration: str = "safe",
+        bounds: str = "check",
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+        screening: str | None = None,
+        screen_epsilon: float | None = None,
+        screen_delta: float | None = None,
+        screen_rho: float | None = None,
+        screen_schedule: Any = 1,
+        screen_rule: str = "safe",
+        n_max: int | None = None,
+    ) -> None:
         self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
         self.method, self.calibration, self.bounds, self.y_bound = method, calibration, bounds, y_bound
         self.random_state = random_state
-        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule,
-                            screen_rule, n_max)
+        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule, screen_rule, n_max)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -367,14 +512,23 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
     def _y_bound(self) -> float:
         return self.y_bound
 
-    def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, progress: Progress | None = None,
-            X_csc: Matrix | None = None, columns: tuple[Any, int] | None = None,
-            schema: dict[str, Any] | None = None) -> DPFrankWolfeRegressor:
+    def fit(
+        self,
+        X: Matrix,
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+        progress: Progress | None = None,
+        X_csc: Matrix | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> DPFrankWolfeRegressor:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc, columns,
-                  schema)
+        self._fit(
+            X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc, columns, schema
+        )
         return self
 
     def predict(self, X: Matrix) -> np.ndarray:

@@ -23,12 +23,16 @@ def table_schema(meta: dict[str, Any]) -> dict[str, Any] | None:
     notes = meta.get("table_notes")
     if notes is None:
         return None
-    return {"feature_names": meta.get("feature_names"), "categories": notes.get("declared_categories"),
-            "fill_value": notes.get("fill_value")}
+    return {
+        "feature_names": meta.get("feature_names"),
+        "categories": notes.get("declared_categories"),
+        "fill_value": notes.get("fill_value"),
+    }
 
 
-def widen(result: dict[str, Any], columns: Sequence[int] | None, n_columns: int | None,
-          schema: dict[str, Any] | None = None) -> dict[str, Any]:
+def widen(
+    result: dict[str, Any], columns: Sequence[int] | None, n_columns: int | None, schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``result`` of a fit on the matrix's columns ``columns`` (of ``n_columns``) stated in all its
     columns: the weights' indices, a Frank-Wolfe path's signed one-based vertices and its screening
     events mapped, ``n_features`` the whole width. ``schema``: the data's public schema the model
@@ -38,8 +42,11 @@ def widen(result: dict[str, Any], columns: Sequence[int] | None, n_columns: int 
     if columns is None:
         return result
     cols = np.asarray(columns, dtype=np.int64)
-    out = {**result, "indices": cols[np.asarray(result["indices"], dtype=np.int64)].tolist(),
-           "n_features": int(n_columns if n_columns is not None else cols.max() + 1)}
+    out = {
+        **result,
+        "indices": cols[np.asarray(result["indices"], dtype=np.int64)].tolist(),
+        "n_features": int(n_columns if n_columns is not None else cols.max() + 1),
+    }
     if result.get("path"):
         out["path"] = [int(np.sign(v)) * (int(cols[abs(v) - 1]) + 1) for v in result["path"]]
     if result.get("screened"):

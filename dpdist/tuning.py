@@ -110,10 +110,20 @@ class PrivateSearch(BaseEstimator):
     ``validation_score_`` (noisy), ``noise_scale_``, ``runs_`` (how many runs; never released).
     """
 
-    def __init__(self, candidates: list[Any], epsilon: float = 1.0, delta: float = 1e-6,
-                 mean_runs: float | None = None, shape: float = 0.0, validation_fraction: float = 0.1,
-                 score_epsilon: float = 0.25, n_records: int | None = None, count_epsilon: float = 0.01,
-                 classes: Any = None, random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        candidates: list[Any],
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        mean_runs: float | None = None,
+        shape: float = 0.0,
+        validation_fraction: float = 0.1,
+        score_epsilon: float = 0.25,
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
         self.candidates, self.epsilon, self.delta = candidates, epsilon, delta
         self.mean_runs, self.shape, self.validation_fraction = mean_runs, shape, validation_fraction
         self.score_epsilon, self.n_records, self.count_epsilon = score_epsilon, n_records, count_epsilon
@@ -165,8 +175,11 @@ class PrivateSearch(BaseEstimator):
         return best_of_runs_curve(runs, self._mean, float(self.shape))
 
     def _loss(self, cands: list[_GradientModel], n_train: int, scale: float) -> PrivacyLoss:
-        return PrivacyLoss.tabulated(f"private search: best of ~{self._mean:g} runs of {len(cands)} candidate(s)",
-                                     self._curve(cands, n_train, scale), float(self.delta))
+        return PrivacyLoss.tabulated(
+            f"private search: best of ~{self._mean:g} runs of {len(cands)} candidate(s)",
+            self._curve(cands, n_train, scale),
+            float(self.delta),
+        )
 
     def _noise_scale(self, cands: list[_GradientModel], n_train: int) -> float:
         """The smallest common noise factor x >= 1 whose search loss meets (epsilon, delta): bisection
@@ -203,16 +216,26 @@ class PrivateSearch(BaseEstimator):
     def release_params(self, n_features: int, n_public: int) -> dict[str, Any]:
         """Every parameter of a search, for the ledger's release identity."""
         params = {k: v for k, v in self.get_params(deep=False).items() if k not in ("candidates", "random_state")}
-        params["classes"] = None if self.classes is None else [c.item() if hasattr(c, "item") else c
-                                                                for c in self.classes]
-        cands = [{"learner": type(c).__name__, **{k: v for k, v in c.get_params().items() if k != "random_state"}}
-                 for c in self.candidates]
+        params["classes"] = (
+            None if self.classes is None else [c.item() if hasattr(c, "item") else c for c in self.classes]
+        )
+        cands = [
+            {"learner": type(c).__name__, **{k: v for k, v in c.get_params().items() if k != "random_state"}}
+            for c in self.candidates
+        ]
         return {**params, "candidates": cands, "n_features": int(n_features), "n_public": int(n_public)}
 
     # ------------------------------------------------------------------ fitting
 
-    def fit(self, X: Matrix, y: Any, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None, split_key: bytes | None = None) -> PrivateSearch:
+    def fit(
+        self,
+        X: Matrix,
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+        split_key: bytes | None = None,
+    ) -> PrivateSearch:
         """Search privately and release the best run's model (charged to ``accountant`` first).
 
         ``split_key``: the validation split's secret key (default: derived from the dataset's split
@@ -225,8 +248,10 @@ class PrivateSearch(BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=not classifier)
         extra: dict[str, Any] = {}
         if classifier and accountant is not None and cands[0].classes is None:
-            raise ParameterError("classes are public schema: pass classes=[negative, positive] (the labels declared "
-                                 "for the data); read from y, the released model's classes would be a function of it")
+            raise ParameterError(
+                "classes are public schema: pass classes=[negative, positive] (the labels declared "
+                "for the data); read from y, the released model's classes would be a function of it"
+            )
         if classifier:
             check_classification_targets(y)
             classes = np.unique(y) if cands[0].classes is None else np.asarray(cands[0].classes)
@@ -247,12 +272,20 @@ class PrivateSearch(BaseEstimator):
         else:
             count = self.count_charge()
             compute_n = lambda: noisy_count(Xp.shape[0], float(self.count_epsilon), rng)  # noqa: E731
-            n_public = int(compute_n() if accountant is None else accountant.release(
-                dataset, count, f"{key}/count", compute_n, {"count_epsilon": self.count_epsilon}))
+            n_public = int(
+                compute_n()
+                if accountant is None
+                else accountant.release(
+                    dataset, count, f"{key}/count", compute_n, {"count_epsilon": self.count_epsilon}
+                )
+            )
         charge = self.privacy_charge(n_public)
         if split_key is None:
-            split_key = (derive_key(accountant.split_key(dataset), "dpdist private search")
-                         if accountant is not None else secrets.token_bytes(32))
+            split_key = (
+                derive_key(accountant.split_key(dataset), "dpdist private search")
+                if accountant is not None
+                else secrets.token_bytes(32)
+            )
         n_train, scale = self.n_train(n_public), charge.details["noise_scale"]
 
         def compute() -> dict[str, Any]:
@@ -296,7 +329,9 @@ class PrivateSearch(BaseEstimator):
             return float(np.sum(np.where(margins > 0, 1.0, -1.0) == y))
         bound = (2.0 * float(c.y_bound)) ** 2
         err = (np.clip(margins, -c.y_bound, c.y_bound) - y) ** 2
-        return -float(np.sum(np.where(np.isfinite(err), np.minimum(err, bound), bound)))  # each record within [0, bound]
+        return -float(
+            np.sum(np.where(np.isfinite(err), np.minimum(err, bound), bound))
+        )  # each record within [0, bound]
 
     def _set_released(self, out: dict[str, Any], scale: float, n_public: int) -> None:
         self.best_index_ = int(out["candidate"])
@@ -333,4 +368,3 @@ class PrivateSearch(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-

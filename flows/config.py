@@ -87,14 +87,20 @@ FW_METHODS = ("fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen")
 SCREEN_METHODS = ("rnm-screen", "adp-screen")
 
 
-_REMOVED = {"data": {"split_seed": "removed: each record's side of the split is decided by the record and the "
-                                   "dataset's secret split key in the ledger (a split by row position with a public "
-                                   "seed broke the privacy guarantee); delete the key"},
-            "select": {"bss_time_limit": "removed: a release that aborted at a time limit published whether the "
-                                         "solve was slow, a function of the data, un-noised. Best subset selection "
-                                         "now runs every solve to its certificate; delete the key (or, outside the "
-                                         "privacy guarantee and marked so in the ledger, set "
-                                         "bss_nonprivate_time_limit)"}}
+_REMOVED = {
+    "data": {
+        "split_seed": "removed: each record's side of the split is decided by the record and the "
+        "dataset's secret split key in the ledger (a split by row position with a public "
+        "seed broke the privacy guarantee); delete the key"
+    },
+    "select": {
+        "bss_time_limit": "removed: a release that aborted at a time limit published whether the "
+        "solve was slow, a function of the data, un-noised. Best subset selection "
+        "now runs every solve to its certificate; delete the key (or, outside the "
+        "privacy guarantee and marked so in the ledger, set "
+        "bss_nonprivate_time_limit)"
+    },
+}
 
 
 class ConfigError(ParameterError):
@@ -181,9 +187,14 @@ class TrainConfig:
     def screening(self) -> dict[str, Any]:
         """The estimator options of the screening methods."""
         sched = list(self.screen_schedule) if isinstance(self.screen_schedule, (list, tuple)) else self.screen_schedule
-        return {"screen_epsilon": self.screen_epsilon, "screen_delta": self.screen_delta,
-                "screen_rho": self.screen_rho, "screen_schedule": sched, "screen_rule": self.screen_rule,
-                "n_max": self.n_max}
+        return {
+            "screen_epsilon": self.screen_epsilon,
+            "screen_delta": self.screen_delta,
+            "screen_rho": self.screen_rho,
+            "screen_schedule": sched,
+            "screen_rule": self.screen_rule,
+            "n_max": self.n_max,
+        }
 
 
 @dataclass(frozen=True)
@@ -235,10 +246,10 @@ class RunConfig:
         data = asdict(self.data)
         if not data["zero_based"]:
             del data["zero_based"]
-        digest = hashlib.sha256(json.dumps({"data": data, **params}, sort_keys=True,
-                                           default=str).encode()).hexdigest()[:12]
+        digest = hashlib.sha256(json.dumps({"data": data, **params}, sort_keys=True, default=str).encode()).hexdigest()[
+            :12
+        ]
         return f"{self.name}/{step}/{method}/{digest}"
-
 
     def step_seed(self, key: str) -> int | None:
         """Noise seed of one step: None (OS entropy) unless the config fixes ``seed``."""
@@ -249,8 +260,12 @@ def store_paths(cfg: RunConfig) -> dict[str, str]:
     """Where a run puts (or finds) the source store, the two halves of the split and a public test set."""
     root = Path(cfg.output) / "stores"
     source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
-    return {"source": str(source), "train": str(root / "train"), "test": str(root / "test"),
-            "public_test": str(root / "public-test")}
+    return {
+        "source": str(source),
+        "train": str(root / "train"),
+        "test": str(root / "test"),
+        "public_test": str(root / "public-test"),
+    }
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -264,8 +279,7 @@ def _read(path: Path) -> dict[str, Any]:
         else:
             doc = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'}: {e}") \
-            from None
+        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'}: {e}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: the config must be a table/mapping at top level")
     return doc
@@ -304,8 +318,16 @@ class _Checker:
         except TypeError as e:
             self.fail(name, str(e))
 
-    def number(self, key: str, v: Any, lo: float | None = None, hi: float | None = None, integer: bool = False,
-               lo_open: bool = False, hi_open: bool = False) -> Any:
+    def number(
+        self,
+        key: str,
+        v: Any,
+        lo: float | None = None,
+        hi: float | None = None,
+        integer: bool = False,
+        lo_open: bool = False,
+        hi_open: bool = False,
+    ) -> Any:
         if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)):
             self.fail(key, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
         if v != v:
@@ -349,11 +371,17 @@ def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
     c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
     if cluster.memory_limit is not None:
         if cluster.kind != "local":
-            c.fail("cluster.memory_limit", "only for kind 'local' (SLURM workers take the jobqueue YAML's memory, "
-                                           "an address cluster's workers their own --memory-limit)")
+            c.fail(
+                "cluster.memory_limit",
+                "only for kind 'local' (SLURM workers take the jobqueue YAML's memory, "
+                "an address cluster's workers their own --memory-limit)",
+            )
         if memory_limit_bytes(cluster.memory_limit) is None:
-            c.fail("cluster.memory_limit", f"must be a positive size with a unit (e.g. \"10GiB\", \"12 GB\") or a "
-                                           f"positive number of bytes, got {cluster.memory_limit!r}")
+            c.fail(
+                "cluster.memory_limit",
+                f'must be a positive size with a unit (e.g. "10GiB", "12 GB") or a '
+                f"positive number of bytes, got {cluster.memory_limit!r}",
+            )
     if not isinstance(cluster.insecure, bool):
         c.fail("cluster.insecure", f"must be true or false, got {cluster.insecure!r}")
     for key in ("host", "dashboard_address"):
@@ -366,8 +394,10 @@ def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
     if cluster.kind != "address":
         for k, v in tls.items():
             if v is not None:
-                c.fail(f"cluster.{k}", "only for kind 'address': local and slurm clusters get fresh "
-                                       "credentials for every run")
+                c.fail(
+                    f"cluster.{k}",
+                    "only for kind 'address': local and slurm clusters get fresh credentials for every run",
+                )
     if cluster.kind == "slurm" and not cluster.jobqueue:
         c.fail("cluster.jobqueue", "kind 'slurm' needs a dask-jobqueue YAML (e.g. deploy/jobqueue.yaml)")
     if cluster.kind != "address":
@@ -377,23 +407,34 @@ def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
     scheme = cluster.address.split("://")[0] if "://" in cluster.address else "tcp"
     if cluster.insecure:
         if scheme == "tls" or any(v is not None for v in tls.values()):
-            c.fail("cluster.insecure", "insecure = true is for a plain tcp:// scheduler; a tls:// one takes "
-                                       "tls_ca_file, tls_cert and tls_key without it")
+            c.fail(
+                "cluster.insecure",
+                "insecure = true is for a plain tcp:// scheduler; a tls:// one takes "
+                "tls_ca_file, tls_cert and tls_key without it",
+            )
         return
     if scheme != "tls":
-        c.fail("cluster.address", f"{cluster.address!r} is not TLS: anyone who reaches a {scheme}:// scheduler "
-                                  "can run code as you and read the data; start it with TLS (tls://) and give "
-                                  "cluster.tls_ca_file, tls_cert, tls_key, or set cluster.insecure = true "
-                                  "(dangerous) on a network only you can reach")
+        c.fail(
+            "cluster.address",
+            f"{cluster.address!r} is not TLS: anyone who reaches a {scheme}:// scheduler "
+            "can run code as you and read the data; start it with TLS (tls://) and give "
+            "cluster.tls_ca_file, tls_cert, tls_key, or set cluster.insecure = true "
+            "(dangerous) on a network only you can reach",
+        )
     for k, v in tls.items():
         if v is None:
-            c.fail(f"cluster.{k}", "a tls:// scheduler needs this client's CA, certificate and key "
-                                   "(tls_ca_file, tls_cert, tls_key)")
+            c.fail(
+                f"cluster.{k}",
+                "a tls:// scheduler needs this client's CA, certificate and key (tls_ca_file, tls_cert, tls_key)",
+            )
         if not isinstance(v, str) or not Path(v).is_file():
             c.fail(f"cluster.{k}", f"no such file {v!r}")
     if Path(tls["tls_key"]).stat().st_mode & 0o077:
-        c.fail("cluster.tls_key", f"{tls['tls_key']} is open to group/others "
-                                  f"(mode {Path(tls['tls_key']).stat().st_mode & 0o777:04o}); chmod 600 it")
+        c.fail(
+            "cluster.tls_key",
+            f"{tls['tls_key']} is open to group/others "
+            f"(mode {Path(tls['tls_key']).stat().st_mode & 0o777:04o}); chmod 600 it",
+        )
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
@@ -451,9 +492,12 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("data.path", f"no such store {data.path}")
     if data.source == "svmlight":  # the task, classes and columns must be public: one record cannot recode the others
         if data.n_features is None:
-            c.fail("data.n_features", "an svmlight source needs its number of columns (public, e.g. the data set's "
-                                      "documented dimension): read as the largest index seen, one record could "
-                                      "change it")
+            c.fail(
+                "data.n_features",
+                "an svmlight source needs its number of columns (public, e.g. the data set's "
+                "documented dimension): read as the largest index seen, one record could "
+                "change it",
+            )
         if not isinstance(data.zero_based, bool):
             c.fail("data.zero_based", f"must be true or false, got {data.zero_based!r}")
         c.choice("data.task", data.task, ("binary", "multiclass", "regression"))
@@ -464,8 +508,10 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     elif data.zero_based:
         c.fail("data.zero_based", "give the index base of an svmlight source only")
     elif data.task is not None or data.labels is not None:
-        c.fail("data.task", "give the task and labels of an svmlight source only (a store or a synthetic set "
-                            "records its own)")
+        c.fail(
+            "data.task",
+            "give the task and labels of an svmlight source only (a store or a synthetic set records its own)",
+        )
     if data.labels is not None:
         for v in data.labels:
             c.number("data.labels", v)
@@ -496,8 +542,11 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     if select.n_blocks is not None:
         c.number("select.n_blocks", select.n_blocks, 1, integer=True)
     elif "two-stage" in select.methods and data.count_epsilon == 0:
-        c.fail("select.n_blocks", "two-stage needs a public number of blocks, or data.count_epsilon > 0 to derive "
-                                  "it from the noisy train row count")
+        c.fail(
+            "select.n_blocks",
+            "two-stage needs a public number of blocks, or data.count_epsilon > 0 to derive "
+            "it from the noisy train row count",
+        )
     c.choice("select.bss_loss", select.bss_loss, ("squared", "hinge"))
     for key in ("bss_r", "bss_x_bound", "bss_y_bound"):
         c.number(f"select.{key}", getattr(select, key), 0, lo_open=True)
@@ -526,8 +575,9 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     c.choice("train.calibration", train.calibration, ("safe", "paper"))
     c.choice("train.dtype", train.dtype, ("float64", "float32"))
     if train.features != "all" and train.features not in select.methods:
-        c.fail("train.features", f"must be 'all' or one of select.methods {list(select.methods)}, "
-                                 f"got {train.features!r}")
+        c.fail(
+            "train.features", f"must be 'all' or one of select.methods {list(select.methods)}, got {train.features!r}"
+        )
     if "objective-perturbation" in train.methods and train.features == "all":
         c.fail("train.features", "objective-perturbation fits on a released selection: name a select method")
     if any(m in SCREEN_METHODS for m in train.methods):
@@ -546,9 +596,14 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.number("train.n_max", train.n_max, 1, integer=True)
         c.choice("train.screen_rule", train.screen_rule, ("safe", "seed"))
         from dpdist.solvers.screening import schedule_mask
+
         try:
-            schedule_mask(list(train.screen_schedule) if isinstance(train.screen_schedule, (list, tuple))
-                          else train.screen_schedule, train.iters)
+            schedule_mask(
+                list(train.screen_schedule)
+                if isinstance(train.screen_schedule, (list, tuple))
+                else train.screen_schedule,
+                train.iters,
+            )
         except ParameterError as e:
             c.fail("train.screen_schedule", str(e).removeprefix("screen_schedule: "))
     c.number("evaluate.epsilon", evaluate.epsilon, 0, lo_open=True)
@@ -562,10 +617,24 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         c.fail("select.methods", "nothing to run: give select.methods or train.methods")
     gradient = [m for m in train.methods if m in GRADIENT_METHODS] or (["private-search"] if train.tune else [])
     if gradient and train.n_records is None and data.source != "synth" and data.count_epsilon == 0:
-        c.fail("train.n_records", f"{gradient[0]} needs a public count of the train rows (it sets the batch rate "
-                                  "and the number of steps; any value keeps the guarantee, a far one costs utility): "
-                                  "give the documented size of the data times 1 - test_fraction, or release a noisy "
-                                  "count (data.count_epsilon > 0)")
+        c.fail(
+            "train.n_records",
+            f"{gradient[0]} needs a public count of the train rows (it sets the batch rate "
+            "and the number of steps; any value keeps the guarantee, a far one costs utility): "
+            "give the documented size of the data times 1 - test_fraction, or release a noisy "
+            "count (data.count_epsilon > 0)",
+        )
 
-    return RunConfig(name=name, output=doc["output"], data=data, budget=budget, cluster=cluster, select=select,
-                     train=train, evaluate=evaluate, ledger=doc.get("ledger"), seed=seed, source_file=source)
+    return RunConfig(
+        name=name,
+        output=doc["output"],
+        data=data,
+        budget=budget,
+        cluster=cluster,
+        select=select,
+        train=train,
+        evaluate=evaluate,
+        ledger=doc.get("ledger"),
+        seed=seed,
+        source_file=source,
+    )

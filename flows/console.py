@@ -28,6 +28,7 @@ class RunConsoleHandler(PrefectConsoleHandler):
             # Prefect's message holds repr(exc), with the file that ran out of space (a store's chunk
             # or bucket, named after the data): the class and file_failure's line instead
             message = record.getMessage().replace(repr(exc), f"{type(exc).__name__}({line!r})")
-            record = logging.makeLogRecord({**record.__dict__, "msg": message, "args": None,
-                                            "exc_info": None, "exc_text": None})
+            record = logging.makeLogRecord(
+                {**record.__dict__, "msg": message, "args": None, "exc_info": None, "exc_text": None}
+            )
         return super().format(record)

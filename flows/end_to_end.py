@@ -14,7 +14,6 @@ from prefect import flow
 from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
-from dpdist.utils.operator_log import timing
 from dpdist.flows.config import RunConfig, load_config
 from dpdist.flows.evaluate import evaluate_stage
 from dpdist.flows.ingest import ingest_stage
@@ -22,6 +21,7 @@ from dpdist.flows.report import write_report
 from dpdist.flows.runtime import on_cluster
 from dpdist.flows.select import select_stage
 from dpdist.flows.train import train_stage
+from dpdist.utils.operator_log import timing
 
 __all__ = ["end_to_end", "pipeline"]
 
@@ -72,6 +72,7 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
 def end_to_end(config: str | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the whole job described by ``config`` (a TOML/YAML path; None: the embedded defaults)."""
     cfg = load_config(config, overrides)
-    get_run_logger().info("config %s: data %s, cluster %s, output %s", cfg.source_file, cfg.data.source,
-                          cfg.cluster.kind, cfg.output)
+    get_run_logger().info(
+        "config %s: data %s, cluster %s, output %s", cfg.source_file, cfg.data.source, cfg.cluster.kind, cfg.output
+    )
     return on_cluster(cfg, "dpdist-pipeline", pipeline, _flow_run_id())

@@ -20,13 +20,13 @@ from prefect.logging import get_run_logger
 
 from dpdist.data.store import open_store
 from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, support_recall
-from dpdist.selection.sis import store_target
 from dpdist.flows.config import RunConfig, load_config, store_paths
 from dpdist.flows.ingest import check_public_test, public_test_store, store_summary
 from dpdist.flows.plan import evaluation
 from dpdist.flows.release import release
 from dpdist.flows.results import read_stage, write_stage
 from dpdist.flows.runtime import cluster_client, on_cluster
+from dpdist.selection.sis import store_target
 
 __all__ = ["evaluate", "evaluate_stage"]
 
@@ -43,8 +43,9 @@ def public_metrics(test_path: str, model: dict[str, Any]) -> dict[str, Any]:
     store = open_store(test_path)
     X, y = store.csr(), store_target(store)
     r = model["result"]
-    its, losses = path_losses(store.task, r["path"], model["lam"], X, y, screened=r.get("screened")) \
-        if r["path"] else ([], [])
+    its, losses = (
+        path_losses(store.task, r["path"], model["lam"], X, y, screened=r.get("screened")) if r["path"] else ([], [])
+    )
     return {**exact_metrics(store.task, r, X, y), "curve_iterations": its, "curve_loss": losses, "private": False}
 
 
@@ -61,9 +62,19 @@ def _ceiling(Xtr: Any, ytr: Any, Xte: Any, yte: Any, task: str) -> dict[str, Any
         mse = float(np.mean((yte - pred) ** 2))
         return {"mse": mse, "r2": 1.0 - mse * yte.size / var if var > 0 else None, "what": "scikit-learn Lasso"}
     m = LogisticRegression(C=1.0, l1_ratio=1.0, solver="liblinear").fit(Xtr, ytr)
-    return {**exact_metrics(task, {"indices": list(range(Xtr.shape[1])), "values": m.coef_.ravel().tolist(),
-                                   "intercept": float(m.intercept_[0])}, Xte, yte),
-            "what": "scikit-learn L1 logistic (C = 1)"}
+    return {
+        **exact_metrics(
+            task,
+            {
+                "indices": list(range(Xtr.shape[1])),
+                "values": m.coef_.ravel().tolist(),
+                "intercept": float(m.intercept_[0]),
+            },
+            Xte,
+            yte,
+        ),
+        "what": "scikit-learn L1 logistic (C = 1)",
+    }
 
 
 @task(name="reference", retries=1)
@@ -79,8 +90,10 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
     Xtr, ytr = train.csr(), store_target(train)
     Xte, yte = test.csr(), store_target(test)
     model = estimator(train.task, "fast-fw", 1.0, 1e-6, lam, iters).fit(Xtr, ytr)
-    out = {"non_private": exact_metrics(test.task, model.coef_, Xte, yte), "ceiling": _ceiling(Xtr, ytr, Xte, yte,
-                                                                                               test.task)}
+    out = {
+        "non_private": exact_metrics(test.task, model.coef_, Xte, yte),
+        "ceiling": _ceiling(Xtr, ytr, Xte, yte, test.task),
+    }
     if test.task == "regression":
         out["baseline"] = {"mse": float(np.mean((yte - ytr.mean()) ** 2)), "r2": 0.0, "what": "the train mean"}
     else:
@@ -89,13 +102,16 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
     return out
 
 
-def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any] | None,
-                   models: list[dict] | None) -> dict[str, Any]:
+def evaluate_stage(
+    cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any] | None, models: list[dict] | None
+) -> dict[str, Any]:
     """Score every model and selection of the run; returns the evaluation record."""
     logger = get_run_logger()
     truth = stores["source"].get("true_support")
-    sel_eval = {m: {"features": rec["features"], "true_support_recall": support_recall(rec["features"], truth)}
-                for m, rec in (selection or {}).items()}
+    sel_eval = {
+        m: {"features": rec["features"], "true_support_recall": support_recall(rec["features"], truth)}
+        for m, rec in (selection or {}).items()
+    }
     e = cfg.evaluate
     model_eval = []
     for m in models or []:
@@ -116,15 +132,30 @@ def evaluate_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, 
                 rec = release(cfg.ledger, stores["dataset"], ev.privacy_charge(), key, compute, params)
             metrics = rec["result"]
             charge_info = {"evaluation_key": key, "evaluation_epsilon": rec["epsilon"]}
-        model_eval.append({"method": m["method"], "epsilon": m["target_epsilon"], "charged_epsilon": m["epsilon"],
-                           "delta": m["delta"], "form": m.get("form"), "key": m["key"], "replayed": m["replayed"],
-                           "features": m["features"], "nnz_weights": len(r["indices"]),
-                           "density": len(r["indices"]) / max(int(r.get("n_features") or 0), 1),
-                           "iterations": r["iterations"], **charge_info, **metrics})
-        logger.info("%s epsilon=%g: %s (%s)", m["method"], m["target_epsilon"],
-                    ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc", "mse", "r2")
-                              if metrics.get(k) is not None),
-                    "private" if metrics["private"] else "public test set, exact")
+        model_eval.append(
+            {
+                "method": m["method"],
+                "epsilon": m["target_epsilon"],
+                "charged_epsilon": m["epsilon"],
+                "delta": m["delta"],
+                "form": m.get("form"),
+                "key": m["key"],
+                "replayed": m["replayed"],
+                "features": m["features"],
+                "nnz_weights": len(r["indices"]),
+                "density": len(r["indices"]) / max(int(r.get("n_features") or 0), 1),
+                "iterations": r["iterations"],
+                **charge_info,
+                **metrics,
+            }
+        )
+        logger.info(
+            "%s epsilon=%g: %s (%s)",
+            m["method"],
+            m["target_epsilon"],
+            ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc", "mse", "r2") if metrics.get(k) is not None),
+            "private" if metrics["private"] else "public test set, exact",
+        )
     ref = None
     if models and cfg.data.source == "synth" and stores.get("test"):  # public data: references cost no privacy
         ref = reference(stores["train"]["store"], stores["test"]["store"], cfg.train.lam, cfg.train.iters)
@@ -139,9 +170,13 @@ def _evaluate_saved(cfg: RunConfig) -> dict[str, Any]:
     paths = store_paths(cfg)
     source = store_summary(paths["source"])
     acc = Accountant(cfg.ledger)
-    stores = {"source": source, "dataset": source["dataset"], "name": acc.name(source["dataset"]),
-              "test": store_summary(paths["test"]) if cfg.data.test_fraction > 0 else None,
-              "public_test": store_summary(public_test_store(cfg)) if cfg.evaluate.public_test else None}
+    stores = {
+        "source": source,
+        "dataset": source["dataset"],
+        "name": acc.name(source["dataset"]),
+        "test": store_summary(paths["test"]) if cfg.data.test_fraction > 0 else None,
+        "public_test": store_summary(public_test_store(cfg)) if cfg.evaluate.public_test else None,
+    }
     if stores["public_test"] is not None:
         check_public_test(cfg, stores["public_test"], source["dataset"])
     selection = read_stage(cfg, "selection") if cfg.select.methods else None

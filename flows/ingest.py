@@ -21,14 +21,14 @@ from dpdist.data.split import derive_key, key_id, split_store
 from dpdist.data.store import check_schema, open_store
 from dpdist.data.synthetic import write_synthetic
 from dpdist.exceptions import ParameterError
+from dpdist.flows.config import RunConfig, load_config, store_paths
+from dpdist.flows.release import RAW, ensure_budget, release
+from dpdist.flows.runtime import on_cluster
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
 from dpdist.utils.files import private_dir
 from dpdist.utils.random import check_random_state
-from dpdist.flows.config import RunConfig, load_config, store_paths
-from dpdist.flows.release import RAW, ensure_budget, release
-from dpdist.flows.runtime import on_cluster
 
 __all__ = ["ingest", "ingest_stage", "store_paths", "store_summary"]
 
@@ -40,8 +40,13 @@ def store_summary(path: str) -> dict[str, Any]:
     source's) is for the ledger only; no row count or statistic is here.
     """
     s = open_store(path)
-    return {"store": path, "dataset": s.budget_id, "n_features": s.shape[1], "task": s.task,
-            "true_support": s.meta.get("true_support")}
+    return {
+        "store": path,
+        "dataset": s.budget_id,
+        "n_features": s.shape[1],
+        "task": s.task,
+        "true_support": s.meta.get("true_support"),
+    }
 
 
 @task(name="ingest-source", retries=1, **RAW)
@@ -61,9 +66,16 @@ def make_source(cfg: RunConfig) -> dict[str, Any]:
         if d.source == "synth":
             write_synthetic(d.name, out, seed=d.data_seed, force=True, metadata=meta, n=d.n, d=d.d)
         else:
-            ingest_svmlight(d.path, out, force=True, n_features=d.n_features, metadata=meta, task=d.task,
-                            labels=None if d.labels is None else list(d.labels),
-                            zero_based="yes" if d.zero_based else "no")
+            ingest_svmlight(
+                d.path,
+                out,
+                force=True,
+                n_features=d.n_features,
+                metadata=meta,
+                task=d.task,
+                labels=None if d.labels is None else list(d.labels),
+                zero_based="yes" if d.zero_based else "no",
+            )
     return store_summary(out)
 
 
@@ -79,10 +91,12 @@ def check_public_test(cfg: RunConfig, public: dict[str, Any], dataset: str) -> N
     private file or store itself, or a half of its split, charged to it) has the same budget id;
     the comparison stays here and the message names the key, not the data."""
     if public["dataset"] == dataset or Accountant(cfg.ledger).has_budget(public["dataset"]):
-        raise ParameterError(f"{cfg.source_file}: evaluate.public_test: {cfg.evaluate.public_test} holds data with a "
-                             "privacy budget (this run's data, a part of it, or another private set): its exact "
-                             "metrics would be released uncharged; give a test set that is public, or leave "
-                             "evaluate.public_test out for private evaluation")
+        raise ParameterError(
+            f"{cfg.source_file}: evaluate.public_test: {cfg.evaluate.public_test} holds data with a "
+            "privacy budget (this run's data, a part of it, or another private set): its exact "
+            "metrics would be released uncharged; give a test set that is public, or leave "
+            "evaluate.public_test out for private evaluation"
+        )
 
 
 @task(name="public-test", retries=1, **RAW)
@@ -115,8 +129,11 @@ def _is_split_of(path: str, dataset: str, test_fraction: float, key: str) -> boo
         meta = open_store(path).meta
     except Exception:  # noqa: BLE001 - absent or unreadable: written anew
         return False
-    return (meta.get("split_source", meta.get("split_of")) == dataset and meta.get("test_fraction") == test_fraction
-            and meta.get("split_key_id") == key)  # halves without it (older) are split again
+    return (
+        meta.get("split_source", meta.get("split_of")) == dataset
+        and meta.get("test_fraction") == test_fraction
+        and meta.get("split_key_id") == key
+    )  # halves without it (older) are split again
 
 
 def _count_rows(cfg: RunConfig, stores: dict[str, Any], dataset: str) -> dict[str, Any]:
@@ -155,8 +172,14 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
             acc.budget_of(open_store(halves[h]["store"]))
     else:
         halves = {"train": source, "test": None}
-    out = {"source": source, **halves, "dataset": dataset, "name": status["dataset"], "counts": None,
-           "public_test": public_test.submit(cfg, source["n_features"]).result() if cfg.evaluate.public_test else None}
+    out = {
+        "source": source,
+        **halves,
+        "dataset": dataset,
+        "name": status["dataset"],
+        "counts": None,
+        "public_test": public_test.submit(cfg, source["n_features"]).result() if cfg.evaluate.public_test else None,
+    }
     if out["public_test"] is not None:
         check_public_test(cfg, out["public_test"], dataset)
     if cfg.data.count_epsilon > 0:
@@ -170,5 +193,7 @@ def ingest(config: str | None = None, overrides: dict[str, Any] | None = None) -
     """Standalone ingest flow on the config's cluster (returns the public part of the summaries)."""
     cfg = load_config(config, overrides)
     stores = on_cluster(cfg, "dpdist-ingest-stage", ingest_stage)
-    return {"dataset": stores["name"], "stores": {k: stores[k]["store"] for k in ("source", "train", "test")
-                                                  if stores.get(k)}}
+    return {
+        "dataset": stores["name"],
+        "stores": {k: stores[k]["store"] for k in ("source", "train", "test") if stores.get(k)},
+    }

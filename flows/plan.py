@@ -20,15 +20,24 @@ from typing import Any
 
 from dpdist.evaluation import PrivateEvaluation
 from dpdist.exceptions import BudgetExceeded, UnknownDataset
+from dpdist.flows.config import BSS_METHODS, FW_METHODS, GRADIENT_METHODS, RunConfig, store_paths
 from dpdist.privacy.accountant import Accountant, Release
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.sis import DPSIS
 from dpdist.selection.two_stage import TwoStageSelector
-from dpdist.flows.config import BSS_METHODS, FW_METHODS, GRADIENT_METHODS, RunConfig, store_paths
 
-__all__ = ["Planned", "plan", "preflight", "source_fingerprint", "known_source", "bss_selector", "evaluation",
-           "recorded_train_count", "train_charge"]
+__all__ = [
+    "Planned",
+    "plan",
+    "preflight",
+    "source_fingerprint",
+    "known_source",
+    "bss_selector",
+    "evaluation",
+    "recorded_train_count",
+    "train_charge",
+]
 
 
 def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
@@ -41,10 +50,19 @@ def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
 
     s = cfg.select
     ridge = s.bss_ridge if s.bss_ridge is not None else (120.0 if s.bss_loss == "squared" else 100.0)
-    common = dict(s=s.k, epsilon=s.epsilon, loss=s.bss_loss, r=s.bss_r, ridge=ridge, x_bound=s.bss_x_bound,
-                  y_bound=s.bss_y_bound, bounds=cfg.data.bounds, tol=s.bss_tol,
-                  nonprivate_time_limit=s.bss_nonprivate_time_limit,
-                  random_state=seed)
+    common = dict(
+        s=s.k,
+        epsilon=s.epsilon,
+        loss=s.bss_loss,
+        r=s.bss_r,
+        ridge=ridge,
+        x_bound=s.bss_x_bound,
+        y_bound=s.bss_y_bound,
+        bounds=cfg.data.bounds,
+        tol=s.bss_tol,
+        nonprivate_time_limit=s.bss_nonprivate_time_limit,
+        random_state=seed,
+    )
     if method == "bss-top-r":
         return BSSTopRSelector(**common)
     if method == "bss-mistakes":
@@ -63,14 +81,24 @@ class Planned:
         """Whether ``rec`` is (by its key's step and method, and its charge) this planned release,
         made by an earlier run of the same config: the run will replay it and spend nothing."""
         prefix = f"{cfg.name}/{self.step}/{self.key_method or self.method}/"
-        return (rec.key.startswith(prefix) and rec.mechanism == self.charge.mechanism
-                and rec.privacy_loss == self.charge.loss)
+        return (
+            rec.key.startswith(prefix)
+            and rec.mechanism == self.charge.mechanism
+            and rec.privacy_loss == self.charge.loss
+        )
 
     def to_dict(self) -> dict[str, Any]:
         loss = self.charge.loss
-        return {"step": self.step, "method": self.method, "mechanism": self.charge.mechanism,
-                "epsilon": loss.epsilon, "delta": loss.delta, "form": loss.form, "rho": loss.rho,
-                "loss": loss.describe()}
+        return {
+            "step": self.step,
+            "method": self.method,
+            "mechanism": self.charge.mechanism,
+            "epsilon": loss.epsilon,
+            "delta": loss.delta,
+            "form": loss.form,
+            "rho": loss.rho,
+            "loss": loss.describe(),
+        }
 
 
 # the public count a gradient learner's charge is planned at when the run releases its count later (the
@@ -78,8 +106,9 @@ class Planned:
 PLAN_RECORDS = 100_000
 
 
-def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None,
-         n_records: int | None = None) -> list[Planned]:
+def plan(
+    cfg: RunConfig, task: str = "binary", n_features: int | None = None, n_records: int | None = None
+) -> list[Planned]:
     """The releases of ``cfg`` in the order the flow makes them (``task``, ``n_features``: the data's,
     if known; the number of features is public and only the screening methods' charge in
     ``calibration = "paper"`` depends on it; ``n_records``: the gradient learners' public count, if
@@ -87,8 +116,11 @@ def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None,
     out: list[Planned] = []
     n_records = n_records or cfg.train_records() or PLAN_RECORDS
     if cfg.data.count_epsilon > 0:
-        out.append(Planned("counts", "laplace", Charge(PrivacyLoss.laplace(cfg.data.count_epsilon), "counts/laplace"),
-                           "laplace"))
+        out.append(
+            Planned(
+                "counts", "laplace", Charge(PrivacyLoss.laplace(cfg.data.count_epsilon), "counts/laplace"), "laplace"
+            )
+        )
     s = cfg.select
     for method in s.methods:
         if method in BSS_METHODS:
@@ -102,8 +134,9 @@ def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None,
     models = [(m, e) for m in cfg.train_methods() for e in t.epsilon]
     d = s.k if t.features != "all" else (n_features or cfg.data.d or cfg.data.n_features)
     for method, eps in models:
-        out.append(Planned("train", f"{method} eps={eps:g}", train_charge(cfg, task, method, eps, d, n_records),
-                           method))
+        out.append(
+            Planned("train", f"{method} eps={eps:g}", train_charge(cfg, task, method, eps, d, n_records), method)
+        )
     if not cfg.evaluate.public_test:
         for method, eps in models:
             ev = evaluation(cfg, task, method)
@@ -111,15 +144,26 @@ def plan(cfg: RunConfig, task: str = "binary", n_features: int | None = None,
     return out
 
 
-def train_charge(cfg: RunConfig, task: str, method: str, epsilon: float, n_features: int | None,
-                 n_records: int | None) -> Charge:
+def train_charge(
+    cfg: RunConfig, task: str, method: str, epsilon: float, n_features: int | None, n_records: int | None
+) -> Charge:
     """What the train stage charges for one model (``n_records``: the gradient learners' public count):
     the plan and the flow call this one function."""
     from dpdist.pipelines.train import estimator
 
     t = cfg.train
-    model = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration,
-                      screening=t.screening(), n_records=n_records if method in GRADIENT_METHODS else None)
+    model = estimator(
+        task,
+        method,
+        epsilon,
+        t.delta,
+        t.lam,
+        t.iters,
+        cfg.data.bounds,
+        t.calibration,
+        screening=t.screening(),
+        n_records=n_records if method in GRADIENT_METHODS else None,
+    )
     if method in GRADIENT_METHODS:
         return model.privacy_charge(n_records)
     return model.privacy_charge(n_features) if method in FW_METHODS else model.privacy_charge()
@@ -142,8 +186,9 @@ def evaluation(cfg: RunConfig, task: str, method: str, seed: int | None = None) 
     """The private evaluation of a model of ``method`` (no curve part for the gradient learners, which
     release no path)."""
     e = cfg.evaluate
-    return PrivateEvaluation(task, e.epsilon, bins=e.bins, points=e.points, random_state=seed,
-                             curve=method not in GRADIENT_METHODS)
+    return PrivateEvaluation(
+        task, e.epsilon, bins=e.bins, points=e.points, random_state=seed, curve=method not in GRADIENT_METHODS
+    )
 
 
 def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
@@ -157,9 +202,15 @@ def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:
         return {"synth": d.name, "n": d.n, "d": d.d, "seed": d.data_seed}
     if d.source == "svmlight":
         st = Path(d.path).stat()
-        return {"svmlight": str(Path(d.path).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "n_features": d.n_features, "zero_based": d.zero_based, "task": d.task,
-                "labels": None if d.labels is None else list(d.labels)}
+        return {
+            "svmlight": str(Path(d.path).resolve()),
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "n_features": d.n_features,
+            "zero_based": d.zero_based,
+            "task": d.task,
+            "labels": None if d.labels is None else list(d.labels),
+        }
     return None
 
 
@@ -207,9 +258,11 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
     n_records = recorded_train_count(cfg, acc, known[0]) if known and acc.has_budget(known[0]) else None
     steps = plan(cfg, *(known[1:] if known else ("binary",)), n_records=n_records)
     charges = [p.charge for p in steps]
-    summary: dict[str, Any] = {"releases": [p.to_dict() for p in steps],
-                               "epsilon_basic": math.fsum(c.epsilon for c in charges),
-                               "delta_basic": math.fsum(c.delta for c in charges)}
+    summary: dict[str, Any] = {
+        "releases": [p.to_dict() for p in steps],
+        "epsilon_basic": math.fsum(c.epsilon for c in charges),
+        "delta_basic": math.fsum(c.delta for c in charges),
+    }
     if known and acc.has_budget(known[0]):
         _link_halves(cfg, acc, known[0])
         # a re-run of the same config replays what the ledger holds under its keys and spends nothing:
@@ -223,21 +276,26 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
             else:
                 recorded.remove(match)
         after = acc.check(known[0], *new)
-        summary.update(checked_against="ledger", dataset=after.name, epsilon_total=after.epsilon_total,
-                       delta_total=after.delta_total, replayed=len(steps) - len(new),
-                       # inf: the ledger is past its filter already (releases an earlier rule admitted) and this
-                       # run only replays (anything new would be refused)
-                       epsilon_after=after.epsilon_spent if math.isfinite(after.epsilon_spent) else None)
+        summary.update(
+            checked_against="ledger",
+            dataset=after.name,
+            epsilon_total=after.epsilon_total,
+            delta_total=after.delta_total,
+            replayed=len(steps) - len(new),
+            # inf: the ledger is past its filter already (releases an earlier rule admitted) and this
+            # run only replays (anything new would be refused)
+            epsilon_after=after.epsilon_spent if math.isfinite(after.epsilon_spent) else None,
+        )
         return summary
     b = cfg.budget
     if b.epsilon is None:
         raise UnknownDataset(
             f"{cfg.source_file}: no privacy budget for this run's data: add a [budget] section (epsilon, delta; "
             "the budget is permanent) to the config, or ingest the data (dpdist ingest), set its budget "
-            "(dpdist budget init STORE --epsilon E --delta D) and use data.source = \"store\"")
+            '(dpdist budget init STORE --epsilon E --delta D) and use data.source = "store"'
+        )
     total = PrivacyFilter.for_budget(b.epsilon, b.delta).spent([c.loss for c in charges])[0]
-    summary.update(checked_against="config budget", epsilon_total=b.epsilon, delta_total=b.delta,
-                   epsilon_after=total)
+    summary.update(checked_against="config budget", epsilon_total=b.epsilon, delta_total=b.delta, epsilon_after=total)
     if not total <= b.epsilon:
         planned = PrivacyLoss.compose(*(c.loss for c in charges))
         raise BudgetExceeded(b.name or "(new dataset)", planned.epsilon, planned.delta, 0.0, total, b.epsilon, b.delta)

@@ -59,8 +59,14 @@ RAW: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retry
 
 
 @task(name="release", cache_policy=NO_CACHE, persist_result=False, retries=0)
-def release(ledger_path: str | None, dataset: str, charge: Charge, key: str, compute: Callable[[], Any],
-            params: dict[str, Any] | None = None) -> dict[str, Any]:
+def release(
+    ledger_path: str | None,
+    dataset: str,
+    charge: Charge,
+    key: str,
+    compute: Callable[[], Any],
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Charge ``charge`` to ``dataset`` under ``key``, then compute and record; see the module doc.
 
     Returns ``{"key", "epsilon", "delta", "form", "mechanism", "replayed", "result"}``. The flow's
@@ -75,19 +81,40 @@ def release(ledger_path: str | None, dataset: str, charge: Charge, key: str, com
     t0 = time.perf_counter()
     result = acc.release(dataset, charge, key, compute, params)
     replayed = key in before
-    timing("release %s (%s) under %s: %.2f s", charge.mechanism, "replayed" if replayed else "computed", key,
-           time.perf_counter() - t0)
+    timing(
+        "release %s (%s) under %s: %.2f s",
+        charge.mechanism,
+        "replayed" if replayed else "computed",
+        key,
+        time.perf_counter() - t0,
+    )
     status = acc.status(dataset)
-    logger.info("%s %s (%s) under %s; dataset %s spent epsilon=%.4g of %g", "replayed" if replayed else "released",
-                charge.mechanism, charge.loss.describe(), key, status.name, status.epsilon_spent,
-                status.epsilon_total)
-    return {"key": key, "epsilon": charge.epsilon, "delta": charge.delta, "form": charge.loss.form,
-            "rho": charge.loss.rho, "mechanism": charge.mechanism, "replayed": replayed, "result": result}
+    logger.info(
+        "%s %s (%s) under %s; dataset %s spent epsilon=%.4g of %g",
+        "replayed" if replayed else "released",
+        charge.mechanism,
+        charge.loss.describe(),
+        key,
+        status.name,
+        status.epsilon_spent,
+        status.epsilon_total,
+    )
+    return {
+        "key": key,
+        "epsilon": charge.epsilon,
+        "delta": charge.delta,
+        "form": charge.loss.form,
+        "rho": charge.loss.rho,
+        "mechanism": charge.mechanism,
+        "replayed": replayed,
+        "result": result,
+    }
 
 
 @task(name="budget", cache_policy=NO_CACHE, persist_result=False)
-def ensure_budget(ledger_path: str | None, dataset: str, epsilon: float | None, delta: float | None,
-                  name: str | None = None) -> dict[str, Any]:
+def ensure_budget(
+    ledger_path: str | None, dataset: str, epsilon: float | None, delta: float | None, name: str | None = None
+) -> dict[str, Any]:
     """Set the config's budget if the ledger has none for ``dataset``; return its public status.
 
     An existing budget is never changed here (``dpdist budget init`` sets budgets).
@@ -96,11 +123,18 @@ def ensure_budget(ledger_path: str | None, dataset: str, epsilon: float | None, 
     logger = get_run_logger()
     if not acc.has_budget(dataset):
         if epsilon is None:
-            raise UnknownDataset(f"no privacy budget for this run's data in {acc.path}; give [budget] epsilon and "
-                                 "delta in the run config, or set one with `dpdist budget init STORE ...`")
+            raise UnknownDataset(
+                f"no privacy budget for this run's data in {acc.path}; give [budget] epsilon and "
+                "delta in the run config, or set one with `dpdist budget init STORE ...`"
+            )
         status = acc.init_budget(dataset, epsilon, delta, name)
         logger.warning("budget set for dataset %s: epsilon=%g, delta=%g (permanent)", status.name, epsilon, delta)
     status = acc.status(dataset)
-    logger.info("ledger %s: dataset %s has epsilon %.4g of %g left", acc.path, status.name, status.epsilon_remaining,
-                status.epsilon_total)
+    logger.info(
+        "ledger %s: dataset %s has epsilon %.4g of %g left",
+        acc.path,
+        status.name,
+        status.epsilon_remaining,
+        status.epsilon_total,
+    )
     return status.to_dict()

@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 
-from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, spend_text  # noqa: E402
 from dpdist.flows.config import RunConfig  # noqa: E402
+from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, spend_text  # noqa: E402
 from dpdist.utils.io import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: E402
 
 __all__ = ["write_report"]
@@ -60,8 +60,13 @@ def _plot_privacy_utility(models: list[dict], reference: dict[str, Any] | None, 
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=method)
         if reference:  # exact, on public (synthetic) data only
             if reference.get("ceiling", {}).get(m) is not None:
-                ax.axhline(reference["ceiling"][m], color="tab:red", ls="-", lw=1,
-                           label=f"non-private ceiling ({reference['ceiling']['what']})")
+                ax.axhline(
+                    reference["ceiling"][m],
+                    color="tab:red",
+                    ls="-",
+                    lw=1,
+                    label=f"non-private ceiling ({reference['ceiling']['what']})",
+                )
             ax.axhline(reference["non_private"][m], color="k", ls="--", lw=1, label="non-private FW")
             ax.axhline(reference["baseline"][m], color="grey", ls=":", lw=1, label=reference["baseline"]["what"])
         ax.set_ylim(0.0, 1.0) if classification else ax.set_ylim(top=1.0)  # the whole scale: no exaggeration
@@ -122,15 +127,26 @@ def _split_note(test_fraction: float, counted: bool) -> str:
     """Why the realised split can differ from ``test_fraction`` (public: the config and the rule)."""
     if test_fraction == 0:
         return "No split: the models are evaluated on the declared-public test file."
-    see = ("the noisy counts above show the realised sizes" if counted else
-           "release noisy row counts (data.count_epsilon > 0) to see the realised sizes")
-    return (f"The keyed train/test split sends identical records to the same side (that keeps it private): on data "
-            f"with many duplicates the realised test fraction can be far from the configured {test_fraction:g}; "
-            f"{see}.")
+    see = (
+        "the noisy counts above show the realised sizes"
+        if counted
+        else "release noisy row counts (data.count_epsilon > 0) to see the realised sizes"
+    )
+    return (
+        f"The keyed train/test split sends identical records to the same side (that keeps it private): on data "
+        f"with many duplicates the realised test fraction can be far from the configured {test_fraction:g}; "
+        f"{see}."
+    )
 
 
-def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selection: dict[str, Any] | None,
-                 models: list[dict] | None, evaluation: dict[str, Any]) -> dict[str, str]:
+def write_report(
+    cfg: RunConfig,
+    flow_run: str,
+    stores: dict[str, Any],
+    selection: dict[str, Any] | None,
+    models: list[dict] | None,
+    evaluation: dict[str, Any],
+) -> dict[str, str]:
     """Write report.md, its plots and results.json into ``cfg.output``; publish the artifacts."""
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -139,35 +155,69 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
     status = acc.status(dataset).to_dict()
     history = [r.to_dict(status["dataset"]) for r in acc.history(dataset)]
     recs = list((selection or {}).values()) + list(models or []) + ([stores["counts"]] if stores.get("counts") else [])
-    recs += [{"key": m["evaluation_key"], "replayed": m["replayed"]} for m in evaluation["models"]
-             if m.get("evaluation_key")]
+    recs += [
+        {"key": m["evaluation_key"], "replayed": m["replayed"]} for m in evaluation["models"] if m.get("evaluation_key")
+    ]
     run_keys = {r["key"] for r in recs}
     released_now = {r["key"] for r in recs if not r["replayed"]}
     mevals = evaluation["models"]
-    plots = {"privacy_utility": _plot_privacy_utility(mevals, evaluation.get("reference"), out / "privacy_utility.png"),
-             "convergence": _plot_convergence([m for m in mevals if m["curve_iterations"]], out / "convergence.png"),
-             "selected_features": _plot_features(evaluation["selections"], evaluation["true_support"],
-                                                 out / "selected_features.png")}
+    plots = {
+        "privacy_utility": _plot_privacy_utility(mevals, evaluation.get("reference"), out / "privacy_utility.png"),
+        "convergence": _plot_convergence([m for m in mevals if m["curve_iterations"]], out / "convergence.png"),
+        "selected_features": _plot_features(
+            evaluation["selections"], evaluation["true_support"], out / "selected_features.png"
+        ),
+    }
     counts = (stores.get("counts") or {}).get("result") or {}
     src = stores["source"]
-    md = [f"# dpdist run `{cfg.name}`", "",
-          f"Prefect flow run `{flow_run}`; config `{cfg.source_file}`; ledger `{acc.path}`.", "",
-          "## Data", "",
-          f"Dataset `{status['dataset']}` (its public name in the ledger), {src['n_features']} features, task "
-          f"{src['task']}. Neighbouring relation: one record added or removed; the number of records is private.", "",
-          (_table(["part", "rows (noisy, released)"], [[k, round(v)] for k, v in counts.items()]) if counts else
-           "No row counts were released (data.count_epsilon = 0)."), "",
-          _split_note(cfg.data.test_fraction, bool(counts)), "",
-          "## Privacy ledger", "",
-          f"{status['releases']} releases in all: {spend_text(status, '**')}.", "",
-          _table(["date", "mechanism", "epsilon", "delta", "loss", "covered", "key", "this run"],
-                 _ledger_rows(history, run_keys, released_now)), ""]
+    md = [
+        f"# dpdist run `{cfg.name}`",
+        "",
+        f"Prefect flow run `{flow_run}`; config `{cfg.source_file}`; ledger `{acc.path}`.",
+        "",
+        "## Data",
+        "",
+        f"Dataset `{status['dataset']}` (its public name in the ledger), {src['n_features']} features, task "
+        f"{src['task']}. Neighbouring relation: one record added or removed; the number of records is private.",
+        "",
+        (
+            _table(["part", "rows (noisy, released)"], [[k, round(v)] for k, v in counts.items()])
+            if counts
+            else "No row counts were released (data.count_epsilon = 0)."
+        ),
+        "",
+        _split_note(cfg.data.test_fraction, bool(counts)),
+        "",
+        "## Privacy ledger",
+        "",
+        f"{status['releases']} releases in all: {spend_text(status, '**')}.",
+        "",
+        _table(
+            ["date", "mechanism", "epsilon", "delta", "loss", "covered", "key", "this run"],
+            _ledger_rows(history, run_keys, released_now),
+        ),
+        "",
+    ]
     if selection:
-        md += ["## Selected features", "",
-               _table(["method", "k", "epsilon", "replayed", "true-support recall", "features"],
-                      [[m, rec["k"], rec["epsilon"], rec["replayed"],
+        md += [
+            "## Selected features",
+            "",
+            _table(
+                ["method", "k", "epsilon", "replayed", "true-support recall", "features"],
+                [
+                    [
+                        m,
+                        rec["k"],
+                        rec["epsilon"],
+                        rec["replayed"],
                         _recall(evaluation["selections"][m]["true_support_recall"], evaluation["true_support"]),
-                        ", ".join(map(str, rec["features"]))] for m, rec in selection.items()]), ""]
+                        ", ".join(map(str, rec["features"])),
+                    ]
+                    for m, rec in selection.items()
+                ],
+            ),
+            "",
+        ]
         if evaluation["true_support"]:
             md += [_recall_note(cfg, len(evaluation["true_support"])), ""]
         if plots["selected_features"]:
@@ -178,50 +228,134 @@ def write_report(cfg: RunConfig, flow_run: str, stores: dict[str, Any], selectio
         cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse", "r2"]
         private = all(m["private"] for m in mevals)
         interval = "accuracy_interval" if metric == "accuracy" else "mse_interval"
-        rows = [[r["method"], r["epsilon"], r["charged_epsilon"], r["delta"], *[r[c] for c in cols],
-                 _interval(r.get(interval), r.get("noise_swamps")), r["nnz_weights"], r.get("density"),
-                 r["evaluation_epsilon"]] for r in mevals]
+        rows = [
+            [
+                r["method"],
+                r["epsilon"],
+                r["charged_epsilon"],
+                r["delta"],
+                *[r[c] for c in cols],
+                _interval(r.get(interval), r.get("noise_swamps")),
+                r["nnz_weights"],
+                r.get("density"),
+                r["evaluation_epsilon"],
+            ]
+            for r in mevals
+        ]
         if ref:
-            rows += [[f"{ref['ceiling']['what']} (non-private ceiling)", None, None, None,
-                      *[ref["ceiling"].get(c) for c in cols], "exact", None, None, None]] if ref.get("ceiling") else []
-            rows += [["non-private FW (reference)", None, None, None, *[ref["non_private"].get(c) for c in cols],
-                      "exact", None, None, None], [f"{ref['baseline']['what']} (reference)", None, None, None,
-                                                   *[ref["baseline"].get(c) for c in cols], "exact", None, None, None]]
-        md += ["## Models (held-out metrics)", "",
-               _table(["method", "epsilon", "charged epsilon", "delta", *cols, f"{metric}: noise's 95% interval",
-                       "non-zeros", "density", "evaluation epsilon"], rows),
-               "",
-               "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
-               "features (select-train and dp-iht release sparse models by construction; screened models, "
-               "rnm-screen / adp-screen, zero coordinates during training).", "",
-               ("References (exact: the data is a public synthetic set, so they cost no privacy): the non-private "
+            rows += (
+                [
+                    [
+                        f"{ref['ceiling']['what']} (non-private ceiling)",
+                        None,
+                        None,
+                        None,
+                        *[ref["ceiling"].get(c) for c in cols],
+                        "exact",
+                        None,
+                        None,
+                        None,
+                    ]
+                ]
+                if ref.get("ceiling")
+                else []
+            )
+            rows += [
+                [
+                    "non-private FW (reference)",
+                    None,
+                    None,
+                    None,
+                    *[ref["non_private"].get(c) for c in cols],
+                    "exact",
+                    None,
+                    None,
+                    None,
+                ],
+                [
+                    f"{ref['baseline']['what']} (reference)",
+                    None,
+                    None,
+                    None,
+                    *[ref["baseline"].get(c) for c in cols],
+                    "exact",
+                    None,
+                    None,
+                    None,
+                ],
+            ]
+        md += [
+            "## Models (held-out metrics)",
+            "",
+            _table(
+                [
+                    "method",
+                    "epsilon",
+                    "charged epsilon",
+                    "delta",
+                    *cols,
+                    f"{metric}: noise's 95% interval",
+                    "non-zeros",
+                    "density",
+                    "evaluation epsilon",
+                ],
+                rows,
+            ),
+            "",
+            "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
+            "features (select-train and dp-iht release sparse models by construction; screened models, "
+            "rnm-screen / adp-screen, zero coordinates during training).",
+            "",
+            (
+                "References (exact: the data is a public synthetic set, so they cost no privacy): the non-private "
                 f"ceiling every learner is measured against ({(ref.get('ceiling') or {}).get('what', 'absent')}), a "
-                f"non-private fast FW fit at the same lambda and T, and {ref['baseline']['what']}." if ref else
-                "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
-                "private data."), "",
-               ("Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "
+                f"non-private fast FW fit at the same lambda and T, and {ref['baseline']['what']}."
+                if ref
+                else "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
+                "private data."
+            ),
+            "",
+            (
+                "Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "
                 "the test rows' class-wise margin histograms and clipped losses), charged per model as the "
-                "evaluation epsilon above." if private else
-                "Held-out metrics are exact, on the test set the config declares public (evaluate.public_test)."), "",
-               "![privacy-utility](privacy_utility.png)", ""]
+                "evaluation epsilon above."
+                if private
+                else "Held-out metrics are exact, on the test set the config declares public (evaluate.public_test)."
+            ),
+            "",
+            "![privacy-utility](privacy_utility.png)",
+            "",
+        ]
         if plots["convergence"]:
             md += ["![convergence](convergence.png)", ""]
     if run_keys - released_now:
-        md += ["Releases marked *replayed* were recorded by an earlier run of the same config: this run returned "
-               "the recorded results, so its own noise (and any `--seed`) did not apply to them.", ""]
+        md += [
+            "Releases marked *replayed* were recorded by an earlier run of the same config: this run returned "
+            "the recorded results, so its own noise (and any `--seed`) did not apply to them.",
+            "",
+        ]
     report = write_text_atomic(out / "report.md", "\n".join(md))
     html = write_text_atomic(out / "report.html", render_html(cfg.name, "\n".join(md), out))
-    results = {"name": cfg.name, "flow_run": flow_run, "dataset": status["dataset"],
-               "stores": {k: stores[k]["store"] for k in ("source", "train", "test", "public_test") if stores.get(k)},
-               "row_counts": counts or None, "selection": selection,
-               "models": [{k: v for k, v in m.items() if k != "result"} for m in models or []],
-               "evaluation": evaluation, "ledger": {"path": str(acc.path), **status}, "config": cfg.to_dict()}
+    results = {
+        "name": cfg.name,
+        "flow_run": flow_run,
+        "dataset": status["dataset"],
+        "stores": {k: stores[k]["store"] for k in ("source", "train", "test", "public_test") if stores.get(k)},
+        "row_counts": counts or None,
+        "selection": selection,
+        "models": [{k: v for k, v in m.items() if k != "result"} for m in models or []],
+        "evaluation": evaluation,
+        "ledger": {"path": str(acc.path), **status},
+        "config": cfg.to_dict(),
+    }
     write_json_atomic(out / "results.json", results)
     create_markdown_artifact(key="dpdist-report", markdown="\n".join(md), description=f"dpdist run {cfg.name}")
     if mevals:
-        create_table_artifact(key="dpdist-models", description="released models, held-out metrics",
-                              table=[{k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *cols)}
-                                     for r in mevals])
+        create_table_artifact(
+            key="dpdist-models",
+            description="released models, held-out metrics",
+            table=[{k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *cols)} for r in mevals],
+        )
     return {"report": str(report), "html": str(html), "results": str((out / "results.json").resolve())}
 
 
@@ -267,12 +401,14 @@ def _interval(interval: list[float] | None, swamped: bool | None) -> str:
 def _recall_note(cfg: RunConfig, n_true: int) -> str:
     """Why a selection's recall is what it is, in one line (public parameters only)."""
     k, eps = cfg.select.k, cfg.select.epsilon
-    return (f"Why the recall: each method releases k = {k} features at epsilon = {eps:g}, so a private top-k pays "
-            f"for every one of its k choices (DP-SIS's canonical top-k draws noise of scale ~2k/epsilon = "
-            f"{2 * k / eps:.0f} on scores |x_j^T y|, two-stage's vote is between blocks of rows): of the {n_true} "
-            "true features it finds those whose scores stand above that noise; more epsilon, fewer k or more rows "
-            "find more. select-train's screening (Gaussian noise on the whole score vector, one draw for all k) "
-            "feeds its model instead.")
+    return (
+        f"Why the recall: each method releases k = {k} features at epsilon = {eps:g}, so a private top-k pays "
+        f"for every one of its k choices (DP-SIS's canonical top-k draws noise of scale ~2k/epsilon = "
+        f"{2 * k / eps:.0f} on scores |x_j^T y|, two-stage's vote is between blocks of rows): of the {n_true} "
+        "true features it finds those whose scores stand above that noise; more epsilon, fewer k or more rows "
+        "find more. select-train's screening (Gaussian noise on the whole score vector, one draw for all k) "
+        "feeds its model instead."
+    )
 
 
 def _recall(recall: float | None, truth: list[int] | None) -> str:

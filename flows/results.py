@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from dpdist.exceptions import ParameterError
-from dpdist.utils.io import write_json_atomic
 from dpdist.flows.config import RunConfig
+from dpdist.utils.io import write_json_atomic
 
 __all__ = ["write_stage", "read_stage"]
 
@@ -22,5 +22,4 @@ def read_stage(cfg: RunConfig, stage: str) -> Any:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise ParameterError(f"{path} does not exist: run the stage {stage!r} first (or the end-to-end flow)") \
-            from None
+        raise ParameterError(f"{path} does not exist: run the stage {stage!r} first (or the end-to-end flow)") from None

@@ -58,13 +58,21 @@ from prefect.logging import get_run_logger
 from prefect_dask import DaskTaskRunner
 
 from dpdist.exceptions import DPDistError
-from dpdist.utils.files import open_private
 from dpdist.flows.config import ClusterConfig, ConfigError, memory_limit_bytes
 from dpdist.pipelines._placement import LooseRestrictionRescue
 from dpdist.pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
+from dpdist.utils.files import open_private
 
-__all__ = ["task_runner", "cluster_security", "slurm_kwargs", "prefect_api", "on_cluster", "dashboard_link",
-           "client_dashboard_link", "cluster_client"]
+__all__ = [
+    "task_runner",
+    "cluster_security",
+    "slurm_kwargs",
+    "prefect_api",
+    "on_cluster",
+    "dashboard_link",
+    "client_dashboard_link",
+    "cluster_client",
+]
 
 T = TypeVar("T")
 
@@ -96,13 +104,17 @@ def slurm_kwargs(path: str | os.PathLike[str]) -> dict[str, Any]:
     kw = {k.replace("-", "_"): v for k, v in kw.items()}
     for key in _DPDIST_SLURM_KEYS:
         if key in kw:
-            raise ConfigError(f"cluster.jobqueue: {p} sets {key!r}, which dpdist sets itself (TLS with fresh "
-                              "credentials per run; cluster.insecure = true turns it off)")
+            raise ConfigError(
+                f"cluster.jobqueue: {p} sets {key!r}, which dpdist sets itself (TLS with fresh "
+                "credentials per run; cluster.insecure = true turns it off)"
+            )
     sched = dict(kw.get("scheduler_options") or {})
     for key in ("dashboard_address", "security", "protocol"):
         if key in sched:
-            raise ConfigError(f"cluster.jobqueue: {p} sets scheduler_options.{key}, which dpdist sets itself "
-                              "(the dashboard: cluster.dashboard_address)")
+            raise ConfigError(
+                f"cluster.jobqueue: {p} sets scheduler_options.{key}, which dpdist sets itself "
+                "(the dashboard: cluster.dashboard_address)"
+            )
     extra = list(kw.get("worker_extra_args") or [])
     if "--resources" not in extra:
         extra += ["--resources", f"{SOLVER_RESOURCE}=1,{MIP_RESOURCE}=1"]
@@ -132,8 +144,12 @@ def _private_slurm_job() -> type:
 
 
 def _address_security(cluster: ClusterConfig) -> Security:
-    return Security(require_encryption=True, tls_ca_file=cluster.tls_ca_file, tls_client_cert=cluster.tls_cert,
-                    tls_client_key=cluster.tls_key)
+    return Security(
+        require_encryption=True,
+        tls_ca_file=cluster.tls_ca_file,
+        tls_client_cert=cluster.tls_cert,
+        tls_client_key=cluster.tls_key,
+    )
 
 
 def _slurm_security(tls_dir: Path) -> Security:
@@ -144,10 +160,16 @@ def _slurm_security(tls_dir: Path) -> Security:
     for name, pem in files.items():
         with open_private(tls_dir / name, "w") as f:
             f.write(pem)
-    return Security(require_encryption=True, tls_ca_file=str(tls_dir / "ca.pem"),
-                    tls_client_cert=tmp.tls_client_cert, tls_client_key=tmp.tls_client_key,
-                    tls_scheduler_cert=tmp.tls_scheduler_cert, tls_scheduler_key=tmp.tls_scheduler_key,
-                    tls_worker_cert=str(tls_dir / "worker.pem"), tls_worker_key=str(tls_dir / "worker.key"))
+    return Security(
+        require_encryption=True,
+        tls_ca_file=str(tls_dir / "ca.pem"),
+        tls_client_cert=tmp.tls_client_cert,
+        tls_client_key=tmp.tls_client_key,
+        tls_scheduler_cert=tmp.tls_scheduler_cert,
+        tls_scheduler_key=tmp.tls_scheduler_key,
+        tls_worker_cert=str(tls_dir / "worker.pem"),
+        tls_worker_key=str(tls_dir / "worker.key"),
+    )
 
 
 @contextmanager
@@ -179,16 +201,26 @@ def task_runner(cluster: ClusterConfig, security: Security | None = None) -> Das
         return DaskTaskRunner(address=cluster.address, client_kwargs={"security": security} if security else None)
     if cluster.kind == "slurm":
         kw = slurm_kwargs(cluster.jobqueue)
-        kw["scheduler_options"] = {**(kw.get("scheduler_options") or {}),
-                                   "dashboard_address": cluster.dashboard_address}
+        kw["scheduler_options"] = {
+            **(kw.get("scheduler_options") or {}),
+            "dashboard_address": cluster.dashboard_address,
+        }
         kw["job_cls"] = _private_slurm_job()
         if security is not None:
             kw.update(security=security, protocol="tls://")
-        return DaskTaskRunner(cluster_class="dask_jobqueue.SLURMCluster", cluster_kwargs=kw,
-                              adapt_kwargs={"minimum": cluster.n_workers, "maximum": cluster.n_workers})
-    kw = {"n_workers": cluster.n_workers, "threads_per_worker": cluster.threads_per_worker, "processes": True,
-          "resources": {SOLVER_RESOURCE: 1, MIP_RESOURCE: 1}, "host": cluster.host or LOOPBACK,
-          "dashboard_address": cluster.dashboard_address}
+        return DaskTaskRunner(
+            cluster_class="dask_jobqueue.SLURMCluster",
+            cluster_kwargs=kw,
+            adapt_kwargs={"minimum": cluster.n_workers, "maximum": cluster.n_workers},
+        )
+    kw = {
+        "n_workers": cluster.n_workers,
+        "threads_per_worker": cluster.threads_per_worker,
+        "processes": True,
+        "resources": {SOLVER_RESOURCE: 1, MIP_RESOURCE: 1},
+        "host": cluster.host or LOOPBACK,
+        "dashboard_address": cluster.dashboard_address,
+    }
     if cluster.memory_limit is not None:  # each worker's; the nanny restarts a worker past 95% of it
         kw["memory_limit"] = memory_limit_bytes(cluster.memory_limit)
     if security is not None:
@@ -218,7 +250,8 @@ def prefect_api() -> Iterator[str]:
             f"the temporary Prefect server keeps its files (its database, by default) under PREFECT_HOME={home}, "
             f"whose disk has "
             f"{free / 2**20:.0f} MiB free (it needs {_SERVER_MIN_FREE >> 20} MiB); free some space, or set "
-            f"PREFECT_HOME to another disk, or PREFECT_API_URL to a running server")
+            f"PREFECT_HOME to another disk, or PREFECT_API_URL to a running server"
+        )
     server = SubprocessASGIServer()
     try:
         server.start(timeout=120)
@@ -227,7 +260,8 @@ def prefect_api() -> Iterator[str]:
         raise PrefectServerUnavailable(
             f"the temporary Prefect server did not start ({said[-1] if said else str(e).splitlines()[0]}); "
             f"its home: PREFECT_HOME={home} (a full or read-only disk there? or set PREFECT_API_URL to a "
-            f"running server)") from e
+            f"running server)"
+        ) from e
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):

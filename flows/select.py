@@ -24,9 +24,6 @@ import numpy as np
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from dpdist.privacy.accountant import Accountant
-from dpdist.selection.sis import DPSIS
-from dpdist.selection.two_stage import TwoStageSelector, blocks_from_count
 from dpdist.flows.config import BSS_METHODS, RunConfig, load_config
 from dpdist.flows.ingest import ingest_stage
 from dpdist.flows.plan import bss_selector
@@ -35,6 +32,9 @@ from dpdist.flows.results import write_stage
 from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.pipelines.sis import correlation_scores
 from dpdist.pipelines.two_stage import block_vote_counts
+from dpdist.privacy.accountant import Accountant
+from dpdist.selection.sis import DPSIS
+from dpdist.selection.two_stage import TwoStageSelector, blocks_from_count
 
 __all__ = ["select", "select_stage"]
 
@@ -87,9 +87,11 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for method in s.methods:
         if method in BSS_METHODS:
+
             def make(seed: int | None, method: str = method) -> Any:
                 return bss_selector(cfg, method, seed)
         elif method == "dp-sis":
+
             def make(seed: int | None) -> Any:
                 return DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds, random_state=seed)
         else:
@@ -97,6 +99,7 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
 
             def make(seed: int | None, m: int = m) -> Any:
                 return TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=m, random_state=seed)
+
         params = make(None).release_params(stores["train"]["n_features"])
         key = cfg.step_key("select", method, params)
         selector = make(cfg.step_seed(key))
@@ -124,6 +127,7 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
             def compute(sel=selector, c=counts) -> list[int]:
                 c = two_stage_votes.fn(train, s.k, sel.n_blocks, s.alpha, sel.random_state) if c is None else c
                 return sel.fit_votes(c, sel.n_blocks).features_.tolist()
+
         with cluster_client():  # before the release: a missing cluster is never its outcome
             rec = release(cfg.ledger, dataset, selector.privacy_charge(), key, compute, params)
         rec["features"] = sorted(rec.pop("result"))

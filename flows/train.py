@@ -17,7 +17,6 @@ from prefect import flow
 from prefect.logging import get_run_logger
 
 from dpdist.data.split import derive_key
-from dpdist.privacy.accountant import Accountant
 from dpdist.flows.config import GRADIENT_METHODS, RunConfig, load_config
 from dpdist.flows.ingest import ingest_stage
 from dpdist.flows.plan import train_charge
@@ -27,6 +26,7 @@ from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.flows.select import select_stage
 from dpdist.pipelines.dp_gd import fit_dask
 from dpdist.pipelines.train import estimator, fit_on_solver
+from dpdist.privacy.accountant import Accountant
 
 __all__ = ["fit_params", "train", "train_stage"]
 
@@ -35,8 +35,9 @@ __all__ = ["fit_params", "train", "train_stage"]
 DASK_METHODS = ("dp-gd", "dp-iht")
 
 
-def fit_params(cfg: RunConfig, task: str, method: str, epsilon: float, features: list[int] | None,
-               n_records: int | None = None) -> dict[str, Any]:
+def fit_params(
+    cfg: RunConfig, task: str, method: str, epsilon: float, features: list[int] | None, n_records: int | None = None
+) -> dict[str, Any]:
     """The release parameters of one fit (hashed into its key): the estimator's, the features, the
     method and the values' dtype -- the dtype only when set away from float64, so that the keys of
     configs written before it stay the same; a gradient learner's public count of its records."""
@@ -45,8 +46,7 @@ def fit_params(cfg: RunConfig, task: str, method: str, epsilon: float, features:
         est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, n_records=n_records)
         params = est.release_params(len(features) if features else 0, n_records)
         return {**params, "features": features, "method": method}
-    est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration, None,
-                    t.screening())
+    est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration, None, t.screening())
     params = {**est.release_params(), "features": features, "method": method}
     if t.dtype != "float64":
         params["dtype"] = t.dtype
@@ -70,21 +70,43 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
             params = fit_params(cfg, train_store["task"], method, eps, features, n_records)
             key = cfg.step_key("train", method, params)
             seed = cfg.step_seed(key)
-            logger.info("%s at epsilon=%g on %s", method, eps,
-                        "all features" if features is None else f"the {len(features)} {t.features} features")
+            logger.info(
+                "%s at epsilon=%g on %s",
+                method,
+                eps,
+                "all features" if features is None else f"the {len(features)} {t.features} features",
+            )
             # the private search's validation split: a secret key derived from the dataset's (never logged)
-            split_key = derive_key(Accountant(cfg.ledger).split_key(dataset), f"{key} validation") \
-                if method == "private-search" else None
+            split_key = (
+                derive_key(Accountant(cfg.ledger).split_key(dataset), f"{key} validation")
+                if method == "private-search"
+                else None
+            )
 
-            def compute(method: str = method, eps: float = eps, seed: int | None = seed,
-                        split_key: bytes | None = split_key) -> dict[str, Any]:
+            def compute(
+                method: str = method, eps: float = eps, seed: int | None = seed, split_key: bytes | None = split_key
+            ) -> dict[str, Any]:
                 if method in DASK_METHODS and features is None:  # full-batch steps over the cluster's row blocks
                     model = estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, n_records=n_records)
                     classes = None if train_store["task"] == "regression" else [-1.0, 1.0]
                     return fit_dask(client, train_store["store"], model, n_records, seed, classes)
-                return fit_on_solver(client, train_store["store"], method, eps, t.delta, t.lam, t.iters,
-                                     features, cfg.data.bounds, seed, t.calibration, t.screening(), t.dtype,
-                                     n_records, split_key)
+                return fit_on_solver(
+                    client,
+                    train_store["store"],
+                    method,
+                    eps,
+                    t.delta,
+                    t.lam,
+                    t.iters,
+                    features,
+                    cfg.data.bounds,
+                    seed,
+                    t.calibration,
+                    t.screening(),
+                    t.dtype,
+                    n_records,
+                    split_key,
+                )
 
             charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome

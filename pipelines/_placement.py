@@ -16,6 +16,7 @@ def worker_info(client: Any = None) -> dict[str, Any]:
     without one). ``n_workers=-1``: some distributed releases list only the first 5 by default."""
     try:
         from distributed import get_client
+
         client = client or get_client()
     except (ImportError, ValueError):
         return {}
@@ -83,9 +84,16 @@ class LooseRestrictionRescue(SchedulerPlugin):
         if not scheduler.running:
             return
         # only worker restrictions: a loose task's fallback ignores resource and host restrictions
-        stuck = sorted((ts for ts in scheduler.unrunnable
-                        if ts.loose_restrictions and not ts.resource_restrictions and not ts.host_restrictions),
-                       key=lambda ts: ts.priority, reverse=True)  # recommendations run LIFO
+        stuck = sorted(
+            (
+                ts
+                for ts in scheduler.unrunnable
+                if ts.loose_restrictions and not ts.resource_restrictions and not ts.host_restrictions
+            ),
+            key=lambda ts: ts.priority,
+            reverse=True,
+        )  # recommendations run LIFO
         if stuck:
-            scheduler.transitions({ts.key: "processing" for ts in stuck},
-                                  stimulus_id=f"dpdist-loose-restriction-rescue-{time.time()}")
+            scheduler.transitions(
+                {ts.key: "processing" for ts in stuck}, stimulus_id=f"dpdist-loose-restriction-rescue-{time.time()}"
+            )

@@ -31,11 +31,11 @@ import numpy as np
 
 from dpdist.data.store import open_store
 from dpdist.exceptions import ParameterError
+from dpdist.pipelines._placement import worker_info
+from dpdist.pipelines.train import MIP_RESOURCE
 from dpdist.selection.best_subset.base import BSSSelectorBase
 from dpdist.selection.best_subset.executor import ProblemMeta
 from dpdist.selection.best_subset.objective import Problem, store_problem
-from dpdist.pipelines._placement import worker_info
-from dpdist.pipelines.train import MIP_RESOURCE
 
 __all__ = ["MIP_RESOURCE", "DaskExecutor", "ProblemSpec", "select_store"]
 
@@ -58,8 +58,16 @@ class ProblemSpec:
 
     @classmethod
     def of(cls, path: str | os.PathLike[str], selector: BSSSelectorBase) -> ProblemSpec:
-        return cls(str(path), int(selector.s), selector.loss, float(selector.r), float(selector.ridge),
-                   float(selector.x_bound), float(selector.y_bound), selector.bounds)
+        return cls(
+            str(path),
+            int(selector.s),
+            selector.loss,
+            float(selector.r),
+            float(selector.ridge),
+            float(selector.x_bound),
+            float(selector.y_bound),
+            selector.bounds,
+        )
 
 
 def load_problem(spec: ProblemSpec) -> Problem:
@@ -67,8 +75,9 @@ def load_problem(spec: ProblemSpec) -> Problem:
     if spec in _CACHE:
         _CACHE.move_to_end(spec)
         return _CACHE[spec]
-    problem = store_problem(open_store(spec.path), spec.s, spec.loss, spec.r, spec.ridge, spec.x_bound, spec.y_bound,
-                            spec.bounds)
+    problem = store_problem(
+        open_store(spec.path), spec.s, spec.loss, spec.r, spec.ridge, spec.x_bound, spec.y_bound, spec.bounds
+    )
     _CACHE[spec] = problem
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -91,9 +100,11 @@ class DaskExecutor:
         workers = worker_info(client)
         if workers and not any((w.get("resources") or {}).get(MIP_RESOURCE, 0) >= 1 for w in workers.values()):
             # a MIP task would wait forever for such a worker: say so instead (before any charge)
-            raise ParameterError(f"no worker of the Dask cluster holds the {MIP_RESOURCE!r} resource that best "
-                                 f"subset selection's MIP solves run on: start workers with `--resources "
-                                 f"{MIP_RESOURCE}=1` (dpdist's local and SLURM clusters have it)")
+            raise ParameterError(
+                f"no worker of the Dask cluster holds the {MIP_RESOURCE!r} resource that best "
+                f"subset selection's MIP solves run on: start workers with `--resources "
+                f"{MIP_RESOURCE}=1` (dpdist's local and SLURM clusters have it)"
+            )
         self.workers = max(1, len(workers))
         # builds (and validates) the instance on a MIP worker before anything is charged
         self.meta: ProblemMeta = client.submit(_meta, spec, resources={MIP_RESOURCE: 1}, pure=False).result()
@@ -111,19 +122,27 @@ class DaskExecutor:
         return self.client.gather(futures)
 
     def mip(self, fn: Callable[[Problem, Any], Any], item: Any) -> Any:
-        return self.client.submit(_run, fn, self.spec, item, resources={MIP_RESOURCE: 1}, pure=False,
-                                  key=self._key(fn.__name__)).result()
+        return self.client.submit(
+            _run, fn, self.spec, item, resources={MIP_RESOURCE: 1}, pure=False, key=self._key(fn.__name__)
+        ).result()
 
     def mip_map(self, fn: Callable[[Problem, Any], Any], items: Iterable[Any]) -> list[Any]:
         items = list(items)
         keys = [self._key(fn.__name__) for _ in items]
-        futures = self.client.map(_run, [fn] * len(items), [self.spec] * len(items), items,
-                                  resources={MIP_RESOURCE: 1}, pure=False, key=keys)
+        futures = self.client.map(
+            _run, [fn] * len(items), [self.spec] * len(items), items, resources={MIP_RESOURCE: 1}, pure=False, key=keys
+        )
         return self.client.gather(futures)
 
 
-def select_store(client: Any, path: str | os.PathLike[str], selector: BSSSelectorBase, accountant: Any = None,
-                 dataset: str | None = None, key: str | None = None) -> np.ndarray:
+def select_store(
+    client: Any,
+    path: str | os.PathLike[str],
+    selector: BSSSelectorBase,
+    accountant: Any = None,
+    dataset: str | None = None,
+    key: str | None = None,
+) -> np.ndarray:
     """Release ``selector``'s support of the store at ``path``, computed on the cluster.
 
     The instance is built and validated on a worker first (ParameterError before any charge);

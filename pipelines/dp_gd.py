@@ -30,18 +30,19 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from dpdist.data.store import open_store
+from dpdist.pipelines._placement import pinned, workers
 from dpdist.selection.sis import store_target
 from dpdist.solvers.dp_iht import hard_threshold
 from dpdist.solvers.dp_sgd import LOSSES, SGDPlan, clipped_gradient_sum, csr_parts, gaussian_noise
-from dpdist.pipelines._placement import pinned, workers
 
 __all__ = ["dp_gd_store", "fit_dask"]
 
 GROUPS_PER_WORKER = 2
 
 
-def _load_group(path: str, ranges: list[tuple[int, int]], row_norm: str | None, loss: str,
-                y_bound: float) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def _load_group(
+    path: str, ranges: list[tuple[int, int]], row_norm: str | None, loss: str, y_bound: float
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """A group's rows as the kernel takes them, prepared as the estimator prepares them."""
     store = open_store(path)
     X = sp.vstack([store.read_rows(r0, r1) for r0, r1 in ranges], format="csr")
@@ -53,8 +54,12 @@ def _load_group(path: str, ranges: list[tuple[int, int]], row_norm: str | None, 
     return csr_parts(X), np.ascontiguousarray(y, dtype=np.float64)
 
 
-def _group_sum(group: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray], w: np.ndarray, b: float,
-               hyper: tuple[int, float, float]) -> tuple[np.ndarray, float]:
+def _group_sum(
+    group: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    w: np.ndarray,
+    b: float,
+    hyper: tuple[int, float, float],
+) -> tuple[np.ndarray, float]:
     """The clipped gradient sum of a group's rows at (w, b) (un-noised: it never leaves the cluster)."""
     parts, y = group
     out = np.zeros(w.size)
@@ -66,9 +71,16 @@ def _add(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> tuple[np.n
     return a[0] + b[0], a[1] + b[1]
 
 
-def dp_gd_store(client: Any, path: str | os.PathLike[str], plan: SGDPlan, rng: np.random.Generator,
-                row_norm: str | None = "l2", y_bound: float = 1.0, s: int | None = None,
-                progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, float]:
+def dp_gd_store(
+    client: Any,
+    path: str | os.PathLike[str],
+    plan: SGDPlan,
+    rng: np.random.Generator,
+    row_norm: str | None = "l2",
+    y_bound: float = 1.0,
+    s: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, float]:
     """Full-batch DP-GD on the store at ``path`` over ``client``'s workers (module docstring); with
     ``s``, DP-IHT (the iterate cut to its s largest weights after every step). Returns (w, b)."""
     if plan.sampling_rate != 1.0:
@@ -81,8 +93,18 @@ def dp_gd_store(client: Any, path: str | os.PathLike[str], plan: SGDPlan, rng: n
     groups = []
     for g in range(n_groups):
         with pinned(g, addrs):
-            groups.append(client.submit(_load_group, str(path), bounds[g::n_groups], row_norm, plan.loss, y_bound,
-                                        pure=False, key=f"dp-gd-rows-{g}-{os.urandom(4).hex()}"))
+            groups.append(
+                client.submit(
+                    _load_group,
+                    str(path),
+                    bounds[g::n_groups],
+                    row_norm,
+                    plan.loss,
+                    y_bound,
+                    pure=False,
+                    key=f"dp-gd-rows-{g}-{os.urandom(4).hex()}",
+                )
+            )
     hyper = (LOSSES[plan.loss], float(plan.clip), float(plan.intercept_scaling))
     scale = plan.noise_multiplier * plan.clip
     w, b = np.zeros(d), 0.0
@@ -91,11 +113,17 @@ def dp_gd_store(client: Any, path: str | os.PathLike[str], plan: SGDPlan, rng: n
     for t in range(plan.steps):
         w_f = client.scatter(w, broadcast=True, hash=False)
         tag = os.urandom(3).hex()  # task names the dashboard shows: the step and the group
-        sums = [client.submit(_group_sum, grp, w_f, b, hyper, pure=False, key=f"dp-gd-step{t}-group{g}-{tag}")
-                for g, grp in enumerate(groups)]
+        sums = [
+            client.submit(_group_sum, grp, w_f, b, hyper, pure=False, key=f"dp-gd-step{t}-group{g}-{tag}")
+            for g, grp in enumerate(groups)
+        ]
         while len(sums) > 1:  # added on the workers, two at a time
-            sums = [client.submit(_add, sums[i], sums[i + 1], pure=False, key=f"dp-gd-step{t}-add-{i}-{len(sums)}-{tag}")
-                    if i + 1 < len(sums) else sums[i] for i in range(0, len(sums), 2)]
+            sums = [
+                client.submit(_add, sums[i], sums[i + 1], pure=False, key=f"dp-gd-step{t}-add-{i}-{len(sums)}-{tag}")
+                if i + 1 < len(sums)
+                else sums[i]
+                for i in range(0, len(sums), 2)
+            ]
         g, gb = sums[0].result()
         gaussian_noise(rng, g, scale)
         gb += rng.standard_normal() * scale
@@ -118,8 +146,9 @@ def dp_gd_store(client: Any, path: str | os.PathLike[str], plan: SGDPlan, rng: n
     return w_sum / n_avg, b_sum / n_avg * plan.intercept_scaling
 
 
-def fit_dask(client: Any, path: str, model: Any, n_records: int, seed: int | None,
-             classes: list[float] | None) -> dict[str, Any]:
+def fit_dask(
+    client: Any, path: str, model: Any, n_records: int, seed: int | None, classes: list[float] | None
+) -> dict[str, Any]:
     """The released model of a DP-GD or DP-IHT estimator ``model`` fitted over the cluster (run inside
     the central release, after the charge): the estimator's result form."""
     from dpdist.utils.random import check_random_state
@@ -127,11 +156,20 @@ def fit_dask(client: Any, path: str, model: Any, n_records: int, seed: int | Non
     charge = model.privacy_charge(n_records)
     plan = model._sgd_plan(n_records, charge.details["noise_multiplier"])
     s = int(model.s) if hasattr(model, "s") else None
-    w, b = dp_gd_store(client, path, plan, check_random_state(seed), model.row_norm,
-                       float(getattr(model, "y_bound", 1.0)), s)
+    w, b = dp_gd_store(
+        client, path, plan, check_random_state(seed), model.row_norm, float(getattr(model, "y_bound", 1.0)), s
+    )
     nz = np.flatnonzero(w)
-    out = {"indices": nz.tolist(), "values": w[nz].tolist(), "intercept": float(b), "n_features": int(w.size),
-           "row_norm": model.row_norm, "method": model.mechanism, "path": [], "iterations": int(plan.steps)}
+    out = {
+        "indices": nz.tolist(),
+        "values": w[nz].tolist(),
+        "intercept": float(b),
+        "n_features": int(w.size),
+        "row_norm": model.row_norm,
+        "method": model.mechanism,
+        "path": [],
+        "iterations": int(plan.steps),
+    }
     if classes is not None:
         out["classes"] = classes
     return out

@@ -45,8 +45,8 @@ from distributed import Client, as_completed
 
 from dpdist.data.store import ColumnStream, SparseStore, open_store
 from dpdist.data.transforms import bound_violation, check_target_bound, clip_target
-from dpdist.selection.sis import store_target
 from dpdist.pipelines._placement import host_threads, pinned, worker_info
+from dpdist.selection.sis import store_target
 
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
 # and scores (8 bytes a column each), so fewer, larger tasks cost no memory and pay less per task
@@ -71,9 +71,19 @@ def _add_entry(s: float, v: float, yi: float, clip: bool) -> tuple[bool, float]:
 
 
 @numba.njit(nogil=True, cache=True)
-def _piece_xty(indptr: np.ndarray, p: int, rows: np.ndarray, data: np.ndarray, values: np.ndarray,
-               codes: np.ndarray, clip: bool, out: np.ndarray, at: np.ndarray, sums: np.ndarray,
-               close_to: int) -> bool:
+def _piece_xty(
+    indptr: np.ndarray,
+    p: int,
+    rows: np.ndarray,
+    data: np.ndarray,
+    values: np.ndarray,
+    codes: np.ndarray,
+    clip: bool,
+    out: np.ndarray,
+    at: np.ndarray,
+    sums: np.ndarray,
+    close_to: int,
+) -> bool:
     """Adds the entries at positions p, p+1, ... of a column range (``rows[e]``, ``data[e]``; x_ij
     = 1.0 when ``data`` is empty: a binary range) to out[j] = sum_i x_ij y_i, where column j
     holds the positions [indptr[j], indptr[j+1]) - indptr[0], rows ascending. The pieces of a
@@ -214,14 +224,16 @@ def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.nda
     return store._cached(("target", bounds, rule), load)
 
 
-def _span_xty(stream: ColumnStream, j0: int, j1: int, values: np.ndarray, codes: np.ndarray, clip: bool,
-              out: np.ndarray) -> bool:
+def _span_xty(
+    stream: ColumnStream, j0: int, j1: int, values: np.ndarray, codes: np.ndarray, clip: bool, out: np.ndarray
+) -> bool:
     """out[j0:j1] of ``_columns_xty``, its entries read piece by piece (in this thread's buffers)."""
     at, sums = np.array([j0, -1]), np.zeros(2)
     base = stream.indptr[0]
     for p, rows, data in stream.pieces(int(stream.indptr[j0] - base), int(stream.indptr[j1] - base)):
-        if not _piece_xty(stream.indptr, p, rows, _NO_VALUES if data is None else data, values, codes, clip, out,
-                          at, sums, -1):
+        if not _piece_xty(
+            stream.indptr, p, rows, _NO_VALUES if data is None else data, values, codes, clip, out, at, sums, -1
+        ):
             return False
     return _piece_xty(stream.indptr, 0, _NO_ROWS, _NO_VALUES, values, codes, clip, out, at, sums, j1)
 
@@ -259,8 +271,10 @@ def _columns_xty(path: str, c0: int, c1: int, bounds: str, host_threads: dict[st
     n_spans = _spans_per_task(host_threads)
     cuts = np.searchsorted(stream.indptr, np.linspace(stream.indptr[0], stream.indptr[-1], n_spans + 1)[1:-1])
     spans = np.unique(np.concatenate(([0], cuts, [c1 - c0])))
-    done = [_KERNEL_POOL.submit(_span_xty, stream, int(j0), int(j1), values, codes, bounds == "clip", out)
-            for j0, j1 in zip(spans[:-1], spans[1:])]
+    done = [
+        _KERNEL_POOL.submit(_span_xty, stream, int(j0), int(j1), values, codes, bounds == "clip", out)
+        for j0, j1 in zip(spans[:-1], spans[1:])
+    ]
     if not all([f.result() for f in done]):  # enforce_bounds' own error; never an unfilled score
         raise bound_violation(f"store {path}", "|X_ij|", 1.0)
     return out
@@ -278,8 +292,11 @@ def _range_tasks(path: str, bounds: str, n_blocks: int | None) -> tuple[list[tup
     parts = []
     for i, (c0, c1) in enumerate(ranges):
         with pinned(i, addresses):
-            parts.append(dask.delayed(_columns_xty, pure=True)(path, c0, c1, bounds, threads,
-                                                                dask_key_name=f"xty-columns-{tok}-{i}"))
+            parts.append(
+                dask.delayed(_columns_xty, pure=True)(
+                    path, c0, c1, bounds, threads, dask_key_name=f"xty-columns-{tok}-{i}"
+                )
+            )
     return ranges, parts
 
 

@@ -24,9 +24,9 @@ import scipy.sparse as sp
 from dpdist.data.store import BLOCK_CACHE, open_store
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models import LEARNERS, SEARCH, make_learner
+from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.privacy.guard import charged_by_caller
 from dpdist.released import widen
-from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.selection.sis import store_target
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 from dpdist.utils.operator_log import timing
@@ -38,9 +38,19 @@ SOLVER_RESOURCE = "solver"
 MIP_RESOURCE = "mip"
 
 
-def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
-              bounds: str = "check", calibration: str = "safe", random_state: RandomState = None,
-              screening: dict[str, Any] | None = None, n_records: int | None = None) -> Any:
+def estimator(
+    task: str,
+    method: str,
+    epsilon: float,
+    delta: float,
+    lam: float,
+    max_iter: int,
+    bounds: str = "check",
+    calibration: str = "safe",
+    random_state: RandomState = None,
+    screening: dict[str, Any] | None = None,
+    n_records: int | None = None,
+) -> Any:
     """The estimator of ``method`` for a store's task (binary classification or regression);
     rnm-screen / adp-screen are fast DP-FW with the screening options ``screening``; the gradient
     learners (``GRADIENT_METHODS`` and ``private-search``) at their defaults with the public count
@@ -48,20 +58,42 @@ def estimator(task: str, method: str, epsilon: float, delta: float, lam: float, 
     if method in LEARNERS or method == SEARCH:
         return gradient_learner(task, method, epsilon, delta, n_records, random_state)
     if method == "objective-perturbation":
-        return ObjectivePerturbation("squared" if task == "regression" else "logistic", epsilon, 0.0,
-                                     random_state=random_state,
-                                     classes=None if task == "regression" else [-1.0, 1.0])  # store_target's
+        return ObjectivePerturbation(
+            "squared" if task == "regression" else "logistic",
+            epsilon,
+            0.0,
+            random_state=random_state,
+            classes=None if task == "regression" else [-1.0, 1.0],
+        )  # store_target's
     screen = {}
     if method in SCREEN_METHODS:
         screen = {**(screening or {}), "screening": SCREEN_METHODS[method]}
         method = "fast-dp-fw"
     if task == "regression":
-        return DPFrankWolfeRegressor(epsilon=epsilon, delta=delta, lam=lam, max_iter=max_iter, method=method,
-                                     calibration=calibration, bounds=bounds, random_state=random_state, **screen)
+        return DPFrankWolfeRegressor(
+            epsilon=epsilon,
+            delta=delta,
+            lam=lam,
+            max_iter=max_iter,
+            method=method,
+            calibration=calibration,
+            bounds=bounds,
+            random_state=random_state,
+            **screen,
+        )
     # the classes are store_target's public mapping, never those the (train half of the) data happens to hold
-    return DPFrankWolfeClassifier(epsilon=epsilon, delta=delta, lam=lam, max_iter=max_iter, method=method,
-                                  calibration=calibration, bounds=bounds, classes=[-1.0, 1.0],
-                                  random_state=random_state, **screen)
+    return DPFrankWolfeClassifier(
+        epsilon=epsilon,
+        delta=delta,
+        lam=lam,
+        max_iter=max_iter,
+        method=method,
+        calibration=calibration,
+        bounds=bounds,
+        classes=[-1.0, 1.0],
+        random_state=random_state,
+        **screen,
+    )
 
 
 def _release_heap() -> None:
@@ -95,10 +127,22 @@ def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str, dtype: str = "float64
     return X_csc
 
 
-def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
-              features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
-              calibration: str = "safe", screening: dict[str, Any] | None = None,
-              dtype: str = "float64", n_records: int | None = None, split_key: bytes | None = None) -> dict[str, Any]:
+def fit_store(
+    path: str,
+    method: str,
+    epsilon: float,
+    delta: float,
+    lam: float,
+    max_iter: int,
+    features: list[int] | None = None,
+    bounds: str = "check",
+    seed: int | None = None,
+    calibration: str = "safe",
+    screening: dict[str, Any] | None = None,
+    dtype: str = "float64",
+    n_records: int | None = None,
+    split_key: bytes | None = None,
+) -> dict[str, Any]:
     """On a worker: fit on the store at ``path`` (optionally on the columns ``features``), its
     values read as ``dtype`` ("float32": half the memory, :meth:`SparseStore.csr`).
 
@@ -107,14 +151,40 @@ def fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, 
     fit's time goes to the worker's log, never into the release.
     """
     with charged_by_caller():  # a task of the flow's central release, which charged it first
-        return _fit_store(path, method, epsilon, delta, lam, max_iter, features, bounds, seed, calibration,
-                          screening, dtype, n_records, split_key)
+        return _fit_store(
+            path,
+            method,
+            epsilon,
+            delta,
+            lam,
+            max_iter,
+            features,
+            bounds,
+            seed,
+            calibration,
+            screening,
+            dtype,
+            n_records,
+            split_key,
+        )
 
 
-def _fit_store(path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
-               features: list[int] | None, bounds: str, seed: int | None, calibration: str,
-               screening: dict[str, Any] | None, dtype: str, n_records: int | None,
-               split_key: bytes | None) -> dict[str, Any]:
+def _fit_store(
+    path: str,
+    method: str,
+    epsilon: float,
+    delta: float,
+    lam: float,
+    max_iter: int,
+    features: list[int] | None,
+    bounds: str,
+    seed: int | None,
+    calibration: str,
+    screening: dict[str, Any] | None,
+    dtype: str,
+    n_records: int | None,
+    split_key: bytes | None,
+) -> dict[str, Any]:
     store = open_store(path)
     if method in LEARNERS or method == SEARCH:
         return _fit_gradient(store, method, epsilon, delta, features, seed, n_records, split_key)
@@ -133,12 +203,23 @@ def _fit_store(path: str, method: str, epsilon: float, delta: float, lam: float,
     timing("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
     classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
     if method == "objective-perturbation":
-        return {"indices": [int(j) for j in features], "values": model.coef_.tolist(), "path": [],
-                "n_features": int(store.shape[1]), "iterations": 0, "classes": classes}
+        return {
+            "indices": [int(j) for j in features],
+            "values": model.coef_.tolist(),
+            "path": [],
+            "n_features": int(store.shape[1]),
+            "iterations": 0,
+            "classes": classes,
+        }
     nz = np.flatnonzero(model.coef_)
-    out = {"indices": nz.tolist(), "values": model.coef_[nz].tolist(),
-           "path": [int(v) for v in model.path_] if model.path_ is not None else [],
-           "n_features": int(X.shape[1]), "iterations": int(max_iter), "classes": classes}
+    out = {
+        "indices": nz.tolist(),
+        "values": model.coef_[nz].tolist(),
+        "path": [int(v) for v in model.path_] if model.path_ is not None else [],
+        "n_features": int(X.shape[1]),
+        "iterations": int(max_iter),
+        "classes": classes,
+    }
     if method in SCREEN_METHODS:
         out["screened"] = [[int(t), int(j)] for t, j in model.screened_ or []]
     if bounds == "clip":  # the per-record map the model was fitted under (``from_release`` applies it again)
@@ -146,32 +227,72 @@ def _fit_store(path: str, method: str, epsilon: float, delta: float, lam: float,
     return widen(out, features, int(store.shape[1]))  # back to store columns (signed 1-based vertices)
 
 
-def fit_on_solver(client: Any, path: str, method: str, epsilon: float, delta: float, lam: float, max_iter: int,
-                  features: list[int] | None = None, bounds: str = "check", seed: int | None = None,
-                  calibration: str = "safe", screening: dict[str, Any] | None = None,
-                  dtype: str = "float64", n_records: int | None = None,
-                  split_key: bytes | None = None) -> dict[str, Any]:
+def fit_on_solver(
+    client: Any,
+    path: str,
+    method: str,
+    epsilon: float,
+    delta: float,
+    lam: float,
+    max_iter: int,
+    features: list[int] | None = None,
+    bounds: str = "check",
+    seed: int | None = None,
+    calibration: str = "safe",
+    screening: dict[str, Any] | None = None,
+    dtype: str = "float64",
+    n_records: int | None = None,
+    split_key: bytes | None = None,
+) -> dict[str, Any]:
     """Run :func:`fit_store` on a worker holding the ``solver`` resource and wait for it."""
-    fut = client.submit(fit_store, str(path), method, epsilon, delta, lam, max_iter, features, bounds, seed,
-                        calibration, screening, dtype, n_records, split_key, resources={SOLVER_RESOURCE: 1},
-                        pure=False, key=f"fit-{method}-{os.urandom(6).hex()}")
+    fut = client.submit(
+        fit_store,
+        str(path),
+        method,
+        epsilon,
+        delta,
+        lam,
+        max_iter,
+        features,
+        bounds,
+        seed,
+        calibration,
+        screening,
+        dtype,
+        n_records,
+        split_key,
+        resources={SOLVER_RESOURCE: 1},
+        pure=False,
+        key=f"fit-{method}-{os.urandom(6).hex()}",
+    )
     return fut.result()
 
 
-def gradient_learner(task: str, method: str, epsilon: float, delta: float, n_records: int | None,
-                     random_state: RandomState = None) -> Any:
+def gradient_learner(
+    task: str, method: str, epsilon: float, delta: float, n_records: int | None, random_state: RandomState = None
+) -> Any:
     """A gradient learner (or the private search over the default grid) for a store's task, with the
     store's public classes (``store_target``'s -1/+1) and a public count of its records."""
     if n_records is None:
-        raise ParameterError(f"{method} needs a public count of the training records (train.n_records, or "
-                             "a synthetic source's n)")
+        raise ParameterError(
+            f"{method} needs a public count of the training records (train.n_records, or a synthetic source's n)"
+        )
     classes = {} if task == "regression" else {"classes": [-1.0, 1.0]}
-    return make_learner(task, method, epsilon=epsilon, delta=delta, n_records=int(n_records),
-                        random_state=random_state, **classes)
+    return make_learner(
+        task, method, epsilon=epsilon, delta=delta, n_records=int(n_records), random_state=random_state, **classes
+    )
 
 
-def _fit_gradient(store: Any, method: str, epsilon: float, delta: float, features: list[int] | None,
-                  seed: int | None, n_records: int | None, split_key: bytes | None) -> dict[str, Any]:
+def _fit_gradient(
+    store: Any,
+    method: str,
+    epsilon: float,
+    delta: float,
+    features: list[int] | None,
+    seed: int | None,
+    n_records: int | None,
+    split_key: bytes | None,
+) -> dict[str, Any]:
     """On a worker: the released model of a gradient learner (or the private search), in store columns.
     Runs inside the central release, after the charge (no accountant here)."""
     X, y = store.csr(), store_target(store)
@@ -189,6 +310,12 @@ def _fit_gradient(store: Any, method: str, epsilon: float, delta: float, feature
         timing("%s fit on %s: %.3f s", method, store.path, time.perf_counter() - t0)
     result = {**widen(result, features, int(store.shape[1])), "path": [], "iterations": 0}  # in the store's columns
     if method == SEARCH:
-        return {**result, "search": {"candidate": out["candidate"], "validation_score": out["validation_score"],
-                                     "learner": type(model.candidates[out["candidate"]]).__name__}}
+        return {
+            **result,
+            "search": {
+                "candidate": out["candidate"],
+                "validation_score": out["validation_score"],
+                "learner": type(model.candidates[out["candidate"]]).__name__,
+            },
+        }
     return result

@@ -22,11 +22,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.data.store import open_store
+from dpdist.pipelines._placement import pinned, workers
 from dpdist.selection.sis import store_target
 from dpdist.selection.two_stage import block_labels, block_votes, split_by_label
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count
-from dpdist.pipelines._placement import pinned, workers
 
 
 def _chunk_seeds(n_chunks: int, random_state: RandomState) -> np.ndarray:
@@ -40,8 +40,9 @@ def _chunk_labels(seed: np.ndarray, rows: int, m: int) -> np.ndarray:
     return block_labels(rows, m, np.random.default_rng(seed)).astype(np.int32 if m < 2**31 else np.int64)
 
 
-def _split_chunk(path: str, r0: int, r1: int, seed: np.ndarray, m: int,
-                 groups: int) -> list[tuple[sp.csr_matrix, np.ndarray, np.ndarray]]:
+def _split_chunk(
+    path: str, r0: int, r1: int, seed: np.ndarray, m: int, groups: int
+) -> list[tuple[sp.csr_matrix, np.ndarray, np.ndarray]]:
     """Rows r0..r1 of the store cut by group of their block (block b is in group b mod ``groups``):
     per group, its rows (ascending), their targets and their block labels (drawn here, from the
     chunk's seed: the graph carries 16 bytes a chunk, not 4 a row -- 27 MB at KDDA's train half,
@@ -59,8 +60,9 @@ def _split_chunk(path: str, r0: int, r1: int, seed: np.ndarray, m: int,
     return [(X[rows], y[rows], labels[rows]) for rows in split_by_label(labels % groups, groups)]
 
 
-def _fit_group(g: int, groups: int, m: int, k: int, alpha: float,
-               *chunks: list[tuple[sp.csr_matrix, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+def _fit_group(
+    g: int, groups: int, m: int, k: int, alpha: float, *chunks: list[tuple[sp.csr_matrix, np.ndarray, np.ndarray]]
+) -> list[np.ndarray]:
     """The votes of blocks g, g + groups, ... from their pieces: each block's rows in ascending
     order, as in the whole matrix (so each vote is the one of ``block_votes`` on X[block])."""
     X = sp.vstack([c[g][0] for c in chunks], format="csr")
@@ -69,8 +71,14 @@ def _fit_group(g: int, groups: int, m: int, k: int, alpha: float,
     return [block_votes(X[rows], y[rows], k, alpha) for rows in split_by_label(rank, len(range(g, m, groups)))]
 
 
-def block_vote_counts(path: str | os.PathLike[str], k: int, n_blocks: int, alpha: float = 0.1,
-                      random_state: RandomState = None, block_rows: int | None = None) -> np.ndarray:
+def block_vote_counts(
+    path: str | os.PathLike[str],
+    k: int,
+    n_blocks: int,
+    alpha: float = 0.1,
+    random_state: RandomState = None,
+    block_rows: int | None = None,
+) -> np.ndarray:
     """Votes per feature summed over the public ``n_blocks`` blocks: the input of
     ``TwoStageSelector.fit_votes`` (un-noised; it never leaves the caller)."""
     path = str(path)
@@ -85,11 +93,15 @@ def block_vote_counts(path: str | os.PathLike[str], k: int, n_blocks: int, alpha
     chunks = []
     for i, (r0, r1) in enumerate(bounds):
         with pinned(i, addresses):
-            chunks.append(dask.delayed(_split_chunk, pure=True)(path, r0, r1, seeds[i], m, groups,
-                                                                dask_key_name=f"split-{tok}-{i}"))
-    votes = [dask.delayed(_fit_group, pure=True)(g, groups, m, k, alpha, *chunks,
-                                                dask_key_name=f"lasso-group-{tok}-{g}")
-             for g in range(groups)]
+            chunks.append(
+                dask.delayed(_split_chunk, pure=True)(
+                    path, r0, r1, seeds[i], m, groups, dask_key_name=f"split-{tok}-{i}"
+                )
+            )
+    votes = [
+        dask.delayed(_fit_group, pure=True)(g, groups, m, k, alpha, *chunks, dask_key_name=f"lasso-group-{tok}-{g}")
+        for g in range(groups)
+    ]
     counts = np.zeros(d)
     for group in dask.compute(*votes, optimize_graph=False):
         for v in group:

@@ -33,6 +33,7 @@ def file_size_limit():
     """``preexec_fn`` for a child whose kernel refuses every write past ``limit`` bytes of a file
     (RLIMIT_FSIZE: EFBIG, with SIGXFSZ ignored), as a full disk refuses (ENOSPC): the same path
     through dpdist, without a disk to fill."""
+
     def limited(limit: int):
         def limit_writes() -> None:
             import resource
@@ -40,7 +41,9 @@ def file_size_limit():
 
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
         return limit_writes
+
     return limited
 
 

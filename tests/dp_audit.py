@@ -33,8 +33,12 @@ def chisquare_against(counts: np.ndarray, probs: np.ndarray, min_expected: float
     return float(stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue)
 
 
-def epsilon_lower_bound(draws_d: Sequence[Hashable], draws_d2: Sequence[Hashable], family_alpha: float,
-                        outcomes: Sequence[Hashable] | None = None) -> float:
+def epsilon_lower_bound(
+    draws_d: Sequence[Hashable],
+    draws_d2: Sequence[Hashable],
+    family_alpha: float,
+    outcomes: Sequence[Hashable] | None = None,
+) -> float:
     """A (1 - family_alpha)-confidence lower bound on max_o |ln P(o|D) / P(o|D')|.
 
     ``outcomes``: the outcome space (default: every outcome seen); draws are compared by equality.

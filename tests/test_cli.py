@@ -30,8 +30,14 @@ def store(tmp_path):
 
     from dpdist.data.store import write_store
 
-    write_store(tmp_path / "s", np.eye(4), np.array([1.0, -1.0, 1.0, -1.0]), metadata={"name": "study-a"},
-                task="binary", labels=[-1.0, 1.0])
+    write_store(
+        tmp_path / "s",
+        np.eye(4),
+        np.array([1.0, -1.0, 1.0, -1.0]),
+        metadata={"name": "study-a"},
+        task="binary",
+        labels=[-1.0, 1.0],
+    )
     return str(tmp_path / "s")
 
 
@@ -40,8 +46,9 @@ def test_budget_init_show_history_json(capsys, tmp_path, store):
     from dpdist.privacy.loss import Charge, PrivacyLoss
 
     ledger = str(tmp_path / "l.sqlite")
-    code, out, _ = run(capsys, "budget", "init", store, "--epsilon", "2", "--delta", "1e-6", "--ledger", ledger,
-                       "--json")
+    code, out, _ = run(
+        capsys, "budget", "init", store, "--epsilon", "2", "--delta", "1e-6", "--ledger", ledger, "--json"
+    )
     assert code == 0
     assert json.loads(out) == {"dataset": "study-a", "epsilon_total": 2.0, "delta_total": 1e-6}
     ds = open_store(store).dataset_id
@@ -64,7 +71,7 @@ def test_budget_init_show_history_json(capsys, tmp_path, store):
     assert code == 0 and len(rel) == 1
     assert {"time", "mechanism", "epsilon", "delta", "key", "form", "rho", "result"} <= set(rel[0])
     assert rel[0]["key"] == "r1" and rel[0]["epsilon"] == 0.5 and rel[0]["form"] == "zcdp"
-    assert rel[0]["rho"] == pytest.approx(0.5 ** 2 / 8) and rel[0]["result"] == [3, 1]
+    assert rel[0]["rho"] == pytest.approx(0.5**2 / 8) and rel[0]["result"] == [3, 1]
     assert ds not in out
 
 
@@ -106,8 +113,12 @@ def test_bad_input_exits_2(capsys, tmp_path, store, argv, needle):
 
 def test_console_script_installed(tmp_path):
     exe = Path(sys.executable).parent / "dpdist"
-    res = subprocess.run([str(exe), "budget", "show", "--ledger", str(tmp_path / "l.sqlite"), "--json"],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [str(exe), "budget", "show", "--ledger", str(tmp_path / "l.sqlite"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["datasets"] == []
 
@@ -118,17 +129,34 @@ def test_two_ingests_of_the_same_data_share_one_budget(capsys, tmp_path):
     ledger = str(tmp_path / "l.sqlite")
     names = []
     for s in ("a", "b"):
-        code, out, _ = run(capsys, "ingest", str(data), "--out", str(tmp_path / s), "--n-features", "3", "--task",
-                           "binary", "--labels=-1,1", "--json")
+        code, out, _ = run(
+            capsys,
+            "ingest",
+            str(data),
+            "--out",
+            str(tmp_path / s),
+            "--n-features",
+            "3",
+            "--task",
+            "binary",
+            "--labels=-1,1",
+            "--json",
+        )
         assert code == 0
         names.append(json.loads(out)["name"])
     assert names[0] != names[1]  # public names are random, not a function of the data
-    assert run(capsys, "budget", "init", str(tmp_path / "a"), "--epsilon", "1", "--delta", "0", "--ledger", ledger)[0] == 0
+    assert (
+        run(capsys, "budget", "init", str(tmp_path / "a"), "--epsilon", "1", "--delta", "0", "--ledger", ledger)[0] == 0
+    )
     # a second ingest of the same data does not get a second, fresh budget
-    code, _, err = run(capsys, "budget", "init", str(tmp_path / "b"), "--epsilon", "5", "--delta", "0", "--ledger", ledger)
+    code, _, err = run(
+        capsys, "budget", "init", str(tmp_path / "b"), "--epsilon", "5", "--delta", "0", "--ledger", ledger
+    )
     assert code == 2 and "already has a budget" in err
-    shown = [json.loads(run(capsys, "budget", "show", "--dataset", str(tmp_path / s), "--ledger", ledger,
-                            "--json")[1]) for s in ("a", "b")]
+    shown = [
+        json.loads(run(capsys, "budget", "show", "--dataset", str(tmp_path / s), "--ledger", ledger, "--json")[1])
+        for s in ("a", "b")
+    ]
     assert shown[0] == shown[1] and shown[0]["dataset"] == names[0] and shown[0]["epsilon_total"] == 1.0
 
 
@@ -144,9 +172,26 @@ def test_models_list_show_export_and_from_release(capsys, tmp_path):
     write_store(tmp_path / "s", X, y, metadata={"name": "m"}, task="binary", labels=[-1.0, 1.0])
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 100.0, 1e-5, name="m")
-    code, out, _ = run(capsys, "train", str(tmp_path / "s"), "--method", "fast-dp-fw", "--loss", "logistic",
-                       "--lam", "5", "--iters", "100", "--epsilon", "50", "--key", "my-model", "--ledger", ledger,
-                       "--json")
+    code, out, _ = run(
+        capsys,
+        "train",
+        str(tmp_path / "s"),
+        "--method",
+        "fast-dp-fw",
+        "--loss",
+        "logistic",
+        "--lam",
+        "5",
+        "--iters",
+        "100",
+        "--epsilon",
+        "50",
+        "--key",
+        "my-model",
+        "--ledger",
+        ledger,
+        "--json",
+    )
     assert code == 0
     code, out, _ = run(capsys, "models", "list", "--ledger", ledger, "--json")
     assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model", "my-model/evaluation"]
@@ -181,9 +226,26 @@ def test_train_on_a_store_whose_rows_hold_one_class_is_charged_not_refused(capsy
     write_store(tmp_path / "s", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 10.0, 1e-5, name="one")
-    code, out, err = run(capsys, "train", str(tmp_path / "s"), "--method", "fast-dp-fw", "--loss", "logistic",
-                         "--lam", "5", "--iters", "20", "--epsilon", "1", "--test-fraction", "0", "--ledger",
-                         ledger, "--json")
+    code, out, err = run(
+        capsys,
+        "train",
+        str(tmp_path / "s"),
+        "--method",
+        "fast-dp-fw",
+        "--loss",
+        "logistic",
+        "--lam",
+        "5",
+        "--iters",
+        "20",
+        "--epsilon",
+        "1",
+        "--test-fraction",
+        "0",
+        "--ledger",
+        ledger,
+        "--json",
+    )
     assert code == 0, err
     assert Accountant(ledger).status(open_store(tmp_path / "s").budget_id).releases >= 1
 
@@ -230,8 +292,14 @@ def test_seeded_releases_of_a_command_draw_independent_noise() -> None:
     import dpdist.cli as cli
 
     seeded, unseeded = argparse.Namespace(seed=7), argparse.Namespace(seed=None)
-    purposes = ["train/model", "train/evaluation", "select/dp-sis", "select/two-stage", "select/stage2",
-                "select/bss-top-r"]
+    purposes = [
+        "train/model",
+        "train/evaluation",
+        "select/dp-sis",
+        "select/two-stage",
+        "select/stage2",
+        "select/bss-top-r",
+    ]
     seeds = [cli._noise_seed(seeded, p) for p in purposes]
     assert len(set(seeds)) == len(purposes) and seeds == [cli._noise_seed(seeded, p) for p in purposes]
     assert all(cli._noise_seed(unseeded, p) is None for p in purposes)  # OS entropy unless --seed
@@ -280,8 +348,7 @@ def test_budget_show_of_a_half_counts_its_legacy_budget_of_its_own(tmp_path, cap
 
 
 @pytest.mark.parametrize("limit", [0, 64 << 10], ids=["at-the-first-file", "mid-store"])
-def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_nothing(tmp_path, limit,
-                                                                                    file_size_limit):
+def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_nothing(tmp_path, limit, file_size_limit):
     import numpy as np
     from sklearn.datasets import dump_svmlight_file
 
@@ -291,16 +358,50 @@ def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_not
     out = tmp_path / "stores"
     out.mkdir()
     exe = Path(sys.executable).parent / "dpdist"
-    res = subprocess.run([str(exe), "ingest", str(src), "--out", str(out / "s"), "--task", "binary", "--labels=-1,1",
-                          "--n-features", "40", "--zero-based", "yes"],
-                         capture_output=True, text=True, check=False, preexec_fn=file_size_limit(limit))
+    res = subprocess.run(
+        [
+            str(exe),
+            "ingest",
+            str(src),
+            "--out",
+            str(out / "s"),
+            "--task",
+            "binary",
+            "--labels=-1,1",
+            "--n-features",
+            "40",
+            "--zero-based",
+            "yes",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=file_size_limit(limit),
+    )
     assert res.returncode == 1, res.stderr
     assert res.stderr.splitlines()[-1] == f"dpdist: error: File too large (writing {out / 's'})"
     assert "Traceback" not in res.stderr  # (at 0 bytes joblib also warns that it cannot make a semaphore)
     assert list(out.iterdir()) == []  # no store, no temporary
     # the same file and limit, written where the kernel lets it: a store (the refusal was the limit's)
-    res = subprocess.run([str(exe), "ingest", str(src), "--out", str(out / "s"), "--task", "binary", "--labels=-1,1",
-                          "--n-features", "40", "--zero-based", "yes"], capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [
+            str(exe),
+            "ingest",
+            str(src),
+            "--out",
+            str(out / "s"),
+            "--task",
+            "binary",
+            "--labels=-1,1",
+            "--n-features",
+            "40",
+            "--zero-based",
+            "yes",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -310,22 +411,35 @@ def test_a_ledger_its_disk_refuses_is_one_line_exit_1_at_once(tmp_path, store, f
     exe = Path(sys.executable).parent / "dpdist"
     ledger = tmp_path / "l.sqlite"
     start = time.monotonic()
-    res = subprocess.run([str(exe), "budget", "init", store, "--epsilon", "1", "--delta", "1e-6", "--ledger",
-                          str(ledger)], capture_output=True, text=True, check=False, preexec_fn=file_size_limit(0))
+    res = subprocess.run(
+        [str(exe), "budget", "init", store, "--epsilon", "1", "--delta", "1e-6", "--ledger", str(ledger)],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=file_size_limit(0),
+    )
     took = time.monotonic() - start
     assert res.returncode == 1, res.stderr
     [line] = res.stderr.splitlines()
-    assert line.startswith(f"dpdist: error: ledger {ledger} could not be read or written: ") and "this call released nothing" in line
+    assert (
+        line.startswith(f"dpdist: error: ledger {ledger} could not be read or written: ")
+        and "this call released nothing" in line
+    )
     assert took < 60  # not the 120 s a lock is waited for: a full disk does not clear by waiting
-    code = subprocess.run([str(exe), "budget", "show", "--ledger", str(store + "/zarr.json")],
-                          capture_output=True, text=True, check=False)
+    code = subprocess.run(
+        [str(exe), "budget", "show", "--ledger", str(store + "/zarr.json")], capture_output=True, text=True, check=False
+    )
     assert code.returncode == 2 and "is not an SQLite database" in code.stderr, code.stderr
     import sqlite3
 
     with sqlite3.connect(tmp_path / "other.db") as con:  # another program's database: bad input too
         con.execute("CREATE TABLE budgets (x)")
-    code = subprocess.run([str(exe), "budget", "show", "--ledger", str(tmp_path / "other.db")],
-                          capture_output=True, text=True, check=False)
+    code = subprocess.run(
+        [str(exe), "budget", "show", "--ledger", str(tmp_path / "other.db")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert code.returncode == 2 and "another program's SQLite database" in code.stderr, code.stderr
 
 

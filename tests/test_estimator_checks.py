@@ -23,38 +23,47 @@ from __future__ import annotations
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
-from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 from dpdist.selection import DPSIS, TwoStageSelector
+from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 
-ESTIMATORS = [DPFrankWolfeClassifier(method="fast-fw", lam=5.0, max_iter=200),
-              DPFrankWolfeClassifier(method="fw", lam=5.0, max_iter=100),
-              DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200),
-              DPFrankWolfeClassifier(bounds="clip"),
-              DPFrankWolfeRegressor(bounds="clip"),
-              BSSTopRSelector(s=1, bounds="clip"),
-              BSSMistakesSelector(s=1, bounds="clip", mode="paper"),
-              DPFrankWolfeClassifier(bounds="clip", screening="rnm", screen_epsilon=0.5, screen_delta=1e-6,
-                                     n_max=1000, screen_schedule=10),
-              DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200, screening="exact"),
-              DPSIS(k=1, bounds="clip"),
-              TwoStageSelector(k=1, n_blocks=2),
-              ObjectivePerturbation("squared", epsilon=1.0),
-              ObjectivePerturbation("logistic", epsilon=1.0)]
+ESTIMATORS = [
+    DPFrankWolfeClassifier(method="fast-fw", lam=5.0, max_iter=200),
+    DPFrankWolfeClassifier(method="fw", lam=5.0, max_iter=100),
+    DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200),
+    DPFrankWolfeClassifier(bounds="clip"),
+    DPFrankWolfeRegressor(bounds="clip"),
+    BSSTopRSelector(s=1, bounds="clip"),
+    BSSMistakesSelector(s=1, bounds="clip", mode="paper"),
+    DPFrankWolfeClassifier(
+        bounds="clip", screening="rnm", screen_epsilon=0.5, screen_delta=1e-6, n_max=1000, screen_schedule=10
+    ),
+    DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200, screening="exact"),
+    DPSIS(k=1, bounds="clip"),
+    TwoStageSelector(k=1, n_blocks=2),
+    ObjectivePerturbation("squared", epsilon=1.0),
+    ObjectivePerturbation("logistic", epsilon=1.0),
+]
 
 
 def expected_failures(estimator) -> dict[str, str]:
     if isinstance(estimator, DPFrankWolfeRegressor) and estimator.method == "fast-dp-fw":
-        return {"check_regressors_train": "a private fit at epsilon=1 on a 30-row set is too noisy for the "
-                                          "check's R^2 > 0.5 threshold (its noise is the point)"}
+        return {
+            "check_regressors_train": "a private fit at epsilon=1 on a 30-row set is too noisy for the "
+            "check's R^2 > 0.5 threshold (its noise is the point)"
+        }
     if isinstance(estimator, ObjectivePerturbation) and estimator.loss == "squared":
-        return {name: "a private fit at epsilon=1 on a 200-row set, rows rescaled to the ball ||x|| <= sqrt(s) and "
-                      "theta in ||theta|| <= sqrt(s) (the mechanism's bounds), misses the check's R^2 > 0.5"
-                for name in ("check_regressors_train",)}
+        return {
+            name: "a private fit at epsilon=1 on a 200-row set, rows rescaled to the ball ||x|| <= sqrt(s) and "
+            "theta in ||theta|| <= sqrt(s) (the mechanism's bounds), misses the check's R^2 > 0.5"
+            for name in ("check_regressors_train",)
+        }
     if isinstance(estimator, ObjectivePerturbation):
-        return {"check_classifiers_one_label": "y = all ones is fitted under the public label convention {0, 1} "
-                                               "(refusing one class would be a data-dependent refusal), and the "
-                                               "noisy model may predict 0"}
+        return {
+            "check_classifiers_one_label": "y = all ones is fitted under the public label convention {0, 1} "
+            "(refusing one class would be a data-dependent refusal), and the "
+            "noisy model may predict 0"
+        }
     return {}
 
 

@@ -26,8 +26,9 @@ def _data(n: int = 400, d: int = 60, seed: int = 0) -> tuple[sp.csr_matrix, np.n
 
 def test_path_rebuilds_the_released_iterate() -> None:
     X, y = _data()
-    clf = DPFrankWolfeClassifier(epsilon=2.0, delta=1e-6, lam=5.0, max_iter=200, method="fast-dp-fw",
-                                 random_state=1).fit(X, y)
+    clf = DPFrankWolfeClassifier(
+        epsilon=2.0, delta=1e-6, lam=5.0, max_iter=200, method="fast-dp-fw", random_state=1
+    ).fit(X, y)
     its, losses = path_losses("binary", clf.path_, 5.0, X, y, points=20)
     assert its[-1] == 200 and len(its) == len(losses)
     final = mean_loss("logistic", X @ clf.coef_, (y > 0).astype(float))
@@ -89,8 +90,10 @@ def test_audit_of_the_released_histogram_on_neighbouring_test_sets() -> None:
     margins, y = rng.normal(size=200), np.where(rng.random(200) < 0.5, 1.0, -1.0)
     m2, y2 = np.append(margins, 0.3), np.append(y, 1.0)  # D' = D plus one record
     eps = 1.0
-    ev1, ev2 = PrivateEvaluation("binary", eps, bins=10, random_state=9), PrivateEvaluation("binary", eps, bins=10,
-                                                                                           random_state=10)
+    ev1, ev2 = (
+        PrivateEvaluation("binary", eps, bins=10, random_state=9),
+        PrivateEvaluation("binary", eps, bins=10, random_state=10),
+    )
     cell = (1, int(np.searchsorted(ev1.edges(), 0.3, side="left")))
     n = 60_000
     a = np.array([ev1.noisy_histogram(margins, y)[cell] for _ in range(n)])

@@ -9,12 +9,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
-
-from dpdist.flows.config import load_config
 
 from dpdist.cli import main
 from dpdist.data.store import open_store, write_store
+from dpdist.flows.config import load_config
 from dpdist.privacy.accountant import Accountant
 
 
@@ -35,8 +33,10 @@ def _svm(tmp_path: Path) -> Path:
 
 def test_1_no_permanent_budget_is_set_without_an_explicit_choice(capsys, tmp_path):
     cfg = tmp_path / "mine.toml"
-    cfg.write_text(f'output = "{tmp_path / "out"}"\n[data]\nsource = "svmlight"\npath = "{_svm(tmp_path)}"\n'
-                   'n_features = 10\ntask = "binary"\nlabels = [-1, 1]\n')
+    cfg.write_text(
+        f'output = "{tmp_path / "out"}"\n[data]\nsource = "svmlight"\npath = "{_svm(tmp_path)}"\n'
+        'n_features = 10\ntask = "binary"\nlabels = [-1, 1]\n'
+    )
     code, out, err = run(capsys, "run", str(cfg), "--ledger", str(tmp_path / "l.sqlite"))
     assert code == 2 and "no privacy budget" in err and "[budget]" in err and "budget init" in err
     assert not (tmp_path / "out").exists()  # nothing ran: no store, no ledger entry
@@ -59,7 +59,8 @@ def test_4_a_plan_the_budget_cannot_hold_is_refused_before_any_work_in_one_line(
     plan = json.loads(out)["plan"]
     defaults = load_config().train
     assert code == 0 and [r["step"] for r in plan["releases"]].count("train") == len(defaults.methods) * len(
-        defaults.epsilon)
+        defaults.epsilon
+    )
     assert plan["epsilon_after"] < plan["epsilon_basic"] <= 20.0 + 0.32 and not (tmp_path / "out").exists()
 
 
@@ -74,11 +75,23 @@ def test_4_the_plan_is_checked_against_the_ledger_for_known_data(capsys, tmp_pat
 
 
 def test_9_a_budget_is_only_set_for_a_store_that_exists(capsys, tmp_path):
-    code, _, err = run(capsys, "budget", "init", "--dataset", "ds-1234", "--epsilon", "1", "--delta", "0",
-                       "--ledger", str(tmp_path / "l.sqlite"))
+    code, _, err = run(
+        capsys,
+        "budget",
+        "init",
+        "--dataset",
+        "ds-1234",
+        "--epsilon",
+        "1",
+        "--delta",
+        "0",
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+    )
     assert code == 2  # the old form (an id) is gone: budget init takes the store
-    code, _, err = run(capsys, "budget", "init", "ds-1234", "--epsilon", "1", "--delta", "0",
-                       "--ledger", str(tmp_path / "l.sqlite"))
+    code, _, err = run(
+        capsys, "budget", "init", "ds-1234", "--epsilon", "1", "--delta", "0", "--ledger", str(tmp_path / "l.sqlite")
+    )
     assert code == 2 and "does not exist" in err and Accountant(tmp_path / "l.sqlite").datasets() == []
 
 
@@ -90,11 +103,19 @@ def test_11_version_typo_ledgers_and_fast_config_errors(capsys, tmp_path):
     assert run(capsys, "budget", "history", "--dataset", "a", "--ledger", str(typo))[0] == 2
     assert not typo.parent.exists()
     bad = tmp_path / "bad.toml"
-    bad.write_text('[train]\nlam = -1\n')
+    bad.write_text("[train]\nlam = -1\n")
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "dpdist.cli", "run", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "train.lam" in r.stderr
     assert time.perf_counter() - t0 < 20  # no Prefect import before the config is read
-    r = subprocess.run([sys.executable, "-c", "import sys, dpdist.cli as c; c.main(['run', sys.argv[1]]);"
-                        "print('prefect' in sys.modules)", str(bad)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, dpdist.cli as c; c.main(['run', sys.argv[1]]);print('prefect' in sys.modules)",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.stdout.strip() == "False"

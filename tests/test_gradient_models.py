@@ -8,8 +8,16 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models import (DPGDClassifier, DPGDRegressor, DPIHTClassifier, DPIHTRegressor, DPSGDClassifier,
-                                    DPSGDRegressor, SelectTrainClassifier, SelectTrainRegressor)
+from dpdist.gradient_models import (
+    DPGDClassifier,
+    DPGDRegressor,
+    DPIHTClassifier,
+    DPIHTRegressor,
+    DPSGDClassifier,
+    DPSGDRegressor,
+    SelectTrainClassifier,
+    SelectTrainRegressor,
+)
 from dpdist.privacy.accountant import Accountant
 
 
@@ -25,9 +33,12 @@ def binary():
     return X, y, margin
 
 
-CLASSIFIERS = [DPSGDClassifier(epochs=20, batch_size=500, lr=5.0), DPGDClassifier(max_iter=100, lr=30.0),
-               DPIHTClassifier(s=10, max_iter=60, lr=30.0, intercept_scaling=0.1),
-               SelectTrainClassifier(k=10, epochs=20, batch_size=500, lr=5.0)]
+CLASSIFIERS = [
+    DPSGDClassifier(epochs=20, batch_size=500, lr=5.0),
+    DPGDClassifier(max_iter=100, lr=30.0),
+    DPIHTClassifier(s=10, max_iter=60, lr=30.0, intercept_scaling=0.1),
+    SelectTrainClassifier(k=10, epochs=20, batch_size=500, lr=5.0),
+]
 
 
 @pytest.mark.parametrize("est", CLASSIFIERS, ids=lambda e: type(e).__name__)
@@ -76,16 +87,30 @@ def test_a_fit_with_a_ledger_charges_the_count_then_the_model_and_replays(tmp_pa
 def test_a_released_model_carries_its_row_normalisation(binary):
     X, y, _ = binary
     model = DPSGDClassifier(epsilon=20.0, epochs=2, batch_size=500, random_state=1).fit(X, y)
-    result = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist(),
-              "intercept": model.intercept_, "n_features": 60, "row_norm": "l2", "classes": ["no", "yes"]}
+    result = {
+        "indices": np.flatnonzero(model.coef_).tolist(),
+        "values": model.coef_[model.coef_ != 0].tolist(),
+        "intercept": model.intercept_,
+        "n_features": 60,
+        "row_norm": "l2",
+        "classes": ["no", "yes"],
+    }
     rebuilt = DPSGDClassifier.from_release(result)
     assert np.allclose(rebuilt.decision_function(X * 7.0), model.decision_function(X))  # scale-free rows
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"epsilon": 0}, "epsilon"), ({"delta": 0}, "delta"), ({"row_norm": "l3"}, "row_norm"), ({"clip": -1}, "clip"),
-    ({"batch_size": 0}, "batch_size"), ({"n_records": 0}, "n_records"), ({"count_epsilon": 0}, "count_epsilon"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"epsilon": 0}, "epsilon"),
+        ({"delta": 0}, "delta"),
+        ({"row_norm": "l3"}, "row_norm"),
+        ({"clip": -1}, "clip"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"n_records": 0}, "n_records"),
+        ({"count_epsilon": 0}, "count_epsilon"),
+    ],
+)
 def test_bad_parameters_are_refused_before_anything_runs(binary, params, message):
     X, y, _ = binary
     with pytest.raises(ParameterError, match=message):
@@ -101,7 +126,9 @@ def test_exact_grid_search_over_private_fits_warns(binary):
     from dpdist.linear_model import DPFrankWolfeClassifier
 
     X, y, _ = binary
-    for est, grid in ((DPSGDClassifier(epochs=1, batch_size=500, n_records=2000), {"lr": [1.0, 3.0]}),
-                      (DPFrankWolfeClassifier(max_iter=20), {"lam": [5.0, 50.0]})):
+    for est, grid in (
+        (DPSGDClassifier(epochs=1, batch_size=500, n_records=2000), {"lr": [1.0, 3.0]}),
+        (DPFrankWolfeClassifier(max_iter=20), {"lam": [5.0, 50.0]}),
+    ):
         with pytest.warns(NonPrivateSelectionWarning, match="PrivateSearch"):
             GridSearchCV(est, grid, cv=2).fit(X[:1000], y[:1000])

@@ -44,10 +44,12 @@ def test_regressor_bounds_and_accountant(tmp_path):
         DPFrankWolfeRegressor(y_bound=0.1, max_iter=10).fit(X, y)
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 2.0, 1e-5)
-    reg = DPFrankWolfeRegressor(epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip",
-                                random_state=2).fit(X, y, acc, "ds", key="m1")
-    again = DPFrankWolfeRegressor(epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip",
-                                  random_state=3).fit(X, y, acc, "ds", key="m1")
+    reg = DPFrankWolfeRegressor(
+        epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip", random_state=2
+    ).fit(X, y, acc, "ds", key="m1")
+    again = DPFrankWolfeRegressor(
+        epsilon=1.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=1.0, bounds="clip", random_state=3
+    ).fit(X, y, acc, "ds", key="m1")
     np.testing.assert_array_equal(reg.coef_, again.coef_)  # replayed, not re-noised
     charge = reg.privacy_charge()
     assert charge.epsilon <= 1.0 and charge.loss.form == "zcdp"
@@ -60,8 +62,14 @@ def test_regressor_bounds_and_accountant(tmp_path):
 
 def test_parameters_are_validated_in_fit():
     X, y, _ = data(200, 20)
-    for bad, needle in (({"method": "sgd"}, "method"), ({"epsilon": 0}, "epsilon"), ({"calibration": "x"}, "calibration"),
-                        ({"delta": 0.0}, "delta"), ({"lam": -1}, "lam"), ({"max_iter": 0}, "max_iter")):
+    for bad, needle in (
+        ({"method": "sgd"}, "method"),
+        ({"epsilon": 0}, "epsilon"),
+        ({"calibration": "x"}, "calibration"),
+        ({"delta": 0.0}, "delta"),
+        ({"lam": -1}, "lam"),
+        ({"max_iter": 0}, "max_iter"),
+    ):
         est = DPFrankWolfeClassifier(**bad)  # scikit-learn style: __init__ only stores
         assert est.get_params()[next(iter(bad))] == next(iter(bad.values()))
         with pytest.raises(ParameterError, match=needle):
@@ -91,8 +99,9 @@ def test_a_released_model_is_rebuilt_from_its_record(tmp_path):
     X, y, _ = data()
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 30.0, 1e-5)
-    clf = DPFrankWolfeClassifier(epsilon=20.0, delta=1e-6, lam=20.0, max_iter=300, random_state=1).fit(X, y, acc, "ds",
-                                                                                                       key="m")
+    clf = DPFrankWolfeClassifier(epsilon=20.0, delta=1e-6, lam=20.0, max_iter=300, random_state=1).fit(
+        X, y, acc, "ds", key="m"
+    )
     (rec,) = acc.history("ds")
     again = DPFrankWolfeClassifier.from_release(json.loads(rec.result))
     assert list(again.classes_) == ["ham", "spam"] and again.path_ == clf.path_
@@ -102,18 +111,45 @@ def test_a_released_model_is_rebuilt_from_its_record(tmp_path):
 
 
 def test_cli_train(tmp_path, capsys):
-    assert main(["synth", "rcv1", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "3000", "--d", "2000",
-                 "--json"]) == 0
+    assert (
+        main(["synth", "rcv1", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "3000", "--d", "2000", "--json"])
+        == 0
+    )
     capsys.readouterr()
     ds = open_store(tmp_path / "r").dataset_id
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(ds, 2e4, 1e-5)
-    args = ["train", str(tmp_path / "r"), "--loss", "logistic", "--lam", "20", "--iters", "300", "--ledger", ledger,
-            "--seed", "1", "--json"]
+    args = [
+        "train",
+        str(tmp_path / "r"),
+        "--loss",
+        "logistic",
+        "--lam",
+        "20",
+        "--iters",
+        "300",
+        "--ledger",
+        ledger,
+        "--seed",
+        "1",
+        "--json",
+    ]
     assert main(args + ["--method", "fast-dp-fw", "--epsilon", "1e4", "--delta", "1e-6", "--eval-epsilon", "20"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert {"method", "loss", "accuracy", "auc", "nnz_weights", "iterations", "epsilon", "delta", "eval_epsilon",
-            "key", "ledger", "rows"} <= set(res)
+    assert {
+        "method",
+        "loss",
+        "accuracy",
+        "auc",
+        "nnz_weights",
+        "iterations",
+        "epsilon",
+        "delta",
+        "eval_epsilon",
+        "key",
+        "ledger",
+        "rows",
+    } <= set(res)
     assert not {"seconds", "seconds_per_iter", "n_train", "n_test", "dataset_id"} & set(res)  # private run
     assert 0 < res["nnz_weights"] <= 300 and res["accuracy"] > 0.55
     spent = Accountant(ledger).status(ds).epsilon_spent

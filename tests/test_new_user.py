@@ -17,7 +17,8 @@ def test_the_new_user_script_walks_the_own_data_path():
     env = {k: v for k, v in os.environ.items() if k not in ("DPDIST_LEDGER", "DPDIST_UNACCOUNTED")}
     env["DPDIST"] = str(Path(sys.executable).parent / "dpdist")
     env["PYTHON"] = sys.executable
-    r = subprocess.run(["bash", str(REPO / "scripts" / "new_user_check.sh")], env=env, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        ["bash", str(REPO / "scripts" / "new_user_check.sh")], env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "new-user check: ok" in r.stdout

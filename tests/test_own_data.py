@@ -34,8 +34,9 @@ def _table(path: Path, n: int = 3000, seed: int = 0) -> Path:
     a, b = rng.normal(size=n), rng.normal(size=n)
     region = rng.choice(["north", "south", "east"], size=n)
     y = (2 * a - b + (region == "north") > 0).astype(int)
-    lines = ["income,age,region,bought"] + [f"{'' if i % 20 == 0 else f'{a[i] / 4:.4f}'},{b[i] / 4:.4f},{region[i]},"
-                                            f"{y[i]}" for i in range(n)]
+    lines = ["income,age,region,bought"] + [
+        f"{'' if i % 20 == 0 else f'{a[i] / 4:.4f}'},{b[i] / 4:.4f},{region[i]},{y[i]}" for i in range(n)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -57,8 +58,22 @@ def ingested(tmp_path_factory) -> Path:
     """One ingest for the module (each test copies it and sets its own budget in its own ledger)."""
     tmp = tmp_path_factory.mktemp("src")
     src = _svm(tmp / "mine.svm")
-    r = subprocess.run([str(EXE), "ingest", str(src), "--out", str(tmp / "s"), "--n-features", "30", "--task",
-                        "binary", "--labels=-1,1"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            str(EXE),
+            "ingest",
+            str(src),
+            "--out",
+            str(tmp / "s"),
+            "--n-features",
+            "30",
+            "--task",
+            "binary",
+            "--labels=-1,1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     return tmp
 
@@ -74,26 +89,63 @@ def _store(user, tmp_path, ingested: Path) -> str:
 
 def test_1_a_table_with_text_and_gaps_has_a_private_path_and_no_unusable_budget(user, tmp_path, ingested):
     src = _table(tmp_path / "t.csv")
-    r = user("ingest", str(src), "--out", str(tmp_path / "coded"), "--task", "binary", "--labels", "0,1",
-             "--encode-categories", "--impute", "mean")
+    r = user(
+        "ingest",
+        str(src),
+        "--out",
+        str(tmp_path / "coded"),
+        "--task",
+        "binary",
+        "--labels",
+        "0,1",
+        "--encode-categories",
+        "--impute",
+        "mean",
+    )
     assert r.returncode == 2 and "--categories" in r.stderr and "--fill-value" in r.stderr  # refused, with the fix
     assert not (tmp_path / "coded").exists()
-    r = user("ingest", str(src), "--out", str(tmp_path / "coded"), "--task", "binary", "--labels", "0,1",
-             "--encode-categories", "--impute", "mean", "--non-private")
+    r = user(
+        "ingest",
+        str(src),
+        "--out",
+        str(tmp_path / "coded"),
+        "--task",
+        "binary",
+        "--labels",
+        "0,1",
+        "--encode-categories",
+        "--impute",
+        "mean",
+        "--non-private",
+    )
     assert r.returncode == 0, r.stderr
     r = user("budget", "init", str(tmp_path / "coded"), "--epsilon", "1", "--delta", "1e-6")
     assert r.returncode == 2 and "columns were inferred" in r.stderr  # no permanent budget nobody can spend
     assert json.loads(user("budget", "show", "--json").stdout)["datasets"] == []
-    r = user("ingest", str(src), "--out", str(tmp_path / "ok"), "--task", "binary", "--labels", "0,1",
-             "--categories", "region=north,south", "--fill-value", "0", "--json")
+    r = user(
+        "ingest",
+        str(src),
+        "--out",
+        str(tmp_path / "ok"),
+        "--task",
+        "binary",
+        "--labels",
+        "0,1",
+        "--categories",
+        "region=north,south",
+        "--fill-value",
+        "0",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["schema"] == "declared"
     assert user("budget", "init", str(tmp_path / "ok"), "--epsilon", "2", "--delta", "1e-6").returncode == 0
     r = user("select", str(tmp_path / "ok"), "--method", "dp-sis", "--k", "2", "--epsilon", "0.5", "--clip")
     assert r.returncode == 0 and "as columns: [" in r.stdout  # the table's column names, not positions
     names = r.stdout.split("as columns: [")[1].split("]")[0]
-    assert all(n.strip(" '") in ("income", "age", "region=north", "region=south", "region=other")
-               for n in names.split(","))
+    assert all(
+        n.strip(" '") in ("income", "age", "region=north", "region=south", "region=other") for n in names.split(",")
+    )
 
 
 def test_2_training_needs_an_epsilon_and_says_what_it_charged(user, tmp_path, ingested):
@@ -125,13 +177,40 @@ def test_4_an_exported_model_predicts_on_the_users_whole_matrix_in_the_users_lab
     from dpdist.linear_model import DPFrankWolfeClassifier
 
     store = _store(user, tmp_path, ingested)
-    assert user("select", store, "--method", "dp-sis", "--k", "5", "--epsilon", "1", "--clip", "--out",
-                str(tmp_path / "sel.json")).returncode == 0
+    assert (
+        user(
+            "select",
+            store,
+            "--method",
+            "dp-sis",
+            "--k",
+            "5",
+            "--epsilon",
+            "1",
+            "--clip",
+            "--out",
+            str(tmp_path / "sel.json"),
+        ).returncode
+        == 0
+    )
     X, y = load_svmlight_file(str(tmp_path / "mine.svm"), n_features=30)
-    for method, cls, extra in (("fast-dp-fw", DPFrankWolfeClassifier, ["--lam", "20", "--iters", "50", "--clip"]),
-                               ("dp-sgd", DPSGDClassifier, [])):
-        r = user("train", store, "--method", method, "--epsilon", "2", "--features", str(tmp_path / "sel.json"),
-                 "--key", method, *extra)
+    for method, cls, extra in (
+        ("fast-dp-fw", DPFrankWolfeClassifier, ["--lam", "20", "--iters", "50", "--clip"]),
+        ("dp-sgd", DPSGDClassifier, []),
+    ):
+        r = user(
+            "train",
+            store,
+            "--method",
+            method,
+            "--epsilon",
+            "2",
+            "--features",
+            str(tmp_path / "sel.json"),
+            "--key",
+            method,
+            *extra,
+        )
         assert r.returncode == 0, r.stderr
         assert user("models", "export", method, "--out", str(tmp_path / f"{method}.json")).returncode == 0
         record = json.loads((tmp_path / f"{method}.json").read_text())
@@ -156,16 +235,19 @@ def test_5_private_metrics_come_with_their_noise_interval_and_a_warning_when_it_
 
 def test_6_selected_features_are_shown_in_the_files_own_index_base(user, tmp_path, ingested):
     store = _store(user, tmp_path, ingested)
-    out = json.loads(user("select", store, "--method", "dp-sis", "--k", "3", "--epsilon", "5", "--clip",
-                          "--json").stdout)
+    out = json.loads(
+        user("select", store, "--method", "dp-sis", "--k", "3", "--epsilon", "5", "--clip", "--json").stdout
+    )
     assert out["file_columns"]["index_base"] == 1
     assert out["file_columns"]["ids"] == [j + 1 for j in out["features"]]
 
 
 def test_7_a_private_fit_in_python_without_a_ledger_refuses(tmp_path):
-    code = ("import numpy as np\nfrom dpdist.linear_model import DPFrankWolfeClassifier\n"
-            "X = np.random.default_rng(0).uniform(-1, 1, (50, 3)); y = np.where(X[:, 0] > 0, 1, -1)\n"
-            "DPFrankWolfeClassifier(epsilon=1.0, max_iter=5).fit(X, y)\n")
+    code = (
+        "import numpy as np\nfrom dpdist.linear_model import DPFrankWolfeClassifier\n"
+        "X = np.random.default_rng(0).uniform(-1, 1, (50, 3)); y = np.where(X[:, 0] > 0, 1, -1)\n"
+        "DPFrankWolfeClassifier(epsilon=1.0, max_iter=5).fit(X, y)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "DPDIST_UNACCOUNTED"}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "without an accountant" in r.stderr and "dpdist.unaccounted" in r.stderr

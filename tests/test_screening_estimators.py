@@ -12,16 +12,25 @@ from dpdist.cli import main
 from dpdist.data.store import open_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import ParameterError
+from dpdist.flows.config import ConfigError, load_config
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
+from dpdist.pipelines.train import estimator
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.frank_wolfe import privacy_plan
 from dpdist.solvers.screening import screening_plan
-from dpdist.flows.config import ConfigError, load_config
-from dpdist.pipelines.train import estimator
 
-COMMON = dict(epsilon=2.0, delta=1e-6, lam=5.0, max_iter=200, y_bound=8.0, screen_epsilon=0.5, screen_delta=1e-6,
-              n_max=2000, screen_schedule=10)
+COMMON = dict(
+    epsilon=2.0,
+    delta=1e-6,
+    lam=5.0,
+    max_iter=200,
+    y_bound=8.0,
+    screen_epsilon=0.5,
+    screen_delta=1e-6,
+    n_max=2000,
+    screen_schedule=10,
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +50,15 @@ def test_fit_charges_exactly_privacy_charge(tmp_path, raj, screening, method):
     charge = reg.privacy_charge()
     assert rec.privacy_loss == charge.loss and rec.mechanism == f"frank_wolfe/{method}+{screening}-screen"
     fw = privacy_plan(2.0, 1e-6, 200, "squared", 5.0, 8.0, "laplace" if method == "dp-fw" else "exponential")
-    sc = screening_plan(screening, "squared", 5.0, 80, 200, 10, 0.5, 1e-6, y_bound=8.0, n_max=2000,
-                        standalone_delta=1e-6)
+    sc = screening_plan(
+        screening, "squared", 5.0, 80, 200, 10, 0.5, 1e-6, y_bound=8.0, n_max=2000, standalone_delta=1e-6
+    )
     assert charge.loss == PrivacyLoss.compose(fw.loss, sc.loss)
     assert charge.epsilon <= 2.5 and charge.details["screen_passes"] == 20
     assert all(t % 10 == 0 for t, _ in reg.screened_)
-    again = DPFrankWolfeRegressor(method=method, screening=screening, random_state=4, **COMMON).fit(X, y, acc, "ds",
-                                                                                                     key="m")
+    again = DPFrankWolfeRegressor(method=method, screening=screening, random_state=4, **COMMON).fit(
+        X, y, acc, "ds", key="m"
+    )
     np.testing.assert_array_equal(again.coef_, reg.coef_)  # replayed with its screening record
     assert again.screened_ == reg.screened_
 
@@ -56,8 +67,12 @@ def test_rho_form_and_paper_mode(raj):
     X, y = raj
     kw = {**COMMON, "screen_epsilon": None, "screen_delta": None, "screen_rho": 0.05}
     reg = DPFrankWolfeRegressor(screening="rnm", **kw)
-    assert reg.privacy_charge(80).loss.parts[-2:] == screening_plan(
-        "rnm", "squared", 5.0, 80, 200, 10, rho=0.05, y_bound=8.0, n_max=2000, standalone_delta=1e-6).loss.parts
+    assert (
+        reg.privacy_charge(80).loss.parts[-2:]
+        == screening_plan(
+            "rnm", "squared", 5.0, 80, 200, 10, rho=0.05, y_bound=8.0, n_max=2000, standalone_delta=1e-6
+        ).loss.parts
+    )
     paper = DPFrankWolfeRegressor(screening="adp", calibration="paper", screen_rule="seed", **COMMON)
     charge = paper.privacy_charge(80)
     assert charge.details["screen_claimed_epsilon"] == 0.5 and charge.details["calibration"] == "paper"
@@ -69,20 +84,23 @@ def test_rho_form_and_paper_mode(raj):
     assert res.screened_ is not None
 
 
-@pytest.mark.parametrize("kw, needle", [
-    ({"screen_epsilon": -1.0}, "screen_epsilon"),
-    ({"screen_delta": 1.5}, "screen_delta"),
-    ({"screen_delta": None}, "screen_delta"),
-    ({"screen_schedule": 0}, "screen_schedule"),
-    ({"screen_schedule": [5, 500]}, "screen_schedule"),
-    ({"screen_schedule": "often"}, "screen_schedule"),
-    ({"n_max": None}, "n_max"),
-    ({"n_max": 0}, "n_max"),
-    ({"screen_rho": 0.1}, "screen_rho"),
-    ({"screen_rule": "raj"}, "screen_rule"),
-    ({"screening": "rnm", "method": "fw"}, "screening"),
-    ({"screening": "exact"}, "screening"),
-])
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        ({"screen_epsilon": -1.0}, "screen_epsilon"),
+        ({"screen_delta": 1.5}, "screen_delta"),
+        ({"screen_delta": None}, "screen_delta"),
+        ({"screen_schedule": 0}, "screen_schedule"),
+        ({"screen_schedule": [5, 500]}, "screen_schedule"),
+        ({"screen_schedule": "often"}, "screen_schedule"),
+        ({"n_max": None}, "n_max"),
+        ({"n_max": 0}, "n_max"),
+        ({"screen_rho": 0.1}, "screen_rho"),
+        ({"screen_rule": "raj"}, "screen_rule"),
+        ({"screening": "rnm", "method": "fw"}, "screening"),
+        ({"screening": "exact"}, "screening"),
+    ],
+)
 def test_bad_screening_parameters_name_themselves(raj, kw, needle):
     est = DPFrankWolfeRegressor(**{**COMMON, "screening": "rnm", **kw})  # scikit-learn style: validated in fit
     with pytest.raises(ParameterError, match=needle):
@@ -106,20 +124,41 @@ def test_unbounded_data_is_refused_unless_clipped(raj):
 
 def test_exact_screening_for_non_private_methods(raj):
     X, y = raj
-    reg = DPFrankWolfeRegressor(method="fast-fw", screening="exact", screen_rule="seed", lam=5.0, max_iter=300,
-                                y_bound=8.0).fit(X, y)
+    reg = DPFrankWolfeRegressor(
+        method="fast-fw", screening="exact", screen_rule="seed", lam=5.0, max_iter=300, y_bound=8.0
+    ).fit(X, y)
     assert reg.screened_ and np.count_nonzero(reg.coef_) <= 300
 
 
 def test_cli_rnm_and_adp_screen(tmp_path, capsys, monkeypatch):
-    assert main(["synth", "raj", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "1500", "--d", "100",
-                 "--json"]) == 0
+    assert (
+        main(["synth", "raj", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "1500", "--d", "100", "--json"]) == 0
+    )
     capsys.readouterr()
     ds = open_store(tmp_path / "r").dataset_id
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(ds, 6.0, 1e-5)
-    base = ["train", str(tmp_path / "r"), "--loss", "squared", "--lam", "5", "--iters", "100", "--ledger", ledger,
-            "--y-bound", "9", "--seed", "1", "--json", "--epsilon", "1", "--delta", "1e-6"]
+    base = [
+        "train",
+        str(tmp_path / "r"),
+        "--loss",
+        "squared",
+        "--lam",
+        "5",
+        "--iters",
+        "100",
+        "--ledger",
+        ledger,
+        "--y-bound",
+        "9",
+        "--seed",
+        "1",
+        "--json",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+    ]
     scr = ["--screen-epsilon", "0.5", "--screen-delta", "1e-6", "--n-max", "2000"]
     assert main(base + ["--method", "rnm-screen", "--screen-every", "5"] + scr) == 0
     res = json.loads(capsys.readouterr().out)
@@ -131,8 +170,11 @@ def test_cli_rnm_and_adp_screen(tmp_path, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["screen_schedule"] == [50, 100]
     # bad input: exit 2 naming the option, nothing charged
     spent = Accountant(ledger).status(ds).epsilon_spent
-    for bad, needle in [(["--screen-every", "0"], "screen_schedule"), (["--screen-at", "a,b"], "screen-at"),
-                        (["--screen-at", "1", "--screen-every", "2"], "not both")]:
+    for bad, needle in [
+        (["--screen-every", "0"], "screen_schedule"),
+        (["--screen-at", "a,b"], "screen-at"),
+        (["--screen-at", "1", "--screen-every", "2"], "not both"),
+    ]:
         assert main(base + ["--method", "rnm-screen"] + scr + bad) == 2
         assert needle in capsys.readouterr().err
     assert main(base + ["--method", "rnm-screen", "--screen-epsilon", "0.5", "--screen-delta", "1e-6"]) == 2
@@ -152,19 +194,32 @@ def test_cli_rnm_and_adp_screen(tmp_path, capsys, monkeypatch):
 
 def test_run_config_and_pipeline_estimator(tmp_path: Path):
     path = tmp_path / "c.toml"
-    path.write_text('[train]\nmethods = ["rnm-screen", "adp-screen"]\nscreen_epsilon = 0.5\nscreen_delta = 1e-7\n'
-                    'n_max = 200000\nscreen_schedule = 50\n')
+    path.write_text(
+        '[train]\nmethods = ["rnm-screen", "adp-screen"]\nscreen_epsilon = 0.5\nscreen_delta = 1e-7\n'
+        "n_max = 200000\nscreen_schedule = 50\n"
+    )
     cfg = load_config(path)
     assert cfg.train.screening()["screen_schedule"] == 50
-    est = estimator("regression", "rnm-screen", 1.0, cfg.train.delta, cfg.train.lam, cfg.train.iters,
-                    screening=cfg.train.screening())
+    est = estimator(
+        "regression",
+        "rnm-screen",
+        1.0,
+        cfg.train.delta,
+        cfg.train.lam,
+        cfg.train.iters,
+        screening=cfg.train.screening(),
+    )
     assert est.method == "fast-dp-fw" and est.screening == "rnm" and est.n_max == 200000
     assert estimator("binary", "adp-screen", 1.0, 1e-7, 50.0, 1000, screening=cfg.train.screening()).screening == "adp"
     good = {"screen_epsilon": "0.5", "screen_delta": "1e-7", "n_max": "10"}
-    for change, key in [({"n_max": "0"}, "train.n_max"), ({"screen_rule": '"raj"'}, "train.screen_rule"),
-                        ({"screen_schedule": "0"}, "train.screen_schedule"),
-                        ({"screen_schedule": "[1, 99999]"}, "train.screen_schedule"),
-                        ({"screen_delta": "2.0"}, "train.screen_delta"), ({"screen_rho": "0.1"}, "train.screen_rho")]:
+    for change, key in [
+        ({"n_max": "0"}, "train.n_max"),
+        ({"screen_rule": '"raj"'}, "train.screen_rule"),
+        ({"screen_schedule": "0"}, "train.screen_schedule"),
+        ({"screen_schedule": "[1, 99999]"}, "train.screen_schedule"),
+        ({"screen_delta": "2.0"}, "train.screen_delta"),
+        ({"screen_rho": "0.1"}, "train.screen_rho"),
+    ]:
         lines = "".join(f"{k} = {v}\n" for k, v in {**good, **change}.items())
         path.write_text(f'[train]\nmethods = ["rnm-screen"]\n{lines}')
         with pytest.raises(ConfigError, match=key):
@@ -181,10 +236,12 @@ def test_run_plan_lists_the_screening_charges_the_fits_make(tmp_path: Path, raj,
     from dpdist.flows.plan import plan
 
     path = tmp_path / "c.toml"
-    path.write_text('[data]\nsource = "synth"\nname = "raj"\nn = 800\nd = 80\n[budget]\nepsilon = 50.0\ndelta = 1e-5\n'
-                    f'[train]\nmethods = ["rnm-screen", "adp-screen"]\nepsilon = [2.0]\ndelta = 1e-6\nlam = 5.0\n'
-                    f'iters = 200\ncalibration = "{calibration}"\nscreen_rule = "{rule}"\nscreen_epsilon = 0.5\n'
-                    'screen_delta = 1e-6\nn_max = 2000\nscreen_schedule = 10\n[select]\nmethods = []\n')
+    path.write_text(
+        '[data]\nsource = "synth"\nname = "raj"\nn = 800\nd = 80\n[budget]\nepsilon = 50.0\ndelta = 1e-5\n'
+        f'[train]\nmethods = ["rnm-screen", "adp-screen"]\nepsilon = [2.0]\ndelta = 1e-6\nlam = 5.0\n'
+        f'iters = 200\ncalibration = "{calibration}"\nscreen_rule = "{rule}"\nscreen_epsilon = 0.5\n'
+        "screen_delta = 1e-6\nn_max = 2000\nscreen_schedule = 10\n[select]\nmethods = []\n"
+    )
     cfg = load_config(path)
     planned = {p.method: p.charge for p in plan(cfg, "binary") if p.step == "train"}
     X, y = raj
@@ -193,8 +250,17 @@ def test_run_plan_lists_the_screening_charges_the_fits_make(tmp_path: Path, raj,
     # with the fit's zCDP steps, count by their rho (epsilon^2 / 2 each) in the ledger's filter
     acc.init_budget("ds", 1e5, 1e-5)
     for method in ("rnm-screen", "adp-screen"):
-        est = estimator("binary", method, 2.0, 1e-6, 5.0, 200, calibration=calibration, random_state=0,
-                        screening=cfg.train.screening())
+        est = estimator(
+            "binary",
+            method,
+            2.0,
+            1e-6,
+            5.0,
+            200,
+            calibration=calibration,
+            random_state=0,
+            screening=cfg.train.screening(),
+        )
         est.fit(X, np.where(y > 0, 1.0, -1.0), acc, "ds", key=method)  # the public classes -1, +1
         (rec,) = [h for h in acc.history("ds") if h.key == method]
         assert planned[f"{method} eps=2"].loss == rec.privacy_loss

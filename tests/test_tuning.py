@@ -7,26 +7,27 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from dp_audit import chisquare_against
 from scipy import stats
 from scipy.optimize import brentq
 
-from dp_audit import chisquare_against
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models import DPSGDClassifier, DPSGDRegressor, SelectTrainClassifier
 from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.loss import PrivacyLoss, rdp_curve, ORDERS
+from dpdist.privacy.loss import ORDERS, PrivacyLoss, rdp_curve
 from dpdist.tuning import PrivateSearch, number_of_runs
 
 
 def tnb_pmf(k: np.ndarray, mean: float, shape: float) -> np.ndarray:
     """Papernot & Steinke 2022, Def. 1, gamma (the halting probability) solved from the mean."""
+
     def mean_of(g):
-        return (1 - g) / (g * math.log(1 / g)) if shape == 0 else shape * (1 - g) / (g * (1 - g ** shape))
+        return (1 - g) / (g * math.log(1 / g)) if shape == 0 else shape * (1 - g) / (g * (1 - g**shape))
 
     g = brentq(lambda g: mean_of(g) - mean, 1e-12, 1 - 1e-12)
     if shape == 0:
         return (1 - g) ** k / (k * math.log(1 / g))
-    return stats.nbinom.pmf(k, shape, g) / (1 - g ** shape)
+    return stats.nbinom.pmf(k, shape, g) / (1 - g**shape)
 
 
 @pytest.mark.parametrize("mean, shape", [(3.0, 0.0), (4.0, 1.0), (2.5, 2.0)])
@@ -43,7 +44,6 @@ def test_the_number_of_runs_has_its_truncated_negative_binomial_law(mean, shape)
 
 @pytest.fixture(scope="module")
 def data():
-    rng = np.random.default_rng(0)
     X = sp.random(2500, 40, density=0.2, random_state=4, format="csr")
     y = np.where(X[:, 0].toarray().ravel() - X[:, 1].toarray().ravel() > 0, 1.0, 0.0)
     return X, y
@@ -74,8 +74,7 @@ def test_a_search_is_one_release_after_its_count_and_replays(tmp_path, data):
     X, y = data
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("d", 5.0, 1e-6)
-    search = PrivateSearch(small_grid(), epsilon=2.0, random_state=0, classes=[0.0, 1.0]).fit(X, y, acc, "d",
-                                                                                              key="s")
+    search = PrivateSearch(small_grid(), epsilon=2.0, random_state=0, classes=[0.0, 1.0]).fit(X, y, acc, "d", key="s")
     assert [r.key for r in acc.history("d")] == ["s/count", "s"]
     assert acc.history("d")[1].mechanism == "private-search" and acc.history("d")[1].epsilon <= 2.0
     assert search.best_index_ in (0, 1) and search.predict(X[:5]).shape == (5,)

@@ -108,10 +108,13 @@ def _check_indices(src: Path, block: SvmlightBlock, writer: StoreWriter, n_featu
     top = None if n_features is None else n_features + max(offsets)  # raw indices run below top
     if writer.min_index is not None and writer.min_index < lowest:
         line = find_line(src, block.first_line, lambda i: i < lowest)
-        raise ParameterError(f"{src}:{line}: a column index below {lowest} in a file read as {lowest}-based "
-                             f"(zero_based={'no' if lowest else 'yes'}); pass zero_based='yes' "
-                             "(--zero-based yes, data.zero_based = true) if the file is zero-based")
+        raise ParameterError(
+            f"{src}:{line}: a column index below {lowest} in a file read as {lowest}-based "
+            f"(zero_based={'no' if lowest else 'yes'}); pass zero_based='yes' "
+            "(--zero-based yes, data.zero_based = true) if the file is zero-based"
+        )
     if top is not None and writer.max_index >= top:
         line = find_line(src, block.first_line, lambda i: i >= top)
-        raise ParameterError(f"{src}:{line}: a column index beyond the declared n_features={n_features} "
-                             f"({lowest}-based)")
+        raise ParameterError(
+            f"{src}:{line}: a column index beyond the declared n_features={n_features} ({lowest}-based)"
+        )

@@ -69,13 +69,19 @@ def record_sides(X: sp.csr_matrix, y: np.ndarray, key: bytes, test_fraction: flo
         a, b = 8 * int(ptr[i]), 8 * int(ptr[i + 1])
         h = hashlib.blake2b(indices[a:b], key=key, digest_size=8, person=b"dpdist-split")
         h.update(values[a:b])
-        h.update(labels[i:i + 1].tobytes())
+        h.update(labels[i : i + 1].tobytes())
         out[i] = int.from_bytes(h.digest(), "little") < threshold
     return out
 
 
-def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], test_out: str | os.PathLike[str],
-                test_fraction: float, key: bytes, force: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_store(
+    src: str | os.PathLike[str],
+    train_out: str | os.PathLike[str],
+    test_out: str | os.PathLike[str],
+    test_fraction: float,
+    key: bytes,
+    force: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write the records of ``src`` to ``train_out`` and ``test_out`` by :func:`record_sides`.
 
     Memory is one row block at a time (each half is written by its own pass). The halves keep
@@ -89,6 +95,7 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
     sides: dict[int, np.ndarray] = {}  # one bit per record, computed in the first pass
     metas = []
     for out, want in ((train_out, False), (test_out, True)):
+
         def blocks(want: bool = want) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
             for r0, X, y in store.iter_row_blocks():
                 y = np.asarray(y)
@@ -98,10 +105,27 @@ def split_store(src: str | os.PathLike[str], train_out: str | os.PathLike[str], 
                 if keep.any():
                     yield X[keep], y[keep]
 
-        meta = {"split_of": store.budget_id, "split_source": store.dataset_id, "split": "test" if want else "train",
-                "test_fraction": test_fraction, "split_key_id": key_id(key), "name": store.meta.get("name"),
-                "schema": store.meta.get("schema", "inferred"), "feature_schema": feature_schema(store.meta),
-                "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")}}
-        metas.append(write_blocks(out, blocks(), store.shape[1], task=store.task, force=force, metadata=meta,
-                                  block_rows=store.block_rows, label_mapping=store.meta.get("label_mapping")))
+        meta = {
+            "split_of": store.budget_id,
+            "split_source": store.dataset_id,
+            "split": "test" if want else "train",
+            "test_fraction": test_fraction,
+            "split_key_id": key_id(key),
+            "name": store.meta.get("name"),
+            "schema": store.meta.get("schema", "inferred"),
+            "feature_schema": feature_schema(store.meta),
+            "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")},
+        }
+        metas.append(
+            write_blocks(
+                out,
+                blocks(),
+                store.shape[1],
+                task=store.task,
+                force=force,
+                metadata=meta,
+                block_rows=store.block_rows,
+                label_mapping=store.meta.get("label_mapping"),
+            )
+        )
     return metas[0], metas[1]

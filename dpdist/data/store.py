@@ -67,11 +67,25 @@ from numcodecs import Blosc
 from zarr.codecs import BloscCodec
 
 from dpdist.exceptions import ParameterError
-from dpdist.utils.random import random_name
 from dpdist.utils.files import open_private, private_dir, restrict_tree
+from dpdist.utils.random import random_name
 
-__all__ = ["BLOCK_CACHE", "TASKS", "VALUE_DTYPES", "ColumnStream", "SparseStore", "StoreWriter", "check_schema", "check_task",
-           "feature_schema", "label_mapping", "open_store", "schema", "write_blocks", "write_store"]
+__all__ = [
+    "BLOCK_CACHE",
+    "TASKS",
+    "VALUE_DTYPES",
+    "ColumnStream",
+    "SparseStore",
+    "StoreWriter",
+    "check_schema",
+    "check_task",
+    "feature_schema",
+    "label_mapping",
+    "open_store",
+    "schema",
+    "write_blocks",
+    "write_store",
+]
 
 FORMAT = "dpdist-sparse-store"
 FORMAT_VERSION = 2
@@ -104,8 +118,9 @@ def check_task(task: str) -> str:
     return task
 
 
-def label_mapping(labels: list[float] | None, task: str, source: str,
-                  declared: list[float] | None = None) -> tuple[str, dict[str, int] | None]:
+def label_mapping(
+    labels: list[float] | None, task: str, source: str, declared: list[float] | None = None
+) -> tuple[str, dict[str, int] | None]:
     """Resolve ``task`` and return (task, mapping label -> class code).
 
     With ``declared`` labels (public: given by the user, not read from the data) the classes are
@@ -134,12 +149,12 @@ def label_mapping(labels: list[float] | None, task: str, source: str,
 
 
 def schema(task: str, declared: list[float] | None) -> str:
-    """"declared" when the task and the classes are the user's (public), "inferred" when read from the data."""
+    """ "declared" when the task and the classes are the user's (public), "inferred" when read from the data."""
     return "declared" if declared is not None or task == "regression" else "inferred"
 
 
 def feature_schema(meta: dict[str, Any]) -> str:
-    """"declared" when a store's columns are a public, per-record map of each record's own features
+    """ "declared" when a store's columns are a public, per-record map of each record's own features
     (the number of features and the svmlight index base given by the user, a table's columns
     taken as they are), "inferred" when they depend on other records (the number of features
     read as the largest index seen, the index base guessed from whether a 0 occurs, categories
@@ -190,7 +205,8 @@ def check_schema(store: Any) -> None:
         raise ParameterError(
             f"store {store.path}: its task and labels were inferred from the data, so one record could recode all "
             "the others; declare them (public knowledge) and ingest again: --task binary --labels=-1,1 (your two "
-            "labels), --task multiclass --labels ..., or --task regression (data.task / data.labels in a run config)")
+            "labels), --task multiclass --labels ..., or --task regression (data.task / data.labels in a run config)"
+        )
     if feature_schema(store.meta) != "declared":
         raise ParameterError(
             f"store {store.path}: its columns were inferred from the data (the number of features from the largest "
@@ -198,7 +214,8 @@ def check_schema(store: Any) -> None:
             "whole columns; or a store written before dpdist recorded this), so one record could change the "
             "columns of all the others; declare them (public knowledge) and ingest again: --n-features D "
             "--zero-based no|yes (data.n_features / data.zero_based in a run config), and no --encode-categories "
-            "or --impute for tables")
+            "or --impute for tables"
+        )
 
 
 _resolve_labels = label_mapping  # write_blocks has a parameter of that name
@@ -510,7 +527,9 @@ class StoreWriter:
             frames = list(_read_frames(self._bucket_dir / f"{b}.bin"))
             (self._bucket_dir / f"{b}.bin").unlink()
             for v, k in frames:  # keys get the column within the wider bucket
-                _write_frame(self._bucket_dir / f"{b >> delta}.bin", v, k + ((b & ((1 << delta) - 1)) << self._bucket_shift))
+                _write_frame(
+                    self._bucket_dir / f"{b >> delta}.bin", v, k + ((b & ((1 << delta) - 1)) << self._bucket_shift)
+                )
             sizes[b >> delta] = sizes.get(b >> delta, 0) + self._bucket_sizes[b]
         self._bucket_sizes, self._bucket_shift = sizes, shift
 
@@ -550,8 +569,7 @@ class StoreWriter:
             self._build_csc(index_offset, n_features)
             h = hashlib.sha256(ID_DOMAIN.encode())
             h.update(np.asarray([self.n_rows, n_features], dtype="<i8").tobytes())
-            for part in (self._hash["row_nnz"], self._hash_indices, self._hash["data"],
-                         self._hash["y"]):
+            for part in (self._hash["row_nnz"], self._hash_indices, self._hash["data"], self._hash["y"]):
                 h.update(part.digest())
             meta = {
                 "format": FORMAT,
@@ -620,8 +638,14 @@ class StoreWriter:
             for i, (b, c0, c1, base) in enumerate(jobs):
                 for b2, d0, d1, base2 in jobs[i : i + 2]:  # sort the next buckets while this one is written
                     if b2 not in ahead and self._bucket_sizes[b2] <= cap:
-                        ahead[b2] = pool.submit(_sort_bucket, self._bucket_dir / f"{b2}.bin", self._bucket_sizes[b2],
-                                                base2, base2 + d1 - d0, row_dtype)
+                        ahead[b2] = pool.submit(
+                            _sort_bucket,
+                            self._bucket_dir / f"{b2}.bin",
+                            self._bucket_sizes[b2],
+                            base2,
+                            base2 + d1 - d0,
+                            row_dtype,
+                        )
                 path = self._bucket_dir / f"{b}.bin"
                 if b in ahead:
                     counts, rows, vals = ahead.pop(b).result()
@@ -636,8 +660,9 @@ class StoreWriter:
             app.close()
         shutil.rmtree(self._bucket_dir)
 
-    def _stream_bucket(self, path: Path, lo: int, hi: int, cap: int, row_dtype: str, indices: _Appender,
-                       data: _Appender) -> np.ndarray:
+    def _stream_bucket(
+        self, path: Path, lo: int, hi: int, cap: int, row_dtype: str, indices: _Appender, data: _Appender
+    ) -> np.ndarray:
         """A bucket larger than ``cap`` records: counted in one pass, split in a second into one
         file per column group (at most ``cap`` entries, or a single larger column), then each
         group's file counting-sorted and appended (a single larger column streamed in pieces).
@@ -722,8 +747,7 @@ def write_blocks(
         writer.abort()
         raise
     # n_features is the caller's; a part of a split or a table with coded columns passes its own schema
-    meta = {"feature_schema": "declared", **(metadata or {}), "task": resolved, "label_mapping": mapping,
-            "schema": how}
+    meta = {"feature_schema": "declared", **(metadata or {}), "task": resolved, "label_mapping": mapping, "schema": how}
     return writer.finish(n_features=n_features, block_rows=block_rows, metadata=meta)
 
 
@@ -750,8 +774,17 @@ def write_store(
         raise ParameterError("X and y must be finite")
     step = max(1, block_rows)
     blocks = ((X[r0:r1], y[r0:r1]) for r0, r1 in _ranges(X.shape[0], step))
-    return write_blocks(out, blocks, X.shape[1], task=task, force=force, block_rows=block_rows,
-                        metadata=metadata, memory_bytes=memory_bytes, labels=labels)
+    return write_blocks(
+        out,
+        blocks,
+        X.shape[1],
+        task=task,
+        force=force,
+        block_rows=block_rows,
+        metadata=metadata,
+        memory_bytes=memory_bytes,
+        labels=labels,
+    )
 
 
 # ------------------------------------------------------------------------ reading
@@ -766,9 +799,14 @@ def _chunk_decoder(arr: zarr.Array) -> Callable[[bytes, np.ndarray], object] | N
     from zarr.storage import LocalStore
 
     codecs = arr.metadata.codecs if arr.metadata.zarr_format == 3 else ()
-    if (len(codecs) != 2 or not isinstance(codecs[0], BytesCodec) or arr.ndim != 1
-            or not isinstance(arr.store, LocalStore) or arr.dtype.byteorder == ">"
-            or (codecs[0].endian is not None and codecs[0].endian.value != sys.byteorder)):
+    if (
+        len(codecs) != 2
+        or not isinstance(codecs[0], BytesCodec)
+        or arr.ndim != 1
+        or not isinstance(arr.store, LocalStore)
+        or arr.dtype.byteorder == ">"
+        or (codecs[0].endian is not None and codecs[0].endian.value != sys.byteorder)
+    ):
         return None
     if isinstance(codecs[1], BloscCodec):
         from numcodecs.blosc import decompress
@@ -1065,8 +1103,9 @@ class SparseStore:
         except (KeyError, FileNotFoundError, ValueError) as e:
             raise ParameterError(f"{self.path} is not a dpdist store ({e})") from None
         if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
-            raise ParameterError(f"{self.path}: unsupported store format {meta.get('format')!r} "
-                                 f"version {meta.get('format_version')!r}")
+            raise ParameterError(
+                f"{self.path}: unsupported store format {meta.get('format')!r} version {meta.get('format_version')!r}"
+            )
         self.meta = meta
         self.cache = cache
         self._X = self.root["X"]

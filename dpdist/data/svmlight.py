@@ -47,12 +47,14 @@ DEFAULT_BLOCK_BYTES = 16 << 20
 
 
 # The parser's reasons quote the offending token (a value of the data); the message names the kind only.
-_REASONS = (("non-finite", "a non-finite label or value (nan/inf)"),
-            ("float", "a label or value that is not a number"),
-            ("sorted", "column indices not in ascending order, or repeated"),
-            ("unpack", "a feature that is not index:value"),
-            ("int()", "a column index that is not an integer"),
-            ("index", "an invalid column index"))
+_REASONS = (
+    ("non-finite", "a non-finite label or value (nan/inf)"),
+    ("float", "a label or value that is not a number"),
+    ("sorted", "column indices not in ascending order, or repeated"),
+    ("unpack", "a feature that is not index:value"),
+    ("int()", "a column index that is not an integer"),
+    ("index", "an invalid column index"),
+)
 
 
 def _public_reason(reason: str) -> str:
@@ -225,8 +227,14 @@ def _parse_kernel(buf: np.ndarray):
     where slow[k] = (0 for a label / 1 for a value, its position, token start, token end)."""
     n = buf.shape[0]
     if n == 0 or buf[n - 1] != _NL:  # every scan below stops at a newline: the last byte must be one
-        return False, np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0), np.empty(0), \
-            np.empty((0, 4), dtype=np.int64)
+        return (
+            False,
+            np.zeros(1, dtype=np.int64),
+            np.empty(0, dtype=np.int32),
+            np.empty(0),
+            np.empty(0),
+            np.empty((0, 4), dtype=np.int64),
+        )
     max_rows = 0
     max_nnz = 0
     for i in range(n):

@@ -9,7 +9,7 @@ Every generator records its true support (where one exists) in the store's metad
 |                 |                             | at random positions; y = X w* (linear) or 1[X w* > 0] (logistic)     |
 | ``fan-lv``      | seed 003 (spec 8)           | 100 x 2000, X ~ N(0, I), 8 non-zeros w_i = (-1)^u (4 ln n/sqrt n +   |
 |                 |                             | |z|), u ~ Bern(0.4); y = X w + e, e ~ N(0, 1.5) (1.5 = variance)     |
-| ``stability-w1``| seed 003 section 3          | 100 x 100, X ~ N(0, I), w1 = 1 on features 1-5; e ~ N(0, 0.1)         |
+| ``stability-w1``| seed 003 section 3          | 100 x 100, X ~ N(0, I), w1 = 1 on features 1-5; e ~ N(0, 0.1)       |
 | ``stability-w1w2`` | seed 003 section 3       | as W1, but every 10th row follows w2 = 1 on features 96-100          |
 | ``bss``         | seed 002 (spec 6.8)         | x ~ N(0, Sigma), Sigma_ij = rho^|i-j|; beta* = 1/sqrt(s) at 0-based  |
 |                 |                             | 1, 3, ..., 2s-1; e ~ N(0, 0.1^2) rescaled to SNR exactly;            |
@@ -84,8 +84,9 @@ def _ar1_gaussian(rng: np.random.Generator, n: int, d: int, rho: float) -> np.nd
 # ------------------------------------------------------------------ seed experiments
 
 
-def raj(rng: np.random.Generator, n: int = 3000, d: int = 600, correlated: bool = False,
-        task: str = "regression") -> SyntheticSet:
+def raj(
+    rng: np.random.Generator, n: int = 3000, d: int = 600, correlated: bool = False, task: str = "regression"
+) -> SyntheticSet:
     """Seeds 000/001 synthetic set (Raj et al. 2016 style)."""
     if task not in ("regression", "binary"):
         raise ParameterError(f"task must be 'regression' or 'binary', got {task!r}")
@@ -99,8 +100,15 @@ def raj(rng: np.random.Generator, n: int = 3000, d: int = 600, correlated: bool 
     y = X @ w
     if task == "binary":
         y = (y > 0).astype(np.float64)
-    return SyntheticSet(n, d, task, _dense(X, y), support.tolist(), w[support].tolist(),
-                        {"correlated": correlated, "scaling": "divided by the global max |x|"})
+    return SyntheticSet(
+        n,
+        d,
+        task,
+        _dense(X, y),
+        support.tolist(),
+        w[support].tolist(),
+        {"correlated": correlated, "scaling": "divided by the global max |x|"},
+    )
 
 
 def fan_lv(rng: np.random.Generator, n: int = 100, d: int = 2000, k: int = 8, noise_var: float = 1.5) -> SyntheticSet:
@@ -113,8 +121,9 @@ def fan_lv(rng: np.random.Generator, n: int = 100, d: int = 2000, k: int = 8, no
     w = np.zeros(d)
     w[support] = coef
     y = X @ w + rng.normal(0.0, np.sqrt(noise_var), n)
-    return SyntheticSet(n, d, "regression", _dense(X, y), support.tolist(), coef.tolist(),
-                        {"noise_var": noise_var, "a": a})
+    return SyntheticSet(
+        n, d, "regression", _dense(X, y), support.tolist(), coef.tolist(), {"noise_var": noise_var, "a": a}
+    )
 
 
 def _stability(rng: np.random.Generator, n: int, d: int, noise_var: float, outliers: bool) -> SyntheticSet:
@@ -130,8 +139,15 @@ def _stability(rng: np.random.Generator, n: int, d: int, noise_var: float, outli
         rows = np.arange(n) % 10 == 9  # 9 rows from w1, then 1 from w2: one outlier per block of 10
         y[rows] = X[rows] @ w2
     y = y + rng.normal(0.0, np.sqrt(noise_var), n)
-    return SyntheticSet(n, d, "regression", _dense(X, y), list(range(5)), [1.0] * 5,
-                        {"noise_var": noise_var, "outlier_rows": "every 10th row follows w2" if outliers else None})
+    return SyntheticSet(
+        n,
+        d,
+        "regression",
+        _dense(X, y),
+        list(range(5)),
+        [1.0] * 5,
+        {"noise_var": noise_var, "outlier_rows": "every 10th row follows w2" if outliers else None},
+    )
 
 
 def stability_w1(rng: np.random.Generator, n: int = 100, d: int = 100, noise_var: float = 0.1) -> SyntheticSet:
@@ -144,8 +160,15 @@ def stability_w1w2(rng: np.random.Generator, n: int = 100, d: int = 100, noise_v
     return _stability(rng, n, d, noise_var, outliers=True)
 
 
-def bss(rng: np.random.Generator, n: int = 3000, d: int = 100, s: int = 5, snr: float = 5.0, rho: float = 0.1,
-        hinge: bool = False) -> SyntheticSet:
+def bss(
+    rng: np.random.Generator,
+    n: int = 3000,
+    d: int = 100,
+    s: int = 5,
+    snr: float = 5.0,
+    rho: float = 0.1,
+    hinge: bool = False,
+) -> SyntheticSet:
     """Seed 002 data-generating process (spec 6.8)."""
     if 2 * s > d:
         raise ParameterError(f"need 2s <= d for beta* at 1, 3, ..., 2s-1 (s={s}, d={d})")
@@ -162,8 +185,15 @@ def bss(rng: np.random.Generator, n: int = 3000, d: int = 100, s: int = 5, snr: 
         task = "binary"
     else:
         y, task = z, "regression"
-    return SyntheticSet(n, d, task, _dense(X, y), support.tolist(), beta[support].tolist(),
-                        {"s": s, "snr": snr, "rho": rho, "hinge": hinge, "alpha": float(alpha)})
+    return SyntheticSet(
+        n,
+        d,
+        task,
+        _dense(X, y),
+        support.tolist(),
+        beta[support].tolist(),
+        {"s": s, "snr": snr, "rho": rho, "hinge": hinge, "alpha": float(alpha)},
+    )
 
 
 # ------------------------------------------------------------------ sparse profiles
@@ -260,15 +290,27 @@ def _sparse(rng: np.random.Generator, prof: SparseProfile, n: int, d: int, block
             yield X, (z > 0).astype(np.float64) * 2.0 - 1.0
             done += m
 
-    return SyntheticSet(n, d, "binary", blocks(), support.tolist(), coef.tolist(),
-                        {"profile": prof.__dict__, "labels": "sign(x.w/sd - median + Logistic(0.25)) in {-1, +1}"})
+    return SyntheticSet(
+        n,
+        d,
+        "binary",
+        blocks(),
+        support.tolist(),
+        coef.tolist(),
+        {"profile": prof.__dict__, "labels": "sign(x.w/sd - median + Logistic(0.25)) in {-1, +1}"},
+    )
 
 
 def _sparse_generator(name: str) -> Callable[..., SyntheticSet]:
     prof = SPARSE_PROFILES[name]
 
-    def gen(rng: np.random.Generator, n: int | None = None, d: int | None = None, scale: float = 1.0,
-            block_rows: int = 1 << 15) -> SyntheticSet:
+    def gen(
+        rng: np.random.Generator,
+        n: int | None = None,
+        d: int | None = None,
+        scale: float = 1.0,
+        block_rows: int = 1 << 15,
+    ) -> SyntheticSet:
         rows = int(n) if n is not None else max(1, int(round(prof.n * scale)))
         return _sparse(rng, prof, rows, int(d) if d is not None else prof.d, block_rows)
 
@@ -324,5 +366,6 @@ def write_synthetic(
     }
     # the generator's classes are public (its definition, not its draws): a declared schema
     classes = ([0.0, 1.0] if name == "raj" else [-1.0, 1.0]) if synth.task == "binary" else None
-    return write_blocks(out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta,
-                        labels=classes)
+    return write_blocks(
+        out, synth.blocks, synth.n_features, task=synth.task, force=force, metadata=meta, labels=classes
+    )

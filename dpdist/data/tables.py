@@ -95,13 +95,20 @@ def _one_hot(Xdf: pd.DataFrame, col: Any, declared: list[str]) -> pd.DataFrame:
     pos = list(Xdf.columns).index(col)
     parts = {f"{col}={v}": (values == v).fillna(False).astype(np.float64) for v in declared}
     parts[f"{col}=other"] = (~values.isin(declared) & values.notna()).astype(np.float64)
-    left, right = Xdf.iloc[:, :pos], Xdf.iloc[:, pos + 1:]
+    left, right = Xdf.iloc[:, :pos], Xdf.iloc[:, pos + 1 :]
     return pd.concat([left, pd.DataFrame(parts, index=Xdf.index), right], axis=1)
 
 
-def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], impute: str | None,
-                 source: str, encode: bool = False, categories: dict[str, list[str]] | None = None,
-                 fill_value: float | None = None) -> Table:
+def _frame_to_xy(
+    df: pd.DataFrame,
+    target: str | int | None,
+    drop: list[int],
+    impute: str | None,
+    source: str,
+    encode: bool = False,
+    categories: dict[str, list[str]] | None = None,
+    fill_value: float | None = None,
+) -> Table:
     notes: dict[str, Any] = {}
     if drop:
         df = df.drop(columns=[df.columns[i] for i in drop])
@@ -118,17 +125,21 @@ def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], im
     Xdf = df.drop(columns=[tcol])
     for col, declared in (categories or {}).items():  # declared categories: public one-hot columns
         if col not in Xdf.columns:
-            raise ParameterError(f"{source}: --categories names column {col!r}, which the file does not have; its "
-                                 f"feature columns are {[str(c) for c in Xdf.columns][:20]}")
+            raise ParameterError(
+                f"{source}: --categories names column {col!r}, which the file does not have; its "
+                f"feature columns are {[str(c) for c in Xdf.columns][:20]}"
+            )
         Xdf = _one_hot(Xdf, col, [str(v) for v in declared])
         notes.setdefault("declared_categories", {})[str(col)] = [str(v) for v in declared]
     for i, col in enumerate(Xdf.columns):  # by position: some files repeat a column name (Residential's lags)
         column = Xdf.iloc[:, i]
         if not pd.api.types.is_numeric_dtype(column):
             if not encode:
-                raise ParameterError(f"{source}: column {col!r} is not numeric; declare its categories (public "
-                                     f"knowledge: --categories {col}=a,b,c; other values get a column "
-                                     f"{col}=other), or encode it in the file")
+                raise ParameterError(
+                    f"{source}: column {col!r} is not numeric; declare its categories (public "
+                    f"knowledge: --categories {col}=a,b,c; other values get a column "
+                    f"{col}=other), or encode it in the file"
+                )
             codes, cats = _codes(column)
             Xdf.isetitem(i, codes + 1.0)
             notes.setdefault("category_codes", {})[str(col)] = {c: k + 1 for k, c in enumerate(cats)}
@@ -144,22 +155,32 @@ def _frame_to_xy(df: pd.DataFrame, target: str | int | None, drop: list[int], im
         if bad.any():  # where to look (the first place), as a parser names a line; no count of the data
             row, col = (int(v[0]) for v in np.nonzero(bad))
             column = Xdf.columns[col] if what == "a feature" else tcol
-            raise ParameterError(f"{source}: an infinite value in {what} column {column!r} (the first in data row "
-                                 f"{row + 1}); values must be finite numbers")
+            raise ParameterError(
+                f"{source}: an infinite value in {what} column {column!r} (the first in data row "
+                f"{row + 1}); values must be finite numbers"
+            )
     missing = np.isnan(X)
     if np.isnan(y).any():
         first = int(np.flatnonzero(np.isnan(y))[0])  # where to look, as a parser names a line; no count of the data
-        raise ParameterError(f"{source}: the target column has missing values (the first in data row {first + 1}); "
-                             "drop or fill those rows before ingesting")
+        raise ParameterError(
+            f"{source}: the target column has missing values (the first in data row {first + 1}); "
+            "drop or fill those rows before ingesting"
+        )
     if missing.any() and fill_value is not None:  # a public constant: each record's gaps alone
         X = np.where(missing, float(fill_value), X)
         notes["fill_value"] = float(fill_value)
     elif missing.any():
         if impute != "mean":
-            raise ParameterError(f"{source}: missing feature values; fill them with a public constant (--fill-value "
-                                 "0: each record's gaps alone, private), or clean the file")
-        warnings.warn(f"{source}: missing feature values set to column means: a statistic of the whole data set, "
-                      "not differentially private", DataDependentWarning, stacklevel=3)
+            raise ParameterError(
+                f"{source}: missing feature values; fill them with a public constant (--fill-value "
+                "0: each record's gaps alone, private), or clean the file"
+            )
+        warnings.warn(
+            f"{source}: missing feature values set to column means: a statistic of the whole data set, "
+            "not differentially private",
+            DataDependentWarning,
+            stacklevel=3,
+        )
         means = np.nanmean(X, axis=0)
         X = np.where(missing, means, X)
         notes["imputation"] = "missing values set to column means (data-dependent, not private)"
@@ -176,8 +197,11 @@ def _read_rdata(path: Path) -> Table:
     if isinstance(obj, dict) and "x" in obj and "y" in obj:
         X = np.asarray(obj["x"], dtype=np.float64)
         y, classes = _codes(obj["y"])
-        names = [str(v) for v in obj["x"].coords[obj["x"].dims[1]].values] if hasattr(obj["x"], "coords") and \
-            obj["x"].dims[1] in obj["x"].coords else [str(j) for j in range(X.shape[1])]
+        names = (
+            [str(v) for v in obj["x"].coords[obj["x"].dims[1]].values]
+            if hasattr(obj["x"], "coords") and obj["x"].dims[1] in obj["x"].coords
+            else [str(j) for j in range(X.shape[1])]
+        )
         notes: dict[str, Any] = {}
     else:  # a bare genes x samples matrix with labels in <name>.classes.rda
         X = np.asarray(obj, dtype=np.float64).T
@@ -196,9 +220,14 @@ def _read_rdata(path: Path) -> Table:
     return Table(X, y, names, "binary" if len(classes) == 2 else "multiclass", classes, notes)
 
 
-def read_table(path: str | os.PathLike[str], target: str | int | None = None, impute: str | None = None,
-               encode: bool = False, categories: dict[str, list[str]] | None = None,
-               fill_value: float | None = None) -> Table:
+def read_table(
+    path: str | os.PathLike[str],
+    target: str | int | None = None,
+    impute: str | None = None,
+    encode: bool = False,
+    categories: dict[str, list[str]] | None = None,
+    fill_value: float | None = None,
+) -> Table:
     """Read a table into (X, y) with the conventions of the module docstring (``categories``: declared
     values per column, one-hot; ``fill_value``: a public constant for gaps)."""
     if impute not in (None, "mean"):
@@ -258,13 +287,14 @@ def ingest_table(
     ``private`` (the default) refuses, before writing, a table whose columns would be inferred from the
     data (category codes or mean imputation): private analyses refuse such a store.
     """
-    table = read_table(src, target=target, impute=impute, encode=encode, categories=categories,
-                       fill_value=fill_value)
+    table = read_table(src, target=target, impute=impute, encode=encode, categories=categories, fill_value=fill_value)
     if private and feature_schema({"table_notes": table.notes}) != "declared":
-        raise ParameterError(f"{src}: coding categories or filling gaps from whole columns makes each record's "
-                             "columns depend on the others, and private analyses would refuse this store: declare "
-                             "the categories (--categories COL=a,b,c) and fill gaps with a constant (--fill-value 0), "
-                             "or pass --non-private for a store meant for non-private experiments only")
+        raise ParameterError(
+            f"{src}: coding categories or filling gaps from whole columns makes each record's "
+            "columns depend on the others, and private analyses would refuse this store: declare "
+            "the categories (--categories COL=a,b,c) and fill gaps with a constant (--fill-value 0), "
+            "or pass --non-private for a store meant for non-private experiments only"
+        )
     if task != "auto":
         table.task = task
     meta = {
@@ -288,5 +318,12 @@ def ingest_table(
             declared = [float(i) for i in range(len(names))]
         else:
             declared = [float(v) for v in labels]
-    return write_store(out, table.X, table.y, task=table.task if task == "auto" and labels is None else task,
-                       force=force, metadata=meta, labels=declared)
+    return write_store(
+        out,
+        table.X,
+        table.y,
+        task=table.task if task == "auto" and labels is None else task,
+        force=force,
+        metadata=meta,
+        labels=declared,
+    )

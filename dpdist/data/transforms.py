@@ -138,8 +138,9 @@ def map_labels(y: np.ndarray, positive: object, negative_value: float = 0.0) -> 
     """
     if negative_value not in (0.0, -1.0):
         raise ParameterError(f"negative_value must be 0 or -1, got {negative_value!r}")
-    pos = np.atleast_1d(np.asarray(list(positive) if isinstance(positive, (set, frozenset)) else positive,
-                                   dtype=np.float64))
+    pos = np.atleast_1d(
+        np.asarray(list(positive) if isinstance(positive, (set, frozenset)) else positive, dtype=np.float64)
+    )
     y = np.asarray(y, dtype=np.float64)
     return np.where(np.isin(y, pos), 1.0, negative_value)
 
@@ -243,7 +244,7 @@ def bound_violation(name: str, what: str, bound: float) -> ParameterError:
     return ParameterError(
         f"{name} violates the bound {what} <= {bound:g} that the privacy calibration assumes (or is not "
         "finite); clip each record to it (--clip on the command line, bounds='clip' in Python, "
-        "data.bounds = \"clip\" in a run config) or rescale by a public constant"
+        'data.bounds = "clip" in a run config) or rescale by a public constant'
     )
 
 
@@ -266,8 +267,14 @@ def check_target_bound(y: np.ndarray, bound: float, name: str = "y") -> None:
 BOUND_MODES = ("check", "clip")
 
 
-def enforce_bounds(X: Matrix, y: np.ndarray | None = None, x_bound: float = 1.0, y_bound: float | None = 1.0,
-                   mode: str = "check", name: str = "X") -> tuple[Matrix, np.ndarray | None]:
+def enforce_bounds(
+    X: Matrix,
+    y: np.ndarray | None = None,
+    x_bound: float = 1.0,
+    y_bound: float | None = 1.0,
+    mode: str = "check",
+    name: str = "X",
+) -> tuple[Matrix, np.ndarray | None]:
     """Make (X, y) satisfy the sensitivity bounds |X_ij| <= x_bound, |y_i| <= y_bound, or refuse.
 
     ``mode="check"`` raises ParameterError naming the violated bound; ``mode="clip"`` clips
@@ -278,8 +285,13 @@ def enforce_bounds(X: Matrix, y: np.ndarray | None = None, x_bound: float = 1.0,
     if mode not in BOUND_MODES:
         raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {mode!r}")
     if mode == "clip":
-        if not (sp.issparse(X) and X.format == "csr" and X.dtype == value_dtype(X) and X.has_canonical_format
-                and (X.nnz == 0 or _within(X.data, x_bound))):
+        if not (
+            sp.issparse(X)
+            and X.format == "csr"
+            and X.dtype == value_dtype(X)
+            and X.has_canonical_format
+            and (X.nnz == 0 or _within(X.data, x_bound))
+        ):
             X = clip_rows(X, x_bound, "clip")
         # else (a canonical float64 or float32 CSR matrix already within the bound) X itself: clipping
         # would copy it unchanged

@@ -64,18 +64,33 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dpdist.exceptions import (BudgetExceeded, DPDistError, LedgerUnavailable, ParameterError, ReleaseKeyConflict,
-                               ReleaseRefused,
-                               SolverAborted, SolverFailure, UnknownDataset)
+from dpdist.exceptions import (
+    BudgetExceeded,
+    DPDistError,
+    LedgerUnavailable,
+    ParameterError,
+    ReleaseKeyConflict,
+    ReleaseRefused,
+    SolverAborted,
+    SolverFailure,
+    UnknownDataset,
+)
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.guard import charged_by_caller
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from dpdist.utils.random import random_name
 from dpdist.utils.files import private_sqlite
+from dpdist.utils.random import random_name
 from dpdist.utils.validation import check_delta, check_epsilon
 
-__all__ = ["Accountant", "BudgetStatus", "Release", "UNCOVERED_MARK", "default_ledger_path", "spend_text",
-           "status_table"]
+__all__ = [
+    "Accountant",
+    "BudgetStatus",
+    "Release",
+    "UNCOVERED_MARK",
+    "default_ledger_path",
+    "spend_text",
+    "status_table",
+]
 
 # how a release run outside the privacy guarantee (``covered=False``) is marked wherever it is listed
 UNCOVERED_MARK = "NOT COVERED (run outside the privacy guarantee: an operator's opt-in)"
@@ -87,7 +102,8 @@ CREATE TABLE IF NOT EXISTS links (
     dataset TEXT NOT NULL REFERENCES budgets(dataset),
     created TEXT NOT NULL
 )"""
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS budgets (
     dataset       TEXT PRIMARY KEY,
     epsilon_total REAL NOT NULL CHECK (epsilon_total > 0),
@@ -112,7 +128,10 @@ CREATE TABLE IF NOT EXISTS releases (
     UNIQUE (dataset, key)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS budgets_name ON budgets(name);
-""" + _LINKS + ";"
+"""
+    + _LINKS
+    + ";"
+)
 _V1_TO_V2 = (
     "ALTER TABLE budgets ADD COLUMN name TEXT",
     "ALTER TABLE budgets ADD COLUMN split_key TEXT",
@@ -163,10 +182,19 @@ class Release:
         times a few seconds apart would publish how long the private computation between them took.
         """
         loss = self.privacy_loss
-        return {"dataset": name, "key": self.key, "time": self.time[:10], "mechanism": self.mechanism,
-                "epsilon": self.epsilon, "delta": self.delta, "form": loss.form, "rho": loss.rho,
-                "loss": loss.describe(), "covered": self.covered,
-                "result": None if self.result is None else _public_result(self.result)}
+        return {
+            "dataset": name,
+            "key": self.key,
+            "time": self.time[:10],
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "form": loss.form,
+            "rho": loss.rho,
+            "loss": loss.describe(),
+            "covered": self.covered,
+            "result": None if self.result is None else _public_result(self.result),
+        }
 
 
 @dataclass(frozen=True)
@@ -200,36 +228,63 @@ class BudgetStatus:
     def to_dict(self) -> dict[str, Any]:
         """The public form: the dataset's name, never its content hash."""
         finite = math.isfinite(self.epsilon_spent)  # inf: the releases' deltas do not fit the filter
-        return {"dataset": self.name, "epsilon_total": self.epsilon_total, "delta_total": self.delta_total,
-                "epsilon_spent": self.epsilon_spent if finite else None, "delta_spent": self.delta_spent,
-                "epsilon_remaining": self.epsilon_remaining, "epsilon_basic": self.epsilon_basic,
-                "delta_basic": self.delta_basic, "releases": self.releases, "uncovered": self.uncovered,
-                "filter": None if self.privacy_filter is None else self.privacy_filter.to_dict()}
+        return {
+            "dataset": self.name,
+            "epsilon_total": self.epsilon_total,
+            "delta_total": self.delta_total,
+            "epsilon_spent": self.epsilon_spent if finite else None,
+            "delta_spent": self.delta_spent,
+            "epsilon_remaining": self.epsilon_remaining,
+            "epsilon_basic": self.epsilon_basic,
+            "delta_basic": self.delta_basic,
+            "releases": self.releases,
+            "uncovered": self.uncovered,
+            "filter": None if self.privacy_filter is None else self.privacy_filter.to_dict(),
+        }
 
 
 def spend_text(s: dict[str, Any], mark: str = "") -> str:
     """Two short sentences on what a status (``BudgetStatus.to_dict()``) spent (``mark`` around the spent
     figure, e.g. ``**`` in Markdown): the budget's filter's figure and what is left, then how it counts."""
     f = s["filter"]
-    spent = ("past the filter (the releases' deltas do not fit it)" if s["epsilon_spent"] is None
-             else f"epsilon {s['epsilon_spent']:.4g}")
-    how = (f"Renyi composition at order {f['order']:g}, or the releases' epsilons added when smaller"
-           if f and f["order"] is not None else "the releases' epsilons added (the budget's delta is 0)")
-    text = (f"spent {mark}{spent}{mark} of {s['epsilon_total']:g} (delta {s['delta_total']:g}), "
-            f"{s['epsilon_remaining']:.4g} left. Counted by the budget's privacy filter ({how}), so a new "
-            f"release of epsilon e can take less than e of what is left")
+    spent = (
+        "past the filter (the releases' deltas do not fit it)"
+        if s["epsilon_spent"] is None
+        else f"epsilon {s['epsilon_spent']:.4g}"
+    )
+    how = (
+        f"Renyi composition at order {f['order']:g}, or the releases' epsilons added when smaller"
+        if f and f["order"] is not None
+        else "the releases' epsilons added (the budget's delta is 0)"
+    )
+    text = (
+        f"spent {mark}{spent}{mark} of {s['epsilon_total']:g} (delta {s['delta_total']:g}), "
+        f"{s['epsilon_remaining']:.4g} left. Counted by the budget's privacy filter ({how}), so a new "
+        f"release of epsilon e can take less than e of what is left"
+    )
     if s.get("uncovered"):
-        text += (f"; {s['uncovered']} release(s) ran outside the guarantee (an operator's opt-in, marked in the "
-                 "history): the guarantee does not cover them")
+        text += (
+            f"; {s['uncovered']} release(s) ran outside the guarantee (an operator's opt-in, marked in the "
+            "history): the guarantee does not cover them"
+        )
     return text
 
 
 def status_table(rows: list[dict[str, Any]]) -> str:
     """Budgets as a compact table (``BudgetStatus.to_dict()`` rows): dataset | budget | spent | left | releases."""
     header = ("dataset", "epsilon", "delta", "spent", "left", "releases", "not covered")
-    cells = [(r["dataset"], f"{r['epsilon_total']:g}", f"{r['delta_total']:g}",
-              "past" if r["epsilon_spent"] is None else f"{r['epsilon_spent']:.4g}", f"{r['epsilon_remaining']:.4g}",
-              str(r["releases"]), str(r.get("uncovered") or 0)) for r in rows]
+    cells = [
+        (
+            r["dataset"],
+            f"{r['epsilon_total']:g}",
+            f"{r['delta_total']:g}",
+            "past" if r["epsilon_spent"] is None else f"{r['epsilon_spent']:.4g}",
+            f"{r['epsilon_remaining']:.4g}",
+            str(r["releases"]),
+            str(r.get("uncovered") or 0),
+        )
+        for r in rows
+    ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     line = lambda c: "  ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip()  # noqa: E731
     return "\n".join([line(header), *(line(c) for c in cells)])
@@ -257,8 +312,7 @@ class Accountant:
     Safe to share between threads and processes: every call opens its own connection.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0,
-                 create: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0, create: bool = True) -> None:
         """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none): for
         commands that only read, so a mistyped path creates nothing."""
         self.path = Path(path) if path is not None else default_ledger_path()
@@ -272,18 +326,22 @@ class Accountant:
         with self._transaction() as con:
             version = con.execute("PRAGMA user_version").fetchone()[0]
             if version == 0 and con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise ParameterError(f"ledger {self.path} is another program's SQLite database, not a dpdist ledger "
-                                     f"(pass a ledger's path, or a new path to start one)")
+                raise ParameterError(
+                    f"ledger {self.path} is another program's SQLite database, not a dpdist ledger "
+                    f"(pass a ledger's path, or a new path to start one)"
+                )
             if version == 0:
                 for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     con.execute(stmt)
                 con.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
             elif version in (1, 2, 3, 4):  # each step upgrades by one version
-                for step in (self._migrate_v1, self._migrate_v2, self._migrate_v3, self._migrate_v4)[version - 1:]:
+                for step in (self._migrate_v1, self._migrate_v2, self._migrate_v3, self._migrate_v4)[version - 1 :]:
                     step(con)
             elif version != _SCHEMA_VERSION:
-                raise ParameterError(f"ledger {self.path} has schema version {version}; this dpdist reads "
-                                     f"versions 1 to {_SCHEMA_VERSION}")
+                raise ParameterError(
+                    f"ledger {self.path} has schema version {version}; this dpdist reads "
+                    f"versions 1 to {_SCHEMA_VERSION}"
+                )
 
     @staticmethod
     def _migrate_v1(con: sqlite3.Connection) -> None:
@@ -291,8 +349,10 @@ class Accountant:
         for stmt in _V1_TO_V2:
             con.execute(stmt)
         for (dataset,) in con.execute("SELECT dataset FROM budgets").fetchall():
-            con.execute("UPDATE budgets SET name = ?, split_key = ? WHERE dataset = ?",
-                        (random_name(), secrets.token_hex(32), dataset))
+            con.execute(
+                "UPDATE budgets SET name = ?, split_key = ? WHERE dataset = ?",
+                (random_name(), secrets.token_hex(32), dataset),
+            )
         con.execute("PRAGMA user_version = 2")
 
     @staticmethod
@@ -307,8 +367,10 @@ class Accountant:
         split, :class:`PrivacyFilter`), fixed now and stored; every row kept."""
         con.execute("ALTER TABLE budgets ADD COLUMN filter TEXT")
         for dataset, eps, delta in con.execute("SELECT dataset, epsilon_total, delta_total FROM budgets").fetchall():
-            con.execute("UPDATE budgets SET filter = ? WHERE dataset = ?",
-                        (PrivacyFilter.for_budget(eps, delta).to_json(), dataset))
+            con.execute(
+                "UPDATE budgets SET filter = ? WHERE dataset = ?",
+                (PrivacyFilter.for_budget(eps, delta).to_json(), dataset),
+            )
         con.execute("PRAGMA user_version = 4")
 
     @staticmethod
@@ -377,12 +439,16 @@ class Accountant:
         except sqlite3.DatabaseError as e:  # any other code (SQLITE_ERROR: an SQL bug of ours) keeps its traceback
             code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
             if code in _UNAVAILABLE:
-                raise LedgerUnavailable(f"ledger {self.path} could not be read or written: {e} (is its disk full or "
-                                        f"read-only, the file not permitted, or another process holding it?); this "
-                                        f"call released nothing, a charge it made stands") from e
+                raise LedgerUnavailable(
+                    f"ledger {self.path} could not be read or written: {e} (is its disk full or "
+                    f"read-only, the file not permitted, or another process holding it?); this "
+                    f"call released nothing, a charge it made stands"
+                ) from e
             if code == sqlite3.SQLITE_NOTADB:
-                raise ParameterError(f"ledger {self.path} is not an SQLite database (a ledger is written by "
-                                     f"dpdist: pass its path, or a new path to start one)") from e
+                raise ParameterError(
+                    f"ledger {self.path} is not an SQLite database (a ledger is written by "
+                    f"dpdist: pass its path, or a new path to start one)"
+                ) from e
             raise
 
     # ---------------------------------------------------------------------- budgets
@@ -410,8 +476,15 @@ class Accountant:
                 con.execute(
                     "INSERT INTO budgets (dataset, epsilon_total, delta_total, created, name, split_key, filter) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (dataset, epsilon, delta, _now(), name, secrets.token_hex(32),
-                     PrivacyFilter.for_budget(epsilon, delta).to_json()),
+                    (
+                        dataset,
+                        epsilon,
+                        delta,
+                        _now(),
+                        name,
+                        secrets.token_hex(32),
+                        PrivacyFilter.for_budget(epsilon, delta).to_json(),
+                    ),
                 )
             elif tuple(row[:2]) != (epsilon, delta):
                 raise ParameterError(
@@ -427,11 +500,14 @@ class Accountant:
     def resolve(self, name_or_dataset: str) -> str:
         """The dataset (content hash) of a public name (or of the hash itself)."""
         with self._reader() as con:
-            row = con.execute("SELECT dataset FROM budgets WHERE name = ? OR dataset = ?",
-                              (name_or_dataset, name_or_dataset)).fetchone()
+            row = con.execute(
+                "SELECT dataset FROM budgets WHERE name = ? OR dataset = ?", (name_or_dataset, name_or_dataset)
+            ).fetchone()
         if row is None:
-            raise UnknownDataset(f"no dataset named {name_or_dataset!r} in ledger {self.path}; "
-                                 "`dpdist budget show` lists the datasets it has")
+            raise UnknownDataset(
+                f"no dataset named {name_or_dataset!r} in ledger {self.path}; "
+                "`dpdist budget show` lists the datasets it has"
+            )
         return row[0]
 
     def name(self, dataset: str) -> str:
@@ -464,8 +540,9 @@ class Accountant:
         """The secret key that decides each record's side of the train/test split (never published)."""
         with self._reader() as con:
             self._budget_row(con, dataset)
-            return bytes.fromhex(con.execute("SELECT split_key FROM budgets WHERE dataset = ?",
-                                             (dataset,)).fetchone()[0])
+            return bytes.fromhex(
+                con.execute("SELECT split_key FROM budgets WHERE dataset = ?", (dataset,)).fetchone()[0]
+            )
 
     def status(self, dataset: str) -> BudgetStatus:
         """Total, spent and remaining budget of ``dataset``."""
@@ -496,8 +573,9 @@ class Accountant:
 
     def _budget_row(self, con: sqlite3.Connection, dataset: str) -> tuple[float, float, str, str | None]:
         """(epsilon_total, delta_total, name, the stored filter's JSON) of ``dataset``'s budget."""
-        row = con.execute("SELECT epsilon_total, delta_total, name, filter FROM budgets WHERE dataset = ?",
-                          (dataset,)).fetchone()
+        row = con.execute(
+            "SELECT epsilon_total, delta_total, name, filter FROM budgets WHERE dataset = ?", (dataset,)
+        ).fetchone()
         if row is None:
             raise UnknownDataset(
                 f"no privacy budget for this dataset in ledger {self.path}; set one with: "
@@ -505,8 +583,7 @@ class Accountant:
             )
         return float(row[0]), float(row[1]), str(row[2]), row[3]
 
-    def _status(self, con: sqlite3.Connection, dataset: str,
-                extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
+    def _status(self, con: sqlite3.Connection, dataset: str, extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
         eps_total, delta_total, name, text = self._budget_row(con, dataset)
         releases = self._releases(con, dataset)
         losses = [r.privacy_loss for r in releases] + (extra or [])
@@ -514,10 +591,19 @@ class Accountant:
         delta_basic = math.fsum(loss.delta for loss in losses)
         pf = PrivacyFilter.from_json(eps_total, delta_total, text)
         eps_spent, delta_spent = pf.spent(losses)
-        return BudgetStatus(dataset=dataset, name=name, epsilon_total=eps_total, delta_total=delta_total,
-                            epsilon_spent=eps_spent, delta_spent=delta_spent, epsilon_basic=eps_basic,
-                            delta_basic=delta_basic, releases=len(losses), privacy_filter=pf,
-                            uncovered=sum(not r.covered for r in releases))
+        return BudgetStatus(
+            dataset=dataset,
+            name=name,
+            epsilon_total=eps_total,
+            delta_total=delta_total,
+            epsilon_spent=eps_spent,
+            delta_spent=delta_spent,
+            epsilon_basic=eps_basic,
+            delta_basic=delta_basic,
+            releases=len(losses),
+            privacy_filter=pf,
+            uncovered=sum(not r.covered for r in releases),
+        )
 
     # ---------------------------------------------------------------------- charges
 
@@ -532,8 +618,15 @@ class Accountant:
             after = self._status(con, dataset, [c.loss for c in charges])
         if charges and not after.epsilon_spent <= after.epsilon_total:
             total = PrivacyLoss.compose(*(c.loss for c in charges))
-            raise BudgetExceeded(after.name, total.epsilon, total.delta, before.epsilon_spent, after.epsilon_spent,
-                                 after.epsilon_total, after.delta_total)
+            raise BudgetExceeded(
+                after.name,
+                total.epsilon,
+                total.delta,
+                before.epsilon_spent,
+                after.epsilon_spent,
+                after.epsilon_total,
+                after.delta_total,
+            )
         return after
 
     def charge(self, dataset: str, charge: Charge, key: str, params: dict[str, Any] | None = None) -> Release:
@@ -557,8 +650,11 @@ class Accountant:
         with self._transaction() as con:
             existing = self._find(con, dataset, key)
             if existing is not None:
-                same = (existing.params == digest if existing.params is not None else
-                        (existing.mechanism, existing.epsilon, existing.delta) == (mechanism, loss.epsilon, loss.delta))
+                same = (
+                    existing.params == digest
+                    if existing.params is not None
+                    else (existing.mechanism, existing.epsilon, existing.delta) == (mechanism, loss.epsilon, loss.delta)
+                )
                 if not same:
                     raise ReleaseKeyConflict(
                         f"release key {key!r} was already charged as {existing.mechanism} "
@@ -570,15 +666,32 @@ class Accountant:
             status = self._status(con, dataset, [loss])
             if not status.epsilon_spent <= status.epsilon_total:
                 before = self._status(con, dataset)
-                raise BudgetExceeded(status.name, loss.epsilon, loss.delta, before.epsilon_spent, status.epsilon_spent,
-                                     before.epsilon_total, before.delta_total)
-            release = Release(dataset, key, _now(), mechanism, loss.epsilon, loss.delta, None, loss, digest,
-                              bool(charge.covered))
+                raise BudgetExceeded(
+                    status.name,
+                    loss.epsilon,
+                    loss.delta,
+                    before.epsilon_spent,
+                    status.epsilon_spent,
+                    before.epsilon_total,
+                    before.delta_total,
+                )
+            release = Release(
+                dataset, key, _now(), mechanism, loss.epsilon, loss.delta, None, loss, digest, bool(charge.covered)
+            )
             con.execute(
                 "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss, params, covered) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (dataset, key, release.time, mechanism, loss.epsilon, loss.delta, loss.to_json(), digest,
-                 int(bool(charge.covered))),
+                (
+                    dataset,
+                    key,
+                    release.time,
+                    mechanism,
+                    loss.epsilon,
+                    loss.delta,
+                    loss.to_json(),
+                    digest,
+                    int(bool(charge.covered)),
+                ),
             )
             if self._before_commit is not None:
                 self._before_commit()
@@ -591,8 +704,9 @@ class Accountant:
         return rel is not None and rel.result is not None
 
     def _find(self, con: sqlite3.Connection, dataset: str, key: str) -> Release | None:
-        row = con.execute(f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset = ? AND key = ?",
-                          (dataset, key)).fetchone()
+        row = con.execute(
+            f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset = ? AND key = ?", (dataset, key)
+        ).fetchone()
         return None if row is None else _release_row(row)
 
     def release(
@@ -614,7 +728,8 @@ class Accountant:
         **Every outcome is recorded.** Whatever ``compute`` ends with -- a result, or any
         ``Exception``: a dpdist error (``SolverFailure``, ``ReleaseRefused``, ``SolverAborted``,
         ``ParameterError``, ...), a ``ValueError``/``LinAlgError`` from numpy or scikit-learn, a
-        ``TypeError``, ``ZeroDivisionError``, ``FloatingPointError``, a numba error -- is the release's outcome: it is recorded under ``key``, the charge stands, and
+        ``TypeError``, ``ZeroDivisionError``, ``FloatingPointError``, a numba error -- is the release's
+        outcome: it is recorded under ``key``, the charge stands, and
         every retry under the key returns or raises the recorded outcome without calling
         ``compute``. A result that cannot be recorded (not JSON-serialisable, or not finite) is
         a failure of the release and is recorded as one; so is a result the ledger's disk
@@ -687,9 +802,7 @@ class Accountant:
     def _record(self, dataset: str, key: str, encoded: str) -> str:
         """Record ``encoded`` as the result of ``key`` unless a concurrent attempt recorded first; the stored one."""
         with self._transaction() as con:
-            row = con.execute(
-                "SELECT result FROM releases WHERE dataset = ? AND key = ?", (dataset, key)
-            ).fetchone()
+            row = con.execute("SELECT result FROM releases WHERE dataset = ? AND key = ?", (dataset, key)).fetchone()
             if row[0] is not None:  # a concurrent attempt recorded first: its result stands
                 return row[0]
             con.execute("UPDATE releases SET result = ? WHERE dataset = ? AND key = ?", (encoded, dataset, key))
@@ -703,11 +816,11 @@ _FAILURE = "__dpdist_failure__"
 # here (or a non-dpdist exception) is replayed as ``SolverFailure`` with the generic message.
 _PUBLIC_MESSAGES: dict[type[DPDistError], str] = {
     SolverAborted: "the release's solver work stopped before its certificate (the operator's nonprivate time "
-                   "limit, or an inner solve that rounding kept from its certificate)",
+    "limit, or an inner solve that rounding kept from its certificate)",
     ReleaseRefused: "the release was refused by its propose-test-release check: nothing was released",
     ParameterError: "the release's computation refused its input: a parameter, or a bound the data must meet "
-                    "(the values of X and y within their bounds; bounds='clip', data.bounds = \"clip\" or --clip "
-                    "clips each record instead)",
+    "(the values of X and y within their bounds; bounds='clip', data.bounds = \"clip\" or --clip "
+    "clips each record instead)",
     SolverFailure: "the release's computation failed: nothing was released",
 }
 _UNRECORDABLE = "the release's result cannot be recorded (not JSON-serialisable, or not finite): nothing was released"
@@ -716,17 +829,30 @@ _MESSAGES = frozenset(_PUBLIC_MESSAGES.values()) | {_UNRECORDABLE, _UNWRITTEN}
 
 
 # SQLite's primary codes for a disk, file or lock that refuses (not an error of the SQL)
-_UNAVAILABLE = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
-                          sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOLFS, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED,
-                          sqlite3.SQLITE_PROTOCOL})
+_UNAVAILABLE = frozenset(
+    {
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_NOLFS,
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
 
 
 def _busy(e: sqlite3.OperationalError) -> bool:
     """Whether ``e`` is another connection holding the lock (SQLITE_BUSY / SQLITE_LOCKED, or the WAL
     race SQLITE_PROTOCOL), which waiting clears -- not a full disk or an I/O error, which it does not."""
     code = getattr(e, "sqlite_errorcode", None)
-    return ((code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL)
-            if code is not None else "locked" in str(e))
+    return (
+        (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL)
+        if code is not None
+        else "locked" in str(e)
+    )
 
 
 def machine_failure(e: BaseException) -> bool:
@@ -736,14 +862,16 @@ def machine_failure(e: BaseException) -> bool:
     (named: the privacy core does not import distributed). None depends on the noise drawn."""
     if isinstance(e, (OSError, MemoryError, ImportError, concurrent.futures.CancelledError)):
         return True
-    return any(c.__name__ in ("KilledWorker", "ClosedClientError") and c.__module__.partition(".")[0] == "distributed"
-               for c in type(e).__mro__)
+    return any(
+        c.__name__ in ("KilledWorker", "ClosedClientError") and c.__module__.partition(".")[0] == "distributed"
+        for c in type(e).__mro__
+    )
 
 
 def _public_class(raised: type[BaseException] | None) -> type[DPDistError]:
     """The public dpdist class a failure of class ``raised`` is replayed as: its nearest ancestor
     with a public message (``ConfigError`` is a ``ParameterError``), else ``SolverFailure``."""
-    for cls in (raised.__mro__ if raised is not None else ()):
+    for cls in raised.__mro__ if raised is not None else ():
         if cls in _PUBLIC_MESSAGES:
             return cls
     return SolverFailure
@@ -791,6 +919,8 @@ def _replay(encoded: str) -> Any:
     if isinstance(result, dict) and _FAILURE in result:
         cls, failure = _public_failure(result[_FAILURE])
         raised = f" ({failure['raised']})" if failure["raised"] else ""
-        raise cls(f"{failure['message']}{raised} [recorded as this release's outcome: its charge stands, and a "
-                  "retry raises it again rather than drawing new noise]")
+        raise cls(
+            f"{failure['message']}{raised} [recorded as this release's outcome: its charge stands, and a "
+            "retry raises it again rather than drawing new noise]"
+        )
     return result

@@ -79,8 +79,10 @@ def advanced_composition(epsilon_step: float, k: int, delta_slack: float, delta_
     growth = math.expm1(eps0) if eps0 < 700.0 else math.inf  # e^eps0 - 1 overflows past ~709
     epsilon = eps0 * math.sqrt(2.0 * k * math.log(1.0 / slack)) + k * eps0 * growth
     if not math.isfinite(epsilon):
-        raise ParameterError(f"the exact advanced-composition bound of {k} steps of epsilon_step={eps0:.6g} "
-                             "overflows a double: it guarantees nothing. Lower epsilon.")
+        raise ParameterError(
+            f"the exact advanced-composition bound of {k} steps of epsilon_step={eps0:.6g} "
+            "overflows a double: it guarantees nothing. Lower epsilon."
+        )
     delta = k * d0 + slack
     if delta >= 1.0:
         raise ParameterError(f"advanced composition of {k} steps has delta {delta} >= 1")

@@ -99,7 +99,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import ORDERS, PrivacyLoss, rdp_curve
 from dpdist.utils.validation import check_delta, check_epsilon
@@ -151,8 +150,9 @@ class PrivacyFilter:
         check_delta(self.delta)
         shares = (self.conversion_share, self.basic_share, self.approx_share)
         if not (all(0.0 <= x <= 1.0 for x in shares) and math.fsum(shares) <= 1.0):
-            raise ParameterError(f"a privacy filter's delta shares must be in [0, 1] and add to at most 1, "
-                                 f"got {shares}")
+            raise ParameterError(
+                f"a privacy filter's delta shares must be in [0, 1] and add to at most 1, got {shares}"
+            )
         if self.order is not None and not (self.order > 1.01 and math.isfinite(self.order)):
             raise ParameterError(f"a privacy filter's Renyi order must be finite and > 1.01, got {self.order!r}")
         if self.order is None and self.delta > 0.0:
@@ -166,8 +166,9 @@ class PrivacyFilter:
             return cls(epsilon, delta, None)
         conversion = cls.conversion_share * delta
         if min(cls.conversion_share, cls.basic_share, cls.approx_share) * delta == 0.0:
-            raise ParameterError(f"delta={delta:g} is too small to split into the filter's parts: give 0 or a "
-                                 "larger delta")
+            raise ParameterError(
+                f"delta={delta:g} is too small to split into the filter's parts: give 0 or a larger delta"
+            )
         best, best_rho = None, -math.inf
         for alpha in ORDERS:
             if alpha <= 1.01:  # the conversion is not stable there (dp-accounting's own cut-off)
@@ -179,8 +180,10 @@ class PrivacyFilter:
 
     def to_json(self) -> str:
         """What the ledger stores with the budget (its epsilon and delta are stored beside it)."""
-        return json.dumps({"order": self.order, "shares": [self.conversion_share, self.basic_share,
-                                                           self.approx_share]}, allow_nan=False)
+        return json.dumps(
+            {"order": self.order, "shares": [self.conversion_share, self.basic_share, self.approx_share]},
+            allow_nan=False,
+        )
 
     @classmethod
     def from_json(cls, epsilon: float, delta: float, text: str | None) -> PrivacyFilter:
@@ -191,8 +194,12 @@ class PrivacyFilter:
 
     def to_dict(self) -> dict[str, Any]:
         """The public form (shown beside a budget's status)."""
-        return {"order": self.order, "delta_conversion": self.delta_conversion, "delta_basic": self.delta_basic,
-                "delta_approx": self.delta_approx}
+        return {
+            "order": self.order,
+            "delta_conversion": self.delta_conversion,
+            "delta_basic": self.delta_basic,
+            "delta_approx": self.delta_approx,
+        }
 
     @property
     def delta_conversion(self) -> float:

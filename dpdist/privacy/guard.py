@@ -54,6 +54,11 @@ def require_accountant(estimator: object) -> None:
         raise ParameterError(
             f"{type(estimator).__name__}.fit without an accountant would compute a private result and record "
             "nothing: pass the ledger (fit(X, y, accountant, dataset), accountant = dpdist.privacy.Accountant(...)); "
-            "for an experiment on data that needs no ledger, fit inside `with dpdist.unaccounted():`")
-    warnings.warn(f"{type(estimator).__name__} fitted without an accountant (dpdist.unaccounted()): nothing was "
-                  "charged or recorded", UnaccountedReleaseWarning, stacklevel=3)
+            "for an experiment on data that needs no ledger, fit inside `with dpdist.unaccounted():`"
+        )
+    warnings.warn(
+        f"{type(estimator).__name__} fitted without an accountant (dpdist.unaccounted()): nothing was "
+        "charged or recorded",
+        UnaccountedReleaseWarning,
+        stacklevel=3,
+    )

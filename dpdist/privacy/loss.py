@@ -71,13 +71,23 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, RdpAcco
 from dpdist.exceptions import ParameterError
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
-__all__ = ["Charge", "PrivacyLoss", "ORDERS", "best_of_runs_curve", "calibrate", "compose_epsilon", "curve_epsilon",
-           "rdp_curve", "rdp_epsilon"]
+__all__ = [
+    "Charge",
+    "PrivacyLoss",
+    "ORDERS",
+    "best_of_runs_curve",
+    "calibrate",
+    "compose_epsilon",
+    "curve_epsilon",
+    "rdp_curve",
+    "rdp_epsilon",
+]
 
 ORDERS: tuple[float, ...] = tuple(float(a) for a in DEFAULT_RDP_ORDERS) + tuple(
-    float(a) for a in np.geomspace(1100.0, 1e6, 40))
-SGM_MAX_ORDER = 1024.0
-_EPS_FLOOR = 1e-12  # what a conversion that rounds to 0 is stated as (an upper bound)  # the subsampled Gaussian's curve is computed up to this order (module doc)
+    float(a) for a in np.geomspace(1100.0, 1e6, 40)
+)
+SGM_MAX_ORDER = 1024.0  # the subsampled Gaussian's curve is computed up to this order (module doc)
+_EPS_FLOOR = 1e-12  # what a conversion that rounds to 0 is stated as (an upper bound)
 
 # ("zcdp", rho) | ("laplace", eps, count) | ("approx", eps, delta) | ("sgm", z, q, steps)
 # | ("rdp", label, orders, values) | ("repeat", parts, mean, shape)
@@ -108,9 +118,16 @@ def _check_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
             out.append(("sgm", check_positive(p[1], "noise_multiplier"), q, check_count(p[3], "steps")))
         elif kind == "rdp":
             orders, values = tuple(float(a) for a in p[2]), tuple(float(v) for v in p[3])
-            if (len(orders) != len(values) or not orders or any(a <= 1.0 for a in orders)
-                    or list(orders) != sorted(set(orders)) or any(not v >= 0.0 for v in values)):
-                raise ParameterError("a tabulated Renyi curve needs increasing orders > 1 and values >= 0 (inf allowed)")
+            if (
+                len(orders) != len(values)
+                or not orders
+                or any(a <= 1.0 for a in orders)
+                or list(orders) != sorted(set(orders))
+                or any(not v >= 0.0 for v in values)
+            ):
+                raise ParameterError(
+                    "a tabulated Renyi curve needs increasing orders > 1 and values >= 0 (inf allowed)"
+                )
             out.append(("rdp", str(p[1]), orders, values))
         else:
             raise ParameterError(f"unknown privacy-loss part {kind!r}")
@@ -193,8 +210,9 @@ class PrivacyLoss:
         return cls((("approx", eps, dlt),), eps, dlt)
 
     @classmethod
-    def subsampled_gaussian(cls, noise_multiplier: float, sampling_rate: float, steps: int,
-                            delta: float) -> PrivacyLoss:
+    def subsampled_gaussian(
+        cls, noise_multiplier: float, sampling_rate: float, steps: int, delta: float
+    ) -> PrivacyLoss:
         """``steps`` adaptive Poisson-subsampled Gaussian mechanisms (DP-SGD): each record in a step
         with probability ``sampling_rate``, noise N(0, (noise_multiplier C)^2) on a sum of terms of
         l2 norm at most C. ``sampling_rate`` 1 is full-batch DP-GD: ``steps / (2 z^2)``-zCDP."""
@@ -227,8 +245,7 @@ class PrivacyLoss:
         return cls.tabulated(f"parallel of {len(losses)}", curve, delta)
 
     @classmethod
-    def best_of_runs(cls, candidates: Sequence[PrivacyLoss], mean: float, shape: float,
-                     delta: float) -> PrivacyLoss:
+    def best_of_runs(cls, candidates: Sequence[PrivacyLoss], mean: float, shape: float, delta: float) -> PrivacyLoss:
         """Run a random number of times (mean ``mean``; truncated negative binomial of ``shape``:
         0 logarithmic, 1 geometric, inf Poisson) a mechanism that picks one of ``candidates`` at
         random (independently of the data) and runs it, and release the best run (Papernot &
@@ -290,7 +307,7 @@ class PrivacyLoss:
 
     @property
     def form(self) -> str:
-        """"zcdp", "rdp" (Laplace/repeat curves), "approx" or "mixed": what the ledger shows."""
+        """ "zcdp", "rdp" (Laplace/repeat curves), "approx" or "mixed": what the ledger shows."""
         kinds = {p[0] for p in self.parts}
         if kinds == {"zcdp"}:
             return "zcdp"
@@ -325,8 +342,11 @@ class PrivacyLoss:
     # ---------------------------------------------------------------- serialisation
 
     def to_json(self) -> str:
-        return json.dumps({"parts": _parts_to_json(self.parts), "epsilon": self.epsilon, "delta": self.delta},
-                          sort_keys=True, allow_nan=False)
+        return json.dumps(
+            {"parts": _parts_to_json(self.parts), "epsilon": self.epsilon, "delta": self.delta},
+            sort_keys=True,
+            allow_nan=False,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> PrivacyLoss:
@@ -395,8 +415,10 @@ def _events(parts: Sequence[Part]) -> list[dp_event.DpEvent]:
             laplace[p[1]] = laplace.get(p[1], 0) + p[2]
         elif p[0] == "repeat":
             events.append(dp_event.RepeatAndSelectDpEvent(dp_event.ComposedDpEvent(_events(p[1])), p[2], p[3]))
-    events += [dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(1.0 / eps), count)
-               for eps, count in sorted(laplace.items())]
+    events += [
+        dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(1.0 / eps), count)
+        for eps, count in sorted(laplace.items())
+    ]
     return events
 
 
@@ -498,8 +520,9 @@ def compose_epsilon(losses: Iterable[PrivacyLoss], delta: float, basic: bool = T
     return min(tight, basic_eps)
 
 
-def calibrate(make: Callable[[float], PrivacyLoss], epsilon: float, delta: float, upper: float,
-              tol: float = 1e-12) -> float:
+def calibrate(
+    make: Callable[[float], PrivacyLoss], epsilon: float, delta: float, upper: float, tol: float = 1e-12
+) -> float:
     """The largest x in (0, upper] with ``make(x)`` composed alone at ``delta`` within ``epsilon``.
 
     ``make`` must be monotone (a larger x costs more). Bisection to a relative bracket ``tol``; the

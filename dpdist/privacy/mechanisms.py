@@ -123,7 +123,7 @@ class _GaussianBase(_Mechanism):
     @property
     def privacy_loss(self) -> PrivacyLoss:
         """rho = Delta^2 / (2 sigma^2)-zCDP; standalone (epsilon, delta) as calibrated."""
-        rho = self.sensitivity ** 2 / (2.0 * self.sigma ** 2)
+        rho = self.sensitivity**2 / (2.0 * self.sigma**2)
         return PrivacyLoss((("zcdp", rho),), self.epsilon, self.delta)
 
     def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
@@ -207,9 +207,7 @@ def _analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -
 # -------------------------------------------------------------------------- selection
 
 
-def gumbel_max(
-    log_weights: np.ndarray, rng: np.random.Generator, size: int | None = None
-) -> int | np.ndarray:
+def gumbel_max(log_weights: np.ndarray, rng: np.random.Generator, size: int | None = None) -> int | np.ndarray:
     """Sample index i with probability exp(log_weights[i]) / sum_j exp(log_weights[j]).
 
     Gumbel-max: argmax_i (log_weights[i] + G_i) with G_i standard Gumbel. Works entirely

@@ -43,8 +43,9 @@ __all__ = ["JointTopK", "LaplaceTopK", "PeelingTopK"]
 class _TopKBase:
     name = "topk"
 
-    def __init__(self, k: int, epsilon: float, sensitivity: float = 1.0, monotone: bool = False,
-                 random_state: RandomState = None) -> None:
+    def __init__(
+        self, k: int, epsilon: float, sensitivity: float = 1.0, monotone: bool = False, random_state: RandomState = None
+    ) -> None:
         self.k = check_count(k, "k")
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_positive(sensitivity, "sensitivity")
@@ -92,8 +93,9 @@ class LaplaceTopK(_TopKBase):
 
     name = "oneshot_laplace"
 
-    def __init__(self, k: int, epsilon: float, delta: float, sensitivity: float = 1.0,
-                 random_state: RandomState = None) -> None:
+    def __init__(
+        self, k: int, epsilon: float, delta: float, sensitivity: float = 1.0, random_state: RandomState = None
+    ) -> None:
         super().__init__(k, epsilon, sensitivity, False, random_state)
         self.delta = check_delta(delta, allow_zero=False)
 

@@ -69,4 +69,4 @@ class GaussianTopK:
         if self.k >= scores.size:
             raise ParameterError(f"k={self.k} must be smaller than the number of scores ({scores.size})")
         noisy = scores + rng.standard_normal(scores.size) * self.sigma
-        return np.sort(np.argpartition(-noisy, self.k - 1)[:self.k])
+        return np.sort(np.argpartition(-noisy, self.k - 1)[: self.k])

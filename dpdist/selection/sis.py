@@ -70,8 +70,13 @@ def store_target(store: Any, y: np.ndarray | None = None) -> np.ndarray:
     return codes / max(1, labels.size - 1)
 
 
-def store_scores(store: Any, y: np.ndarray | None = None, bounds: str = "check", block_rows: int | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+def store_scores(
+    store: Any,
+    y: np.ndarray | None = None,
+    bounds: str = "check",
+    block_rows: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
     """|X^T y| over a store's row blocks in one process, each block held to the bounds.
 
     The Dask version of this reduction, one task per range of the CSC copy's columns, is
@@ -80,7 +85,7 @@ def store_scores(store: Any, y: np.ndarray | None = None, bounds: str = "check",
     y = store_target(store) if y is None else np.asarray(y, dtype=np.float64)
     acc = np.zeros(store.shape[1])
     for r0, X_b, _ in store.iter_row_blocks(block_rows):
-        X_b, y_b = enforce_bounds(X_b, y[r0:r0 + X_b.shape[0]], mode=bounds, name=f"store {store.path}")
+        X_b, y_b = enforce_bounds(X_b, y[r0 : r0 + X_b.shape[0]], mode=bounds, name=f"store {store.path}")
         acc += X_b.T @ y_b
         if progress is not None:
             progress(r0 + X_b.shape[0], store.shape[0])
@@ -106,9 +111,17 @@ class DPSIS(SelectorMixin, BaseEstimator):
     ``n_features_in_``, ``release_`` (the ledger record when an accountant was given).
     """
 
-    def __init__(self, k: int = 10, epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "canonical",
-                 gamma: float = 0.5, noise: str = "gumbel", bounds: str = "check",
-                 random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        k: int = 10,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        mechanism: str = "canonical",
+        gamma: float = 0.5,
+        noise: str = "gumbel",
+        bounds: str = "check",
+        random_state: RandomState = None,
+    ) -> None:
         self.k, self.epsilon, self.delta = k, epsilon, delta
         self.mechanism, self.gamma, self.noise, self.bounds = mechanism, gamma, noise, bounds
         self.random_state = random_state
@@ -125,7 +138,9 @@ class DPSIS(SelectorMixin, BaseEstimator):
         if self.mechanism == "laplace":
             return LaplaceTopK(k, self.epsilon, self.delta, 1.0, random_state=rng)
         if self.delta:
-            raise ParameterError(f"mechanism {self.mechanism!r} is pure epsilon-DP; delta must be 0, got {self.delta!r}")
+            raise ParameterError(
+                f"mechanism {self.mechanism!r} is pure epsilon-DP; delta must be 0, got {self.delta!r}"
+            )
         cls = PeelingTopK if self.mechanism == "peeling" else JointTopK
         return cls(k, self.epsilon, 1.0, random_state=rng)
 
@@ -143,25 +158,45 @@ class DPSIS(SelectorMixin, BaseEstimator):
 
     def release_params(self, n_features: int) -> dict[str, Any]:
         """Every parameter of a release, for the ledger's release identity."""
-        return {"k": self.k, "epsilon": self.epsilon, "delta": self.delta, "mechanism": self.mechanism,
-                "gamma": self.gamma, "noise": self.noise, "bounds": self.bounds, "n_features": int(n_features)}
+        return {
+            "k": self.k,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "mechanism": self.mechanism,
+            "gamma": self.gamma,
+            "noise": self.noise,
+            "bounds": self.bounds,
+            "n_features": int(n_features),
+        }
 
-    def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None) -> DPSIS:
+    def fit(
+        self,
+        X: Matrix,
+        y: np.ndarray,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+    ) -> DPSIS:
         """Screen (X, y) and release the k features (charged to ``accountant`` first when given)."""
         self._make_mechanism()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
         X, y = enforce_bounds(X, np.asarray(y, dtype=np.float64), mode=self.bounds)
         return self.fit_scores(correlation_scores(X, y), accountant, dataset, key)
 
-    def fit_scores(self, scores: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
-                   key: str | None = None) -> DPSIS:
+    def fit_scores(
+        self,
+        scores: np.ndarray,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+    ) -> DPSIS:
         """Release from scores |X^T y| that the caller computed under the bounds (stores, Dask)."""
         mech = self._make_mechanism(check_random_state(self.random_state))
         scores = np.asarray(scores, dtype=np.float64)
         if mech.k >= scores.shape[0]:
-            raise ParameterError(f"k={mech.k} must be smaller than the number of features (n_features = "
-                                 f"{scores.shape[0]})")
+            raise ParameterError(
+                f"k={mech.k} must be smaller than the number of features (n_features = {scores.shape[0]})"
+            )
         compute = lambda: [int(i) for i in mech.select(scores)]  # noqa: E731
         if accountant is None:
             require_accountant(self)
@@ -170,8 +205,10 @@ class DPSIS(SelectorMixin, BaseEstimator):
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
             if self.mechanism == "laplace":  # spec 4.3: its constant is recalled, not verified [R/U]
-                raise ParameterError("mechanism 'laplace' (the oneshot Laplace top-k, whose constant and conditions "
-                                     "are unverified) is for experiments only: no release through an accountant")
+                raise ParameterError(
+                    "mechanism 'laplace' (the oneshot Laplace top-k, whose constant and conditions "
+                    "are unverified) is for experiments only: no release through an accountant"
+                )
             key = key or f"dp-sis-{uuid.uuid4().hex}"
             out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(scores.shape[0]))
             self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"key": key}

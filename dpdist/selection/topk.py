@@ -97,7 +97,9 @@ def _log_mass_per_r(xs: np.ndarray, k: int, cg: float, block: int) -> np.ndarray
         te = t1 - 1
         spread = cg * (xs[t0 - 1] - xs[te - 1])
         if k > 1:
-            spread += (math.lgamma(te - 1.0) - math.lgamma(te - k + 0.0)) - (math.lgamma(t0 - 1.0) - math.lgamma(t0 - k + 0.0))
+            spread += (math.lgamma(te - 1.0) - math.lgamma(te - k + 0.0)) - (
+                math.lgamma(t0 - 1.0) - math.lgamma(t0 - k + 0.0)
+            )
         row = part[b]
         if spread >= _SPREAD:
             _block_log_mass_exact(xs, k, cg, t0, t1, row)
@@ -162,8 +164,9 @@ def _max_exp_noise(log_u: float, ln_m: float) -> float:
 
 
 @numba.njit(cache=True)
-def _best_exponential_class(xs: np.ndarray, k: int, h: int, c: float, gamma: float, lnfact: np.ndarray,
-                            log_u: np.ndarray) -> tuple[float, int]:
+def _best_exponential_class(
+    xs: np.ndarray, k: int, h: int, c: float, gamma: float, lnfact: np.ndarray, log_u: np.ndarray
+) -> tuple[float, int]:
     """max over t of U_{h,t} + maxExp(|C_{h,t}|), with its t; ``log_u[t-k-1]`` = ln of a uniform."""
     d = xs.shape[0]
     base = -c * (1.0 - gamma) * xs[h]
@@ -259,7 +262,7 @@ class CanonicalTopK:
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
-        """"gumbel" is an exponential mechanism: epsilon-bounded-range (epsilon^2/8-zCDP); the
+        """ "gumbel" is an exponential mechanism: epsilon-bounded-range (epsilon^2/8-zCDP); the
         exponential-noise variant is report-noisy-max: pure epsilon-DP."""
         return PrivacyLoss.bounded_range(self.epsilon) if self.noise == "gumbel" else PrivacyLoss.pure(self.epsilon)
 

@@ -55,8 +55,18 @@ from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_epsilon, check_positive
 
-__all__ = ["TwoStageRegression", "TwoStageSelector", "assign_blocks", "block_labels", "block_votes", "blocks_from_count",
-           "fit_on_support", "lasso_coefficients", "split_by_label", "truncated_vote"]
+__all__ = [
+    "TwoStageRegression",
+    "TwoStageSelector",
+    "assign_blocks",
+    "block_labels",
+    "block_votes",
+    "blocks_from_count",
+    "fit_on_support",
+    "lasso_coefficients",
+    "split_by_label",
+    "truncated_vote",
+]
 
 
 def block_labels(n: int, n_blocks: int, random_state: RandomState = None) -> np.ndarray:
@@ -140,8 +150,15 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
 
     name = "two_stage/samp_agg"
 
-    def __init__(self, k: int = 10, epsilon: float = 1.0, alpha: float = 0.1, n_blocks: int | None = None,
-                 count_fraction: float = 0.1, random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        k: int = 10,
+        epsilon: float = 1.0,
+        alpha: float = 0.1,
+        n_blocks: int | None = None,
+        count_fraction: float = 0.1,
+        random_state: RandomState = None,
+    ) -> None:
         self.k = k
         self.epsilon = epsilon
         self.alpha = alpha
@@ -175,11 +192,23 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         return Charge(loss, self.name)
 
     def release_params(self, n_features: int) -> dict:
-        return {"k": self.k, "epsilon": self.epsilon, "alpha": self.alpha, "n_blocks": self.n_blocks,
-                "count_fraction": self.count_fraction, "n_features": int(n_features)}
+        return {
+            "k": self.k,
+            "epsilon": self.epsilon,
+            "alpha": self.alpha,
+            "n_blocks": self.n_blocks,
+            "count_fraction": self.count_fraction,
+            "n_features": int(n_features),
+        }
 
-    def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None) -> TwoStageSelector:
+    def fit(
+        self,
+        X: Matrix,
+        y: np.ndarray,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+    ) -> TwoStageSelector:
         """Select from (X, y); everything that touches the data runs after the charge."""
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
@@ -203,23 +232,35 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         self._release(compute, X.shape[1], accountant, dataset, key)
         return self
 
-    def fit_votes(self, counts: np.ndarray, n_blocks: int, accountant: Accountant | None = None,
-                  dataset: str | None = None, key: str | None = None) -> TwoStageSelector:
+    def fit_votes(
+        self,
+        counts: np.ndarray,
+        n_blocks: int,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+    ) -> TwoStageSelector:
         """Release the top-k of counts/m + Lap(2k/(m epsilon)) (counts = votes summed over the public m blocks)."""
         if self.n_blocks is None or int(n_blocks) != int(self.n_blocks):
             raise ParameterError("fit_votes needs the selector's public n_blocks, and votes over that many blocks")
         self._validate()
         counts = np.asarray(counts, dtype=np.float64)
         if self.k >= counts.shape[0]:
-            raise ParameterError(f"k={self.k} must be smaller than the number of features (n_features = "
-                                 f"{counts.shape[0]})")
+            raise ParameterError(
+                f"k={self.k} must be smaller than the number of features (n_features = {counts.shape[0]})"
+            )
         m = int(n_blocks)
         # the sensitivity 2k/m holds only for votes of at most k distinct features per block
         if counts.min() < 0 or counts.max() > m or counts.sum() > self.k * m or np.any(counts != np.round(counts)):
             raise ParameterError(f"counts are not the sum of {m} block votes of at most k={self.k} features each")
         rng = check_random_state(self.random_state)
-        self._release(lambda: {"features": self._noisy_top_k(counts, m, rng), "n_blocks": m}, counts.shape[0],
-                      accountant, dataset, key)
+        self._release(
+            lambda: {"features": self._noisy_top_k(counts, m, rng), "n_blocks": m},
+            counts.shape[0],
+            accountant,
+            dataset,
+            key,
+        )
         return self
 
     def _noisy_top_k(self, counts: np.ndarray, m: int, rng: np.random.Generator) -> list[int]:
@@ -227,8 +268,9 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         noisy = lap.randomise(counts / m)
         return sorted(int(i) for i in np.argpartition(-noisy, self.k - 1)[: self.k])
 
-    def _release(self, compute, n_features: int, accountant: Accountant | None, dataset: str | None,
-                 key: str | None) -> None:
+    def _release(
+        self, compute, n_features: int, accountant: Accountant | None, dataset: str | None, key: str | None
+    ) -> None:
         if accountant is None:
             require_accountant(self)
             out, self.release_ = compute(), None
@@ -257,9 +299,17 @@ class TwoStageRegression(BaseEstimator):
     With an accountant the two stages are two releases, ``key`` and ``key + "/stage2"``.
     """
 
-    def __init__(self, k: int = 10, epsilon: float = 1.0, delta: float = 0.0, loss: str = "squared",
-                 alpha: float = 0.1, epsilon_split: float = 0.5, n_blocks: int | None = None,
-                 random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        k: int = 10,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        loss: str = "squared",
+        alpha: float = 0.1,
+        epsilon_split: float = 0.5,
+        n_blocks: int | None = None,
+        random_state: RandomState = None,
+    ) -> None:
         self.k, self.epsilon, self.delta, self.loss, self.alpha = k, epsilon, delta, loss, alpha
         self.epsilon_split, self.n_blocks, self.random_state = epsilon_split, n_blocks, random_state
 
@@ -268,16 +318,24 @@ class TwoStageRegression(BaseEstimator):
         if not 0.0 < float(self.epsilon_split) < 1.0:
             raise ParameterError(f"epsilon_split must lie in (0, 1), got {self.epsilon_split!r}")
         rng = check_random_state(self.random_state)
-        return (TwoStageSelector(self.k, eps * self.epsilon_split, self.alpha, self.n_blocks, random_state=rng),
-                ObjectivePerturbation(self.loss, eps * (1.0 - self.epsilon_split), self.delta, random_state=rng))
+        return (
+            TwoStageSelector(self.k, eps * self.epsilon_split, self.alpha, self.n_blocks, random_state=rng),
+            ObjectivePerturbation(self.loss, eps * (1.0 - self.epsilon_split), self.delta, random_state=rng),
+        )
 
     def privacy_charge(self) -> Charge:
         """Both stages composed (what the two releases together cost)."""
         selector, model = self._stages()
         return Charge(PrivacyLoss.compose(selector.privacy_charge().loss, model.privacy_loss), "two_stage/regression")
 
-    def fit(self, X: Matrix, y: np.ndarray, accountant: Accountant | None = None, dataset: str | None = None,
-            key: str | None = None) -> TwoStageRegression:
+    def fit(
+        self,
+        X: Matrix,
+        y: np.ndarray,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+    ) -> TwoStageRegression:
         selector, model = self._stages()
         if model.loss == "logistic":  # labels checked before either charge: no refusal after one
             model._binary_target(np.asarray(y))
@@ -298,9 +356,15 @@ class TwoStageRegression(BaseEstimator):
         return (z > 0).astype(np.int64) if self.loss == "logistic" else z
 
 
-def fit_on_support(model: ObjectivePerturbation, X: Matrix, y: np.ndarray, support: np.ndarray,
-                   accountant: Accountant | None = None, dataset: str | None = None,
-                   key: str | None = None) -> np.ndarray:
+def fit_on_support(
+    model: ObjectivePerturbation,
+    X: Matrix,
+    y: np.ndarray,
+    support: np.ndarray,
+    accountant: Accountant | None = None,
+    dataset: str | None = None,
+    key: str | None = None,
+) -> np.ndarray:
     """Stage 2 on the released ``support``: the objective-perturbation coefficients (charged first)."""
     S = np.asarray(support, dtype=np.int64)
     X_S = X[:, S]

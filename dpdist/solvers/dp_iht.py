@@ -32,8 +32,14 @@ def hard_threshold(w: np.ndarray, s: int) -> None:
         w[np.argpartition(-np.abs(w), s - 1)[s:]] = 0.0
 
 
-def dp_iht(X: sp.csr_matrix | sp.csr_array, y: np.ndarray, plan: SGDPlan, s: int, rng: np.random.Generator,
-           progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, float]:
+def dp_iht(
+    X: sp.csr_matrix | sp.csr_array,
+    y: np.ndarray,
+    plan: SGDPlan,
+    s: int,
+    rng: np.random.Generator,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, float]:
     """Run ``plan`` (full batch: ``plan.sampling_rate`` must be 1) with an s-sparse projection after
     each step; return (w, b), w s-sparse."""
     if plan.sampling_rate != 1.0:

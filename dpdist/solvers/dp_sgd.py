@@ -163,7 +163,7 @@ def gaussian_noise(rng: np.random.Generator, out: np.ndarray, scale: float) -> N
 
     def fill(i: int) -> None:
         lo = starts[i]
-        part = out[lo:lo + _NOISE_CHUNK]
+        part = out[lo : lo + _NOISE_CHUNK]
         part += gens[i].standard_normal(part.size) * scale
 
     with ThreadPoolExecutor() as pool:
@@ -176,12 +176,20 @@ def csr_parts(X: sp.csr_matrix | sp.csr_array) -> tuple[np.ndarray, np.ndarray, 
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
-    return (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False),
-            X.data.astype(np.float64, copy=False))
+    return (
+        X.indptr.astype(np.int64, copy=False),
+        X.indices.astype(np.int64, copy=False),
+        X.data.astype(np.float64, copy=False),
+    )
 
 
-def dp_sgd(X: sp.csr_matrix | sp.csr_array, y: np.ndarray, plan: SGDPlan, rng: np.random.Generator,
-           progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, float]:
+def dp_sgd(
+    X: sp.csr_matrix | sp.csr_array,
+    y: np.ndarray,
+    plan: SGDPlan,
+    rng: np.random.Generator,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, float]:
     """Run ``plan`` on (X, y) (module docstring); return (w, b).
 
     ``y``: -1/+1 labels for the logistic loss, real targets for the squared loss. Every draw

@@ -90,10 +90,20 @@ import scipy.sparse as sp
 
 from dpdist.data.transforms import check_row_bound
 from dpdist.exceptions import ParameterError
-from dpdist.solvers.frank_wolfe import (FWResult, Progress, check_init, check_problem, column_norms,
-                                       privacy_plan)
-from dpdist.solvers.samplers import (_FLUSH, _HEADROOM, _draw, _exp_weights, _needs_rebuild, _race, _resum,
-                                     _set, _settle, _total, block_shift)
+from dpdist.solvers.frank_wolfe import FWResult, Progress, check_init, check_problem, column_norms, privacy_plan
+from dpdist.solvers.samplers import (
+    _FLUSH,
+    _HEADROOM,
+    _draw,
+    _exp_weights,
+    _needs_rebuild,
+    _race,
+    _resum,
+    _set,
+    _settle,
+    _total,
+    block_shift,
+)
 from dpdist.solvers.screening import ScreeningPlan, _laplace, _pass_constants, _screen_rnm, _screen_set
 from dpdist.utils.prefetch import prefetch
 from dpdist.utils.random import RandomState, check_random_state
@@ -120,12 +130,14 @@ def _load_kernel(args: tuple) -> None:
         return
     t0 = time.perf_counter()
     _fast_fw.compile(sig)
-    logger.debug("fast_frank_wolfe: kernel compiled or loaded in %.2f s, outside the timed solve",
-                 time.perf_counter() - t0)
+    logger.debug(
+        "fast_frank_wolfe: kernel compiled or loaded in %.2f s, outside the timed solve", time.perf_counter() - t0
+    )
 
 
-def _run_watched(kernel: Callable[..., Any], args: tuple, done: np.ndarray, total: int,
-                 progress: Progress | None) -> Any:
+def _run_watched(
+    kernel: Callable[..., Any], args: tuple, done: np.ndarray, total: int, progress: Progress | None
+) -> Any:
     """``kernel(*args)``; with ``progress``, in a thread (the kernel releases the GIL) while this
     one reports ``done[0]`` of ``total`` every 0.25 s. An interrupt stops the wait, not the kernel
     (its thread is a daemon: the process exits without it)."""
@@ -206,8 +218,9 @@ def _heap_build(alpha: np.ndarray, keys: np.ndarray, items: np.ndarray, cur: np.
 
 
 @numba.njit(cache=True)
-def _heap_next(alpha: np.ndarray, keys: np.ndarray, items: np.ndarray, size: int, cur: np.ndarray,
-               popped: np.ndarray) -> tuple[int, int]:
+def _heap_next(
+    alpha: np.ndarray, keys: np.ndarray, items: np.ndarray, size: int, cur: np.ndarray, popped: np.ndarray
+) -> tuple[int, int]:
     """Exact argmax_k |alpha_k| (lowest k on ties) from upper-bound keys; returns (k, new size)."""
     best_val, best_k, n_popped = -1.0, -1, 0
     while size > 0 and keys[0] >= best_val:
@@ -258,8 +271,9 @@ def _mean_loss(logistic: bool, wm: float, vbar: np.ndarray, y: np.ndarray) -> fl
 
 
 @numba.njit(cache=True)
-def _full_gradient(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alpha, logistic, fcol, nfirst, touched,
-                   lay, threads):
+def _full_gradient(
+    r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alpha, logistic, fcol, nfirst, touched, lay, threads
+):
     """Exact qbar_i = l'(w_m vbar_i; y_i) on every row and alpha = X^T qbar: O(nnz). Whenever the
     kernel keeps the column buffers (``fcol`` non-empty: the column-order moves are on) alpha comes
     from the column passes (:func:`_by_columns`, on the threads): KDDA's train half ~0.4 s from
@@ -374,9 +388,38 @@ def _vertex(mode, W, c, err, st, shift, xbuf, bits, alpha, scale, rng, threads):
 
 
 @numba.njit(cache=True, nogil=True)  # nogil: a caller's thread can watch ``done`` while it runs
-def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic, mode, eps0, L, refresh,
-             record_every, shift, rng, done, w0, gram, scr_mode, scr_mask, colnorm, scoef, events, n_events, heavy,
-             band, threads):
+def _fast_fw(
+    r_ptr,
+    r_idx,
+    r_val,
+    c_ptr,
+    c_idx,
+    c_val,
+    y,
+    ybar,
+    lam,
+    T,
+    logistic,
+    mode,
+    eps0,
+    L,
+    refresh,
+    record_every,
+    shift,
+    rng,
+    done,
+    w0,
+    gram,
+    scr_mode,
+    scr_mask,
+    colnorm,
+    scoef,
+    events,
+    n_events,
+    heavy,
+    band,
+    threads,
+):
     n, D = y.shape[0], ybar.shape[0]
     wt = np.zeros(D)
     vbar = np.zeros(n)
@@ -418,8 +461,9 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
     lazy = cols and n > band
     nfirst = np.empty(n + 1 if cols else 0, dtype=np.int64)
     if logistic:
-        _full_gradient(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alpha, True, fcol, nfirst, touched,
-                       lay, threads)
+        _full_gradient(
+            r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alpha, True, fcol, nfirst, touched, lay, threads
+        )
         if mode == 0:
             size = _heap_build(alpha, keys, items, cur)
         elif mode != 3:
@@ -461,8 +505,33 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
         if lazy and not _by_rows(j, r_ptr, c_ptr, c_idx, heavy, D, n):  # _move's own test, the same arguments
             lay = _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads)
             lazy = False
-        n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                          beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, lay, threads)
+        n_touched = _move(
+            j,
+            delta,
+            r_ptr,
+            r_idx,
+            r_val,
+            c_ptr,
+            c_idx,
+            c_val,
+            y,
+            logistic,
+            use_gram,
+            wm,
+            vbar,
+            alpha,
+            q,
+            beta,
+            mark,
+            touched,
+            gbuf,
+            fcol,
+            nfirst,
+            heavy,
+            mode == 0,
+            lay,
+            threads,
+        )
         if use_gram:
             for k in range(D):
                 beta[k] += delta * gram[j, k]
@@ -490,17 +559,79 @@ def _fast_fw(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, ybar, lam, T, logistic
                 vbar[i] *= wm
             wm = 1.0
         if do_refresh:
-            _full_gradient(r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, wm, vbar, q, alpha, True, fcol, nfirst,
-                           touched, lay, threads)
+            _full_gradient(
+                r_ptr,
+                r_idx,
+                r_val,
+                c_ptr,
+                c_idx,
+                c_val,
+                y,
+                wm,
+                vbar,
+                q,
+                alpha,
+                True,
+                fcol,
+                nfirst,
+                touched,
+                lay,
+                threads,
+            )
             if mode == 0:
                 size = _heap_build(alpha, keys, items, cur)
             elif mode != 3:
                 _weights_from_alpha(alpha, scale, W, c, err, st, shift, xbuf, bits, threads)
         if scr_mode > 0 and scr_mask[t] != 0:
-            size = _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr,
-                                c_idx, c_val, y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram,
-                                keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark, touched,
-                                gbuf, fcol, nfirst, heavy, lay, threads, rng)
+            size = _fast_screen(
+                t,
+                scr_mode,
+                scoef,
+                colnorm,
+                events,
+                n_events,
+                zero_buf,
+                r_ptr,
+                r_idx,
+                r_val,
+                c_ptr,
+                c_idx,
+                c_val,
+                y,
+                ybar,
+                logistic,
+                mode,
+                wt,
+                vbar,
+                wm,
+                alpha,
+                q,
+                beta,
+                gram,
+                use_gram,
+                keys,
+                items,
+                cur,
+                size,
+                W,
+                c,
+                err,
+                st,
+                shift,
+                xbuf,
+                wbuf,
+                bits,
+                scale,
+                mark,
+                touched,
+                gbuf,
+                fcol,
+                nfirst,
+                heavy,
+                lay,
+                threads,
+                rng,
+            )
         if record_every > 0 and t % record_every == 0:
             objective[t // record_every - 1] = _mean_loss(logistic, wm, vbar, y)
     done[0] = T
@@ -532,8 +663,33 @@ _moves_serial, _moves_parallel = _serial_and_parallel(_column_moves)
 
 
 @numba.njit(cache=True)
-def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q, beta, mark,
-          touched, gbuf, fcol, nfirst, heavy, ordered, lay, threads):
+def _move(
+    j,
+    delta,
+    r_ptr,
+    r_idx,
+    r_val,
+    c_ptr,
+    c_idx,
+    c_val,
+    y,
+    logistic,
+    use_gram,
+    wm,
+    vbar,
+    alpha,
+    q,
+    beta,
+    mark,
+    touched,
+    gbuf,
+    fcol,
+    nfirst,
+    heavy,
+    ordered,
+    lay,
+    threads,
+):
     """w~_j += delta: vbar += delta x_(j), and the gradient state follows it. Logistic: qbar on the
     rows of column j, alpha through them, the moved coordinates listed in ``touched`` in the order
     they were first touched (returned: their number; unless ``ordered``, the list is left unwritten
@@ -561,8 +717,19 @@ def _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_g
             _moves_parallel(j, delta, c_ptr, c_idx, c_val, y, logistic, wm, vbar, q, gbuf)
         else:
             _moves_serial(j, delta, c_ptr, c_idx, c_val, y, logistic, wm, vbar, q, gbuf)
-        n_touched = _by_columns(c_ptr, c_idx, c_val, gbuf, alpha if logistic else beta, fcol, nfirst, touched,
-                                (1 if ordered else 2) if logistic else 0, lay, threads)
+        n_touched = _by_columns(
+            c_ptr,
+            c_idx,
+            c_val,
+            gbuf,
+            alpha if logistic else beta,
+            fcol,
+            nfirst,
+            touched,
+            (1 if ordered else 2) if logistic else 0,
+            lay,
+            threads,
+        )
         for p in range(c_ptr[j], c_ptr[j + 1]):
             gbuf[c_idx[p]] = 0.0
         return n_touched
@@ -872,8 +1039,22 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     i64, i32 = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
     v0 = np.empty(0, dtype=r_val.dtype)  # the copies' values in X's own dtype (float32 X: 4 bytes an entry)
     if n_bands <= 1:
-        return (band, i64, np.zeros(1, dtype=np.int64), i64, i32, v0, i64,
-                np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), i32, i32, v0, np.empty(0), i64)
+        return (
+            band,
+            i64,
+            np.zeros(1, dtype=np.int64),
+            i64,
+            i32,
+            v0,
+            i64,
+            np.zeros(1, dtype=np.int64),
+            np.zeros(1, dtype=np.int64),
+            i32,
+            i32,
+            v0,
+            np.empty(0),
+            i64,
+        )
     min_count = 8 * n_bands
     hot = _columns_between(c_ptr, min_count, c_ptr[D] + 1)
     rc = _columns_between(c_ptr, 1, min_count)
@@ -911,13 +1092,31 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     h_col = np.empty(hptr[Rh * (n + 1) - 1], dtype=np.int32)
     h_val = np.empty(0 if h_unit else hptr[Rh * (n + 1) - 1], dtype=r_val.dtype)
     E = tptr[R * n_bands]
-    e_row, e_col, e_val = np.empty(E, dtype=np.int32), np.empty(E, dtype=np.int32), np.empty(0 if e_unit else E, dtype=r_val.dtype)
+    e_row, e_col, e_val = (
+        np.empty(E, dtype=np.int32),
+        np.empty(E, dtype=np.int32),
+        np.empty(0 if e_unit else E, dtype=r_val.dtype),
+    )
     if threads > 1:
         _fill_parallel(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val)
     else:
         _fill_serial(r_ptr, r_idx, r_val, num, rof, Rh, band, hptr, tptr, h_col, h_val, e_row, e_col, e_val)
-    return (band, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val,
-            np.empty(max(H, C)), np.empty(max(H, C), dtype=np.int64))
+    return (
+        band,
+        hot,
+        hbounds,
+        hptr,
+        h_col,
+        h_val,
+        rc,
+        bounds,
+        tptr,
+        e_row,
+        e_col,
+        e_val,
+        np.empty(max(H, C)),
+        np.empty(max(H, C), dtype=np.int64),
+    )
 
 
 def _hot_sums(c_ptr, c_idx, g, target, fcol, hot, hbounds, hptr, h_col, h_val, acc):
@@ -1070,9 +1269,55 @@ def _start_at(w0, r_ptr, r_idx, r_val, wt, vbar, beta, logistic):
 
 
 @numba.njit(cache=True)
-def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val,
-                 y, ybar, logistic, mode, wt, vbar, wm, alpha, q, beta, gram, use_gram, keys, items, cur, size, W, c,
-                 err, st, shift, xbuf, wbuf, bits, scale, mark, touched, gbuf, fcol, nfirst, heavy, lay, threads, rng):
+def _fast_screen(
+    t,
+    scr_mode,
+    scoef,
+    colnorm,
+    events,
+    n_events,
+    zero_buf,
+    r_ptr,
+    r_idx,
+    r_val,
+    c_ptr,
+    c_idx,
+    c_val,
+    y,
+    ybar,
+    logistic,
+    mode,
+    wt,
+    vbar,
+    wm,
+    alpha,
+    q,
+    beta,
+    gram,
+    use_gram,
+    keys,
+    items,
+    cur,
+    size,
+    W,
+    c,
+    err,
+    st,
+    shift,
+    xbuf,
+    wbuf,
+    bits,
+    scale,
+    mark,
+    touched,
+    gbuf,
+    fcol,
+    nfirst,
+    heavy,
+    lay,
+    threads,
+    rng,
+):
     """One screening pass from the solver's state (module doc); returns the heap size."""
     if not logistic:  # alpha at the moved iterate
         for k in range(alpha.shape[0]):
@@ -1092,13 +1337,50 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
             zero_buf[0] = j
             count = 1
     else:
-        count = _screen_set(alpha, colnorm, wt, const, rt, Bc, scoef, scoef[9] if scr_mode == 2 else 0.0, zero_buf,
-                             rng)
+        count = _screen_set(alpha, colnorm, wt, const, rt, Bc, scoef, scoef[9] if scr_mode == 2 else 0.0, zero_buf, rng)
     for p in range(count):
         j = zero_buf[p]
-        size = _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q,
-                                beta, gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits,
-                                scale, mark, touched, gbuf, fcol, nfirst, heavy, lay, threads)
+        size = _zero_coordinate(
+            j,
+            r_ptr,
+            r_idx,
+            r_val,
+            c_ptr,
+            c_idx,
+            c_val,
+            y,
+            logistic,
+            mode,
+            wt,
+            vbar,
+            wm,
+            alpha,
+            q,
+            beta,
+            gram,
+            use_gram,
+            keys,
+            items,
+            cur,
+            size,
+            W,
+            c,
+            err,
+            st,
+            shift,
+            xbuf,
+            wbuf,
+            bits,
+            scale,
+            mark,
+            touched,
+            gbuf,
+            fcol,
+            nfirst,
+            heavy,
+            lay,
+            threads,
+        )
         events[n_events[0], 0] = t
         events[n_events[0], 1] = j
         n_events[0] += 1
@@ -1106,14 +1388,77 @@ def _fast_screen(t, scr_mode, scoef, colnorm, events, n_events, zero_buf, r_ptr,
 
 
 @numba.njit(cache=True)
-def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, mode, wt, vbar, wm, alpha, q, beta,
-                     gram, use_gram, keys, items, cur, size, W, c, err, st, shift, xbuf, wbuf, bits, scale, mark,
-                     touched, gbuf, fcol, nfirst, heavy, lay, threads):
+def _zero_coordinate(
+    j,
+    r_ptr,
+    r_idx,
+    r_val,
+    c_ptr,
+    c_idx,
+    c_val,
+    y,
+    logistic,
+    mode,
+    wt,
+    vbar,
+    wm,
+    alpha,
+    q,
+    beta,
+    gram,
+    use_gram,
+    keys,
+    items,
+    cur,
+    size,
+    W,
+    c,
+    err,
+    st,
+    shift,
+    xbuf,
+    wbuf,
+    bits,
+    scale,
+    mark,
+    touched,
+    gbuf,
+    fcol,
+    nfirst,
+    heavy,
+    lay,
+    threads,
+):
     """w~_j <- 0 with the same state updates as a Frank-Wolfe move of coordinate j; returns the heap size."""
     delta = -wt[j]
     wt[j] = 0.0
-    n_touched = _move(j, delta, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, use_gram, wm, vbar, alpha, q,
-                      beta, mark, touched, gbuf, fcol, nfirst, heavy, mode == 0, lay, threads)
+    n_touched = _move(
+        j,
+        delta,
+        r_ptr,
+        r_idx,
+        r_val,
+        c_ptr,
+        c_idx,
+        c_val,
+        y,
+        logistic,
+        use_gram,
+        wm,
+        vbar,
+        alpha,
+        q,
+        beta,
+        mark,
+        touched,
+        gbuf,
+        fcol,
+        nfirst,
+        heavy,
+        mode == 0,
+        lay,
+        threads,
+    )
     if use_gram:
         for k in range(beta.shape[0]):
             beta[k] += delta * gram[j, k]
@@ -1131,8 +1476,9 @@ def _zero_coordinate(j, r_ptr, r_idx, r_val, c_ptr, c_idx, c_val, y, logistic, m
     return size
 
 
-def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None,
-                gram: np.ndarray | None = None) -> tuple:
+def _extra_args(
+    plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.ndarray | None = None, gram: np.ndarray | None = None
+) -> tuple:
     """The kernel's arguments after ``done``: the start (empty: 0), the Gram matrix (empty: none), the
     screening (mode 0 and dummies without it) and the share of X's size above which a move's update
     goes by columns (:data:`_HEAVY_SHARE` over the threads, :func:`_move`), the rows per band of such a pass
@@ -1140,15 +1486,35 @@ def _extra_args(plan: ScreeningPlan | None, X: sp.spmatrix, T: int, init: np.nda
     w0 = np.zeros(0) if init is None else check_init(init, X.shape[1], math.inf)
     w0 = (w0, np.zeros((0, 0)) if gram is None else gram)
     if plan is None:
-        return *w0, 0, np.zeros(1, dtype=np.uint8), np.zeros(1), np.zeros(11), np.zeros((1, 2), dtype=np.int64), \
-            np.zeros(1, dtype=np.int64), _HEAVY_SHARE / _threads(X.nnz), _ROW_BAND, _threads(X.nnz)
+        return (
+            *w0,
+            0,
+            np.zeros(1, dtype=np.uint8),
+            np.zeros(1),
+            np.zeros(11),
+            np.zeros((1, 2), dtype=np.int64),
+            np.zeros(1, dtype=np.int64),
+            _HEAVY_SHARE / _threads(X.nnz),
+            _ROW_BAND,
+            _threads(X.nnz),
+        )
     if plan.mask.shape[0] != T + 1:
         raise ParameterError(f"the screening plan is for {plan.mask.shape[0] - 1} iterations, not {T}")
     plan.check_features(X.shape[1])
     scoef = np.concatenate([plan.coef, [plan.sigma if plan.mode == "adp" else plan.rnm_scale, plan.threshold_scale]])
     events = T + 1 + (0 if init is None else X.shape[1])  # each zeroing removes a non-zero: at most T + D
-    return *w0, plan.code, plan.mask, column_norms(X), scoef, np.zeros((events, 2), dtype=np.int64), \
-        np.zeros(1, dtype=np.int64), _HEAVY_SHARE / _threads(X.nnz), _ROW_BAND, _threads(X.nnz)
+    return (
+        *w0,
+        plan.code,
+        plan.mask,
+        column_norms(X),
+        scoef,
+        np.zeros((events, 2), dtype=np.int64),
+        np.zeros(1, dtype=np.int64),
+        _HEAVY_SHARE / _threads(X.nnz),
+        _ROW_BAND,
+        _threads(X.nnz),
+    )
 
 
 def _entries_digest(ptr, idx, val, by_rows, parts):  # a body: compiled by _serial_and_parallel, called by _digest
@@ -1205,8 +1571,9 @@ def _threaded(serial: Callable[..., Any], parallel: Callable[..., Any], nnz: int
 
 def _digest(M: sp.spmatrix, by_rows: bool) -> int:
     """:func:`_entries_digest` of a CSR (``by_rows``) or CSC matrix."""
-    return _threaded(_digest_serial, _digest_parallel, M.nnz, M.indptr.astype(np.int64, copy=False), M.indices,
-                     M.data, by_rows)
+    return _threaded(
+        _digest_serial, _digest_parallel, M.nnz, M.indptr.astype(np.int64, copy=False), M.indices, M.data, by_rows
+    )
 
 
 def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matrix:
@@ -1215,8 +1582,9 @@ def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matri
     copy of another matrix would break the kernel's invariants, and the equality of _move's two
     update orders) and, for a private run, the bound on every entry."""
     if not (sp.issparse(Xc) and Xc.format == "csc" and Xc.dtype == X.dtype and Xc.has_canonical_format):
-        raise ParameterError(f"X_csc must be a {X.dtype} CSC matrix (X's dtype) in canonical format (sorted rows, "
-                             "no repeated entry)")
+        raise ParameterError(
+            f"X_csc must be a {X.dtype} CSC matrix (X's dtype) in canonical format (sorted rows, no repeated entry)"
+        )
     if Xc.shape != X.shape or Xc.nnz != X.nnz or _digest(Xc, False) != _digest(X, True):
         raise ParameterError("X_csc is not X in CSC form (its shape or its entries differ)")
     if private:
@@ -1224,13 +1592,27 @@ def _check_csc(Xc: sp.spmatrix, X: sp.csr_matrix, private: bool) -> sp.csc_matri
     return Xc
 
 
-def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
-                     selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
-                     y_bound: float = 1.0, refresh: int = 0, record_every: int = 0, calibration: str = "safe",
-                     random_state: RandomState = None, screening: ScreeningPlan | None = None,
-                     init: np.ndarray | None = None, lipschitz_noise: float | None = None,
-                     gram: bool | np.ndarray = False, progress: Progress | None = None,
-                     X_csc: sp.spmatrix | None = None) -> FWResult:
+def fast_frank_wolfe(
+    X: sp.spmatrix,
+    y: np.ndarray,
+    lam: float,
+    max_iter: int,
+    loss: str = "logistic",
+    selection: str | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    y_bound: float = 1.0,
+    refresh: int = 0,
+    record_every: int = 0,
+    calibration: str = "safe",
+    random_state: RandomState = None,
+    screening: ScreeningPlan | None = None,
+    init: np.ndarray | None = None,
+    lipschitz_noise: float | None = None,
+    gram: bool | np.ndarray = False,
+    progress: Progress | None = None,
+    X_csc: sp.spmatrix | None = None,
+) -> FWResult:
     """Seed 004 Alg. 2 (+ Alg. 3 queue, or + Alg. 4 sampler when private). ``refresh``: full
     gradient refresh every that many steps (logistic only; 0 = never, as the seed). ``screening``:
     zero coordinates at the scheduled iterations (module doc); ``init``: a public start in the ball;
@@ -1243,14 +1625,23 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     X_csc) in float32 are held as they are, in half the memory of float64 values (every product
     and sum is taken in float64 after an exact conversion: the same steps as the float64
     matrix of the same values)."""
-    X, y = check_problem(X, y, loss, lam, max_iter,
-                         selection is not None or (screening is not None and screening.loss is not None),
-                         y_bound, record_every)
+    X, y = check_problem(
+        X,
+        y,
+        loss,
+        lam,
+        max_iter,
+        selection is not None or (screening is not None and screening.loss is not None),
+        y_bound,
+        record_every,
+    )
     if selection not in FAST_SELECTIONS:
         raise ParameterError(f"selection must be one of {FAST_SELECTIONS}, got {selection!r}")
     if selection is not None and screening is not None and screening.mode == "exact":
-        raise ParameterError(f"screening plan mode 'exact' is not private and does not go with the private "
-                             f"selection={selection!r}: screen private runs with 'rnm' or 'adp'")
+        raise ParameterError(
+            f"screening plan mode 'exact' is not private and does not go with the private "
+            f"selection={selection!r}: screen private runs with 'rnm' or 'adp'"
+        )
     if refresh < 0:
         raise ParameterError(f"refresh must be >= 0, got {refresh}")
     n, D = X.shape
@@ -1259,8 +1650,17 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
     if selection is not None:
         if epsilon is None or delta is None:
             raise ParameterError("a private run needs epsilon and delta")
-        plan = privacy_plan(epsilon, delta, max_iter, loss, lam, y_bound,
-                            "laplace" if selection == "laplace" else "exponential", calibration, lipschitz_noise)
+        plan = privacy_plan(
+            epsilon,
+            delta,
+            max_iter,
+            loss,
+            lam,
+            y_bound,
+            "laplace" if selection == "laplace" else "exponential",
+            calibration,
+            lipschitz_noise,
+        )
         eps0, L = plan.eps0, plan.lipschitz
         if selection == "laplace":  # the kernel draws Lap(L / eps0): 2 L / eps0, or the seeds' L / eps0
             L *= 2.0 if calibration == "safe" else 1.0
@@ -1284,8 +1684,10 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
         if loss != "squared" or D > 20000:
             raise ParameterError("gram is for squared loss with at most 20,000 features (a dense D x D matrix)")
         if gram is not True and (selection is not None or (screening is not None and screening.loss is not None)):
-            raise ParameterError("a private run computes X^T X itself (gram=True): a supplied matrix is not checked "
-                                 "against X, and the privacy analysis bounds only X's own")
+            raise ParameterError(
+                "a private run computes X^T X itself (gram=True): a supplied matrix is not checked "
+                "against X, and the privacy analysis bounds only X's own"
+            )
         if gram is True:  # X^T X in float64 (D <= 20,000; float32 products would round)
             Xg = Xc.astype(np.float64, copy=False)
             G = (Xg.T @ Xg).toarray()
@@ -1295,12 +1697,27 @@ def fast_frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, l
             raise ParameterError(f"gram must be X^T X, a finite {D} x {D} matrix")
     scr = _extra_args(screening, Xc, max_iter, init, G)
     done = np.zeros(1, dtype=np.int64)  # the kernel's completed iterations
-    args = (*rows, *cols, y, ybar, float(lam), int(max_iter), loss == "logistic", _MODES[selection], eps0, L,
-            int(refresh), int(record_every), block_shift(D), rng, done, *scr)
+    args = (
+        *rows,
+        *cols,
+        y,
+        ybar,
+        float(lam),
+        int(max_iter),
+        loss == "logistic",
+        _MODES[selection],
+        eps0,
+        L,
+        int(refresh),
+        int(record_every),
+        block_shift(D),
+        rng,
+        done,
+        *scr,
+    )
     _load_kernel(args)
     t0 = time.perf_counter()
     coef, path, objective, _, _ = _run_watched(_fast_fw, args, done, max_iter, progress)
     seconds = time.perf_counter() - t0
-    screened = scr[6][:int(scr[7][0])].tolist()
+    screened = scr[6][: int(scr[7][0])].tolist()
     return FWResult(coef, max_iter, seconds, objective.tolist(), path.tolist(), plan, screened)
-

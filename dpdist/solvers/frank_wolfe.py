@@ -69,8 +69,17 @@ from dpdist.solvers.screening import ScreeningPlan, _pass_constants, _screen_rnm
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_positive
 
-__all__ = ["CALIBRATIONS", "LOSSES", "SELECTIONS", "FWResult", "FWPrivacy", "Progress", "frank_wolfe", "lipschitz",
-           "mean_loss"]
+__all__ = [
+    "CALIBRATIONS",
+    "LOSSES",
+    "SELECTIONS",
+    "FWResult",
+    "FWPrivacy",
+    "Progress",
+    "frank_wolfe",
+    "lipschitz",
+    "mean_loss",
+]
 
 #: ``progress(done, total)``: completed iterations of a solve, for the operator's display only
 Progress = Callable[[int, int], None]
@@ -116,8 +125,17 @@ class FWPrivacy:
         return self.loss.epsilon
 
 
-def privacy_plan(epsilon: float, delta: float, T: int, loss: str, lam: float, y_bound: float,
-                 selection: str | None, calibration: str = "safe", lipschitz_noise: float | None = None) -> FWPrivacy:
+def privacy_plan(
+    epsilon: float,
+    delta: float,
+    T: int,
+    loss: str,
+    lam: float,
+    y_bound: float,
+    selection: str | None,
+    calibration: str = "safe",
+    lipschitz_noise: float | None = None,
+) -> FWPrivacy:
     """The per-step eps0 and the privacy loss of T private Frank-Wolfe steps (module doc).
 
     ``lipschitz_noise`` (paper mode only): the L the noise is scaled with (seeds 000/001: 1);
@@ -192,8 +210,16 @@ def column_norms(X: sp.spmatrix) -> np.ndarray:
     return np.sqrt(out)
 
 
-def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, private: bool = False,
-                  y_bound: float = 1.0, record_every: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
+def check_problem(
+    X: sp.spmatrix,
+    y: np.ndarray,
+    loss: str,
+    lam: float,
+    T: int,
+    private: bool = False,
+    y_bound: float = 1.0,
+    record_every: int = 0,
+) -> tuple[sp.csr_matrix, np.ndarray]:
     """Validate the inputs; for a private run also the bounds L assumes (|X_ij| <= 1, |y_i| <= y_bound)
     and that no exact training loss is recorded (it is a statistic of the data without noise)."""
     if loss not in LOSSES:
@@ -201,8 +227,10 @@ def check_problem(X: sp.spmatrix, y: np.ndarray, loss: str, lam: float, T: int, 
     if record_every < 0:
         raise ParameterError(f"record_every must be >= 0, got {record_every}")
     if private and record_every:
-        raise ParameterError("record_every records the exact training loss, which a private run must not "
-                             "release; it exists for non-private runs only")
+        raise ParameterError(
+            "record_every records the exact training loss, which a private run must not "
+            "release; it exists for non-private runs only"
+        )
     check_positive(lam, "lam")
     check_count(T, "max_iter")
     X = sp.csr_matrix(X, dtype=value_dtype(X))
@@ -228,23 +256,44 @@ def exponential_vertex(alpha: np.ndarray, eps0: float, L: float, rng: np.random.
     return j, float(sign if rng.random() < p_descent else -sign)
 
 
-def frank_wolfe(X: sp.spmatrix, y: np.ndarray, lam: float, max_iter: int, loss: str = "logistic",
-                selection: str | None = None, epsilon: float | None = None, delta: float | None = None,
-                calibration: str = "safe", y_bound: float = 1.0, record_every: int = 0,
-                random_state: RandomState = None, screening: ScreeningPlan | None = None,
-                init: np.ndarray | None = None, lipschitz_noise: float | None = None,
-                progress: Progress | None = None) -> FWResult:
+def frank_wolfe(
+    X: sp.spmatrix,
+    y: np.ndarray,
+    lam: float,
+    max_iter: int,
+    loss: str = "logistic",
+    selection: str | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    calibration: str = "safe",
+    y_bound: float = 1.0,
+    record_every: int = 0,
+    random_state: RandomState = None,
+    screening: ScreeningPlan | None = None,
+    init: np.ndarray | None = None,
+    lipschitz_noise: float | None = None,
+    progress: Progress | None = None,
+) -> FWResult:
     """Seed 004 Alg. 1 (standard sparse-aware FW), private when ``selection`` is set; ``screening``
     zeroes coordinates at the scheduled iterations (module doc); ``progress(done, max_iter)`` is
     called after every iteration."""
-    X, y = check_problem(X, y, loss, lam, max_iter,
-                         selection is not None or (screening is not None and screening.loss is not None),
-                         y_bound, record_every)
+    X, y = check_problem(
+        X,
+        y,
+        loss,
+        lam,
+        max_iter,
+        selection is not None or (screening is not None and screening.loss is not None),
+        y_bound,
+        record_every,
+    )
     if selection not in SELECTIONS:
         raise ParameterError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     if selection is not None and screening is not None and screening.mode == "exact":
-        raise ParameterError(f"screening plan mode 'exact' is not private and does not go with the private "
-                             f"selection={selection!r}: screen private runs with 'rnm' or 'adp'")
+        raise ParameterError(
+            f"screening plan mode 'exact' is not private and does not go with the private "
+            f"selection={selection!r}: screen private runs with 'rnm' or 'adp'"
+        )
     n, D = X.shape
     plan = None
     if selection is not None:
@@ -328,14 +377,23 @@ def _matvec(A: sp.csr_matrix, g: np.ndarray) -> np.ndarray:
     return _csr_matvec(A.indptr, A.indices, A.data, g)
 
 
-def _screen_standard(plan: ScreeningPlan, XT: sp.csr_matrix, y: np.ndarray, loss: str, w: np.ndarray,
-                     margins: np.ndarray, colnorm: np.ndarray, buf: np.ndarray,
-                     rng: np.random.Generator) -> tuple[list[int], np.ndarray]:
+def _screen_standard(
+    plan: ScreeningPlan,
+    XT: sp.csr_matrix,
+    y: np.ndarray,
+    loss: str,
+    w: np.ndarray,
+    margins: np.ndarray,
+    colnorm: np.ndarray,
+    buf: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[list[int], np.ndarray]:
     """One screening pass at w from the exact gradient: (the coordinates to zero (w_j != 0 only), that gradient)."""
     g = derivative(loss, margins, y)
     alpha = _matvec(XT, g)
-    const, rt, Bc = _pass_constants(alpha, float(margins @ g), float(np.linalg.norm(margins)),
-                                    float(np.linalg.norm(g)), plan.coef)
+    const, rt, Bc = _pass_constants(
+        alpha, float(margins @ g), float(np.linalg.norm(margins)), float(np.linalg.norm(g)), plan.coef
+    )
     if plan.mode == "rnm":
         j, screened = _screen_rnm(alpha, colnorm, const, rt, Bc, plan.coef, plan.rnm_scale, plan.threshold_scale, rng)
         return ([int(j)] if screened and w[j] != 0.0 else []), alpha

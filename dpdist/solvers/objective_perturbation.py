@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-
 from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
@@ -115,8 +114,16 @@ class ObjectivePerturbation(BaseEstimator):
     {-1, +1}, else the two labels seen), ``predict`` the class on X theta's side.
     """
 
-    def __init__(self, loss: str = "squared", epsilon: float = 1.0, delta: float = 0.0, tolerance: float = 1e-6,
-                 output_fraction: float = 0.01, random_state: RandomState = None, classes: Any = None) -> None:
+    def __init__(
+        self,
+        loss: str = "squared",
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        tolerance: float = 1e-6,
+        output_fraction: float = 0.01,
+        random_state: RandomState = None,
+        classes: Any = None,
+    ) -> None:
         self.loss, self.epsilon, self.delta, self.tolerance = loss, epsilon, delta, tolerance
         self.output_fraction, self.random_state, self.classes = output_fraction, random_state, classes
 
@@ -141,8 +148,11 @@ class ObjectivePerturbation(BaseEstimator):
     def privacy_loss(self) -> PrivacyLoss:
         """eps1 (objective) + eps2 (output noise, logistic): pure epsilon-DP, or (epsilon, delta)."""
         self._validate()
-        first = (PrivacyLoss.approx(self._eps_objective, self.delta) if self.delta > 0
-                 else PrivacyLoss.pure(self._eps_objective))
+        first = (
+            PrivacyLoss.approx(self._eps_objective, self.delta)
+            if self.delta > 0
+            else PrivacyLoss.pure(self._eps_objective)
+        )
         if self._eps_output == 0.0:
             return first
         return PrivacyLoss.compose(first, PrivacyLoss.pure(self._eps_output))
@@ -152,13 +162,18 @@ class ObjectivePerturbation(BaseEstimator):
 
     def release_params(self) -> dict:
         self._validate()
-        return {"loss": self.loss, "epsilon": float(self.epsilon), "delta": float(self.delta),
-                "tolerance": float(self.tolerance), "output_fraction": float(self.output_fraction)}
+        return {
+            "loss": self.loss,
+            "epsilon": float(self.epsilon),
+            "delta": float(self.delta),
+            "tolerance": float(self.tolerance),
+            "output_fraction": float(self.output_fraction),
+        }
 
     def constants(self, s: int) -> tuple[float, float]:
         """(lambda_H, zeta) for s features."""
         if self.loss == "squared":
-            return float(s), 2.0 * s ** 1.5
+            return float(s), 2.0 * s**1.5
         return s / 4.0, math.sqrt(s)
 
     def _noise(self, s: int, zeta: float, rng: np.random.Generator) -> np.ndarray:
@@ -192,9 +207,11 @@ class ObjectivePerturbation(BaseEstimator):
             y_type = type_of_target(y, input_name="y", raise_unknown=True)
             classes = np.unique(y)
             if y_type != "binary" or classes.size != 2:
-                raise ParameterError(f"Only binary classification is supported. The type of the target is {y_type}: "
-                                     "logistic loss needs labels in {0, 1} or {-1, +1}, exactly two classes, or "
-                                     "classes=[negative, positive]")
+                raise ParameterError(
+                    f"Only binary classification is supported. The type of the target is {y_type}: "
+                    "logistic loss needs labels in {0, 1} or {-1, +1}, exactly two classes, or "
+                    "classes=[negative, positive]"
+                )
         if not np.isin(y, classes).all():
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
@@ -232,10 +249,12 @@ class ObjectivePerturbation(BaseEstimator):
         g = A @ theta - c  # KKT: g = 0 inside, g = -nu theta (nu >= 0) on the boundary
         scale = max(1.0, float(np.linalg.norm(c)), float(np.linalg.norm(A, 2)) * radius)
         on_boundary = np.linalg.norm(theta) >= radius * (1.0 - 1e-12)
-        nu = max(0.0, -float(g @ theta) / radius ** 2) if on_boundary else 0.0
+        nu = max(0.0, -float(g @ theta) / radius**2) if on_boundary else 0.0
         if np.linalg.norm(g + nu * theta) > 1e-8 * scale:
-            raise SolverFailure("objective perturbation (squared loss): the trust-region solve did not meet its "
-                                "optimality conditions; the charge stands and nothing is released")
+            raise SolverFailure(
+                "objective perturbation (squared loss): the trust-region solve did not meet its "
+                "optimality conditions; the charge stands and nothing is released"
+            )
         return theta
 
     def _solve_logistic(self, X: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
@@ -261,8 +280,10 @@ class ObjectivePerturbation(BaseEstimator):
                     break
                 t *= 0.5
             theta, f, g, p = theta - t * step, f_new, g_new, p_new
-        raise SolverFailure("objective perturbation (logistic loss): Newton's method could not certify the "
-                            "minimiser within the public tolerance; the charge stands and nothing is released")
+        raise SolverFailure(
+            "objective perturbation (logistic loss): Newton's method could not certify the "
+            "minimiser within the public tolerance; the charge stands and nothing is released"
+        )
 
     def _margins(self, X: np.ndarray) -> np.ndarray:
         check_is_fitted(self, "coef_")

@@ -50,7 +50,7 @@ __all__ = ["BSLSSampler"]
 _HEADROOM = 600.0  # rebuild before a weight exceeds e^600 relative to ref
 _FLUSH = -690.0  # weights below e^-690 relative to ref are stored as 0
 _Z_MIN = math.exp(-40.0)  # rebuild when the total mass falls below this (relative to ref)
-_EPS = 2.0 ** -52
+_EPS = 2.0**-52
 _TOL = 1e-12  # re-sum a block when its rounding-error bound exceeds this relative to its sum
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 split so k * _LN2_HI is exact (Cody-Waite)
@@ -76,9 +76,46 @@ def _exp_weights(x: np.ndarray, n: int, cref: float, out: np.ndarray, bits: np.n
         xi = min(max(x[i], _FLUSH - 1.0), _HEADROOM)
         k = math.floor(xi * _LOG2E + 0.5)
         r = (xi - k * _LN2_HI) - k * _LN2_LO
-        p = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
-            1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (
-                1.0 / 39916800 + r * (1.0 / 479001600 + r * (1.0 / 6227020800)))))))))))))
+        p = 1.0 + r * (
+            1.0
+            + r
+            * (
+                1.0 / 2
+                + r
+                * (
+                    1.0 / 6
+                    + r
+                    * (
+                        1.0 / 24
+                        + r
+                        * (
+                            1.0 / 120
+                            + r
+                            * (
+                                1.0 / 720
+                                + r
+                                * (
+                                    1.0 / 5040
+                                    + r
+                                    * (
+                                        1.0 / 40320
+                                        + r
+                                        * (
+                                            1.0 / 362880
+                                            + r
+                                            * (
+                                                1.0 / 3628800
+                                                + r * (1.0 / 39916800 + r * (1.0 / 479001600 + r * (1.0 / 6227020800)))
+                                            )
+                                        )
+                                    )
+                                )
+                            )
+                        )
+                    )
+                )
+            )
+        )
         bits[i] = (np.int64(k) + 1023) << 52
         out[i] = p if x[i] >= _FLUSH else 0.0
     for i in range(n):
@@ -103,8 +140,16 @@ def _resum_all(W: np.ndarray, c: np.ndarray, err: np.ndarray, shift: int) -> Non
 
 
 @numba.njit(cache=True)
-def _rebuild(v: np.ndarray, W: np.ndarray, c: np.ndarray, err: np.ndarray, st: np.ndarray, shift: int,
-             xbuf: np.ndarray, bits: np.ndarray) -> None:
+def _rebuild(
+    v: np.ndarray,
+    W: np.ndarray,
+    c: np.ndarray,
+    err: np.ndarray,
+    st: np.ndarray,
+    shift: int,
+    xbuf: np.ndarray,
+    bits: np.ndarray,
+) -> None:
     """Set ref = max v (st[0]); recompute every W_j = exp(v_j - ref) and every block sum."""
     ref = v.max()
     st[0] = ref

@@ -130,8 +130,20 @@ from dpdist.privacy.loss import PrivacyLoss, calibrate
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
-__all__ = ["MODES", "RULES", "Schedule", "ScreeningPlan", "rule_constants", "rule_scores", "schedule_mask",
-           "scores_at", "screening_plan", "seed_sensitivity", "sensitivity", "uniform_l1_ball"]
+__all__ = [
+    "MODES",
+    "RULES",
+    "Schedule",
+    "ScreeningPlan",
+    "rule_constants",
+    "rule_scores",
+    "schedule_mask",
+    "scores_at",
+    "screening_plan",
+    "seed_sensitivity",
+    "sensitivity",
+    "uniform_l1_ball",
+]
 
 MODES = ("exact", "adp", "rnm")
 RULES = ("safe", "seed")
@@ -205,8 +217,9 @@ def schedule_mask(schedule: Schedule, T: int) -> np.ndarray:
         if any(isinstance(t, bool) or int(t) != t for t in schedule):
             raise TypeError
     except (TypeError, ValueError):
-        raise ParameterError(f"screen_schedule must be an int (every m-th iteration) or a list of iterations, "
-                             f"got {schedule!r}") from None
+        raise ParameterError(
+            f"screen_schedule must be an int (every m-th iteration) or a list of iterations, got {schedule!r}"
+        ) from None
     if not its:
         raise ParameterError("screen_schedule: the list of iterations is empty")
     if len(set(its)) != len(its):
@@ -262,10 +275,18 @@ class ScreeningPlan:
 
     def details(self) -> dict:
         """What the ledger shows beside the charge (public parameters and calibrated scales)."""
-        return {"screening": self.mode, "screen_rule": self.rule, "screen_passes": self.passes,
-                "screen_calibration": self.calibration, "n_max": self.n_max, "screen_sensitivity": self.sensitivity,
-                "screen_sigma": self.sigma, "screen_rnm_scale": self.rnm_scale,
-                "screen_threshold_scale": self.threshold_scale, "screen_claimed_epsilon": self.claimed_epsilon}
+        return {
+            "screening": self.mode,
+            "screen_rule": self.rule,
+            "screen_passes": self.passes,
+            "screen_calibration": self.calibration,
+            "n_max": self.n_max,
+            "screen_sensitivity": self.sensitivity,
+            "screen_sigma": self.sigma,
+            "screen_rnm_scale": self.rnm_scale,
+            "screen_threshold_scale": self.threshold_scale,
+            "screen_claimed_epsilon": self.claimed_epsilon,
+        }
 
 
 def _budget(epsilon: float | None, delta: float | None, rho: float | None) -> tuple:
@@ -278,10 +299,22 @@ def _budget(epsilon: float | None, delta: float | None, rho: float | None) -> tu
     return check_epsilon(epsilon, "screen_epsilon"), check_delta(delta, "screen_delta", allow_zero=False), None
 
 
-def screening_plan(mode: str, loss: str, lam: float, d: int, T: int, schedule: Schedule = 1,
-                   epsilon: float | None = None, delta: float | None = None, rho: float | None = None,
-                   rule: str = "safe", calibration: str = "safe", y_bound: float = 1.0,
-                   n_max: int | None = None, standalone_delta: float | None = None) -> ScreeningPlan:
+def screening_plan(
+    mode: str,
+    loss: str,
+    lam: float,
+    d: int,
+    T: int,
+    schedule: Schedule = 1,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    rule: str = "safe",
+    calibration: str = "safe",
+    y_bound: float = 1.0,
+    n_max: int | None = None,
+    standalone_delta: float | None = None,
+) -> ScreeningPlan:
     """Calibrate one screening configuration (module doc) for d features and T iterations.
 
     ``epsilon``/``delta`` (eps2, delta2) is the screening's whole budget, or ``rho`` its zCDP form
@@ -294,14 +327,16 @@ def screening_plan(mode: str, loss: str, lam: float, d: int, T: int, schedule: S
     lam = check_positive(lam, "lam")
     d = check_count(d, "n_features")
     mask = schedule_mask(schedule, T)
-    l = int(mask.sum())
+    n_screens = int(mask.sum())
     ca, kr_mu, ba, bu, bg, cr = rule_constants(rule, loss, lam)
     if mode == "exact":
         coef = np.array([ca, kr_mu, ba, bu, bg, cr, math.inf, math.inf, lam])
         return ScreeningPlan("exact", rule, mask, coef, calibration, d=d)
     if n_max is None:
-        raise ParameterError("private screening needs n_max, a public upper bound on the number of training records "
-                             "(the score's sensitivity grows as sqrt(n_max); see dpdist.solvers.screening)")
+        raise ParameterError(
+            "private screening needs n_max, a public upper bound on the number of training records "
+            "(the score's sensitivity grows as sqrt(n_max); see dpdist.solvers.screening)"
+        )
     y_bound = check_positive(y_bound, "y_bound")
     eps, dlt, rho = _budget(epsilon, delta, rho)
     Delta, R, Bmax = sensitivity(rule, loss, lam, y_bound, n_max)
@@ -309,33 +344,61 @@ def screening_plan(mode: str, loss: str, lam: float, d: int, T: int, schedule: S
     at = dlt if dlt is not None else standalone_delta
     if calibration == "paper":
         if eps is None:
-            raise ParameterError("calibration='paper' follows the seeds' (eps2, delta2): give screen_epsilon and "
-                                 "screen_delta")
+            raise ParameterError(
+                "calibration='paper' follows the seeds' (eps2, delta2): give screen_epsilon and screen_delta"
+            )
         Dseed = seed_sensitivity(loss, lam)
         if mode == "adp":
-            d_it = dlt / (l + 1)
-            e_it = eps / (2.0 * math.sqrt(2.0 * l * math.log(1.0 / d_it)))
+            d_it = dlt / (n_screens + 1)
+            e_it = eps / (2.0 * math.sqrt(2.0 * n_screens * math.log(1.0 / d_it)))
             sigma = math.sqrt(d) * Dseed * math.sqrt(2.0 * math.log(1.25 / d_it)) / e_it
-            true = PrivacyLoss.zcdp(l * d * Delta * Delta / (2.0 * sigma * sigma), dlt)
-            return ScreeningPlan("adp", rule, mask, coef, "paper", n_max, Delta, sigma=sigma, loss=true,
-                                 claimed_epsilon=eps, d=d)
-        e_it = eps / math.sqrt(8.0 * l * math.log(1.0 / dlt))
+            true = PrivacyLoss.zcdp(n_screens * d * Delta * Delta / (2.0 * sigma * sigma), dlt)
+            return ScreeningPlan(
+                "adp", rule, mask, coef, "paper", n_max, Delta, sigma=sigma, loss=true, claimed_epsilon=eps, d=d
+            )
+        e_it = eps / math.sqrt(8.0 * n_screens * math.log(1.0 / dlt))
         b = Dseed / e_it
-        true = PrivacyLoss.pure_steps(max(2.0, float(d)) * Delta / b, l, delta=dlt)
-        return ScreeningPlan("rnm", rule, mask, coef, "paper", n_max, Delta, rnm_scale=b, threshold_scale=0.0,
-                             loss=true, claimed_epsilon=eps, d=d)
+        true = PrivacyLoss.pure_steps(max(2.0, float(d)) * Delta / b, n_screens, delta=dlt)
+        return ScreeningPlan(
+            "rnm",
+            rule,
+            mask,
+            coef,
+            "paper",
+            n_max,
+            Delta,
+            rnm_scale=b,
+            threshold_scale=0.0,
+            loss=true,
+            claimed_epsilon=eps,
+            d=d,
+        )
     if mode == "adp":
+
         def make(x: float) -> PrivacyLoss:  # x = Delta_2 / sigma
-            return PrivacyLoss.zcdp(l * x * x / 2.0, at)
-        x = math.sqrt(2.0 * rho / l) if rho is not None else calibrate(make, eps, dlt, upper=1e3)
+            return PrivacyLoss.zcdp(n_screens * x * x / 2.0, at)
+
+        x = math.sqrt(2.0 * rho / n_screens) if rho is not None else calibrate(make, eps, dlt, upper=1e3)
         sigma = math.sqrt(d) * Delta / x
         return ScreeningPlan("adp", rule, mask, coef, "safe", n_max, Delta, sigma=sigma, loss=make(x), d=d)
 
     def make_rnm(x: float) -> PrivacyLoss:  # x = per-pass epsilon of the choice and of the threshold
-        return PrivacyLoss.compose(PrivacyLoss.pure_steps(x, l, delta=at), PrivacyLoss.laplace(x, l))
-    x = math.sqrt(rho / l) if rho is not None else calibrate(make_rnm, eps, dlt, upper=float(eps))
-    return ScreeningPlan("rnm", rule, mask, coef, "safe", n_max, Delta, rnm_scale=2.0 * Delta / x,
-                         threshold_scale=Delta / x, loss=make_rnm(x), d=d)
+        return PrivacyLoss.compose(PrivacyLoss.pure_steps(x, n_screens, delta=at), PrivacyLoss.laplace(x, n_screens))
+
+    x = math.sqrt(rho / n_screens) if rho is not None else calibrate(make_rnm, eps, dlt, upper=float(eps))
+    return ScreeningPlan(
+        "rnm",
+        rule,
+        mask,
+        coef,
+        "safe",
+        n_max,
+        Delta,
+        rnm_scale=2.0 * Delta / x,
+        threshold_scale=Delta / x,
+        loss=make_rnm(x),
+        d=d,
+    )
 
 
 def uniform_l1_ball(d: int, lam: float, random_state: RandomState = None) -> np.ndarray:
@@ -361,8 +424,9 @@ def scores_at(X, y: np.ndarray, w: np.ndarray, loss: str, coef: np.ndarray) -> n
     return rule_scores(X.T @ g, a, float(u @ g), float(np.linalg.norm(u)), float(np.linalg.norm(g)), coef)
 
 
-def rule_scores(alpha: np.ndarray, colnorm: np.ndarray, ug: float, unorm: float, gnorm: float,
-                coef: np.ndarray) -> np.ndarray:
+def rule_scores(
+    alpha: np.ndarray, colnorm: np.ndarray, ug: float, unorm: float, gnorm: float, coef: np.ndarray
+) -> np.ndarray:
     """All d scores s_j from the pieces (reference implementation; the kernels compute the same)."""
     const, rt, Bc = _pass_constants(alpha, ug, unorm, gnorm, coef)
     ca, ba, Bmax = coef[0], coef[2], coef[7]

@@ -17,8 +17,15 @@ import stat
 from pathlib import Path
 from typing import IO
 
-__all__ = ["PRIVATE_DIR", "PRIVATE_FILE", "private_dir", "private_file", "open_private", "restrict_tree",
-           "private_sqlite"]
+__all__ = [
+    "PRIVATE_DIR",
+    "PRIVATE_FILE",
+    "private_dir",
+    "private_file",
+    "open_private",
+    "restrict_tree",
+    "private_sqlite",
+]
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600

@@ -22,9 +22,12 @@ def warn_if_exact_model_selection(estimator: object) -> None:
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__", "").startswith("sklearn.model_selection"):
-            warnings.warn(f"{type(estimator).__name__} is fitted inside scikit-learn's exact model selection: the "
-                          "choice among private fits made from exact scores is not private. Use "
-                          "dpdist.tuning.PrivateSearch (a private choice, charged once)",
-                          NonPrivateSelectionWarning, stacklevel=3)
+            warnings.warn(
+                f"{type(estimator).__name__} is fitted inside scikit-learn's exact model selection: the "
+                "choice among private fits made from exact scores is not private. Use "
+                "dpdist.tuning.PrivateSearch (a private choice, charged once)",
+                NonPrivateSelectionWarning,
+                stacklevel=3,
+            )
             return
         frame = frame.f_back

@@ -37,8 +37,7 @@ def check_random_state(random_state: RandomState) -> np.random.Generator:
             raise ParameterError(f"random_state must be >= 0, got {random_state}")
         return np.random.default_rng(int(random_state))
     raise ParameterError(
-        f"random_state must be None (OS entropy), a non-negative int seed or a numpy Generator, "
-        f"got {random_state!r}"
+        f"random_state must be None (OS entropy), a non-negative int seed or a numpy Generator, got {random_state!r}"
     )
 
 

@@ -6,7 +6,6 @@ import bz2
 import gzip
 import json
 import lzma
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +37,13 @@ def sklearn_reference(path: Path, n_features: int | None):
 def test_real_files_round_trip(shared_data, tmp_path, name, n_features):
     src = shared_data / name
     X_ref, y_ref = sklearn_reference(src, n_features)
-    meta = ingest_svmlight(src, tmp_path / "s", n_features=n_features, task="multiclass" if "news20" in name else "auto",
-                           block_bytes=1 << 18)  # several blocks even for small files
+    meta = ingest_svmlight(
+        src,
+        tmp_path / "s",
+        n_features=n_features,
+        task="multiclass" if "news20" in name else "auto",
+        block_bytes=1 << 18,
+    )  # several blocks even for small files
     store = open_store(tmp_path / "s")
     assert store.shape == X_ref.shape and store.nnz == X_ref.nnz == meta["nnz"]
     X = store.csr()
@@ -133,7 +137,11 @@ def test_inferred_columns_are_refused_for_private_use(tmp_path):
 
     p = tmp_path / "o.svm"
     p.write_bytes(b"1 1:1 3:2\n-1 2:3\n")
-    for out, kw, ok in (("a", {"n_features": 3}, True), ("b", {}, False), ("c", {"n_features": 4, "zero_based": "auto"}, False)):
+    for out, kw, ok in (
+        ("a", {"n_features": 3}, True),
+        ("b", {}, False),
+        ("c", {"n_features": 4, "zero_based": "auto"}, False),
+    ):
         ingest_svmlight(p, tmp_path / out, task="binary", labels=[-1, 1], **kw)
         if ok:
             check_schema(open_store(tmp_path / out))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -90,7 +92,6 @@ def test_a_store_written_before_names_and_the_v2_ledger_still_opens_and_keeps_it
     assert (s.csc() != X.tocsc()).nnz == 0 and X.nnz == s.nnz
 
 
-
 def test_the_same_content_written_today_has_the_v1_content_hash(tmp_path):
     from pathlib import Path
 
@@ -105,7 +106,7 @@ def test_same_content_same_hash_but_random_public_names(tmp_path, matrix):
     b = write_store(tmp_path / "b", X, y)
     assert a["dataset_id"] == b["dataset_id"]  # private: ties the budget to the content
     assert a["name"] != b["name"] and a["name"].startswith("ds-")  # public: not a function of the data
-    c = write_store(tmp_path / "c", X, y, metadata={"name": "study"})
+    write_store(tmp_path / "c", X, y, metadata={"name": "study"})
     assert open_store(tmp_path / "c").name == "study"
 
 
@@ -142,8 +143,9 @@ def test_coded_categories_or_imputed_gaps_make_a_tables_columns_inferred(tmp_pat
             assert meta["feature_schema"] == how
             with pytest.raises(ValueError, match="columns were inferred"):
                 check_schema(open_store(tmp_path / out))
-    declared = ingest_table(p, tmp_path / "d", task="binary", labels=[-1, 1], categories={"b": ["x"]},
-                            fill_value=0.0)  # a public map of each record's own values
+    declared = ingest_table(
+        p, tmp_path / "d", task="binary", labels=[-1, 1], categories={"b": ["x"]}, fill_value=0.0
+    )  # a public map of each record's own values
     assert declared["feature_schema"] == "declared" and declared["feature_names"] == ["a", "b=x", "b=other"]
     check_schema(open_store(tmp_path / "d"))
     assert open_store(tmp_path / "d").csr().toarray().tolist() == [[1, 1, 0], [2, 0, 1], [0, 1, 0]]
@@ -169,8 +171,11 @@ def test_values_read_as_float32_are_the_stored_values_rounded(tmp_path, monkeypa
     X.data = rng.uniform(-1, 1, X.nnz)
     write_store(tmp_path / "s", X, rng.integers(0, 2, 500).astype(float), task="binary", block_rows=64)
     s = open_store(tmp_path / "s", cache=cache)
-    for got, want in ((s.csr(np.float32), X.astype(np.float32)), (s.csc(np.float32), X.tocsc().astype(np.float32)),
-                      (s.read_rows(7, 300, np.float32), X[7:300].astype(np.float32))):
+    for got, want in (
+        (s.csr(np.float32), X.astype(np.float32)),
+        (s.csc(np.float32), X.tocsc().astype(np.float32)),
+        (s.read_rows(7, 300, np.float32), X[7:300].astype(np.float32)),
+    ):
         assert got.dtype == np.float32 and (got != want).nnz == 0
     assert s.csr().dtype == np.float64 and (s.csr() != X).nnz == 0  # a float64 read after: not served the float32
     with pytest.raises(ParameterError, match="float64"):

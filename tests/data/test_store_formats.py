@@ -80,7 +80,9 @@ def test_csc_from_buckets_under_any_budget(tmp_path, monkeypatch, memory_bytes):
     ref = write_store(tmp_path / "ref", X, y, block_rows=1000)
     reads = []
     read_frames = store_mod._read_frames
-    monkeypatch.setattr(store_mod, "_read_frames", lambda path, cap=None: reads.append(path.name) or read_frames(path, cap))
+    monkeypatch.setattr(
+        store_mod, "_read_frames", lambda path, cap=None: reads.append(path.name) or read_frames(path, cap)
+    )
     meta = write_store(tmp_path / "s", X, y, block_rows=33, memory_bytes=memory_bytes)
     assert meta["dataset_id"] == ref["dataset_id"]
     # a bucket over the budget is read twice (count, split into column groups), then each group once
@@ -170,6 +172,7 @@ def test_block_cache_keeps_the_start_of_a_scan_larger_than_its_budget(monkeypatc
         def load() -> tuple[np.ndarray]:
             loads.append((array, i))
             return (np.full(100, float(i)),)
+
         return cache.get(("store", "id", array, i), load)
 
     for _ in range(3):  # a cyclic scan of 5 blocks: LRU would evict each block just before its next read
@@ -253,11 +256,18 @@ def test_column_stream_reads_the_entries_in_chunk_pieces(tmp_path, monkeypatch):
     g = zarr.open_group(tmp_path / "s", mode="r")["X_csc/data"]
     values = g[:]
     assert g.chunks[0] == 64 and values.size > 10 * 64
-    for a, b in [(0, values.size), (0, 0), (5, 6)] + [tuple(sorted(rng.integers(0, values.size, 2))) for _ in range(60)]:
+    for a, b in [(0, values.size), (0, 0), (5, 6)] + [
+        tuple(sorted(rng.integers(0, values.size, 2))) for _ in range(60)
+    ]:
         assert store_mod._all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
     # chunks of stored zeros equal the fill value and are not written: they read as zeros
-    Z = sp.csr_matrix((np.r_[np.zeros(300), np.ones(50)], (np.r_[np.arange(300), np.arange(50)],
-                                                          np.r_[np.zeros(300, int), np.ones(50, int)])), shape=(300, 2))
+    Z = sp.csr_matrix(
+        (
+            np.r_[np.zeros(300), np.ones(50)],
+            (np.r_[np.arange(300), np.arange(50)], np.r_[np.zeros(300, int), np.ones(50, int)]),
+        ),
+        shape=(300, 2),
+    )
     write_store(tmp_path / "z", Z, np.ones(300), task="regression")
     g = zarr.open_group(tmp_path / "z", mode="r")["X_csc/data"]
     assert sorted(p.name for p in (tmp_path / "z" / "X_csc" / "data" / "c").iterdir()) == ["4", "5"]

@@ -10,8 +10,14 @@ import lzma
 import numpy as np
 import pytest
 
-from dpdist.data.svmlight import (SvmlightFormatError, _public_reason, _parse_fast, _parse_reference, iter_svmlight_blocks,
-                                  parse_block)
+from dpdist.data.svmlight import (
+    SvmlightFormatError,
+    _parse_fast,
+    _parse_reference,
+    _public_reason,
+    iter_svmlight_blocks,
+    parse_block,
+)
 
 TRICKY = [
     b"1 1:0.5 3:-2\n# a comment line\n-1 2:1.25\n1 1:1 2:2 3:3 # trailing comment\n\n-1 3:7e-3\n",
@@ -111,8 +117,12 @@ def _concat(blocks):
     for b in blocks:
         indptr.append(b.indptr[1:] + nnz)
         nnz += b.indptr[-1]
-    return (np.concatenate(indptr), np.concatenate([b.indices for b in blocks]).astype(np.int64),
-            np.concatenate([b.data for b in blocks]), np.concatenate([b.y for b in blocks]))
+    return (
+        np.concatenate(indptr),
+        np.concatenate([b.indices for b in blocks]).astype(np.int64),
+        np.concatenate([b.data for b in blocks]),
+        np.concatenate([b.y for b in blocks]),
+    )
 
 
 def _mixed_file(rng: np.random.Generator, rows: int) -> bytes:
@@ -130,7 +140,7 @@ def _mixed_file(rng: np.random.Generator, rows: int) -> bytes:
         if i == rows // 2:
             line += " 99999:1_0"  # an underscore: this line's block goes to the reference parser
         lines.append(line)
-    return ("\r\n".join(lines[: rows // 3]) + "\r\n" + "\n".join(lines[rows // 3:])).encode()
+    return ("\r\n".join(lines[: rows // 3]) + "\r\n" + "\n".join(lines[rows // 3 :])).encode()
 
 
 @pytest.mark.parametrize("block_bytes", [1 << 10, 1 << 13, 1 << 20])

@@ -69,8 +69,9 @@ def test_bss():
     assert set(np.unique(yh)) == {-1.0, 1.0}
 
 
-@pytest.mark.parametrize(("name", "scale"), [("rcv1", 0.2), ("news20", 0.05), ("url", 0.001), ("webspam", 0.0006),
-                                             ("kdda", 0.002)])
+@pytest.mark.parametrize(
+    ("name", "scale"), [("rcv1", 0.2), ("news20", 0.05), ("url", 0.001), ("webspam", 0.0006), ("kdda", 0.002)]
+)
 def test_sparse_profiles(name, scale):
     prof = SPARSE_PROFILES[name]
     s = make_synthetic(name, random_state=5, scale=scale)

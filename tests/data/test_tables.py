@@ -132,8 +132,21 @@ def test_a_missing_target_names_where_not_how_many(tmp_path):
 
 
 def test_cli_ingests_tables(shared_data, tmp_path, capsys):
-    assert main(["ingest", str(shared_data / "regression/housing_scale.svm.xz"), "--out", str(tmp_path / "h"),
-                 "--n-features", "13", "--task", "regression"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(shared_data / "regression/housing_scale.svm.xz"),
+                "--out",
+                str(tmp_path / "h"),
+                "--n-features",
+                "13",
+                "--task",
+                "regression",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["ingest", str(shared_data / "microarray/west.RData"), "--out", str(tmp_path / "w"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -7,7 +7,6 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from dpdist.exceptions import ParameterError
 from dpdist.data.transforms import (
     DataDependentWarning,
     center_columns,
@@ -21,6 +20,7 @@ from dpdist.data.transforms import (
     scale_target,
     yeo_johnson,
 )
+from dpdist.exceptions import ParameterError
 
 RNG = np.random.default_rng(0)
 DENSE = RNG.normal(scale=3.0, size=(50, 8))

@@ -28,13 +28,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000", "--remote-debugging-port=0",
-         "--remote-debugging-address=127.0.0.1",
-         # resolve no host name but loopback ones: the page cannot reach (nor look up) anything off this
-         # machine (Prefect's V2 UI starts an analytics client that fetches its config from the internet)
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+    "--remote-debugging-port=0",
+    "--remote-debugging-address=127.0.0.1",
+    # resolve no host name but loopback ones: the page cannot reach (nor look up) anything off this
+    # machine (Prefect's V2 UI starts an analytics client that fetches its config from the internet)
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
+]
 
 
 def find_chromium() -> str | None:
@@ -74,9 +84,12 @@ class Chromium:
 
         self._profile = tempfile.TemporaryDirectory(prefix="dpdist-chromium-", ignore_cleanup_errors=True)
         self._log = open(Path(self._profile.name) / "chromium.log", "w")
-        self.proc = subprocess.Popen([self.executable, *FLAGS, f"--user-data-dir={self._profile.name}",
-                                      "about:blank"], stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [self.executable, *FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         port_file = Path(self._profile.name) / "DevToolsActivePort"
         deadline = time.time() + 60
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
@@ -128,8 +141,9 @@ class Chromium:
             if found_at is not None and now > found_at + settle or now > deadline:
                 break
             if now >= next_poll:
-                report.text = self.call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''",
-                                        returnByValue=True)["result"].get("value", "")
+                report.text = self.call(
+                    "Runtime.evaluate", expression="document.body ? document.body.innerText : ''", returnByValue=True
+                )["result"].get("value", "")
                 if found_at is None and all(s in report.text for s in expect):
                     found_at = now
                 next_poll = now + 0.5
@@ -157,8 +171,10 @@ class Chromium:
                     body = self.call("Network.getResponseBody", requestId=p["requestId"]).get("body", "")
                 except (RuntimeError, TimeoutError):
                     pass
-                report.api_errors.append(f"{resp['status']} {req.get('method', '?')} {resp['url']}: {body[:300]}"
-                                         f" (request body: {str(req.get('postData', ''))[:300]})")
+                report.api_errors.append(
+                    f"{resp['status']} {req.get('method', '?')} {resp['url']}: {body[:300]}"
+                    f" (request body: {str(req.get('postData', ''))[:300]})"
+                )
         elif method == "Network.loadingFailed":
             url = requests.get(p["requestId"], {}).get("url", "?")
             if urllib.parse.urlsplit(url).hostname not in (None, "127.0.0.1", "localhost", "::1"):
@@ -170,9 +186,11 @@ class Chromium:
             d = p["exceptionDetails"]
             report.exceptions.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
         elif method == "Runtime.consoleAPICalled" and p.get("type") == "error":
-            report.console_errors.append("console.error: " + " ".join(
-                str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+            report.console_errors.append(
+                "console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            )
         # the browser's own "Failed to load resource" lines repeat the network events above
-        elif (method == "Log.entryAdded" and p["entry"].get("level") == "error"
-              and p["entry"].get("source") != "network"):
+        elif (
+            method == "Log.entryAdded" and p["entry"].get("level") == "error" and p["entry"].get("source") != "network"
+        ):
             report.console_errors.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")

@@ -33,12 +33,20 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     port = free_port()
     # the port through the setting, not only --port: the UI's API address is built from the setting
     # (with --port alone the UI served here would call 127.0.0.1:4200)
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_SERVER_API_PORT": str(port)}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_API_PORT": str(port),
+    }
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}/api"
     deadline = time.time() + 120
     while True:
@@ -72,8 +80,7 @@ def small_config(tmp: Path, **sections: Any) -> dict[str, Any]:
         "name": "t",
         "output": str(tmp / "out"),
         "seed": 7,
-        "data": {"source": "synth", "name": "rcv1", "n": 6000, "d": 2000, "test_fraction": 0.5,
-                 "count_epsilon": 0.001},
+        "data": {"source": "synth", "name": "rcv1", "n": 6000, "d": 2000, "test_fraction": 0.5, "count_epsilon": 0.001},
         "budget": {"epsilon": 10.0, "delta": 1e-6},
         "cluster": {"kind": "local", "n_workers": 2},
         "select": {"methods": ["dp-sis", "two-stage"], "k": 5, "epsilon": 0.5},
@@ -92,8 +99,13 @@ def write_config(tmp: Path, cfg: dict[str, Any], name: str = "run.yaml") -> Path
 
 
 def flow_env(tmp: Path, server: dict[str, str] | None) -> dict[str, str]:
-    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect-client"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "DPDIST_LEDGER": str(tmp / "ledger.sqlite"), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp / "prefect-client"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DPDIST_LEDGER": str(tmp / "ledger.sqlite"),
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("PREFECT_API_URL", None)
     if server is not None:
         env["PREFECT_API_URL"] = server["url"]
@@ -101,8 +113,9 @@ def flow_env(tmp: Path, server: dict[str, str] | None) -> dict[str, str]:
 
 
 def dpdist(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dpdist.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "dpdist.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def only_dataset(tmp: Path) -> str:
@@ -119,8 +132,11 @@ def tls_credentials(directory: Path) -> dict[str, str]:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = Security.temporary()
     paths = {"tls_ca_file": directory / "ca.pem", "tls_cert": directory / "cert.pem", "tls_key": directory / "key.pem"}
-    for key, pem in (("tls_ca_file", tmp.tls_ca_file), ("tls_cert", tmp.tls_client_cert),
-                     ("tls_key", tmp.tls_client_key)):
+    for key, pem in (
+        ("tls_ca_file", tmp.tls_ca_file),
+        ("tls_cert", tmp.tls_client_cert),
+        ("tls_key", tmp.tls_client_key),
+    ):
         paths[key].write_text(pem)
         paths[key].chmod(0o600)
     return {k: str(v) for k, v in paths.items()}
@@ -130,9 +146,15 @@ def tls_security(creds: dict[str, str]):
     """The ``Security`` of a scheduler, its workers and its clients from :func:`tls_credentials`."""
     from distributed.security import Security
 
-    return Security(require_encryption=True, tls_ca_file=creds["tls_ca_file"],
-                    **{f"tls_{role}_{part}": creds[f"tls_{part}"] for role in ("scheduler", "worker", "client")
-                       for part in ("cert", "key")})
+    return Security(
+        require_encryption=True,
+        tls_ca_file=creds["tls_ca_file"],
+        **{
+            f"tls_{role}_{part}": creds[f"tls_{part}"]
+            for role in ("scheduler", "worker", "client")
+            for part in ("cert", "key")
+        },
+    )
 
 
 def assert_refuses_strangers(address: str, ca_file: str) -> None:
@@ -144,8 +166,12 @@ def assert_refuses_strangers(address: str, ca_file: str) -> None:
 
     assert address.startswith("tls://"), address
     stranger = Security.temporary()
-    impostor = Security(require_encryption=True, tls_ca_file=ca_file, tls_client_cert=stranger.tls_client_cert,
-                        tls_client_key=stranger.tls_client_key)
+    impostor = Security(
+        require_encryption=True,
+        tls_ca_file=ca_file,
+        tls_client_cert=stranger.tls_client_cert,
+        tls_client_key=stranger.tls_client_key,
+    )
     with pytest.raises(OSError):
         Client(address, security=impostor, timeout="5s")
     with pytest.raises(OSError):
@@ -160,11 +186,18 @@ def assert_refuses_strangers(address: str, ca_file: str) -> None:
                 conn.recv(8)
 
 
-def prefect_cli(args: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 120
-                ) -> subprocess.CompletedProcess:
+def prefect_cli(
+    args: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """The `prefect` command, with a terminal wide enough that its tables do not cut names."""
-    return subprocess.run([sys.executable, "-m", "prefect", *args], env={**env, "COLUMNS": "250"}, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "prefect", *args],
+        env={**env, "COLUMNS": "250"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ledger_keys(tmp: Path) -> list[str]:

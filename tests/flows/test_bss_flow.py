@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import dpdist, flow_env, small_config, write_config
 
-from dpdist.privacy.accountant import Accountant
 from dpdist.flows.config import load_config
 from dpdist.flows.plan import bss_selector, plan
+from dpdist.privacy.accountant import Accountant
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,12 @@ def test_bss_methods_run_on_the_cluster_charged_as_planned(prefect_server: dict,
         charge = bss_selector(config, method).privacy_charge()
         planned_charge = planned[("select", method)]
         assert tuple(planned_charge[k] for k in ("mechanism", "epsilon", "delta", "form", "rho")) == (
-            charge.mechanism, charge.epsilon, charge.delta, charge.loss.form, charge.loss.rho)
+            charge.mechanism,
+            charge.epsilon,
+            charge.delta,
+            charge.loss.form,
+            charge.loss.rho,
+        )
     assert planned[("select", "bss-mistakes")]["delta"] == 1e-6  # the propose-test-release delta
 
     r = dpdist(["run", str(cfg), "--json"], env, tmp_path)
@@ -64,7 +69,8 @@ def test_bss_methods_run_on_the_cluster_charged_as_planned(prefect_server: dict,
         h = by_key[rec["key"]]
         assert h.mechanism == planned_charge["mechanism"] and h.mechanism.startswith("bss/")
         assert (h.epsilon, h.delta, h.privacy_loss.form, h.privacy_loss.rho) == tuple(
-            planned_charge[k] for k in ("epsilon", "delta", "form", "rho"))
+            planned_charge[k] for k in ("epsilon", "delta", "form", "rho")
+        )
         assert sorted(json.loads(h.result)) == rec["features"]  # what the flow wrote is the release
         assert len(rec["features"]) == 5 and all(0 <= j < 20 for j in rec["features"])
     assert selection["bss-top-r"]["features"] == [1, 3, 5, 7, 9]  # seed 002's support, found at epsilon 4

@@ -33,8 +33,9 @@ POOL = "dpdist-local"  # the work pool deploy/prefect.yaml names
 
 
 def _post(url: str, body: dict[str, Any]) -> tuple[int, Any]:
-    req = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, method="POST", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read())
@@ -55,9 +56,13 @@ def deployed(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory):
     _ok(prefect_cli(["work-pool", "create", POOL, "--type", "process"], env))
     out = _ok(prefect_cli(["--no-prompt", "deploy", "--prefect-file", "deploy/prefect.yaml", "--all"], env))
     log = open(tmp / "worker.log", "w")
-    worker = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL],
-                              env={**env, "PREFECT_WORKER_QUERY_SECONDS": "2"}, cwd=tmp, stdout=log,
-                              stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL],
+        env={**env, "PREFECT_WORKER_QUERY_SECONDS": "2"},
+        cwd=tmp,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         yield {"env": env, "tmp": tmp, "deploy_output": out, "worker_log": tmp / "worker.log"}
     finally:
@@ -72,10 +77,14 @@ def deployed(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory):
 
 def _run_deployment(deployed: dict, name: str, config: Path, timeout: int = 600) -> tuple[str, str]:
     """`prefect deployment run NAME --param config=... --watch`; returns (flow run id, CLI output)."""
-    r = prefect_cli(["deployment", "run", name, "--param", f"config={config}", "--watch",
-                     "--watch-timeout", str(timeout)], deployed["env"], timeout=timeout + 60)
-    assert r.returncode == 0, (f"{r.stdout[-3000:]}\n{r.stderr[-2000:]}\nworker log:\n"
-                               f"{deployed['worker_log'].read_text()[-4000:]}")
+    r = prefect_cli(
+        ["deployment", "run", name, "--param", f"config={config}", "--watch", "--watch-timeout", str(timeout)],
+        deployed["env"],
+        timeout=timeout + 60,
+    )
+    assert r.returncode == 0, (
+        f"{r.stdout[-3000:]}\n{r.stderr[-2000:]}\nworker log:\n{deployed['worker_log'].read_text()[-4000:]}"
+    )
     assert "Flow run finished successfully in 'Completed'" in r.stdout
     (run_id,) = set(re.findall(r"UUID: ([0-9a-f-]{36})", r.stdout))
     return run_id, r.stdout
@@ -94,9 +103,11 @@ def test_null_optional_fields_are_accepted_by_the_api(prefect_server: dict) -> N
     # issue 18: under fastapi 0.151-0.154 the server answered 422 to explicit nulls, which the CLI
     # and the UI send for every optional filter field
     url = prefect_server["url"]
-    for path, body in [("deployments/filter", {"limit": None, "sort": None}),
-                       ("flow_runs/filter", {"limit": None, "sort": None, "offset": 0}),
-                       ("work_pools/filter", {"limit": None})]:
+    for path, body in [
+        ("deployments/filter", {"limit": None, "sort": None}),
+        ("flow_runs/filter", {"limit": None, "sort": None, "offset": 0}),
+        ("work_pools/filter", {"limit": None}),
+    ]:
         status, answer = _post(f"{url}/{path}", body)
         assert status == 200 and isinstance(answer, list), (path, status, answer)
 
@@ -116,11 +127,11 @@ def test_deploy_creates_both_deployments_and_the_cli_lists_them(deployed: dict, 
     assert by_name["weekly-slurm"]["parameters"] == {"config": "deploy/slurm.toml"}
     # runs start in the checkout named by $DPDIST_HOME at deploy time
     assert by_name["nightly-demo"]["pull_steps"] == [
-        {"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}]
+        {"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}
+    ]
 
 
-def test_nightly_deployment_completes_on_the_worker_with_its_releases(nightly_run: dict,
-                                                                      deployed: dict) -> None:
+def test_nightly_deployment_completes_on_the_worker_with_its_releases(nightly_run: dict, deployed: dict) -> None:
     tmp = nightly_run["tmp"]
     keys = ledger_keys(tmp)
     # the row counts, dp-sis, one model and its private evaluation
@@ -141,8 +152,9 @@ def test_prefect_ui_pages_load_without_api_errors(nightly_run: dict, deployed: d
     api = prefect_server["url"]
     base = api.removesuffix("/api")
     # the artifacts belong to the stages' subflow run, a child of the deployment's run
-    status, subs = _post(f"{api}/flow_runs/filter",
-                         {"flow_runs": {"parent_flow_run_id": {"any_": [nightly_run["id"]]}}})
+    status, subs = _post(
+        f"{api}/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [nightly_run["id"]]}}}
+    )
     assert status == 200 and len(subs) == 1, subs
     sub = subs[0]["id"]
     _, runs = _post(f"{api}/flow_runs/filter", {"flow_runs": {"id": {"any_": [nightly_run["id"]]}}})
@@ -167,8 +179,7 @@ def test_prefect_ui_pages_load_without_api_errors(nightly_run: dict, deployed: d
             report = browser.visit(base + path, expect, timeout=30, settle=1.5)
             missing = [s for s in expect if s not in report.text]
             if missing or report.problems():
-                failures.append(f"{path}: missing {missing}; {report.problems()}; page text: "
-                                f"{report.text[:400]!r}")
+                failures.append(f"{path}: missing {missing}; {report.problems()}; page text: {report.text[:400]!r}")
     assert not failures, "\n".join(failures)
 
 
@@ -179,9 +190,16 @@ def test_weekly_slurm_deployment_runs_on_slurm_workers(deployed: dict) -> None:
     tmp = deployed["tmp"] / "slurm"
     tmp.mkdir()
     # the deployment's own config is the 200k-row main job; the same cluster section on small data
-    cfg = write_config(tmp, small_config(
-        tmp, name="weekly-slurm", cluster={"kind": "slurm", "n_workers": 2, "jobqueue": str(REPO / "deploy" / "jobqueue.yaml")},
-        select={"methods": ["dp-sis"]}, train={"epsilon": [1.0]}))
+    cfg = write_config(
+        tmp,
+        small_config(
+            tmp,
+            name="weekly-slurm",
+            cluster={"kind": "slurm", "n_workers": 2, "jobqueue": str(REPO / "deploy" / "jobqueue.yaml")},
+            select={"methods": ["dp-sis"]},
+            train={"epsilon": [1.0]},
+        ),
+    )
     before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout.split()
     t0 = time.time()
     _run_deployment(deployed, "dpdist-end-to-end/weekly-slurm", cfg, timeout=900)

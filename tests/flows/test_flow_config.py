@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from dpdist.flows.config import ConfigError, load_config
-from dpdist.flows.train import fit_params
 from dpdist.flows.runtime import LOOPBACK, slurm_kwargs
+from dpdist.flows.train import fit_params
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,42 +36,45 @@ def test_toml_and_yaml_files_override_the_defaults(tmp_path: Path) -> None:
     assert a.source_file.endswith("a.toml")
 
 
-@pytest.mark.parametrize("text, key", [
-    ("[train]\nepsilon = [1.0, -1.0]\n", "train.epsilon"),
-    ("[select]\nk = 0\n", "select.k"),
-    ("[select]\nmethods = ['peeling']\n", "select.methods"),
-    ("[data]\nsource = 'store'\n", "data.path"),
-    ("[data]\ntest_fraction = 1.0\n", "data.test_fraction"),
-    ("[cluster]\nkind = 'slurm'\n", "cluster.jobqueue"),
-    ("[cluster]\nkind = 'address'\n", "cluster.address"),
-    ("[cluster]\nkind = 'address'\naddress = 'tcp://10.0.0.5:8786'\n", "cluster.insecure"),
-    ("[cluster]\nkind = 'address'\naddress = '10.0.0.5:8786'\n", "cluster.address"),
-    ("[cluster]\nkind = 'address'\naddress = 'tls://10.0.0.5:8786'\n", "cluster.tls_ca_file"),
-    ("[cluster]\nkind = 'address'\naddress = 'tls://h:1'\ninsecure = true\n", "cluster.insecure"),
-    ("[cluster]\ninsecure = 'yes'\n", "cluster.insecure"),
-    ("[cluster]\ntls_key = 'k.pem'\n", "cluster.tls_key"),
-    ("[cluster]\nmemory_limit = 0\n", "cluster.memory_limit"),
-    ("[cluster]\nmemory_limit = 0.5\n", "cluster.memory_limit"),
-    ("[cluster]\nmemory_limit = 'auto'\n", "cluster.memory_limit"),
-    ("[cluster]\nmemory_limit = '-3GiB'\n", "cluster.memory_limit"),
-    ("[cluster]\nmemory_limit = '10 parsecs'\n", "cluster.memory_limit"),
-    ("[cluster]\nmemory_limit = true\n", "cluster.memory_limit"),
-    ("[cluster]\nkind = 'slurm'\njobqueue = 'j.yaml'\nmemory_limit = '8GiB'\n", "cluster.memory_limit"),
-    ("[cluster]\nkind = 'slurm'\njobqueue = 'j.yaml'\nhost = '0.0.0.0'\n", "cluster.host"),
-    ("[train]\nfeatures = 'two-stage'\n[select]\nmethods = ['dp-sis']\n", "train.features"),
-    ("[budget]\nepsilon = 1.0\ndelta = 1e-6\nextra = 1\n", "budget.extra"),
-    ("[budget]\nepsilon = 0\ndelta = 1e-6\n", "budget.epsilon"),
-    ("colour = 'red'\n", "colour"),
-    ("[select]\nmethods = ['bss-top-r']\nbss_loss = 'logistic'\n", "select.bss_loss"),
-    ("[select]\nbss_r = 0\n", "select.bss_r"),
-    ("[select]\nbss_ridge = -1.0\n", "select.bss_ridge"),
-    ("[select]\nbss_x_bound = 0\n", "select.bss_x_bound"),
-    ("[select]\nbss_tol = 0.5\n", "select.bss_tol"),
-    ("[select]\nbss_delta = 0\n", "select.bss_delta"),
-    ("[select]\nbss_ptr_fraction = 1.0\n", "select.bss_ptr_fraction"),
-    ("[select]\nbss_s = 3\n", "select.bss_s"),
-    ("[train]\ndtype = 'float16'\n", "train.dtype"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("[train]\nepsilon = [1.0, -1.0]\n", "train.epsilon"),
+        ("[select]\nk = 0\n", "select.k"),
+        ("[select]\nmethods = ['peeling']\n", "select.methods"),
+        ("[data]\nsource = 'store'\n", "data.path"),
+        ("[data]\ntest_fraction = 1.0\n", "data.test_fraction"),
+        ("[cluster]\nkind = 'slurm'\n", "cluster.jobqueue"),
+        ("[cluster]\nkind = 'address'\n", "cluster.address"),
+        ("[cluster]\nkind = 'address'\naddress = 'tcp://10.0.0.5:8786'\n", "cluster.insecure"),
+        ("[cluster]\nkind = 'address'\naddress = '10.0.0.5:8786'\n", "cluster.address"),
+        ("[cluster]\nkind = 'address'\naddress = 'tls://10.0.0.5:8786'\n", "cluster.tls_ca_file"),
+        ("[cluster]\nkind = 'address'\naddress = 'tls://h:1'\ninsecure = true\n", "cluster.insecure"),
+        ("[cluster]\ninsecure = 'yes'\n", "cluster.insecure"),
+        ("[cluster]\ntls_key = 'k.pem'\n", "cluster.tls_key"),
+        ("[cluster]\nmemory_limit = 0\n", "cluster.memory_limit"),
+        ("[cluster]\nmemory_limit = 0.5\n", "cluster.memory_limit"),
+        ("[cluster]\nmemory_limit = 'auto'\n", "cluster.memory_limit"),
+        ("[cluster]\nmemory_limit = '-3GiB'\n", "cluster.memory_limit"),
+        ("[cluster]\nmemory_limit = '10 parsecs'\n", "cluster.memory_limit"),
+        ("[cluster]\nmemory_limit = true\n", "cluster.memory_limit"),
+        ("[cluster]\nkind = 'slurm'\njobqueue = 'j.yaml'\nmemory_limit = '8GiB'\n", "cluster.memory_limit"),
+        ("[cluster]\nkind = 'slurm'\njobqueue = 'j.yaml'\nhost = '0.0.0.0'\n", "cluster.host"),
+        ("[train]\nfeatures = 'two-stage'\n[select]\nmethods = ['dp-sis']\n", "train.features"),
+        ("[budget]\nepsilon = 1.0\ndelta = 1e-6\nextra = 1\n", "budget.extra"),
+        ("[budget]\nepsilon = 0\ndelta = 1e-6\n", "budget.epsilon"),
+        ("colour = 'red'\n", "colour"),
+        ("[select]\nmethods = ['bss-top-r']\nbss_loss = 'logistic'\n", "select.bss_loss"),
+        ("[select]\nbss_r = 0\n", "select.bss_r"),
+        ("[select]\nbss_ridge = -1.0\n", "select.bss_ridge"),
+        ("[select]\nbss_x_bound = 0\n", "select.bss_x_bound"),
+        ("[select]\nbss_tol = 0.5\n", "select.bss_tol"),
+        ("[select]\nbss_delta = 0\n", "select.bss_delta"),
+        ("[select]\nbss_ptr_fraction = 1.0\n", "select.bss_ptr_fraction"),
+        ("[select]\nbss_s = 3\n", "select.bss_s"),
+        ("[train]\ndtype = 'float16'\n", "train.dtype"),
+    ],
+)
 def test_bad_values_fail_naming_the_file_and_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -124,16 +127,33 @@ def test_missing_jobqueue_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_bss_methods_are_planned_with_their_selectors_exact_charges() -> None:
-    from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
     from dpdist.flows.plan import bss_selector, plan
+    from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 
-    cfg = load_config(overrides={"data": {"bounds": "clip"}, "select": {
-        "methods": ["bss-top-r", "bss-mistakes"], "k": 4, "epsilon": 2.0, "bss_loss": "hinge", "bss_r": 2.0,
-        "bss_delta": 1e-7, "bss_ptr_fraction": 0.25}})
+    cfg = load_config(
+        overrides={
+            "data": {"bounds": "clip"},
+            "select": {
+                "methods": ["bss-top-r", "bss-mistakes"],
+                "k": 4,
+                "epsilon": 2.0,
+                "bss_loss": "hinge",
+                "bss_r": 2.0,
+                "bss_delta": 1e-7,
+                "bss_ptr_fraction": 0.25,
+            },
+        }
+    )
     top_r, mistakes = bss_selector(cfg, "bss-top-r", seed=3), bss_selector(cfg, "bss-mistakes")
     assert isinstance(top_r, BSSTopRSelector) and isinstance(mistakes, BSSMistakesSelector)
-    assert (top_r.s, top_r.loss, top_r.r, top_r.ridge, top_r.bounds, top_r.random_state) == (4, "hinge", 2.0, 100.0,
-                                                                                           "clip", 3)
+    assert (top_r.s, top_r.loss, top_r.r, top_r.ridge, top_r.bounds, top_r.random_state) == (
+        4,
+        "hinge",
+        2.0,
+        100.0,
+        "clip",
+        3,
+    )
     assert (mistakes.delta, mistakes.ptr_fraction) == (1e-7, 0.25)
     charges = {p.method: p.charge for p in plan(cfg) if p.step == "select"}
     assert charges == {"bss-top-r": top_r.privacy_charge(), "bss-mistakes": mistakes.privacy_charge()}
@@ -167,8 +187,9 @@ def test_local_cluster_defaults_to_loopback_and_tls() -> None:
     assert c.host is None and c.dashboard_address == f"{LOOPBACK}:0" and c.insecure is False
 
 
-def test_plain_tcp_scheduler_is_refused_with_exit_2_naming_the_key(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture) -> None:
+def test_plain_tcp_scheduler_is_refused_with_exit_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from dpdist.cli import main
 
     path = tmp_path / "plain.toml"
@@ -186,7 +207,8 @@ def test_address_cluster_takes_existing_owner_only_credentials(tmp_path: Path) -
         p.write_text("-----BEGIN-----\n")
         p.chmod(0o600)
     body = "[cluster]\nkind = 'address'\naddress = 'tls://10.0.0.5:8786'\n" + "".join(
-        f"{k} = '{p}'\n" for k, p in creds.items())
+        f"{k} = '{p}'\n" for k, p in creds.items()
+    )
     path = tmp_path / "tls.toml"
     path.write_text(body)
     c = load_config(path).cluster
@@ -199,11 +221,14 @@ def test_address_cluster_takes_existing_owner_only_credentials(tmp_path: Path) -
         load_config(path)
 
 
-@pytest.mark.parametrize("line, key", [
-    ("    security: true\n", "'security'"),
-    ("    protocol: tcp://\n", "'protocol'"),
-    ("    scheduler_options: {dashboard_address: ':8787'}\n", "scheduler_options.dashboard_address"),
-])
+@pytest.mark.parametrize(
+    "line, key",
+    [
+        ("    security: true\n", "'security'"),
+        ("    protocol: tcp://\n", "'protocol'"),
+        ("    scheduler_options: {dashboard_address: ':8787'}\n", "scheduler_options.dashboard_address"),
+    ],
+)
 def test_jobqueue_yaml_cannot_turn_tls_or_the_dashboard_off(tmp_path: Path, line: str, key: str) -> None:
     path = tmp_path / "jq.yaml"
     path.write_text((REPO / "deploy" / "jobqueue.yaml").read_text() + line)
@@ -216,11 +241,14 @@ def test_jobqueue_workers_keep_their_dashboard_on_loopback() -> None:
     assert extra[extra.index("--dashboard-address") + 1] == f"{LOOPBACK}:0"
 
 
-@pytest.mark.parametrize("extra, key", [
-    ("task = 'binary'\nlabels = [-1, 1]\n", "data.n_features"),  # the largest index seen: one record changes it
-    ("task = 'binary'\nlabels = [-1, 1]\nn_features = 5\nzero_based = 'auto'\n", "data.zero_based"),
-    ("source = 'synth'\nzero_based = true\n", "data.zero_based"),
-])
+@pytest.mark.parametrize(
+    "extra, key",
+    [
+        ("task = 'binary'\nlabels = [-1, 1]\n", "data.n_features"),  # the largest index seen: one record changes it
+        ("task = 'binary'\nlabels = [-1, 1]\nn_features = 5\nzero_based = 'auto'\n", "data.zero_based"),
+        ("source = 'synth'\nzero_based = true\n", "data.zero_based"),
+    ],
+)
 def test_an_svmlight_source_declares_its_columns(tmp_path: Path, extra: str, key: str) -> None:
     (tmp_path / "d.svm").write_text("1 1:1\n")
     src = "" if "source" in extra else "source = 'svmlight'\n"
@@ -228,6 +256,8 @@ def test_an_svmlight_source_declares_its_columns(tmp_path: Path, extra: str, key
     path.write_text(f"[data]\n{src}path = '{tmp_path / 'd.svm'}'\n{extra}")
     with pytest.raises(ConfigError, match=f"c.toml: {key}"):
         load_config(path)
-    path.write_text(f"[data]\nsource = 'svmlight'\npath = '{tmp_path / 'd.svm'}'\ntask = 'binary'\nlabels = [-1, 1]\n"
-                    "n_features = 5\n")
+    path.write_text(
+        f"[data]\nsource = 'svmlight'\npath = '{tmp_path / 'd.svm'}'\ntask = 'binary'\nlabels = [-1, 1]\n"
+        "n_features = 5\n"
+    )
     assert load_config(path).data.zero_based is False  # one-based unless declared: LIBSVM's convention

@@ -20,11 +20,18 @@ pytestmark = pytest.mark.slow
 
 def _run_until_released(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
     """Start `dpdist run` as a terminal would (its own process group) and wait for its first release."""
-    cfg = write_config(tmp_path, small_config(tmp_path, data={"n": 20000},
-                                              train={"epsilon": [1.0, 2.0, 3.0], "iters": 3000}))
-    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg)], env=flow_env(tmp_path, None),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    cfg = write_config(
+        tmp_path, small_config(tmp_path, data={"n": 20000}, train={"epsilon": [1.0, 2.0, 3.0], "iters": 3000})
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpdist.cli", "run", str(cfg)],
+        env=flow_env(tmp_path, None),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     ledger = tmp_path / "ledger.sqlite"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:

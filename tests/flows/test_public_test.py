@@ -8,14 +8,19 @@ from types import SimpleNamespace
 import pytest
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
 from dpdist.flows.config import store_paths
 from dpdist.flows.ingest import check_public_test, public_test_store
+from dpdist.privacy.accountant import Accountant
 
 
 def _cfg(tmp_path: Path, public: str) -> SimpleNamespace:
-    return SimpleNamespace(ledger=str(tmp_path / "l.sqlite"), source_file="run.toml", output=str(tmp_path / "out"),
-                           evaluate=SimpleNamespace(public_test=public), data=SimpleNamespace(source="synth"))
+    return SimpleNamespace(
+        ledger=str(tmp_path / "l.sqlite"),
+        source_file="run.toml",
+        output=str(tmp_path / "out"),
+        evaluate=SimpleNamespace(public_test=public),
+        data=SimpleNamespace(source="synth"),
+    )
 
 
 def test_private_data_is_refused_as_a_public_test_set(tmp_path: Path) -> None:

@@ -9,14 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.flows.config import load_config
 from dpdist.flows.report import write_report
+from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _report(tmp_path: Path, replayed: bool = False) -> Path:
@@ -26,27 +34,70 @@ def _report(tmp_path: Path, replayed: bool = False) -> Path:
     ledger = tmp_path / "l.sqlite"
     acc = Accountant(ledger)
     acc.init_budget("hash", 10.0, 1e-6, name="demo-data")
-    sel = acc.release("hash", Charge(PrivacyLoss.bounded_range(0.5), "dp_sis/canonical_topk"), "t/select/dp-sis/x",
-                      lambda: [1, 5, 9])
+    sel = acc.release(
+        "hash", Charge(PrivacyLoss.bounded_range(0.5), "dp_sis/canonical_topk"), "t/select/dp-sis/x", lambda: [1, 5, 9]
+    )
     cfg = load_config(None, {"output": str(tmp_path / "out"), "ledger": str(ledger)})
     selection = {"dp-sis": {"key": "t/select/dp-sis/x", "replayed": replayed, "epsilon": 0.5, "features": sel, "k": 3}}
     curve = {"curve_iterations": [1, 10, 100], "curve_loss": [0.69, 0.6, 0.55], "private": True}
-    models = [{"key": f"t/train/fast-dp-fw/{e}", "replayed": replayed, "epsilon": e, "delta": 1e-7, "form": "zcdp",
-               "method": "fast-dp-fw", "target_epsilon": e, "features": "all", "lam": 50.0, "iters": 100,
-               "result": {"indices": [1], "values": [0.5], "path": [2], "iterations": 100}} for e in (1.0, 3.0)]
-    mevals = [{"method": "fast-dp-fw", "epsilon": e, "charged_epsilon": e, "delta": 1e-7, "form": "zcdp",
-               "key": f"t/train/fast-dp-fw/{e}", "replayed": replayed, "features": "all", "nnz_weights": 1,
-               "iterations": 100, "evaluation_key": None, "evaluation_epsilon": 0.1, "accuracy": 0.6 + e / 20,
-               "auc": 0.65 + e / 20, "rows": 4000.0, **curve} for e in (1.0, 3.0)]
-    evaluation = {"selections": {"dp-sis": {"features": sel, "true_support_recall": 2 / 3}}, "models": mevals,
-                  "true_support": [1, 5, 7], "reference": {"non_private": {"accuracy": 0.8, "auc": 0.88},
-                                                           "baseline": {"accuracy": 0.52, "auc": 0.5,
-                                                                        "what": "the majority class"}}}
-    stores = {"dataset": "hash", "name": "demo-data", "counts": None,
-              "source": {"store": "s", "n_features": 47236, "task": "binary"}}
+    models = [
+        {
+            "key": f"t/train/fast-dp-fw/{e}",
+            "replayed": replayed,
+            "epsilon": e,
+            "delta": 1e-7,
+            "form": "zcdp",
+            "method": "fast-dp-fw",
+            "target_epsilon": e,
+            "features": "all",
+            "lam": 50.0,
+            "iters": 100,
+            "result": {"indices": [1], "values": [0.5], "path": [2], "iterations": 100},
+        }
+        for e in (1.0, 3.0)
+    ]
+    mevals = [
+        {
+            "method": "fast-dp-fw",
+            "epsilon": e,
+            "charged_epsilon": e,
+            "delta": 1e-7,
+            "form": "zcdp",
+            "key": f"t/train/fast-dp-fw/{e}",
+            "replayed": replayed,
+            "features": "all",
+            "nnz_weights": 1,
+            "iterations": 100,
+            "evaluation_key": None,
+            "evaluation_epsilon": 0.1,
+            "accuracy": 0.6 + e / 20,
+            "auc": 0.65 + e / 20,
+            "rows": 4000.0,
+            **curve,
+        }
+        for e in (1.0, 3.0)
+    ]
+    evaluation = {
+        "selections": {"dp-sis": {"features": sel, "true_support_recall": 2 / 3}},
+        "models": mevals,
+        "true_support": [1, 5, 7],
+        "reference": {
+            "non_private": {"accuracy": 0.8, "auc": 0.88},
+            "baseline": {"accuracy": 0.52, "auc": 0.5, "what": "the majority class"},
+        },
+    }
+    stores = {
+        "dataset": "hash",
+        "name": "demo-data",
+        "counts": None,
+        "source": {"store": "s", "n_features": 47236, "task": "binary"},
+    }
     from unittest import mock
 
-    with mock.patch("dpdist.flows.report.create_markdown_artifact"), mock.patch("dpdist.flows.report.create_table_artifact"):
+    with (
+        mock.patch("dpdist.flows.report.create_markdown_artifact"),
+        mock.patch("dpdist.flows.report.create_table_artifact"),
+    ):
         files = write_report(cfg, "flow-run-id", stores, selection, models, evaluation)
     return Path(files["html"])
 
@@ -54,7 +105,7 @@ def _report(tmp_path: Path, replayed: bool = False) -> Path:
 def test_report_html_is_one_self_contained_page(tmp_path: Path) -> None:
     html = _report(tmp_path).read_text()
     assert html.startswith("<!doctype html>") and "<table>" in html
-    assert html.count('src="data:image/png;base64,') == 3 and ".png\"" not in html  # plots embedded, no links
+    assert html.count('src="data:image/png;base64,') == 3 and '.png"' not in html  # plots embedded, no links
     assert "hash" not in html.replace("hashes", "")  # the content hash never appears; the public name does
     assert "demo-data" in html and "non-private FW (reference)" in html
 
@@ -64,16 +115,32 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     page = _report(tmp_path)
     # the DOM after rendering: every table and image is there, and every embedded image decoded
     probe = page.with_name("probe.html")
-    probe.write_text(page.read_text().replace("</body>", """<script>
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            """<script>
 window.onload = () => {
   const imgs = [...document.images];
   document.title = JSON.stringify({tables: document.querySelectorAll("table").length,
     images: imgs.length, decoded: imgs.filter(i => i.complete && i.naturalWidth > 100).length,
     headings: [...document.querySelectorAll("h2")].map(h => h.textContent)});
 };
-</script></body>"""))
-    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                          "--virtual-time-budget=5000", probe.as_uri()], capture_output=True, text=True, timeout=120)
+</script></body>""",
+        )
+    )
+    out = subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            "--virtual-time-budget=5000",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     title = out.stdout.split("<title>", 1)[1].split("</title>", 1)[0]
     seen = json.loads(title.replace("&quot;", '"'))
@@ -81,8 +148,19 @@ window.onload = () => {
     assert {"Data", "Privacy ledger", "Selected features", "Models (held-out metrics)"} <= set(seen["headings"])
     # and a screenshot that is a real picture of the page
     shot = tmp_path / "report.png"
-    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}",
-                    "--window-size=1200,1600", page.as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'profile2'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,1600",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
 

@@ -46,8 +46,15 @@ def test_a_scheduler_joined_by_address_is_left_as_it_is(prefect_server: dict, tm
     from distributed import LocalCluster
 
     creds = tls_credentials(tmp_path / "tls")
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host=LOOPBACK,
-                      dashboard_address=f"{LOOPBACK}:0", security=tls_security(creds)) as lc:
-        names = _on_cluster(prefect_server["url"], {"kind": "address", "address": lc.scheduler_address, **creds},
-                            tmp_path)
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        host=LOOPBACK,
+        dashboard_address=f"{LOOPBACK}:0",
+        security=tls_security(creds),
+    ) as lc:
+        names = _on_cluster(
+            prefect_server["url"], {"kind": "address", "address": lc.scheduler_address, **creds}, tmp_path
+        )
     assert names and LooseRestrictionRescue.name not in names

@@ -23,12 +23,16 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import (REPO, assert_refuses_strangers, flow_env, small_config, tls_credentials, tls_security,
-                      write_config)
+from conftest import REPO, assert_refuses_strangers, flow_env, small_config, tls_credentials, tls_security, write_config
 
 from dpdist.flows.config import ClusterConfig, load_config
-from dpdist.flows.runtime import (LOOPBACK, _dashboard_link_template, client_dashboard_link, cluster_security,
-                           task_runner)
+from dpdist.flows.runtime import (
+    LOOPBACK,
+    _dashboard_link_template,
+    client_dashboard_link,
+    cluster_security,
+    task_runner,
+)
 
 
 def mode(p: Path) -> int:
@@ -87,17 +91,27 @@ class Listeners:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("umask, own_server", [(0o000, True), (0o022, False)],
-                         ids=["umask0000-temporary-prefect-server", "umask0022"])
-def test_local_run_listens_on_loopback_only_and_keeps_raw_data_private(prefect_server: dict, tmp_path: Path,
-                                                                       umask: int, own_server: bool) -> None:
-    cfg = write_config(tmp_path, small_config(tmp_path, select={"methods": ["dp-sis"]},
-                                              train={"epsilon": [1.0], "iters": 200}))
+@pytest.mark.parametrize(
+    "umask, own_server", [(0o000, True), (0o022, False)], ids=["umask0000-temporary-prefect-server", "umask0022"]
+)
+def test_local_run_listens_on_loopback_only_and_keeps_raw_data_private(
+    prefect_server: dict, tmp_path: Path, umask: int, own_server: bool
+) -> None:
+    cfg = write_config(
+        tmp_path, small_config(tmp_path, select={"methods": ["dp-sis"]}, train={"epsilon": [1.0], "iters": 200})
+    )
     scratch = tmp_path / "dask-scratch"
     # with no PREFECT_API_URL the run starts its temporary Prefect server, in the process tree watched
     env = {**flow_env(tmp_path, None if own_server else prefect_server), "DASK_TEMPORARY_DIRECTORY": str(scratch)}
-    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json", "-v"], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, umask=umask)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json", "-v"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        umask=umask,
+    )
     ledger = tmp_path / "ledger.sqlite"
     listeners = Listeners(proc.pid, scratch, [tmp_path / "out" / "stores", Path(f"{ledger}*")])
     stdout, stderr = proc.communicate(timeout=600)
@@ -161,11 +175,16 @@ def test_address_cluster_joins_a_tls_scheduler_with_the_configs_credentials(tmp_
     from distributed import LocalCluster
 
     creds = tls_credentials(tmp_path / "tls")
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host=LOOPBACK,
-                      dashboard_address=f"{LOOPBACK}:0", security=tls_security(creds)) as lc:
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        host=LOOPBACK,
+        dashboard_address=f"{LOOPBACK}:0",
+        security=tls_security(creds),
+    ) as lc:
         cfg = load_config(overrides={"cluster": {"kind": "address", "address": lc.scheduler_address, **creds}})
-        with cluster_security(cfg.cluster, cfg.output) as security, \
-                task_runner(cfg.cluster, security) as runner:
+        with cluster_security(cfg.cluster, cfg.output) as security, task_runner(cfg.cluster, security) as runner:
             assert runner.client.submit(lambda x: 2 * x, 21).result() == 42
         assert_refuses_strangers(lc.scheduler_address, creds["tls_ca_file"])
 
@@ -203,16 +222,19 @@ def test_printed_dashboard_link_is_where_the_dashboard_listens(where: str) -> No
     from distributed import Client, LocalCluster
 
     cluster = ClusterConfig(dashboard_address=where)
-    with dask.config.set(_dashboard_link_template(cluster)), \
-            LocalCluster(n_workers=0, processes=False, protocol="tcp://", host=LOOPBACK,
-                         dashboard_address=where) as lc, \
-            Client(lc) as client:
+    with (
+        dask.config.set(_dashboard_link_template(cluster)),
+        LocalCluster(n_workers=0, processes=False, protocol="tcp://", host=LOOPBACK, dashboard_address=where) as lc,
+        Client(lc) as client,
+    ):
         port = lc.scheduler.http_server.port
         with socket.create_connection((LOOPBACK, port), timeout=5):
             pass
         if where.startswith(":"):  # asked for every interface: the link says so instead of naming loopback
             assert lc.scheduler.http_server.address == "0.0.0.0"
-            assert client_dashboard_link(client) == f"http://{socket.getfqdn()}:{port}/status " \
-                                                    "(listening on all interfaces)"
+            assert (
+                client_dashboard_link(client) == f"http://{socket.getfqdn()}:{port}/status "
+                "(listening on all interfaces)"
+            )
         else:
             assert client_dashboard_link(client) == client.dashboard_link == f"http://{LOOPBACK}:{port}/status"

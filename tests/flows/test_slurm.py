@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, assert_refuses_strangers, dpdist, flow_env, ledger_keys, small_config, write_config
 
-from dpdist.privacy.accountant import Accountant
 from dpdist.flows.config import ClusterConfig
 from dpdist.flows.runtime import LOOPBACK, cluster_security, task_runner
+from dpdist.privacy.accountant import Accountant
 
 pytestmark = pytest.mark.slow
 
@@ -38,9 +38,15 @@ def test_end_to_end_flow_on_slurm_workers(prefect_server: dict, tmp_path: Path) 
     reason = _slurm_ready()
     if reason:
         pytest.skip(f"SLURM unavailable: {reason}")
-    cfg = write_config(tmp_path, small_config(
-        tmp_path, cluster={"kind": "slurm", "n_workers": 2, "jobqueue": str(REPO / "deploy" / "jobqueue.yaml")},
-        select={"methods": ["dp-sis", "two-stage"]}, train={"epsilon": [1.0]}))
+    cfg = write_config(
+        tmp_path,
+        small_config(
+            tmp_path,
+            cluster={"kind": "slurm", "n_workers": 2, "jobqueue": str(REPO / "deploy" / "jobqueue.yaml")},
+            select={"methods": ["dp-sis", "two-stage"]},
+            train={"epsilon": [1.0]},
+        ),
+    )
     before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True).stdout.split()
     r = dpdist(["run", str(cfg), "--json", "-v"], flow_env(tmp_path, prefect_server), tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-4000:]

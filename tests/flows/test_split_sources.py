@@ -14,10 +14,10 @@ import scipy.sparse as sp
 from dpdist.data.split import key_id, split_store
 from dpdist.data.store import open_store, write_store
 from dpdist.exceptions import BudgetExceeded
-from dpdist.privacy.accountant import Accountant
 from dpdist.flows.config import load_config
 from dpdist.flows.ingest import store_summary
 from dpdist.flows.plan import preflight
+from dpdist.privacy.accountant import Accountant
 
 
 def _halves(tmp_path: Path) -> Path:
@@ -44,10 +44,17 @@ def test_the_plan_of_a_run_on_a_half_is_checked_against_the_sources_budget(tmp_p
     root = _halves(tmp_path)
     ledger = tmp_path / "l.sqlite"
     Accountant(ledger).init_budget(open_store(root / "src").dataset_id, 1.0, 1e-6, name="the-source")
-    cfg = load_config(None, {"output": str(tmp_path / "out"), "ledger": str(ledger),
-                             "data": {"source": "store", "path": str(root / "tr")},
-                             "budget": {"epsilon": 20.0, "delta": 1e-6},
-                             "select": {"methods": ["dp-sis"]}, "train": {"methods": []}})
+    cfg = load_config(
+        None,
+        {
+            "output": str(tmp_path / "out"),
+            "ledger": str(ledger),
+            "data": {"source": "store", "path": str(root / "tr")},
+            "budget": {"epsilon": 20.0, "delta": 1e-6},
+            "select": {"methods": ["dp-sis"]},
+            "train": {"methods": []},
+        },
+    )
     summary = preflight(cfg)
     assert summary["checked_against"] == "ledger" and summary["dataset"] == "the-source", summary
     assert summary["epsilon_total"] == 1.0  # the source's budget, not the config's 20 for "new" data
@@ -63,8 +70,9 @@ def test_halves_are_reused_only_for_the_same_source_store(tmp_path: Path) -> Non
     # the halves of the source are not the halves of its train half, though both are charged to the source
     assert not _is_split_of(str(root / "tr"), half, 0.5, k1) and not _is_split_of(str(root / "tr-tr"), src, 0.5, k0)
     # nor are halves made with another key (a ledger created anew): the split is f(record, the ledger's key)
-    assert not _is_split_of(str(root / "tr"), src, 0.5, k1) and not _is_split_of(str(root / "tr"), src, 0.5,
-                                                                                   key_id(secrets.token_bytes(32)))
+    assert not _is_split_of(str(root / "tr"), src, 0.5, k1) and not _is_split_of(
+        str(root / "tr"), src, 0.5, key_id(secrets.token_bytes(32))
+    )
     assert KEYS[0].hex() not in str(open_store(root / "tr").meta)  # the key itself is never in a store
 
 
@@ -78,9 +86,16 @@ def test_the_plan_counts_a_halfs_legacy_budget_of_its_own(tmp_path: Path) -> Non
     acc.init_budget(half.dataset_id, 1.0, 1e-6)  # as dpdist before 4cadcda let one do
     acc.release(half.dataset_id, Charge(PrivacyLoss.pure(0.9), "laplace"), "old", lambda: [1.0])
     acc.init_budget(half.budget_id, 1.0, 1e-6, name="the-source")
-    cfg = load_config(None, {"output": str(tmp_path / "out"), "ledger": str(ledger),
-                             "data": {"source": "store", "path": str(root / "tr")},
-                             "select": {"methods": ["dp-sis"]}, "train": {"methods": []}})
+    cfg = load_config(
+        None,
+        {
+            "output": str(tmp_path / "out"),
+            "ledger": str(ledger),
+            "data": {"source": "store", "path": str(root / "tr")},
+            "select": {"methods": ["dp-sis"]},
+            "train": {"methods": []},
+        },
+    )
     with pytest.raises(BudgetExceeded):  # 0.9 spent under the half's own budget + the plan > 1
         preflight(cfg)
     assert acc.status(half.budget_id).epsilon_spent == pytest.approx(0.9)

@@ -9,17 +9,25 @@ from distributed import Client, LocalCluster
 from dpdist.data.store import write_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import ParameterError
+from dpdist.pipelines.best_subset import MIP_RESOURCE, DaskExecutor, ProblemSpec, select_store
 from dpdist.privacy.accountant import Accountant
 from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.top_r import top_r_list
-from dpdist.pipelines.best_subset import MIP_RESOURCE, DaskExecutor, ProblemSpec, select_store
 
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      resources={MIP_RESOURCE: 1, "solver": 1}) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            resources={MIP_RESOURCE: 1, "solver": 1},
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 

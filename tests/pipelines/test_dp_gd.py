@@ -9,23 +9,24 @@ from distributed import Client, LocalCluster
 
 from dpdist.data.store import write_store
 from dpdist.gradient_models import DPGDClassifier, DPIHTClassifier
+from dpdist.pipelines.dp_gd import dp_gd_store, fit_dask
 from dpdist.solvers.dp_iht import dp_iht
 from dpdist.solvers.dp_sgd import dp_sgd
-from dpdist.pipelines.dp_gd import dp_gd_store, fit_dask
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    rng = np.random.default_rng(0)
     X = sp.random(1200, 50, density=0.2, random_state=1, format="csr")
     y = np.where(X[:, 0].toarray().ravel() > X[:, 1].toarray().ravel(), 1.0, -1.0)
     path = tmp_path_factory.mktemp("s") / "store"

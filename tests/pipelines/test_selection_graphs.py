@@ -13,10 +13,10 @@ from distributed import Client, LocalCluster
 from dpdist.data.store import open_store, write_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import ParameterError
-from dpdist.selection.sis import correlation_scores as in_memory_scores
-from dpdist.selection.sis import store_scores
 from dpdist.pipelines.sis import _coded_target, _piece_xty, _small_codes, correlation_scores, xty_graph
 from dpdist.pipelines.two_stage import block_vote_counts
+from dpdist.selection.sis import correlation_scores as in_memory_scores
+from dpdist.selection.sis import store_scores
 
 
 def _column_xty(indptr, indices, data, values, codes, clip, out, cuts=(), spans=None):
@@ -50,9 +50,11 @@ def _reference_xty(indptr, indices, data, y, clip):
 def client():
     # no work stealing: a pinned task may otherwise move to the idle worker on a loaded machine,
     # and the cache test checks where each block ran
-    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -80,6 +82,7 @@ def _later_for_the_first_columns(on: bool) -> None:
     """On a worker: make ``_columns_xty`` finish the first range 1.5 s late, after the others (or
     undo it)."""
     import dpdist.pipelines.sis as sis_mod
+
     if not on:
         sis_mod._columns_xty = sis_mod.__dict__.pop("_plain_columns_xty", sis_mod._columns_xty)
         return
@@ -95,6 +98,7 @@ def _later_for_the_first_columns(on: bool) -> None:
 
 def test_dask_scores_are_placed_by_range_whatever_order_the_tasks_end(client, store, monkeypatch):
     import dpdist.pipelines.sis as sis_mod
+
     path, X, y = store
     want = in_memory_scores(X, y)
     ended = []
@@ -123,6 +127,7 @@ def test_a_cancelled_range_raises_and_the_others_are_cancelled(client, store, mo
     from concurrent.futures import CancelledError
 
     import dpdist.pipelines.sis as sis_mod
+
     path, _, _ = store
     plain, cancelled = sis_mod.as_completed, []
 
@@ -145,9 +150,11 @@ def test_a_cancelled_range_raises_and_the_others_are_cancelled(client, store, mo
 def test_coded_target_gives_the_same_bits(kind, code_dtype):
     rng = np.random.default_rng(3)
     n = 70_000
-    y = {"labels": rng.choice([-1.0, 1.0], n),
-         "grid": rng.integers(-30_000, 30_001, n) / 30_000,  # 60,001 values
-         "continuous": rng.uniform(-1, 1, n)}[kind]
+    y = {
+        "labels": rng.choice([-1.0, 1.0], n),
+        "grid": rng.integers(-30_000, 30_001, n) / 30_000,  # 60,001 values
+        "continuous": rng.uniform(-1, 1, n),
+    }[kind]
     values, codes = _coded_target(y)
     if code_dtype is None:
         assert values is y and codes.size == 0
@@ -162,19 +169,25 @@ def test_coded_target_gives_the_same_bits(kind, code_dtype):
     np.testing.assert_allclose(got, X.T @ y, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("task, kind", [("binary", "labels"), ("multiclass", "labels"), ("regression", "grid"),
-                                        ("regression", "continuous")])
+@pytest.mark.parametrize(
+    "task, kind", [("binary", "labels"), ("multiclass", "labels"), ("regression", "grid"), ("regression", "continuous")]
+)
 @pytest.mark.parametrize("bounds", ["check", "clip"])
 def test_the_target_is_coded_before_its_map_and_bound(tmp_path, task, kind, bounds):
     """Coding the stored labels, then mapping and bounding their distinct values, gives the
     bits of mapping and bounding y itself; a violation is refused as on y."""
     from dpdist.data.transforms import check_target_bound, clip_target
-    from dpdist.selection.sis import store_target
     from dpdist.pipelines.sis import _bounded_target
+    from dpdist.selection.sis import store_target
+
     rng = np.random.default_rng(4)
     n = 70_000
-    y = {"binary": rng.choice([3.0, 7.0], n), "multiclass": rng.choice([1.0, 2.0, 5.0, 9.0], n),
-         "grid": rng.integers(-40, 41, n) / 30, "continuous": rng.uniform(-1.3, 1.3, n)}[task if kind == "labels" else kind]
+    y = {
+        "binary": rng.choice([3.0, 7.0], n),
+        "multiclass": rng.choice([1.0, 2.0, 5.0, 9.0], n),
+        "grid": rng.integers(-40, 41, n) / 30,
+        "continuous": rng.uniform(-1.3, 1.3, n),
+    }[task if kind == "labels" else kind]
     write_store(tmp_path / "s", sp.csr_matrix((n, 3)), y, task=task)
     store = open_store(tmp_path / "s", cache=True)
     mapped = store_target(store, store.y)
@@ -251,8 +264,9 @@ def test_a_binary_range_read_without_values_gives_the_same_bits(clip, target):
     assert _column_xty(indptr, indices, np.empty(0), values, codes, clip, none) == ok == clip
     if clip:  # the duplicated entry reads as min(1 + 1, 1) = 1, not 2
         assert ones.tobytes() == none.tobytes()
-        np.testing.assert_allclose(none, _reference_xty(indptr, indices, np.ones(indices.size), y, True),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            none, _reference_xty(indptr, indices, np.ones(indices.size), y, True), rtol=1e-12, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("clip", [True, False])
@@ -300,6 +314,7 @@ def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatc
 
     from dpdist.data import store as store_mod
     from dpdist.pipelines.sis import _NO_VALUES
+
     monkeypatch.setattr(store_mod, "NNZ_CHUNK", 8)
     X = sp.random(50, 6, density=0.5, random_state=1, format="lil")
     X[X.nonzero()] = 1.0
@@ -316,6 +331,7 @@ def test_a_task_runs_a_span_per_cpu_not_given_a_dask_thread_on_its_host(client):
 
     from dpdist.pipelines._placement import host_threads
     from dpdist.pipelines.sis import _spans_per_task
+
     cpus = len(os.sched_getaffinity(0))
     assert _spans_per_task() == cpus  # outside a worker
     assert client.submit(_spans_per_task, pure=False).result() == cpus  # its worker's 1 Dask thread alone
@@ -324,14 +340,17 @@ def test_a_task_runs_a_span_per_cpu_not_given_a_dask_thread_on_its_host(client):
     assert client.submit(_spans_per_task, shared, pure=False).result() == max(1, cpus // 2)
     assert client.submit(_spans_per_task, {next(iter(shared)): 4 * cpus}, pure=False).result() == 1
     assert client.submit(_spans_per_task, {"elsewhere": 4 * cpus}, pure=False).result() == cpus
-    with LocalCluster(n_workers=1, threads_per_worker=2 * cpus, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as other:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2 * cpus, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster, set_as_default=False) as other,
+    ):
         assert other.submit(_spans_per_task, pure=False).result() == 1
 
 
 def _record_spans(on: bool) -> list:
     """On a worker: record what each task passes ``_spans_per_task`` (or undo it, returning that)."""
     import dpdist.pipelines.sis as sis_mod
+
     if on:
         plain = sis_mod.__dict__.setdefault("_plain_spans_per_task", sis_mod._spans_per_task)
         seen = sis_mod.__dict__.setdefault("_seen_host_threads", [])
@@ -343,6 +362,7 @@ def _record_spans(on: bool) -> list:
 
 def test_the_tasks_know_the_dask_threads_of_their_host(client, store):
     from dpdist.pipelines._placement import host_threads
+
     path, X, y = store
     try:
         client.run(_record_spans, True)
@@ -360,6 +380,7 @@ def test_a_range_in_many_spans_and_chunks_gives_the_scores(tmp_path, monkeypatch
     import dpdist.pipelines.sis as sis_mod
     from dpdist.data import store as store_mod
     from dpdist.selection.sis import store_target
+
     monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
     rng = np.random.default_rng(5)
     X = sp.random(3000, 300, density=0.04, random_state=5, format="lil")
@@ -401,6 +422,7 @@ def test_dask_scores_of_a_binary_store_keep_no_values(client, tmp_path):
 
 def _cache_stats() -> tuple[int, int]:
     from dpdist.data.store import BLOCK_CACHE
+
     return BLOCK_CACHE.hits, BLOCK_CACHE.misses
 
 
@@ -434,6 +456,7 @@ def test_dask_votes_equal_sequential_votes(client, store):
     m = 50  # public (e.g. from a released row count)
     counts = block_vote_counts(path, 5, m, alpha=0.01, random_state=7)
     from dpdist.selection.two_stage import block_votes, split_by_label
+
     expected = np.zeros(X.shape[1])
     for rows in split_by_label(_store_block_labels(path, m, 7), m):
         expected[block_votes(X[rows], y[rows], 5, 0.01)] += 1
@@ -466,6 +489,7 @@ def test_two_stage_graph_keys_are_random_tokens(client, store, monkeypatch):
 def _store_block_labels(path, m, seed):
     """The block of each row of the store as ``block_vote_counts`` draws them for ``seed``."""
     import dpdist.pipelines.two_stage as ts
+
     bounds = open_store(path).row_bounds()
     seeds = ts._chunk_seeds(len(bounds), seed)
     return np.concatenate([ts._chunk_labels(s, r1 - r0, m) for s, (r0, r1) in zip(seeds, bounds)])
@@ -475,8 +499,10 @@ def test_block_labels_are_uniform_and_independent_across_chunks():
     """Each row's block is uniform over the m blocks, whatever its chunk (chi-square against the
     exact uniform law, pooled over 40 chunks of fresh OS-entropy seeds), the chunks' draws are not
     repeated, and a seed gives the same labels again."""
-    import dpdist.pipelines.two_stage as ts
     from scipy.stats import chisquare
+
+    import dpdist.pipelines.two_stage as ts
+
     m, rows = 7, 5000
     seeds = ts._chunk_seeds(40, None)
     labels = np.array([ts._chunk_labels(s, rows, m) for s in seeds])
@@ -496,6 +522,7 @@ def test_each_block_of_a_group_is_its_rows_of_the_store_exactly(store, monkeypat
     > n), whether m is below, at or above the number of groups."""
     import dpdist.pipelines.two_stage as ts
     from dpdist.selection.sis import store_target
+
     path, X, _ = store
     st = open_store(path)
     seen = []

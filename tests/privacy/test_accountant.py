@@ -15,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from dpdist.exceptions import (BudgetExceeded, ParameterError, ReleaseKeyConflict, SolverAborted, SolverFailure,
-                               UnknownDataset)
+from dpdist.exceptions import (
+    BudgetExceeded,
+    ParameterError,
+    ReleaseKeyConflict,
+    SolverAborted,
+    SolverFailure,
+    UnknownDataset,
+)
 from dpdist.privacy.accountant import Accountant, default_ledger_path, spend_text
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -90,8 +96,8 @@ def test_budget_never_changes_once_set(ledger: Accountant):
 
 
 @pytest.mark.parametrize(
-    ("eps", "delta"), [(0.0, 0.0), (-0.1, 0.0), (float("nan"), 0.0), (float("inf"), 0.0), (0.1, 1.0), (0.1, -1e-9),
-                       (0.1, float("nan"))]
+    ("eps", "delta"),
+    [(0.0, 0.0), (-0.1, 0.0), (float("nan"), 0.0), (float("inf"), 0.0), (0.1, 1.0), (0.1, -1e-9), (0.1, float("nan"))],
 )
 def test_bad_parameters(ledger: Accountant, eps, delta):
     with pytest.raises(ParameterError):
@@ -144,6 +150,7 @@ def test_release_refused_computes_nothing(ledger: Accountant):
 def test_release_after_interrupted_compute(ledger: Accountant):
     """An interrupt (a BaseException that is not an Exception) is an interrupted run, not an outcome:
     the charge stands, nothing is recorded, and the retry computes under the same charge."""
+
     def interrupted():
         raise KeyboardInterrupt
 
@@ -162,8 +169,16 @@ class KilledWorker(Exception):
 KilledWorker.__module__ = "distributed.scheduler"
 
 
-@pytest.mark.parametrize("exc", [OSError("connection lost"), ConnectionResetError(), MemoryError(), KilledWorker("w"),
-                                 __import__("concurrent.futures").futures.CancelledError()])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        OSError("connection lost"),
+        ConnectionResetError(),
+        MemoryError(),
+        KilledWorker("w"),
+        __import__("concurrent.futures").futures.CancelledError(),
+    ],
+)
 def test_the_machines_failures_are_interruptions_not_outcomes(ledger: Accountant, exc: Exception):
     """A lost connection, a killed worker, memory: not the release's outcome (they do not depend on
     the noise), so nothing is recorded and the retry computes under the same charge."""
@@ -246,8 +261,9 @@ def test_an_unrecordable_result_is_a_recorded_failure(ledger: Accountant):
 def test_a_legacy_failure_record_is_replayed_and_shown_without_its_message(ledger: Accountant, tmp_path: Path):
     """A failure recorded by an older dpdist kept ``str(e)``: replay and the audit trail drop it."""
     ledger.charge("ds", C(0.2, 0.0, "em"), "old")
-    legacy = json.dumps({"__dpdist_failure__": {"type": "SolverFailure",
-                                                "message": f"the result cannot be recorded ({SECRET})"}})
+    legacy = json.dumps(
+        {"__dpdist_failure__": {"type": "SolverFailure", "message": f"the result cannot be recorded ({SECRET})"}}
+    )
     with sqlite3.connect(ledger.path) as con:
         con.execute("UPDATE releases SET result = ? WHERE key = 'old'", (legacy,))
     with pytest.raises(SolverFailure) as err:
@@ -394,13 +410,15 @@ def test_status_composes_tightly_and_keeps_the_basic_total(tmp_path: Path):
     assert s.epsilon_spent < s.epsilon_basic  # rho adds up: 4 fits cost far less than 4 times one
     # Renyi composition at the order the budget fixes, converted at half its delta (dpdist.privacy.filter)
     alpha = PrivacyFilter.for_budget(3.0, 1e-6).order
-    rho = 400 * 0.05 ** 2 / 8
-    assert s.epsilon_spent == pytest.approx(rho * alpha + math.log(1 - 1 / alpha) - math.log(5e-7 * alpha) / (alpha - 1))
+    rho = 400 * 0.05**2 / 8
+    assert s.epsilon_spent == pytest.approx(
+        rho * alpha + math.log(1 - 1 / alpha) - math.log(5e-7 * alpha) / (alpha - 1)
+    )
     assert s.epsilon_spent >= PrivacyLoss.bounded_range(0.05, 400, delta=1e-6).epsilon  # not the best order's figure
     # charges are refused on the tight total, not the basic one
     assert s.epsilon_basic > 3.0 > s.epsilon_spent
     hist = acc.history("ds")
-    assert hist[0].privacy_loss.rho == pytest.approx(100 * 0.05 ** 2 / 8)
+    assert hist[0].privacy_loss.rho == pytest.approx(100 * 0.05**2 / 8)
     d = hist[0].to_dict("name")
     assert d["form"] == "zcdp" and d["dataset"] == "name" and "ds" not in str(d)
 
@@ -434,19 +452,25 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     path = tmp_path / "old.sqlite"
     shutil.copy(src, path)
     con = sqlite3.connect(path)
-    before_budgets = con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset")\
-        .fetchall()
-    before = con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id")\
-        .fetchall()
+    before_budgets = con.execute(
+        "SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset"
+    ).fetchall()
+    before = con.execute(
+        "SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id"
+    ).fetchall()
     assert con.execute("PRAGMA user_version").fetchone()[0] == 1
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 5
-    assert con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset")\
-        .fetchall() == before_budgets
-    assert con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id")\
-        .fetchall() == before
+    assert (
+        con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset").fetchall()
+        == before_budgets
+    )
+    assert (
+        con.execute("SELECT dataset, key, time, mechanism, epsilon, delta, result FROM releases ORDER BY id").fetchall()
+        == before
+    )
     con.close()
     ds = "985f982fd027394973c67cc158c911c75f6c854db32ee05f95afb7c6e01896b1"
     s = acc.status(ds)
@@ -525,7 +549,10 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 5
     stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
-    assert stored == {"ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(), "pure": PrivacyFilter.for_budget(1.0, 0).to_json()}
+    assert stored == {
+        "ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(),
+        "pure": PrivacyFilter.for_budget(1.0, 0).to_json(),
+    }
     assert json.loads(stored["pure"])["order"] is None
     con.close()
     loss = [PrivacyLoss.gaussian(8.0, 1e-7)] * 3  # deltas 3e-7 > 1e-6 / 4: Renyi composition at the order
@@ -624,8 +651,11 @@ def test_a_budget_past_its_filter_shows_null_and_says_why(tmp_path: Path):
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 1.0, 1e-5)
     con = sqlite3.connect(acc.path)  # an approximate release an earlier rule admitted: 5e-6 > 1e-5 / 4
-    con.execute("INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss) VALUES "
-                "('ds', 'old', '2026-01-01', 'op', 0.1, 5e-6, ?)", (PrivacyLoss.approx(0.1, 5e-6).to_json(),))
+    con.execute(
+        "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss) VALUES "
+        "('ds', 'old', '2026-01-01', 'op', 0.1, 5e-6, ?)",
+        (PrivacyLoss.approx(0.1, 5e-6).to_json(),),
+    )
     con.commit()
     con.close()
     d = acc.status("ds").to_dict()
@@ -669,8 +699,9 @@ def test_a_ledger_on_a_disk_that_refuses_is_unavailable_at_once_and_a_machine_fa
 
     monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Refusing(real_connect(*a, **k)))
     start = time.monotonic()
-    with pytest.raises(LedgerUnavailable, match=f"ledger {tmp_path / 'l.sqlite'} could not be read or written: "
-                                                "disk I/O error") as info:
+    with pytest.raises(
+        LedgerUnavailable, match=f"ledger {tmp_path / 'l.sqlite'} could not be read or written: disk I/O error"
+    ) as info:
         acc.datasets()
     assert time.monotonic() - start < 5  # not the 30 s a held lock is waited for
     assert machine_failure(info.value) and isinstance(info.value, OSError)
@@ -705,8 +736,12 @@ def test_a_result_the_ledgers_disk_refuses_is_recorded_as_a_failure_never_drawn_
     replayed by every retry without calling ``compute``."""
     wal = Path(str(ledger.path) + "-wal")
     limit = max(wal.stat().st_size if wal.exists() else 0, ledger.path.stat().st_size) + (256 << 10)
-    res = subprocess.run([sys.executable, "-c", _REFUSED_RESULT, str(ledger.path), "2000000", str(limit)],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", _REFUSED_RESULT, str(ledger.path), "2000000", str(limit)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
     message = "the release's result could not be written to the ledger (its disk refused it): nothing was released"
@@ -714,6 +749,10 @@ def test_a_result_the_ledgers_disk_refuses_is_recorded_as_a_failure_never_drawn_
     (record,) = ledger.history("ds")
     assert record.key == "r" and record.epsilon == 0.1  # the charge stands
     # the same release with room on the disk is drawn once and recorded (the refusal was the limit's)
-    res = subprocess.run([sys.executable, "-c", _REFUSED_RESULT, str(ledger.path), "10", str(1 << 30)],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", _REFUSED_RESULT, str(ledger.path), "10", str(1 << 30)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert json.loads(res.stdout) == {"calls": 0, "out": {"0": message, "1": message}}  # replayed: never drawn again

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from dp_audit import epsilon_lower_bound
+
 from dpdist.exceptions import SolverAborted
 from dpdist.selection.best_subset import BSSTopRSelector
 

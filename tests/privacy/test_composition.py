@@ -59,13 +59,13 @@ def test_paper_mode_true_epsilon(eps, delta, T, expected):
     assert rnm_paper_true_epsilon(eps, delta, T).epsilon == pytest.approx(expected, abs=0.005)
 
 
-@pytest.mark.parametrize("l", [1, 20, 1000])
-def test_seed001_split(l):
+@pytest.mark.parametrize("n_steps", [1, 20, 1000])
+def test_seed001_split(n_steps):
     eps, delta = 2.5, 1 / 6000
-    step = advanced_step_budget_split(eps, delta, l)
-    assert step.delta == pytest.approx(delta / (l + 1))
-    assert step.epsilon == pytest.approx(eps / (2 * math.sqrt(2 * l * math.log(1 / step.delta))))
-    total = advanced_composition(step.epsilon, l, step.delta, delta_step=step.delta)
+    step = advanced_step_budget_split(eps, delta, n_steps)
+    assert step.delta == pytest.approx(delta / (n_steps + 1))
+    assert step.epsilon == pytest.approx(eps / (2 * math.sqrt(2 * n_steps * math.log(1 / step.delta))))
+    total = advanced_composition(step.epsilon, n_steps, step.delta, delta_step=step.delta)
     assert total.delta == pytest.approx(delta)
     # spec 3.3: the exact total is about 1.3, well within the target 2.5
     assert 1.25 <= total.epsilon <= 1.35

@@ -11,11 +11,10 @@ provably above e^epsilon.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from dp_audit import epsilon_lower_bound
+
 from dpdist.privacy.mechanisms import ExponentialMechanism, ReportNoisyMax, ReportNoisyMin
 
 EPSILON = 1.0
@@ -155,8 +154,9 @@ def test_split_then_selection_stays_within_the_charged_epsilon_and_the_old_split
 # ------------------------------------------- fast DP-FW steps at the tight calibration
 
 
-def _fw_paths(X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: float, runs: int,
-              seed: int) -> np.ndarray:
+def _fw_paths(
+    X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: float, runs: int, seed: int
+) -> np.ndarray:
     """The released vertex paths of ``runs`` fast DP-FW fits (the solver's kernel), coded as integers."""
     import scipy.sparse as sp
 
@@ -172,8 +172,24 @@ def _fw_paths(X: np.ndarray, y: np.ndarray, lam: float, T: int, eps0: float, L: 
     D = X.shape[1]
     out = np.empty(runs, dtype=np.int64)
     for i in range(runs):
-        _, path, _, _, _ = _fast_fw(*rows, *cols, y, ybar, lam, T, False, 1, eps0, L, 0, 0, block_shift(D),
-                                 rng, np.zeros(1, dtype=np.int64), *_extra_args(None, Xc, T))
+        _, path, _, _, _ = _fast_fw(
+            *rows,
+            *cols,
+            y,
+            ybar,
+            lam,
+            T,
+            False,
+            1,
+            eps0,
+            L,
+            0,
+            0,
+            block_shift(D),
+            rng,
+            np.zeros(1, dtype=np.int64),
+            *_extra_args(None, Xc, T),
+        )
         code = 0
         for v in path:
             code = code * 2 * D + (abs(v) - 1) * 2 + (v > 0)
@@ -197,5 +213,5 @@ def test_fast_dp_fw_steps_at_the_tight_calibration_stay_within_the_charged_epsil
     for mult, ok in ((1.0, True), (6.0, False)):
         a = _fw_paths(X, y, lam, T, plan.eps0 * mult, plan.lipschitz, 30_000, 1)
         b = _fw_paths(X2, y2, lam, T, plan.eps0 * mult, plan.lipschitz, 30_000, 2)
-        bound = privacy_loss_lower_bound(a, b, 4 ** T)
+        bound = privacy_loss_lower_bound(a, b, 4**T)
         assert (bound <= charged) if ok else (bound > charged), (T, mult, bound, charged)

@@ -25,7 +25,9 @@ def test_the_order_spends_a_zcdp_budget_exactly(epsilon: float, delta: float):
     assert not f.admits([PrivacyLoss.zcdp(rho * (1 + 1e-6), 1e-6)])
     # at that rho the best order of the grid converts to epsilon too: a fixed order loses nothing
     # for a sequence that spends the whole budget
-    assert compose_epsilon([PrivacyLoss.zcdp(rho, delta / 2)], delta / 2, basic=False) == pytest.approx(epsilon, rel=1e-9)
+    assert compose_epsilon([PrivacyLoss.zcdp(rho, delta / 2)], delta / 2, basic=False) == pytest.approx(
+        epsilon, rel=1e-9
+    )
 
 
 def test_the_order_is_the_budgets_not_the_sequences():
@@ -40,14 +42,17 @@ def test_the_order_is_the_budgets_not_the_sequences():
 
 def _laplace_rdp(eps: float, alpha: float) -> float:
     """Mironov 2017, Table II: the Renyi divergence of Laplace noise of scale 1/eps at order alpha."""
-    return math.log(alpha / (2 * alpha - 1) * math.exp((alpha - 1) * eps)
-                    + (alpha - 1) / (2 * alpha - 1) * math.exp(-alpha * eps)) / (alpha - 1)
+    return math.log(
+        alpha / (2 * alpha - 1) * math.exp((alpha - 1) * eps) + (alpha - 1) / (2 * alpha - 1) * math.exp(-alpha * eps)
+    ) / (alpha - 1)
 
 
 def test_pure_releases_add_their_epsilons():
     f = PrivacyFilter.for_budget(1.0, 1e-6)
     assert f.spent([PrivacyLoss.pure(0.4), PrivacyLoss.bounded_range(0.1, 3)]) == (pytest.approx(0.7), 0.0)
-    assert f.admits([PrivacyLoss.pure(0.5)] * 2) and not f.admits([PrivacyLoss.pure(0.5)] * 2 + [PrivacyLoss.pure(0.01)])
+    assert f.admits([PrivacyLoss.pure(0.5)] * 2) and not f.admits(
+        [PrivacyLoss.pure(0.5)] * 2 + [PrivacyLoss.pure(0.01)]
+    )
     # releases with a delta add too, without a conversion, their deltas within delta / 4
     assert f.spent([PrivacyLoss.approx(0.3, 2e-7), PrivacyLoss.pure(0.2)]) == (pytest.approx(0.5), 2e-7)
     assert f.spent([PrivacyLoss.approx(0.3, 3e-7)] * 2) == (math.inf, 1e-6)  # 6e-7 > delta / 4 (both routes)
@@ -56,8 +61,13 @@ def test_pure_releases_add_their_epsilons():
     # a model whose delta comes from its zCDP conversion, with a pure selection (dpdist run's full-size plans)
     big = PrivacyFilter.for_budget(5.0, 1e-5)
     model = PrivacyLoss.bounded_range(0.05, 200, delta=1e-7)
-    assert model.delta == 1e-7 and big.spent([model, PrivacyLoss.pure(0.5)]) == (pytest.approx(model.epsilon + 0.5), 1e-7)
-    assert PrivacyFilter.for_budget(1.0, 0.0).spent([PrivacyLoss.gaussian(5.0, 1e-7)])[0] == math.inf  # no route (R) at delta 0
+    assert model.delta == 1e-7 and big.spent([model, PrivacyLoss.pure(0.5)]) == (
+        pytest.approx(model.epsilon + 0.5),
+        1e-7,
+    )
+    assert (
+        PrivacyFilter.for_budget(1.0, 0.0).spent([PrivacyLoss.gaussian(5.0, 1e-7)])[0] == math.inf
+    )  # no route (R) at delta 0
 
 
 def _random_loss(rng: np.random.Generator) -> PrivacyLoss:
@@ -87,7 +97,7 @@ def test_never_looser_than_composition_fixed_in_advance_and_monotone():
         f = PrivacyFilter.for_budget(*budget)
         for _ in range(60):
             losses = [_random_loss(rng) for _ in range(int(rng.integers(1, 8)))]
-            spent = [f.spent(losses[:i + 1])[0] for i in range(len(losses))]
+            spent = [f.spent(losses[: i + 1])[0] for i in range(len(losses))]
             assert spent == sorted(spent)  # a release never lowers it: the proof's step 3 needs this
             assert spent[-1] >= _fixed_in_advance(losses, budget[1]) * (1 - 1e-12)
 
@@ -127,11 +137,11 @@ def test_a_sequence_moves_from_basic_to_renyi_composition_and_each_route_only_gr
 
     f = PrivacyFilter.for_budget(3.0, 1e-6)
     seq = [PrivacyLoss.pure(0.2), PrivacyLoss.laplace(0.1)] + [PrivacyLoss.gaussian(10.0, 1e-7)] * 4
-    figures = [f.spent(seq[:i + 1]) for i in range(len(seq))]
+    figures = [f.spent(seq[: i + 1]) for i in range(len(seq))]
     assert figures[0] == (0.2, 0.0) and figures[1] == (pytest.approx(0.3), 0.0)  # basic while its deltas fit
     assert figures[-1][1] == 5e-7  # three deltas of 1e-7 are past delta / 4: the Renyi route, delta / 2
     assert [e for e, _ in figures] == sorted(e for e, _ in figures)
-    s = [_rdp_at(seq[:i + 1], f.order) for i in range(len(seq))]
+    s = [_rdp_at(seq[: i + 1], f.order) for i in range(len(seq))]
     assert s == sorted(s) and s[0] > 0  # route (R)'s sum on its own never falls
 
 
@@ -146,9 +156,9 @@ def test_repeat_and_select_is_read_at_the_order_from_the_whole_grid():
     inner = PrivacyLoss.gaussian(30.0, 1e-7)
     picked = PrivacyLoss.repeat_and_select(inner, mean=10.0, shape=float("inf"), delta=1e-7)  # Poisson
     grid = RdpAccountant(orders=ORDERS)
-    grid.compose(dp_event.RepeatAndSelectDpEvent(dp_event.ZCDpEvent(1 / (2 * 30.0 ** 2)), 10.0, float("inf")))
+    grid.compose(dp_event.RepeatAndSelectDpEvent(dp_event.ZCDpEvent(1 / (2 * 30.0**2)), 10.0, float("inf")))
     one = RdpAccountant(orders=(f.order,))
-    one.compose(dp_event.RepeatAndSelectDpEvent(dp_event.ZCDpEvent(1 / (2 * 30.0 ** 2)), 10.0, float("inf")))
+    one.compose(dp_event.RepeatAndSelectDpEvent(dp_event.ZCDpEvent(1 / (2 * 30.0**2)), 10.0, float("inf")))
     assert _rdp_at([picked], f.order) == pytest.approx(grid.rdp[ORDERS.index(f.order)], rel=1e-12)
     assert _rdp_at([picked], f.order) < one.rdp[0]  # at one order alone dp-accounting's bound is looser
 
@@ -163,11 +173,15 @@ def test_a_check_with_nothing_new_never_refuses(tmp_path):
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 1.0, 1e-6)
     import sqlite3
+
     con = sqlite3.connect(acc.path)  # as an earlier rule admitted them: over this filter's figure
     loss = PrivacyLoss.bounded_range(0.05, 37, delta=1e-6)
     for i in range(2):
-        con.execute("INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss) VALUES "
-                    "('ds', ?, '2026-01-01', 'em', ?, ?, ?)", (f"old{i}", loss.epsilon, loss.delta, loss.to_json()))
+        con.execute(
+            "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss) VALUES "
+            "('ds', ?, '2026-01-01', 'em', ?, ?, ?)",
+            (f"old{i}", loss.epsilon, loss.delta, loss.to_json()),
+        )
     con.commit()
     con.close()
     assert acc.status("ds").epsilon_spent > 1.0

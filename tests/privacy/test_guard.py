@@ -30,9 +30,14 @@ def data():
     return X, np.where(X[:, 0] > 0, 1.0, -1.0)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: DPFrankWolfeClassifier(epsilon=1.0, max_iter=10), lambda: DPSGDClassifier(epochs=1, n_records=200),
-    lambda: DPSIS(k=2, epsilon=1.0)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DPFrankWolfeClassifier(epsilon=1.0, max_iter=10),
+        lambda: DPSGDClassifier(epochs=1, n_records=200),
+        lambda: DPSIS(k=2, epsilon=1.0),
+    ],
+)
 def test_a_private_fit_without_an_accountant_refuses_unless_opted_out(strict, data, make, monkeypatch, tmp_path):
     X, y = data
     with pytest.raises(ParameterError, match="without an accountant.*dpdist.unaccounted"):

@@ -42,9 +42,9 @@ def test_gaussian_sequences_agree_with_rdp_accountant_and_stay_above_the_exact_v
     rdp = RdpAccountant()
     rdp.compose(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), k))
     theirs = rdp.get_epsilon(delta)
-    assert ours <= theirs * (1 + 1e-9)            # our grid holds dp-accounting's default orders
-    assert ours >= theirs * 0.97                  # and differs only by the grid's discretisation
-    exact = exact_gaussian_epsilon(z, k, delta)   # composed Gaussians are a Gaussian: the exact answer
+    assert ours <= theirs * (1 + 1e-9)  # our grid holds dp-accounting's default orders
+    assert ours >= theirs * 0.97  # and differs only by the grid's discretisation
+    exact = exact_gaussian_epsilon(z, k, delta)  # composed Gaussians are a Gaussian: the exact answer
     assert ours >= exact * (1 - 1e-9), (ours, exact)
     assert ours >= pld_epsilon("gaussian", z, k, delta, pessimistic=False)  # nor below the PLD lower bound
 
@@ -58,15 +58,15 @@ def test_laplace_sequences_agree_with_rdp_accountant_and_stay_above_pld(eps, k, 
     theirs = min(rdp.get_epsilon(delta), k * eps)
     assert ours <= theirs * (1 + 1e-9) and ours >= theirs * 0.97
     assert ours >= pld_epsilon("laplace", 1.0 / eps, k, delta, pessimistic=False)  # a lower bound
-    assert ours <= k * eps            # never worse than basic composition
+    assert ours <= k * eps  # never worse than basic composition
 
 
 def test_bounded_range_sequence_is_charged_t_eps0_squared_over_8():
     eps0, T = 0.007, 4000
     loss = PrivacyLoss.bounded_range(eps0, T, delta=1e-6)
-    assert loss.rho == pytest.approx(T * eps0 ** 2 / 8) and loss.form == "zcdp"
+    assert loss.rho == pytest.approx(T * eps0**2 / 8) and loss.form == "zcdp"
     # the conversion: CKS/Balle et al., below the simple rho + 2 sqrt(rho ln(1/delta))
-    rho = T * eps0 ** 2 / 8
+    rho = T * eps0**2 / 8
     assert loss.epsilon < rho + 2 * math.sqrt(rho * math.log(1e6))
     assert loss.epsilon == pytest.approx(compose_epsilon([PrivacyLoss.zcdp(rho, 1e-6)], 1e-6))
     # a single exponential mechanism is its pure epsilon
@@ -109,8 +109,11 @@ def test_repeat_and_select_matches_dp_accounting():
 
 
 def test_round_trip_and_bad_parts():
-    loss = PrivacyLoss.compose(PrivacyLoss.laplace(0.1, 3), PrivacyLoss.approx(0.2, 1e-7),
-                               PrivacyLoss.repeat_and_select(PrivacyLoss.zcdp(0.01, 1e-6), 5, 0, 1e-6))
+    loss = PrivacyLoss.compose(
+        PrivacyLoss.laplace(0.1, 3),
+        PrivacyLoss.approx(0.2, 1e-7),
+        PrivacyLoss.repeat_and_select(PrivacyLoss.zcdp(0.01, 1e-6), 5, 0, 1e-6),
+    )
     assert PrivacyLoss.from_json(loss.to_json()) == loss
     assert loss.form == "mixed"
     with pytest.raises(ParameterError):
@@ -132,7 +135,7 @@ def test_subsampled_gaussian_is_dp_accountings_curve_and_full_batch_is_zcdp():
     assert loss.epsilon == pytest.approx(ref.get_epsilon(1e-6), rel=1e-9)
     assert PrivacyLoss.from_json(loss.to_json()) == loss and "subsampled gaussian" in loss.describe()
     full = PrivacyLoss.subsampled_gaussian(20.0, 1.0, 50, 1e-6)
-    assert full.rho == pytest.approx(50 / (2 * 20.0 ** 2))
+    assert full.rho == pytest.approx(50 / (2 * 20.0**2))
     with pytest.raises(ParameterError):
         PrivacyLoss((("sgm", 1.0, 1.5, 3),), 1.0, 1e-6)
 
@@ -166,7 +169,7 @@ def _papernot_steinke(orders, rdp, mean, shape):
     def tnb_mean(g):  # Def. 1: gamma is the halting probability, P(K = k) ~ (1 - gamma)^k ...
         if shape == 0:
             return (1 - g) / (g * math.log(1 / g))
-        return shape * (1 - g) / (g * (1 - g ** shape))
+        return shape * (1 - g) / (g * (1 - g**shape))
 
     gamma = brentq(lambda g: tnb_mean(g) - mean, 1e-12, 1 - 1e-12)
     orders, rdp = np.asarray(orders), np.asarray(rdp)

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from dp_audit import chisquare_against
 from scipy import integrate, special, stats
 
-from dp_audit import chisquare_against
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.privacy.mechanisms import (

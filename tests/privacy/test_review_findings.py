@@ -67,8 +67,12 @@ def test_private_evaluation_is_always_recordable():
 def _pcg64(state: int) -> np.random.Generator:
     """A Generator in a chosen 128-bit PCG64 state (the same increment throughout)."""
     g = np.random.Generator(np.random.PCG64())
-    g.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": 0xDA3E39CB94B95BDB},
-                             "has_uint32": 0, "uinteger": 0}
+    g.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": state, "inc": 0xDA3E39CB94B95BDB},
+        "has_uint32": 0,
+        "uinteger": 0,
+    }
     return g
 
 
@@ -85,8 +89,9 @@ def test_fast_dp_fw_noise_depends_on_more_than_32_bits(screen):
     plan = None if screen is None else screening_plan(screen, "logistic", 2.0, 12, 200, 5, 1.0, 1e-6, n_max=400)
 
     def path(g):
-        return ffw.fast_frank_wolfe(X, y, 2.0, 200, selection="exponential", epsilon=1.0, delta=1e-6,
-                                    screening=plan, random_state=g).path
+        return ffw.fast_frank_wolfe(
+            X, y, 2.0, 200, selection="exponential", epsilon=1.0, delta=1e-6, screening=plan, random_state=g
+        ).path
 
     s = 12345
     assert path(_pcg64(s)) == path(_pcg64(s))  # a fixed state (an experiment's opt-in) reproduces the run
@@ -107,16 +112,49 @@ def test_fast_dp_fw_noise_depends_on_more_than_32_bits(screen):
 def test_a_split_half_is_charged_to_its_source(tmp_path):
     ledger = str(tmp_path / "ledger.sqlite")
     src = tmp_path / "src"
-    ingest_svmlight(_svmlight(tmp_path / "d.svm", np.clip(np.linspace(-1, 1, 300), -1, 1)), src, n_features=8,
-                    task="regression")
+    ingest_svmlight(
+        _svmlight(tmp_path / "d.svm", np.clip(np.linspace(-1, 1, 300), -1, 1)), src, n_features=8, task="regression"
+    )
     acc = Accountant(ledger)
     source = open_store(src).dataset_id
     acc.init_budget(source, 1.0, 1e-6, name="src")
     split_store(src, tmp_path / "train", tmp_path / "test", 0.2, acc.split_key(source))
-    main(["budget", "init", str(tmp_path / "train"), "--epsilon", "1", "--delta", "1e-6", "--name", "half",
-          "--ledger", ledger])
-    code = main(["train", str(tmp_path / "train"), "--method", "fast-dp-fw", "--loss", "squared", "--lam", "1",
-                 "--iters", "20", "--epsilon", "0.9", "--test-fraction", "0", "--ledger", ledger, "--json"])
+    main(
+        [
+            "budget",
+            "init",
+            str(tmp_path / "train"),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--name",
+            "half",
+            "--ledger",
+            ledger,
+        ]
+    )
+    code = main(
+        [
+            "train",
+            str(tmp_path / "train"),
+            "--method",
+            "fast-dp-fw",
+            "--loss",
+            "squared",
+            "--lam",
+            "1",
+            "--iters",
+            "20",
+            "--epsilon",
+            "0.9",
+            "--test-fraction",
+            "0",
+            "--ledger",
+            ledger,
+            "--json",
+        ]
+    )
     assert code != 0 or acc.status(source).releases == 1, "records of the source were charged to another budget"
 
 
@@ -130,8 +168,21 @@ def test_one_record_does_not_recode_the_others(tmp_path, capsys):
     assert not np.array_equal(ya, yb[:-1])
     ledger = str(tmp_path / "ledger.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "a").dataset_id, 5.0, 1e-6)
-    code = main(["select", str(tmp_path / "a"), "--method", "dp-sis", "--k", "2", "--epsilon", "1", "--clip",
-                 "--ledger", ledger])
+    code = main(
+        [
+            "select",
+            str(tmp_path / "a"),
+            "--method",
+            "dp-sis",
+            "--k",
+            "2",
+            "--epsilon",
+            "1",
+            "--clip",
+            "--ledger",
+            ledger,
+        ]
+    )
     assert code == 2 and "--labels" in capsys.readouterr().err and Accountant(ledger).datasets()[0].releases == 0
     # declared (public) classes: the coding of each record is its own; a record outside them is refused
     ingest_svmlight(tmp_path / "a.svm", tmp_path / "a2", n_features=8, task="binary", labels=[0, 1])

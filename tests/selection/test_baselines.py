@@ -80,8 +80,11 @@ def test_large_epsilon_recovers_top_k_and_validation():
     rng = np.random.default_rng(0)
     x = rng.normal(size=300)
     x[[5, 77, 140]] += 1e6
-    for mech in (PeelingTopK(3, 10.0, random_state=0), LaplaceTopK(3, 10.0, 1e-6, random_state=0),
-                 JointTopK(3, 10.0, random_state=0)):
+    for mech in (
+        PeelingTopK(3, 10.0, random_state=0),
+        LaplaceTopK(3, 10.0, 1e-6, random_state=0),
+        JointTopK(3, 10.0, random_state=0),
+    ):
         assert mech.select(x).tolist() == [5, 77, 140]
     with pytest.raises(ParameterError, match="k must be < the number of scores"):
         PeelingTopK(5, 1.0).select(np.ones(5))

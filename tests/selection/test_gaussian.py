@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
+from dp_audit import chisquare_against, epsilon_lower_bound
 from scipy import integrate, stats
 
-from dp_audit import chisquare_against, epsilon_lower_bound
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.selection.gaussian import GaussianTopK
@@ -23,15 +21,12 @@ def top_k_probabilities(scores: np.ndarray, sigma: float, k: int) -> dict[tuple[
     out = {}
     for i in range(d):
         others = [j for j in range(d) if j != i]
-        if k == 1:  # i is the largest
-            f = lambda x: stats.norm.pdf(x, scores[i], sigma) * np.prod([stats.norm.cdf(x, scores[j], sigma)  # noqa
-                                                                       for j in others])
-            key = (i,)
-        else:  # i is the smallest: everything else is selected
-            f = lambda x: stats.norm.pdf(x, scores[i], sigma) * np.prod([stats.norm.sf(x, scores[j], sigma)  # noqa
-                                                                       for j in others])
-            key = tuple(others)
-        out[key] = integrate.quad(f, -np.inf, np.inf)[0]
+        below = stats.norm.cdf if k == 1 else stats.norm.sf  # the rest below i (i largest) or above (i smallest)
+
+        def density(x: float, i: int = i, others: list[int] = others, below=below) -> float:
+            return float(stats.norm.pdf(x, scores[i], sigma) * np.prod([below(x, scores[j], sigma) for j in others]))
+
+        out[(i,) if k == 1 else tuple(others)] = integrate.quad(density, -np.inf, np.inf)[0]
     return out
 
 
@@ -43,7 +38,7 @@ def test_the_selection_has_its_exact_distribution_and_a_halved_sigma_fails(k):
     outcomes = list(probs)
     rng = np.random.default_rng(3)
     for factor, ok in ((1.0, True), (0.5, False)):
-        m = GaussianTopK(k, mech.rho / factor ** 2, 1e-6)  # sigma * factor
+        m = GaussianTopK(k, mech.rho / factor**2, 1e-6)  # sigma * factor
         draws = [tuple(m.select(scores, rng)) for _ in range(40_000)]
         counts = np.array([draws.count(o) for o in outcomes])
         p = chisquare_against(counts, np.array([probs[o] for o in outcomes]))
@@ -56,7 +51,7 @@ def test_neighbouring_scores_stay_within_the_charge_and_a_twentieth_sigma_does_n
     mech = GaussianTopK.for_budget(1, 1.0, 1e-6)
     charged = mech.privacy_loss.epsilon
     for factor, ok in ((1.0, True), (0.05, False)):
-        m = GaussianTopK(1, mech.rho / factor ** 2, 1e-6)
+        m = GaussianTopK(1, mech.rho / factor**2, 1e-6)
         rng = np.random.default_rng(5)
         a = [int(m.select(d, rng)[0]) for _ in range(60_000)]
         b = [int(m.select(d2, rng)[0]) for _ in range(60_000)]

@@ -22,8 +22,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture()
 def fanlv(tmp_path, capsys):
-    code, out, _ = run(capsys, "synth", "fan-lv", "--out", str(tmp_path / "f"), "--seed", "1", "--n", "400",
-                       "--d", "300", "--json")
+    code, out, _ = run(
+        capsys, "synth", "fan-lv", "--out", str(tmp_path / "f"), "--seed", "1", "--n", "400", "--d", "300", "--json"
+    )
     assert code == 0
     meta = json.loads(out)
     meta["dataset_id"] = open_store(tmp_path / "f").dataset_id  # the ledger's key; never printed
@@ -36,8 +37,25 @@ def test_select_charges_and_reports(capsys, tmp_path, fanlv, method):
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1e4, 0.0)
     out_file = tmp_path / "sel.json"
-    code, out, _ = run(capsys, "select", str(store), "--method", method, "--k", "8", "--epsilon", "5000",
-                       "--clip", "--seed", "3", "--ledger", ledger, "--out", str(out_file), "--json")
+    code, out, _ = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        method,
+        "--k",
+        "8",
+        "--epsilon",
+        "5000",
+        "--clip",
+        "--seed",
+        "3",
+        "--ledger",
+        ledger,
+        "--out",
+        str(out_file),
+        "--json",
+    )
     assert code == 0, out
     res = json.loads(out)
     assert set(res) >= {"method", "k", "features", "epsilon", "delta", "dataset", "key", "ledger"}
@@ -55,8 +73,23 @@ def test_select_refused_writes_nothing(capsys, tmp_path, fanlv):
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1.0, 0.0)
     out_file = tmp_path / "sel.json"
-    code, out, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "2",
-                         "--clip", "--ledger", ledger, "--out", str(out_file), "--json")
+    code, out, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        "dp-sis",
+        "--k",
+        "5",
+        "--epsilon",
+        "2",
+        "--clip",
+        "--ledger",
+        ledger,
+        "--out",
+        str(out_file),
+        "--json",
+    )
     assert code == 3 and out == "" and "budget refused" in err
     assert not out_file.exists() and Accountant(ledger).history(meta["dataset_id"]) == []
 
@@ -64,18 +97,34 @@ def test_select_refused_writes_nothing(capsys, tmp_path, fanlv):
 def test_select_bad_input_exit_2(capsys, tmp_path, fanlv):
     store, meta = fanlv
     ledger = str(tmp_path / "l.sqlite")
-    code, _, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1",
-                       "--ledger", ledger)
+    code, _, err = run(
+        capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1", "--ledger", ledger
+    )
     assert code == 2 and "budget init" in err and meta["dataset_id"] not in err  # no budget for this dataset yet
     Accountant(ledger).init_budget(meta["dataset_id"], 10.0, 0.0)
-    code, _, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1",
-                       "--ledger", ledger)
+    code, _, err = run(
+        capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1", "--ledger", ledger
+    )
     assert code == 2 and ("|y_i| <= 1" in err or "|X_ij| <= 1" in err) and "--clip" in err  # fan-lv is unbounded
-    code, _, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1",
-                       "--delta", "1e-6", "--ledger", ledger)
+    code, _, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        "dp-sis",
+        "--k",
+        "5",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--ledger",
+        ledger,
+    )
     assert code == 2 and "--delta" in err
-    code, _, err = run(capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "0",
-                       "--clip", "--ledger", ledger)
+    code, _, err = run(
+        capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "0", "--clip", "--ledger", ledger
+    )
     assert code == 2 and "epsilon" in err
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
@@ -84,8 +133,24 @@ def test_two_stage_with_stage2_releases_a_model_on_the_selection(capsys, tmp_pat
     store, meta = fanlv
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1e4, 0.0)
-    code, out, err = run(capsys, "select", str(store), "--method", "two-stage", "--k", "8", "--epsilon", "100",
-                         "--stage2", "5", "--seed", "4", "--ledger", ledger, "--json")
+    code, out, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        "two-stage",
+        "--k",
+        "8",
+        "--epsilon",
+        "100",
+        "--stage2",
+        "5",
+        "--seed",
+        "4",
+        "--ledger",
+        ledger,
+        "--json",
+    )
     assert code == 0, err
     res = json.loads(out)
     assert res["stage2"]["indices"] == res["features"] and len(res["stage2"]["values"]) == 8

@@ -66,8 +66,11 @@ def test_parameters_are_validated_in_fit_and_it_is_a_scikit_learn_selector():
     from sklearn.pipeline import make_pipeline
 
     X, y = bounded()
-    for kw, needle in (({"mechanism": "nope"}, "mechanism"), ({"epsilon": 0.0}, "epsilon"),
-                       ({"delta": 1e-5, "mechanism": "peeling"}, "pure epsilon-DP")):
+    for kw, needle in (
+        ({"mechanism": "nope"}, "mechanism"),
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"delta": 1e-5, "mechanism": "peeling"}, "pure epsilon-DP"),
+    ):
         sel = DPSIS(3, **{"epsilon": 1.0, **kw})
         with pytest.raises(ParameterError, match=needle):
             sel.fit(X, y)

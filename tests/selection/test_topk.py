@@ -58,8 +58,9 @@ def test_class_sizes_partition_all_subsets():
     assert seed == 162
 
 
-@pytest.mark.parametrize(("epsilon", "gamma", "sens"), [(2.0, 0.5, 1.0), (6.0, 0.5, 0.5), (3.0, 0.2, 1.0),
-                                                         (4.0, 1.0, 1.0)])
+@pytest.mark.parametrize(
+    ("epsilon", "gamma", "sens"), [(2.0, 0.5, 1.0), (6.0, 0.5, 0.5), (3.0, 0.2, 1.0), (4.0, 1.0, 1.0)]
+)
 def test_gumbel_matches_exact_exponential_mechanism(epsilon, gamma, sens):
     mech = CanonicalTopK(K, epsilon, sensitivity=sens, gamma=gamma, random_state=11)
     probs = exact_distribution(SCORES / sens, K, epsilon / 2, gamma)
@@ -74,8 +75,9 @@ def test_mis_scaled_variant_fails():
     assert chisquare_p(sample(wrong, SCORES, DRAWS), probs) < 1e-6
 
 
-def brute_force_exponential_noise(x: np.ndarray, k: int, c: float, gamma: float, n: int,
-                                  rng: np.random.Generator) -> dict:
+def brute_force_exponential_noise(
+    x: np.ndarray, k: int, c: float, gamma: float, n: int, rng: np.random.Generator
+) -> dict:
     sets = list(itertools.combinations(range(x.size), k))
     util = np.array([-c * loss(s, x, gamma) for s in sets])
     winners = np.argmax(util + rng.exponential(size=(n, len(sets))), axis=1)
@@ -116,8 +118,13 @@ def test_large_d_runs(capsys):
 def test_bad_parameters():
     with pytest.raises(ParameterError, match="k must be <"):
         CanonicalTopK(7, 1.0).select(SCORES)
-    for kwargs in [{"k": 0, "epsilon": 1.0}, {"k": 2, "epsilon": -1.0}, {"k": 2, "epsilon": 1.0, "gamma": 1.5},
-                   {"k": 2, "epsilon": 1.0, "noise": "laplace"}, {"k": 2, "epsilon": 1.0, "sensitivity": 0}]:
+    for kwargs in [
+        {"k": 0, "epsilon": 1.0},
+        {"k": 2, "epsilon": -1.0},
+        {"k": 2, "epsilon": 1.0, "gamma": 1.5},
+        {"k": 2, "epsilon": 1.0, "noise": "laplace"},
+        {"k": 2, "epsilon": 1.0, "sensitivity": 0},
+    ]:
         with pytest.raises(ParameterError):
             CanonicalTopK(**kwargs)
     with pytest.raises(ParameterError, match="finite"):
@@ -139,8 +146,12 @@ def _log_mass_reference(xs: np.ndarray, k: int, c: float, gamma: float) -> np.nd
     out = []
     for h in range(k):
         t = np.arange(k + 1, d + 1)
-        logw = c * (gamma * xs[t - 1] - (1 - gamma) * xs[h]) + special.gammaln(t - h - 1) - special.gammaln(
-            k - h) - special.gammaln(t - k)
+        logw = (
+            c * (gamma * xs[t - 1] - (1 - gamma) * xs[h])
+            + special.gammaln(t - h - 1)
+            - special.gammaln(k - h)
+            - special.gammaln(t - k)
+        )
         out.append(special.logsumexp(logw))
     return np.array(out)
 

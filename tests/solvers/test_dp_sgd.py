@@ -8,14 +8,13 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from dp_audit import chisquare_against, epsilon_lower_bound
 from scipy import stats
 
-from dp_audit import chisquare_against, epsilon_lower_bound
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss, calibrate
 from dpdist.solvers.dp_iht import dp_iht, hard_threshold
-from dpdist.solvers.dp_sgd import (SGDPlan, clipped_gradient_sum, csr_parts, dp_sgd, gaussian_noise,
-                                   poisson_rows)
+from dpdist.solvers.dp_sgd import SGDPlan, clipped_gradient_sum, csr_parts, dp_sgd, gaussian_noise, poisson_rows
 
 ALPHA = 1e-3
 
@@ -160,10 +159,15 @@ def test_a_record_whose_margin_overflows_adds_nothing_instead_of_escaping_the_cl
     turned every later step NaN: its neighbour told apart at once. Now its term is 0."""
     X = sp.csr_matrix(np.array([[1e308, -1e308], [0.5, 0.2]]))
     out = np.zeros(2)
-    gb = clipped_gradient_sum(csr_parts(X), np.array([1.0, -1.0]), np.array([0, 1], dtype=np.int64),
-                              (np.array([3.0, -3.0]), np.zeros(1)), (1, 0.5, 1.0), out)
-    ref, ref_b = reference_sum(X.toarray()[1:], np.array([-1.0]), [0], np.array([3.0, -3.0]), 0.0, "squared", 0.5,
-                               1.0)
+    gb = clipped_gradient_sum(
+        csr_parts(X),
+        np.array([1.0, -1.0]),
+        np.array([0, 1], dtype=np.int64),
+        (np.array([3.0, -3.0]), np.zeros(1)),
+        (1, 0.5, 1.0),
+        out,
+    )
+    ref, ref_b = reference_sum(X.toarray()[1:], np.array([-1.0]), [0], np.array([3.0, -3.0]), 0.0, "squared", 0.5, 1.0)
     assert np.all(np.isfinite(out)) and np.allclose(out, ref) and gb == pytest.approx(ref_b)
     plan = SGDPlan("logistic", 1.0, 0.5, 1.0, 5, 30.0, 2.0)
     w, b = dp_sgd(X, np.array([1.0, -1.0]), plan, np.random.default_rng(0))

@@ -16,8 +16,8 @@ from sklearn.datasets import load_svmlight_file
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
-from dpdist.solvers.fast_frank_wolfe import _ahead, _fast_fw, _extra_args, fast_frank_wolfe
 from dpdist.privacy.loss import PrivacyLoss
+from dpdist.solvers.fast_frank_wolfe import _ahead, _extra_args, _fast_fw, fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz, privacy_plan
 from dpdist.solvers.samplers import block_shift
 
@@ -74,7 +74,7 @@ def test_privacy_plan_and_paper_mode():
     # Laplace report-noisy-max: T pure eps0 steps, T eps0^2/2-zCDP, calibrated tightly
     res = frank_wolfe(X, y, 10.0, 100, selection="laplace", epsilon=1.0, delta=1e-6, random_state=3)
     assert res.privacy.eps0 > 1.5 * seed_rule
-    assert res.privacy.loss.rho == pytest.approx(100 * res.privacy.eps0 ** 2 / 2)
+    assert res.privacy.loss.rho == pytest.approx(100 * res.privacy.eps0**2 / 2)
     assert res.privacy.true_epsilon <= 1.0 and res.privacy.loss.epsilon_at(1e-6) <= 1.0
     # the seeds' scale at their eps0 is 2 eps0 per step: its true epsilon is charged, above the target
     paper = frank_wolfe(X, y, 10.0, 100, selection="laplace", epsilon=1.0, delta=1e-6, calibration="paper")
@@ -84,7 +84,7 @@ def test_privacy_plan_and_paper_mode():
     assert paper.privacy.true_epsilon < rnm_paper_true_epsilon(1.0, 1e-6, 100).epsilon
     # the exponential mechanism's steps are bounded-range: T eps0^2/8
     em = privacy_plan(1.0, 1e-6, 4000, "logistic", 50.0, 1.0, "exponential")
-    assert em.loss.rho == pytest.approx(4000 * em.eps0 ** 2 / 8) and em.eps0 > 4 * advanced_step_epsilon(1.0, 1e-6, 4000)
+    assert em.loss.rho == pytest.approx(4000 * em.eps0**2 / 8) and em.eps0 > 4 * advanced_step_epsilon(1.0, 1e-6, 4000)
     old = privacy_plan(1.0, 1e-6, 4000, "logistic", 50.0, 1.0, "exponential", "paper")
     assert old.eps0 == pytest.approx(advanced_step_epsilon(1.0, 1e-6, 4000)) and old.true_epsilon < 0.3
     assert lipschitz("squared", 50.0, 1.0) == 51.0 and lipschitz("logistic", 50.0) == 1.0
@@ -115,10 +115,14 @@ def test_private_fast_runs_agree_in_distribution_with_standard_em(selection):
     rng = np.random.default_rng(5)
     X = sp.random(400, 6, density=0.5, random_state=6, format="csr")
     y = (rng.random(400) < 0.7).astype(float)
-    fast = [fast_frank_wolfe(X, y, 1.0, 1, selection=selection, epsilon=0.5, delta=1e-3,
-                             random_state=i).path[0] for i in range(3000)]
-    std = [frank_wolfe(X, y, 1.0, 1, selection="exponential", epsilon=0.5, delta=1e-3,
-                       random_state=10_000 + i).path[0] for i in range(3000)]
+    fast = [
+        fast_frank_wolfe(X, y, 1.0, 1, selection=selection, epsilon=0.5, delta=1e-3, random_state=i).path[0]
+        for i in range(3000)
+    ]
+    std = [
+        frank_wolfe(X, y, 1.0, 1, selection="exponential", epsilon=0.5, delta=1e-3, random_state=10_000 + i).path[0]
+        for i in range(3000)
+    ]
     keys = sorted(set(fast) | set(std))
     f = np.array([fast.count(k) for k in keys]) / 3000
     s = np.array([std.count(k) for k in keys]) / 3000
@@ -242,19 +246,45 @@ def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh):
     """The fast kernel run directly: coef, path, the internal state (alpha, W, c, st) and the band of
     the column passes' layout (0: never built)."""
     Xc = X.tocsc()
-    coef, path, _, state, band = _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
-                                          Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32), Xc.data, y,
-                                          np.asarray(X.T @ y), lam, T, loss == "logistic", mode, eps0, 1.0, refresh,
-                                          0, block_shift(X.shape[1]), np.random.default_rng(7),
-                                          np.zeros(1, dtype=np.int64), *_extra_args(None, X, T))
+    coef, path, _, state, band = _fast_fw(
+        X.indptr.astype(np.int64),
+        X.indices.astype(np.int32),
+        X.data,
+        Xc.indptr.astype(np.int64),
+        Xc.indices.astype(np.int32),
+        Xc.data,
+        y,
+        np.asarray(X.T @ y),
+        lam,
+        T,
+        loss == "logistic",
+        mode,
+        eps0,
+        1.0,
+        refresh,
+        0,
+        block_shift(X.shape[1]),
+        np.random.default_rng(7),
+        np.zeros(1, dtype=np.int64),
+        *_extra_args(None, X, T),
+    )
     return coef, path, state, band
 
 
-@pytest.mark.parametrize("loss,mode,refresh,binary", [("logistic", 0, 0, False), ("logistic", 0, 25, False),
-                                                      ("logistic", 1, 0, False), ("logistic", 1, 25, False),
-                                                      ("logistic", 1, 25, True), ("logistic", 2, 0, False),
-                                                      ("logistic", 3, 0, False), ("squared", 0, 0, False),
-                                                      ("squared", 1, 0, False)])
+@pytest.mark.parametrize(
+    "loss,mode,refresh,binary",
+    [
+        ("logistic", 0, 0, False),
+        ("logistic", 0, 25, False),
+        ("logistic", 1, 0, False),
+        ("logistic", 1, 25, False),
+        ("logistic", 1, 25, True),
+        ("logistic", 2, 0, False),
+        ("logistic", 3, 0, False),
+        ("squared", 0, 0, False),
+        ("squared", 1, 0, False),
+    ],
+)
 def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, loss, mode, refresh, binary):
     """The column-order update (_move; a column in most rows) adds the same products in the same
     order as seed 004's row order and lists the moved coordinates in the same order: the same path,
@@ -272,8 +302,13 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
     if loss == "squared":
         y = 2 * y - 1
     runs = []
-    for share, band, threshold in ((np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ), (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
-                                   (0.0, 64, ffw._PARALLEL_NNZ), (0.0, 64, 0), (1e9, 64, ffw._PARALLEL_NNZ)):
+    for share, band, threshold in (
+        (np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
+        (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
+        (0.0, 64, ffw._PARALLEL_NNZ),
+        (0.0, 64, 0),
+        (1e9, 64, ffw._PARALLEL_NNZ),
+    ):
         # every step by rows; by columns; by columns with the frequent ones in bands of 64 rows; and on the
         # threads; every step by rows with the column passes on, so the layout of 64-row bands is never built
         # and the full gradients read CSC alone
@@ -296,7 +331,7 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
     counts = np.diff(Xc.indptr)
     assert counts[np.abs(p0) - 1].max() > X.shape[0] / 10  # the run did choose columns in many rows
     if loss == "logistic" and mode in (1, 2):  # and some step moved enough coordinates for a full rebuild
-        moved = [np.unique(X[Xc.indices[Xc.indptr[j]:Xc.indptr[j + 1]]].indices).size for j in np.abs(p0) - 1]
+        moved = [np.unique(X[Xc.indices[Xc.indptr[j] : Xc.indptr[j + 1]]].indices).size for j in np.abs(p0) - 1]
         assert any(ffw._rebuilds(m, X.shape[1]) for m in moved)
 
 
@@ -311,14 +346,19 @@ def test_the_checks_passes_on_threads_match_one_thread(rcv1, monkeypatch):
     Xc = X.tocsc()
     shifted = sp.vstack([X[1:], X[:1]]).tocsr()
     swapped = X.copy()
-    row = next(i for i in range(X.shape[0]) if X.indptr[i + 1] - X.indptr[i] >= 2
-               and X.data[X.indptr[i]] != X.data[X.indptr[i] + 1])
-    swapped.data[X.indptr[row]:X.indptr[row] + 2] = swapped.data[X.indptr[row]:X.indptr[row] + 2][::-1].copy()
+    row = next(
+        i
+        for i in range(X.shape[0])
+        if X.indptr[i + 1] - X.indptr[i] >= 2 and X.data[X.indptr[i]] != X.data[X.indptr[i] + 1]
+    )
+    swapped.data[X.indptr[row] : X.indptr[row] + 2] = swapped.data[X.indptr[row] : X.indptr[row] + 2][::-1].copy()
     cols = (Xc.indptr.astype(np.int64), Xc.indices, Xc.data)
     want = _bits(X.T @ y)
     assert np.array_equal(_bits(ffw._dots_serial(*cols, y, 1)), want)
-    digests = [ffw._digest_serial(M.indptr.astype(np.int64), M.indices, M.data, by_rows, 1)
-               for M, by_rows in ((X, True), (Xc, False), (shifted, True), (swapped, True))]
+    digests = [
+        ffw._digest_serial(M.indptr.astype(np.int64), M.indices, M.data, by_rows, 1)
+        for M, by_rows in ((X, True), (Xc, False), (shifted, True), (swapped, True))
+    ]
     assert digests[0] == digests[1] and digests[0] not in digests[2:]
     for parts in (1, 3, 16):
         assert np.array_equal(_bits(ffw._dots_parallel(*cols, y, parts)), want)
@@ -394,8 +434,18 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     vbar0 = rng.normal(0, 3, n)
     vbar0[::5] = 800.0  # sigmoid saturated at 1: a move of these rows leaves q as it is
     q0 = np.array([1 / (1 + np.exp(-v)) - t for v, t in zip(vbar0, y)]) if logistic else np.zeros(n)
-    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, Xc.indptr.astype(np.int64),
-            Xc.indices.astype(np.int32), Xc.data, y, logistic, False, 1.0)
+    args = (
+        X.indptr.astype(np.int64),
+        X.indices.astype(np.int32),
+        X.data,
+        Xc.indptr.astype(np.int64),
+        Xc.indices.astype(np.int32),
+        Xc.data,
+        y,
+        logistic,
+        False,
+        1.0,
+    )
     lay = _column_layout(*args[:3], args[3], args[5], 30, 1)  # bands of 30 rows: the rare columns through the tiles
     assert lay[1].size > 0 and lay[9].size > 0  # frequent columns by rows and rare ones through the tiles
     unlisted = 0
@@ -405,8 +455,7 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
             vbar, q, alpha, beta = vbar0.copy(), q0.copy(), np.arange(D) / 7, np.arange(D) / 3.0
             mark, touched = np.zeros(D, dtype=np.uint8), np.full(D + 1, -1, dtype=np.int64)
             gbuf, fcol, nfirst = np.zeros(n), np.full(D, -1, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
-            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy, ordered, lay,
-                      1)
+            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy, ordered, lay, 1)
             assert not mark.any() and not gbuf.any()
             out.append((m, touched[:m].copy(), vbar, q, alpha, beta))
         (m0, t0, *s0), (m1, t1, *s1) = out
@@ -432,8 +481,14 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     run serially, and the serial checks still hold). Binary X: the copies (frequent columns, tiles)
     hold no values (each is 1); "frequent": only the frequent columns are binary, only their copy
     holds none."""
-    from dpdist.solvers.fast_frank_wolfe import (_by_columns, _column_layout, _hot_parallel, _hot_serial,
-                                                 _tiled_parallel, _tiled_serial)
+    from dpdist.solvers.fast_frank_wolfe import (
+        _by_columns,
+        _column_layout,
+        _hot_parallel,
+        _hot_serial,
+        _tiled_parallel,
+        _tiled_serial,
+    )
 
     rng = np.random.default_rng(band)
     n, D = 3000, 160
@@ -455,11 +510,16 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
         m = _by_columns(ptr, idx, X.data, g, target, fcol, nfirst, touched, 1, lay, threads)
         out.append((m, touched[:m].tolist(), _bits(target), fcol))
     for o in out[1:]:
-        assert o[0] == out[0][0] and o[1] == out[0][1] and np.array_equal(o[2], out[0][2]) and np.array_equal(o[3],
-                                                                                                             out[0][3])
+        assert (
+            o[0] == out[0][0]
+            and o[1] == out[0][1]
+            and np.array_equal(o[2], out[0][2])
+            and np.array_equal(o[3], out[0][3])
+        )
     assert not np.array_equal(out[0][2], _bits(start))  # the sums moved
-    _, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay = \
-        _column_layout(*rows, ptr, X.data, band, 2)
+    _, hot, hbounds, hptr, h_col, h_val, rc, bounds, tptr, e_row, e_col, e_val, acc, fc = lay = _column_layout(
+        *rows, ptr, X.data, band, 2
+    )
     counts = np.diff(ptr)
     min_count = 8 * -(-n // band)
     assert hot.tolist() == np.flatnonzero(counts >= min_count).tolist()
@@ -501,34 +561,38 @@ def test_the_fast_kernel_is_cached_reads_nothing_out_of_bounds_and_prefetches(tm
       measured in benchmarks/fw_prefetch.py: this fails if the hints are dropped from either)."""
     prefetch = r"\bprefetch\w*|\bprfm\b"  # x86: prefetcht0 / prefetchw; ARM: prfm
 
-    code = ("import re, numpy as np, scipy.sparse as sp\n"
-            "import dpdist.solvers.fast_frank_wolfe as ffw\n"
-            "X = sp.random(300, 40, density=0.2, format='csr', random_state=0)\n"
-            "ffw.fast_frank_wolfe(X, (np.arange(300) % 2).astype(float), 1.0, 20, selection='exponential',\n"
-            "                     epsilon=1.0, delta=1e-6, refresh=5)\n"
-            "hits, misses = sum(ffw._fast_fw.stats.cache_hits.values()), sum(ffw._fast_fw.stats.cache_misses.values())\n"
-            "def count(f):\n"
-            "    asm = '\\n'.join(f.inspect_asm().values()) if misses else ''\n"
-            f"    return len(re.findall({prefetch!r}, asm, re.IGNORECASE))\n"
-            "skipped = 0\n"
-            "X = sp.random(400, 300, density=0.01, format='csr', random_state=1)\n"
-            "assert (np.diff(X.indptr) == 0).any() and (np.diff(X.tocsc().indptr) == 0).any()\n"
-            "y = (np.arange(400) % 2).astype(float)\n"
-            "for share in (np.inf, 0.0) if misses else ():\n"
-            "    ffw._HEAVY_SHARE = share\n"
-            "    for lam in (1.0, 1e4):\n"
-            "        ffw.fast_frank_wolfe(X, y, lam, 60, selection='exponential', epsilon=1.0, delta=1e-6,\n"
-            "                             refresh=7, random_state=0)\n"
-            "        r = ffw.fast_frank_wolfe(X, y, lam, 60, random_state=0)\n"
-            "        skipped += int((np.abs(X @ r.coef) > 40).sum())\n"
-            "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', selection='exponential', epsilon=1.0,\n"
-            "                         delta=1e-6, random_state=0)\n"
-            "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', gram=True, random_state=0)\n"
-            "print(hits, misses, count(ffw._move), count(ffw._reweight), skipped)\n")
+    code = (
+        "import re, numpy as np, scipy.sparse as sp\n"
+        "import dpdist.solvers.fast_frank_wolfe as ffw\n"
+        "X = sp.random(300, 40, density=0.2, format='csr', random_state=0)\n"
+        "ffw.fast_frank_wolfe(X, (np.arange(300) % 2).astype(float), 1.0, 20, selection='exponential',\n"
+        "                     epsilon=1.0, delta=1e-6, refresh=5)\n"
+        "hits, misses = sum(ffw._fast_fw.stats.cache_hits.values()), sum(ffw._fast_fw.stats.cache_misses.values())\n"
+        "def count(f):\n"
+        "    asm = '\\n'.join(f.inspect_asm().values()) if misses else ''\n"
+        f"    return len(re.findall({prefetch!r}, asm, re.IGNORECASE))\n"
+        "skipped = 0\n"
+        "X = sp.random(400, 300, density=0.01, format='csr', random_state=1)\n"
+        "assert (np.diff(X.indptr) == 0).any() and (np.diff(X.tocsc().indptr) == 0).any()\n"
+        "y = (np.arange(400) % 2).astype(float)\n"
+        "for share in (np.inf, 0.0) if misses else ():\n"
+        "    ffw._HEAVY_SHARE = share\n"
+        "    for lam in (1.0, 1e4):\n"
+        "        ffw.fast_frank_wolfe(X, y, lam, 60, selection='exponential', epsilon=1.0, delta=1e-6,\n"
+        "                             refresh=7, random_state=0)\n"
+        "        r = ffw.fast_frank_wolfe(X, y, lam, 60, random_state=0)\n"
+        "        skipped += int((np.abs(X @ r.coef) > 40).sum())\n"
+        "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', selection='exponential', epsilon=1.0,\n"
+        "                         delta=1e-6, random_state=0)\n"
+        "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', gram=True, random_state=0)\n"
+        "print(hits, misses, count(ffw._move), count(ffw._reweight), skipped)\n"
+    )
     # a cache of their own (the first process compiles), the bounds checks in both (one build)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_BOUNDSCHECK": "1"}
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
-            for _ in range(2)]
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+        for _ in range(2)
+    ]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-3000:] + runs[1].stderr[-3000:]
     first, second = ([int(v) for v in r.stdout.split()] for r in runs)
     assert first[:2] == [0, 1] and second[:2] == [1, 0], (first, second, runs[1].stderr[-2000:])
@@ -558,8 +622,9 @@ def test_the_look_ahead_cursor_visits_the_rows_of_a_column_in_the_moves_order():
         # several entries at once (the start _AHEAD on, a skipped row): as many single steps
         for start in range(0, len(expected), 3):
             for steps in (0, 1, 2, 5, 64, len(expected)):
-                row = next(p for p in range(p0, p1) if X.indptr[Xc.indices[p]] <= expected[start]
-                           < X.indptr[Xc.indices[p] + 1])
+                row = next(
+                    p for p in range(p0, p1) if X.indptr[Xc.indices[p]] <= expected[start] < X.indptr[Xc.indices[p] + 1]
+                )
                 cur = (row, expected[start], X.indptr[Xc.indices[row] + 1])
                 one = cur
                 for _ in range(steps):
@@ -603,8 +668,13 @@ def test_float32_values_take_the_steps_of_the_float64_matrix_of_the_same_values(
     X64 = X32.astype(np.float64)
     if loss == "squared":
         y = 2 * y - 1
-    kw = dict(loss=loss, selection=selection, epsilon=3.0 if selection else None, delta=1e-6 if selection else None,
-              refresh=25 if loss == "logistic" else 0)
+    kw = dict(
+        loss=loss,
+        selection=selection,
+        epsilon=3.0 if selection else None,
+        delta=1e-6 if selection else None,
+        refresh=25 if loss == "logistic" else 0,
+    )
     for share, band in ((np.inf, ffw._ROW_BAND), (0.0, ffw._ROW_BAND), (0.0, 64)):
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
@@ -613,8 +683,9 @@ def test_float32_values_take_the_steps_of_the_float64_matrix_of_the_same_values(
         assert a.path == b.path and len(set(a.path)) > 5
         assert np.array_equal(a.coef, b.coef)
         mode = 1 if selection else 0  # the kernel's state after the run: alpha (and the sampler's W, c, st)
-        (c64, p64, s64, _), (c32, p32, s32, _) = (_kernel_state(M, y, 20.0, 200, loss, mode, 3.0, kw["refresh"])
-                                                  for M in (X64, X32))
+        (c64, p64, s64, _), (c32, p32, s32, _) = (
+            _kernel_state(M, y, 20.0, 200, loss, mode, 3.0, kw["refresh"]) for M in (X64, X32)
+        )
         assert p64.tolist() == p32.tolist() and np.array_equal(c64, c32)
         for u, v in zip(s64, s32) if mode else [(s64[0], s32[0])]:
             assert np.array_equal(_bits(u), _bits(v))
@@ -631,8 +702,9 @@ def test_a_float32_fit_makes_no_float64_copy_of_the_values(rcv1):
     X32 = sp.vstack([X] * 40).tocsr().astype(np.float32)  # 3.1M entries: a float64 copy of the values is 25 MB
     Xc = X32.tocsc()
     y8 = np.tile(y, 40)
-    est = DPFrankWolfeClassifier(epsilon=1.0, delta=1e-6, lam=10.0, max_iter=20, method="fast-dp-fw",
-                                 classes=[0.0, 1.0], random_state=1)
+    est = DPFrankWolfeClassifier(
+        epsilon=1.0, delta=1e-6, lam=10.0, max_iter=20, method="fast-dp-fw", classes=[0.0, 1.0], random_state=1
+    )
     est.fit(X32[:100], y8[:100], X_csc=X32[:100].tocsc())  # the float32 kernels compiled outside the measurement
     tracemalloc.start()
     est.fit(X32, y8, X_csc=Xc)
@@ -648,8 +720,9 @@ def test_standard_dp_fw_on_float32_values_is_the_float64_run_of_the_same_values(
     an iteration): the same path and weights as the float64 matrix of the same values."""
     X, y = rcv1
     X32 = X[:400].astype(np.float32)
-    a = frank_wolfe(X32.astype(np.float64), y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6,
-                    random_state=4)
+    a = frank_wolfe(
+        X32.astype(np.float64), y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4
+    )
     b = frank_wolfe(X32, y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4)
     assert a.path == b.path and np.array_equal(a.coef, b.coef)
 
@@ -664,8 +737,9 @@ def test_standard_fw_margins_on_float32_values_are_those_of_the_float64_values(r
     seen: list[np.ndarray] = []
     real = fw.derivative
     monkeypatch.setattr(fw, "derivative", lambda loss, m, yy: (seen.append(m.copy()), real(loss, m, yy))[1])
-    a = frank_wolfe(X32.astype(np.float64), y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6,
-                    random_state=4)
+    a = frank_wolfe(
+        X32.astype(np.float64), y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4
+    )
     m64, seen[:] = list(seen), []
     b = frank_wolfe(X32, y[:400], 10.0, 60, selection="laplace", epsilon=2.0, delta=1e-6, random_state=4)
     assert a.path == b.path and len(seen) == len(m64) == 60
@@ -682,10 +756,11 @@ def test_column_norms_by_ranges_are_the_whole_array_sums_to_the_bit(monkeypatch,
     monkeypatch.setattr(fw, "_NORM_COLUMNS", columns)
     for s in range(60):
         rng = np.random.default_rng(s)
-        X = sp.random(300, int(rng.integers(1, 80)), density=float(rng.uniform(0.02, 0.6)), random_state=s,
-                      format="csc")
+        X = sp.random(
+            300, int(rng.integers(1, 80)), density=float(rng.uniform(0.02, 0.6)), random_state=s, format="csc"
+        )
         X.data = rng.normal(size=X.nnz)
-        whole = np.sqrt(np.add.reduceat(np.append(X.data ** 2, 0.0), X.indptr[:-1]) * (np.diff(X.indptr) > 0))
+        whole = np.sqrt(np.add.reduceat(np.append(X.data**2, 0.0), X.indptr[:-1]) * (np.diff(X.indptr) > 0))
         assert np.array_equal(_bits(whole), _bits(fw.column_norms(X)))
 
 
@@ -697,6 +772,7 @@ def test_the_row_order_copies_of_float32_values_are_float32(rcv1):
     X, _ = rcv1
     X32 = X.astype(np.float32)
     Xc = X32.tocsc()
-    lay = ffw._column_layout(X32.indptr.astype(np.int64), X32.indices, X32.data, Xc.indptr.astype(np.int64),
-                             Xc.data, 64, 1)
+    lay = ffw._column_layout(
+        X32.indptr.astype(np.int64), X32.indices, X32.data, Xc.indptr.astype(np.int64), Xc.data, 64, 1
+    )
     assert lay[5].dtype == lay[11].dtype == np.float32 and lay[5].size + lay[11].size == X32.nnz

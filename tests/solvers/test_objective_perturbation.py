@@ -57,7 +57,7 @@ def test_logistic_minimiser_is_certified_within_the_tolerance_and_charged_for_it
     assert theta[0] > 1.5 and theta[1] < -1.5
     # output noise pays for the tolerance: 1% of epsilon, both parts pure
     assert op.privacy_loss.epsilon == pytest.approx(50.0) and op.privacy_loss.delta == 0.0
-    assert op.privacy_loss.parts == (("zcdp", 49.5 ** 2 / 2), ("zcdp", 0.5 ** 2 / 2))
+    assert op.privacy_loss.parts == (("zcdp", 49.5**2 / 2), ("zcdp", 0.5**2 / 2))
     with pytest.raises(ParameterError, match="Only binary"):
         ObjectivePerturbation("logistic").fit(X, y + (X[:, 0] > 0.5))  # three classes
     with pytest.raises(ParameterError, match="outside the given classes"):

@@ -60,9 +60,31 @@ def _train_on_a_terminal(store: str, *extra: str) -> str:
     """``dpdist train`` with stderr (and stdout) on a pseudo-terminal: what the terminal shows."""
     parent, child = pty.openpty()
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "dpdist.cli", "train", store, "--method", "fast-fw", "--loss",
-                             "logistic", "--lam", "5", "--iters", "20000", "--non-private", "--test-fraction", "0",
-                             *extra], stdout=child, stderr=child, stdin=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dpdist.cli",
+            "train",
+            store,
+            "--method",
+            "fast-fw",
+            "--loss",
+            "logistic",
+            "--lam",
+            "5",
+            "--iters",
+            "20000",
+            "--non-private",
+            "--test-fraction",
+            "0",
+            *extra,
+        ],
+        stdout=child,
+        stderr=child,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
     os.close(child)
     chunks = []
     while True:
@@ -87,8 +109,9 @@ def store(tmp_path) -> str:
     from dpdist.data.store import write_store
 
     X, y = _problem(2000, 300)
-    write_store(tmp_path / "s", X, np.where(y > 0, 1.0, -1.0), metadata={"name": "p"}, task="binary",
-                labels=[-1.0, 1.0])
+    write_store(
+        tmp_path / "s", X, np.where(y > 0, 1.0, -1.0), metadata={"name": "p"}, task="binary", labels=[-1.0, 1.0]
+    )
     return str(tmp_path / "s")
 
 

@@ -56,7 +56,7 @@ def test_draws_stay_exact_under_updates():
         top = int(np.argmax(v))
         v[top] -= 600.0
         s.update(top, v[top])
-        expected = [special.logsumexp(v[b:b + s.B]) for b in range(0, D, s.B)]
+        expected = [special.logsumexp(v[b : b + s.B]) for b in range(0, D, s.B)]
         np.testing.assert_allclose(s.block_log_sums, expected, rtol=1e-12)
         draws = np.array([s.draw() for _ in range(DRAWS // 2)])
         assert chisquare_p(draws, v) > 1e-3, round_

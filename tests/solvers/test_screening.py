@@ -16,8 +16,19 @@ from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw, _laplace_vertex, fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import frank_wolfe
 from dpdist.solvers.samplers import block_shift
-from dpdist.solvers.screening import (_noisy_argmin, _screen_rnm, _screen_set, rule_constants, rule_scores, schedule_mask,
-                                      scores_at, screening_plan, seed_sensitivity, sensitivity, uniform_l1_ball)
+from dpdist.solvers.screening import (
+    _noisy_argmin,
+    _screen_rnm,
+    _screen_set,
+    rule_constants,
+    rule_scores,
+    schedule_mask,
+    scores_at,
+    screening_plan,
+    seed_sensitivity,
+    sensitivity,
+    uniform_l1_ball,
+)
 
 
 def exact_coef(rule: str, loss: str, lam: float) -> np.ndarray:
@@ -71,8 +82,9 @@ def _solve(X, y, lam, logistic, iters):
 def _dense_scores(X, y, w, loss, coef):
     u = X @ w
     g = expit(u) - y if loss == "logistic" else u - y
-    return rule_scores(X.T @ g, np.sqrt((X * X).sum(axis=0)), float(u @ g), float(np.linalg.norm(u)),
-                       float(np.linalg.norm(g)), coef)
+    return rule_scores(
+        X.T @ g, np.sqrt((X * X).sum(axis=0)), float(u @ g), float(np.linalg.norm(u)), float(np.linalg.norm(g)), coef
+    )
 
 
 def _instance(rng: np.random.Generator):
@@ -110,8 +122,10 @@ def test_safe_rule_never_screens_the_support_and_the_seed_rule_does():
         Xs = sp.csr_matrix(X)
         plan = screening_plan("exact", loss, lam, X.shape[1], 40, 1, rule="safe")
         w0 = uniform_l1_ball(X.shape[1], lam, rng)
-        runs = [fast_frank_wolfe(Xs, y, lam, 40, loss=loss, screening=plan, init=w0, refresh=1),
-                fast_frank_wolfe(Xs, y, lam, 40, loss=loss, screening=plan, refresh=1)]
+        runs = [
+            fast_frank_wolfe(Xs, y, lam, 40, loss=loss, screening=plan, init=w0, refresh=1),
+            fast_frank_wolfe(Xs, y, lam, 40, loss=loss, screening=plan, refresh=1),
+        ]
         for r in runs:
             assert not {j for _, j in r.screened} & set(support.tolist()), (lam, loss)
         points = [uniform_l1_ball(X.shape[1], lam, rng) for _ in range(6)]
@@ -121,17 +135,20 @@ def test_safe_rule_never_screens_the_support_and_the_seed_rule_does():
         # the printed rule, along Frank-Wolfe from the random point and at the optimum
         seed_plan = screening_plan("exact", loss, lam, X.shape[1], 40, 1, rule="seed")
         r = fast_frank_wolfe(Xs, y, lam, 40, loss=loss, screening=seed_plan, init=w0, refresh=1)
-        hit = bool({j for _, j in r.screened} & set(support.tolist())) or \
-            bool(np.any(_dense_scores(X, y, w_opt, loss, exact_coef("seed", loss, lam))[support] < 0))
+        hit = bool({j for _, j in r.screened} & set(support.tolist())) or bool(
+            np.any(_dense_scores(X, y, w_opt, loss, exact_coef("seed", loss, lam))[support] < 0)
+        )
         if lam > 1:
             seed_instances += 1
             seed_hits += hit
         else:
             small += 1
             seed_small += hit
-    print(f"\n{checked} instances checked; safe rule: 0 support coordinates zeroed; seeds' printed rule zeroed a "
-          f"support coordinate in {seed_hits} of {seed_instances} instances with lambda > 1 "
-          f"({seed_small} of {small} with lambda <= 1)")
+    print(
+        f"\n{checked} instances checked; safe rule: 0 support coordinates zeroed; seeds' printed rule zeroed a "
+        f"support coordinate in {seed_hits} of {seed_instances} instances with lambda > 1 "
+        f"({seed_small} of {small} with lambda <= 1)"
+    )
     assert checked >= 1000
     assert seed_hits > 0.5 * seed_instances
 
@@ -189,8 +206,11 @@ def test_sensitivity_bound_holds_and_the_seeds_bound_does_not():
         assert diff <= bound * (1 + 1e-9), (key, lam, yb, n, N, diff, bound)
         if rule == "seed" and loss == "squared" and diff > seed_sensitivity("squared", lam):
             seed_exceeded += 1
-    print("\nlargest change / Delta(N):", {f"{k[0]}/{k[1]}": round(float(v), 3) for k, v in worst.items()},
-          f"; seeds' bound exceeded in {seed_exceeded} cases")
+    print(
+        "\nlargest change / Delta(N):",
+        {f"{k[0]}/{k[1]}": round(float(v), 3) for k, v in worst.items()},
+        f"; seeds' bound exceeded in {seed_exceeded} cases",
+    )
     assert seed_exceeded > 0
 
 
@@ -223,8 +243,9 @@ def test_clipping_keeps_the_bound_beyond_n_max_and_is_inactive_below():
     diff = np.abs(scores_at(X, y, w, "squared", small.coef) - scores_at(X2, y2, w, "squared", small.coef)).max()
     assert diff <= small.sensitivity  # n = 200 > n_max = 10: clipped, still within Delta(10)
     big = screening_plan("rnm", "squared", 2.0, 3, 1, 1, 1.0, 1e-6, y_bound=2.0, n_max=201)
-    np.testing.assert_allclose(scores_at(X2, y2, w, "squared", big.coef),
-                               scores_at(X2, y2, w, "squared", exact_coef("safe", "squared", 2.0)))
+    np.testing.assert_allclose(
+        scores_at(X2, y2, w, "squared", big.coef), scores_at(X2, y2, w, "squared", exact_coef("safe", "squared", 2.0))
+    )
 
 
 # ------------------------------------------------------------------- the mechanisms' output
@@ -285,8 +306,10 @@ def _rnm_exact(s, const, b, bth):
     d = s.size
     P = np.zeros((d, 2))
     for j in range(d):
+
         def dens(z, j=j):
             return np.exp(-abs(z) / b) / (2 * b) * np.prod([_lap_sf(s[j] + z - s[k], b) for k in range(d) if k != j])
+
         pj = integrate.quad(dens, -60 * b, 60 * b, points=[0.0], limit=400)[0]
         if bth > 0:
             yes = pj * float(1 - _lap_sf(-(s[j] + const), bth))
@@ -360,8 +383,11 @@ def _pieces(X, y, w, plan):
     g = u - y
     a = np.sqrt((X * X).sum(axis=0))
     alpha = X.T @ g
-    return (alpha, a, *_pass_constants(alpha, float(u @ g), float(np.linalg.norm(u)), float(np.linalg.norm(g)),
-                                        plan.coef))
+    return (
+        alpha,
+        a,
+        *_pass_constants(alpha, float(u @ g), float(np.linalg.norm(u)), float(np.linalg.norm(g)), plan.coef),
+    )
 
 
 @pytest.mark.slow
@@ -383,13 +409,15 @@ def test_rnm_screen_dp_audit_on_neighbouring_datasets():
     counts = []
     for Xd, yd, s in ((X, y, 21), (X2, y2, 22)):
         rng = np.random.default_rng(s)
-        counts.append(_rnm_counts(*_pieces(Xd, yd, w, plan), plan.coef, plan.rnm_scale, plan.threshold_scale, draws,
-                                  rng))
+        counts.append(
+            _rnm_counts(*_pieces(Xd, yd, w, plan), plan.coef, plan.rnm_scale, plan.threshold_scale, draws, rng)
+        )
     ours = _loss_lower_bound(*counts)
     assert ours <= per_pass
     # the seeds: eps_it = eps2 / sqrt(8 l ln(1/delta2)), b = 4 lam (1 + lam) / eps_it, test on the noisy minimum
-    paper = screening_plan("rnm", "squared", lam, d, 1, 1, 3.0, 0.1, rule="seed", calibration="paper", y_bound=lam,
-                           n_max=n + 1)
+    paper = screening_plan(
+        "rnm", "squared", lam, d, 1, 1, 3.0, 0.1, rule="seed", calibration="paper", y_bound=lam, n_max=n + 1
+    )
     claimed = 3.0 / math.sqrt(8 * math.log(10.0))
     counts = []
     for Xd, yd, s in ((X, y, 23), (X2, y2, 24)):
@@ -398,8 +426,10 @@ def test_rnm_screen_dp_audit_on_neighbouring_datasets():
     lb = _loss_lower_bound(*counts)
     assert claimed < lb <= max(2, d) * paper.sensitivity / paper.rnm_scale
     assert paper.loss == PrivacyLoss.pure_steps(max(2, d) * paper.sensitivity / paper.rnm_scale, 1, delta=0.1)
-    print(f"\naudit: dpdist lower bound {ours:.3g} <= {per_pass:.3g} charged per pass; seeds' calibration lower "
-          f"bound {lb:.3g} > claimed {claimed:.3g}")
+    print(
+        f"\naudit: dpdist lower bound {ours:.3g} <= {per_pass:.3g} charged per pass; seeds' calibration lower "
+        f"bound {lb:.3g} > claimed {claimed:.3g}"
+    )
 
 
 # ---------------------------------------------------------------------- calibration and charge
@@ -409,7 +439,7 @@ def test_plans_compose_what_the_spec_says():
     T, d = 200, 50
     adp = screening_plan("adp", "squared", 5.0, d, T, 10, 0.5, 1e-6, y_bound=2.0, n_max=1000)
     assert adp.passes == 20 and adp.loss.epsilon <= 0.5 + 1e-9
-    assert adp.loss.rho == pytest.approx(20 * d * adp.sensitivity ** 2 / (2 * adp.sigma ** 2))
+    assert adp.loss.rho == pytest.approx(20 * d * adp.sensitivity**2 / (2 * adp.sigma**2))
     rnm = screening_plan("rnm", "squared", 5.0, d, T, [1, 100, 200], 0.5, 1e-6, y_bound=2.0, n_max=1000)
     x = rnm.sensitivity / rnm.threshold_scale
     assert rnm.rnm_scale == pytest.approx(2 * rnm.sensitivity / x)  # non-monotone report-noisy-min
@@ -418,12 +448,15 @@ def test_plans_compose_what_the_spec_says():
     rho = screening_plan("rnm", "squared", 5.0, d, T, 1, rho=0.02, y_bound=2.0, n_max=1000, standalone_delta=1e-6)
     assert sum(p[1] for p in rho.loss.parts if p[0] == "zcdp") == pytest.approx(0.01)
     # paper: the seeds' noise, the true loss from the valid bound (Gaussian: about sqrt(N) x the seeds' Delta)
-    pa = screening_plan("adp", "squared", 5.0, 600, 1000, 50, 2.5, 1 / 6000, rule="seed", calibration="paper",
-                        y_bound=5.0, n_max=3000)
+    pa = screening_plan(
+        "adp", "squared", 5.0, 600, 1000, 50, 2.5, 1 / 6000, rule="seed", calibration="paper", y_bound=5.0, n_max=3000
+    )
     d_it = (1 / 6000) / 21
-    sigma = math.sqrt(600) * 120 * math.sqrt(2 * math.log(1.25 / d_it)) / (2.5 / (2 * math.sqrt(40 * math.log(1 / d_it))))
+    sigma = (
+        math.sqrt(600) * 120 * math.sqrt(2 * math.log(1.25 / d_it)) / (2.5 / (2 * math.sqrt(40 * math.log(1 / d_it))))
+    )
     assert pa.sigma == pytest.approx(sigma) and pa.claimed_epsilon == 2.5
-    assert pa.loss.rho == pytest.approx(20 * 600 * pa.sensitivity ** 2 / (2 * sigma ** 2))
+    assert pa.loss.rho == pytest.approx(20 * 600 * pa.sensitivity**2 / (2 * sigma**2))
     assert pa.loss.epsilon > 2.5
     with pytest.raises(ParameterError, match="n_max"):
         screening_plan("rnm", "squared", 5.0, d, T, 1, 0.5, 1e-6)
@@ -454,8 +487,13 @@ def regression():
 # Paths of private and non-private runs of dpdist at d130233 (before screening), same seeds and data; the fast
 # private runs re-pinned with review finding 1's fix (the kernel draws from the Generator's own stream, so a
 # seeded run's noise changed; screening still leaves a run without it untouched).
-GOLDEN = {"fast-exp-log": "9d0174e48d360b97", "fast-exp-sq": "95a31437497e2da2", "fast-np-log": "14ba154085342130",
-          "std-lap-sq": "12421c64fdcc1583", "std-exp-log": "6cb1c1dfcbc85eb2"}
+GOLDEN = {
+    "fast-exp-log": "9d0174e48d360b97",
+    "fast-exp-sq": "95a31437497e2da2",
+    "fast-np-log": "14ba154085342130",
+    "std-lap-sq": "12421c64fdcc1583",
+    "std-exp-log": "6cb1c1dfcbc85eb2",
+}
 
 
 def test_without_screening_both_solvers_follow_the_same_paths_as_before():
@@ -467,15 +505,21 @@ def test_without_screening_both_solvers_follow_the_same_paths_as_before():
     X.data = 2 * X.data - 1
     yl = (rng.random(400) < 0.4).astype(float)
     ys = np.clip(X @ rng.normal(size=300) * 0.3, -1, 1)
-    runs = {"fast-exp-log": lambda: fast_frank_wolfe(X, yl, 5.0, 300, selection="exponential", epsilon=2.0,
-                                                      delta=1e-5, refresh=40, random_state=5),
-            "fast-exp-sq": lambda: fast_frank_wolfe(X, ys, 5.0, 300, loss="squared", selection="exponential",
-                                                     epsilon=2.0, delta=1e-5, random_state=5),
-            "fast-np-log": lambda: fast_frank_wolfe(X, yl, 5.0, 300, refresh=0),
-            "std-lap-sq": lambda: frank_wolfe(X, ys, 5.0, 200, loss="squared", selection="laplace", epsilon=2.0,
-                                              delta=1e-5, random_state=5),
-            "std-exp-log": lambda: frank_wolfe(X, yl, 5.0, 200, selection="exponential", epsilon=2.0, delta=1e-5,
-                                               random_state=5)}
+    runs = {
+        "fast-exp-log": lambda: fast_frank_wolfe(
+            X, yl, 5.0, 300, selection="exponential", epsilon=2.0, delta=1e-5, refresh=40, random_state=5
+        ),
+        "fast-exp-sq": lambda: fast_frank_wolfe(
+            X, ys, 5.0, 300, loss="squared", selection="exponential", epsilon=2.0, delta=1e-5, random_state=5
+        ),
+        "fast-np-log": lambda: fast_frank_wolfe(X, yl, 5.0, 300, refresh=0),
+        "std-lap-sq": lambda: frank_wolfe(
+            X, ys, 5.0, 200, loss="squared", selection="laplace", epsilon=2.0, delta=1e-5, random_state=5
+        ),
+        "std-exp-log": lambda: frank_wolfe(
+            X, yl, 5.0, 200, selection="exponential", epsilon=2.0, delta=1e-5, random_state=5
+        ),
+    }
     for name, run in runs.items():
         r = run()
         assert hashlib.sha256(json.dumps(r.path).encode()).hexdigest()[:16] == GOLDEN[name], name
@@ -502,10 +546,28 @@ def test_non_private_screening_zeroes_the_same_coordinates_in_both_solvers(regre
 
 def _kernel(X, y, lam, T, loss, mode, eps0, refresh, plan, init=None):
     Xc = X.tocsc()
-    return _fast_fw(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, Xc.indptr.astype(np.int64),
-                    Xc.indices.astype(np.int32), Xc.data, y, np.asarray(X.T @ y), lam, T, loss == "logistic", mode,
-                    eps0, 1.0, refresh, 0, block_shift(X.shape[1]), np.random.default_rng(7), np.zeros(1, dtype=np.int64),
-                    *_extra_args(plan, Xc, T, init))
+    return _fast_fw(
+        X.indptr.astype(np.int64),
+        X.indices.astype(np.int32),
+        X.data,
+        Xc.indptr.astype(np.int64),
+        Xc.indices.astype(np.int32),
+        Xc.data,
+        y,
+        np.asarray(X.T @ y),
+        lam,
+        T,
+        loss == "logistic",
+        mode,
+        eps0,
+        1.0,
+        refresh,
+        0,
+        block_shift(X.shape[1]),
+        np.random.default_rng(7),
+        np.zeros(1, dtype=np.int64),
+        *_extra_args(plan, Xc, T, init),
+    )
 
 
 def _zeroing_problem(regression, loss):
@@ -514,8 +576,13 @@ def _zeroing_problem(regression, loss):
     if loss == "logistic":
         y = (y > 0).astype(float)
     lam = 3.0
-    return X, y, lam, screening_plan("exact", loss, lam, X.shape[1], 200, 1, rule="safe"), \
-        uniform_l1_ball(X.shape[1], lam, 6)
+    return (
+        X,
+        y,
+        lam,
+        screening_plan("exact", loss, lam, X.shape[1], 200, 1, rule="safe"),
+        uniform_l1_ball(X.shape[1], lam, 6),
+    )
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
@@ -538,13 +605,25 @@ def test_private_screening_runs_record_what_they_zero(regression):
 
     X, y = regression
     for mode in ("rnm", "adp"):
-        plan = screening_plan(mode, "squared", 8.0, X.shape[1], 300, 3, 200.0, 1e-6, rule="seed", y_bound=3.0,
-                              n_max=300)
+        plan = screening_plan(
+            mode, "squared", 8.0, X.shape[1], 300, 3, 200.0, 1e-6, rule="seed", y_bound=3.0, n_max=300
+        )
         for solver in (frank_wolfe, fast_frank_wolfe):
-            r = solver(X, y, 8.0, 300, loss="squared", selection="exponential", epsilon=5.0, delta=1e-6, y_bound=3.0,
-                       screening=plan, random_state=4)
+            r = solver(
+                X,
+                y,
+                8.0,
+                300,
+                loss="squared",
+                selection="exponential",
+                epsilon=5.0,
+                delta=1e-6,
+                y_bound=3.0,
+                screening=plan,
+                random_state=4,
+            )
             assert r.screened and all(t % 3 == 0 for t, _ in r.screened)
-            (_, m), = path_margins(r.path, 8.0, X, [300], r.screened)
+            ((_, m),) = path_margins(r.path, 8.0, X, [300], r.screened)
             np.testing.assert_allclose(m, X @ r.coef, atol=1e-9)
     with pytest.raises(ParameterError, match="plan is for"):
         fast_frank_wolfe(X, y, 8.0, 100, loss="squared", screening=screening_plan("exact", "squared", 8.0, 60, 50))
@@ -556,8 +635,19 @@ def test_solvers_refuse_private_selection_with_exact_screening(regression):
     plan = screening_plan("exact", "squared", 8.0, X.shape[1], 20, 1)
     for solver in (frank_wolfe, fast_frank_wolfe):
         with pytest.raises(ParameterError, match="'exact' is not private"):
-            solver(X, y, 8.0, 20, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, y_bound=3.0,
-                   screening=plan, random_state=0)
+            solver(
+                X,
+                y,
+                8.0,
+                20,
+                loss="squared",
+                selection="exponential",
+                epsilon=1.0,
+                delta=1e-6,
+                y_bound=3.0,
+                screening=plan,
+                random_state=0,
+            )
 
 
 def test_gram_path_is_the_sparse_path(regression):
@@ -609,8 +699,11 @@ def test_zeroing_by_columns_is_zeroing_by_rows_to_the_bit(regression, monkeypatc
 
     X, y, lam, plan, init = _zeroing_problem(regression, loss)
     runs = []
-    for share, band, threshold in ((np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ), (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
-                                   (0.0, 16, 0)):  # by rows, by columns, by columns in bands on the threads
+    for share, band, threshold in (
+        (np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
+        (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
+        (0.0, 16, 0),
+    ):  # by rows, by columns, by columns in bands on the threads
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
         monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
@@ -619,8 +712,9 @@ def test_zeroing_by_columns_is_zeroing_by_rows_to_the_bit(regression, monkeypatc
     for b in runs[1:]:
         assert np.array_equal(a[0], b[0]) and a[1].tolist() == b[1].tolist()
         for u, v in zip(a[3], b[3]) if mode else [(a[3][0], b[3][0])]:  # alpha; W, c, st when private: their bits
-            assert np.array_equal(np.asarray(u, dtype=np.float64).view(np.int64),
-                                  np.asarray(v, dtype=np.float64).view(np.int64))
+            assert np.array_equal(
+                np.asarray(u, dtype=np.float64).view(np.int64), np.asarray(v, dtype=np.float64).view(np.int64)
+            )
     assert np.count_nonzero(a[0]) < X.shape[1] / 2  # zeroings happened
 
 
@@ -634,12 +728,36 @@ def test_a_plan_for_other_features_and_a_supplied_gram_are_refused_in_private_ru
     assert small.sigma < right.sigma
     for solve in (fast_frank_wolfe, frank_wolfe):
         with pytest.raises(ParameterError, match="calibrated for 4 features, not 8"):
-            solve(X, y, 1.0, 10, loss="squared", selection="exponential" if solve is fast_frank_wolfe else "laplace",
-                  epsilon=1.0, delta=1e-6, screening=small, random_state=0)
-        solve(X, y, 1.0, 10, loss="squared", selection="exponential" if solve is fast_frank_wolfe else "laplace",
-              epsilon=1.0, delta=1e-6, screening=right, random_state=0)
+            solve(
+                X,
+                y,
+                1.0,
+                10,
+                loss="squared",
+                selection="exponential" if solve is fast_frank_wolfe else "laplace",
+                epsilon=1.0,
+                delta=1e-6,
+                screening=small,
+                random_state=0,
+            )
+        solve(
+            X,
+            y,
+            1.0,
+            10,
+            loss="squared",
+            selection="exponential" if solve is fast_frank_wolfe else "laplace",
+            epsilon=1.0,
+            delta=1e-6,
+            screening=right,
+            random_state=0,
+        )
     G = (X.T @ X).toarray()
     with pytest.raises(ParameterError, match="computes X\\^T X itself"):
-        fast_frank_wolfe(X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=10 * G, random_state=0)
-    fast_frank_wolfe(X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=True, random_state=0)
+        fast_frank_wolfe(
+            X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=10 * G, random_state=0
+        )
+    fast_frank_wolfe(
+        X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=True, random_state=0
+    )
     fast_frank_wolfe(X, y, 1.0, 10, loss="squared", gram=G)  # non-private: the caller's matrix

@@ -75,8 +75,9 @@ def test_published_files_keep_the_umask_mode(tmp_path: Path, umask: int) -> None
     assert mode(p) == 0o666 & ~umask  # readable by whoever the umask lets read it
 
 
-def test_every_ingest_path_writes_owner_only_stores(tmp_path: Path, umask: int,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_ingest_path_writes_owner_only_stores(
+    tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     buckets: list[int] = []
 
     def recording_open_private(path, mode_="wb"):
@@ -93,7 +94,9 @@ def test_every_ingest_path_writes_owner_only_stores(tmp_path: Path, umask: int,
     from sklearn.datasets import dump_svmlight_file
 
     dump_svmlight_file(X, y, str(tmp_path / "data.svm"))
-    ingest_svmlight(tmp_path / "data.svm", stores / "svm", n_features=50, zero_based="yes")  # scikit-learn writes 0-based
+    ingest_svmlight(
+        tmp_path / "data.svm", stores / "svm", n_features=50, zero_based="yes"
+    )  # scikit-learn writes 0-based
     (tmp_path / "t.csv").write_text("y,a,b\n" + "".join(f"{i % 2},{i},{i * 0.5}\n" for i in range(40)))
     ingest_table(tmp_path / "t.csv", stores / "table", target="y")
     write_synthetic("fan-lv", stores / "synth", seed=1, n=60, d=80)

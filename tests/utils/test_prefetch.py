@@ -30,8 +30,15 @@ def _no_hint(a, idx):
     return s
 
 
-@pytest.mark.parametrize("dtype, index, step", [  # step 3: a strided (non-contiguous) view
-    (np.float64, np.int64, 1), (np.float32, np.int32, 3), (np.uint8, np.uint8, 3), (np.int64, np.uint8, 1)])
+@pytest.mark.parametrize(
+    "dtype, index, step",
+    [  # step 3: a strided (non-contiguous) view
+        (np.float64, np.int64, 1),
+        (np.float32, np.int32, 3),
+        (np.uint8, np.uint8, 3),
+        (np.int64, np.uint8, 1),
+    ],
+)
 def test_prefetch_compiles_to_a_prefetch_instruction_and_changes_no_result(dtype, index, step):
     rng = np.random.default_rng(0)
     a = rng.integers(0, 100, 3 * 100_000).astype(dtype)[::step]
@@ -46,6 +53,7 @@ def test_prefetch_compiles_to_a_prefetch_instruction_and_changes_no_result(dtype
 def test_prefetch_reads_a_narrow_unsigned_index_as_unsigned():
     """uint8 200 asks for a[200], not a[-56]: the index is widened with zero extension, never sign
     extension (a prefetch of a wrong line would not fault, so the IR is what shows it)."""
+
     @numba.njit
     def hint_then_read(a, i):
         prefetch(a, i)

@@ -83,9 +83,20 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
 
     mechanism = "bss"
 
-    def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
-                 ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
-                 tol: float = 1e-3, nonprivate_time_limit: float | None = None, random_state: Any = None) -> None:
+    def __init__(
+        self,
+        s: int = 5,
+        epsilon: float = 1.0,
+        loss: str = "squared",
+        r: float = 1.1,
+        ridge: float = 120.0,
+        x_bound: float = 0.5,
+        y_bound: float = 0.5,
+        bounds: str = "check",
+        tol: float = 1e-3,
+        nonprivate_time_limit: float | None = None,
+        random_state: Any = None,
+    ) -> None:
         self.s = s
         self.epsilon = epsilon
         self.loss = loss
@@ -145,8 +156,9 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
     def _release(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:
         """The mechanism: all solver work on ``executor`` first, then every draw from ``rng``."""
 
-    def fit(self, X: Any, y: Any, accountant: Any = None, dataset: str | None = None,
-            key: str | None = None) -> BSSSelectorBase:
+    def fit(
+        self, X: Any, y: Any, accountant: Any = None, dataset: str | None = None, key: str | None = None
+    ) -> BSSSelectorBase:
         """Select s features of (X, y); charged to ``accountant`` (when given) before computing.
 
         X and y are validated (scikit-learn's ``validate_data``: finite, numeric, 2-d X) before
@@ -167,8 +179,9 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         tags.target_tags.required = True
         return tags
 
-    def fit_executor(self, executor: Any, accountant: Any = None, dataset: str | None = None,
-                     key: str | None = None) -> BSSSelectorBase:
+    def fit_executor(
+        self, executor: Any, accountant: Any = None, dataset: str | None = None, key: str | None = None
+    ) -> BSSSelectorBase:
         """Release from an instance behind ``executor`` (in-process or a Dask cluster)."""
         self._validate()
         if executor.meta.s != self.s or executor.meta.loss != self.loss:
@@ -183,8 +196,10 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
                 support = self._release(executor, rng)
             except Refusal as e:  # raised inside the release: the accountant records it as the outcome
                 error = ReleaseRefused if e.kind == "test" else SolverFailure
-                raise error(f"{self.mechanism}: no support released: {e}{charged} (whether this happens depends "
-                            "on the data, so the refusal is recorded as the release)") from None
+                raise error(
+                    f"{self.mechanism}: no support released: {e}{charged} (whether this happens depends "
+                    "on the data, so the refusal is recorded as the release)"
+                ) from None
             except SolverAborted as e:  # before any noise; the accountant records it (its public message only)
                 raise SolverAborted(f"{self.mechanism}: aborted before any noise was drawn: {e}{charged}") from None
             return {"support": [int(j) for j in support]}
@@ -201,8 +216,7 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
             self.release_ = {"key": key}
             # a refusal or abort recorded by an earlier attempt under this key is raised again here (never
             # redrawn, never re-solved)
-            out = accountant.release(dataset, self.privacy_charge(), key, compute,
-                                     self.release_params(executor.meta.p))
+            out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(executor.meta.p))
         self.seconds_ = time.perf_counter() - t0
         self.n_features_in_ = int(executor.meta.p)
         self.support_ = np.asarray(sorted(out["support"]), dtype=np.int64)

@@ -25,24 +25,26 @@ def all_supports(p: int, s: int) -> np.ndarray:
     return np.array(list(itertools.combinations(range(p), s)), dtype=np.int64).reshape(-1, s)
 
 
-def enumerate_values(problem: Problem, tol: float = 1e-9, max_supports: int = 2_000_000
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def enumerate_values(
+    problem: Problem, tol: float = 1e-9, max_supports: int = 2_000_000
+) -> tuple[np.ndarray, np.ndarray]:
     """(supports (C(p, s), s), F at each): the exact objective of every candidate."""
     p, s = problem.p, problem.s
     if math.comb(p, s) > max_supports:
-        raise ParameterError(f"brute force over C({p}, {s}) = {math.comb(p, s):,} supports exceeds "
-                             f"max_supports={max_supports:,}")
+        raise ParameterError(
+            f"brute force over C({p}, {s}) = {math.comb(p, s):,} supports exceeds max_supports={max_supports:,}"
+        )
     supports = all_supports(p, s)
     if problem.loss == "squared":
         gram = problem.gram_columns(np.arange(p))
         values = np.empty(supports.shape[0])
         for start in range(0, supports.shape[0], 100_000):
-            S = supports[start:start + 100_000]
+            S = supports[start : start + 100_000]
             A = gram[S[:, :, None], S[:, None, :]]
             v, bound, _, _ = ls_certify(A, problem.Xty[S], problem.yty, problem.ridge, problem.r)
             if np.max(v - bound) > tol:
                 raise ArithmeticError("brute force: an inner solve was not certified")
-            values[start:start + S.shape[0]] = v
+            values[start : start + S.shape[0]] = v
         return supports, values
     values = np.empty(supports.shape[0])
     for k, S in enumerate(supports):

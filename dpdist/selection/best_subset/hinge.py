@@ -70,7 +70,7 @@ def _ball_qp(H: np.ndarray, c: np.ndarray, r: float) -> np.ndarray:
             phi = 1.0 / math.sqrt(n2) - 1.0 / r
             if abs(phi) * r <= 1e-15:
                 break
-            step = -phi / (-0.5 * n2 ** -1.5 * dn2)
+            step = -phi / (-0.5 * n2**-1.5 * dn2)
             if step <= 0.0:
                 break
             mu += step
@@ -119,8 +119,9 @@ def _certify(Z: np.ndarray, beta: np.ndarray, ridge: float, r: float, h: float) 
 
 
 @numba.njit(cache=True)
-def _hinge_solve(Z: np.ndarray, beta0: np.ndarray, ridge: float, r: float, tol: float
-                 ) -> tuple[float, float, np.ndarray, float, float]:
+def _hinge_solve(
+    Z: np.ndarray, beta0: np.ndarray, ridge: float, r: float, tol: float
+) -> tuple[float, float, np.ndarray, float, float]:
     """Newton on the smoothed hinge over the ball, h shrinking until value - bound <= tol; at the
     smallest width, ``_ROUNDS_AT_H_MIN`` more rounds at most (rounding, never seen).
 
@@ -180,8 +181,9 @@ def _hinge_solve(Z: np.ndarray, beta0: np.ndarray, ridge: float, r: float, tol: 
 
 
 @numba.njit(cache=True)
-def _swap_kernel(Zc: np.ndarray, Zin: np.ndarray, rows: np.ndarray, beta_c: np.ndarray, ridge: float, r: float,
-                 tol: float) -> tuple[np.ndarray, np.ndarray]:
+def _swap_kernel(
+    Zc: np.ndarray, Zin: np.ndarray, rows: np.ndarray, beta_c: np.ndarray, ridge: float, r: float, tol: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Values and bounds of the swaps (out rows[a], in column b of Zin), warm-started at the center."""
     n, s = Zc.shape
     m = Zin.shape[1]
@@ -227,8 +229,9 @@ def hinge_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, h: float)
     return float(alpha.sum()) + float(grad[S].sum()) - mu * r * r, grad
 
 
-def hinge_swap_values(problem: Problem, center: np.ndarray, tol: float, cols: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, float]:
+def hinge_swap_values(
+    problem: Problem, center: np.ndarray, tol: float, cols: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
     """F_h at the one-swaps of ``center`` that bring in a feature of ``cols`` (default: all outside).
 
     Returns (values (s, len(cols)), +inf where cols[b] is in the center; the largest certified
@@ -245,7 +248,7 @@ def hinge_swap_values(problem: Problem, center: np.ndarray, tol: float, cols: np
     Zc = np.ascontiguousarray(problem.columns(C) * problem.y[:, None])
     rows = np.arange(C.size)
     for start in range(0, keep.size, 256):  # bounded memory: 256 dense columns at a time
-        block = keep[start:start + 256]
+        block = keep[start : start + 256]
         Zin = np.asfortranarray(problem.columns(cols[block]) * problem.y[:, None])
         v, lb = _swap_kernel(Zc, Zin, rows, beta_c, problem.ridge, problem.r, tol)
         values[:, block] = v

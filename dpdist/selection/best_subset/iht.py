@@ -86,8 +86,7 @@ def iht_unit(problem: Problem, item: object = None) -> tuple[int, ...]:
     return iht(problem)
 
 
-def swap_table(executor: Any, center: Sequence[int], tol: float, chunks: int | None = None
-               ) -> tuple[np.ndarray, float]:
+def swap_table(executor: Any, center: Sequence[int], tol: float, chunks: int | None = None) -> tuple[np.ndarray, float]:
     """F at every one-swap of ``center`` as an (s, p) table (+inf where j is in the center).
 
     The incoming features are split into chunks mapped over ``executor`` (one per worker,

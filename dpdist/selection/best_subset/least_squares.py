@@ -68,7 +68,7 @@ def ball_ridge(H: np.ndarray, c: np.ndarray, r: float) -> tuple[np.ndarray, np.n
         n2 = (ct2[idx] / (d * d)).sum(axis=1)
         dn2 = -2.0 * (ct2[idx] / (d * d * d)).sum(axis=1)
         phi = 1.0 / np.sqrt(n2) - 1.0 / r
-        step = -phi / (-0.5 * n2 ** -1.5 * dn2)
+        step = -phi / (-0.5 * n2**-1.5 * dn2)
         mu[idx] += np.maximum(step, 0.0)
         idx = idx[np.abs(phi) * r > 1e-15]
     bt = ct / (lam + mu[:, None])
@@ -78,8 +78,9 @@ def ball_ridge(H: np.ndarray, c: np.ndarray, r: float) -> tuple[np.ndarray, np.n
     return beta * np.minimum(scale, 1.0)[:, None], mu
 
 
-def ls_certify(A: np.ndarray, b: np.ndarray, yty: float, ridge: float, r: float
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def ls_certify(
+    A: np.ndarray, b: np.ndarray, yty: float, ridge: float, r: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Primal value, dual bound, beta and mu for a stack of supports given their Grams.
 
     ``A``: (B, k, k) = X_S^T X_S, ``b``: (B, k) = X_S^T y. The value is the objective at the
@@ -128,12 +129,11 @@ def ls_cut(problem: Problem, support: np.ndarray, beta: np.ndarray, mu: float) -
     mu = max(0.0, wS / problem.r - lam)
     bQb = float(beta @ (G[S] @ beta)) - problem.shift * float(beta @ beta)
     grad = -w * w / (2.0 * (lam + mu))
-    intercept = 0.5 * problem.yty - 0.5 * bQb + float(grad[S].sum()) - 0.5 * mu * problem.r ** 2
+    intercept = 0.5 * problem.yty - 0.5 * bQb + float(grad[S].sum()) - 0.5 * mu * problem.r**2
     return intercept, grad
 
 
-def ls_swap_values(problem: Problem, center: np.ndarray, cols: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, float]:
+def ls_swap_values(problem: Problem, center: np.ndarray, cols: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """F at the one-swaps of ``center`` that bring in a feature of ``cols`` (default: all outside).
 
     Returns (values (s, len(cols)): out center[i], in cols[b] -- +inf where cols[b] is in the

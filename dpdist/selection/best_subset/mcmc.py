@@ -77,8 +77,17 @@ class RoyTewariMCMC:
     (X, y) clipped to the bounds and returns their final supports.
     """
 
-    def __init__(self, s: int, epsilon: float, l1_bound: float = 3.5, x_bound: float = 0.5, y_bound: float = 0.5,
-                 n_iter: int = 1000, fista_iter: int = 300, random_state: RandomState = None) -> None:
+    def __init__(
+        self,
+        s: int,
+        epsilon: float,
+        l1_bound: float = 3.5,
+        x_bound: float = 0.5,
+        y_bound: float = 0.5,
+        n_iter: int = 1000,
+        fista_iter: int = 300,
+        random_state: RandomState = None,
+    ) -> None:
         self.s = check_count(s, "s")
         self.epsilon = check_epsilon(epsilon)
         self.l1_bound = check_positive(l1_bound, "l1_bound")
@@ -104,8 +113,9 @@ class RoyTewariMCMC:
         def rss(S: tuple[int, ...]) -> float:
             if S not in cache:
                 idx = np.asarray(S)
-                cache[S] = _rss_l1(np.ascontiguousarray(gram[np.ix_(idx, idx)]), xty[idx], yty, self.l1_bound,
-                                   self.fista_iter)
+                cache[S] = _rss_l1(
+                    np.ascontiguousarray(gram[np.ix_(idx, idx)]), xty[idx], yty, self.l1_bound, self.fista_iter
+                )
             return cache[S]
 
         c = self.epsilon / self.sensitivity

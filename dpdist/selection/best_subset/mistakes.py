@@ -159,8 +159,9 @@ class Buckets:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def center_and_gap(executor: Any, tau: float, time_limit: float | None = None
-                   ) -> tuple[Support, float, float, np.ndarray, Support]:
+def center_and_gap(
+    executor: Any, tau: float, time_limit: float | None = None
+) -> tuple[Support, float, float, np.ndarray, Support]:
     """Steps 1-2: (centre, F(centre), f_1, swap table, best one-swap), centre certified optimal.
 
     The centre is a one-swap local minimum (``local_search`` has no move cap), so f_1 >=
@@ -181,8 +182,12 @@ def center_and_gap(executor: Any, tau: float, time_limit: float | None = None
         second = swap_support(center, int(i), int(j))
         if s < 2 or executor.meta.p - s < 2:  # no support has two mistakes
             return center, f0, f1, table, second
-        res = executor.mip(master_unit, MasterJob((center,), inner, center=center, max_common=s - 2, objlimit=f1,
-                                                  gap=tau / 2.0, time_limit=time_limit))
+        res = executor.mip(
+            master_unit,
+            MasterJob(
+                (center,), inner, center=center, max_common=s - 2, objlimit=f1, gap=tau / 2.0, time_limit=time_limit
+            ),
+        )
         if res.status == "timelimit":
             raise SolverAborted(f"the optimality certificate of the centre hit the MIP time limit ({time_limit:g} s)")
         if res.status == "infeasible":
@@ -193,8 +198,17 @@ def center_and_gap(executor: Any, tau: float, time_limit: float | None = None
         return center, f0, min(f1, float(res.value)), table, res.support if res.value < f1 else second
 
 
-def mistakes_buckets(executor: Any, center: Support, f0: float, f1: float, tau: float, scale: float,
-                     horizon: float, time_limit: float | None, best_one: Support) -> Buckets:
+def mistakes_buckets(
+    executor: Any,
+    center: Support,
+    f0: float,
+    f1: float,
+    tau: float,
+    scale: float,
+    horizon: float,
+    time_limit: float | None,
+    best_one: Support,
+) -> Buckets:
     """Step 3: the bucket values u_j = min(f_j, F(C) + M_j), j = 0..min(s, p - s), each within tau."""
     p, s = executor.meta.p, executor.meta.s
     jmax = min(s, p - s)
@@ -232,13 +246,37 @@ class BSSMistakesSelector(BSSSelectorBase):
 
     mechanism = "bss/mistakes-ptr"
 
-    def __init__(self, s: int = 5, epsilon: float = 1.0, delta: float = 1e-6, loss: str = "squared",
-                 r: float = 1.1, ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5,
-                 bounds: str = "check", tol: float = 1e-3, ptr_fraction: float = 0.5, horizon: float = 10.0,
-                 mode: str = "ptr", nonprivate_time_limit: float | None = None, random_state: Any = None) -> None:
-        super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
-                         bounds=bounds, tol=tol, nonprivate_time_limit=nonprivate_time_limit,
-                         random_state=random_state)
+    def __init__(
+        self,
+        s: int = 5,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        loss: str = "squared",
+        r: float = 1.1,
+        ridge: float = 120.0,
+        x_bound: float = 0.5,
+        y_bound: float = 0.5,
+        bounds: str = "check",
+        tol: float = 1e-3,
+        ptr_fraction: float = 0.5,
+        horizon: float = 10.0,
+        mode: str = "ptr",
+        nonprivate_time_limit: float | None = None,
+        random_state: Any = None,
+    ) -> None:
+        super().__init__(
+            s=s,
+            epsilon=epsilon,
+            loss=loss,
+            r=r,
+            ridge=ridge,
+            x_bound=x_bound,
+            y_bound=y_bound,
+            bounds=bounds,
+            tol=tol,
+            nonprivate_time_limit=nonprivate_time_limit,
+            random_state=random_state,
+        )
         self.delta = delta
         self.ptr_fraction = ptr_fraction
         self.horizon = horizon
@@ -262,10 +300,11 @@ class BSSMistakesSelector(BSSSelectorBase):
         """
         self._validate()
         if self.mode == "paper":
-            raise ParameterError("mode='paper' (the seed's unchecked mistakes method) has no privacy guarantee; "
-                                 "it reproduces the seed's figures only and cannot be charged to an accountant")
-        return Charge(PrivacyLoss.approx(float(self.epsilon), float(self.delta)), self.mechanism,
-                      covered=self.covered)
+            raise ParameterError(
+                "mode='paper' (the seed's unchecked mistakes method) has no privacy guarantee; "
+                "it reproduces the seed's figures only and cannot be charged to an accountant"
+            )
+        return Charge(PrivacyLoss.approx(float(self.epsilon), float(self.delta)), self.mechanism, covered=self.covered)
 
     def rates(self, delta_f: float) -> tuple[float, float]:
         """(Laplace rate epsilon_1' of the test, EM rate c = epsilon_2'/Delta) after the tolerance factor."""
@@ -288,18 +327,23 @@ class BSSMistakesSelector(BSSSelectorBase):
             center, f0, f1, _, best_one = center_and_gap(executor, tau, self.nonprivate_time_limit)
             # paper mode: the seed code's OA tolerance (5e-3 relative) for the buckets
             bucket_tau = tau if self.mode == "ptr" else 5e-3 * abs(f0)
-            buckets = mistakes_buckets(executor, center, f0, f1, bucket_tau, scale, self.horizon,
-                                       self.nonprivate_time_limit, best_one)
+            buckets = mistakes_buckets(
+                executor, center, f0, f1, bucket_tau, scale, self.horizon, self.nonprivate_time_limit, best_one
+            )
         except ArithmeticError:  # its message may name a value of the data: not passed on
-            raise SolverAborted(f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
-                                ) from None
+            raise SolverAborted(
+                f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
+            ) from None
         self.buckets_ = buckets
         if self.mode == "ptr":
             # then the release's noise, in this order: the test (step 4), the sampler (step 5)
             noisy = buckets.gap / meta.delta + rng.laplace(scale=1.0 / eps1)
             if not noisy > self.threshold():
-                raise Refusal("the propose-test-release check of the optimality gap failed "
-                              "(the data are not stable enough for the mistakes method at this budget)", kind="test")
+                raise Refusal(
+                    "the propose-test-release check of the optimality gap failed "
+                    "(the data are not stable enough for the mistakes method at this budget)",
+                    kind="test",
+                )
             return mistakes_sample(center, buckets.values, meta.p, scale, rng)
         return self._paper_sample(executor, buckets, scale, rng)
 
@@ -323,7 +367,8 @@ class BSSMistakesSelector(BSSSelectorBase):
             job = BucketJob(buckets.center, k, math.inf, tau, self.nonprivate_time_limit)
             kind, _, support = executor.mip(bucket_unit, job)
             if support is None:  # paper mode refuses an accountant: nothing is ever recorded
-                raise SolverAborted("a mistakes bucket's best support was not found (the operator's nonprivate "
-                                    "time limit)")
+                raise SolverAborted(
+                    "a mistakes bucket's best support was not found (the operator's nonprivate time limit)"
+                )
             best[j] = support
         return tuple(sorted(int(i) for i in best[j]))

@@ -48,8 +48,17 @@ from dpdist.selection.best_subset.hinge import hinge_cut, hinge_evaluate
 from dpdist.selection.best_subset.least_squares import ls_cut, ls_evaluate
 from dpdist.selection.best_subset.objective import Problem
 
-__all__ = ["Cut", "MasterJob", "MasterResult", "Oracle", "drop_sets", "evaluate_unit", "master_unit", "oracle_for",
-           "solve_master"]
+__all__ = [
+    "Cut",
+    "MasterJob",
+    "MasterResult",
+    "Oracle",
+    "drop_sets",
+    "evaluate_unit",
+    "master_unit",
+    "oracle_for",
+    "solve_master",
+]
 
 DECOMPOSE_MAX = 64  # most subproblems (removal sets K) a region is split into
 
@@ -151,8 +160,17 @@ class _LazyCuts(Conshdlr):
     F >= threshold - margin (the value is only within the inner tolerance above F).
     """
 
-    def __init__(self, oracle: Oracle, z: list, eta: object, shift: float, s: int, viol: float,
-                 collect: Collector | None = None, margin: float = 0.0) -> None:
+    def __init__(
+        self,
+        oracle: Oracle,
+        z: list,
+        eta: object,
+        shift: float,
+        s: int,
+        viol: float,
+        collect: Collector | None = None,
+        margin: float = 0.0,
+    ) -> None:
         self.oracle, self.z, self.eta, self.shift, self.s, self.viol = oracle, z, eta, shift, s, viol
         self.collect, self.margin = collect, margin
         self.added: set[Support] = set()
@@ -204,11 +222,21 @@ class _LazyCuts(Conshdlr):
         pass
 
 
-def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequence[int] | None = None,
-                 max_common: int | None = None, common: int | None = None, drop: Sequence[int] | None = None,
-                 nogood: Sequence[Sequence[int]] = (), objlimit: float | None = None, gap: float = 0.0,
-                 time_limit: float | None = None, collect: Collector | None = None, margin: float = 0.0
-                 ) -> MasterResult:
+def solve_master(
+    oracle: Oracle,
+    seeds: Sequence[Sequence[int]],
+    *,
+    center: Sequence[int] | None = None,
+    max_common: int | None = None,
+    common: int | None = None,
+    drop: Sequence[int] | None = None,
+    nogood: Sequence[Sequence[int]] = (),
+    objlimit: float | None = None,
+    gap: float = 0.0,
+    time_limit: float | None = None,
+    collect: Collector | None = None,
+    margin: float = 0.0,
+) -> MasterResult:
     """Minimise F over the region by single-tree outer approximation (see the module docstring).
 
     ``seeds``: supports whose cuts start the master (at least one). ``objlimit``: only
@@ -265,8 +293,14 @@ def solve_master(oracle: Oracle, seeds: Sequence[Sequence[int]], *, center: Sequ
         m.addCons(quicksum(z[int(j)] for j in T) <= s - 1)
     viol = max(1e-9 * abs(shift), 1e-12)
     handler = _LazyCuts(oracle, z, eta, shift, s, viol, collect, margin)
-    m.includeConshdlr(handler, "bss_oa", "outer-approximation cuts of the BSS objective",
-                      chckpriority=-10, enfopriority=-10, needscons=False)
+    m.includeConshdlr(
+        handler,
+        "bss_oa",
+        "outer-approximation cuts of the BSS objective",
+        chckpriority=-10,
+        enfopriority=-10,
+        needscons=False,
+    )
     for S in seeds:
         handler.add(oracle.cut(S))
     if objlimit is not None and math.isfinite(objlimit):
@@ -315,9 +349,18 @@ class MasterJob:
 
 def master_unit(problem: Problem, job: MasterJob) -> MasterResult:
     """Work unit: run one master solve (on a worker holding the ``mip`` resource)."""
-    return solve_master(oracle_for(problem, job.tol), job.seeds, center=job.center, max_common=job.max_common,
-                        common=job.common, drop=job.drop, nogood=job.nogood, objlimit=job.objlimit, gap=job.gap,
-                        time_limit=job.time_limit)
+    return solve_master(
+        oracle_for(problem, job.tol),
+        job.seeds,
+        center=job.center,
+        max_common=job.max_common,
+        common=job.common,
+        drop=job.drop,
+        nogood=job.nogood,
+        objlimit=job.objlimit,
+        gap=job.gap,
+        time_limit=job.time_limit,
+    )
 
 
 def evaluate_unit(problem: Problem, item: tuple[Support, float]) -> tuple[float, float]:

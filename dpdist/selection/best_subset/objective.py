@@ -139,8 +139,14 @@ class Problem:
 
     def params(self) -> dict[str, Any]:
         """The public parameters of the instance (no statistic of the data)."""
-        return {"s": self.s, "loss": self.loss, "r": self.r, "ridge": self.ridge, "x_bound": self.x_bound,
-                "y_bound": self.y_bound}
+        return {
+            "s": self.s,
+            "loss": self.loss,
+            "r": self.r,
+            "ridge": self.ridge,
+            "x_bound": self.x_bound,
+            "y_bound": self.y_bound,
+        }
 
 
 _SHIFT_MAX_P = 4000
@@ -157,7 +163,9 @@ def _psd_shift(gram: np.ndarray) -> float:
     return max(0.0, float(ev[0]) - 1e-10 * float(ev[-1]))
 
 
-def _check_bounds(X: Any, y: np.ndarray, loss: str, x_bound: float, y_bound: float, mode: str) -> tuple[Any, np.ndarray]:
+def _check_bounds(
+    X: Any, y: np.ndarray, loss: str, x_bound: float, y_bound: float, mode: str
+) -> tuple[Any, np.ndarray]:
     values = X.data if sp.issparse(X) else X
     if not np.all(np.isfinite(values)) or not np.all(np.isfinite(y)):
         raise ParameterError("X and y must be finite (NaN or infinite entries found)")
@@ -174,16 +182,27 @@ def _check_bounds(X: Any, y: np.ndarray, loss: str, x_bound: float, y_bound: flo
     if values.size and np.max(np.abs(values)) > x_bound:
         raise ParameterError(
             f"X violates Assumption 1, |x_ij| <= x_bound = {x_bound:g} (parameter x_bound), which the "
-            "sensitivity assumes; pass bounds='clip' (--clip) to clip each record")
+            "sensitivity assumes; pass bounds='clip' (--clip) to clip each record"
+        )
     if loss == "squared" and y.size and np.max(np.abs(y)) > y_bound:
         raise ParameterError(
             f"y violates Assumption 1, |y_i| <= y_bound = {y_bound:g} (parameter y_bound), which the "
-            "sensitivity assumes; pass bounds='clip' (--clip) to clip each record")
+            "sensitivity assumes; pass bounds='clip' (--clip) to clip each record"
+        )
     return X, y
 
 
-def make_problem(X: Any, y: Any, s: int, loss: str = "squared", r: float = 1.1, ridge: float = 120.0,
-                 x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check") -> Problem:
+def make_problem(
+    X: Any,
+    y: Any,
+    s: int,
+    loss: str = "squared",
+    r: float = 1.1,
+    ridge: float = 120.0,
+    x_bound: float = 0.5,
+    y_bound: float = 0.5,
+    bounds: str = "check",
+) -> Problem:
     """Validate the parameters, enforce Assumption 1 and precompute the shared statistics.
 
     X is copied (dense: C order float64; sparse: CSC float64 with duplicates summed) before
@@ -217,8 +236,16 @@ def make_problem(X: Any, y: Any, s: int, loss: str = "squared", r: float = 1.1, 
     return Problem(X, y, s, loss, r, ridge, x_bound, y_bound)
 
 
-def store_problem(store: Any, s: int, loss: str = "squared", r: float = 1.1, ridge: float = 120.0,
-                  x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check") -> Problem:
+def store_problem(
+    store: Any,
+    s: int,
+    loss: str = "squared",
+    r: float = 1.1,
+    ridge: float = 120.0,
+    x_bound: float = 0.5,
+    y_bound: float = 0.5,
+    bounds: str = "check",
+) -> Problem:
     """The instance of a dpdist store: its rows and its target mapped by the store's public rule.
 
     The store's schema must be declared (public, ``check_schema``) and fit the loss: least
@@ -231,8 +258,10 @@ def store_problem(store: Any, s: int, loss: str = "squared", r: float = 1.1, rid
     check_schema(store)
     need = "binary" if loss == "hinge" else "regression"
     if loss in LOSSES and store.task != need:
-        raise ParameterError(f"store {store.path}: loss={loss!r} needs a {need} target (declared task: "
-                             f"{store.task}); use loss={'squared' if loss == 'hinge' else 'hinge'!r} or another store")
+        raise ParameterError(
+            f"store {store.path}: loss={loss!r} needs a {need} target (declared task: "
+            f"{store.task}); use loss={'squared' if loss == 'hinge' else 'hinge'!r} or another store"
+        )
     X = store.csr()
     n, p = X.shape
     if X.nnz > 0.3 * n * p:

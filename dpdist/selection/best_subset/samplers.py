@@ -32,8 +32,15 @@ from scipy.special import gammaln, logsumexp
 
 from dpdist.privacy.mechanisms import gumbel_max
 
-__all__ = ["log_comb", "mistakes_log_weights", "mistakes_probabilities", "mistakes_sample", "top_r_log_weights",
-           "top_r_sample", "uniform_support"]
+__all__ = [
+    "log_comb",
+    "mistakes_log_weights",
+    "mistakes_probabilities",
+    "mistakes_sample",
+    "top_r_log_weights",
+    "top_r_sample",
+    "uniform_support",
+]
 
 
 def log_comb(n: int, k: int) -> float:
@@ -64,9 +71,16 @@ def top_r_log_weights(values: np.ndarray, p: int, s: int, scale: float) -> np.nd
     return np.append(-scale * (v - base), log_out - scale * (v.max() - base))
 
 
-def top_r_sample(values: np.ndarray, p: int, s: int, scale: float, rng: np.random.Generator,
-                 support_at: Callable[[int], Sequence[int]], is_listed: Callable[[tuple[int, ...]], bool],
-                 size: int | None = None) -> tuple[int, ...] | list[tuple[int, ...]]:
+def top_r_sample(
+    values: np.ndarray,
+    p: int,
+    s: int,
+    scale: float,
+    rng: np.random.Generator,
+    support_at: Callable[[int], Sequence[int]],
+    is_listed: Callable[[tuple[int, ...]], bool],
+    size: int | None = None,
+) -> tuple[int, ...] | list[tuple[int, ...]]:
     """One draw (or ``size`` independent draws) of the top-R mechanism (module docstring).
 
     ``values[i]`` is F of the i-th listed support, ``support_at(i)`` that support, and
@@ -115,10 +129,16 @@ def _distinct_rows(rng: np.random.Generator, m: int, j: int, count: int) -> np.n
     return out
 
 
-def mistakes_sample(center: Sequence[int], bucket_values: np.ndarray, p: int, scale: float,
-                    rng: np.random.Generator, member: str = "uniform",
-                    bucket_best: Sequence[Sequence[int] | None] | None = None,
-                    size: int | None = None) -> tuple[int, ...] | list[tuple[int, ...]]:
+def mistakes_sample(
+    center: Sequence[int],
+    bucket_values: np.ndarray,
+    p: int,
+    scale: float,
+    rng: np.random.Generator,
+    member: str = "uniform",
+    bucket_best: Sequence[Sequence[int] | None] | None = None,
+    size: int | None = None,
+) -> tuple[int, ...] | list[tuple[int, ...]]:
     """One draw (or ``size`` draws) of the mistakes mechanism: a bucket j, then a uniform member.
 
     ``member="best"`` (paper mode only) returns ``bucket_best[j]`` instead of a uniform member.

@@ -199,9 +199,16 @@ def certify_unit(problem: Problem, job: CertifyJob) -> tuple[str, TopRList]:
     support beats the centre) or "timelimit".
     """
     lst = TopRList(job.center, job.center_value, job.table, job.tau)
-    res = solve_master(oracle_for(problem, job.tau / 10.0), [job.center], center=job.center,
-                       max_common=problem.s - 2, objlimit=lst.threshold() - job.tau, time_limit=job.time_limit,
-                       collect=lst, margin=job.tau)
+    res = solve_master(
+        oracle_for(problem, job.tau / 10.0),
+        [job.center],
+        center=job.center,
+        max_common=problem.s - 2,
+        objlimit=lst.threshold() - job.tau,
+        time_limit=job.time_limit,
+        collect=lst,
+        margin=job.tau,
+    )
     lst.stats.update(master_seconds=res.seconds, cuts=res.cuts, nodes=res.nodes, extras=len(lst.extras))
     if res.status == "interrupted":  # the collector stops the tree only for a better support
         return "better", lst
@@ -231,8 +238,9 @@ def top_r_list(executor: Any, tau: float, time_limit: float | None = None) -> To
                 raise SolverAborted(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
             start = lst.better  # the centre was not the optimum: restart from the better support
     except ArithmeticError:  # its message may name a value of the data: not passed on
-        raise SolverAborted(f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
-                            ) from None
+        raise SolverAborted(
+            f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
+        ) from None
 
 
 class BSSTopRSelector(BSSSelectorBase):
@@ -259,12 +267,33 @@ class BSSTopRSelector(BSSSelectorBase):
 
     mechanism = "bss/top-r"
 
-    def __init__(self, s: int = 5, epsilon: float = 1.0, loss: str = "squared", r: float = 1.1,
-                 ridge: float = 120.0, x_bound: float = 0.5, y_bound: float = 0.5, bounds: str = "check",
-                 tol: float = 1e-3, nonprivate_time_limit: float | None = None, random_state: Any = None) -> None:
-        super().__init__(s=s, epsilon=epsilon, loss=loss, r=r, ridge=ridge, x_bound=x_bound, y_bound=y_bound,
-                         bounds=bounds, tol=tol, nonprivate_time_limit=nonprivate_time_limit,
-                         random_state=random_state)
+    def __init__(
+        self,
+        s: int = 5,
+        epsilon: float = 1.0,
+        loss: str = "squared",
+        r: float = 1.1,
+        ridge: float = 120.0,
+        x_bound: float = 0.5,
+        y_bound: float = 0.5,
+        bounds: str = "check",
+        tol: float = 1e-3,
+        nonprivate_time_limit: float | None = None,
+        random_state: Any = None,
+    ) -> None:
+        super().__init__(
+            s=s,
+            epsilon=epsilon,
+            loss=loss,
+            r=r,
+            ridge=ridge,
+            x_bound=x_bound,
+            y_bound=y_bound,
+            bounds=bounds,
+            tol=tol,
+            nonprivate_time_limit=nonprivate_time_limit,
+            random_state=random_state,
+        )
 
     def privacy_charge(self) -> Charge:
         """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
@@ -290,8 +319,9 @@ class BSSTopRSelector(BSSSelectorBase):
 
 def top_r_probabilities(lst: TopRList, p: int, s: int, scale: float) -> tuple[np.ndarray, float]:
     """(P of each listed entry, P of each single unlisted support) -- tests and experiments."""
-    from dpdist.selection.best_subset.samplers import top_r_log_weights
     from scipy.special import logsumexp
+
+    from dpdist.selection.best_subset.samplers import top_r_log_weights
 
     _, values = lst.listed()
     logw = top_r_log_weights(values, p, s, scale)

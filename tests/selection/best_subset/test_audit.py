@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 import pytest
+from dp_audit import epsilon_lower_bound
 from scipy.special import logsumexp
 
-from dp_audit import epsilon_lower_bound
 from dpdist.selection.best_subset.brute_force import all_supports
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.objective import make_problem
@@ -24,10 +24,14 @@ from dpdist.selection.best_subset.samplers import top_r_log_weights, top_r_sampl
 from dpdist.selection.best_subset.top_r import top_r_list
 
 EPSILON, TOL, DRAWS, FAMILY_ALPHA = 1.0, 1e-3, 150_000, 1e-4
-X_D = np.array([[0.0, -0.5, 0.5, -0.5, -0.5, 0.0],
-                [0.5, -0.5, 0.0, 0.5, -0.5, -0.5],
-                [0.5, -0.5, 0.0, 0.5, 0.5, -0.5],
-                [0.5, -0.5, 0.0, 0.5, 0.5, 0.5]])
+X_D = np.array(
+    [
+        [0.0, -0.5, 0.5, -0.5, -0.5, 0.0],
+        [0.5, -0.5, 0.0, 0.5, -0.5, -0.5],
+        [0.5, -0.5, 0.0, 0.5, 0.5, -0.5],
+        [0.5, -0.5, 0.0, 0.5, 0.5, 0.5],
+    ]
+)
 Y_D = np.array([1.0, -1.0, -1.0, 1.0])
 RECORD = (np.array([0.0, 0.0, 0.5, 0.5, 0.5, -0.5]), 1.0)
 PARAMS = dict(s=2, loss="squared", r=1.0, ridge=0.01, x_bound=0.5, y_bound=1.0)
@@ -36,7 +40,10 @@ PARAMS = dict(s=2, loss="squared", r=1.0, ridge=0.01, x_bound=0.5, y_bound=1.0)
 def released(X, y):
     """The release's list and rate, as BSSTopRSelector computes them."""
     P = make_problem(X, y, **PARAMS)
-    lst = top_r_list(LocalExecutor(P), TOL * P.delta, )
+    lst = top_r_list(
+        LocalExecutor(P),
+        TOL * P.delta,
+    )
     return P, lst, EPSILON / (P.delta * (1 + 4 * TOL))
 
 
@@ -62,8 +69,16 @@ def neighbours():
 
 def draws(P, lst, scale, seed):
     idx, values = lst.listed()
-    return top_r_sample(values, P.p, P.s, scale, np.random.default_rng(seed), lambda k: lst.support(int(idx[k])),
-                        lst.is_listed, size=DRAWS)
+    return top_r_sample(
+        values,
+        P.p,
+        P.s,
+        scale,
+        np.random.default_rng(seed),
+        lambda k: lst.support(int(idx[k])),
+        lst.is_listed,
+        size=DRAWS,
+    )
 
 
 def test_exact_privacy_loss_is_within_epsilon(neighbours):

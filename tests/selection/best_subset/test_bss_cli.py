@@ -25,9 +25,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def bss_store(tmp_path_factory):
-    from dpdist.data.synthetic import write_synthetic
-
     from dpdist.data.store import open_store
+    from dpdist.data.synthetic import write_synthetic
 
     path = tmp_path_factory.mktemp("bss") / "store"
     meta = dict(write_synthetic("bss", path, seed=1, n=4000, d=30, s=3))
@@ -46,8 +45,24 @@ def ledger(tmp_path, bss_store):
 def test_bss_select_releases_and_charges(capsys, tmp_path, bss_store, ledger, method, extra):
     store, meta = bss_store
     out_file = tmp_path / "sel.json"
-    code, out, err = run(capsys, "select", str(store), "--method", method, "--k", "3", "--epsilon", "4", *extra,
-                         "--clip", "--ledger", ledger, "--out", str(out_file), "--json")
+    code, out, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        method,
+        "--k",
+        "3",
+        "--epsilon",
+        "4",
+        *extra,
+        "--clip",
+        "--ledger",
+        ledger,
+        "--out",
+        str(out_file),
+        "--json",
+    )
     assert code == 0, err
     res = json.loads(out)
     assert res["features"] == meta["true_support"] == [1, 3, 5]
@@ -58,12 +73,20 @@ def test_bss_select_releases_and_charges(capsys, tmp_path, bss_store, ledger, me
     assert rel.epsilon == 4.0 and rel.delta == (1e-6 if extra else 0.0) and rel.key == res["key"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--k", "30"], "s must be smaller"), (["--r", "0"], "r must"), (["--r", "-1"], "r must"),
-    (["--x-bound", "0"], "x_bound"), (["--y-bound", "-0.5"], "y_bound"), (["--ridge", "0"], "ridge"),
-    (["--tol", "0.5"], "tol"), (["--nonprivate-time-limit", "0"], "nonprivate_time_limit"),
-    (["--time-limit", "5"], "--nonprivate-time-limit"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--k", "30"], "s must be smaller"),
+        (["--r", "0"], "r must"),
+        (["--r", "-1"], "r must"),
+        (["--x-bound", "0"], "x_bound"),
+        (["--y-bound", "-0.5"], "y_bound"),
+        (["--ridge", "0"], "ridge"),
+        (["--tol", "0.5"], "tol"),
+        (["--nonprivate-time-limit", "0"], "nonprivate_time_limit"),
+        (["--time-limit", "5"], "--nonprivate-time-limit"),
+    ],
+)
 def test_bss_bad_input_exit_2(capsys, bss_store, ledger, args, message):
     store, meta = bss_store
     base = {"--k": "3", "--epsilon": "1"}
@@ -77,30 +100,87 @@ def test_bss_bad_input_exit_2(capsys, bss_store, ledger, args, message):
 
 def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, bss_store, ledger):
     store, meta = bss_store
-    code, _, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
-                       "--ledger", ledger)
+    code, _, err = run(
+        capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1", "--ledger", ledger
+    )
     assert code == 2 and "x_bound" in err and "--clip" in err
-    code, _, err = run(capsys, "select", str(store), "--method", "bss-mistakes", "--k", "3", "--epsilon", "1",
-                       "--clip", "--ledger", ledger)
+    code, _, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        "bss-mistakes",
+        "--k",
+        "3",
+        "--epsilon",
+        "1",
+        "--clip",
+        "--ledger",
+        ledger,
+    )
     assert code == 2 and "--delta" in err
-    code, _, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
-                       "--delta", "1e-6", "--clip", "--ledger", ledger)
+    code, _, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        "bss-top-r",
+        "--k",
+        "3",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--clip",
+        "--ledger",
+        ledger,
+    )
     assert code == 2 and "--delta" in err
-    code, _, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
-                       "--loss", "hinge", "--clip", "--ledger", ledger)
+    code, _, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        "bss-top-r",
+        "--k",
+        "3",
+        "--epsilon",
+        "1",
+        "--loss",
+        "hinge",
+        "--clip",
+        "--ledger",
+        ledger,
+    )
     assert code == 2 and "needs a binary target" in err  # a regression store has no class labels
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
 def test_bss_nonprivate_time_limit_abort_keeps_the_charge_and_is_marked(capsys, bss_store, ledger, monkeypatch):
     store, meta = bss_store
+
     def out_of_time(*a, **k):
         return MasterResult("timelimit", None, None, -np.inf, 1.0, 0, 0)
 
     monkeypatch.setattr(oa_module, "solve_master", out_of_time)
     monkeypatch.setattr(top_r_module, "solve_master", out_of_time)
-    code, out, err = run(capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1",
-                         "--nonprivate-time-limit", "5", "--clip", "--ledger", ledger, "--json")
+    code, out, err = run(
+        capsys,
+        "select",
+        str(store),
+        "--method",
+        "bss-top-r",
+        "--k",
+        "3",
+        "--epsilon",
+        "1",
+        "--nonprivate-time-limit",
+        "5",
+        "--clip",
+        "--ledger",
+        ledger,
+        "--json",
+    )
     assert code == 1 and out == ""
     assert "stopped before its certificate" in err and "charge stands" in err and "5 s" not in err
     (rel,) = Accountant(ledger).history(meta["dataset_id"])

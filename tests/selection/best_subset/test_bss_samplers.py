@@ -60,8 +60,16 @@ def test_top_r_sampler_is_the_exact_em(instance):
     exact = np.exp(exact - logsumexp(exact))
 
     def draw(scale):
-        return top_r_sample(listed_values, P.p, P.s, scale, np.random.default_rng(7),
-                            lambda k: lst.support(int(idx[k])), lst.is_listed, size=DRAWS)
+        return top_r_sample(
+            listed_values,
+            P.p,
+            P.s,
+            scale,
+            np.random.default_rng(7),
+            lambda k: lst.support(int(idx[k])),
+            lst.is_listed,
+            size=DRAWS,
+        )
 
     assert chisquare_p(draw(c), supports, exact) > 1e-3
     assert chisquare_p(draw(1.5 * c), supports, exact) < 1e-6  # mis-scaled

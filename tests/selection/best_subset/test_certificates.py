@@ -58,8 +58,9 @@ class PathExecutor:
 
     def mip(self, fn, job):
         assert fn is master_unit
-        region = [S for S in itertools.combinations(range(self.meta.p), 2)
-                  if len(set(S) & set(job.center)) <= job.max_common]
+        region = [
+            S for S in itertools.combinations(range(self.meta.p), 2) if len(set(S) & set(job.center)) <= job.max_common
+        ]
         best = min(region, key=self.F)
         if not self.F(best) < job.objlimit:
             return MasterResult("infeasible", None, None, job.objlimit, 0.0, 0, 0)

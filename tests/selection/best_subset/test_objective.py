@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from bss_helpers import bss_data, small_problem
 from scipy.optimize import minimize
 
 from dpdist.exceptions import ParameterError
@@ -15,25 +16,35 @@ from dpdist.selection.best_subset.hinge import hinge_cut, hinge_evaluate
 from dpdist.selection.best_subset.least_squares import ls_cut, ls_evaluate
 from dpdist.selection.best_subset.objective import make_problem, sensitivity
 
-from bss_helpers import bss_data, small_problem
-
 
 def slsqp_value(problem, S):
     """F(S) by SciPy's SLSQP on the smooth reformulation (independent of our solvers)."""
     X, y, r, ridge = problem.X[:, S], problem.y, problem.r, problem.ridge
     k, n = len(S), X.shape[0]
     if problem.loss == "squared":
-        res = minimize(lambda b: 0.5 * np.sum((y - X @ b) ** 2) + 0.5 * ridge * b @ b, np.zeros(k),
-                       constraints=[{"type": "ineq", "fun": lambda b: r * r - b @ b}], method="SLSQP",
-                       options={"ftol": 1e-14, "maxiter": 1000})
+        res = minimize(
+            lambda b: 0.5 * np.sum((y - X @ b) ** 2) + 0.5 * ridge * b @ b,
+            np.zeros(k),
+            constraints=[{"type": "ineq", "fun": lambda b: r * r - b @ b}],
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 1000},
+        )
         return res.fun
     Z = X * y[:, None]
     x0 = np.r_[np.zeros(k), np.ones(n)]
-    cons = [{"type": "ineq", "fun": lambda v: v[k:] - (1 - Z @ v[:k]), "jac": lambda v: np.hstack([Z, np.eye(n)])},
-            {"type": "ineq", "fun": lambda v: r * r - v[:k] @ v[:k]}]
-    res = minimize(lambda v: v[k:].sum() + ridge * v[:k] @ v[:k], x0,
-                   jac=lambda v: np.r_[2 * ridge * v[:k], np.ones(n)], bounds=[(None, None)] * k + [(0, None)] * n,
-                   constraints=cons, method="SLSQP", options={"ftol": 1e-12, "maxiter": 1000})
+    cons = [
+        {"type": "ineq", "fun": lambda v: v[k:] - (1 - Z @ v[:k]), "jac": lambda v: np.hstack([Z, np.eye(n)])},
+        {"type": "ineq", "fun": lambda v: r * r - v[:k] @ v[:k]},
+    ]
+    res = minimize(
+        lambda v: v[k:].sum() + ridge * v[:k] @ v[:k],
+        x0,
+        jac=lambda v: np.r_[2 * ridge * v[:k], np.ones(n)],
+        bounds=[(None, None)] * k + [(0, None)] * n,
+        constraints=cons,
+        method="SLSQP",
+        options={"ftol": 1e-12, "maxiter": 1000},
+    )
     return res.fun
 
 
@@ -109,11 +120,20 @@ def test_adding_a_record_moves_every_F_by_at_most_delta_and_never_down(loss):
     assert worst > 0.3 * delta  # the bound is not vacuous
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(s=12), "s must be smaller"), (dict(s=0), "s must be"), (dict(r=0.0), "r must"), (dict(r=-1.0), "r must"),
-    (dict(x_bound=0.0), "x_bound"), (dict(y_bound=-1.0), "y_bound"), (dict(ridge=0.0), "ridge"),
-    (dict(loss="l1"), "loss"), (dict(bounds="trim"), "bounds"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(s=12), "s must be smaller"),
+        (dict(s=0), "s must be"),
+        (dict(r=0.0), "r must"),
+        (dict(r=-1.0), "r must"),
+        (dict(x_bound=0.0), "x_bound"),
+        (dict(y_bound=-1.0), "y_bound"),
+        (dict(ridge=0.0), "ridge"),
+        (dict(loss="l1"), "loss"),
+        (dict(bounds="trim"), "bounds"),
+    ],
+)
 def test_bad_parameters(bad, message):
     X, y = bss_data(0, 50, 12, 3)
     kw = dict(s=3, loss="squared", r=1.1, ridge=5.0, x_bound=5.0, y_bound=5.0, bounds="check") | bad

@@ -43,7 +43,7 @@ def test_top_r_recovers_and_charges_epsilon(data, acc):
     assert acc.status("d").epsilon_spent == pytest.approx(2.0)
     (rel,) = acc.history("d")
     assert rel.mechanism == "bss/top-r" and rel.delta == 0.0 and rel.key == "k1"
-    assert rel.loss.rho == pytest.approx(2.0 ** 2 / 8)  # epsilon-bounded range: epsilon^2/8-zCDP
+    assert rel.loss.rho == pytest.approx(2.0**2 / 8)  # epsilon-bounded range: epsilon^2/8-zCDP
     again = BSSTopRSelector(s=3, epsilon=2.0, bounds="clip").fit(X, y, acc, "d", key="k1")  # replay, no charge
     assert list(again.support_) == TRUE and acc.status("d").epsilon_spent == pytest.approx(2.0)
     assert clone(sel).get_params()["epsilon"] == 2.0
@@ -64,7 +64,7 @@ def test_failed_gap_test_is_a_recorded_refusal(acc):
         sel.fit(X, y, acc, "d", key="ptr")
     assert acc.status("d").epsilon_spent == pytest.approx(0.5)
     (rel,) = acc.history("d")
-    assert rel.result is not None and '__dpdist_failure__' in rel.result and 'ReleaseRefused' in rel.result
+    assert rel.result is not None and "__dpdist_failure__" in rel.result and "ReleaseRefused" in rel.result
     with pytest.raises(ReleaseRefused, match="recorded as this release.s outcome"):  # replayed, never redrawn
         sel.fit(X, y, acc, "d", key="ptr")
     assert acc.status("d").epsilon_spent == pytest.approx(0.5)
@@ -79,9 +79,11 @@ class CountingRng:
     def __getattr__(self, name):
         attr = getattr(self._rng, name)
         if callable(attr):
+
             def counted(*args, **kwargs):
                 self.draws += 1
                 return attr(*args, **kwargs)
+
             return counted
         return attr
 
@@ -134,7 +136,10 @@ def test_the_nonprivate_time_limit_aborts_before_noise_and_is_marked_not_covered
     assert acc.status("d").epsilon_spent == pytest.approx(4.0) and len(acc.history("d")) == 1
     again = cls(s=3, epsilon=4.0, bounds="clip", random_state=0).fit(X, y, acc, "d", key="k2")
     assert list(again.support_) == TRUE  # a new release (a new key, charged again) computes
-    assert acc.status("d").epsilon_spent == pytest.approx(8.0) and [r.covered for r in acc.history("d")] == [False, True]
+    assert acc.status("d").epsilon_spent == pytest.approx(8.0) and [r.covered for r in acc.history("d")] == [
+        False,
+        True,
+    ]
 
 
 def test_mistakes_draws_the_test_after_every_solve(data, acc, monkeypatch):
@@ -195,6 +200,7 @@ class FakeExecutor:
 
 def test_recentring_has_no_limit(monkeypatch):
     """Each recentre strictly lowers F, so both methods follow as many as the data need (no refusal)."""
+
     def descend(executor, start, tol):  # the centre's value falls with every restart
         return tuple(start), 10.0 - executor.calls, np.full((2, 4), 20.0)
 
@@ -208,8 +214,15 @@ def test_recentring_has_no_limit(monkeypatch):
 
 def test_bad_input_costs_nothing(data, acc):
     X, y = data
-    for kw in (dict(s=20), dict(r=0.0), dict(x_bound=-1.0), dict(y_bound=0.0), dict(epsilon=0.0), dict(tol=0.5),
-               dict(loss="huber")):
+    for kw in (
+        dict(s=20),
+        dict(r=0.0),
+        dict(x_bound=-1.0),
+        dict(y_bound=0.0),
+        dict(epsilon=0.0),
+        dict(tol=0.5),
+        dict(loss="huber"),
+    ):
         with pytest.raises(ParameterError):
             BSSTopRSelector(**{"s": 3, "bounds": "clip", **kw}).fit(X, y, acc, "d")
     with pytest.raises(ParameterError, match="x_bound"):
