@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -125,7 +125,7 @@ def split_store(
                 force=force,
                 metadata=meta,
                 block_rows=store.block_rows,
-                label_mapping=store.meta.get("label_mapping"),
+                label_mapping=cast("dict[str, int] | None", store.meta.get("label_mapping")),
             )
         )
     return metas[0], metas[1]

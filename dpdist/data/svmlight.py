@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, cast
 
 import numba
 import numpy as np
@@ -94,7 +94,7 @@ def open_text(path: str | os.PathLike[str]) -> IO[bytes]:
     if suffix == ".xz":
         return lzma.open(p, "rb")
     if suffix == ".gz":
-        return gzip.open(p, "rb")
+        return cast(IO[bytes], gzip.open(p, "rb"))
     return open(p, "rb")
 
 
@@ -222,7 +222,7 @@ def _float_token(buf: np.ndarray, i: int) -> tuple[float, int, int]:
 
 
 @numba.njit(nogil=True, cache=True)
-def _parse_kernel(buf: np.ndarray):
+def _parse_kernel(buf: np.ndarray) -> tuple[Any, ...]:
     """Parse a block that ends with a newline. Returns (ok, indptr, indices, data, y, slow),
     where slow[k] = (0 for a label / 1 for a value, its position, token start, token end)."""
     n = buf.shape[0]
@@ -415,7 +415,7 @@ def iter_svmlight_blocks(
     """
     n_threads = n_threads or _n_threads()
     f = open_text(path)
-    pending: queue.Queue = queue.Queue(maxsize=2 * n_threads + 1)
+    pending: queue.Queue[Any] = queue.Queue(maxsize=2 * n_threads + 1)
     stop = threading.Event()
 
     def reader(pool: ThreadPoolExecutor) -> None:
@@ -432,7 +432,7 @@ def iter_svmlight_blocks(
                     return
             pending.put(_DONE)
         except BaseException as e:  # an I/O or decompression error: raised by the consumer
-            failed: Future = Future()
+            failed: Future[Any] = Future()
             failed.set_exception(e)
             pending.put(failed)
 

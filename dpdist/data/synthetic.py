@@ -225,7 +225,7 @@ def _power_law_columns(rng: np.random.Generator, size: int, d: int, power: float
     u = rng.random(size)
     a = 1.0 - power
     x = (((d + 1.0) ** a - 1.0) * u + 1.0) ** (1.0 / a)
-    return np.minimum(x.astype(np.int64) - 1, d - 1)
+    return np.asarray(np.minimum(x.astype(np.int64) - 1, d - 1))
 
 
 def _sparse(rng: np.random.Generator, prof: SparseProfile, n: int, d: int, block_rows: int) -> SyntheticSet:

@@ -153,8 +153,8 @@ def _frame_to_xy(
     for values, what in ((X, "a feature"), (y[:, None], "the target")):
         bad = np.isinf(values)
         if bad.any():  # where to look (the first place), as a parser names a line; no count of the data
-            row, col = (int(v[0]) for v in np.nonzero(bad))
-            column = Xdf.columns[col] if what == "a feature" else tcol
+            row, at = (int(v[0]) for v in np.nonzero(bad))
+            column = Xdf.columns[at] if what == "a feature" else tcol
             raise ParameterError(
                 f"{source}: an infinite value in {what} column {column!r} (the first in data row "
                 f"{row + 1}); values must be finite numbers"

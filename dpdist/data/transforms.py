@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,7 +53,7 @@ __all__ = [
     "yeo_johnson",
 ]
 
-Matrix = np.ndarray | sp.spmatrix | sp.sparray
+Matrix: TypeAlias = "np.ndarray | sp.spmatrix | sp.sparray"
 
 
 class DataDependentWarning(UserWarning):
@@ -85,9 +85,11 @@ def _csr(X: Matrix) -> sp.csr_matrix:
 
 def _values(X: Matrix) -> np.ndarray:
     """The entries of X; a sparse matrix in canonical format (no repeated entry) as it is, without a copy."""
-    if sp.issparse(X) and X.format in ("csr", "csc") and X.has_canonical_format:
-        return X.data
-    return _csr(X).data if sp.issparse(X) else np.asarray(X)
+    if isinstance(X, (sp.spmatrix, sp.sparray)):
+        if X.format in ("csr", "csc") and X.has_canonical_format:
+            return np.asarray(X.data)
+        return np.asarray(_csr(X).data)
+    return np.asarray(X)
 
 
 # ------------------------------------------------------------------ per-record (private)
@@ -286,7 +288,7 @@ def enforce_bounds(
         raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {mode!r}")
     if mode == "clip":
         if not (
-            sp.issparse(X)
+            isinstance(X, (sp.spmatrix, sp.sparray))
             and X.format == "csr"
             and X.dtype == value_dtype(X)
             and X.has_canonical_format

@@ -146,7 +146,10 @@ _RELEASE_COLUMNS = "dataset, key, time, mechanism, epsilon, delta, result, loss,
 
 def _release_row(row: tuple[Any, ...]) -> Release:
     """A ``Release`` from a row of ``_RELEASE_COLUMNS``."""
-    return Release(*row[:7], None if row[7] is None else PrivacyLoss.from_json(row[7]), row[8], bool(row[9]))
+    return Release(
+        dataset=row[0], key=row[1], time=row[2], mechanism=row[3], epsilon=row[4], delta=row[5], result=row[6],
+        loss=None if row[7] is None else PrivacyLoss.from_json(row[7]), params=row[8], covered=bool(row[9]),
+    )
 
 
 def default_ledger_path() -> Path:
@@ -286,7 +289,9 @@ def status_table(rows: list[dict[str, Any]]) -> str:
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
-    line = lambda c: "  ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip()  # noqa: E731
+    def line(c: tuple[str, ...]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip()
+
     return "\n".join([line(header), *(line(c) for c in cells)])
 
 
@@ -508,7 +513,7 @@ class Accountant:
                 f"no dataset named {name_or_dataset!r} in ledger {self.path}; "
                 "`dpdist budget show` lists the datasets it has"
             )
-        return row[0]
+        return str(row[0])
 
     def name(self, dataset: str) -> str:
         """The public name of ``dataset``."""
@@ -804,7 +809,7 @@ class Accountant:
         with self._transaction() as con:
             row = con.execute("SELECT result FROM releases WHERE dataset = ? AND key = ?", (dataset, key)).fetchone()
             if row[0] is not None:  # a concurrent attempt recorded first: its result stands
-                return row[0]
+                return str(row[0])
             con.execute("UPDATE releases SET result = ? WHERE dataset = ? AND key = ?", (encoded, dataset, key))
         return encoded
 

@@ -91,11 +91,11 @@ _EPS_FLOOR = 1e-12  # what a conversion that rounds to 0 is stated as (an upper 
 
 # ("zcdp", rho) | ("laplace", eps, count) | ("approx", eps, delta) | ("sgm", z, q, steps)
 # | ("rdp", label, orders, values) | ("repeat", parts, mean, shape)
-Part = tuple
+Part = tuple[Any, ...]
 
 
 def _check_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
-    out = []
+    out: list[Part] = []
     for p in parts:
         kind = p[0]
         if kind == "zcdp":
@@ -225,7 +225,7 @@ class PrivacyLoss:
         return cls(parts, rdp_epsilon(parts, delta), delta)
 
     @classmethod
-    def tabulated(cls, label: str, curve: Sequence[float], delta: float) -> PrivacyLoss:
+    def tabulated(cls, label: str, curve: Sequence[float] | np.ndarray, delta: float) -> PrivacyLoss:
         """A mechanism whose Renyi curve on ``ORDERS`` is ``curve`` (an upper bound at each order)."""
         parts = (("rdp", label, ORDERS, tuple(float(v) for v in curve)),)
         delta = check_delta(delta, allow_zero=False)

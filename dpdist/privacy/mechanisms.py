@@ -218,7 +218,7 @@ def gumbel_max(log_weights: np.ndarray, rng: np.random.Generator, size: int | No
         return int(np.argmax(log_weights + rng.gumbel(size=log_weights.shape[0])))
     g = rng.gumbel(size=(size, log_weights.shape[0]))
     g += log_weights
-    return np.argmax(g, axis=1)
+    return np.asarray(np.argmax(g, axis=1))
 
 
 class _Selection(_Mechanism):
@@ -364,7 +364,7 @@ class ReportNoisyMax(_Selection):
             return int(np.argmax(s + self._rng.laplace(0.0, self.scale, size=s.shape[0])))
         noisy = self._rng.laplace(0.0, self.scale, size=(size, s.shape[0]))
         noisy += s
-        return np.argmax(noisy, axis=1)
+        return np.asarray(np.argmax(noisy, axis=1))
 
 
 class ReportNoisyMin(ReportNoisyMax):

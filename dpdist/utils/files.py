@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = [
     "PRIVATE_DIR",
@@ -66,7 +66,7 @@ def private_file(path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def open_private(path: str | os.PathLike[str], mode: str = "wb") -> IO:
+def open_private(path: str | os.PathLike[str], mode: str = "wb") -> IO[Any]:
     """A file opened for writing (``wb``/``w``: new or truncated; ``ab``: appended to), readable
     by its owner only (0600)."""
     if mode not in ("wb", "w", "ab"):
