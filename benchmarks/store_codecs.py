@@ -9,7 +9,7 @@ Part 2 -- zarr end to end: write and read back a CSC-indices-like int32 array an
 float64 array through zarr (the path a store read takes: chunk files, codec pipeline,
 copy into the result) for the candidate codecs and chunk sizes, plain and sharded.
 
-The store uses the result: Blosc LZ4 over a byte shuffle (``dpdist.data.store.CODEC``) in
+The store uses the result: Blosc LZ4 over a byte shuffle (``dpdist.data.store.format.CODEC``) in
 2^21-element chunks. Prints the load average beside the figures (shared machine).
 
     .venv/bin/python benchmarks/store_codecs.py [--rows 300000]

@@ -286,7 +286,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _defaults() -> dict[str, Any]:
-    return tomllib.loads(resources.files("flows").joinpath(DEFAULTS_FILE).read_text())
+    return tomllib.loads(resources.files("dpdist.flows").joinpath(DEFAULTS_FILE).read_text())
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -27,3 +27,15 @@ def test_the_wheel_installs_only_dpdist(tmp_path):
     assert {t for t in top if not t.endswith(".dist-info")} == {"dpdist"}
     assert "dpdist/flows/defaults.toml" in names and "dpdist/pipelines/dp_gd.py" in names
     assert not any(n.startswith(("flows/", "pipelines/", "tests/", "benchmarks/")) for n in names)
+
+
+def test_installed_names_work_outside_the_checkout(tmp_path):
+    # run from elsewhere, so the checkout's folders are not on sys.path: only the installed names
+    # resolve (a resource looked up as "flows" once passed here and failed in a fresh clone)
+    code = (
+        "import importlib.util, dpdist.flows.config as c, dpdist.pipelines;"
+        "assert importlib.util.find_spec('flows') is None and importlib.util.find_spec('pipelines') is None;"
+        "assert c._defaults()"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -160,11 +160,11 @@ def test_values_read_as_float32_are_the_stored_values_rounded(tmp_path, monkeypa
     """csr/csc(np.float32): the stored values rounded to float32, read chunk by chunk (no float64
     copy of the whole range), also through zarr's own reads (a store on another kind of storage);
     any other dtype is refused."""
-    import dpdist.data.store as store_module
+    import dpdist.data.store.chunks as store_chunks
     from dpdist.exceptions import ParameterError
 
     if zarr_read:
-        monkeypatch.setattr(store_module, "_chunk_decoder", lambda arr: None)
+        monkeypatch.setattr(store_chunks, "chunk_decoder", lambda arr: None)
 
     rng = np.random.default_rng(0)
     X = sp.random(500, 40, density=0.2, random_state=1, format="csr")

@@ -11,9 +11,9 @@ import scipy.sparse as sp
 import zarr
 
 from dpdist.data import open_store, write_store
-from dpdist.data import store as store_mod
 from dpdist.data.ingest import ingest_svmlight
-from dpdist.data.store import BLOCK_CACHE, StoreWriter, write_blocks
+from dpdist.data.store import BLOCK_CACHE, StoreWriter, buckets, chunks, write_blocks, writer
+from dpdist.data.store import cache as store_cache
 from dpdist.exceptions import ParameterError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -72,17 +72,21 @@ def skewed(rng: np.random.Generator, n: int, d: int) -> sp.csr_matrix:
 
 @pytest.mark.parametrize("memory_bytes", [1 << 26, 32 * 3 * 150, 32 * 3 * 5])
 def test_csc_from_buckets_under_any_budget(tmp_path, monkeypatch, memory_bytes):
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)  # many chunks: exercises the chunked appends
-    monkeypatch.setattr(store_mod, "ROW_CHUNK", 256)
+    monkeypatch.setattr(writer, "NNZ_CHUNK", 64)  # many chunks: exercises the chunked appends
+    monkeypatch.setattr(writer, "ROW_CHUNK", 256)
     rng = np.random.default_rng(memory_bytes)
     X = skewed(rng, 700, 20_000)  # ~20 buckets of 1024 columns; column 7's bucket far over the small budgets
     y = rng.normal(size=700)
     ref = write_store(tmp_path / "ref", X, y, block_rows=1000)
     reads = []
-    read_frames = store_mod._read_frames
-    monkeypatch.setattr(
-        store_mod, "_read_frames", lambda path, cap=None: reads.append(path.name) or read_frames(path, cap)
-    )
+    read_frames = buckets.read_frames
+
+    def recording(path, cap=None):
+        reads.append(path.name)
+        return read_frames(path, cap)
+
+    monkeypatch.setattr(buckets, "read_frames", recording)  # sort_bucket's reads
+    monkeypatch.setattr(writer, "read_frames", recording)  # the writer's own
     meta = write_store(tmp_path / "s", X, y, block_rows=33, memory_bytes=memory_bytes)
     assert meta["dataset_id"] == ref["dataset_id"]
     # a bucket over the budget is read twice (count, split into column groups), then each group once
@@ -164,8 +168,8 @@ def test_block_cache_serves_reads_and_follows_content(tmp_path):
 
 
 def test_block_cache_keeps_the_start_of_a_scan_larger_than_its_budget(monkeypatch):
-    cache = store_mod._BlockCache()
-    monkeypatch.setattr(store_mod._BlockCache, "budget", staticmethod(lambda: 3 * 800))  # three 100-float blocks
+    cache = store_cache.BlockCache()
+    monkeypatch.setattr(store_cache.BlockCache, "budget", staticmethod(lambda: 3 * 800))  # three 100-float blocks
     loads = []
 
     def block(array: str, i: int) -> tuple[np.ndarray]:
@@ -192,8 +196,8 @@ def test_block_cache_keeps_the_start_of_a_scan_larger_than_its_budget(monkeypatc
 
 
 def test_block_cache_replaces_another_partition_of_the_same_array(monkeypatch):
-    cache = store_mod._BlockCache()
-    monkeypatch.setattr(store_mod._BlockCache, "budget", staticmethod(lambda: 3 * 800))
+    cache = store_cache.BlockCache()
+    monkeypatch.setattr(store_cache.BlockCache, "budget", staticmethod(lambda: 3 * 800))
 
     def read(lo: int, hi: int) -> None:
         cache.get(("store", "id", "X_csc", lo, hi), lambda: (np.zeros((hi - lo) * 10),))
@@ -209,7 +213,7 @@ def test_block_cache_replaces_another_partition_of_the_same_array(monkeypatch):
 
 def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
     # zarr does not write a chunk that is all fill value (explicit zeros here); reads fill it in
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    monkeypatch.setattr(writer, "NNZ_CHUNK", 64)
     rng = np.random.default_rng(5)
     X = sp.random(60, 40, density=0.2, random_state=rng, format="csr")
     X.data[:200] = 0.0  # stored zeros: the first three data chunks are all zero
@@ -223,7 +227,7 @@ def test_chunks_equal_to_the_fill_value_read_back(tmp_path, monkeypatch):
 
 
 def test_column_stream_reads_the_entries_in_chunk_pieces(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)  # ranges over many chunks, cut at both ends
+    monkeypatch.setattr(writer, "NNZ_CHUNK", 64)  # ranges over many chunks, cut at both ends
     X = sp.random(300, 40, density=0.2, random_state=6, format="csc")
     X.data[:] = 1.0
     X = X.tolil()
@@ -259,7 +263,7 @@ def test_column_stream_reads_the_entries_in_chunk_pieces(tmp_path, monkeypatch):
     for a, b in [(0, values.size), (0, 0), (5, 6)] + [
         tuple(sorted(rng.integers(0, values.size, 2))) for _ in range(60)
     ]:
-        assert store_mod._all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
+        assert chunks.all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
     # chunks of stored zeros equal the fill value and are not written: they read as zeros
     Z = sp.csr_matrix(
         (
@@ -271,8 +275,8 @@ def test_column_stream_reads_the_entries_in_chunk_pieces(tmp_path, monkeypatch):
     write_store(tmp_path / "z", Z, np.ones(300), task="regression")
     g = zarr.open_group(tmp_path / "z", mode="r")["X_csc/data"]
     assert sorted(p.name for p in (tmp_path / "z" / "X_csc" / "data" / "c").iterdir()) == ["4", "5"]
-    assert store_mod._all_equal(g, 0, 300, 0.0) and store_mod._all_equal(g, 64, 128, 0.0)
-    assert not store_mod._all_equal(g, 0, 300, 1.0) and store_mod._all_equal(g, 300, 350, 1.0)
+    assert chunks.all_equal(g, 0, 300, 0.0) and chunks.all_equal(g, 64, 128, 0.0)
+    assert not chunks.all_equal(g, 0, 300, 1.0) and chunks.all_equal(g, 300, 350, 1.0)
     zero = open_store(tmp_path / "z").column_stream(0, 1)
     assert not zero.binary and np.concatenate([d.copy() for _, _, d in zero.pieces(0, 300)]).tolist() == [0.0] * 300
     # through the cache a range holds its pointers and flag only, never its entries
@@ -290,14 +294,14 @@ def test_column_stream_reads_the_entries_in_chunk_pieces(tmp_path, monkeypatch):
 
 def test_column_stream_reads_other_layouts_whole(tmp_path, monkeypatch):
     """A layout without a chunk decoder of ours (here: none for the values) is read in one piece."""
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)  # streamed, it would come in many pieces
+    monkeypatch.setattr(writer, "NNZ_CHUNK", 64)  # streamed, it would come in many pieces
     X = sp.random(200, 10, density=0.3, random_state=2, format="csr")
     write_store(tmp_path / "s", X, np.ones(200), task="regression")
     stream = open_store(tmp_path / "s").column_stream(2, 9)
     n = int(stream.indptr[-1] - stream.indptr[0])
     assert n > 3 * 64 and len(list(stream.pieces(3, n))) > 3
-    real = store_mod._chunk_decoder
-    monkeypatch.setattr(store_mod, "_chunk_decoder", lambda arr: None if arr.basename == "data" else real(arr))
+    real = chunks.chunk_decoder
+    monkeypatch.setattr(chunks, "chunk_decoder", lambda arr: None if arr.basename == "data" else real(arr))
     pieces = list(stream.pieces(3, n))
     data, rows, _ = open_store(tmp_path / "s").column_slice(2, 9)
     assert len(pieces) == 1 and pieces[0][0] == 3
@@ -310,7 +314,7 @@ def test_column_stream_grows_its_read_buffer(tmp_path, monkeypatch):
     thread as in an old one."""
     import threading
 
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 1 << 18)
+    monkeypatch.setattr(writer, "NNZ_CHUNK", 1 << 18)
     rng = np.random.default_rng(3)
     X = sp.random(2000, 150, density=0.5, random_state=3, format="csr")
     X.data = rng.uniform(-1, 1, X.nnz)  # incompressible: 2 MB a stored chunk of values
@@ -326,7 +330,7 @@ def test_column_stream_grows_its_read_buffer(tmp_path, monkeypatch):
         pieces = [(p, r.copy(), d.copy()) for p, r, d in stream.pieces(0, int(ptr[-1]))]
         box["rows"] = np.concatenate([r for _, r, _ in pieces])
         box["data"] = np.concatenate([d for _, _, d in pieces])
-        box["raw"] = len(store_mod._PIECE_BUFFERS.raw)
+        box["raw"] = len(chunks._PIECE_BUFFERS.raw)
 
     thread = threading.Thread(target=read)
     thread.start()
@@ -339,7 +343,7 @@ def test_all_equal_under_concurrent_callers(tmp_path, monkeypatch):
     each answer is np.all's."""
     import threading
 
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    monkeypatch.setattr(writer, "NNZ_CHUNK", 64)
     rng = np.random.default_rng(2)
     arrays = []
     for name, share in (("a", 0.0), ("b", 0.002)):  # all 1.0, and a few 0.5s
@@ -355,7 +359,7 @@ def test_all_equal_under_concurrent_callers(tmp_path, monkeypatch):
     def call(t: int) -> None:
         for i in range(t, len(cases) * 3, 8):
             g, a, b = cases[i % len(cases)]
-            if store_mod._all_equal(g, a, b, 1.0) != want[i % len(cases)]:
+            if chunks.all_equal(g, a, b, 1.0) != want[i % len(cases)]:
                 wrong.append(i)
 
     threads = [threading.Thread(target=call, args=(t,)) for t in range(8)]
@@ -363,14 +367,14 @@ def test_all_equal_under_concurrent_callers(tmp_path, monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert wrong == [] and store_mod._SCRATCH.qsize() == 4
+    assert wrong == [] and chunks._SCRATCH.qsize() == 4
 
 
 def test_all_equal_decompresses_a_repeated_chunk_once(tmp_path, monkeypatch):
     """A chunk stored as the same bytes as a whole chunk found all equal is not decompressed again;
     a chunk only partly compared is never taken as known."""
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
-    monkeypatch.setattr(store_mod, "_EQUAL_CHUNK", {})
+    monkeypatch.setattr(writer, "NNZ_CHUNK", 64)
+    monkeypatch.setattr(chunks, "_EQUAL_CHUNK", {})
     X = sp.random(500, 20, density=0.3, random_state=3, format="csc")
     X.data[:] = 1.0
     X.data[200] = 0.5  # in the CSC values' chunk 3 (192..255)
@@ -378,28 +382,28 @@ def test_all_equal_decompresses_a_repeated_chunk_once(tmp_path, monkeypatch):
     g = zarr.open_group(tmp_path / "s", mode="r")["X_csc/data"]
     values, n = g[:], g.shape[0]
     decoded = []
-    real = store_mod._chunk_decoder(g)
+    real = chunks.chunk_decoder(g)
 
     def counting(raw, out=None):
         decoded.append(len(raw))
         return real(raw, out)
 
-    monkeypatch.setattr(store_mod, "_chunk_decoder", lambda arr: counting)
+    monkeypatch.setattr(chunks, "chunk_decoder", lambda arr: counting)
     assert n > 20 * 64 and values[200] == 0.5
     k = 200 // 64
     # the chunk holding the 0.5, compared from just after it: equal, but not all of it was compared
-    assert store_mod._all_equal(g, 201, (k + 1) * 64, 1.0) and store_mod._EQUAL_CHUNK == {}
-    assert not store_mod._all_equal(g, k * 64, (k + 1) * 64, 1.0)
+    assert chunks.all_equal(g, 201, (k + 1) * 64, 1.0) and chunks._EQUAL_CHUNK == {}
+    assert not chunks.all_equal(g, k * 64, (k + 1) * 64, 1.0)
     decoded.clear()
-    assert store_mod._all_equal(g, 0, 64 * k, 1.0) and decoded == [decoded[0]]  # the first chunk only
+    assert chunks.all_equal(g, 0, 64 * k, 1.0) and decoded == [decoded[0]]  # the first chunk only
     whole = n // 64 * 64
-    assert n > whole and store_mod._all_equal(g, (k + 1) * 64, whole, 1.0) and len(decoded) == 1  # same bytes
-    assert store_mod._all_equal(g, 3, 64 * k - 5, 1.0) and len(decoded) == 1
-    assert store_mod._all_equal(g, whole - 3, n, 1.0) and len(decoded) == 2  # the last chunk (padded): other bytes
-    assert not store_mod._all_equal(g, 0, n, 1.0) and len(decoded) >= 3  # the chunk with the 0.5
-    assert not store_mod._all_equal(g, 0, 64, 2.0)  # known for 1.0 only
+    assert n > whole and chunks.all_equal(g, (k + 1) * 64, whole, 1.0) and len(decoded) == 1  # same bytes
+    assert chunks.all_equal(g, 3, 64 * k - 5, 1.0) and len(decoded) == 1
+    assert chunks.all_equal(g, whole - 3, n, 1.0) and len(decoded) == 2  # the last chunk (padded): other bytes
+    assert not chunks.all_equal(g, 0, n, 1.0) and len(decoded) >= 3  # the chunk with the 0.5
+    assert not chunks.all_equal(g, 0, 64, 2.0)  # known for 1.0 only
     for a, b in [(0, n), (190, 260), (64 * k, 64 * k + 8), (5, 120)]:
-        assert store_mod._all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
-    store_mod._EQUAL_CHUNK.clear()  # the chunk with the 0.5 compared from its start, but not to its end
-    assert store_mod._all_equal(g, 64 * k, 64 * k + 8, 1.0) and store_mod._EQUAL_CHUNK == {}
-    assert not store_mod._all_equal(g, 64 * k, 64 * (k + 1), 1.0)
+        assert chunks.all_equal(g, a, b, 1.0) == bool(np.all(values[a:b] == 1.0))
+    chunks._EQUAL_CHUNK.clear()  # the chunk with the 0.5 compared from its start, but not to its end
+    assert chunks.all_equal(g, 64 * k, 64 * k + 8, 1.0) and chunks._EQUAL_CHUNK == {}
+    assert not chunks.all_equal(g, 64 * k, 64 * (k + 1), 1.0)

@@ -9,7 +9,7 @@ import pytest
 from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_HOME, temporary_settings
 
-from flows import runtime
+from dpdist.flows import runtime
 
 
 @pytest.fixture

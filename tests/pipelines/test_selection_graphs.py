@@ -312,10 +312,10 @@ def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatc
     kernel (whose cache file would record that some store had one)."""
     import numba
 
-    from dpdist.data import store as store_mod
+    from dpdist.data.store import writer as store_writer
     from dpdist.pipelines.sis import _NO_VALUES
 
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 8)
+    monkeypatch.setattr(store_writer, "NNZ_CHUNK", 8)
     X = sp.random(50, 6, density=0.5, random_state=1, format="lil")
     X[X.nonzero()] = 1.0
     X[0, 5] = 0.5
@@ -378,10 +378,10 @@ def test_a_range_in_many_spans_and_chunks_gives_the_scores(tmp_path, monkeypatch
     chunks here: every span reads many, and the spans share their boundary chunks), with empty
     columns at the cuts; duplicated (i, j) entries are summed before the bound."""
     import dpdist.pipelines.sis as sis_mod
-    from dpdist.data import store as store_mod
+    from dpdist.data.store import writer as store_writer
     from dpdist.selection.sis import store_target
 
-    monkeypatch.setattr(store_mod, "NNZ_CHUNK", 64)
+    monkeypatch.setattr(store_writer, "NNZ_CHUNK", 64)
     rng = np.random.default_rng(5)
     X = sp.random(3000, 300, density=0.04, random_state=5, format="lil")
     X[:, 100:110] = 0.0

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import dpdist.data.store as store_mod
+import dpdist.data.store.buckets as store_buckets
 from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import split_store
 from dpdist.data.store import StoreWriter, open_store
@@ -85,7 +85,7 @@ def test_every_ingest_path_writes_owner_only_stores(
         buckets.append(mode(Path(path)))
         return f
 
-    monkeypatch.setattr(store_mod, "open_private", recording_open_private)
+    monkeypatch.setattr(store_buckets, "open_private", recording_open_private)
     stores = tmp_path / "stores"
     stores.mkdir()
     rng = np.random.default_rng(0)
