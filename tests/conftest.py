@@ -66,3 +66,49 @@ def _experiments_without_a_ledger():
 
     with unaccounted():
         yield
+
+
+def _postgres_schema(url: str, name: str) -> str:
+    """``url`` with its own new schema ``name`` first on the search path (a fresh ledger per test)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute(f'CREATE SCHEMA "{name}"')
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{name}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The URL of a PostgreSQL server for the ledger's tests: ``$DPDIST_TEST_POSTGRES`` when one was
+    started (``.ci/run``), else a throwaway cluster this session starts (scripts/postgres-throwaway.sh,
+    Debian's binaries) and stops. Skips, saying why, where neither is possible."""
+    import subprocess
+
+    url = os.environ.get("DPDIST_TEST_POSTGRES")
+    if url:
+        yield url
+        return
+    res = subprocess.run(
+        ["bash", str(REPO / "scripts" / "postgres-throwaway.sh"), "start"], capture_output=True, text=True, check=False
+    )
+    exports = dict(
+        line.removeprefix("export ").split("=", 1) for line in res.stdout.splitlines() if line.startswith("export ")
+    )
+    if res.returncode != 0 or "DPDIST_TEST_POSTGRES" not in exports:
+        why = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"no PostgreSQL server for the ledger's PostgreSQL tests: {why}")
+    directory = exports["DPDIST_TEST_POSTGRES_DIR"].strip("'")
+    try:
+        yield exports["DPDIST_TEST_POSTGRES"].strip("'")
+    finally:
+        subprocess.run(["bash", str(REPO / "scripts" / "postgres-throwaway.sh"), "stop", directory], check=False)
+
+
+@pytest.fixture
+def postgres_ledger_url(postgres_server, request) -> str:
+    """A ledger URL of its own on the test server (a new schema: nothing shared with other tests)."""
+    import re
+    import secrets
+
+    stem = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    return _postgres_schema(postgres_server, f"t_{stem}_{secrets.token_hex(4)}")

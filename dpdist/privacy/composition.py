@@ -1,16 +1,16 @@
-"""Composition of differentially private steps (``../shared/spec/algorithms.md`` 1.4).
+"""Composition of differentially private steps (docs/algorithms.md §1.4).
 
 Both directions are provided:
 
 * forward: what a sequence of steps costs in total --
   ``basic_composition`` and ``advanced_composition`` (the exact form
   eps0 sqrt(2k ln(1/delta')) + k eps0 (e^eps0 - 1), k delta0 + delta');
-* inverse: the per-step budget that meets a target, with the seeds' formulas --
-  ``advanced_step_epsilon`` (seed 004 and Talwar et al.: eps0 = eps / sqrt(8 k ln(1/delta)))
-  and ``advanced_step_budget_split`` (seed 001 Alg. 1 / seed 000 Alg. 1:
+* inverse: the per-step budget that meets a target, with the papers' formulas --
+  ``advanced_step_epsilon`` ([RKL23] and Talwar et al.: eps0 = eps / sqrt(8 k ln(1/delta)))
+  and ``advanced_step_budget_split`` ([KLR25] Alg. 1 / [KLR23] Alg. 1:
   delta_it = delta / (l + 1), eps_it = eps / (2 sqrt(2 l ln(1/delta_it)))).
 
-The seeds' shortcuts are simplifications of the exact bound that hold only for moderate
+The papers' shortcuts are simplifications of the exact bound that hold only for moderate
 epsilon (Dwork & Roth state them for eps < 1). Each inverse therefore computes the exact
 forward bound of the budget it returns and refuses (``ParameterError``) when that bound
 exceeds the target: a shortcut is never used unchecked.
@@ -93,7 +93,7 @@ def _check_within(total: Budget, epsilon: float, what: str) -> None:
     if total.epsilon > epsilon * (1.0 + _ROUNDING):
         raise ParameterError(
             f"{what}: the exact advanced-composition bound is epsilon={total.epsilon:.6g}, above the "
-            f"target epsilon={epsilon:.6g}; the seeds' shortcut is not valid here "
+            f"target epsilon={epsilon:.6g}; the papers' shortcut is not valid here "
             "(roughly epsilon > 4 ln(1/delta)). Lower epsilon or raise delta."
         )
 
@@ -101,7 +101,7 @@ def _check_within(total: Budget, epsilon: float, what: str) -> None:
 def advanced_step_epsilon(epsilon: float, delta: float, k: int) -> float:
     """Per-step epsilon for ``k`` pure-DP steps to total (epsilon, delta): eps / sqrt(8 k ln(1/delta)).
 
-    This is the rule of Talwar et al. and seed 004 (App. B.2). The exact bound of ``k``
+    This is the rule of Talwar et al. and [RKL23] (App. B.2). The exact bound of ``k``
     such steps is computed and checked to be <= epsilon before the value is returned.
     """
     epsilon = check_epsilon(epsilon)
@@ -115,7 +115,7 @@ def advanced_step_epsilon(epsilon: float, delta: float, k: int) -> float:
 def advanced_step_budget_split(epsilon: float, delta: float, k: int) -> Budget:
     """Per-step (eps_it, delta_it) for ``k`` (eps_it, delta_it)-DP steps to total (epsilon, delta).
 
-    Seed 001 Alg. 1 (and the intended seed 000 Alg. 1 line 3, spec 9.1):
+    [KLR25] Alg. 1 (and the intended [KLR23] Alg. 1 line 3, docs/algorithms.md §9.1):
     delta_it = delta / (k + 1), eps_it = epsilon / (2 sqrt(2 k ln(1/delta_it))).
     The k steps use k * delta_it and the composition slack delta' = delta_it, so the
     deltas add to exactly delta. The exact epsilon bound is checked to be <= epsilon.
@@ -131,7 +131,7 @@ def advanced_step_budget_split(epsilon: float, delta: float, k: int) -> Budget:
 
 
 def rnm_paper_true_epsilon(epsilon: float, delta: float, k: int) -> Budget:
-    """The true total of the seeds' DP-FW calibration ("paper" mode, spec 2.2 and 9.4).
+    """The true total of the papers' DP-FW calibration ("paper" mode, docs/algorithms.md §2.2 and 9.4).
 
     Laplace report-noisy-max with scale Delta/eps0 on non-monotone scores is 2 eps0-DP per
     step, where eps0 = advanced_step_epsilon(epsilon, delta, k). Returns the exact

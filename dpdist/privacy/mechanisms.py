@@ -1,28 +1,27 @@
-"""Differential-privacy mechanisms used by the seed papers.
+"""Differential-privacy mechanisms used by the papers dpdist implements.
 
-Calibrations follow ``../shared/spec/algorithms.md`` section 1, including its
-corrections of the seeds:
+Calibrations follow docs/algorithms.md §1, including its corrections of the papers (§9):
 
-* ``Laplace``: value + Lap(Delta_1 / epsilon)                                  (spec 1.1)
+* ``Laplace``: value + Lap(Delta_1 / epsilon)                                  (docs/algorithms.md §1.1)
 * ``Gaussian``: the classic calibration sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon,
-  valid only for epsilon < 1 (seeds 000/001; seed 001 App. B misprints the
-  parenthesis)                                                                (spec 1.2)
+  valid only for epsilon < 1 ([KLR23]/[KLR25]; [KLR25] App. B misprints the
+  parenthesis)                                                                (docs/algorithms.md §1.2)
 * ``AnalyticGaussian``: the exact calibration of Balle & Wang (2018), for any epsilon
 * ``ExponentialMechanism``: P(o) proportional to exp(epsilon u(o) / (2 Delta_u)), or
   exp(epsilon u / Delta_u) for monotone utilities; sampled by Gumbel-max in log space
-  so weights spanning hundreds of orders of magnitude are exact        (spec 1.3, 1.5)
+  so weights spanning hundreds of orders of magnitude are exact        (docs/algorithms.md §1.3, 1.5)
 * ``ReportNoisyMax`` / ``ReportNoisyMin``: argmax of score + Lap(b) with
   b = 2 Delta/epsilon for scores one record can move in both directions and
-  b = Delta/epsilon only for monotone scores                                  (spec 1.3)
+  b = Delta/epsilon only for monotone scores                                  (docs/algorithms.md §1.3)
 
 Only the selected index leaves a selection mechanism: the noisy winning value is not
-protected by report-noisy-max and is never returned (spec 1.3, 9.5). A selection mechanism
+protected by report-noisy-max and is never returned (docs/algorithms.md §1.3, 9.5). A selection mechanism
 built with ``size=k`` returns k independent selections from each ``select`` call and its
 ``privacy_loss`` is the composition of k selections; ``select`` draws exactly what
 ``privacy_loss`` charges, never more.
 
 Every mechanism carries ``epsilon`` and ``delta`` (what it was asked for),
-``true_epsilon`` (what it guarantees; different only in the seeds' ``"paper"``
+``true_epsilon`` (what it guarantees; different only in the papers' ``"paper"``
 calibration), ``name`` and ``privacy_loss``: its loss in the strongest form it has
 (:mod:`dpdist.privacy.loss`), which is what the accountant charges. The exponential mechanism
 is epsilon-bounded-range (epsilon^2/8-zCDP), Gaussian noise is Delta^2/(2 sigma^2)-zCDP, Laplace
@@ -135,7 +134,7 @@ class _GaussianBase(_Mechanism):
 
 
 class Gaussian(_GaussianBase):
-    """The classic Gaussian mechanism (Dwork & Roth Thm A.1), as seeds 000/001 use it.
+    """The classic Gaussian mechanism (Dwork & Roth Thm A.1), as [KLR23]/[KLR25] use it.
 
     sigma = sensitivity * sqrt(2 ln(1.25/delta)) / epsilon gives (epsilon, delta)-DP for
     epsilon < 1 only; larger epsilon is refused (use ``AnalyticGaussian``).
@@ -305,8 +304,8 @@ class ReportNoisyMax(_Selection):
     ``monotone=True``.
 
     ``calibration="paper"``: b = sensitivity / epsilon on non-monotone scores, as Talwar et
-    al.'s DP-FW, RNM-Screen and seed 004 Alg. 1 do. That is only 2 * epsilon-DP;
-    ``true_epsilon`` reports it and the accountant charges it (spec 9.4).
+    al.'s DP-FW, RNM-Screen and [RKL23] Alg. 1 do. That is only 2 * epsilon-DP;
+    ``true_epsilon`` reports it and the accountant charges it (docs/algorithms.md §9.4).
 
     ``size=k`` makes each ``select`` call draw k independent selections; ``privacy_loss`` is
     then that of k pure ``true_epsilon``-DP selections (composition of k).

@@ -33,9 +33,29 @@ def C(epsilon: float, delta: float, mechanism: str) -> Charge:
     return Charge(PrivacyLoss.approx(epsilon, delta), mechanism)
 
 
+# Every test of the ``ledger`` fixture runs on both backends (the PostgreSQL one on a throwaway
+# server: tests/conftest.py), but these, which open the SQLite file itself or limit its disk.
+_SQLITE_ONLY = frozenset(
+    {
+        "test_wal_mode_and_durable_sync",
+        "test_a_legacy_failure_record_is_replayed_and_shown_without_its_message",
+        "test_a_result_the_ledgers_disk_refuses_is_recorded_as_a_failure_never_drawn_again",
+    }
+)
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        only = metafunc.definition.originalname in _SQLITE_ONLY
+        metafunc.parametrize("backend", ["sqlite"] if only else ["sqlite", "postgresql"])
+
+
 @pytest.fixture
-def ledger(tmp_path: Path) -> Accountant:
-    acc = Accountant(tmp_path / "ledger.sqlite")
+def ledger(backend: str, tmp_path: Path, request) -> Accountant:
+    if backend == "postgresql":
+        acc = Accountant(request.getfixturevalue("postgres_ledger_url"))
+    else:
+        acc = Accountant(tmp_path / "ledger.sqlite")
     acc.init_budget("ds", 1.0, 1e-6)
     return acc
 
@@ -348,7 +368,17 @@ def _run_child(tmp_path: Path, ledger: Accountant, mode: str) -> subprocess.Pope
     return proc
 
 
-def _integrity(path: Path) -> None:
+def _integrity(path: Path | str) -> None:
+    if isinstance(path, str):  # PostgreSQL: every release whole and charged to a budget
+        import psycopg
+
+        with psycopg.connect(path) as con:
+            orphans = con.execute(
+                "SELECT count(*) FROM releases r LEFT JOIN budgets b ON b.dataset = r.dataset "
+                "WHERE b.dataset IS NULL OR r.loss IS NULL OR r.params IS NULL"
+            ).fetchone()[0]
+        assert orphans == 0
+        return
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
@@ -462,7 +492,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
     assert (
         con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset").fetchall()
         == before_budgets
@@ -499,7 +529,7 @@ def test_an_interrupted_migration_changes_nothing(tmp_path: Path, monkeypatch):
         con.execute("ALTER TABLE budgets ADD COLUMN name TEXT")
         raise RuntimeError("killed mid-migration")
 
-    monkeypatch.setattr(Accountant, "_migrate_v1", staticmethod(boom))
+    monkeypatch.setattr("dpdist.privacy.ledger.schema.migrate_v1", boom)
     with pytest.raises(RuntimeError):
         Accountant(path)
     con = sqlite3.connect(path)
@@ -517,6 +547,7 @@ def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     Accountant(path).init_budget("ds", 1.0, 1e-6)
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.0])
     con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table, no filter or covered column
+    _drop_release_guards(con)  # no release guards before schema 6
     con.execute("DROP TABLE links")
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
@@ -526,7 +557,7 @@ def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
     after = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
     assert [row[:-1] for row in after[0]] == before[0] and [row[-1] for row in after[0]] == [1]
     assert [row[:-1] for row in after[1]] == before[1]
@@ -540,6 +571,7 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     Accountant(path).init_budget("ds", 2.0, 1e-6)
     Accountant(path).init_budget("pure", 1.0, 0.0)
     con = sqlite3.connect(path)  # as dpdist wrote schema 3: no filter column (nor covered)
+    _drop_release_guards(con)  # no release guards before schema 6
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
@@ -547,7 +579,7 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
     stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
     assert stored == {
         "ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(),
@@ -596,6 +628,7 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     Accountant(path).init_budget("a", 1.0, 1e-6)
     Accountant(path).init_budget("b", 2.0, 1e-6)
     con = sqlite3.connect(path)
+    _drop_release_guards(con)  # no release guards before schema 6
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
@@ -616,11 +649,16 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     assert con.execute("SELECT * FROM budgets").fetchall() == before
-    con.execute("PRAGMA user_version = 6")  # a later dpdist's ledger: refused, not misread
+    con.execute("PRAGMA user_version = 7")  # a later dpdist's ledger: refused, not misread
     con.commit()
     con.close()
-    with pytest.raises(ParameterError, match="schema version 6"):
+    with pytest.raises(ParameterError, match="schema version 7"):
         Accountant(path)
+
+
+def _drop_release_guards(con: sqlite3.Connection) -> None:
+    con.execute("DROP TRIGGER releases_append_only")
+    con.execute("DROP TRIGGER releases_never_deleted")
 
 
 def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_path: Path):
@@ -628,6 +666,7 @@ def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_
     Accountant(path).init_budget("ds", 2.0, 1e-6)
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "old", lambda: [1.0])
     con = sqlite3.connect(path)  # as dpdist wrote schema 4: no covered column
+    _drop_release_guards(con)  # no release guards before schema 6
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 4")
     con.commit()
@@ -635,7 +674,7 @@ def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
     assert [row[:-1] for row in con.execute("SELECT * FROM releases").fetchall()] == before
     con.close()
     assert [r.covered for r in acc.history("ds")] == [True] and acc.status("ds").uncovered == 0

@@ -1,0 +1,13 @@
+"""The privacy ledger's storage: one schema and one SQL text, on SQLite or on PostgreSQL.
+
+:class:`dpdist.privacy.accountant.Accountant` is the ledger's interface; this package holds what it
+stores and where:
+
+* :mod:`.schema`: the tables, their versions and the upgrades between them (both backends);
+* :mod:`.records`: a release's record and a budget's status, as Python values, and their texts;
+* :mod:`.outcomes`: a release's recorded outcome (its result, or its failure by class), with the
+  claim that recording every outcome keeps a retry from drawing noise twice, and its proof;
+* :mod:`.sqlite`: the SQLite file (the default; refused on a network filesystem, :mod:`.netfs`);
+* :mod:`.postgres`: the PostgreSQL database a team shares (a ``postgresql://`` URL);
+* :mod:`.migrate`: copying an SQLite ledger to PostgreSQL, verified release by release.
+"""

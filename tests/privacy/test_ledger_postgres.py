@@ -1,0 +1,235 @@
+"""What only the PostgreSQL ledger has: its URL and credentials, TLS, retries, a server that is down,
+and the copy of an SQLite ledger into it (tests/privacy/test_accountant.py runs the rest on both)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from dpdist.exceptions import BudgetExceeded, LedgerUnavailable, ParameterError, SolverFailure, UnknownDataset
+from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.ledger.migrate import migrate
+from dpdist.privacy.ledger.postgres import connection_parameters
+from dpdist.privacy.loss import Charge, PrivacyLoss
+
+
+def C(epsilon: float, mechanism: str = "laplace") -> Charge:
+    return Charge(PrivacyLoss.approx(epsilon, 0.0), mechanism)
+
+
+def test_a_password_in_the_url_is_refused_and_tls_is_preferred():
+    with pytest.raises(ParameterError, match="pgpass") as err:
+        Accountant("postgresql://alice:s3cret@db.example/ledger")
+    assert "s3cret" not in str(err.value)
+    params = connection_parameters("postgresql://alice@db.example/ledger?passfile=/home/alice/.pgpass")
+    assert params["sslmode"] == "prefer" and params["passfile"] == "/home/alice/.pgpass"
+    assert connection_parameters("postgresql://alice@db/l?sslmode=verify-full")["sslmode"] == "verify-full"
+    assert connection_parameters("postgresql:///ledger?service=team")["service"] == "team"
+
+
+def test_a_tls_key_password_in_the_url_is_refused_and_never_shown():
+    for url in ("postgresql://alice@db.example/ledger?sslpassword=k3ysecret", "host=db sslpassword=k3ysecret"):
+        with pytest.raises(ParameterError, match="holds a password") as err:
+            connection_parameters(url)
+        assert "k3ysecret" not in str(err.value)
+
+
+_DOCS = Path(__file__).resolve().parents[2] / "docs" / "team-ledger.md"
+
+
+@pytest.fixture
+def analyst_url(postgres_ledger_url):
+    """The ledger as a role with exactly the analysts' grants of docs/team-ledger.md (the owner made the tables)."""
+    import re
+    import secrets
+    from urllib.parse import parse_qs, urlsplit
+
+    Accountant(postgres_ledger_url)  # the owner: `dpdist ledger init`
+    schema = parse_qs(urlsplit(postgres_ledger_url).query)["options"][0].split("=", 1)[1]
+    role = f"analysts_{secrets.token_hex(4)}"
+    grants = re.findall(r"^(GRANT [^;]+ TO analysts);", _DOCS.read_text(), flags=re.M)
+    assert any("ON SCHEMA" in g for g in grants) and any("ON budgets" in g for g in grants)
+    with psycopg.connect(**connection_parameters(postgres_ledger_url), autocommit=True) as con:
+        try:
+            con.execute(f"CREATE ROLE {role} NOLOGIN")
+        except psycopg.errors.InsufficientPrivilege:
+            pytest.skip("the test server's role may not create roles (scripts/postgres-throwaway.sh grants it)")
+        con.execute(f"GRANT {role} TO current_user")
+        for grant in grants:
+            con.execute(grant.replace("SCHEMA public", f'SCHEMA "{schema}"').replace("TO analysts", f"TO {role}"))
+    try:
+        yield f"{postgres_ledger_url}%20-crole%3D{role}"
+    finally:
+        with psycopg.connect(**connection_parameters(postgres_ledger_url), autocommit=True) as con:
+            con.execute(f"DROP OWNED BY {role}")
+            con.execute(f"DROP ROLE {role}")
+
+
+def test_the_documented_analysts_role_charges_and_cannot_change_a_budget_or_a_release(analyst_url):
+    from types import SimpleNamespace
+
+    acc = Accountant(analyst_url)
+    acc.init_budget("ds", 1.0, 0.0)
+    acc.init_budget("half-own", 1.0, 0.0)
+    acc.charge("half-own", C(0.2), "old")
+    assert acc.budget_of(SimpleNamespace(dataset_id="half-own", budget_id="ds")) == "ds"
+    assert acc.release("ds", C(0.3), "r", lambda: [1.5]) == [1.5]
+    acc.charge("ds", C(0.1), "pending")
+    with pytest.raises(BudgetExceeded):
+        acc.charge("ds", C(0.5), "too-much")  # 0.2 (linked) + 0.3 + 0.1 spent
+    with psycopg.connect(**connection_parameters(analyst_url), autocommit=True) as con:
+        for sql in (
+            "UPDATE budgets SET epsilon_total = 100",
+            "UPDATE releases SET result = NULL WHERE key = 'r'",  # cleared, to draw again under its charge
+            "UPDATE releases SET result = '[2.0]' WHERE key = 'r'",
+            "UPDATE releases SET epsilon = 0.001 WHERE key = 'pending'",
+            "DELETE FROM releases",
+            "DELETE FROM links",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                con.execute(sql)
+    assert acc.release("ds", C(0.3), "r", FailingCompute()) == [1.5]
+    assert acc.status("ds").epsilon_spent == pytest.approx(0.6)
+
+
+class FailingCompute:
+    def __call__(self):
+        raise AssertionError("a recorded release is replayed, never computed again")
+
+
+def test_the_connection_takes_tls_when_the_server_offers_it(postgres_ledger_url):
+    Accountant(postgres_ledger_url)
+    with psycopg.connect(**connection_parameters(postgres_ledger_url)) as con:
+        offered = con.execute("SHOW ssl").fetchone()[0] == "on"
+        used = con.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone()[0]
+    assert used == offered
+
+
+def test_a_server_that_is_down_releases_nothing(postgres_ledger_url, monkeypatch):
+    acc = Accountant(postgres_ledger_url, timeout=5)
+    acc.init_budget("ds", 1.0, 0.0)
+    with pytest.raises(LedgerUnavailable, match="could not be read or written") as err:
+        Accountant("postgresql://dpdist@127.0.0.1:1/dpdist", timeout=5)
+    assert isinstance(err.value, OSError)
+    # the accountant's server gone (its address now a closed port): the release computes nothing
+    monkeypatch.setattr(acc._ledger, "conninfo", "host=127.0.0.1 port=1 dbname=dpdist user=dpdist connect_timeout=2")
+    calls = []
+    with pytest.raises(LedgerUnavailable):
+        acc.release("ds", C(0.1), "r", lambda: calls.append(1))
+    assert calls == []
+    monkeypatch.undo()
+    assert acc.status("ds").releases == 0
+
+
+def test_a_serialization_failure_is_retried_and_never_draws_twice(postgres_ledger_url, monkeypatch):
+    acc = Accountant(postgres_ledger_url)
+    acc.init_budget("ds", 1.0, 0.0)
+    real, aborted = Accountant._charge, []
+
+    def abort_once(self, con, *args):
+        out = real(self, con, *args)  # the insert made, then the server aborts the transaction
+        if not aborted:
+            aborted.append(1)
+            raise psycopg.errors.SerializationFailure("could not serialize access")
+        return out
+
+    monkeypatch.setattr(Accountant, "_charge", abort_once)
+    draws = []
+    assert acc.release("ds", C(0.3), "r", lambda: draws.append(1) or [len(draws)]) == [1]
+    assert aborted == [1] and draws == [1]
+    assert acc.status("ds").releases == 1 and acc.status("ds").epsilon_spent == pytest.approx(0.3)
+
+
+def test_another_programs_database_and_a_missing_ledger(postgres_ledger_url):
+    with pytest.raises(UnknownDataset, match="no ledger"):
+        Accountant(postgres_ledger_url, create=False)
+    with psycopg.connect(**connection_parameters(postgres_ledger_url)) as con:
+        con.execute("CREATE TABLE budgets (x INTEGER)")
+    with pytest.raises(ParameterError, match="another program's PostgreSQL database"):
+        Accountant(postgres_ledger_url)
+
+
+def _sqlite_ledger(path: Path) -> Accountant:
+    from types import SimpleNamespace
+
+    acc = Accountant(path)
+    acc.init_budget("ds", 10.0, 1e-6, name="study")
+    acc.init_budget("half-own", 1.0, 0.0)
+    acc.release("half-own", C(0.2), "old", lambda: [1.0])
+    acc.budget_of(SimpleNamespace(dataset_id="half-own", budget_id="ds"))
+    acc.release("ds", Charge(PrivacyLoss.gaussian(4.0, 1e-7), "gaussian"), "g", lambda: {"coef": [0.1, 1 / 3]})
+    acc.charge("ds", C(0.05, "em"), "interrupted")  # charged, no outcome recorded
+    acc.release("ds", Charge(PrivacyLoss.pure(0.3), "bss/top-r", covered=False), "guarded", lambda: [2])
+    return acc
+
+
+def test_migrate_copies_every_record_and_refuses_a_nonempty_target(tmp_path: Path, postgres_ledger_url):
+    src = _sqlite_ledger(tmp_path / "l.sqlite")
+    with pytest.raises(SolverFailure):  # a failure is recorded as the release's outcome
+        src.release("ds", C(0.1), "failed", lambda: 1 / 0)
+    copied = migrate(src.path, postgres_ledger_url)
+    assert copied.to_dict() == {"budgets": 2, "links": 1, "releases": 5, "verified": True}
+    dst = Accountant(postgres_ledger_url)
+    assert [s.to_dict() for s in dst.datasets()] == [s.to_dict() for s in src.datasets()]
+    for ds in ("ds", "half-own"):
+        assert dst.history(ds) == src.history(ds) and dst.split_key(ds) == src.split_key(ds)
+        assert dst.status(ds) == src.status(ds)
+    # the copy is a ledger: replays, conflicts and new charges behave as on the source
+    assert dst.release("ds", Charge(PrivacyLoss.gaussian(4.0, 1e-7), "gaussian"), "g", lambda: 0) == {
+        "coef": [0.1, 1 / 3]
+    }
+    dst.charge("ds", C(0.1), "new")
+    assert dst.history("ds")[-1].key == "new"
+    with pytest.raises(ParameterError, match="was moved to"):  # the source is marked moved
+        migrate(src.path, postgres_ledger_url)
+    with pytest.raises(ParameterError, match="already holds records"):
+        migrate(_sqlite_ledger(tmp_path / "other.sqlite").path, postgres_ledger_url)
+    with pytest.raises(ParameterError, match="PostgreSQL URL"):
+        migrate(src.path, str(tmp_path / "other.sqlite"))
+    with pytest.raises(BudgetExceeded):
+        dst.charge("ds", C(50.0), "too-much")
+
+
+def test_migrate_rolls_back_a_copy_that_reads_back_differently(tmp_path: Path, postgres_ledger_url, monkeypatch):
+    src = _sqlite_ledger(tmp_path / "l.sqlite")
+    import dpdist.privacy.ledger.migrate as m
+
+    real = m._copy
+
+    def lossy(con, rows):
+        real(con, {**rows, "releases": rows["releases"][:-1]})  # one release lost on the way
+
+    monkeypatch.setattr(m, "_copy", lossy)
+    with pytest.raises(ParameterError, match="nothing was committed"):
+        migrate(src.path, postgres_ledger_url)
+    monkeypatch.undo()
+    with sqlite3.connect(src.path) as con:
+        assert con.execute("SELECT count(*) FROM releases").fetchone()[0] == 4
+    assert migrate(src.path, postgres_ledger_url).releases == 4  # the target was left empty
+
+
+def test_the_ledger_command_inits_and_migrates(tmp_path: Path, postgres_ledger_url, capsys):
+    import json
+
+    from dpdist.cli import main
+
+    src = _sqlite_ledger(tmp_path / "l.sqlite")
+    assert main(["ledger", "init", "--ledger", postgres_ledger_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ledger": postgres_ledger_url, "backend": "postgresql", "budgets": 0}
+    assert main(["budget", "show", "--ledger", postgres_ledger_url, "--json"]) == 0  # a URL: the server's ledger
+    assert json.loads(capsys.readouterr().out)["datasets"] == []
+    code = main(["ledger", "migrate", "--from", str(src.path), "--to", postgres_ledger_url])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "2 budget(s), 1 link(s), 4 release(s)" in out.out and "read back identical" in out.out
+    assert main(["budget", "show", "--ledger", postgres_ledger_url, "--json"]) == 0
+    assert {d["dataset"] for d in json.loads(capsys.readouterr().out)["datasets"]} == {"study", src.name("half-own")}
+    other = _sqlite_ledger(tmp_path / "other.sqlite")
+    assert main(["ledger", "migrate", "--from", str(other.path), "--to", postgres_ledger_url]) == 2  # not empty
+    assert "already holds records" in capsys.readouterr().err
+    assert main(["ledger", "migrate", "--from", str(src.path), "--to", "postgresql://u:pw@127.0.0.1/x"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a password" in err and "pw@" not in err
