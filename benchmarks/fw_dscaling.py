@@ -34,7 +34,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     from dpdist.data.synthetic import make_synthetic
-    from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+    from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.frank_wolfe import frank_wolfe
 
     T = args.iters

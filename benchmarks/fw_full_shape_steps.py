@@ -16,7 +16,7 @@ products over all rows and 2D noise draws per iteration, whatever epsilon) and p
 speed-up of fast DP-FW over it (over the fast run's steps with its setup, as seed 004 Table 3 compares
 whole runs, and at the fast run's steady pace); ``--by-rows`` also runs the fast steps with every
 update in seed 004's row order (``_HEAVY_SHARE = inf``) to show what the column-order update
-(``fast_frank_wolfe._move``) changes (the same path to the bit, checked).
+(``dpdist.solvers.fast_fw.move._move``) changes (the same path to the bit, checked).
 
 ``--calibration paper`` runs both solvers in seed 004's own calibration, the one its Table 3 was
 measured in: eps0 = epsilon / sqrt(8 T ln(1/delta)) per step (advanced composition), a fifth of
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-import dpdist.solvers.fast_frank_wolfe as ffw
+import dpdist.solvers.fast_fw.solver as ffw
 import dpdist.solvers.frank_wolfe as fw
 from dpdist.data.store import open_store
 from dpdist.selection.sis import store_target

@@ -1,5 +1,5 @@
 """Fast DP-FW steps on columns in most rows (issue 16): the row-order update of seed 004 Alg. 2
-against the column-order one (``fast_frank_wolfe._move``), in the same run.
+against the column-order one (``dpdist.solvers.fast_fw.move._move``), in the same run.
 
 On the synthetic KDDA profile the private selection keeps choosing the most frequent columns
 (the top one is in ~98% of the rows), and each such step of Alg. 2 scatters ~S_r x 36 updates
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-import dpdist.solvers.fast_frank_wolfe as ffw
+import dpdist.solvers.fast_fw.solver as ffw
 from dpdist.data.synthetic import make_synthetic
 from dpdist.solvers.frank_wolfe import privacy_plan
 

@@ -4,7 +4,7 @@ another (``--compare DIR``, e.g. a worktree of the commit before), in the same i
 A step of seed 004 Alg. 2 scatters updates over the gradient (and the sampler weights) at the
 columns of the moved rows: one random access each into arrays of D doubles (133 MB at Webspam's
 16.6M columns), which wait one by one unless the loads are asked for ahead
-(``dpdist.utils.prefetch``, used by ``fast_frank_wolfe._move`` and ``_reweight``). This script
+(``dpdist.utils.prefetch``, used by ``dpdist.solvers.fast_fw.move._move`` and ``.weights._reweight``). This script
 writes a set of a profile's shape with all its columns and a part of its rows (``--rows``;
 ``dpdist.data.synthetic``, kept under ``benchmarks/_work/fw-prefetch``), then in a fresh process
 per checkout, alternating the order over ``--rounds``, runs ``--steps`` iterations of fast
@@ -16,9 +16,9 @@ are private: their times are this operator's only.
 
 ``--row-pass N`` instead times the loop of a move's row pass alone (``_move``'s logistic update of
 alpha, the marks and the list of moved coordinates, written out here with the look-ahead distance as
-a parameter, the cursor of ``fast_frank_wolfe._ahead``) over 300 random sets of N rows of the same
+a parameter, the cursor of ``dpdist.solvers.fast_fw.move._ahead``) over 300 random sets of N rows of the same
 set, at the distances 0 (no prefetch), 32, 64 and 128 entries: the measurement behind
-``fast_frank_wolfe._AHEAD``.
+``dpdist.solvers.fast_fw.state._AHEAD``.
 
     .venv/bin/python benchmarks/fw_prefetch.py webspam --rows 60000 --compare /tmp/wt-base [--rounds 2]
     .venv/bin/python benchmarks/fw_prefetch.py kdda --rows 1000000 --compare /tmp/wt-base
@@ -46,7 +46,7 @@ import hashlib, json, sys, time
 import numpy as np, scipy.sparse as sp
 sys.path.insert(0, sys.argv[1])
 import dpdist
-import dpdist.solvers.fast_frank_wolfe as ffw
+import dpdist.solvers.fast_fw.solver as ffw
 from dpdist.solvers.frank_wolfe import privacy_plan
 path, steps, eps = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 ffw.privacy_plan = lambda epsilon, delta, _steps, *rest: privacy_plan(epsilon, delta, 4000, *rest)  # T = 4,000's eps0
@@ -82,7 +82,7 @@ def row_pass(data: Path, rows_per_move: int) -> None:
     """``--row-pass``: the row pass's loop at several look-ahead distances (module doc)."""
     import numba
 
-    from dpdist.solvers.fast_frank_wolfe import _ahead
+    from dpdist.solvers.fast_fw.move import _ahead
     from dpdist.utils.prefetch import prefetch
 
     @numba.njit

@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     args = ap.parse_args()
     shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
-    from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+    from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.frank_wolfe import frank_wolfe
 
     T, every = args.iters, max(1, args.iters // 40)

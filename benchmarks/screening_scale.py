@@ -32,7 +32,7 @@ def child(path: str, iters: int, screen: bool) -> None:
 
     from dpdist.data.store import open_store
     from dpdist.selection.sis import store_target
-    from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+    from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.screening import screening_plan
 
     store = open_store(path)

@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--alg1-iters", type=int, default=100)
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
-    from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+    from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.frank_wolfe import frank_wolfe
     from dpdist.solvers.screening import screening_plan
 

@@ -89,7 +89,7 @@ def path_margins(
 ):
     """Yield (t, margins X w_t) at the iterations ``marks`` of the Frank-Wolfe path.
 
-    w_t = (1 - eta_t) w_{t-1} + eta_t lam s_t with eta_t = 2/(t+2) (seed 004 Alg. 1/2), so the
+    w_t = (1 - eta_t) w_{t-1} + eta_t lam s_t with eta_t = 2/(t+2) ([RKL23] Alg. 1/2), so the
     path of private selections determines every iterate; a screened run also zeroes w_j after
     step t's move for each released [t, j] in ``screened`` (dpdist.solvers.screening).
     """
@@ -323,8 +323,8 @@ class PrivateEvaluation:
         n = max(noisy[0], 1.0)
         sse = max(noisy[1], 0.0)
         var = noisy[3] - noisy[2] ** 2 / n
-        t = math.log(1.0 / 0.025) * 4.0 * sens / eps  # each noisy sum within +-t with probability 0.975
-        interval = [max(sse - t[1], 0.0) / (n + t[0]), (sse + t[1]) / max(n - t[0], 1.0)]
+        ts = math.log(1.0 / 0.025) * 4.0 * sens / eps  # each noisy sum within +-ts with probability 0.975
+        interval = [max(sse - ts[1], 0.0) / (n + ts[0]), (sse + ts[1]) / max(n - ts[0], 1.0)]
         return {
             "rows": float(max(noisy[0], 0.0)),
             "mse": float(sse / n),

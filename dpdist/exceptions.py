@@ -1,6 +1,6 @@
 """Exceptions raised by dpdist.
 
-The CLI maps them to exit codes (``../shared/spec/cli.md``): ``ParameterError``
+The CLI maps them to exit codes (docs/privacy.md): ``ParameterError``
 and other bad input give 2, ``BudgetExceeded`` gives 3.
 """
 

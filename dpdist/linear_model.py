@@ -1,14 +1,16 @@
-"""L1-constrained (DP) Frank-Wolfe estimators, scikit-learn style (seed 004; spec 2).
+"""L1-constrained (DP) Frank-Wolfe estimators, scikit-learn style ([RKL23]; docs/algorithms.md §2).
 
 ``DPFrankWolfeClassifier`` (logistic loss, two classes) and ``DPFrankWolfeRegressor``
-(squared loss) minimise the mean loss over ||w||_1 <= lam with ``max_iter`` Frank-Wolfe steps.
+(squared loss) minimise the mean loss over ||w||_1 <= lam with ``max_iter`` Frank-Wolfe steps
+(by default lam = 500 and 1000 steps, the main job's and the benchmarks' values for unit-norm rows:
+:data:`dpdist.methods.FW_LAM`, :data:`dpdist.methods.FW_ITERS`).
 They are scikit-learn estimators: parameters are set in ``__init__`` and validated in ``fit``,
 so ``clone``, ``Pipeline`` and ``GridSearchCV`` work (non-private methods for model selection:
 a grid search over private fits would spend one budget per fit and per fold).
 
 ``method``:
 
-* "fast-dp-fw" (default): seed 004 Alg. 2 + Alg. 4, the exponential mechanism over signed
+* "fast-dp-fw" (default): [RKL23] Alg. 2 + Alg. 4, the exponential mechanism over signed
   vertices drawn by the Big-Step Little-Step sampler; (epsilon, delta)-DP.
 * "dp-fw": the standard Alg. 1 with Laplace report-noisy-max (Talwar et al.), scale
   2 L/eps0.
@@ -17,10 +19,10 @@ a grid search over private fits would spend one budget per fit and per fold).
 
 eps0 comes from the tight accountant (T eps0^2/8-zCDP for the exponential mechanism's
 steps, T eps0^2/2 for Laplace report-noisy-max; :func:`dpdist.solvers.frank_wolfe.privacy_plan`).
-``calibration="paper"`` is seed 004's eps0 = eps / sqrt(8 T ln(1/delta)) (and, for "dp-fw",
-the seeds' Laplace scale L/eps0); the release is charged its true loss.
+``calibration="paper"`` is [RKL23]'s eps0 = eps / sqrt(8 T ln(1/delta)) (and, for "dp-fw",
+the papers' Laplace scale L/eps0); the release is charged its true loss.
 
-``screening`` (seeds 000/001; :mod:`dpdist.solvers.screening`) zeroes coordinates whose safe-
+``screening`` ([KLR23]/[KLR25]; :mod:`dpdist.solvers.screening`) zeroes coordinates whose safe-
 screening score says "zero at the optimum", at the iterations of ``screen_schedule`` (an int m:
 every m-th iteration; or a list of iterations):
 
@@ -29,14 +31,14 @@ every m-th iteration; or a list of iterations):
   the number of training records (the score's sensitivity grows as sqrt(n_max); beyond it the
   score is clipped, so privacy never depends on it). ``fit`` charges the Frank-Wolfe steps
   composed with the screening (``privacy_charge``). With ``calibration="paper"`` both parts use
-  the seeds' calibration (the printed rule is chosen by ``screen_rule="seed"``; the FW noise
-  takes squared loss as 1-Lipschitz, as seeds 000/001 do) and the true loss is charged.
+  the papers' calibration (the printed rule is chosen by ``screen_rule="seed"``; the FW noise
+  takes squared loss as 1-Lipschitz, as [KLR23]/[KLR25] do) and the true loss is charged.
 * "exact": the rule without noise, for the non-private methods.
 
 The privacy bounds are enforced: |X_ij| <= 1 and, for regression, |y_i| <= y_bound
 (``bounds="check"`` refuses, ``"clip"`` clips each record). The classifier's two labels are
 public (``classes``, or the labels seen in y). For the logistic fast solver the stale row
-derivatives are refreshed every ceil(max_iter / 10) steps (spec 2.4; see
+derivatives are refreshed every ceil(max_iter / 10) steps (docs/algorithms.md §2.4; see
 benchmarks/fw_refresh.py). When ``accountant`` is given, ``fit`` charges it before the
 coefficients are returned, and a retried ``key`` replays the recorded model. ``fit``'s
 ``progress(done, max_iter)`` reports the solver's completed iterations while it runs (the CLI's
@@ -64,11 +66,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
 from dpdist.exceptions import ParameterError
+from dpdist.methods import FW_ITERS, FW_LAM, get, names
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.released import widen
-from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+from dpdist.solvers.fast_fw import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
 from dpdist.utils.model_selection import warn_if_exact_model_selection
@@ -78,10 +81,11 @@ from dpdist.utils.validation import check_count, check_delta, check_epsilon, che
 
 __all__ = ["METHODS", "SCREEN_METHODS", "DPFrankWolfeClassifier", "DPFrankWolfeRegressor"]
 
-METHODS = ("fast-dp-fw", "dp-fw", "fw", "fast-fw")
-PRIVATE = ("fast-dp-fw", "dp-fw")
+METHODS = names("learner", family="frank-wolfe")  # the registry's Frank-Wolfe learners
+PRIVATE = names("learner", family="frank-wolfe", private=True)
 SCREENINGS = (None, "rnm", "adp", "exact")
-SCREEN_METHODS = {"rnm-screen": "rnm", "adp-screen": "adp"}  # CLI / run-config names -> fast-dp-fw + screening
+# the registry's screening names (CLI, run config) -> fast-dp-fw with their screening
+SCREEN_METHODS = {name: str(get(name).defaults["screening"]) for name in names("screening")}
 
 
 class _FrankWolfe(BaseEstimator):
@@ -174,21 +178,14 @@ class _FrankWolfe(BaseEstimator):
         )
 
     def _lipschitz_noise(self) -> float | None:
-        """Seeds 000/001 (paper mode with screening) scale the FW noise with L = 1."""
+        """[KLR23]/[KLR25] (paper mode with screening) scale the FW noise with L = 1."""
         return 1.0 if self.screening in ("rnm", "adp") and self.calibration == "paper" else None
 
     def _solve(
         self, X: sp.csr_matrix, y: np.ndarray, progress: Progress | None = None, X_csc: sp.csc_matrix | None = None
     ) -> FWResult:
         rng = check_random_state(self.random_state)
-        kw = dict(
-            loss=self._loss,
-            y_bound=self._y_bound(),
-            random_state=rng,
-            progress=progress,
-            screening=self._screening_plan(X.shape[1]),
-            lipschitz_noise=self._lipschitz_noise(),
-        )
+        screening, lipschitz_noise = self._screening_plan(X.shape[1]), self._lipschitz_noise()
         if self.method in ("fw", "dp-fw"):
             sel = "laplace" if self.method == "dp-fw" else None
             return frank_wolfe(
@@ -200,7 +197,12 @@ class _FrankWolfe(BaseEstimator):
                 epsilon=self.epsilon if sel else None,
                 delta=self.delta if sel else None,
                 calibration=self.calibration,
-                **kw,
+                loss=self._loss,
+                y_bound=self._y_bound(),
+                random_state=rng,
+                progress=progress,
+                screening=screening,
+                lipschitz_noise=lipschitz_noise,
             )
         sel = "exponential" if self.method == "fast-dp-fw" else None
         refresh = math.ceil(self.max_iter / 10) if self._loss == "logistic" else 0
@@ -215,7 +217,12 @@ class _FrankWolfe(BaseEstimator):
             refresh=refresh,
             calibration=self.calibration,
             X_csc=X_csc,
-            **kw,
+            loss=self._loss,
+            y_bound=self._y_bound(),
+            random_state=rng,
+            progress=progress,
+            screening=screening,
+            lipschitz_noise=lipschitz_noise,
         )
 
     def privacy_charge(self, n_features: int | None = None) -> Charge:
@@ -245,6 +252,8 @@ class _FrankWolfe(BaseEstimator):
         screen = self._screening_plan(n_features)
         if screen is None:
             return Charge(plan.loss, f"frank_wolfe/{self.method}", details)
+        if screen.loss is None:  # only the non-private "exact" rule has none, and a private method refuses it
+            raise ParameterError(f"screening={self.screening!r} has no privacy charge")
         return Charge(
             PrivacyLoss.compose(plan.loss, screen.loss),
             f"frank_wolfe/{self.method}+{self.screening}-screen",
@@ -296,7 +305,11 @@ class _FrankWolfe(BaseEstimator):
             warn_if_exact_model_selection(self)
         X = sp.csr_matrix(X, dtype=value_dtype(X))
         if self.private or self.bounds == "clip":  # a non-private fit assumes no bound, unless asked to clip
-            X, y = enforce_bounds(X, y, 1.0, None if self._loss == "logistic" else self._y_bound(), mode=self.bounds)
+            X, bounded_y = enforce_bounds(
+                X, y, 1.0, None if self._loss == "logistic" else self._y_bound(), mode=self.bounds
+            )
+            if bounded_y is not None:  # always: y was given (clipped with bounds="clip")
+                y = bounded_y
         if X_csc is not None:  # the same bounds on the CSC copy, through its transpose (a CSR view: no copy)
             X_csc = sp.csc_matrix(X_csc, dtype=X.dtype)
             if self.private or self.bounds == "clip":
@@ -317,7 +330,8 @@ class _FrankWolfe(BaseEstimator):
             if self.bounds == "clip":  # the per-record map the model was fitted under, applied again by predict
                 out["clip"] = 1.0
             out = {**out, "screened": res.screened} if self.screening is not None else out
-            return widen(out, *(columns or (None, None)), schema)
+            cols, n_cols = columns if columns is not None else (None, None)
+            return widen(out, cols, n_cols, schema)
 
         if accountant is None:
             if self.private:
@@ -371,8 +385,9 @@ class _FrankWolfe(BaseEstimator):
     def _margins(self, X: Matrix) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", reset=False)
-        if getattr(self, "clip_", None):
-            X = clip_rows(X, self.clip_, "clip")
+        clip = getattr(self, "clip_", None)
+        if clip:
+            X = clip_rows(X, float(clip), "clip")
         return np.asarray(X @ self.coef_).ravel()
 
 
@@ -389,8 +404,8 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
         self,
         epsilon: float = 1.0,
         delta: float = 1e-6,
-        lam: float = 50.0,
-        max_iter: int = 1000,
+        lam: float = FW_LAM,
+        max_iter: int = FW_ITERS,
         method: str = "fast-dp-fw",
         calibration: str = "safe",
         bounds: str = "check",
@@ -484,8 +499,8 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
         self,
         epsilon: float = 1.0,
         delta: float = 1e-6,
-        lam: float = 50.0,
-        max_iter: int = 1000,
+        lam: float = FW_LAM,
+        max_iter: int = FW_ITERS,
         method: str = "fast-dp-fw",
         calibration: str = "safe",
         bounds: str = "check",

@@ -1,13 +1,380 @@
-"""The names of dpdist's learners, light to import (the CLI's parser, the run config's checks).
+"""The registry of dpdist's methods: one entry per name the CLI, the run config and the plan accept.
 
-The estimators they name live in :mod:`dpdist.gradient_models` (``LEARNERS``), :mod:`dpdist.tuning`
-and :mod:`dpdist.linear_model`.
+Each entry (:class:`Method`) says what the name is (its ``kind``: a selection, a best subset
+selection, a learner or a screening learner), which estimator it builds (by import path, so this
+module stays light to import: the CLI's parser and the run config's checks read it before any
+numerical library is loaded), the parameters it sets on that estimator by default, the public
+parameters it takes from ``[select]`` / ``[train]`` (and the CLI), and how its privacy charge is
+asked of the estimator (the estimator's own ``privacy_charge``, with the public count it needs).
+A new method is one entry in :data:`REGISTRY`.
+
+The defaults here are those of the main job (``flows/defaults.toml``) and of the benchmarks
+(``benchmarks/utility.py``, ``benchmarks/bss_experiments.py``); the estimators' own defaults
+are the same values.
 """
 
-__all__ = ["DEFAULT_LEARNER", "GRADIENT_METHODS", "SEARCH"]
+from __future__ import annotations
 
-# the gradient learners (dpdist.gradient_models); the first is the default learner of `dpdist train` and of
-# the main job: the best measured at epsilon = 1 (benchmarks/utility.py)
-GRADIENT_METHODS = ("select-train", "dp-sgd", "dp-gd", "dp-iht")
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from dpdist.exceptions import ParameterError
+
+__all__ = [
+    "BSS_RIDGE",
+    "DEFAULT_LEARNER",
+    "FW_ITERS",
+    "FW_LAM",
+    "GRADIENT_METHODS",
+    "KINDS",
+    "REGISTRY",
+    "SEARCH",
+    "Method",
+    "Param",
+    "bss_ridge",
+    "get",
+    "names",
+]
+
+KINDS = ("selection", "best-subset", "learner", "screening")
+FRONT_ENDS = ("cli", "run")  # `dpdist select` / `dpdist train`, and the run config ([select], [train])
+
+# Frank-Wolfe's L1-ball radius and steps: the main job's and benchmarks/utility.py's (unit-norm rows)
+FW_LAM = 500.0
+FW_ITERS = 1000
+# best subset selection's ridge by loss ([DPBSS25]'s values, benchmarks/bss_experiments.py's)
+BSS_RIDGE: Mapping[str, float] = MappingProxyType({"squared": 120.0, "hinge": 100.0})
+
+
+def bss_ridge(loss: str) -> float:
+    """The default ridge of best subset selection for ``loss`` ("squared" or "hinge")."""
+    if loss not in BSS_RIDGE:
+        raise ValueError(f"loss must be one of {tuple(BSS_RIDGE)}, got {loss!r}")
+    return BSS_RIDGE[loss]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A public parameter a method takes: its run-config key (``[select]`` / ``[train]``), its type,
+    what it means, and the estimator's parameter it sets (``estimator_name``, default the same name)."""
+
+    name: str
+    type: type
+    help: str
+    estimator_name: str | None = None
+
+    @property
+    def target(self) -> str:
+        """The estimator parameter this key sets."""
+        return self.estimator_name or self.name
+
+
+def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Method:
+    """One registered method.
+
+    Parameters
+    ----------
+    name : str
+        The name the CLI and the run config accept.
+    kind : str
+        One of :data:`KINDS`.
+    summary : str
+        One line: what it releases.
+    estimator : tuple of str
+        Import paths ``"module:Class"`` of its estimator for a classification (binary) and a
+        regression task (the same class twice when it has one for both), or of a builder
+        ``f(task, **params)`` when ``builder`` is true.
+    family : str
+        The solver family ("frank-wolfe", "gradient", "search", "objective-perturbation", "sis",
+        "two-stage", "bss"): the flow runs each family its own way.
+    defaults : mapping
+        The estimator parameters the method sets over the estimator's own defaults.
+    params : tuple of Param
+        The public parameters it takes from the run config (and the CLI).
+    charge_by : str or None
+        The public count its estimator's ``privacy_charge`` takes: "n_features" (the Frank-Wolfe
+        learners: the paper calibration of screening depends on it), "n_records" (the gradient
+        learners and the private search: the batch rate and steps), or None.
+    private : bool
+        False for the non-private baselines (the CLI only: they release an un-noised model and
+        refuse an accountant).
+    front_ends : frozenset of str
+        Where the name is accepted: "cli" (``dpdist select`` / ``dpdist train --method``), "run"
+        (the run config's ``select.methods`` / ``train.methods``).
+    builder : bool
+        Whether ``estimator`` names a builder function rather than a class.
+    row_blocks : bool
+        Whether the flow runs its fit as a Dask reduction over the train store's row blocks
+        (full-batch steps, :mod:`dpdist.pipelines.dp_gd`: it scales past one worker's memory) rather
+        than on one solver worker.
+    """
+
+    name: str
+    kind: str
+    summary: str
+    estimator: tuple[str, str]
+    family: str
+    defaults: Mapping[str, Any] = field(default_factory=_frozen)
+    params: tuple[Param, ...] = ()
+    charge_by: str | None = None
+    private: bool = True
+    front_ends: frozenset[str] = frozenset(FRONT_ENDS)
+    builder: bool = False
+    row_blocks: bool = False
+
+    def estimator_class(self, task: str = "binary") -> Any:
+        """The estimator class (or builder) for ``task``, imported now."""
+        module, _, attr = self.estimator[1 if task == "regression" else 0].partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def build(self, task: str = "binary", **params: Any) -> Any:
+        """The estimator of this method for ``task`` at the method's defaults updated by ``params``."""
+        kwargs = {**self.defaults, **params}
+        make = self.estimator_class(task)
+        if self.builder:
+            return make(task, **kwargs)
+        if task == "regression":
+            kwargs.pop("classes", None)
+        return make(**kwargs)
+
+    def estimator_params(self, section: Any) -> dict[str, Any]:
+        """The estimator parameters set by a config section (``[select]`` / ``[train]``): each of
+        :attr:`params` the section holds, under the estimator's name."""
+        return {p.target: getattr(section, p.name) for p in self.params if hasattr(section, p.name)}
+
+    def privacy_charge(self, model: Any, n_features: int | None = None, n_records: int | None = None) -> Any:
+        """The charge of one release of ``model`` (an estimator :meth:`build` made): its own
+        ``privacy_charge`` with the public count it takes (:attr:`charge_by`)."""
+        if self.charge_by == "n_records":
+            return model.privacy_charge(n_records)
+        if self.charge_by == "n_features":
+            return model.privacy_charge(n_features)
+        return model.privacy_charge()
+
+
+# ---------------------------------------------------------------------------------------- parameters
+
+_EPS = Param("epsilon", float, "the release's epsilon")
+_DELTA = Param("delta", float, "the release's delta")
+_K = Param("k", int, "the number of features released")
+_FW = (
+    Param("lam", float, f"Frank-Wolfe's L1-ball radius lambda (default {FW_LAM:g}: unit-norm rows)"),
+    Param("iters", int, f"Frank-Wolfe's number of steps T (default {FW_ITERS})", "max_iter"),
+    Param("calibration", str, '"safe" (the tight accountant) or "paper" ([RKL23]\'s eps0, charged its true loss)'),
+)
+_SCREEN = (
+    Param("screen_epsilon", float, "the screening's epsilon (with screen_delta; or screen_rho)"),
+    Param("screen_delta", float, "the screening's delta"),
+    Param("screen_rho", float, "the screening's budget as zCDP rho, instead of screen_epsilon/screen_delta"),
+    Param("screen_schedule", object, "screen at every m-th iteration (an integer m) or at the listed iterations"),
+    Param("screen_rule", str, '"safe" (the corrected rule, docs/algorithms.md §3) or "seed" (the printed one)'),
+    Param("n_max", int, "a public upper bound on the number of train rows (the score's sensitivity)"),
+)
+_COUNT = Param("n_records", int, "the public count of the train rows (the batch rate and number of steps)")
+_BSS = (
+    Param("k", int, "the support size s", "s"),
+    _EPS,
+    Param("bss_loss", str, '"squared" (least squares, a regression store) or "hinge" (a binary one)', "loss"),
+    Param("bss_r", float, "the l2-ball radius of the coefficients", "r"),
+    Param(
+        "bss_ridge",
+        float,
+        f"the ridge (default {BSS_RIDGE['squared']:g} squared, {BSS_RIDGE['hinge']:g} hinge)",
+        "ridge",
+    ),
+    Param("bss_x_bound", float, "the public bound on |x_ij| (Assumption 1)", "x_bound"),
+    Param("bss_y_bound", float, "the public bound on |y_i| (Assumption 1)", "y_bound"),
+    Param(
+        "bss_tol", float, "the certified tolerance of the inner solves, a fraction of the sensitivity (<= 0.05)", "tol"
+    ),
+    Param(
+        "bss_nonprivate_time_limit",
+        float,
+        "seconds per MIP past which the release aborts: an operator's guard OUTSIDE the privacy guarantee "
+        "(whether a solve hits it depends on the data; the ledger marks the release covered: false)",
+        "nonprivate_time_limit",
+    ),
+)
+_PTR = (
+    Param(
+        "bss_delta", float, "the delta of the propose-test-release gap check (charged: (epsilon, delta)-DP)", "delta"
+    ),
+    Param("bss_ptr_fraction", float, "the share of epsilon spent on the gap check", "ptr_fraction"),
+)
+
+_LM = ("dpdist.linear_model:DPFrankWolfeClassifier", "dpdist.linear_model:DPFrankWolfeRegressor")
+_GM = "dpdist.gradient_models:"
+_BSS_PATH = "dpdist.selection.best_subset:"
+
+
+def _gradient(name: str, cls: str, summary: str, row_blocks: bool = False) -> Method:
+    return Method(
+        name,
+        "learner",
+        summary,
+        (f"{_GM}{cls}Classifier", f"{_GM}{cls}Regressor"),
+        "gradient",
+        params=(_EPS, _DELTA, _COUNT),
+        charge_by="n_records",
+        row_blocks=row_blocks,
+    )
+
+
+def _fw(name: str, summary: str, private: bool = True, screening: str | None = None) -> Method:
+    defaults: dict[str, Any] = {"method": name, "lam": FW_LAM, "max_iter": FW_ITERS}
+    if screening is not None:
+        defaults.update(method="fast-dp-fw", screening=screening)
+    return Method(
+        name,
+        "screening" if screening else "learner",
+        summary,
+        _LM,
+        "frank-wolfe",
+        _frozen(defaults),
+        ((_EPS, _DELTA) if private else ()) + _FW + (_SCREEN if screening else ()),
+        "n_features" if private else None,
+        private,
+        frozenset(FRONT_ENDS) if private else frozenset({"cli"}),
+    )
+
+
+def private_search(task: str, **params: Any) -> Any:
+    """The private search over the default grid of ``task`` (:func:`dpdist.tuning.default_candidates`)."""
+    from dpdist.tuning import PrivateSearch, default_candidates
+
+    if task == "regression":
+        params.pop("classes", None)
+    return PrivateSearch(default_candidates(task), **params)
+
+
+def objective_perturbation(task: str, **params: Any) -> Any:
+    """Objective perturbation for ``task``: squared loss for a regression, logistic (labels -1/+1) else."""
+    from dpdist.solvers.objective_perturbation import ObjectivePerturbation
+
+    if task == "regression":
+        params.pop("classes", None)
+        return ObjectivePerturbation("squared", **params)
+    return ObjectivePerturbation("logistic", **params)
+
+
+_METHODS = (
+    Method(
+        "dp-sis",
+        "selection",
+        "the top k of the private sure-independence-screening scores |X^T y| ([SKDRR24])",
+        ("dpdist.selection.sis:DPSIS",) * 2,
+        "sis",
+        params=(_K, _EPS),
+    ),
+    Method(
+        "two-stage",
+        "selection",
+        "LASSO supports of disjoint blocks, aggregated by noisy votes (sample and aggregate)",
+        ("dpdist.selection.two_stage:TwoStageSelector",) * 2,
+        "two-stage",
+        params=(
+            _K,
+            _EPS,
+            Param("alpha", float, "the LASSO penalty of each block"),
+            Param("n_blocks", int, "the public number of disjoint blocks m"),
+        ),
+    ),
+    Method(
+        "bss-top-r",
+        "best-subset",
+        "best subset selection, the exponential mechanism over the top R supports ([DPBSS25])",
+        (f"{_BSS_PATH}BSSTopRSelector",) * 2,
+        "bss",
+        params=_BSS,
+    ),
+    Method(
+        "bss-mistakes",
+        "best-subset",
+        "best subset selection by the mistakes method with propose-test-release ([DPBSS25])",
+        (f"{_BSS_PATH}BSSMistakesSelector",) * 2,
+        "bss",
+        params=_BSS + _PTR,
+    ),
+    _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them"),
+    _gradient("dp-sgd", "DPSGD", "DP-SGD with Poisson-sampled batches ([ACG+16])"),
+    _gradient("dp-gd", "DPGD", "full-batch DP gradient descent", row_blocks=True),
+    _gradient("dp-iht", "DPIHT", "DP iterative hard thresholding", row_blocks=True),
+    Method(
+        "private-search",
+        "learner",
+        "the private choice among the default grid of learners ([PS22])",
+        ("dpdist.methods:private_search",) * 2,
+        "search",
+        params=(_EPS, _DELTA, _COUNT),
+        charge_by="n_records",
+        front_ends=frozenset({"run"}),  # `dpdist train --tune`
+        builder=True,
+    ),
+    _fw("fast-dp-fw", "fast DP Frank-Wolfe: exponential-mechanism steps by the BSLS sampler ([RKL23])"),
+    _fw("dp-fw", "DP Frank-Wolfe with Laplace report-noisy-max steps ([TTZ15])"),
+    _fw("fw", "non-private Frank-Wolfe (a baseline)", private=False),
+    _fw("fast-fw", "non-private fast Frank-Wolfe (a baseline)", private=False),
+    _fw("rnm-screen", "fast DP-FW with RNM-Screen ([KLR23])", screening="rnm"),
+    _fw("adp-screen", "fast DP-FW with ADP-Screen ([KLR25])", screening="adp"),
+    Method(
+        "objective-perturbation",
+        "learner",
+        "objective perturbation on a released selection ([KST12])",
+        ("dpdist.methods:objective_perturbation",) * 2,
+        "objective-perturbation",
+        _frozen({"delta": 0.0}),  # pure epsilon-DP
+        (_EPS,),
+        front_ends=frozenset({"run"}),
+        builder=True,
+    ),
+)
+
+REGISTRY: Mapping[str, Method] = MappingProxyType({m.name: m for m in _METHODS})
+if len(REGISTRY) != len(_METHODS):
+    raise RuntimeError("dpdist.methods: a method name is registered twice")
+
+
+def get(name: str) -> Method:
+    """The registered method ``name``; ``ParameterError`` naming the registered ones otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ParameterError(f"unknown method {name!r} (one of {', '.join(REGISTRY)})") from None
+
+
+def names(
+    kind: str | tuple[str, ...] | None = None,
+    *,
+    family: str | tuple[str, ...] | None = None,
+    front_end: str | None = None,
+    private: bool | None = None,
+) -> tuple[str, ...]:
+    """The registered names, in registry order, of the given kind(s), family(ies), front end and privacy."""
+    kinds = (kind,) if isinstance(kind, str) else kind
+    families = (family,) if isinstance(family, str) else family
+    for k in kinds or ():
+        if k not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {k!r}")
+    return tuple(
+        m.name
+        for m in _METHODS
+        if (kinds is None or m.kind in kinds)
+        and (families is None or m.family in families)
+        and (front_end is None or front_end in m.front_ends)
+        and (private is None or m.private == private)
+    )
+
+
+# the gradient learners; the first is the default learner of `dpdist train` and of the main job: the best
+# measured at epsilon = 1 (benchmarks/utility.py)
+GRADIENT_METHODS = names(family="gradient")
 DEFAULT_LEARNER = GRADIENT_METHODS[0]
-SEARCH = "private-search"  # the private choice among the default grid (dpdist.tuning)
+SEARCH = names(family="search")[0]  # the private choice among the default grid (dpdist.tuning)

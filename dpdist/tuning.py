@@ -55,7 +55,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpdist.data.split import derive_key, record_sides
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models import _GradientModel, noisy_count
+from dpdist.gradient_models.base import GradientModel, Ledger, charged_to, noisy_count
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import ORDERS, Charge, PrivacyLoss, best_of_runs_curve, curve_epsilon, rdp_curve
@@ -106,6 +106,8 @@ class PrivateSearch(BaseEstimator):
     classes : the two labels of a classification, public (default: the candidates', else those seen in y).
     random_state : None (OS entropy) or a seed (experiments only).
 
+    Notes
+    -----
     After ``fit``: ``best_estimator_`` (the released model), ``best_index_``, ``best_params_``,
     ``validation_score_`` (noisy), ``noise_scale_``, ``runs_`` (how many runs; never released).
     """
@@ -131,7 +133,7 @@ class PrivateSearch(BaseEstimator):
 
     # ------------------------------------------------------------------ parameters
 
-    def _validate(self) -> list[_GradientModel]:
+    def _validate(self) -> list[GradientModel]:
         check_epsilon(self.epsilon)
         check_delta(self.delta, allow_zero=False)
         check_epsilon(self.score_epsilon, "score_epsilon")
@@ -139,7 +141,7 @@ class PrivateSearch(BaseEstimator):
             raise ParameterError("candidates must name at least one learner")
         cands = [clone(c) for c in self.candidates]
         for c in cands:
-            if not isinstance(c, _GradientModel):
+            if not isinstance(c, GradientModel):
                 raise ParameterError(f"a candidate must be a dpdist.gradient_models estimator, got {type(c).__name__}")
         if len({c._loss for c in cands}) != 1:
             raise ParameterError("the candidates must all be classifiers or all regressors")
@@ -167,21 +169,21 @@ class PrivateSearch(BaseEstimator):
     def _score_loss(self, scale: float) -> PrivacyLoss:
         return PrivacyLoss.laplace(float(self.score_epsilon) / scale)
 
-    def _curve(self, cands: list[_GradientModel], n_train: int, scale: float) -> np.ndarray:
+    def _curve(self, cands: list[GradientModel], n_train: int, scale: float) -> np.ndarray:
         """The search's Renyi curve: Papernot & Steinke over the largest run curve, a run's curve the
         larger of its training's and its score's (module docstring)."""
         score = rdp_curve(self._score_loss(scale).parts, ORDERS)
         runs = [np.maximum(rdp_curve(c.privacy_charge(n_train, scale).loss.parts, ORDERS), score) for c in cands]
         return best_of_runs_curve(runs, self._mean, float(self.shape))
 
-    def _loss(self, cands: list[_GradientModel], n_train: int, scale: float) -> PrivacyLoss:
+    def _loss(self, cands: list[GradientModel], n_train: int, scale: float) -> PrivacyLoss:
         return PrivacyLoss.tabulated(
             f"private search: best of ~{self._mean:g} runs of {len(cands)} candidate(s)",
             self._curve(cands, n_train, scale),
             float(self.delta),
         )
 
-    def _noise_scale(self, cands: list[_GradientModel], n_train: int) -> float:
+    def _noise_scale(self, cands: list[GradientModel], n_train: int) -> float:
         """The smallest common noise factor x >= 1 whose search loss meets (epsilon, delta): bisection
         on public quantities (the loss falls as x grows)."""
         ok = lambda x: curve_epsilon(self._curve(cands, n_train, x), self.delta) <= self.epsilon  # noqa: E731
@@ -242,87 +244,111 @@ class PrivateSearch(BaseEstimator):
         key in the ledger, or random without one).
         """
         cands = self._validate()
-        if accountant is not None and dataset is None:
-            raise ParameterError("dataset is required to charge the accountant")
-        classifier = cands[0]._loss == "logistic"
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=not classifier)
-        extra: dict[str, Any] = {}
-        if classifier and accountant is not None and cands[0].classes is None:
-            raise ParameterError(
-                "classes are public schema: pass classes=[negative, positive] (the labels declared "
-                "for the data); read from y, the released model's classes would be a function of it"
-            )
-        if classifier:
-            check_classification_targets(y)
-            classes = np.unique(y) if cands[0].classes is None else np.asarray(cands[0].classes)
-            if classes.size != 2 or not np.isin(y, classes).all():
-                raise ParameterError("the search's classifiers need exactly 2 classes, and y within them")
-            self.classes_ = classes
-            y_fit = np.where(y == classes[1], 1.0, -1.0)
-            extra["classes"] = [c.item() if hasattr(c, "item") else c for c in classes]
-        else:
-            y_fit = np.asarray(y, dtype=np.float64).ravel()
-        if accountant is None:
+        ledger = charged_to(accountant, dataset)
+        X, y_fit, extra = self._targets(cands, X, y, ledger)
+        if ledger is None:
             require_accountant(self)
         rng = check_random_state(self.random_state)
         key = key or f"search-{uuid.uuid4().hex}"
-        Xp = cands[0]._prepare(X)  # the search's public count is of these rows (the preprocessing is per record)
-        if self.n_records is not None:
-            n_public = int(self.n_records)
-        else:
-            count = self.count_charge()
-            compute_n = lambda: noisy_count(Xp.shape[0], float(self.count_epsilon), rng)  # noqa: E731
-            n_public = int(
-                compute_n()
-                if accountant is None
-                else accountant.release(
-                    dataset, count, f"{key}/count", compute_n, {"count_epsilon": self.count_epsilon}
-                )
-            )
+        n_public = self._public_count(cands[0], X, ledger, key, rng)
         charge = self.privacy_charge(n_public)
         if split_key is None:
             split_key = (
-                derive_key(accountant.split_key(dataset), "dpdist private search")
-                if accountant is not None
+                derive_key(ledger[0].split_key(ledger[1]), "dpdist private search")
+                if ledger is not None
                 else secrets.token_bytes(32)
             )
         n_train, scale = self.n_train(n_public), charge.details["noise_scale"]
 
         def compute() -> dict[str, Any]:
-            val = record_sides(X, y_fit, split_key, float(self.validation_fraction))
-            runs = number_of_runs(rng, self._mean, float(self.shape))
-            self.runs_ = runs  # the operator's own (never released)
-            best: tuple[float, int, dict[str, Any]] | None = None
-            for _ in range(runs):
-                i = int(rng.integers(len(cands)))
-                c = cands[i]
-                Xc, yc = c._prepare(X[~val]), c._target(y_fit[~val])
-                model = c._released(Xc, yc, n_train, c.privacy_charge(n_train, scale), rng, None, extra)
-                score = self._score(c, model, X[val], y_fit[val]) + rng.laplace(scale=self._score_scale(c) * scale)
-                score = score if np.isfinite(score) else -np.inf  # one total order, whatever a model's margins
-                if best is None or score > best[0]:
-                    best = (score, i, model)
-            assert best is not None
-            return {"model": best[2], "candidate": best[1], "validation_score": float(best[0])}
+            return self._search(cands, X, y_fit, split_key, n_train, scale, rng, extra)
 
-        if accountant is None:
+        if ledger is None:
             out = compute()
             self.release_ = None
         else:
-            out = accountant.release(dataset, charge, key, compute, self.release_params(X.shape[1], n_public))
+            out = ledger[0].release(ledger[1], charge, key, compute, self.release_params(X.shape[1], n_public))
             self.release_ = {"key": key, "epsilon": charge.epsilon, "delta": charge.delta}
         self.release_record_ = out  # the release as recorded (public)
         self._set_released(out, scale, n_public)
         return self
 
-    def _score_scale(self, c: _GradientModel) -> float:
+    def _targets(
+        self, cands: list[GradientModel], X: Matrix, y: Any, ledger: Ledger | None
+    ) -> tuple[Matrix, np.ndarray, dict[str, Any]]:
+        """(X, the targets the candidates train on, the model's public extras): a classification's
+        labels coded -1/+1 by its public classes (named in the release)."""
+        classifier = cands[0]._loss == "logistic"
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=not classifier)
+        if classifier and ledger is not None and cands[0].classes is None:
+            raise ParameterError(
+                "classes are public schema: pass classes=[negative, positive] (the labels declared "
+                "for the data); read from y, the released model's classes would be a function of it"
+            )
+        if not classifier:
+            return X, np.asarray(y, dtype=np.float64).ravel(), {}
+        check_classification_targets(y)
+        classes = np.unique(y) if cands[0].classes is None else np.asarray(cands[0].classes)
+        if classes.size != 2 or not np.isin(y, classes).all():
+            raise ParameterError("the search's classifiers need exactly 2 classes, and y within them")
+        self.classes_ = classes
+        return (
+            X,
+            np.where(y == classes[1], 1.0, -1.0),
+            {"classes": [c.item() if hasattr(c, "item") else c for c in classes]},
+        )
+
+    def _public_count(
+        self, first: GradientModel, X: Matrix, ledger: Ledger | None, key: str, rng: np.random.Generator
+    ) -> int:
+        """n~: ``n_records``, or a Laplace count of the rows (released first when charged)."""
+        if self.n_records is not None:
+            return int(self.n_records)
+        Xp = first._prepare(X)  # the search's public count is of these rows (the preprocessing is per record)
+        compute_n = lambda: noisy_count(Xp.shape[0], float(self.count_epsilon), rng)  # noqa: E731
+        if ledger is None:
+            return int(compute_n())
+        accountant, dataset = ledger
+        count = self.count_charge()
+        return int(accountant.release(dataset, count, f"{key}/count", compute_n, {"count_epsilon": self.count_epsilon}))
+
+    def _search(
+        self,
+        cands: list[GradientModel],
+        X: Matrix,
+        y_fit: np.ndarray,
+        split_key: bytes,
+        n_train: int,
+        scale: float,
+        rng: np.random.Generator,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The release: K runs on the training side, each scored privately on the validation side;
+        the best run's model, candidate and noisy score."""
+        val = record_sides(X, y_fit, split_key, float(self.validation_fraction))
+        runs = number_of_runs(rng, self._mean, float(self.shape))
+        self.runs_ = runs  # the operator's own (never released)
+        best: tuple[float, int, dict[str, Any]] | None = None
+        for _ in range(runs):
+            i = int(rng.integers(len(cands)))
+            c = cands[i]
+            Xc, yc = c._prepare(X[~val]), c._target(y_fit[~val])
+            model = c._released(Xc, yc, n_train, c.privacy_charge(n_train, scale), rng, None, extra)
+            score = self._score(c, model, X[val], y_fit[val]) + rng.laplace(scale=self._score_scale(c) * scale)
+            score = score if np.isfinite(score) else -np.inf  # one total order, whatever a model's margins
+            if best is None or score > best[0]:
+                best = (score, i, model)
+        assert best is not None
+        return {"model": best[2], "candidate": best[1], "validation_score": float(best[0])}
+
+    def _score_scale(self, c: GradientModel) -> float:
         """The Laplace scale of a score: its sensitivity (1 correct prediction, or one clipped
         squared error (2 y_bound)^2) over score_epsilon."""
         sens = 1.0 if c._loss == "logistic" else (2.0 * float(c.y_bound)) ** 2
         return sens / float(self.score_epsilon)
 
     @staticmethod
-    def _score(c: _GradientModel, model: dict[str, Any], X: Matrix, y: np.ndarray) -> float:
+    def _score(c: GradientModel, model: dict[str, Any], X: Matrix, y: np.ndarray) -> float:
         est = type(c).from_release(model, **c.get_params())
         margins = est._margins(X)
         if c._loss == "logistic":

@@ -163,6 +163,7 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     acc = Accountant(cfg.ledger)
     acc.budget_of(store)  # a half's legacy budget of its own counts too (here, in the flow process: the ledger's)
     logger.info("source store %s: dataset %s, %d features", source["store"], status["dataset"], source["n_features"])
+    halves: dict[str, Any]  # each half's store summary (the test half None without a split)
     if cfg.data.test_fraction > 0:
         key = acc.split_key(dataset)
         if store.dataset_id != dataset:  # a part of a split splits again, by another key

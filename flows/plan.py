@@ -20,12 +20,11 @@ from typing import Any
 
 from dpdist.evaluation import PrivateEvaluation
 from dpdist.exceptions import BudgetExceeded, UnknownDataset
-from dpdist.flows.config import BSS_METHODS, FW_METHODS, GRADIENT_METHODS, RunConfig, store_paths
+from dpdist.flows.config import BSS_METHODS, GRADIENT_METHODS, RunConfig, store_paths
+from dpdist.methods import bss_ridge, get
 from dpdist.privacy.accountant import Accountant, Release
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from dpdist.selection.sis import DPSIS
-from dpdist.selection.two_stage import TwoStageSelector
 
 __all__ = [
     "Planned",
@@ -34,6 +33,7 @@ __all__ = [
     "source_fingerprint",
     "known_source",
     "bss_selector",
+    "make_selector",
     "evaluation",
     "recorded_train_count",
     "train_charge",
@@ -44,30 +44,31 @@ def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
     """The best-subset selector of ``method`` (``bss-top-r`` or ``bss-mistakes``) from ``[select]``.
 
     The flow releases with this selector and the plan charges its ``privacy_charge()``: one
-    constructor, so the plan and the run cannot differ.
+    constructor, so the plan and the run cannot differ. Its parameters are the registry's
+    (:mod:`dpdist.methods`); an unset ``bss_ridge`` is the loss's default ridge.
     """
-    from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
-
+    if method not in BSS_METHODS:
+        raise ValueError(f"not a best-subset method: {method!r} (one of {BSS_METHODS})")
     s = cfg.select
-    ridge = s.bss_ridge if s.bss_ridge is not None else (120.0 if s.bss_loss == "squared" else 100.0)
-    common = dict(
-        s=s.k,
-        epsilon=s.epsilon,
-        loss=s.bss_loss,
-        r=s.bss_r,
-        ridge=ridge,
-        x_bound=s.bss_x_bound,
-        y_bound=s.bss_y_bound,
-        bounds=cfg.data.bounds,
-        tol=s.bss_tol,
-        nonprivate_time_limit=s.bss_nonprivate_time_limit,
-        random_state=seed,
-    )
-    if method == "bss-top-r":
-        return BSSTopRSelector(**common)
-    if method == "bss-mistakes":
-        return BSSMistakesSelector(**common, delta=s.bss_delta, ptr_fraction=s.bss_ptr_fraction)
-    raise ValueError(f"not a best-subset method: {method!r} (one of {BSS_METHODS})")
+    entry = get(method)
+    params = entry.estimator_params(s)
+    if s.bss_ridge is None:
+        params["ridge"] = bss_ridge(s.bss_loss)
+    return entry.build(**params, bounds=cfg.data.bounds, random_state=seed)
+
+
+def make_selector(cfg: RunConfig, method: str, n_blocks: int | None = None, seed: int | None = None) -> Any:
+    """The selector of a ``select.methods`` entry (``n_blocks``: two-stage's public number of blocks,
+    default ``select.n_blocks``): the one constructor of the plan and the select stage."""
+    entry = get(method)
+    if entry.kind == "best-subset":
+        return bss_selector(cfg, method, seed)
+    params = entry.estimator_params(cfg.select)
+    if entry.family == "two-stage":
+        params["n_blocks"] = n_blocks if n_blocks is not None else cfg.select.n_blocks
+    else:
+        params["bounds"] = cfg.data.bounds
+    return entry.build(**params, random_state=seed)
 
 
 @dataclass(frozen=True)
@@ -122,13 +123,8 @@ def plan(
             )
         )
     s = cfg.select
-    for method in s.methods:
-        if method in BSS_METHODS:
-            sel = bss_selector(cfg, method)
-        elif method == "dp-sis":
-            sel = DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds)
-        else:
-            sel = TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=s.n_blocks or 1)  # m is public in the flow
+    for method in s.methods:  # two-stage's number of blocks m is public in the flow: its charge does not depend on it
+        sel = make_selector(cfg, method, n_blocks=s.n_blocks or 1)
         out.append(Planned("select", method, sel.privacy_charge()))
     t = cfg.train
     models = [(m, e) for m in cfg.train_methods() for e in t.epsilon]
@@ -164,9 +160,7 @@ def train_charge(
         screening=t.screening(),
         n_records=n_records if method in GRADIENT_METHODS else None,
     )
-    if method in GRADIENT_METHODS:
-        return model.privacy_charge(n_records)
-    return model.privacy_charge(n_features) if method in FW_METHODS else model.privacy_charge()
+    return get(method).privacy_charge(model, n_features=n_features, n_records=n_records)
 
 
 def recorded_train_count(cfg: RunConfig, acc: Accountant, dataset: str) -> int | None:
@@ -256,7 +250,8 @@ def preflight(cfg: RunConfig) -> dict[str, Any]:
     known = known_source(cfg)
     acc = Accountant(cfg.ledger)
     n_records = recorded_train_count(cfg, acc, known[0]) if known and acc.has_budget(known[0]) else None
-    steps = plan(cfg, *(known[1:] if known else ("binary",)), n_records=n_records)
+    task, n_features = (known[1], known[2]) if known else ("binary", None)
+    steps = plan(cfg, task, n_features, n_records=n_records)
     charges = [p.charge for p in steps]
     summary: dict[str, Any] = {
         "releases": [p.to_dict() for p in steps],

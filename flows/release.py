@@ -122,7 +122,7 @@ def ensure_budget(
     acc = Accountant(ledger_path)
     logger = get_run_logger()
     if not acc.has_budget(dataset):
-        if epsilon is None:
+        if epsilon is None or delta is None:  # the config gives both or neither
             raise UnknownDataset(
                 f"no privacy budget for this run's data in {acc.path}; give [budget] epsilon and "
                 "delta in the run config, or set one with `dpdist budget init STORE ...`"

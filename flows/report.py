@@ -144,22 +144,15 @@ def write_report(
     flow_run: str,
     stores: dict[str, Any],
     selection: dict[str, Any] | None,
-    models: list[dict] | None,
+    models: list[dict[str, Any]] | None,
     evaluation: dict[str, Any],
 ) -> dict[str, str]:
     """Write report.md, its plots and results.json into ``cfg.output``; publish the artifacts."""
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     acc = Accountant(cfg.ledger)
-    dataset = stores["dataset"]
-    status = acc.status(dataset).to_dict()
-    history = [r.to_dict(status["dataset"]) for r in acc.history(dataset)]
-    recs = list((selection or {}).values()) + list(models or []) + ([stores["counts"]] if stores.get("counts") else [])
-    recs += [
-        {"key": m["evaluation_key"], "replayed": m["replayed"]} for m in evaluation["models"] if m.get("evaluation_key")
-    ]
-    run_keys = {r["key"] for r in recs}
-    released_now = {r["key"] for r in recs if not r["replayed"]}
+    status = acc.status(stores["dataset"]).to_dict()
+    run_keys, released_now = _run_keys(stores, selection, models, evaluation)
     mevals = evaluation["models"]
     plots = {
         "privacy_utility": _plot_privacy_utility(mevals, evaluation.get("reference"), out / "privacy_utility.png"),
@@ -169,165 +162,19 @@ def write_report(
         ),
     }
     counts = (stores.get("counts") or {}).get("result") or {}
-    src = stores["source"]
+    history = [r.to_dict(status["dataset"]) for r in acc.history(stores["dataset"])]
     md = [
         f"# dpdist run `{cfg.name}`",
         "",
         f"Prefect flow run `{flow_run}`; config `{cfg.source_file}`; ledger `{acc.path}`.",
         "",
-        "## Data",
-        "",
-        f"Dataset `{status['dataset']}` (its public name in the ledger), {src['n_features']} features, task "
-        f"{src['task']}. Neighbouring relation: one record added or removed; the number of records is private.",
-        "",
-        (
-            _table(["part", "rows (noisy, released)"], [[k, round(v)] for k, v in counts.items()])
-            if counts
-            else "No row counts were released (data.count_epsilon = 0)."
-        ),
-        "",
-        _split_note(cfg.data.test_fraction, bool(counts)),
-        "",
-        "## Privacy ledger",
-        "",
-        f"{status['releases']} releases in all: {spend_text(status, '**')}.",
-        "",
-        _table(
-            ["date", "mechanism", "epsilon", "delta", "loss", "covered", "key", "this run"],
-            _ledger_rows(history, run_keys, released_now),
-        ),
-        "",
+        *_data_section(cfg, status, stores["source"], counts),
+        *_ledger_section(status, history, run_keys, released_now),
     ]
     if selection:
-        md += [
-            "## Selected features",
-            "",
-            _table(
-                ["method", "k", "epsilon", "replayed", "true-support recall", "features"],
-                [
-                    [
-                        m,
-                        rec["k"],
-                        rec["epsilon"],
-                        rec["replayed"],
-                        _recall(evaluation["selections"][m]["true_support_recall"], evaluation["true_support"]),
-                        ", ".join(map(str, rec["features"])),
-                    ]
-                    for m, rec in selection.items()
-                ],
-            ),
-            "",
-        ]
-        if evaluation["true_support"]:
-            md += [_recall_note(cfg, len(evaluation["true_support"])), ""]
-        if plots["selected_features"]:
-            md += ["![selected features](selected_features.png)", ""]
-    ref = evaluation.get("reference")
+        md += _selection_section(cfg, selection, evaluation, plots["selected_features"])
     if mevals:
-        metric = "accuracy" if "accuracy" in mevals[0] else "mse"
-        cols = ["accuracy", "auc"] if metric == "accuracy" else ["mse", "r2"]
-        private = all(m["private"] for m in mevals)
-        interval = "accuracy_interval" if metric == "accuracy" else "mse_interval"
-        rows = [
-            [
-                r["method"],
-                r["epsilon"],
-                r["charged_epsilon"],
-                r["delta"],
-                *[r[c] for c in cols],
-                _interval(r.get(interval), r.get("noise_swamps")),
-                r["nnz_weights"],
-                r.get("density"),
-                r["evaluation_epsilon"],
-            ]
-            for r in mevals
-        ]
-        if ref:
-            rows += (
-                [
-                    [
-                        f"{ref['ceiling']['what']} (non-private ceiling)",
-                        None,
-                        None,
-                        None,
-                        *[ref["ceiling"].get(c) for c in cols],
-                        "exact",
-                        None,
-                        None,
-                        None,
-                    ]
-                ]
-                if ref.get("ceiling")
-                else []
-            )
-            rows += [
-                [
-                    "non-private FW (reference)",
-                    None,
-                    None,
-                    None,
-                    *[ref["non_private"].get(c) for c in cols],
-                    "exact",
-                    None,
-                    None,
-                    None,
-                ],
-                [
-                    f"{ref['baseline']['what']} (reference)",
-                    None,
-                    None,
-                    None,
-                    *[ref["baseline"].get(c) for c in cols],
-                    "exact",
-                    None,
-                    None,
-                    None,
-                ],
-            ]
-        md += [
-            "## Models (held-out metrics)",
-            "",
-            _table(
-                [
-                    "method",
-                    "epsilon",
-                    "charged epsilon",
-                    "delta",
-                    *cols,
-                    f"{metric}: noise's 95% interval",
-                    "non-zeros",
-                    "density",
-                    "evaluation epsilon",
-                ],
-                rows,
-            ),
-            "",
-            "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
-            "features (select-train and dp-iht release sparse models by construction; screened models, "
-            "rnm-screen / adp-screen, zero coordinates during training).",
-            "",
-            (
-                "References (exact: the data is a public synthetic set, so they cost no privacy): the non-private "
-                f"ceiling every learner is measured against ({(ref.get('ceiling') or {}).get('what', 'absent')}), a "
-                f"non-private fast FW fit at the same lambda and T, and {ref['baseline']['what']}."
-                if ref
-                else "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
-                "private data."
-            ),
-            "",
-            (
-                "Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "
-                "the test rows' class-wise margin histograms and clipped losses), charged per model as the "
-                "evaluation epsilon above."
-                if private
-                else "Held-out metrics are exact, on the test set the config declares public (evaluate.public_test)."
-            ),
-            "",
-            "![privacy-utility](privacy_utility.png)",
-            "",
-        ]
-        if plots["convergence"]:
-            md += ["![convergence](convergence.png)", ""]
+        md += _models_section(mevals, evaluation.get("reference"), plots["convergence"])
     if run_keys - released_now:
         md += [
             "Releases marked *replayed* were recorded by an earlier run of the same config: this run returned "
@@ -351,12 +198,180 @@ def write_report(
     write_json_atomic(out / "results.json", results)
     create_markdown_artifact(key="dpdist-report", markdown="\n".join(md), description=f"dpdist run {cfg.name}")
     if mevals:
+        cols = _metric_columns(mevals)
         create_table_artifact(
             key="dpdist-models",
             description="released models, held-out metrics",
             table=[{k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *cols)} for r in mevals],
         )
     return {"report": str(report), "html": str(html), "results": str((out / "results.json").resolve())}
+
+
+def _run_keys(
+    stores: dict[str, Any],
+    selection: dict[str, Any] | None,
+    models: list[dict[str, Any]] | None,
+    evaluation: dict[str, Any],
+) -> tuple[set[str], set[str]]:
+    """(the keys of this run's releases, those it released itself rather than replayed)."""
+    recs = list((selection or {}).values()) + list(models or []) + ([stores["counts"]] if stores.get("counts") else [])
+    recs += [
+        {"key": m["evaluation_key"], "replayed": m["replayed"]} for m in evaluation["models"] if m.get("evaluation_key")
+    ]
+    return {r["key"] for r in recs}, {r["key"] for r in recs if not r["replayed"]}
+
+
+def _data_section(cfg: RunConfig, status: dict[str, Any], src: dict[str, Any], counts: dict[str, Any]) -> list[str]:
+    """The data: its public name, width and task, the released noisy row counts, the split."""
+    return [
+        "## Data",
+        "",
+        f"Dataset `{status['dataset']}` (its public name in the ledger), {src['n_features']} features, task "
+        f"{src['task']}. Neighbouring relation: one record added or removed; the number of records is private.",
+        "",
+        (
+            _table(["part", "rows (noisy, released)"], [[k, round(v)] for k, v in counts.items()])
+            if counts
+            else "No row counts were released (data.count_epsilon = 0)."
+        ),
+        "",
+        _split_note(cfg.data.test_fraction, bool(counts)),
+        "",
+    ]
+
+
+def _ledger_section(
+    status: dict[str, Any], history: list[dict[str, Any]], run_keys: set[str], released_now: set[str]
+) -> list[str]:
+    """The dataset's spend and every charge of its ledger, this run's marked."""
+    return [
+        "## Privacy ledger",
+        "",
+        f"{status['releases']} releases in all: {spend_text(status, '**')}.",
+        "",
+        _table(
+            ["date", "mechanism", "epsilon", "delta", "loss", "covered", "key", "this run"],
+            _ledger_rows(history, run_keys, released_now),
+        ),
+        "",
+    ]
+
+
+def _selection_section(
+    cfg: RunConfig, selection: dict[str, Any], evaluation: dict[str, Any], plotted: bool
+) -> list[str]:
+    """The released selections (and their recall of a public synthetic truth)."""
+    truth = evaluation["true_support"]
+    md = [
+        "## Selected features",
+        "",
+        _table(
+            ["method", "k", "epsilon", "replayed", "true-support recall", "features"],
+            [
+                [
+                    m,
+                    rec["k"],
+                    rec["epsilon"],
+                    rec["replayed"],
+                    _recall(evaluation["selections"][m]["true_support_recall"], truth),
+                    ", ".join(map(str, rec["features"])),
+                ]
+                for m, rec in selection.items()
+            ],
+        ),
+        "",
+    ]
+    if truth:
+        md += [_recall_note(cfg, len(truth)), ""]
+    if plotted:
+        md += ["![selected features](selected_features.png)", ""]
+    return md
+
+
+def _metric_columns(mevals: list[dict[str, Any]]) -> list[str]:
+    """The held-out metrics reported: accuracy and AUC, or MSE and R^2."""
+    return ["accuracy", "auc"] if "accuracy" in mevals[0] else ["mse", "r2"]
+
+
+def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, Any] | None) -> list[list[Any]]:
+    """One row per evaluated model, then the exact references of a public synthetic set."""
+    interval = "accuracy_interval" if cols[0] == "accuracy" else "mse_interval"
+    rows = [
+        [
+            r["method"],
+            r["epsilon"],
+            r["charged_epsilon"],
+            r["delta"],
+            *[r[c] for c in cols],
+            _interval(r.get(interval), r.get("noise_swamps")),
+            r["nnz_weights"],
+            r.get("density"),
+            r["evaluation_epsilon"],
+        ]
+        for r in mevals
+    ]
+    if not ref:
+        return rows
+    references = [(f"{ref['ceiling']['what']} (non-private ceiling)", ref["ceiling"])] if ref.get("ceiling") else []
+    references += [
+        ("non-private FW (reference)", ref["non_private"]),
+        (f"{ref['baseline']['what']} (reference)", ref["baseline"]),
+    ]
+    return rows + [
+        [name, None, None, None, *[r.get(c) for c in cols], "exact", None, None, None] for name, r in references
+    ]
+
+
+def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, convergence: bool) -> list[str]:
+    """The models' held-out metrics (private or on a public test set), the references, the plots."""
+    cols = _metric_columns(mevals)
+    metric = cols[0]
+    private = all(m["private"] for m in mevals)
+    md = [
+        "## Models (held-out metrics)",
+        "",
+        _table(
+            [
+                "method",
+                "epsilon",
+                "charged epsilon",
+                "delta",
+                *cols,
+                f"{metric}: noise's 95% interval",
+                "non-zeros",
+                "density",
+                "evaluation epsilon",
+            ],
+            _model_rows(mevals, cols, ref),
+        ),
+        "",
+        "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
+        "features (select-train and dp-iht release sparse models by construction; screened models, "
+        "rnm-screen / adp-screen, zero coordinates during training).",
+        "",
+        (
+            "References (exact: the data is a public synthetic set, so they cost no privacy): the non-private "
+            f"ceiling every learner is measured against ({(ref.get('ceiling') or {}).get('what', 'absent')}), a "
+            f"non-private fast FW fit at the same lambda and T, and {ref['baseline']['what']}."
+            if ref
+            else "References (a non-private fit, the majority class): absent -- they would be exact statistics of "
+            "private data."
+        ),
+        "",
+        (
+            "Held-out metrics and the convergence curve are differentially private releases (Laplace noise on "
+            "the test rows' class-wise margin histograms and clipped losses), charged per model as the "
+            "evaluation epsilon above."
+            if private
+            else "Held-out metrics are exact, on the test set the config declares public (evaluate.public_test)."
+        ),
+        "",
+        "![privacy-utility](privacy_utility.png)",
+        "",
+    ]
+    if convergence:
+        md += ["![convergence](convergence.png)", ""]
+    return md
 
 
 def render_html(title: str, markdown_text: str, folder: Path) -> str:
@@ -412,4 +427,5 @@ def _recall_note(cfg: RunConfig, n_true: int) -> str:
 
 
 def _recall(recall: float | None, truth: list[int] | None) -> str:
-    return "–" if recall is None else f"{recall:.2f} of {len(truth)}"
+    """A selection's recall of the true support, "–" without one (private data has none)."""
+    return "–" if recall is None or truth is None else f"{recall:.2f} of {len(truth)}"

@@ -59,7 +59,7 @@ from prefect_dask import DaskTaskRunner
 
 from dpdist.exceptions import DPDistError
 from dpdist.flows.config import ClusterConfig, ConfigError, memory_limit_bytes
-from dpdist.pipelines._placement import LooseRestrictionRescue
+from dpdist.pipelines.placement import LooseRestrictionRescue
 from dpdist.pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 from dpdist.utils.files import open_private
 
@@ -349,4 +349,11 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
     # the stage's return value holds store paths and content hashes: never persisted by Prefect
     with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(_dashboard_link_template(cfg.cluster)):
         runner = task_runner(cfg.cluster, security)
-        return flow(run, name=name, task_runner=runner, validate_parameters=False, persist_result=False)(cfg, *args)
+        subflow = flow(
+            name=name,
+            # prefect's stub wants TaskRunner[PrefectFuture[Any]]; DaskTaskRunner's futures subclass it (invariance)
+            task_runner=runner,  # type: ignore[arg-type]
+            validate_parameters=False,
+            persist_result=False,
+        )(run)
+        return subflow(cfg, *args)

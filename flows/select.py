@@ -7,7 +7,7 @@ selection itself is drawn inside the central ``release`` task, after the charge.
 number of blocks is public: ``select.n_blocks``, or floor(sqrt) of the released noisy train
 row count.
 
-Best subset selection (``bss-top-r``, ``bss-mistakes``; seed 002) runs
+Best subset selection (``bss-top-r``, ``bss-mistakes``; [DPBSS25]) runs
 ``dpdist.pipelines.best_subset`` on the flow's cluster: the one-swap evaluations are mapped over the
 workers and every MIP runs on a worker holding the ``mip`` resource. Its instance is first
 built and validated on such a worker (a bad parameter or a bound the data violate is an error
@@ -26,15 +26,14 @@ from prefect.logging import get_run_logger
 
 from dpdist.flows.config import BSS_METHODS, RunConfig, load_config
 from dpdist.flows.ingest import ingest_stage
-from dpdist.flows.plan import bss_selector
+from dpdist.flows.plan import make_selector
 from dpdist.flows.release import RAW, release
 from dpdist.flows.results import write_stage
 from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.pipelines.sis import correlation_scores
 from dpdist.pipelines.two_stage import block_vote_counts
 from dpdist.privacy.accountant import Accountant
-from dpdist.selection.sis import DPSIS
-from dpdist.selection.two_stage import TwoStageSelector, blocks_from_count
+from dpdist.selection.two_stage import blocks_from_count
 
 __all__ = ["select", "select_stage"]
 
@@ -86,25 +85,16 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
     s = cfg.select
     out: dict[str, Any] = {}
     for method in s.methods:
-        if method in BSS_METHODS:
+        m = n_blocks(cfg, stores) if method == "two-stage" else None
 
-            def make(seed: int | None, method: str = method) -> Any:
-                return bss_selector(cfg, method, seed)
-        elif method == "dp-sis":
-
-            def make(seed: int | None) -> Any:
-                return DPSIS(s.k, s.epsilon, bounds=cfg.data.bounds, random_state=seed)
-        else:
-            m = n_blocks(cfg, stores)
-
-            def make(seed: int | None, m: int = m) -> Any:
-                return TwoStageSelector(s.k, s.epsilon, s.alpha, n_blocks=m, random_state=seed)
+        def make(seed: int | None, method: str = method, m: int | None = m) -> Any:
+            return make_selector(cfg, method, n_blocks=m, seed=seed)  # the plan's constructor
 
         params = make(None).release_params(stores["train"]["n_features"])
         key = cfg.step_key("select", method, params)
         selector = make(cfg.step_seed(key))
         # A release this config recorded already is replayed from the ledger: its raw aggregate is
-        # not computed again (a second run of the same config reads nothing; issue 16). Otherwise
+        # not computed again (a second run of the same config reads nothing). Otherwise
         # it is computed here, as a task, before the charge; the fallback (.fn, in the release)
         # only serves a concurrent run that recorded the key in between.
         replay = _recorded(cfg, dataset, key)

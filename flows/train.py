@@ -24,6 +24,7 @@ from dpdist.flows.release import release
 from dpdist.flows.results import read_stage, write_stage
 from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.flows.select import select_stage
+from dpdist.methods import get, names
 from dpdist.pipelines.dp_gd import fit_dask
 from dpdist.pipelines.train import estimator, fit_on_solver
 from dpdist.privacy.accountant import Accountant
@@ -32,7 +33,7 @@ __all__ = ["fit_params", "train", "train_stage"]
 
 # the learners whose full-batch steps run as a Dask reduction over the train store's row blocks
 # (dpdist.pipelines.dp_gd), so they scale past one worker's memory; the others fit on one solver worker
-DASK_METHODS = ("dp-gd", "dp-iht")
+DASK_METHODS = tuple(name for name in names() if get(name).row_blocks)
 
 
 def fit_params(

@@ -8,7 +8,7 @@ the data through the scheduler) and returns only what the library's mechanisms n
 * :mod:`dpdist.pipelines.best_subset` -- DP best subset selection: one-swap evaluations mapped over the
   workers, every MIP (the OA master) on a worker holding the ``mip`` resource.
 
-Block-reading tasks are pinned to workers (:mod:`dpdist.pipelines._placement`), so what a task
+Block-reading tasks are pinned to workers (:mod:`dpdist.pipelines.placement`), so what a task
 keeps in its worker's block cache (DP-SIS: each column range's pointers, y and its codes)
 serves the same task in a later step of the run.
 

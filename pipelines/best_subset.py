@@ -1,4 +1,4 @@
-"""DP best subset selection (seed 002) on a Dask cluster: the library's work units on workers.
+"""DP best subset selection ([DPBSS25]) on a Dask cluster: the library's work units on workers.
 
 ``DaskExecutor`` implements the executor interface of
 :mod:`dpdist.selection.best_subset.executor` over a ``distributed.Client``:
@@ -31,7 +31,7 @@ import numpy as np
 
 from dpdist.data.store import open_store
 from dpdist.exceptions import ParameterError
-from dpdist.pipelines._placement import worker_info
+from dpdist.pipelines.placement import worker_info
 from dpdist.pipelines.train import MIP_RESOURCE
 from dpdist.selection.best_subset.base import BSSSelectorBase
 from dpdist.selection.best_subset.executor import ProblemMeta
@@ -63,7 +63,7 @@ class ProblemSpec:
             int(selector.s),
             selector.loss,
             float(selector.r),
-            float(selector.ridge),
+            float(selector.ridge_value()),
             float(selector.x_bound),
             float(selector.y_bound),
             selector.bounds,
@@ -154,4 +154,6 @@ def select_store(
     selector._validate()
     executor = DaskExecutor(client, ProblemSpec.of(path, selector))
     selector.fit_executor(executor, accountant, dataset, key)
-    return selector.support_
+    support = selector.support_
+    assert support is not None  # fit_executor sets it or raises
+    return support

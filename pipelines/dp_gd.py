@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from dpdist.data.store import open_store
-from dpdist.pipelines._placement import pinned, workers
+from dpdist.pipelines.placement import pinned, workers
 from dpdist.selection.sis import store_target
 from dpdist.solvers.dp_iht import hard_threshold
 from dpdist.solvers.dp_sgd import LOSSES, SGDPlan, clipped_gradient_sum, csr_parts, gaussian_noise

@@ -45,7 +45,7 @@ from distributed import Client, as_completed
 
 from dpdist.data.store import ColumnStream, SparseStore, open_store
 from dpdist.data.transforms import bound_violation, check_target_bound, clip_target
-from dpdist.pipelines._placement import host_threads, pinned, worker_info
+from dpdist.pipelines.placement import host_threads, pinned, worker_info
 from dpdist.selection.sis import store_target
 
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
@@ -142,7 +142,7 @@ def _position(values: np.ndarray, k: int, v: float) -> int:
         for m in range(k):
             at += values[m] < v
         return at
-    return np.searchsorted(values[:k], v)
+    return int(np.searchsorted(values[:k], v))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -221,7 +221,8 @@ def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.nda
     # the map follows the task and the label mapping, which the dataset id does not hash: a store
     # rewritten at the same path with other ones is never served the old target
     rule = json.dumps([store.task, store.meta.get("label_mapping")], sort_keys=True)
-    return store._cached(("target", bounds, rule), load)
+    values, codes = store.cached(("target", bounds, rule), load)
+    return values, codes
 
 
 def _span_xty(
@@ -320,7 +321,7 @@ def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_bl
     and their assembly 0.02-0.20 s of a cold pass, more in a client process that had run a
     cluster before. In processes that ran three clusters each, 15 cold passes copied as they
     came took a median 1.05 s against 1.22 s gathered. With each cluster in a client process of
-    its own, this code and 561217c's (which gathered, and ran two spans a task) took the same,
+    its own, this code and the gathering variant (which also ran two spans a task) took the same,
     0.82-1.03 s against 0.84-0.88 s (``benchmarks/results/full_size.md``). The scores are the
     same bits either way."""
     ranges, parts = _range_tasks(str(path), bounds, n_blocks)

@@ -23,12 +23,10 @@ import scipy.sparse as sp
 
 from dpdist.data.store import BLOCK_CACHE, open_store
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models import LEARNERS, SEARCH, make_learner
-from dpdist.linear_model import SCREEN_METHODS, DPFrankWolfeClassifier, DPFrankWolfeRegressor
+from dpdist.methods import get, names
 from dpdist.privacy.guard import charged_by_caller
 from dpdist.released import widen
 from dpdist.selection.sis import store_target
-from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState
 
@@ -36,6 +34,7 @@ SOLVER_RESOURCE = "solver"
 # the best-subset OA master (``dpdist.pipelines.best_subset``): one SCIP process per worker holding it.
 # Every worker dpdist starts holds both (``dpdist.flows.runtime``), so the names live here, light to import.
 MIP_RESOURCE = "mip"
+STORE_CLASSES = [-1.0, 1.0]  # a binary store's public labels (``store_target``'s mapping)
 
 
 def estimator(
@@ -51,46 +50,30 @@ def estimator(
     screening: dict[str, Any] | None = None,
     n_records: int | None = None,
 ) -> Any:
-    """The estimator of ``method`` for a store's task (binary classification or regression);
-    rnm-screen / adp-screen are fast DP-FW with the screening options ``screening``; the gradient
-    learners (``GRADIENT_METHODS`` and ``private-search``) at their defaults with the public count
-    ``n_records`` of the training records (they take no lambda, T or bounds: they clip per record)."""
-    if method in LEARNERS or method == SEARCH:
+    """The estimator of the registered ``method`` (:mod:`dpdist.methods`) for a store's task (binary
+    classification or regression), with the store's public classes (``store_target``'s -1/+1).
+
+    The Frank-Wolfe learners take ``lam``, ``max_iter``, ``bounds`` and ``calibration``, the screening
+    ones (rnm-screen, adp-screen: fast DP-FW with a screening) the options ``screening`` too; the
+    gradient learners (and ``private-search``) run at their defaults with the public count
+    ``n_records`` of the training records (they take no lambda, T or bounds: they clip per record);
+    objective perturbation is pure epsilon-DP."""
+    entry = get(method)
+    if entry.family in ("gradient", "search"):
         return gradient_learner(task, method, epsilon, delta, n_records, random_state)
-    if method == "objective-perturbation":
-        return ObjectivePerturbation(
-            "squared" if task == "regression" else "logistic",
-            epsilon,
-            0.0,
-            random_state=random_state,
-            classes=None if task == "regression" else [-1.0, 1.0],
-        )  # store_target's
-    screen = {}
-    if method in SCREEN_METHODS:
-        screen = {**(screening or {}), "screening": SCREEN_METHODS[method]}
-        method = "fast-dp-fw"
-    if task == "regression":
-        return DPFrankWolfeRegressor(
-            epsilon=epsilon,
-            delta=delta,
-            lam=lam,
-            max_iter=max_iter,
-            method=method,
-            calibration=calibration,
-            bounds=bounds,
-            random_state=random_state,
-            **screen,
-        )
+    if entry.family == "objective-perturbation":
+        return entry.build(task, epsilon=epsilon, random_state=random_state, classes=STORE_CLASSES)
+    screen = (screening or {}) if entry.kind == "screening" else {}
     # the classes are store_target's public mapping, never those the (train half of the) data happens to hold
-    return DPFrankWolfeClassifier(
+    return entry.build(
+        task,
+        classes=STORE_CLASSES,
         epsilon=epsilon,
         delta=delta,
         lam=lam,
         max_iter=max_iter,
-        method=method,
         calibration=calibration,
         bounds=bounds,
-        classes=[-1.0, 1.0],
         random_state=random_state,
         **screen,
     )
@@ -186,12 +169,13 @@ def _fit_store(
     split_key: bytes | None,
 ) -> dict[str, Any]:
     store = open_store(path)
-    if method in LEARNERS or method == SEARCH:
+    entry = get(method)
+    if entry.family in ("gradient", "search"):
         return _fit_gradient(store, method, epsilon, delta, features, seed, n_records, split_key)
     X, X_csc = store.csr(dtype), None
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
-    elif method in ("fast-dp-fw", "fast-fw") or method in SCREEN_METHODS:  # the solvers that read columns
+    elif entry.defaults.get("method") in ("fast-dp-fw", "fast-fw"):  # the solvers that read columns (screening too)
         X_csc = _fit_copies(store, X, bounds, dtype)
     y = store_target(store)
     model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed, screening)
@@ -202,9 +186,9 @@ def _fit_store(
         model.fit(X, y, X_csc=X_csc)
     timing("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
     classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
-    if method == "objective-perturbation":
+    if entry.family == "objective-perturbation":  # fitted on a released selection (the run config requires one)
         return {
-            "indices": [int(j) for j in features],
+            "indices": [int(j) for j in features or ()],
             "values": model.coef_.tolist(),
             "path": [],
             "n_features": int(store.shape[1]),
@@ -220,7 +204,7 @@ def _fit_store(
         "iterations": int(max_iter),
         "classes": classes,
     }
-    if method in SCREEN_METHODS:
+    if entry.kind == "screening":
         out["screened"] = [[int(t), int(j)] for t, j in model.screened_ or []]
     if bounds == "clip":  # the per-record map the model was fitted under (``from_release`` applies it again)
         out["clip"] = 1.0
@@ -277,9 +261,11 @@ def gradient_learner(
         raise ParameterError(
             f"{method} needs a public count of the training records (train.n_records, or a synthetic source's n)"
         )
-    classes = {} if task == "regression" else {"classes": [-1.0, 1.0]}
-    return make_learner(
-        task, method, epsilon=epsilon, delta=delta, n_records=int(n_records), random_state=random_state, **classes
+    entry = get(method)
+    if entry.family not in ("gradient", "search"):
+        raise ParameterError(f"{method} is not a gradient learner (one of {names(family=('gradient', 'search'))})")
+    return entry.build(
+        task, epsilon=epsilon, delta=delta, n_records=int(n_records), random_state=random_state, classes=STORE_CLASSES
     )
 
 
@@ -299,7 +285,7 @@ def _fit_gradient(
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
     model = gradient_learner(store.task, method, epsilon, delta, n_records, seed)
-    if method == SEARCH:  # not timed: the search's duration tells how many runs it made (dpdist.tuning)
+    if get(method).family == "search":  # not timed: the search's duration tells how many runs it made (dpdist.tuning)
         model.fit(X, y, split_key=split_key)
         out = dict(model.release_record_)
         result = out["model"]
@@ -309,7 +295,7 @@ def _fit_gradient(
         result = model.release_record_
         timing("%s fit on %s: %.3f s", method, store.path, time.perf_counter() - t0)
     result = {**widen(result, features, int(store.shape[1])), "path": [], "iterations": 0}  # in the store's columns
-    if method == SEARCH:
+    if get(method).family == "search":
         return {
             **result,
             "search": {

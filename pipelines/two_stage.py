@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.data.store import open_store
-from dpdist.pipelines._placement import pinned, workers
+from dpdist.pipelines.placement import pinned, workers
 from dpdist.selection.sis import store_target
 from dpdist.selection.two_stage import block_labels, block_votes, split_by_label
 from dpdist.utils.random import RandomState, check_random_state

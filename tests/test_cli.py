@@ -260,7 +260,7 @@ def test_an_interrupt_python_swallowed_is_delivered_again(monkeypatch):
 
     from prefect.exceptions import TerminationSignal
 
-    from dpdist.cli import _redeliver_swallowed_interrupts
+    from dpdist.cli.supervise import _redeliver_swallowed_interrupts
 
     got: list[int] = []
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
@@ -285,11 +285,14 @@ def test_an_interrupt_python_swallowed_is_delivered_again(monkeypatch):
 
 def test_seeded_releases_of_a_command_draw_independent_noise() -> None:
     import argparse
+    import importlib
     import inspect
+    import pkgutil
 
     import numpy as np
 
-    import dpdist.cli as cli
+    import dpdist.cli
+    import dpdist.cli._common as cli
 
     seeded, unseeded = argparse.Namespace(seed=7), argparse.Namespace(seed=None)
     purposes = [
@@ -306,13 +309,15 @@ def test_seeded_releases_of_a_command_draw_independent_noise() -> None:
     # one seed for a model and its evaluation would give them one stream: their draws correlated
     a, b = np.random.default_rng(seeds[0]).gumbel(size=4000), np.random.default_rng(seeds[1]).laplace(size=4000)
     assert abs(np.corrcoef(a, b)[0, 1]) < 0.1
-    assert "random_state=args.seed" not in inspect.getsource(cli)  # every release takes a seed of its own
+    modules = [importlib.import_module(f"dpdist.cli.{m.name}") for m in pkgutil.iter_modules(dpdist.cli.__path__)]
+    for module in [dpdist.cli, *modules]:  # every release takes a seed of its own
+        assert "random_state=args.seed" not in inspect.getsource(module), module.__name__
 
 
 def test_a_linked_legacy_release_is_found_once(tmp_path) -> None:
     from types import SimpleNamespace
 
-    from dpdist.cli import _find_release
+    from dpdist.cli.models import _find_release
     from dpdist.privacy.loss import Charge, PrivacyLoss
 
     acc = Accountant(tmp_path / "l.sqlite")
@@ -444,7 +449,7 @@ def test_a_ledger_its_disk_refuses_is_one_line_exit_1_at_once(tmp_path, store, f
 
 
 def test_run_names_its_console_handler_for_prefect_before_prefect_loads(capsys, tmp_path, monkeypatch):
-    from dpdist.cli import _CONSOLE_HANDLER
+    from dpdist.cli.run import _CONSOLE_HANDLER
 
     monkeypatch.delenv(_CONSOLE_HANDLER[0], raising=False)
     code, out, err = run(capsys, "run", "--plan", "--ledger", str(tmp_path / "l.sqlite"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -106,3 +107,12 @@ def test_audit_of_the_released_histogram_on_neighbouring_test_sets() -> None:
         hi_a = stats.beta.ppf(1 - 1e-5, ka + 1, n - ka)
         worst = max(worst, math.log(lo_b / hi_a))
     assert 0.1 < worst <= eps / 3  # the audit sees a real loss, and never more than charged
+
+
+def test_private_evaluation_is_always_recordable():
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 10, density=0.3, random_state=1, format="csr")
+    y = rng.uniform(-1, 1, 60)
+    for seed in range(30):
+        out = PrivateEvaluation("regression", 0.1, random_state=seed).evaluate(np.zeros(10), [1, -2], 1.0, X, y)
+        json.dumps(out, allow_nan=False)  # what Accountant.release does before recording

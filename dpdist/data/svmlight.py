@@ -221,6 +221,84 @@ def _float_token(buf: np.ndarray, i: int) -> tuple[float, int, int]:
     return (-v if neg else v), i, 0
 
 
+@numba.njit(inline="always")
+def _note_slow(slow: np.ndarray, n_slow: int, kind: int, pos: int, start: int, end: int) -> tuple[np.ndarray, int]:
+    """(slow, n_slow) with the token (kind, pos, start, end) appended, ``slow`` doubled when full."""
+    if n_slow == slow.shape[0]:
+        grown = np.empty((2 * n_slow, 4), dtype=np.int64)
+        grown[:n_slow] = slow
+        slow = grown
+    slow[n_slow, 0], slow[n_slow, 1], slow[n_slow, 2], slow[n_slow, 3] = kind, pos, start, end
+    return slow, n_slow + 1
+
+
+@numba.njit(inline="always")
+def _skip_qid(buf: np.ndarray, i: int) -> tuple[int, bool]:
+    """(the position after a ``qid:...`` token at i, whether it had its ':')."""
+    colon = False
+    while not _ends_token(buf[i]):
+        colon |= buf[i] == _COLON
+        i += 1
+    return i, colon
+
+
+@numba.njit(inline="always")
+def _feature_index(buf: np.ndarray, i: int, prev: int) -> tuple[int, int, bool]:
+    """(index, the position after its ':', ok) of an ``index:`` at i; ok needs digits, at most
+    ``_MAX_INDEX``, a ':' and an index above ``prev``."""
+    idx = 0
+    k = i
+    while 48 <= buf[i] <= 57:
+        idx = idx * 10 + (buf[i] - 48)
+        if idx > _MAX_INDEX:
+            return idx, i, False
+        i += 1
+    if i == k or buf[i] != _COLON or idx <= prev:
+        return idx, i, False
+    return idx, i + 1, True
+
+
+@numba.njit(inline="always")
+def _row_features(
+    buf: np.ndarray, i: int, out: tuple[np.ndarray, np.ndarray], nnz: int, slow: np.ndarray, n_slow: int
+) -> tuple[bool, int, int, np.ndarray, int]:
+    """A row's ``index:value`` pairs from i (after its label) through its newline, written to
+    ``out`` = (indices, data) from ``nnz``: (ok, the next line's position, nnz, slow, n_slow)."""
+    indices, data = out
+    prev = -1
+    first = True
+    while True:
+        while _is_ws(buf[i]):
+            i += 1
+        c = buf[i]
+        if c == _HASH:
+            while buf[i] != _NL:
+                i += 1
+            c = _NL
+        if c == _NL:
+            return True, i + 1, nnz, slow, n_slow
+        if first and c == 113 and buf[i + 1] == 105 and buf[i + 2] == 100:  # "qid": skipped, needs a ':'
+            i, colon = _skip_qid(buf, i)
+            if not colon:
+                return False, i, nnz, slow, n_slow
+            first = False
+            continue
+        first = False
+        idx, i, ok = _feature_index(buf, i, prev)
+        if not ok:
+            return False, i, nnz, slow, n_slow
+        start = i
+        v, i, st = _float_token(buf, i)
+        if st < 0 or not _ends_token(buf[i]):
+            return False, i, nnz, slow, n_slow
+        if st == 1:
+            slow, n_slow = _note_slow(slow, n_slow, 1, nnz, start, i)
+        indices[nnz] = idx
+        data[nnz] = v
+        nnz += 1
+        prev = idx
+
+
 @numba.njit(nogil=True, cache=True)
 def _parse_kernel(buf: np.ndarray) -> tuple[Any, ...]:
     """Parse a block that ends with a newline. Returns (ok, indptr, indices, data, y, slow),
@@ -266,61 +344,11 @@ def _parse_kernel(buf: np.ndarray) -> tuple[Any, ...]:
         if st < 0 or not _ends_token(buf[i]):
             return fail
         if st == 1:
-            if n_slow == slow.shape[0]:
-                grown = np.empty((2 * n_slow, 4), dtype=np.int64)
-                grown[:n_slow] = slow
-                slow = grown
-            slow[n_slow, 0], slow[n_slow, 1], slow[n_slow, 2], slow[n_slow, 3] = 0, rows, start, i
-            n_slow += 1
+            slow, n_slow = _note_slow(slow, n_slow, 0, rows, start, i)
         y[rows] = v
-        prev = -1
-        first = True
-        while True:
-            while _is_ws(buf[i]):
-                i += 1
-            c = buf[i]
-            if c == _HASH:
-                while buf[i] != _NL:
-                    i += 1
-                c = _NL
-            if c == _NL:
-                i += 1
-                break
-            if first and c == 113 and buf[i + 1] == 105 and buf[i + 2] == 100:  # "qid": skipped, needs a ':'
-                colon = False
-                while not _ends_token(buf[i]):
-                    colon |= buf[i] == _COLON
-                    i += 1
-                if not colon:
-                    return fail
-                first = False
-                continue
-            first = False
-            idx = 0
-            k = i
-            while 48 <= buf[i] <= 57:
-                idx = idx * 10 + (buf[i] - 48)
-                if idx > _MAX_INDEX:
-                    return fail
-                i += 1
-            if i == k or buf[i] != _COLON or idx <= prev:
-                return fail
-            i += 1
-            start = i
-            v, i, st = _float_token(buf, i)
-            if st < 0 or not _ends_token(buf[i]):
-                return fail
-            if st == 1:
-                if n_slow == slow.shape[0]:
-                    grown = np.empty((2 * n_slow, 4), dtype=np.int64)
-                    grown[:n_slow] = slow
-                    slow = grown
-                slow[n_slow, 0], slow[n_slow, 1], slow[n_slow, 2], slow[n_slow, 3] = 1, nnz, start, i
-                n_slow += 1
-            indices[nnz] = idx
-            data[nnz] = v
-            nnz += 1
-            prev = idx
+        ok, i, nnz, slow, n_slow = _row_features(buf, i, (indices, data), nnz, slow, n_slow)
+        if not ok:
+            return fail
         rows += 1
         indptr[rows] = nnz
     return True, indptr[: rows + 1], indices[:nnz], data[:nnz], y[:rows], slow[:n_slow]

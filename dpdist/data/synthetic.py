@@ -1,20 +1,21 @@
-"""Synthetic data sets of the seed papers, and sparse sets shaped like the LIBSVM benchmarks.
+"""Synthetic data sets of the papers, and sparse sets shaped like the LIBSVM benchmarks.
 
-Every generator records its true support (where one exists) in the store's metadata.
+Every generator records its true support (where one exists) in the store's metadata. Section
+numbers (§) are those of docs/algorithms.md.
 
 | name            | source                      | what                                                                 |
 | --------------- | --------------------------- | -------------------------------------------------------------------- |
-| ``raj``         | seeds 000/001 (spec 3.6)    | 3000 x 600, x ~ N(0, I) or Sigma_ij = 0.5^|i-j| (``correlated``),   |
+| ``raj``         | [KLR23], [KLR25] (§3.6)     | 3000 x 600, x ~ N(0, I) or Sigma_ij = 0.5^|i-j| (``correlated``),   |
 |                 |                             | scaled by the global max |x|; w*: 35 entries +1 and 35 entries -1    |
 |                 |                             | at random positions; y = X w* (linear) or 1[X w* > 0] (logistic)     |
-| ``fan-lv``      | seed 003 (spec 8)           | 100 x 2000, X ~ N(0, I), 8 non-zeros w_i = (-1)^u (4 ln n/sqrt n +   |
+| ``fan-lv``      | [SKDRR24] (§8)              | 100 x 2000, X ~ N(0, I), 8 non-zeros w_i = (-1)^u (4 ln n/sqrt n +   |
 |                 |                             | |z|), u ~ Bern(0.4); y = X w + e, e ~ N(0, 1.5) (1.5 = variance)     |
-| ``stability-w1``| seed 003 section 3          | 100 x 100, X ~ N(0, I), w1 = 1 on features 1-5; e ~ N(0, 0.1)       |
-| ``stability-w1w2`` | seed 003 section 3       | as W1, but every 10th row follows w2 = 1 on features 96-100          |
-| ``bss``         | seed 002 (spec 6.8)         | x ~ N(0, Sigma), Sigma_ij = rho^|i-j|; beta* = 1/sqrt(s) at 0-based  |
+| ``stability-w1``| [SKDRR24] section 3        | 100 x 100, X ~ N(0, I), w1 = 1 on features 1-5; e ~ N(0, 0.1)       |
+| ``stability-w1w2`` | [SKDRR24] section 3      | as W1, but every 10th row follows w2 = 1 on features 96-100          |
+| ``bss``         | [DPBSS25] (§6.8)            | x ~ N(0, Sigma), Sigma_ij = rho^|i-j|; beta* = 1/sqrt(s) at 0-based  |
 |                 |                             | 1, 3, ..., 2s-1; e ~ N(0, 0.1^2) rescaled to SNR exactly;            |
 |                 |                             | ``hinge``: y = +1 with probability sigmoid(z), else -1               |
-| ``rcv1``, ``news20``, ``url``, ``webspam``, ``kdda`` | seed 004 (spec 8) | the full shapes and sparsity profiles |
+| ``rcv1``, ``news20``, ``url``, ``webspam``, ``kdda`` | [RKL23] (§8) | the full shapes and sparsity profiles |
 
 The sparse profiles draw each row's length around the set's mean row length and its
 columns from a bounded power law over a fixed random permutation of the columns
@@ -23,7 +24,7 @@ columns from a bounded power law over a fixed random permutation of the columns
 columns (each filled in 40% of rows). Binary labels come from a sparse logistic model on frequent columns (url: on the
 dense block), which is recorded as the true support. ``scale`` multiplies the number of
 rows; ``n`` and ``d`` override the shape. Rows are generated and written block by block.
-Where the seeds leave a detail open (noise variance vs. standard deviation, positions of
+Where the papers leave a detail open (noise variance vs. standard deviation, positions of
 w*), the choice is stated above and recorded in the metadata.
 """
 
@@ -81,13 +82,13 @@ def _ar1_gaussian(rng: np.random.Generator, n: int, d: int, rho: float) -> np.nd
     return X
 
 
-# ------------------------------------------------------------------ seed experiments
+# ------------------------------------------------------------------ the papers' experiments
 
 
 def raj(
     rng: np.random.Generator, n: int = 3000, d: int = 600, correlated: bool = False, task: str = "regression"
 ) -> SyntheticSet:
-    """Seeds 000/001 synthetic set (Raj et al. 2016 style)."""
+    """[KLR23]/[KLR25] synthetic set (Raj et al. 2016 style)."""
     if task not in ("regression", "binary"):
         raise ParameterError(f"task must be 'regression' or 'binary', got {task!r}")
     if d < 70:
@@ -112,7 +113,7 @@ def raj(
 
 
 def fan_lv(rng: np.random.Generator, n: int = 100, d: int = 2000, k: int = 8, noise_var: float = 1.5) -> SyntheticSet:
-    """Seed 003 synthetic set (Fan & Lv 2008 style)."""
+    """[SKDRR24] synthetic set (Fan & Lv 2008 style)."""
     X = rng.standard_normal((n, d))
     support = np.sort(rng.choice(d, k, replace=False))
     a = 4.0 * np.log(n) / np.sqrt(n)
@@ -151,12 +152,12 @@ def _stability(rng: np.random.Generator, n: int, d: int, noise_var: float, outli
 
 
 def stability_w1(rng: np.random.Generator, n: int = 100, d: int = 100, noise_var: float = 0.1) -> SyntheticSet:
-    """Seed 003 section 3, experiment W1."""
+    """[SKDRR24] section 3, experiment W1."""
     return _stability(rng, n, d, noise_var, outliers=False)
 
 
 def stability_w1w2(rng: np.random.Generator, n: int = 100, d: int = 100, noise_var: float = 0.1) -> SyntheticSet:
-    """Seed 003 section 3, experiment W1/W2."""
+    """[SKDRR24] section 3, experiment W1/W2."""
     return _stability(rng, n, d, noise_var, outliers=True)
 
 
@@ -169,7 +170,7 @@ def bss(
     rho: float = 0.1,
     hinge: bool = False,
 ) -> SyntheticSet:
-    """Seed 002 data-generating process (spec 6.8)."""
+    """[DPBSS25] data-generating process (docs/algorithms.md §6.8)."""
     if 2 * s > d:
         raise ParameterError(f"need 2s <= d for beta* at 1, 3, ..., 2s-1 (s={s}, d={d})")
     X = _ar1_gaussian(rng, n, d, rho)

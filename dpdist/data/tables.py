@@ -1,6 +1,6 @@
 """Dense tables (CSV, Excel, zipped CSV, R .RData/.rda) -> dpdist stores.
 
-The regression sets of seed 001 and the microarray sets of seed 003 come as tables, not
+The regression sets of [KLR25] and the microarray sets of [SKDRR24] come as tables, not
 svmlight. ``read_table`` turns one into (X, y) with the column conventions of the papers:
 
 * CSV (optionally .xz/.gz/.bz2): header row, target = last column unless ``target`` names
@@ -9,9 +9,9 @@ svmlight. ``read_table`` turns one into (X, y) with the column conventions of th
 * R lists ``list(x, y)`` (the datamicroarray package): x is n x p, y a factor -> class codes.
   A bare matrix (galgo's Yeoh ``ALL``, genes x samples) is transposed and its labels are read
   from the sibling ``<name>.classes.rda``.
-* Files of ``../shared/data`` with quirks have presets (``PRESETS``), chosen by file name:
+* Public data files with quirks (the benchmarks' UCI sets) have presets (``PRESETS``), chosen by file name:
   Communities & Crime (no header, "?" = missing, 5 non-predictive columns), Residential
-  Building (target = sale price V-9 minus construction cost V-10, the "profit" of seed 001;
+  Building (target = sale price V-9 minus construction cost V-10, the "profit" of [KLR25];
   the 4 date columns dropped), BlogFeedback (``blogData_train.csv`` inside the zip), bodyfat
   (target BodyFat, the 14 LIBSVM features).
 
@@ -113,16 +113,37 @@ def _frame_to_xy(
     if drop:
         df = df.drop(columns=[df.columns[i] for i in drop])
         notes["dropped_columns"] = drop
-    if target is None:
-        tcol = df.columns[-1]
-    elif isinstance(target, int):
-        tcol = df.columns[target]
-    elif target in df.columns:
-        tcol = target
-    else:
-        raise ParameterError(f"{source}: target column {target!r} not found; columns are {list(df.columns)[:20]}...")
+    tcol = _target_column(df, target, source)
     y_raw = df[tcol]
-    Xdf = df.drop(columns=[tcol])
+    Xdf = _feature_frame(df.drop(columns=[tcol]), source, encode, categories, notes)
+    X = Xdf.to_numpy(dtype=np.float64)
+    if pd.api.types.is_numeric_dtype(y_raw):
+        y, classes = y_raw.to_numpy(dtype=np.float64), None
+        task = "auto"  # binary for two distinct values, else regression (resolved by the store writer)
+    else:
+        y, classes = _codes(y_raw)
+        task = "binary" if len(classes) == 2 else "multiclass"
+    _check_finite(X, y, Xdf, tcol, source)
+    X = _fill_missing(X, y, impute, fill_value, source, notes)
+    return Table(X, y, [str(c) for c in Xdf.columns], task, classes, notes)
+
+
+def _target_column(df: pd.DataFrame, target: str | int | None, source: str) -> Any:
+    """The target's column label: ``target`` by name or position, by default the last column."""
+    if target is None:
+        return df.columns[-1]
+    if isinstance(target, int):
+        return df.columns[target]
+    if target in df.columns:
+        return target
+    raise ParameterError(f"{source}: target column {target!r} not found; columns are {list(df.columns)[:20]}...")
+
+
+def _feature_frame(
+    Xdf: pd.DataFrame, source: str, encode: bool, categories: dict[str, list[str]] | None, notes: dict[str, Any]
+) -> pd.DataFrame:
+    """The feature columns, all numeric: declared categories one-hot, other text columns coded
+    (``encode``) or refused; what was done goes to ``notes``."""
     for col, declared in (categories or {}).items():  # declared categories: public one-hot columns
         if col not in Xdf.columns:
             raise ParameterError(
@@ -143,13 +164,11 @@ def _frame_to_xy(
             codes, cats = _codes(column)
             Xdf.isetitem(i, codes + 1.0)
             notes.setdefault("category_codes", {})[str(col)] = {c: k + 1 for k, c in enumerate(cats)}
-    X = Xdf.to_numpy(dtype=np.float64)
-    if pd.api.types.is_numeric_dtype(y_raw):
-        y, classes = y_raw.to_numpy(dtype=np.float64), None
-        task = "auto"  # binary for two distinct values, else regression (resolved by the store writer)
-    else:
-        y, classes = _codes(y_raw)
-        task = "binary" if len(classes) == 2 else "multiclass"
+    return Xdf
+
+
+def _check_finite(X: np.ndarray, y: np.ndarray, Xdf: pd.DataFrame, tcol: Any, source: str) -> None:
+    """Refuse an infinite feature or target value, naming where the first one is."""
     for values, what in ((X, "a feature"), (y[:, None], "the target")):
         bad = np.isinf(values)
         if bad.any():  # where to look (the first place), as a parser names a line; no count of the data
@@ -159,6 +178,13 @@ def _frame_to_xy(
                 f"{source}: an infinite value in {what} column {column!r} (the first in data row "
                 f"{row + 1}); values must be finite numbers"
             )
+
+
+def _fill_missing(
+    X: np.ndarray, y: np.ndarray, impute: str | None, fill_value: float | None, source: str, notes: dict[str, Any]
+) -> np.ndarray:
+    """X with its missing values filled by the public ``fill_value`` (or, with ``impute="mean"``,
+    the column means: not private, warned); a missing target is refused."""
     missing = np.isnan(X)
     if np.isnan(y).any():
         first = int(np.flatnonzero(np.isnan(y))[0])  # where to look, as a parser names a line; no count of the data
@@ -179,12 +205,12 @@ def _frame_to_xy(
             f"{source}: missing feature values set to column means: a statistic of the whole data set, "
             "not differentially private",
             DataDependentWarning,
-            stacklevel=3,
+            stacklevel=4,  # the warning points at read_table's caller (via _frame_to_xy and read_table)
         )
         means = np.nanmean(X, axis=0)
         X = np.where(missing, means, X)
         notes["imputation"] = "missing values set to column means (data-dependent, not private)"
-    return Table(X, y, [str(c) for c in Xdf.columns], task, classes, notes)
+    return X
 
 
 def _read_rdata(path: Path) -> Table:

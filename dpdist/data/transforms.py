@@ -6,8 +6,8 @@ A transform that looks at one record only (clipping a row, clipping a label, map
 label) is applied to each record independently and costs no privacy. A transform that
 computes a statistic over the whole data set (a column maximum, a mean, a Yeo-Johnson
 exponent) makes every record depend on the others: it is *not* differentially private, and
-a release built on it is only DP relative to the transformed data. The seeds do this
-(seed 003 scales columns and y by their maxima; seed 001 fits Yeo-Johnson) and say so.
+a release built on it is only DP relative to the transformed data. The papers do this
+([SKDRR24] scales columns and y by their maxima; [KLR25] fits Yeo-Johnson) and say so.
 
 | transform                  | uses data statistics?                  | public alternative          |
 | -------------------------- | -------------------------------------- | --------------------------- |
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -100,7 +100,7 @@ def clip_rows(X: Matrix, bound: float = 1.0, method: str = "clip") -> Matrix:
 
     ``method="clip"`` clips each entry to [-bound, bound] (the projection onto the
     infinity-norm ball); ``method="scale"`` divides a row by max(1, ||x_i||_inf / bound),
-    keeping its direction (seed 001 / 000 "rows scaled so ||x_i||_inf <= 1").
+    keeping its direction ([KLR25] / [KLR23] "rows scaled so ||x_i||_inf <= 1").
     Returns a new matrix of the same kind (CSR for sparse input).
     """
     bound = check_positive(bound, "bound")
@@ -154,7 +154,7 @@ def scale_columns(X: Matrix, bounds: np.ndarray | None = None) -> tuple[Matrix, 
     """Divide every column by its bound so that max_i |X_ij| <= 1; returns (X scaled, bounds).
 
     With ``bounds=None`` the bounds are the columns' maxima of |X_ij| (data-dependent, not
-    private; seed 003's pre-processing). Values above a public bound are clipped to it
+    private; [SKDRR24]'s pre-processing). Values above a public bound are clipped to it
     afterwards, so the result is within [-1, 1] either way. All-zero columns keep bound 1.
     """
     n, d = X.shape
@@ -207,7 +207,7 @@ def center_columns(X: np.ndarray, means: np.ndarray | None = None) -> tuple[np.n
 
 
 def yeo_johnson(X: np.ndarray, lambdas: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Yeo-Johnson power transform per column (seed 001 applies it to features and target).
+    """Yeo-Johnson power transform per column ([KLR25] applies it to features and target).
 
     ``lambdas=None`` fits one exponent per column by maximum likelihood (scikit-learn's
     ``PowerTransformer``; data-dependent, not private). No standardisation is applied.
@@ -267,6 +267,28 @@ def check_target_bound(y: np.ndarray, bound: float, name: str = "y") -> None:
 
 
 BOUND_MODES = ("check", "clip")
+
+
+@overload
+def enforce_bounds(
+    X: Matrix,
+    y: np.ndarray,
+    x_bound: float = ...,
+    y_bound: float | None = ...,
+    mode: str = ...,
+    name: str = ...,
+) -> tuple[Matrix, np.ndarray]: ...
+
+
+@overload
+def enforce_bounds(
+    X: Matrix,
+    y: None = ...,
+    x_bound: float = ...,
+    y_bound: float | None = ...,
+    mode: str = ...,
+    name: str = ...,
+) -> tuple[Matrix, None]: ...
 
 
 def enforce_bounds(

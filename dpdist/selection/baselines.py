@@ -1,4 +1,4 @@
-"""The private top-k baselines seed 003 compared DP-SIS against (spec 4.3).
+"""The private top-k baselines [SKDRR24] compared DP-SIS against (docs/algorithms.md §4.3).
 
 Each has the interface of :class:`dpdist.selection.topk.CanonicalTopK`: ``select(scores)``
 returns the k released indices in ascending order, and ``epsilon``/``delta``/``true_epsilon``
@@ -7,10 +7,10 @@ ADD/REMOVE only).
 
 * :class:`PeelingTopK` -- k rounds of the exponential mechanism at epsilon/k each, drawn in
   one shot: top-k of x + Gumbel(scale 2 k Delta / epsilon) (k Delta / epsilon if monotone),
-  which has the same distribution (Durfee & Rogers, Lemmas 4.1-4.2; spec 1.3). Pure DP.
+  which has the same distribution (Durfee & Rogers, Lemmas 4.1-4.2; docs/algorithms.md §1.3). Pure DP.
 * :class:`LaplaceTopK` -- the oneshot Laplace mechanism of Qiao, Su & Zhang (2021): top-k of
   x + Lap(b), b = 8 Delta sqrt(k ln(d/delta)) / epsilon. The constant is the one recalled by
-  the spec, which marks it unverified (spec 4.3 [R/U]); it is a comparison baseline for the
+  docs/algorithms.md, which marks it unverified (docs/algorithms.md §4.3 [R/U]); it is a comparison baseline for the
   experiments and no command releases through it.
 * :class:`JointTopK` -- the joint exponential mechanism of Gillenwater et al. (2022) over
   ordered k-sequences s with utility u(s) = -max_i (x_(i) - x_{s_i}), x_(i) the i-th largest
@@ -89,7 +89,7 @@ class PeelingTopK(_TopKBase):
 
 
 class LaplaceTopK(_TopKBase):
-    """Oneshot Laplace top-k (Qiao, Su & Zhang 2021); (epsilon, delta) with the spec's recalled constant."""
+    """Oneshot Laplace top-k (Qiao, Su & Zhang 2021); (epsilon, delta) with docs/algorithms.md's recalled constant."""
 
     name = "oneshot_laplace"
 

@@ -1,14 +1,14 @@
-"""DP-SIS: sure independence screening with a private top-k (seed 003 Sec. 3; spec 4.1).
+"""DP-SIS: sure independence screening with a private top-k ([SKDRR24] Sec. 3; docs/algorithms.md §4.1).
 
 Scores q_j = |x_(j)^T y|. With every |X_ij| <= 1 and |y_i| <= 1, adding or removing one
 record moves each q_j by at most 1, in either direction: Delta_inf = 1 (ADD/REMOVE; 2 under
 REPLACE), non-monotone. The k features are released by a private top-k of q -- by default
-the canonical Lipschitz mechanism (seed 003 App. A, Alg. 2; gamma = 1/2), with the
-epsilon/2 utility scale required for non-monotone scores (spec 4.2) -- and nothing else
+the canonical Lipschitz mechanism ([SKDRR24] App. A, Alg. 2; gamma = 1/2), with the
+epsilon/2 utility scale required for non-monotone scores (docs/algorithms.md §4.2) -- and nothing else
 about q leaves: the scores are never stored on the estimator.
 
 The bounds are enforced, not assumed: ``bounds="check"`` refuses data outside them,
-``bounds="clip"`` clips each entry (a per-record map, free of privacy cost). The seed's
+``bounds="clip"`` clips each entry (a per-record map, free of privacy cost). The paper's
 pre-processing (centre columns, scale each column by its max, scale y by its max) uses
 statistics of the whole data set; it lives in :mod:`dpdist.data.transforms`, which warns
 about it, and is not done here.
@@ -99,13 +99,15 @@ class DPSIS(SelectorMixin, BaseEstimator):
     ----------
     k : number of features to release.
     epsilon, delta : the budget of the release (delta only for ``mechanism="laplace"``).
-    mechanism : "canonical" (seed 003; default), or a baseline of spec 4.3: "peeling",
+    mechanism : "canonical" ([SKDRR24]; default), or a baseline of docs/algorithms.md §4.3: "peeling",
         "joint", "laplace".
-    gamma, noise : of the canonical mechanism (gamma = 1/2 as in seed 003; "gumbel" is the
+    gamma, noise : of the canonical mechanism (gamma = 1/2 as in [SKDRR24]; "gumbel" is the
         exact exponential mechanism, "exponential" the original noise; both epsilon-DP).
     bounds : "check" (refuse |X_ij| > 1 or |y_i| > 1) or "clip".
     random_state : None draws noise from OS entropy; an int is for experiments only.
 
+    Notes
+    -----
     A scikit-learn selector (``get_support``, ``transform``, usable in a ``Pipeline``);
     parameters are validated in ``fit``. After ``fit``: ``features_`` (ascending indices),
     ``n_features_in_``, ``release_`` (the ledger record when an accountant was given).
@@ -204,7 +206,7 @@ class DPSIS(SelectorMixin, BaseEstimator):
         else:
             if dataset is None:
                 raise ParameterError("dataset is required to charge the accountant")
-            if self.mechanism == "laplace":  # spec 4.3: its constant is recalled, not verified [R/U]
+            if self.mechanism == "laplace":  # docs/algorithms.md §4.3: its constant is recalled, not verified [R/U]
                 raise ParameterError(
                     "mechanism 'laplace' (the oneshot Laplace top-k, whose constant and conditions "
                     "are unverified) is for experiments only: no release through an accountant"

@@ -1,6 +1,6 @@
-"""Private top-k selection: the canonical Lipschitz mechanism (seed 003 App. A, Alg. 2).
+"""Private top-k selection: the canonical Lipschitz mechanism ([SL22]; [SKDRR24] App. A, Alg. 2).
 
-Spec: ``../shared/spec/algorithms.md`` 4.2, which corrects the seed's class sizes.
+docs/algorithms.md §4.2 restates it and corrects the paper's class sizes.
 
 Given scores q (sensitivity Delta_inf, one record may move scores in both directions),
 normalise x = q / Delta and sort descending, x_[1] >= ... >= x_[d] with item ranks
@@ -12,7 +12,7 @@ has sensitivity 1, and the mechanism releases y with probability proportional to
 exp(-c LOSS(y)), c = epsilon / 2 (non-monotone scores, required for DP-SIS) or epsilon
 (monotone counts). The C(d, k) sets fall into k(d - k) + 1 utility classes (h, t): the top h
 ranks, ``k - h - 1`` ranks from j_{h+2}..j_{t-1}, and j_t, of size C(t - h - 2, k - h - 1)
-(the seed's C(t - h - 1, k - h - 1) double-counts), with utility
+([SKDRR24]'s C(t - h - 1, k - h - 1) double-counts), with utility
 U_{h,t} = c (gamma x_[t] - (1 - gamma) x_[h+1]); the true top-k is the class (k - 1, k).
 
 Two noise distributions (``noise=``):
@@ -23,7 +23,7 @@ Two noise distributions (``noise=``):
   CDF. This is what makes d = 2e7, k = 100 feasible.
 * ``"exponential"``: the original mechanism's choice, each set's utility plus Exp(1) noise
   (report-noisy-max with exponential noise, also epsilon-DP). The class noise is the max of
-  |C_{h,t}| exponentials, X = -ln(1 - U^{1/m}), evaluated stably in log space (spec 1.5);
+  |C_{h,t}| exponentials, X = -ln(1 - U^{1/m}), evaluated stably in log space (docs/algorithms.md §1.5);
   this needs one uniform per class, O(d k) random numbers.
 
 Either way, a uniform member of the chosen class is returned. Only the selected index set
@@ -43,7 +43,7 @@ from dpdist.privacy.loss import PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, check_epsilon, check_positive, check_scores
 
-__all__ = ["NOISES", "CanonicalTopK", "class_log_sizes"]
+__all__ = ["NOISES", "CanonicalTopK"]
 
 NOISES = ("gumbel", "exponential")
 
@@ -156,7 +156,7 @@ def _draw_t(xs: np.ndarray, k: int, h: int, c: float, gamma: float, log_mass: fl
 
 @numba.njit(cache=True)
 def _max_exp_noise(log_u: float, ln_m: float) -> float:
-    """Max of m i.i.d. Exp(1) from one uniform: -ln(1 - U^(1/m)), stable for huge m (spec 1.5)."""
+    """Max of m i.i.d. Exp(1) from one uniform: -ln(1 - U^(1/m)), stable for huge m (docs/algorithms.md §1.5)."""
     a = math.log(-log_u) - ln_m
     if a > -700.0:
         return -math.log(-math.expm1(-math.exp(a)))
@@ -181,20 +181,6 @@ def _best_exponential_class(
 
 
 # --------------------------------------------------------------------- mechanism
-
-
-def class_log_sizes(d: int, k: int) -> dict[tuple[int, int], float]:
-    """ln|C_{h,t}| for every class (h, t), t 1-based (small d; used by tests and diagnostics)."""
-    from scipy.special import gammaln
-
-    def lnbinom(n: int, r: int) -> float:
-        return float(gammaln(n + 1) - gammaln(r + 1) - gammaln(n - r + 1))
-
-    sizes = {(k - 1, k): 0.0}
-    for h in range(k):
-        for t in range(k + 1, d + 1):
-            sizes[(h, t)] = lnbinom(t - h - 2, k - h - 1)
-    return sizes
 
 
 def log_mass_per_h(xs: np.ndarray, k: int, c: float, gamma: float, block: int = _T_BLOCK) -> np.ndarray:
@@ -227,7 +213,7 @@ class CanonicalTopK:
     """The canonical Lipschitz top-k mechanism (pure epsilon-DP).
 
     Parameters: ``k`` items out of the scores; ``epsilon``; ``sensitivity`` = Delta_inf of
-    the scores; ``gamma`` in [0, 1] (seed 003 uses 1/2); ``monotone`` only for counts that
+    the scores; ``gamma`` in [0, 1] ([SKDRR24] uses 1/2); ``monotone`` only for counts that
     every record moves in the same direction; ``noise`` "gumbel" (exact EM) or "exponential".
     """
 

@@ -1,4 +1,4 @@
-"""Two-stage private sparse regression (Kifer, Smith, Thakurta 2012; spec 5): the seed-003 baseline.
+"""Two-stage private sparse regression (Kifer, Smith, Thakurta 2012; docs/algorithms.md §5): the paper-003 baseline.
 
 Neighbouring relation: ADD/REMOVE one record, n private.
 
@@ -6,7 +6,7 @@ Stage 1 ("Samp-Agg" support selection, pure epsilon_1-DP):
 
 1. m disjoint blocks, m public: ``n_blocks`` given by the caller (e.g. floor(sqrt(n~)) of a
    row count released earlier), or, by default, m = floor(sqrt(n~)) with n~ = n + Lap(1/eps_c)
-   released first inside the same charge (eps_c = ``count_fraction`` * epsilon_1). The seeds'
+   released first inside the same charge (eps_c = ``count_fraction`` * epsilon_1). The papers'
    m = floor(sqrt(n)) of the exact n is not used: n is private, and when it crosses a perfect
    square m changes and every block changes with it.
 2. Each record draws its block uniformly at random, independently of every other record,
@@ -14,7 +14,7 @@ Stage 1 ("Samp-Agg" support selection, pure epsilon_1-DP):
    labels of D's records can be coupled between D and a neighbour D' (the extra record draws
    its own), and then the blocks of D and D' differ in exactly one block, by one record.
 3. On each block a LASSO, (1/(2 n_b))||y_b - X_b beta||^2 + alpha ||beta||_1 (scikit-learn's
-   coordinate descent; seed 003 uses alpha = 0.1), and the vote v^(b) = indicator of the
+   coordinate descent; [SKDRR24] uses alpha = 0.1), and the vote v^(b) = indicator of the
    s largest |beta_j| among its non-zeros. The truncation to s is what bounds the sensitivity:
    changing one block moves the vote sum by at most 2 s in l1 norm (s votes out, s in).
 4. a = (1/m) sum_b v^(b) has l1-sensitivity 2s/m; release the top-s of a + Lap(2s/(m eps_v))^p
@@ -220,7 +220,7 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
             m = self.n_blocks
             out: dict = {}
             if m is None:
-                noisy_n = Laplace(self._eps_count, 1.0, random_state=rng).randomise(float(X.shape[0]))
+                noisy_n = float(Laplace(self._eps_count, 1.0, random_state=rng).randomise(float(X.shape[0])))
                 m = blocks_from_count(noisy_n)
                 out["noisy_rows"] = float(noisy_n)
             counts = np.zeros(X.shape[1])
@@ -294,7 +294,7 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
 class TwoStageRegression(BaseEstimator):
     """Both stages: private support (epsilon_1) then objective perturbation on it (epsilon_2).
 
-    ``epsilon`` is split as ``epsilon_split`` : 1 - ``epsilon_split`` (50/50 as in the seed-002
+    ``epsilon`` is split as ``epsilon_split`` : 1 - ``epsilon_split`` (50/50 as in the paper-002
     code); ``delta`` > 0 switches stage 2 to Gaussian noise. ``coef_`` has zeros off the support.
     With an accountant the two stages are two releases, ``key`` and ``key + "/stage2"``.
     """
@@ -367,8 +367,8 @@ def fit_on_support(
 ) -> np.ndarray:
     """Stage 2 on the released ``support``: the objective-perturbation coefficients (charged first)."""
     S = np.asarray(support, dtype=np.int64)
-    X_S = X[:, S]
-    X_S = X_S.toarray() if sp.issparse(X_S) else np.asarray(X_S)
+    cols = X[:, S]
+    X_S = cols.toarray() if isinstance(cols, sp.spmatrix | sp.sparray) else np.asarray(cols)
 
     if model.loss == "logistic":  # a label refusal comes before the charge, never after it
         model._binary_target(np.asarray(y))

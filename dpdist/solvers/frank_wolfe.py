@@ -1,4 +1,6 @@
-"""Standard sparse-aware (DP) Frank-Wolfe over the L1 ball (seed 004 Alg. 1; Talwar et al. 2015; spec 2.2-2.3).
+"""Standard sparse-aware.
+
+References: DP) Frank-Wolfe over the L1 ball ([RKL23] Alg. 1; Talwar et al. 2015; docs/algorithms.md §2.2-2.3.
 
 Minimise the mean loss (1/n) sum_i l(x_i . w; y_i) over ||w||_1 <= lambda, from w = 0, for T
 steps. Each step computes the sum-gradient alpha = X^T l'(X w; y) from scratch (two sparse
@@ -8,7 +10,7 @@ w <- (1 - eta) w + eta s, eta = 2/(t + 2).
 Losses (``LOSSES``), with the bounds ||x_i||_inf <= 1 and |y_i| <= b_y enforced by the caller:
 
 * "logistic": binary cross-entropy with labels in {0, 1}; l' = sigmoid(m) - y; L = 1.
-* "squared": l = (m - y)^2 / 2; l' = m - y; L = lambda + b_y (spec 2.2: the seeds' L = 1 is
+* "squared": l = (m - y)^2 / 2; l' = m - y; L = lambda + b_y (docs/algorithms.md §2.2: the papers' L = 1 is
   wrong for lambda > 1).
 
 L bounds ||grad l||_inf, so adding or removing one record moves each coordinate of the
@@ -19,10 +21,10 @@ Vertex selection (``selection``):
 * None: the exact minimiser of <s, g>: j = argmax |alpha_j|, sigma = -sign(alpha_j).
 * "laplace": report-noisy-max over the 2D signed vertices with Laplace noise (Talwar et al.),
   scores -sigma alpha_j. They are non-monotone, so the correct scale is b = 2 L / eps0
-  (``calibration="safe"``, default): eps0-DP per step. ``calibration="paper"`` uses the seeds'
-  L / eps0, which is 2 eps0-DP per step, and the true total is computed and charged (spec 2.2 FLAG).
+  (``calibration="safe"``, default): eps0-DP per step. ``calibration="paper"`` uses the papers'
+  L / eps0, which is 2 eps0-DP per step, and the true total is computed and charged (docs/algorithms.md §2.2 FLAG).
 * "exponential": the exponential mechanism over signed vertices, P(j, sigma) ∝
-  exp(-sigma a_j), a_j = eps0 alpha_j / (2 L) (spec 2.2, exactly eps0-DP per step), drawn by
+  exp(-sigma a_j), a_j = eps0 alpha_j / (2 L) (docs/algorithms.md §2.2, exactly eps0-DP per step), drawn by
   Gumbel-max over the D log-weights ln(2 cosh a_j) and then the sign. This is the
   distribution the fast solver samples.
 
@@ -31,21 +33,21 @@ Per-step budget (:func:`privacy_plan`), from the tight accountant (:mod:`dpdist.
 * "exponential", ``calibration="safe"``: each step is an exponential mechanism, hence
   eps0-bounded-range and eps0^2/8-zCDP (Cesar & Rogers 2021, Lemma 3.4); the T adaptive steps
   are T eps0^2/8-zCDP. eps0 is the largest value whose conversion at delta (Canonne, Kamath &
-  Steinke 2020) is within epsilon: about 4.6x seed 004's eps / sqrt(8 T ln(1/delta)) at
+  Steinke 2020) is within epsilon: about 4.6x [RKL23]'s eps / sqrt(8 T ln(1/delta)) at
   T = 4000, delta = 1e-6.
 * "laplace", ``"safe"``: each step is pure eps0-DP (not bounded-range): T eps0^2/2-zCDP.
-* ``calibration="paper"``: seed 004's rule eps0 = eps / sqrt(8 T ln(1/delta)) (advanced
-  composition, exact bound checked) with the seeds' noise; the release is charged its true
-  loss (T bounded-range eps0 steps for the EM, T pure 2 eps0 steps for Laplace at the seeds'
-  scale), and ``true_epsilon`` reports it. Seeds 000/001 also take squared loss to be
-  1-Lipschitz (spec 2.2 FLAG); ``lipschitz`` (paper mode only) sets the L of the noise to theirs,
+* ``calibration="paper"``: [RKL23]'s rule eps0 = eps / sqrt(8 T ln(1/delta)) (advanced
+  composition, exact bound checked) with the papers' noise; the release is charged its true
+  loss (T bounded-range eps0 steps for the EM, T pure 2 eps0 steps for Laplace at the papers'
+  scale), and ``true_epsilon`` reports it. [KLR23]/[KLR25] also take squared loss to be
+  1-Lipschitz (docs/algorithms.md §2.2 FLAG); ``lipschitz`` (paper mode only) sets the L of the noise to theirs,
   and the charge scales each step's epsilon by the true L over it.
 
 Screening (``screening``, a :class:`dpdist.solvers.screening.ScreeningPlan`): after the move of
 every scheduled iteration the rule's scores are computed from the exact gradient and the chosen
 coordinates are zeroed (ADP-Screen, RNM-Screen or the non-private rule); the zeroings that
 change w are recorded in ``FWResult.screened`` as [t, j]. ``init``: a public starting point in
-the ball (seeds 000/001 start from a random one, :func:`dpdist.solvers.screening.uniform_l1_ball`).
+the ball ([KLR23]/[KLR25] start from a random one, :func:`dpdist.solvers.screening.uniform_l1_ball`).
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ class FWPrivacy:
 
     @property
     def true_epsilon(self) -> float:
-        """The release's epsilon at ``delta`` (above the target only in the seeds' Laplace "paper" mode)."""
+        """The release's epsilon at ``delta`` (above the target only in the papers' Laplace "paper" mode)."""
         return self.loss.epsilon
 
 
@@ -138,7 +140,7 @@ def privacy_plan(
 ) -> FWPrivacy:
     """The per-step eps0 and the privacy loss of T private Frank-Wolfe steps (module doc).
 
-    ``lipschitz_noise`` (paper mode only): the L the noise is scaled with (seeds 000/001: 1);
+    ``lipschitz_noise`` (paper mode only): the L the noise is scaled with ([KLR23]/[KLR25]: 1);
     the charge uses the true L."""
     if calibration not in CALIBRATIONS:
         raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
@@ -147,12 +149,12 @@ def privacy_plan(
     L = lipschitz(loss, lam, y_bound)
     T = check_count(T, "max_iter")
     if lipschitz_noise is not None and calibration != "paper":
-        raise ParameterError("lipschitz_noise (the seeds' L) exists for calibration='paper' only")
+        raise ParameterError("lipschitz_noise (the papers' L) exists for calibration='paper' only")
     Ln = L if lipschitz_noise is None else check_positive(lipschitz_noise, "lipschitz_noise")
     step = PrivacyLoss.bounded_range if selection == "exponential" else PrivacyLoss.pure_steps
     if calibration == "paper":
         eps0 = advanced_step_epsilon(epsilon, delta, T)
-        # the seeds' Laplace scale L/eps0 on non-monotone scores is 2 eps0-DP per step; noise scaled
+        # the papers' Laplace scale L/eps0 on non-monotone scores is 2 eps0-DP per step; noise scaled
         # with Ln < L is L/Ln times weaker
         charged = step((eps0 if selection == "exponential" else 2.0 * eps0) * L / Ln, T, delta=delta)
     else:
@@ -256,6 +258,45 @@ def exponential_vertex(alpha: np.ndarray, eps0: float, L: float, rng: np.random.
     return j, float(sign if rng.random() < p_descent else -sign)
 
 
+def _check_selection(selection: str | None, screening: ScreeningPlan | None) -> None:
+    """The selection mode and its pairing with the screening plan."""
+    if selection not in SELECTIONS:
+        raise ParameterError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    if selection is not None and screening is not None and screening.mode == "exact":
+        raise ParameterError(
+            f"screening plan mode 'exact' is not private and does not go with the private "
+            f"selection={selection!r}: screen private runs with 'rnm' or 'adp'"
+        )
+
+
+def _standard_vertex(
+    alpha: np.ndarray, selection: str | None, calibration: str, plan: FWPrivacy | None, rng: np.random.Generator
+) -> tuple[int, float]:
+    """Alg. 1's vertex (j, sigma) from the sum-gradient alpha: the descent argmax without privacy,
+    Laplace report-noisy-max over the 2D signed vertices (scale 2 L / eps0, or L / eps0 under the
+    papers' calibration), or the exponential mechanism."""
+    if selection is None:
+        j = int(np.argmax(np.abs(alpha)))
+        return j, -1.0 if alpha[j] > 0 else 1.0
+    assert plan is not None  # a private selection always has its plan
+    if selection == "laplace":
+        D = alpha.shape[0]
+        b = (2.0 if calibration == "safe" else 1.0) * plan.lipschitz / plan.eps0
+        # score of vertex (j, sigma) to maximise: -sigma alpha_j (sensitivity L)
+        noisy = np.concatenate([-alpha, alpha]) + rng.laplace(scale=b, size=2 * D)
+        k = int(np.argmax(noisy))
+        return (k, 1.0) if k < D else (k - D, -1.0)
+    return exponential_vertex(alpha, plan.eps0, plan.lipschitz, rng)
+
+
+def _zero_coordinates(zero: list[int], Xc: sp.csc_matrix, w: np.ndarray, margins: np.ndarray) -> None:
+    """w_k <- 0 for the screened coordinates, in order, and the margins X w with them."""
+    for k in zero:
+        lo, hi = Xc.indptr[k], Xc.indptr[k + 1]
+        margins[Xc.indices[lo:hi]] -= w[k] * Xc.data[lo:hi]
+        w[k] = 0.0
+
+
 def frank_wolfe(
     X: sp.spmatrix,
     y: np.ndarray,
@@ -274,7 +315,7 @@ def frank_wolfe(
     lipschitz_noise: float | None = None,
     progress: Progress | None = None,
 ) -> FWResult:
-    """Seed 004 Alg. 1 (standard sparse-aware FW), private when ``selection`` is set; ``screening``
+    """Alg. 1 of [RKL23] (standard sparse-aware FW), private when ``selection`` is set; ``screening``
     zeroes coordinates at the scheduled iterations (module doc); ``progress(done, max_iter)`` is
     called after every iteration."""
     X, y = check_problem(
@@ -287,13 +328,7 @@ def frank_wolfe(
         y_bound,
         record_every,
     )
-    if selection not in SELECTIONS:
-        raise ParameterError(f"selection must be one of {SELECTIONS}, got {selection!r}")
-    if selection is not None and screening is not None and screening.mode == "exact":
-        raise ParameterError(
-            f"screening plan mode 'exact' is not private and does not go with the private "
-            f"selection={selection!r}: screen private runs with 'rnm' or 'adp'"
-        )
+    _check_selection(selection, screening)
     n, D = X.shape
     plan = None
     if selection is not None:
@@ -320,17 +355,7 @@ def frank_wolfe(
     for t in range(1, max_iter + 1):
         alpha = _matvec(XT, derivative(loss, margins, y)) if cached is None else cached  # sum-gradient at w_t
         cached = None
-        if selection is None:
-            j = int(np.argmax(np.abs(alpha)))
-            sigma = -1.0 if alpha[j] > 0 else 1.0
-        elif selection == "laplace":
-            b = (2.0 if calibration == "safe" else 1.0) * plan.lipschitz / plan.eps0
-            # score of vertex (j, sigma) to maximise: -sigma alpha_j (sensitivity L)
-            noisy = np.concatenate([-alpha, alpha]) + rng.laplace(scale=b, size=2 * D)
-            k = int(np.argmax(noisy))
-            j, sigma = (k, 1.0) if k < D else (k - D, -1.0)
-        else:
-            j, sigma = exponential_vertex(alpha, plan.eps0, plan.lipschitz, rng)
+        j, sigma = _standard_vertex(alpha, selection, calibration, plan, rng)
         eta = 2.0 / (t + 2.0)
         w *= 1.0 - eta
         w[j] += eta * sigma * lam
@@ -340,11 +365,9 @@ def frank_wolfe(
         res.path.append(int(sigma * (j + 1)))
         if screening is not None and screening.mask[t]:
             zero, cached = _screen_standard(screening, XT, y, loss, w, margins, colnorm, zero_buf, rng)
-            for k in zero:
-                lo, hi = Xc.indptr[k], Xc.indptr[k + 1]
-                margins[Xc.indices[lo:hi]] -= w[k] * Xc.data[lo:hi]
-                w[k] = 0.0
-                res.screened.append([t, int(k)])
+            if len(zero):
+                _zero_coordinates(zero, Xc, w, margins)
+                res.screened.extend([t, int(k)] for k in zero)
                 cached = None
         if record_every and t % record_every == 0:
             res.objective.append(mean_loss(loss, _matvec(X, w), y))

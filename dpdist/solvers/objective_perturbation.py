@@ -1,9 +1,11 @@
-"""Objective perturbation on a chosen support: stage 2 of two-stage (Kifer, Smith, Thakurta 2012, Alg. 1; spec 5.2).
+"""Objective perturbation on a chosen support: stage 2 of two-stage.
+
+References: Kifer, Smith, Thakurta 2012, Alg. 1; docs/algorithms.md §5.2.
 
 On the s = |S| selected columns, with the per-record bounds enforced by clipping/rescaling
 (a per-record map, no privacy cost):
 
-* rows: if ||x_i,S||_2 > sqrt(s) the row is rescaled to norm sqrt(s) (seed-002 code);
+* rows: if ||x_i,S||_2 > sqrt(s) the row is rescaled to norm sqrt(s) ([DPBSS25] code);
 * squared loss l = (y - x.theta)^2 / 2 with |y| clipped to s and theta in the ball
   ||theta||_2 <= R = sqrt(s), so |x.theta| <= s and the gradient norm is at most
   zeta = 2 s^{3/2}; the Hessian of one record is at most lambda_H = s;
@@ -19,7 +21,7 @@ direction) or b ~ N(0, zeta^2 (8 ln(2/delta) + 4 eps1) / eps1^2 I) when delta > 
 one record changes the gradient by at most zeta (the density of b by at most e^{eps1/2}) and
 adds a Hessian of rank one and norm at most lambda_H (the Jacobian of the noise-to-minimiser
 map by a factor at most 1 + lambda_H/Delta <= e^{eps1/2}). Dividing F by n does not change the
-minimiser, so this is the seeds' normalised objective.
+minimiser, so this is the papers' normalised objective.
 
 The proof needs the exact minimiser; a solver stops at a tolerance. dpdist accounts for that:
 
@@ -221,7 +223,7 @@ class ObjectivePerturbation(BaseEstimator):
         self._validate()
         logistic = self.loss == "logistic"
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=not logistic)
-        X = X.toarray() if sp.issparse(X) else X
+        X = sp.csr_matrix(X).toarray() if sp.issparse(X) else X
         s = X.shape[1]
         rng = check_random_state(self.random_state)
         X = _rows_bounded(X, s)

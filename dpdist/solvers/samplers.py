@@ -1,11 +1,13 @@
-"""Exact exponential-mechanism samplers over D items with changing log-weights (seed 004 Sec. 3.3; spec 2.5).
+"""Exact exponential-mechanism samplers over D items with changing log-weights.
+
+References: [RKL23] Sec. 3.3; docs/algorithms.md §2.5.
 
 Items carry log-weights v_j; a draw returns j with probability exp(v_j) / sum_k exp(v_k).
 
 Numerically stable weights. The log-weights are held in log space with one shared exponent:
-W_j = exp(v_j - ref), ref = max_k v_k at the last rebuild. This is the seed's log-space
+W_j = exp(v_j - ref), ref = max_k v_k at the last rebuild. This is the paper's log-space
 representation with the max factored out once for all items instead of once per draw
-(the seed and spec 2.5 normalise by z = logsumexp every draw): it has the same range, it
+(the paper and docs/algorithms.md §2.5 normalise by z = logsumexp every draw): it has the same range, it
 cannot overflow, and an update costs one ``exp`` instead of the three of the log-sum
 update c_b <- c_b + ln(1 - e^{v_old - c_b} + e^{v_new - c_b}). The state is rebuilt
 from the log-weights (O(D)) when an item would rise more than e^600 above ref, or when
@@ -13,21 +15,21 @@ the total falls below e^-40 (the top item dropped far). Items more than e^-690 b
 are stored as 0: their probability is then below e^-650, which a double cannot represent
 next to 1 anyway (the per-draw normalisation exp(v_j - z) underflowed them too).
 
-Blocks: B contiguous items, B the power of two nearest sqrt(D) (spec 2.5: ceil(sqrt(D)); a
+Blocks: B contiguous items, B the power of two nearest sqrt(D) (docs/algorithms.md §2.5: ceil(sqrt(D)); a
 power of two within a factor sqrt(2) keeps every bound and makes block(j) = j >> shift, a
 shift instead of an integer division on every update). Block sums c_b = sum of the W_j of a
 block are updated by c_b += W_new - W_old
 with a running bound on their rounding error; before a draw, a block is re-summed (B
-additions) when that bound exceeds 1e-12 c_b -- this covers the cancellation spec 2.5 names
+additions) when that bound exceeds 1e-12 c_b -- this covers the cancellation docs/algorithms.md §2.5 names
 (one dominant item demoted), which makes the bound jump past c_b at once.
 
-* Big-Step Little-Step (seed 004 Alg. 4): the Efraimidis-Spirakis A-ExpJ weighted
+* Big-Step Little-Step ([RKL23] Alg. 4): the Efraimidis-Spirakis A-ExpJ weighted
   reservoir of size 1 run over the array, jumping whole blocks the skip budget passes over
   ("big steps"). About O(log D) reservoir replacements, each scanning at most one block:
-  O(sqrt(D) log D) per draw, O(1) per weight update. The seed's printed algorithm is
-  corrected as the spec lists (block(i) = floor(i / B) in both update and draw; the jump to
+  O(sqrt(D) log D) per draw, O(1) per weight update. The paper's printed algorithm is
+  corrected as docs/algorithms.md lists (block(i) = floor(i / B) in both update and draw; the jump to
   the next block start; t = exp(omega_j log T)).
-* Brute force (the O(D) reference and the seed's "brute-force noisy max" ablation): the
+* Brute force (the O(D) reference and the paper's "brute-force noisy max" ablation): the
   exponential race argmax_j W_j / E_j with E_j ~ Exp(1), which is Gumbel-max
   argmax_j v_j - ln E_j written with the same weights.
 
@@ -289,7 +291,7 @@ class BSLSSampler:
 
     @property
     def block_log_sums(self) -> np.ndarray:
-        """ln of each block's total weight (the c_b of spec 2.5)."""
+        """ln of each block's total weight (the c_b of docs/algorithms.md §2.5)."""
         with np.errstate(divide="ignore"):
             return np.log(self.c) + self.st[0]
 

@@ -1,4 +1,4 @@
-"""DP screening rules on the Frank-Wolfe engine: ADP-Screen and RNM-Screen (seeds 000, 001; spec 3).
+"""DP screening rules on the Frank-Wolfe engine: ADP-Screen and RNM-Screen ([KLR23],[KLR25]; docs/algorithms.md §3).
 
 Problem and notation (un-normalised sums, as dpdist's Frank-Wolfe solvers). Minimise
 f(Xw) = sum_i l(x_i . w; y_i) over C = {||w||_1 <= lambda}; u = Xw, g = l'(u; y) (the n
@@ -10,16 +10,16 @@ holds for every w in C when |X_ij| <= 1):
 * logistic (BCE, y in {0, 1}): L_f = 1/4, mu = sigma(lambda)(1 - sigma(lambda)),
   |g_i| = |sigma(u_i) - y_i| <= L_g = sigma(lambda).
 
-The seeds' normalised loss (1/n) sum_i l is this f divided by n: g, L_f, mu and the Wolfe gap all
-scale by 1/n, the radius below does not, so every score here is n times the seeds' and every
+The papers' normalised loss (1/n) sum_i l is this f divided by n: g, L_f, mu and the Wolfe gap all
+scale by 1/n, the radius below does not, so every score here is n times the papers' and every
 screening decision (the sign of a score) is the same. n never enters a rule.
 
-Wolfe gap (spec 3.1): G(w) = max_{z in C} (u - Xz)^T g = u^T g + lambda ||X^T g||_inf >= 0, with
+Wolfe gap (docs/algorithms.md §3.1): G(w) = max_{z in C} (u - Xz)^T g = u^T g + lambda ||X^T g||_inf >= 0, with
 u^T g = sum_i u_i g_i computed over the records.
 
 Rules (``RULES``):
 
-* ``"safe"`` (default; spec 3.1 "derived safe rule"). KKT on the lambda-ball: every optimum
+* ``"safe"`` (default; docs/algorithms.md §3.1 "derived safe rule"). KKT on the lambda-ball: every optimum
   w* has u*^T g* = -lambda ||X^T g*||_inf (u*, g* unique: f is strongly convex in u), and
   w*_j != 0 implies |x_(j)^T g*| = ||X^T g*||_inf. So lambda |x_(j)^T g*| + u*^T g* < 0 implies
   w*_j = 0. Strong convexity and first-order optimality give mu/2 ||u - u*||^2 <= f(u) - f(u*)
@@ -30,7 +30,7 @@ Rules (``RULES``):
   Screen j when  s_j = lambda |alpha_j| + u^T g + r (L_f lambda a_j + L_f ||u|| + ||g||) + L_f r^2 < 0.
   At any w in C this never zeroes a coordinate of an optimum's support
   (tests/solvers/test_screening.py checks it on >= 1,000 instances solved to high precision).
-* ``"seed"``: the rule as seeds 000/001 print it (Raj et al. Thm 11 without the lambda factors),
+* ``"seed"``: the rule as [KLR23]/[KLR25] print it (Raj et al. Thm 11 without the lambda factors),
   s_j = |alpha_j| + u^T g + L_f (a_j + ||u||) sqrt(G / mu). At the exact optimum with lambda > 1
   it is (1 - lambda) ||X^T g*||_inf < 0 on the support: it can zero true-support coordinates.
 
@@ -39,7 +39,7 @@ B_j = b_a a_j + b_u ||u|| + b_g ||g||, G+ = max(G, 0), and (c_a, k_r, b_a, b_u, 
 (lambda, 2, L_f lambda, L_f, 1, L_f) for "safe", (1, 1, L_f, L_f, 0, 0) for "seed". Per pass the
 pieces cost O(n) (u^T g, ||u||, ||g||) plus O(d) (|alpha_j|, ||alpha||_inf); the column norms are
 computed once (O(nnz)). The fast solver takes alpha and the margins from its state (for logistic
-loss the same stale derivatives its vertex selection uses, exact after a refresh; spec 2.4).
+loss the same stale derivatives its vertex selection uses, exact after a refresh; docs/algorithms.md §2.4).
 
 Sensitivity (ADD/REMOVE one record z_0 = (x_0, y_0), n private). The iterate w in C is fixed by
 the public history (earlier private vertices and screening outcomes), as in the composition
@@ -51,10 +51,10 @@ public history, so it is the same in D and D'). Step by step:
 1. alpha_j changes by x_0j g_0: |d alpha_j| <= L_g; so |d ||alpha||_inf| <= L_g.
 2. u^T g changes by u_0 g_0: |d u^T g| <= lambda L_g.
 3. |d G+| <= |d G| <= lambda L_g + lambda L_g = 2 lambda L_g (1., 2.; max(., 0) is 1-Lipschitz).
-4. |sqrt(a) - sqrt(b)| <= sqrt(|a - b|) (spec 3.2 d), so |d r| <= rho_1 = sqrt(k_r 2 lambda L_g / mu).
+4. |sqrt(a) - sqrt(b)| <= sqrt(|a - b|) (docs/algorithms.md §3.2 d), so |d r| <= rho_1 = sqrt(k_r 2 lambda L_g / mu).
 5. a_j, ||u||, ||g|| are l2 norms of vectors that gain the entry x_0j, u_0, g_0: they change by at
    most 1, lambda, L_g; so |d B_j| <= b_1 = b_a + b_u lambda + b_g L_g.
-6. The seeds multiply sensitivities (spec 3.2 a); that is not a bound. For a product,
+6. The papers multiply sensitivities (docs/algorithms.md §3.2 a); that is not a bound. For a product,
    |r'B' - rB| <= |r' - r| B' + r |B' - B|, which needs the sizes of r and B: with n <= N,
    0 <= G+ <= 2 lambda L_g N (every record adds at most (lambda + lambda) L_g), so r <= R =
    rho_1 sqrt(N), and a_j <= sqrt(N), ||u|| <= lambda sqrt(N), ||g|| <= L_g sqrt(N), so
@@ -75,31 +75,31 @@ and the private score is exactly the rule (a too small n_max only makes the rule
 the release). A noisy row count released through the accountant is a valid source of n_max
 (post-processing).
 
-With the seeds' own assumptions (|y| <= lambda, so L_g = 2 lambda; L_f = mu = 1) the bound for
+With the papers' own assumptions (|y| <= lambda, so L_g = 2 lambda; L_f = mu = 1) the bound for
 the printed rule is 2 lambda + 2 lambda^2 + 4 lambda (1 + lambda) sqrt(N), i.e. sqrt(N) + 1/2
-times their 4 lambda (1 + lambda) (seed 001 Thm 3.1 times n): about 55x at N = 3000.
+times their 4 lambda (1 + lambda) ([KLR25] Thm 3.1 times n): about 55x at N = 3000.
 
 Mechanisms (``MODES``), each screening pass at the iterations of a public schedule I (l = |I|):
 
 * ``"exact"``: no noise (non-private baselines): zero every j with s_j < 0.
-* ``"adp"`` (ADP-Screen, seed 001 Alg. 1 = seed 000 Alg. 1): s + N(0, sigma^2 I_d) released,
+* ``"adp"`` (ADP-Screen, [KLR25] Alg. 1 = [KLR23] Alg. 1): s + N(0, sigma^2 I_d) released,
   every j with a negative noisy score zeroed (post-processing). Gaussian mechanism, Delta_2 =
   sqrt(d) Delta(N): rho = Delta_2^2 / (2 sigma^2) per pass (Bun & Steinke 2016, Prop. 1.6), l
   passes l rho (``PrivacyLoss.gaussian``); sigma from ``calibrate`` at (eps2, delta2), or from
   a given rho2. Only coordinates with w_j != 0 can change, so the kernels draw the noise of those
   alone: the effective outcomes have the same distribution as with all d noisy scores.
-* ``"rnm"`` (RNM-Screen, seed 001 Alg. 2): j* = argmin_j s_j + Lap(2 Delta / eps_c) (report-noisy-
-  min; the scores are non-monotone, so 2 Delta: spec 1.3), eps_c-DP, i.e. eps_c^2/2-zCDP
+* ``"rnm"`` (RNM-Screen, [KLR25] Alg. 2): j* = argmin_j s_j + Lap(2 Delta / eps_c) (report-noisy-
+  min; the scores are non-monotone, so 2 Delta: docs/algorithms.md §1.3), eps_c-DP, i.e. eps_c^2/2-zCDP
   (``PrivacyLoss.pure_steps``); then the threshold test on a fresh value s_j* + Lap(Delta / eps_t),
   eps_t-DP (``PrivacyLoss.laplace``), and w_j* zeroed when it is negative. RNM protects only the
-  index, not the noisy minimum's value (spec 3.4). The per-pass budget is split equally,
+  index, not the noisy minimum's value (docs/algorithms.md §3.4). The per-pass budget is split equally,
   eps_c = eps_t, calibrated jointly at (eps2, delta2) (or rho2 / 2 each).
   Only screening outcomes that change w (w_j* != 0) are recorded in the path (post-processing).
 
-``calibration="paper"`` (reproducing the seeds' tables only): the printed rule's noise as the
-seeds calibrate it, in sum form: Delta_seed = 4 lambda (1 + lambda) (squared; seed 001 Thm 3.1) or
+``calibration="paper"`` (reproducing the papers' tables only): the printed rule's noise as the
+seeds calibrate it, in sum form: Delta_seed = 4 lambda (1 + lambda) (squared; [KLR25] Thm 3.1) or
 2 sigma(lambda) + 2 lambda sigma(lambda) + (1 + lambda) sqrt(lambda / (1 - sigma(lambda))) / 2
-(logistic; seed 000 Eq. 3); ADP: delta_it = delta2 / (l + 1), eps_it = eps2 / (2 sqrt(2 l
+(logistic; [KLR23] Eq. 3); ADP: delta_it = delta2 / (l + 1), eps_it = eps2 / (2 sqrt(2 l
 ln(1/delta_it))), sigma^2 = 2 d Delta_seed^2 ln(1.25/delta_it) / eps_it^2; RNM: eps_it = eps2 /
 sqrt(8 l ln(1/delta2)), Laplace scale b = Delta_seed / eps_it and the threshold test on the
 noisy minimum itself. The true loss, from the valid Delta(N), is charged:
@@ -112,7 +112,7 @@ noisy minimum itself. The true loss, from the valid Delta(N), is charged:
   prod_k P(Z_k >= -s_k); each factor moves by up to e^(Delta/b) and all d can move together,
   so up to e^(d Delta/b) (attained when every score is far below 0). Each pass is therefore
   pure max(2, d) Delta(N) / b-DP (``PrivacyLoss.pure_steps``) -- d times more than the index
-  alone, which is the leak spec 3.4 names.
+  alone, which is the leak docs/algorithms.md §3.4 names.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def sensitivity(rule: str, loss: str, lam: float, y_bound: float, n_max: int) ->
 
 
 def seed_sensitivity(loss: str, lam: float) -> float:
-    """The seeds' per-coordinate sensitivity in sum form (n times seed 001 Thm 3.1 / seed 000 Eq. 3)."""
+    """The papers' per-coordinate sensitivity in sum form (n times [KLR25] Thm 3.1 / [KLR23] Eq. 3)."""
     if loss == "squared":
         return 4.0 * lam * (1.0 + lam)
     s = float(expit(lam))
@@ -213,6 +213,8 @@ def schedule_mask(schedule: Schedule, T: int) -> np.ndarray:
         mask[m::m] = 1
         return mask
     try:
+        if isinstance(schedule, bool):
+            raise TypeError
         its = [int(t) for t in schedule]
         if any(isinstance(t, bool) or int(t) != t for t in schedule):
             raise TypeError
@@ -239,7 +241,7 @@ class ScreeningPlan:
 
     ``coef`` holds (c_a, k_r/mu, b_a, b_u, b_g, c_r, R, B_max, lambda) for the kernels; ``sigma``
     is ADP's Gaussian standard deviation, ``rnm_scale`` / ``threshold_scale`` the Laplace scales
-    of RNM's choice and threshold value (threshold_scale 0: the seeds' test on the noisy minimum).
+    of RNM's choice and threshold value (threshold_scale 0: the papers' test on the noisy minimum).
     """
 
     mode: str
@@ -253,7 +255,7 @@ class ScreeningPlan:
     rnm_scale: float = 0.0
     threshold_scale: float = 0.0
     loss: PrivacyLoss | None = None  # charged (None for "exact")
-    claimed_epsilon: float | None = None  # paper mode: what the seeds claim
+    claimed_epsilon: float | None = None  # paper mode: what the papers claim
     d: int = 0  # the features it was calibrated for (ADP's sigma grows as sqrt(d)); a solver refuses any other
 
     def check_features(self, n_features: int) -> None:
@@ -327,7 +329,6 @@ def screening_plan(
     lam = check_positive(lam, "lam")
     d = check_count(d, "n_features")
     mask = schedule_mask(schedule, T)
-    n_screens = int(mask.sum())
     ca, kr_mu, ba, bu, bg, cr = rule_constants(rule, loss, lam)
     if mode == "exact":
         coef = np.array([ca, kr_mu, ba, bu, bg, cr, math.inf, math.inf, lam])
@@ -345,34 +346,69 @@ def screening_plan(
     if calibration == "paper":
         if eps is None:
             raise ParameterError(
-                "calibration='paper' follows the seeds' (eps2, delta2): give screen_epsilon and screen_delta"
+                "calibration='paper' follows the papers' (eps2, delta2): give screen_epsilon and screen_delta"
             )
-        Dseed = seed_sensitivity(loss, lam)
-        if mode == "adp":
-            d_it = dlt / (n_screens + 1)
-            e_it = eps / (2.0 * math.sqrt(2.0 * n_screens * math.log(1.0 / d_it)))
-            sigma = math.sqrt(d) * Dseed * math.sqrt(2.0 * math.log(1.25 / d_it)) / e_it
-            true = PrivacyLoss.zcdp(n_screens * d * Delta * Delta / (2.0 * sigma * sigma), dlt)
-            return ScreeningPlan(
-                "adp", rule, mask, coef, "paper", n_max, Delta, sigma=sigma, loss=true, claimed_epsilon=eps, d=d
-            )
-        e_it = eps / math.sqrt(8.0 * n_screens * math.log(1.0 / dlt))
-        b = Dseed / e_it
-        true = PrivacyLoss.pure_steps(max(2.0, float(d)) * Delta / b, n_screens, delta=dlt)
+        assert dlt is not None  # given with eps (_budget)
+        return _paper_plan(mode, rule, mask, coef, n_max, Delta, eps, dlt, seed_sensitivity(loss, lam), d)
+    return _safe_plan(mode, rule, mask, coef, n_max, Delta, (eps, dlt, rho, at), d)
+
+
+def _paper_plan(
+    mode: str,
+    rule: str,
+    mask: np.ndarray,
+    coef: np.ndarray,
+    n_max: int,
+    Delta: float,
+    eps: float,
+    dlt: float,
+    Dseed: float,
+    d: int,
+) -> ScreeningPlan:
+    """The papers' calibration ([KLR25]'s (eps2, delta2) with their sensitivity ``Dseed``), and the
+    privacy loss it truly has under the corrected sensitivity ``Delta`` (docs/algorithms.md §9)."""
+    n_screens = int(mask.sum())
+    if mode == "adp":
+        d_it = dlt / (n_screens + 1)
+        e_it = eps / (2.0 * math.sqrt(2.0 * n_screens * math.log(1.0 / d_it)))
+        sigma = math.sqrt(d) * Dseed * math.sqrt(2.0 * math.log(1.25 / d_it)) / e_it
+        true = PrivacyLoss.zcdp(n_screens * d * Delta * Delta / (2.0 * sigma * sigma), dlt)
         return ScreeningPlan(
-            "rnm",
-            rule,
-            mask,
-            coef,
-            "paper",
-            n_max,
-            Delta,
-            rnm_scale=b,
-            threshold_scale=0.0,
-            loss=true,
-            claimed_epsilon=eps,
-            d=d,
+            "adp", rule, mask, coef, "paper", n_max, Delta, sigma=sigma, loss=true, claimed_epsilon=eps, d=d
         )
+    e_it = eps / math.sqrt(8.0 * n_screens * math.log(1.0 / dlt))
+    b = Dseed / e_it
+    true = PrivacyLoss.pure_steps(max(2.0, float(d)) * Delta / b, n_screens, delta=dlt)
+    return ScreeningPlan(
+        "rnm",
+        rule,
+        mask,
+        coef,
+        "paper",
+        n_max,
+        Delta,
+        rnm_scale=b,
+        threshold_scale=0.0,
+        loss=true,
+        claimed_epsilon=eps,
+        d=d,
+    )
+
+
+def _safe_plan(
+    mode: str,
+    rule: str,
+    mask: np.ndarray,
+    coef: np.ndarray,
+    n_max: int,
+    Delta: float,
+    budget: tuple,
+    d: int,
+) -> ScreeningPlan:
+    """The safe calibration: the noise scale that spends exactly the budget ``(eps, delta, rho,
+    at)`` (``at``: the delta a zCDP budget's stand-alone epsilon is stated at) over the passes."""
+    eps, dlt, rho, at = budget
+    n_screens = int(mask.sum())
     if mode == "adp":
 
         def make(x: float) -> PrivacyLoss:  # x = Delta_2 / sigma
@@ -402,8 +438,8 @@ def screening_plan(
 
 
 def uniform_l1_ball(d: int, lam: float, random_state: RandomState = None) -> np.ndarray:
-    """A point drawn uniformly from {||w||_1 <= lam} (seeds 000/001's "random vector in the lambda-ball";
-    the seeds do not say which distribution: this one is data-independent, as privacy needs)."""
+    """A point drawn uniformly from {||w||_1 <= lam} ([KLR23]/[KLR25]'s "random vector in the lambda-ball";
+    the papers do not say which distribution: this one is data-independent, as privacy needs)."""
     rng = check_random_state(random_state)
     e = rng.exponential(size=d + 1)  # uniform on the simplex of dimension d, then random signs
     return lam * (e[:d] / e.sum()) * rng.choice([-1.0, 1.0], size=d)
@@ -484,7 +520,7 @@ def _screen_set(alpha, colnorm, wt, const, rt, Bc, coef, sigma, out, rng):
 def _screen_rnm(alpha, colnorm, const, rt, Bc, coef, b_rnm, b_th, rng):
     """RNM-Screen's pass: (j*, screened). j* = argmin_j s_j + Lap(b_rnm) over all d coordinates
     (:func:`_noisy_argmin`); screened: s_j* + Lap(b_th) < 0 (fresh value), or the noisy minimum < 0
-    when b_th == 0 (the seeds)."""
+    when b_th == 0 (the papers)."""
     D = alpha.shape[0]
     jbest, best = _noisy_argmin(alpha, colnorm, rt, Bc, coef, b_rnm, max(16, D // 16), rng)
     if b_th == 0.0:

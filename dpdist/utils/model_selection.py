@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from types import FrameType
 
 from dpdist.exceptions import NonPrivateSelectionWarning
 
@@ -19,7 +20,7 @@ __all__ = ["warn_if_exact_model_selection"]
 
 def warn_if_exact_model_selection(estimator: object) -> None:
     """Warn (``NonPrivateSelectionWarning``) when called under ``sklearn.model_selection``."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__", "").startswith("sklearn.model_selection"):
             warnings.warn(

@@ -4,7 +4,7 @@ for are updated; a line only read is loaded all the same; high temporal locality
 
 It is a hint: it reads nothing into the program, never faults (an x86 or ARM prefetch of any
 address is dropped silently) and changes no result, only when memory arrives. The solvers' scattered
-updates (a move's rows in seed 004 Alg. 2, the sampler weights of the moved coordinates) wait on one
+updates (a move's rows in [RKL23] Alg. 2, the sampler weights of the moved coordinates) wait on one
 random access each; issued some entries ahead, the loads overlap instead (fast DP-FW on Webspam's
 train half at full shape: 6.6 -> 4.0 ms a step at epsilon = 0.1; benchmarks/fw_prefetch.py and
 fw_full_shape_steps.py).
@@ -30,7 +30,7 @@ _I32 = ir.IntType(32)
 
 
 @intrinsic
-def prefetch(typingctx: Any, arr: types.Array, idx: types.Integer) -> tuple:
+def prefetch(typingctx: Any, arr: types.Array, idx: types.Integer) -> tuple[Any, Any] | None:
     """``prefetch(arr, i)`` in a numba function: prefetch the cache line holding ``arr[i]`` (1-d array,
     integer i; no bounds check, none is needed: a prefetch never faults)."""
     if not (isinstance(arr, types.Array) and arr.ndim == 1 and isinstance(idx, types.Integer)):

@@ -17,6 +17,9 @@ from dpdist.cli import main
 from dpdist.data import open_store
 from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.svmlight import SvmlightFormatError
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.accountant import Accountant
+from dpdist.selection.sis import store_target
 
 SVM_FILES = [
     ("libsvm/rcv1_small.train.svm.xz", 47236),
@@ -214,3 +217,49 @@ def test_block_size_does_not_change_the_store(shared_data, tmp_path):
     b = ingest_svmlight(src, tmp_path / "b")
     assert a["dataset_id"] == b["dataset_id"]
     assert (open_store(tmp_path / "a").csc() != open_store(tmp_path / "b").csc()).nnz == 0
+
+
+def _svmlight(path, labels, seed=0, d=8):
+    rng = np.random.default_rng(seed)
+    lines = []
+    for lab in labels:
+        x = rng.uniform(-1, 1, d) * (rng.random(d) < 0.6)
+        lines.append(f"{lab:g} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in enumerate(x) if v))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_one_record_does_not_recode_the_others(tmp_path, capsys):
+    labels = [0, 1] * 100
+    # inferred from the data: D + one record with a new label turns the task binary -> regression and
+    # recodes every other target, so private use of such a store is refused before any charge
+    ingest_svmlight(_svmlight(tmp_path / "a.svm", labels), tmp_path / "a", n_features=8)
+    ingest_svmlight(_svmlight(tmp_path / "b.svm", labels + [2]), tmp_path / "b", n_features=8)  # D + one record
+    ya, yb = store_target(open_store(tmp_path / "a")), store_target(open_store(tmp_path / "b"))
+    assert not np.array_equal(ya, yb[:-1])
+    ledger = str(tmp_path / "ledger.sqlite")
+    Accountant(ledger).init_budget(open_store(tmp_path / "a").dataset_id, 5.0, 1e-6)
+    code = main(
+        [
+            "select",
+            str(tmp_path / "a"),
+            "--method",
+            "dp-sis",
+            "--k",
+            "2",
+            "--epsilon",
+            "1",
+            "--clip",
+            "--ledger",
+            ledger,
+        ]
+    )
+    assert code == 2 and "--labels" in capsys.readouterr().err and Accountant(ledger).datasets()[0].releases == 0
+    # declared (public) classes: the coding of each record is its own; a record outside them is refused
+    ingest_svmlight(tmp_path / "a.svm", tmp_path / "a2", n_features=8, task="binary", labels=[0, 1])
+    with pytest.raises(ParameterError, match="outside the declared"):
+        ingest_svmlight(tmp_path / "b.svm", tmp_path / "b2", n_features=8, task="binary", labels=[0, 1])
+    ingest_svmlight(tmp_path / "b.svm", tmp_path / "b3", n_features=8, task="multiclass", labels=[0, 1, 2, 3])
+    ingest_svmlight(tmp_path / "a.svm", tmp_path / "a3", n_features=8, task="multiclass", labels=[0, 1, 2, 3])
+    ya, yb = store_target(open_store(tmp_path / "a3")), store_target(open_store(tmp_path / "b3"))
+    assert np.array_equal(ya, yb[:-1]) and open_store(tmp_path / "a3").meta["schema"] == "declared"

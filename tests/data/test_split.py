@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from dpdist.cli import main
+from dpdist.data.ingest import ingest_svmlight
 from dpdist.data.split import record_sides, split_store
 from dpdist.data.store import open_store, write_store
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.accountant import Accountant
 
 
 def data(n: int = 500, seed: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -68,3 +71,62 @@ def test_bad_fraction_or_key_fails_fast(tmp_path: Path) -> None:
         record_sides(X, y, secrets.token_bytes(32), 1.0)
     with pytest.raises(ParameterError, match="key"):
         record_sides(X, y, b"short", 0.5)
+
+
+def _svmlight(path, labels, seed=0, d=8):
+    rng = np.random.default_rng(seed)
+    lines = []
+    for lab in labels:
+        x = rng.uniform(-1, 1, d) * (rng.random(d) < 0.6)
+        lines.append(f"{lab:g} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in enumerate(x) if v))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_split_half_is_charged_to_its_source(tmp_path):
+    ledger = str(tmp_path / "ledger.sqlite")
+    src = tmp_path / "src"
+    ingest_svmlight(
+        _svmlight(tmp_path / "d.svm", np.clip(np.linspace(-1, 1, 300), -1, 1)), src, n_features=8, task="regression"
+    )
+    acc = Accountant(ledger)
+    source = open_store(src).dataset_id
+    acc.init_budget(source, 1.0, 1e-6, name="src")
+    split_store(src, tmp_path / "train", tmp_path / "test", 0.2, acc.split_key(source))
+    main(
+        [
+            "budget",
+            "init",
+            str(tmp_path / "train"),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--name",
+            "half",
+            "--ledger",
+            ledger,
+        ]
+    )
+    code = main(
+        [
+            "train",
+            str(tmp_path / "train"),
+            "--method",
+            "fast-dp-fw",
+            "--loss",
+            "squared",
+            "--lam",
+            "1",
+            "--iters",
+            "20",
+            "--epsilon",
+            "0.9",
+            "--test-fraction",
+            "0",
+            "--ledger",
+            ledger,
+            "--json",
+        ]
+    )
+    assert code != 0 or acc.status(source).releases == 1, "records of the source were charged to another budget"

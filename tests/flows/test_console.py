@@ -12,7 +12,7 @@ import sys
 import pytest
 from prefect.logging.configuration import DEFAULT_LOGGING_SETTINGS_PATH, load_logging_config
 
-from dpdist.cli import _CONSOLE_HANDLER
+from dpdist.cli.run import _CONSOLE_HANDLER
 from dpdist.exceptions import LedgerUnavailable, file_failure
 from dpdist.flows.console import RunConsoleHandler
 

@@ -1,6 +1,6 @@
 """``dpdist.flows.runtime.on_cluster``: what a stage's cluster has when the stage starts.
 
-The effect of :class:`dpdist.pipelines._placement.LooseRestrictionRescue` is tested on a bare
+The effect of :class:`dpdist.pipelines.placement.LooseRestrictionRescue` is tested on a bare
 LocalCluster (tests/pipelines/test_placement.py); here, that the stages of a run get it: on the
 schedulers dpdist starts, and not on a user's scheduler joined by address (which may not have
 dpdist installed to unpickle it).
@@ -15,7 +15,7 @@ from conftest import tls_credentials, tls_security
 
 from dpdist.flows.config import load_config
 from dpdist.flows.runtime import LOOPBACK, cluster_client, on_cluster
-from dpdist.pipelines._placement import LooseRestrictionRescue
+from dpdist.pipelines.placement import LooseRestrictionRescue
 
 pytestmark = pytest.mark.slow
 

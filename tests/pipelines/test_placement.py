@@ -1,10 +1,10 @@
-"""Task placement (``dpdist.pipelines._placement.pinned``)."""
+"""Task placement (``dpdist.pipelines.placement.pinned``)."""
 
 from __future__ import annotations
 
 import dask
 
-from dpdist.pipelines._placement import pinned
+from dpdist.pipelines.placement import pinned
 
 
 def _annotations(addresses: list[str], i: int) -> dict:
@@ -33,7 +33,7 @@ def test_a_loosely_pinned_task_left_without_its_worker_runs_on_a_new_one():
 
     from distributed import Client, LocalCluster
 
-    from dpdist.pipelines._placement import LooseRestrictionRescue
+    from dpdist.pipelines.placement import LooseRestrictionRescue
 
     def state(key):
         return client.run_on_scheduler(lambda dask_scheduler: getattr(dask_scheduler.tasks.get(key), "state", None))

@@ -329,7 +329,7 @@ def test_binary_and_valued_ranges_share_one_compiled_kernel(tmp_path, monkeypatc
 def test_a_task_runs_a_span_per_cpu_not_given_a_dask_thread_on_its_host(client):
     import os
 
-    from dpdist.pipelines._placement import host_threads
+    from dpdist.pipelines.placement import host_threads
     from dpdist.pipelines.sis import _spans_per_task
 
     cpus = len(os.sched_getaffinity(0))
@@ -361,7 +361,7 @@ def _record_spans(on: bool) -> list:
 
 
 def test_the_tasks_know_the_dask_threads_of_their_host(client, store):
-    from dpdist.pipelines._placement import host_threads
+    from dpdist.pipelines.placement import host_threads
 
     path, X, y = store
     try:

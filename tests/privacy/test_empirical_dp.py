@@ -160,7 +160,7 @@ def _fw_paths(
     """The released vertex paths of ``runs`` fast DP-FW fits (the solver's kernel), coded as integers."""
     import scipy.sparse as sp
 
-    from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw
+    from dpdist.solvers.fast_fw.solver import _extra_args, _fast_fw, _kernel_args
     from dpdist.solvers.samplers import block_shift
 
     Xr = sp.csr_matrix(X)
@@ -173,22 +173,26 @@ def _fw_paths(
     out = np.empty(runs, dtype=np.int64)
     for i in range(runs):
         _, path, _, _, _ = _fast_fw(
-            *rows,
-            *cols,
-            y,
-            ybar,
-            lam,
-            T,
-            False,
-            1,
-            eps0,
-            L,
-            0,
-            0,
-            block_shift(D),
-            rng,
-            np.zeros(1, dtype=np.int64),
-            *_extra_args(None, Xc, T),
+            *_kernel_args(
+                (
+                    *rows,
+                    *cols,
+                    y,
+                    ybar,
+                    lam,
+                    T,
+                    False,
+                    1,
+                    eps0,
+                    L,
+                    0,
+                    0,
+                    block_shift(D),
+                    rng,
+                    np.zeros(1, dtype=np.int64),
+                    *_extra_args(None, Xc, T),
+                )
+            )
         )
         code = 0
         for v in path:

@@ -10,7 +10,7 @@ import pytest
 from scipy import special, stats
 
 from dpdist.exceptions import ParameterError
-from dpdist.selection.topk import CanonicalTopK, class_log_sizes
+from dpdist.selection.topk import CanonicalTopK
 
 SCORES = np.array([3.0, 0.5, 2.2, 2.0, -1.0, 1.1, 0.9])  # d = 7
 K = 3
@@ -46,6 +46,20 @@ def chisquare_p(counts: dict, probs: dict) -> float:
     obs2, exp2 = np.append(obs[big], obs[~big].sum()), np.append(exp[big], exp[~big].sum())
     keep = exp2 > 0
     return stats.chisquare(obs2[keep], exp2[keep] * obs2[keep].sum() / exp2[keep].sum()).pvalue
+
+
+def class_log_sizes(d: int, k: int) -> dict[tuple[int, int], float]:
+    """ln|C_{h,t}| for every class (h, t) of the mechanism, t 1-based (docs/algorithms.md §4.2)."""
+    from scipy.special import gammaln
+
+    def lnbinom(n: int, r: int) -> float:
+        return float(gammaln(n + 1) - gammaln(r + 1) - gammaln(n - r + 1))
+
+    sizes = {(k - 1, k): 0.0}
+    for h in range(k):
+        for t in range(k + 1, d + 1):
+            sizes[(h, t)] = lnbinom(t - h - 2, k - h - 1)
+    return sizes
 
 
 def test_class_sizes_partition_all_subsets():

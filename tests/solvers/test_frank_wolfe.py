@@ -17,7 +17,9 @@ from sklearn.datasets import load_svmlight_file
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_epsilon
 from dpdist.privacy.loss import PrivacyLoss
-from dpdist.solvers.fast_frank_wolfe import _ahead, _extra_args, _fast_fw, fast_frank_wolfe
+from dpdist.solvers.fast_fw import fast_frank_wolfe
+from dpdist.solvers.fast_fw.move import _ahead
+from dpdist.solvers.fast_fw.solver import _extra_args, _fast_fw, _kernel_args
 from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz, privacy_plan
 from dpdist.solvers.samplers import block_shift
 
@@ -180,7 +182,7 @@ _TIMER_PROBE = r"""
 import json, time
 import numpy as np
 import scipy.sparse as sp
-import dpdist.solvers.fast_frank_wolfe as ffw
+import dpdist.solvers.fast_fw.solver as ffw
 
 loaded_at_timer = []
 class _Clock:  # records, at each reading of the solver's clock, whether the kernel was already loaded
@@ -247,26 +249,30 @@ def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh):
     the column passes' layout (0: never built)."""
     Xc = X.tocsc()
     coef, path, _, state, band = _fast_fw(
-        X.indptr.astype(np.int64),
-        X.indices.astype(np.int32),
-        X.data,
-        Xc.indptr.astype(np.int64),
-        Xc.indices.astype(np.int32),
-        Xc.data,
-        y,
-        np.asarray(X.T @ y),
-        lam,
-        T,
-        loss == "logistic",
-        mode,
-        eps0,
-        1.0,
-        refresh,
-        0,
-        block_shift(X.shape[1]),
-        np.random.default_rng(7),
-        np.zeros(1, dtype=np.int64),
-        *_extra_args(None, X, T),
+        *_kernel_args(
+            (
+                X.indptr.astype(np.int64),
+                X.indices.astype(np.int32),
+                X.data,
+                Xc.indptr.astype(np.int64),
+                Xc.indices.astype(np.int32),
+                Xc.data,
+                y,
+                np.asarray(X.T @ y),
+                lam,
+                T,
+                loss == "logistic",
+                mode,
+                eps0,
+                1.0,
+                refresh,
+                0,
+                block_shift(X.shape[1]),
+                np.random.default_rng(7),
+                np.zeros(1, dtype=np.int64),
+                *_extra_args(None, X, T),
+            )
+        )
     )
     return coef, path, state, band
 
@@ -292,7 +298,9 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
     the data, changes only a step's time (and a mis-ordered update would fail here). The column
     passes on numba's threads (used from _PARALLEL_NNZ entries on; here forced) give the same bits.
     Binary X: the row-order copies hold no values."""
-    import dpdist.solvers.fast_frank_wolfe as ffw
+    import dpdist.solvers.fast_fw.solver as ffw
+    import dpdist.solvers.fast_fw.threads as fft
+    from dpdist.solvers.fast_fw.weights import _rebuilds
 
     X, y = rcv1
     X = X[:, np.flatnonzero(X.getnnz(axis=0))]  # the used columns: a step on a frequent one moves over D / 16
@@ -303,18 +311,18 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
         y = 2 * y - 1
     runs = []
     for share, band, threshold in (
-        (np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
-        (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
-        (0.0, 64, ffw._PARALLEL_NNZ),
+        (np.inf, ffw._ROW_BAND, fft._PARALLEL_NNZ),
+        (0.0, ffw._ROW_BAND, fft._PARALLEL_NNZ),
+        (0.0, 64, fft._PARALLEL_NNZ),
         (0.0, 64, 0),
-        (1e9, 64, ffw._PARALLEL_NNZ),
+        (1e9, 64, fft._PARALLEL_NNZ),
     ):
         # every step by rows; by columns; by columns with the frequent ones in bands of 64 rows; and on the
         # threads; every step by rows with the column passes on, so the layout of 64-row bands is never built
         # and the full gradients read CSC alone
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
-        monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
+        monkeypatch.setattr(fft, "_PARALLEL_NNZ", threshold)
         heavy, _, threads = _extra_args(None, X, 300)[-3:]
         assert threads == (numba.get_num_threads() if threshold == 0 else 1)
         assert heavy == share / threads  # the column passes share the work among the threads, the row scatter not
@@ -332,7 +340,7 @@ def test_a_move_by_columns_is_the_move_by_rows_to_the_bit(rcv1, monkeypatch, los
     assert counts[np.abs(p0) - 1].max() > X.shape[0] / 10  # the run did choose columns in many rows
     if loss == "logistic" and mode in (1, 2):  # and some step moved enough coordinates for a full rebuild
         moved = [np.unique(X[Xc.indices[Xc.indptr[j] : Xc.indptr[j + 1]]].indices).size for j in np.abs(p0) - 1]
-        assert any(ffw._rebuilds(m, X.shape[1]) for m in moved)
+        assert any(_rebuilds(m, X.shape[1]) for m in moved)
 
 
 def test_the_checks_passes_on_threads_match_one_thread(rcv1, monkeypatch):
@@ -340,7 +348,8 @@ def test_the_checks_passes_on_threads_match_one_thread(rcv1, monkeypatch):
     of columns (or rows) give what the serial build gives in one, X^T y to the bit as scipy's
     X.T @ y, and the digests are equal for X's two forms and differ for a copy with its rows
     shifted or two values of one row swapped; ``_threaded`` picks the threads from _PARALLEL_NNZ."""
-    import dpdist.solvers.fast_frank_wolfe as ffw
+    import dpdist.solvers.fast_fw.checks as ffw
+    import dpdist.solvers.fast_fw.threads as fft
 
     X, y = rcv1
     Xc = X.tocsc()
@@ -364,8 +373,8 @@ def test_the_checks_passes_on_threads_match_one_thread(rcv1, monkeypatch):
         assert np.array_equal(_bits(ffw._dots_parallel(*cols, y, parts)), want)
         assert ffw._digest_parallel(X.indptr.astype(np.int64), X.indices, X.data, True, parts) == digests[0]
         assert ffw._digest_parallel(*cols, False, parts) == digests[0]
-    for threshold in (ffw._PARALLEL_NNZ, 0):  # the dispatch: one thread below the threshold, all from it
-        monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
+    for threshold in (fft._PARALLEL_NNZ, 0):  # the dispatch: one thread below the threshold, all from it
+        monkeypatch.setattr(fft, "_PARALLEL_NNZ", threshold)
         assert np.array_equal(_bits(ffw._threaded(ffw._dots_serial, ffw._dots_parallel, X.nnz, *cols, y)), want)
         assert ffw._digest(X, True) == ffw._digest(Xc, False) == digests[0]
 
@@ -374,7 +383,7 @@ def test_the_checks_passes_on_threads_match_one_thread(rcv1, monkeypatch):
 def test_a_forked_child_never_runs_the_column_passes_on_threads():
     """GNU OpenMP (numba's threading layer on Linux) terminates a forked child that enters a
     parallel region after its parent used one: a forked child keeps the passes serial."""
-    import dpdist.solvers.fast_frank_wolfe as ffw
+    import dpdist.solvers.fast_fw.threads as ffw
 
     big = ffw._PARALLEL_NNZ
     assert ffw._threads(big - 1) == 1
@@ -416,7 +425,10 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     """_move itself, on every column (one empty, explicit zeros stored, rows whose derivative is
     saturated so their step moves nothing): the same vbar, q, alpha/beta to the bit (signed zeros
     included), the same moved coordinates in the same order, and its scratch buffers left clean."""
-    from dpdist.solvers.fast_frank_wolfe import _column_layout, _move, _rebuilds
+    from dpdist.solvers.fast_fw.layout import _column_layout
+    from dpdist.solvers.fast_fw.move import _move
+    from dpdist.solvers.fast_fw.state import Config, Data, Iterate, Scratch
+    from dpdist.solvers.fast_fw.weights import _rebuilds
 
     rng = np.random.default_rng(4)
     n, D = 60, 40
@@ -455,7 +467,12 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
             vbar, q, alpha, beta = vbar0.copy(), q0.copy(), np.arange(D) / 7, np.arange(D) / 3.0
             mark, touched = np.zeros(D, dtype=np.uint8), np.full(D + 1, -1, dtype=np.int64)
             gbuf, fcol, nfirst = np.zeros(n), np.full(D, -1, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
-            m = _move(j, 0.37, *args, vbar, alpha, q, beta, mark, touched, gbuf, fcol, nfirst, heavy, ordered, lay, 1)
+            data = Data(*args[:7], np.zeros(D), np.zeros((0, 0)))
+            cfg = Config(
+                1.0, 1, logistic, 0, 1.0, 1.0, 0.5, 0, 0, 0, heavy, 30, 1, False
+            )  # args[7:9]: logistic, no Gram
+            it, buf = Iterate(np.zeros(D), vbar, alpha, q, beta), Scratch(mark, touched, gbuf, fcol, nfirst)
+            m = _move(j, 0.37, data, cfg, args[9], it, buf, ordered, lay)
             assert not mark.any() and not gbuf.any()
             out.append((m, touched[:m].copy(), vbar, q, alpha, beta))
         (m0, t0, *s0), (m1, t1, *s1) = out
@@ -481,14 +498,8 @@ def test_column_sums_from_the_row_order_copies_are_the_single_pass_to_the_bit(ba
     run serially, and the serial checks still hold). Binary X: the copies (frequent columns, tiles)
     hold no values (each is 1); "frequent": only the frequent columns are binary, only their copy
     holds none."""
-    from dpdist.solvers.fast_frank_wolfe import (
-        _by_columns,
-        _column_layout,
-        _hot_parallel,
-        _hot_serial,
-        _tiled_parallel,
-        _tiled_serial,
-    )
+    from dpdist.solvers.fast_fw.columns import _by_columns, _hot_parallel, _hot_serial, _tiled_parallel, _tiled_serial
+    from dpdist.solvers.fast_fw.layout import _column_layout
 
     rng = np.random.default_rng(band)
     n, D = 3000, 160
@@ -563,7 +574,9 @@ def test_the_fast_kernel_is_cached_reads_nothing_out_of_bounds_and_prefetches(tm
 
     code = (
         "import re, numpy as np, scipy.sparse as sp\n"
-        "import dpdist.solvers.fast_frank_wolfe as ffw\n"
+        "import dpdist.solvers.fast_fw.solver as ffw\n"
+        "import dpdist.solvers.fast_fw.move as ffm\n"
+        "import dpdist.solvers.fast_fw.weights as ffe\n"
         "X = sp.random(300, 40, density=0.2, format='csr', random_state=0)\n"
         "ffw.fast_frank_wolfe(X, (np.arange(300) % 2).astype(float), 1.0, 20, selection='exponential',\n"
         "                     epsilon=1.0, delta=1e-6, refresh=5)\n"
@@ -585,7 +598,7 @@ def test_the_fast_kernel_is_cached_reads_nothing_out_of_bounds_and_prefetches(tm
         "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', selection='exponential', epsilon=1.0,\n"
         "                         delta=1e-6, random_state=0)\n"
         "    ffw.fast_frank_wolfe(X, y / 2, 1.0, 60, loss='squared', gram=True, random_state=0)\n"
-        "print(hits, misses, count(ffw._move), count(ffw._reweight), skipped)\n"
+        "print(hits, misses, count(ffm._move), count(ffe._reweight), skipped)\n"
     )
     # a cache of their own (the first process compiles), the bounds checks in both (one build)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_BOUNDSCHECK": "1"}
@@ -602,7 +615,7 @@ def test_the_fast_kernel_is_cached_reads_nothing_out_of_bounds_and_prefetches(tm
 
 
 def test_the_look_ahead_cursor_visits_the_rows_of_a_column_in_the_moves_order():
-    """:func:`fast_frank_wolfe._ahead` walks the entries of column j's rows in the order the row pass
+    """:func:`dpdist.solvers.fast_fw.move._ahead` walks the entries of column j's rows in the order the row pass
     reads them (row after row of column j, each row's entries in order), then stays past the end."""
     rng = np.random.default_rng(3)
     X = sp.random(60, 30, density=0.2, format="csr", random_state=4)
@@ -638,7 +651,7 @@ def test_sampler_weights_in_runs_of_blocks_are_the_serial_ones_to_the_bit(D):
     """The sampler's rebuild from alpha (every refresh, and a step on a column in most rows) in runs
     of whole blocks, serial or on numba's threads: the same weights, block sums, error bounds and
     reference to the bit as one run."""
-    from dpdist.solvers.fast_frank_wolfe import _log2cosh, _weights_parallel, _weights_serial
+    from dpdist.solvers.fast_fw.weights import _log2cosh, _weights_parallel, _weights_serial
 
     rng = np.random.default_rng(D)
     alpha = rng.normal(0, 50, D) * (rng.random(D) < 0.8)
@@ -661,7 +674,7 @@ def test_float32_values_take_the_steps_of_the_float64_matrix_of_the_same_values(
     """float32 X and X_csc are held as they are (half the memory of their values: Webspam's train
     half needs it); every product and sum is taken in float64 after an exact conversion, so the fit
     is the float64 fit of the same values to the bit: by rows, by columns and from the row-order copies."""
-    import dpdist.solvers.fast_frank_wolfe as ffw
+    import dpdist.solvers.fast_fw.solver as ffw
 
     X, y = rcv1
     X32 = X[:, np.flatnonzero(X.getnnz(axis=0))].astype(np.float32)
@@ -767,7 +780,7 @@ def test_column_norms_by_ranges_are_the_whole_array_sums_to_the_bit(monkeypatch,
 def test_the_row_order_copies_of_float32_values_are_float32(rcv1):
     """_column_layout copies X's values in X's own dtype (float64 copies would take 8 bytes an entry
     where float32 X saves 4)."""
-    import dpdist.solvers.fast_frank_wolfe as ffw
+    import dpdist.solvers.fast_fw.layout as ffw
 
     X, _ = rcv1
     X32 = X.astype(np.float32)

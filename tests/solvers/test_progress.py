@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpdist.solvers.fast_frank_wolfe import fast_frank_wolfe
+from dpdist.solvers.fast_fw import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import frank_wolfe
 
 
@@ -47,7 +47,7 @@ def test_standard_solver_reports_every_iteration():
 
 
 def test_an_error_in_the_watched_kernel_reaches_the_caller():
-    from dpdist.solvers.fast_frank_wolfe import _run_watched
+    from dpdist.solvers.fast_fw.solver import _run_watched
 
     def kernel(x):
         raise ValueError(f"bad {x}")

@@ -13,7 +13,9 @@ from scipy.special import expit
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
-from dpdist.solvers.fast_frank_wolfe import _extra_args, _fast_fw, _laplace_vertex, fast_frank_wolfe
+from dpdist.solvers.fast_fw import fast_frank_wolfe
+from dpdist.solvers.fast_fw.solver import _extra_args, _fast_fw, _kernel_args
+from dpdist.solvers.fast_fw.weights import _laplace_vertex
 from dpdist.solvers.frank_wolfe import frank_wolfe
 from dpdist.solvers.samplers import block_shift
 from dpdist.solvers.screening import (
@@ -547,26 +549,30 @@ def test_non_private_screening_zeroes_the_same_coordinates_in_both_solvers(regre
 def _kernel(X, y, lam, T, loss, mode, eps0, refresh, plan, init=None):
     Xc = X.tocsc()
     return _fast_fw(
-        X.indptr.astype(np.int64),
-        X.indices.astype(np.int32),
-        X.data,
-        Xc.indptr.astype(np.int64),
-        Xc.indices.astype(np.int32),
-        Xc.data,
-        y,
-        np.asarray(X.T @ y),
-        lam,
-        T,
-        loss == "logistic",
-        mode,
-        eps0,
-        1.0,
-        refresh,
-        0,
-        block_shift(X.shape[1]),
-        np.random.default_rng(7),
-        np.zeros(1, dtype=np.int64),
-        *_extra_args(plan, Xc, T, init),
+        *_kernel_args(
+            (
+                X.indptr.astype(np.int64),
+                X.indices.astype(np.int32),
+                X.data,
+                Xc.indptr.astype(np.int64),
+                Xc.indices.astype(np.int32),
+                Xc.data,
+                y,
+                np.asarray(X.T @ y),
+                lam,
+                T,
+                loss == "logistic",
+                mode,
+                eps0,
+                1.0,
+                refresh,
+                0,
+                block_shift(X.shape[1]),
+                np.random.default_rng(7),
+                np.zeros(1, dtype=np.int64),
+                *_extra_args(plan, Xc, T, init),
+            )
+        )
     )
 
 
@@ -695,18 +701,19 @@ def test_fast_laplace_vertex_matches_report_noisy_max(regression):
 @pytest.mark.parametrize("mode", [0, 1])
 def test_zeroing_by_columns_is_zeroing_by_rows_to_the_bit(regression, monkeypatch, loss, mode):
     """A zeroing is a move (_move): by columns or by rows, the same path, zeroings and state to the bit."""
-    import dpdist.solvers.fast_frank_wolfe as ffw
+    import dpdist.solvers.fast_fw.solver as ffw
+    import dpdist.solvers.fast_fw.threads as fft
 
     X, y, lam, plan, init = _zeroing_problem(regression, loss)
     runs = []
     for share, band, threshold in (
-        (np.inf, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
-        (0.0, ffw._ROW_BAND, ffw._PARALLEL_NNZ),
+        (np.inf, ffw._ROW_BAND, fft._PARALLEL_NNZ),
+        (0.0, ffw._ROW_BAND, fft._PARALLEL_NNZ),
         (0.0, 16, 0),
     ):  # by rows, by columns, by columns in bands on the threads
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
-        monkeypatch.setattr(ffw, "_PARALLEL_NNZ", threshold)
+        monkeypatch.setattr(fft, "_PARALLEL_NNZ", threshold)
         runs.append(_kernel(X, y, lam, 200, loss, mode, 1e6 if mode else 1.0, 0, plan, init))
     a = runs[0]
     for b in runs[1:]:

@@ -93,7 +93,7 @@ class SparseStore:
     @property
     def y(self) -> np.ndarray:
         if self.cache:
-            return self._cached(("y",), lambda: (read_range(array(self.root, "y"), 0, self.shape[0]),))[0]
+            return self.cached(("y",), lambda: (read_range(array(self.root, "y"), 0, self.shape[0]),))[0]
         return read_range(array(self.root, "y"), 0, self.shape[0])
 
     def __repr__(self) -> str:
@@ -114,7 +114,9 @@ class SparseStore:
         d = self.shape[1]
         return ranges(d, max(1, -(-d // max(1, int(n_blocks))))) if d else []
 
-    def _cached(self, key: tuple[Any, ...], load: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    def cached(self, key: tuple[Any, ...], load: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        """The arrays ``load()`` gives, kept in the process's block cache under this store's path,
+        dataset id and ``key`` (a store rewritten at its path is never served the old arrays)."""
         return BLOCK_CACHE.get((str(self.path.resolve()), self.dataset_id, *key), load)
 
     @staticmethod
@@ -130,7 +132,7 @@ class SparseStore:
         values = value_dtype(dtype)
         if self.cache:
             name = g.basename if values == np.float64 else f"{g.basename}:{values.str}"  # (array, lo, hi) keys
-            return self._cached((name, lo, hi), lambda: self._read_slice(g, lo, hi, values))
+            return self.cached((name, lo, hi), lambda: self._read_slice(g, lo, hi, values))
         return self._read_slice(g, lo, hi, values)
 
     def read_rows(self, r0: int, r1: int, dtype: npt.DTypeLike = np.float64) -> sp.csr_matrix:
@@ -155,7 +157,7 @@ class SparseStore:
             ptr = read_range(array(self._C, "indptr"), c0, c1 + 1)
             return ptr, np.array([all_equal(array(self._C, "data"), int(ptr[0]), int(ptr[-1]), 1.0)])
 
-        ptr, binary = self._cached(("X_csc:stream", c0, c1), load) if self.cache else load()
+        ptr, binary = self.cached(("X_csc:stream", c0, c1), load) if self.cache else load()
         return ColumnStream(self._C, ptr, bool(binary[0]))
 
     def iter_row_blocks(self, block_rows: int | None = None) -> Iterator[tuple[int, sp.csr_matrix, np.ndarray]]:

@@ -1,4 +1,4 @@
-"""DP best subset selection by mixed-integer optimisation (seed 002; spec section 6).
+"""DP best subset selection by mixed-integer optimisation ([DPBSS25]; docs/algorithms.md §6).
 
 * :mod:`.objective` -- F(S) (least squares, hinge), Assumption 1, the ADD/REMOVE sensitivity;
 * :mod:`.least_squares`, :mod:`.hinge` -- exact / certified inner solves and OA cuts;

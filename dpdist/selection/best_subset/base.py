@@ -58,6 +58,7 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import validate_data
 
 from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverAborted, SolverFailure
+from dpdist.methods import bss_ridge
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge
 from dpdist.selection.best_subset.executor import LocalExecutor
@@ -89,7 +90,7 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         epsilon: float = 1.0,
         loss: str = "squared",
         r: float = 1.1,
-        ridge: float = 120.0,
+        ridge: float | None = None,
         x_bound: float = 0.5,
         y_bound: float = 0.5,
         bounds: str = "check",
@@ -118,8 +119,9 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
             raise ParameterError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if self.bounds not in BOUND_MODES:
             raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
-        for name in ("r", "ridge", "x_bound", "y_bound"):
+        for name in ("r", "x_bound", "y_bound"):
             check_positive(getattr(self, name), name)
+        check_positive(self.ridge_value(), "ridge")
         if self.nonprivate_time_limit is not None:
             check_positive(self.nonprivate_time_limit, "nonprivate_time_limit")
         tol = check_positive(self.tol, "tol")
@@ -127,13 +129,20 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
             raise ParameterError(f"tol must be <= 0.05 (a fraction of Delta), got {tol!r}")
         self._validate_extra()
 
+    def ridge_value(self) -> float:
+        """The ridge of F: ``ridge``, or the loss's default when it is None (120 squared, 100 hinge:
+        ``dpdist.methods.BSS_RIDGE``, [DPBSS25]'s values)."""
+        return bss_ridge(self.loss) if self.ridge is None else self.ridge
+
     def _validate_extra(self) -> None:
         """Subclass parameters."""
 
     def make_problem(self, X: Any, y: Any) -> Any:
         """The validated instance (Assumption 1 enforced); raises ParameterError before any charge."""
         self._validate()
-        return make_problem(X, y, self.s, self.loss, self.r, self.ridge, self.x_bound, self.y_bound, self.bounds)
+        return make_problem(
+            X, y, self.s, self.loss, self.r, self.ridge_value(), self.x_bound, self.y_bound, self.bounds
+        )
 
     @property
     def covered(self) -> bool:
@@ -150,6 +159,7 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         """Every parameter of a release, for the ledger's release identity."""
         params = self.get_params()
         params.pop("random_state", None)
+        params["ridge"] = self.ridge_value()  # the value the release used, whether given or the loss's default
         return {**params, "method": self.mechanism, "n_features": int(n_features)}
 
     @abstractmethod

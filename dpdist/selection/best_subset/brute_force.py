@@ -1,4 +1,4 @@
-"""Brute-force reference: F at every one of the C(p, s) supports (small p only; spec 6.7).
+"""Brute-force reference: F at every one of the C(p, s) supports (small p only; docs/algorithms.md §6.7).
 
 This is the ground truth the MIP path is tested against (S*, the top-R list, every
 mistakes bucket minimum) and the exact exponential mechanism the samplers are tested
@@ -48,8 +48,8 @@ def enumerate_values(
         return supports, values
     values = np.empty(supports.shape[0])
     for k, S in enumerate(supports):
-        v, bound, *_ = hinge_evaluate(problem, S, tol)
-        if v - bound > tol:
+        value, lower, *_ = hinge_evaluate(problem, S, tol)
+        if value - lower > tol:
             raise ArithmeticError("brute force: an inner solve was not certified")
-        values[k] = v
+        values[k] = value
     return supports, values

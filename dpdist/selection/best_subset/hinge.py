@@ -1,8 +1,8 @@
-"""Hinge objective on a support with a certified tolerance, and its cut (seed App. C; spec 6.5, C.2).
+"""Hinge objective on a support with a certified tolerance, and its cut (seed App. C; docs/algorithms.md §6.5, C.2).
 
     F_h(S) = min_{||beta|| <= r} sum_i max(0, 1 - y_i x_{i,S}^T beta) + ridge ||beta||^2
 
-The seed code runs projected subgradient steps (step 1/sqrt(k+1)) and takes the last value,
+The paper's code runs projected subgradient steps (step 1/sqrt(k+1)) and takes the last value,
 which is neither exact nor certified. Here:
 
 Solve. Newton's method on the smoothed hinge H_h(m) = 0 (m >= 1), (1 - m)^2/(2h)
@@ -27,7 +27,7 @@ certified error. L is affine in z = 1_T and below F_h at every binary z, so it i
 valid outer-approximation cut, tight at S when the solve is: slopes -v_j^2/(4 (ridge + mu))
 for every j. (The perspective of the ball, sum_j beta_j^2/z_j <= r^2, makes them
 (ridge + mu)/ridge times steeper off S than the tangent of the ridge's perspective alone,
-the seed's cut -v_j^2/(4 ridge); the hinge ball is usually active, mu >> 0.)
+the paper's cut -v_j^2/(4 ridge); the hinge ball is usually active, mu >> 0.)
 """
 
 from __future__ import annotations

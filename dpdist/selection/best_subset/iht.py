@@ -4,8 +4,8 @@ IHT (spec B.2) on g(beta) = 1/2 ||y - X beta||^2 + ridge/2 ||beta||^2 with step 
 L = lambda_max(X^T X) + ridge (power iteration): beta <- H_s(beta - grad g / L), H_s keeping
 the s largest |.|. The seed starts from the indicator of the last s coordinates; we start from
 the s largest |x_j^T y| (either is a heuristic: the MIP certifies whatever it returns), and
-stop when the objective changes by less than 1e-3 relatively (the seed's rule) or after
-``max_iter`` steps. For the hinge loss the seed has no warm start; we run the same IHT on the
+stop when the objective changes by less than 1e-3 relatively (the paper's rule) or after
+``max_iter`` steps. For the hinge loss the paper has no warm start; we run the same IHT on the
 +-1 labels as a squared-loss surrogate.
 
 Local search: evaluate all s(p - s) one-swaps of the current support with the exact inner

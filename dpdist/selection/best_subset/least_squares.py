@@ -1,12 +1,14 @@
-"""Exact least-squares objective on a support, its dual bound and its outer-approximation cut (spec 6.5, B.1).
+"""Exact least-squares objective on a support, its dual bound and its outer-approximation cut.
+
+References: docs/algorithms.md §6.5, B.1.
 
 For a support S with Gram A = X_S^T X_S, b = X_S^T y and H = A + ridge I (positive definite,
 ridge > 0)::
 
     F(S) = 1/2 y^T y + min_{||beta|| <= r} (1/2 beta^T H beta - b^T beta)
 
-Exact inner solve (the spec's "eigendecomposition plus bisection on the ball multiplier",
-replacing the seed code's projected gradient): H = Q diag(lam) Q^T, c = Q^T b. If
+Exact inner solve (docs/algorithms.md's "eigendecomposition plus bisection on the ball multiplier",
+replacing the paper's code projected gradient): H = Q diag(lam) Q^T, c = Q^T b. If
 ||H^-1 b|| <= r the ball is inactive; otherwise beta(mu) = (H + mu I)^-1 b with the unique
 mu > 0 where ||beta(mu)|| = r, found by Newton's method on phi(mu) = 1/||beta(mu)|| - 1/r
 (concave and increasing, so Newton from mu = 0 increases monotonically to the root; More and
@@ -33,7 +35,7 @@ the minimum over beta_T of the separable rest) gives for every support T
 an affine function of z = 1_T. Taking beta^ = the solve's beta on S and mu the best
 multiplier for w_S, L(1_S) equals F(S) at the exact solution (KKT: w_j = (ridge + delta +
 mu) beta_j on S), so the cut is tight at S and valid at every support whatever the solver's
-accuracy. Against the tangent of the plain perspective relaxation (the seed's cut, spec
+accuracy. Against the tangent of the plain perspective relaxation (the paper's cut, spec
 6.5: -(x_j^T alpha)^2/(2 ridge) off S) the slopes are (ridge + delta + mu)/ridge times
 steeper: the shift and an active ball both tighten the master.
 """

@@ -1,4 +1,4 @@
-"""The Roy-Tewari MCMC baseline of seed 002 (Roy and Tewari 2023; spec 6.8): experiments only.
+"""The Roy-Tewari MCMC baseline of [DPBSS25] (Roy and Tewari 2023; docs/algorithms.md §6.8): experiments only.
 
 Target: the exponential mechanism over s-subsets with utility -RSS_B(S),
 
@@ -9,12 +9,12 @@ random start and a fixed number of iterations per chain; each chain's last state
 
 Calibration under ADD/REMOVE: one record adds (y - x^T beta)^2 <= (b_y + B b_x)^2 to every
 RSS_B (|x^T beta| <= ||x||_inf ||beta||_1), so the utilities are monotone with sensitivity
-(b_y + B b_x)^2 and the exponent above (no factor 2) is the correct epsilon-EM. The spec's
+(b_y + B b_x)^2 and the exponent above (no factor 2) is the correct epsilon-EM. docs/algorithms.md's
 flag (a missing factor 2) applies to REPLACE, where the same exponent is 2 epsilon-DP.
 
 The chain only approximates pi (mixing); Roy and Tewari's guarantee is (epsilon, delta)
 with a delta that depends on mixing assumptions nobody checks here. This class is a
-baseline for the seed's experiments and has no accountant path.
+baseline for the paper's experiments and has no accountant path.
 
 RSS_B on a support: FISTA on beta^T A beta - 2 b^T beta over the l1 ball (A = X_S^T X_S,
 b = X_S^T y from the precomputed Gram), projection by sorting (Duchi et al. 2008); values
@@ -67,7 +67,7 @@ def _rss_l1(A: np.ndarray, b: np.ndarray, yty: float, B: float, iters: int) -> f
             beta = new
             break
         beta, t = new, t_new
-    return yty - 2.0 * (b @ beta) + beta @ (A @ beta)
+    return float(yty - 2.0 * (b @ beta) + beta @ (A @ beta))
 
 
 class RoyTewariMCMC:

@@ -1,5 +1,5 @@
 """DP best subset selection by the mistakes method, made unconditional by propose-test-release
-(seed 002 Sec. 2.1.2, Theorem 2, App. A.4-A.5; spec 6.4).
+([DPBSS25] Sec. 2.1.2, Theorem 2, App. A.4-A.5; docs/algorithms.md §6.4).
 
 Procedure:
 
@@ -74,10 +74,10 @@ S*(D) its minimiser; gamma(D) = min_{S != S*(D)} F_D(S) - F_D(S*(D)) >= 0 (0 on 
     rate epsilon_i / (1 + 4 tol), so each spends exactly its epsilon_i (see ``top_r`` for
     the EM factor).
 
-Without the test ("paper" mode: the seed's public code -- all of epsilon on the EM at the
+Without the test ("paper" mode: the paper's public code -- all of epsilon on the EM at the
 seed's calibration exp(-epsilon F/(2 Delta)), buckets ">= j mistakes", the bucket's best
 support returned) the guarantee holds only on data satisfying gap > Delta, which nobody
-checks: paper mode has no privacy guarantee, is for reproducing the seed's figures, and
+checks: paper mode has no privacy guarantee, is for reproducing the paper's figures, and
 refuses an accountant.
 
 A refused test releases nothing, by design; it is a valid output of the mechanism (a
@@ -141,7 +141,7 @@ def bucket_unit(problem: Problem, job: BucketJob) -> tuple[str, float, Support |
         res = solve_master(oracle, [C], center=C, objlimit=best_value, gap=job.tau / 2.0, time_limit=left, **kw)
         if res.status == "timelimit":
             return "timelimit", math.nan, None
-        if res.status == "optimal" and res.value < best_value:
+        if res.status == "optimal" and res.value is not None and res.value < best_value:  # an optimum has its value
             best_value, best = float(res.value), res.support
     if best is None:
         return "clamped", job.threshold, None
@@ -237,8 +237,8 @@ class BSSMistakesSelector(BSSSelectorBase):
     ptr_fraction : share of epsilon spent on the gap test (the rest samples the buckets).
     horizon : bucket clamping horizon (module docstring); larger is closer to the exact
         minima and costlier.
-    mode : "ptr" (default, unconditionally private) or "paper" (the seed's public code:
-        no test, bucket best supports, ">= j" buckets, the seed's calibration; no privacy
+    mode : "ptr" (default, unconditionally private) or "paper" (the paper's public code:
+        no test, bucket best supports, ">= j" buckets, the paper's calibration; no privacy
         guarantee, refuses an accountant).
 
     A failed test raises ``ReleaseRefused`` (nothing is released; the charge stands).
@@ -253,7 +253,7 @@ class BSSMistakesSelector(BSSSelectorBase):
         delta: float = 1e-6,
         loss: str = "squared",
         r: float = 1.1,
-        ridge: float = 120.0,
+        ridge: float | None = None,
         x_bound: float = 0.5,
         y_bound: float = 0.5,
         bounds: str = "check",
@@ -301,8 +301,8 @@ class BSSMistakesSelector(BSSSelectorBase):
         self._validate()
         if self.mode == "paper":
             raise ParameterError(
-                "mode='paper' (the seed's unchecked mistakes method) has no privacy guarantee; "
-                "it reproduces the seed's figures only and cannot be charged to an accountant"
+                "mode='paper' (the paper's unchecked mistakes method) has no privacy guarantee; "
+                "it reproduces the paper's figures only and cannot be charged to an accountant"
             )
         return Charge(PrivacyLoss.approx(float(self.epsilon), float(self.delta)), self.mechanism, covered=self.covered)
 
@@ -325,7 +325,7 @@ class BSSMistakesSelector(BSSSelectorBase):
         eps1, scale = self.rates(meta.delta)
         try:  # all solver work first (steps 1-3): no noise is drawn before it is done
             center, f0, f1, _, best_one = center_and_gap(executor, tau, self.nonprivate_time_limit)
-            # paper mode: the seed code's OA tolerance (5e-3 relative) for the buckets
+            # paper mode: the paper's code OA tolerance (5e-3 relative) for the buckets
             bucket_tau = tau if self.mode == "ptr" else 5e-3 * abs(f0)
             buckets = mistakes_buckets(
                 executor, center, f0, f1, bucket_tau, scale, self.horizon, self.nonprivate_time_limit, best_one
@@ -348,7 +348,7 @@ class BSSMistakesSelector(BSSSelectorBase):
         return self._paper_sample(executor, buckets, scale, rng)
 
     def _paper_sample(self, executor: Any, buckets: Buckets, scale: float, rng: np.random.Generator) -> Support:
-        """The seed code: u_j = min over >= j mistakes, returning that bucket's best support."""
+        """The paper's code: u_j = min over >= j mistakes, returning that bucket's best support."""
         u = buckets.values.copy()
         for j in range(u.size - 2, 1, -1):  # ">= j mistakes" for j >= 2
             u[j] = min(u[j], u[j + 1])
@@ -361,7 +361,8 @@ class BSSMistakesSelector(BSSSelectorBase):
         from dpdist.selection.best_subset.samplers import mistakes_log_weights
 
         j = int(gumbel_max(mistakes_log_weights(u, executor.meta.p, executor.meta.s, scale), rng))
-        if best[j] is None:  # a clamped bucket: find its best support now, to the seed's tolerance
+        chosen = best[j]
+        if chosen is None:  # a clamped bucket: find its best support now, to the paper's tolerance
             k = owner[j]
             tau = 5e-3 * abs(buckets.values[0])
             job = BucketJob(buckets.center, k, math.inf, tau, self.nonprivate_time_limit)
@@ -370,5 +371,5 @@ class BSSMistakesSelector(BSSSelectorBase):
                 raise SolverAborted(
                     "a mistakes bucket's best support was not found (the operator's nonprivate time limit)"
                 )
-            best[j] = support
-        return tuple(sorted(int(i) for i in best[j]))
+            chosen = support
+        return tuple(sorted(int(i) for i in chosen))

@@ -1,6 +1,8 @@
-"""Outer approximation on a real MIP solver: SCIP with one branch-and-bound tree and lazy cuts (seed Alg. 2; spec 6.6).
+"""Outer approximation on a real MIP solver: SCIP with one branch-and-bound tree and lazy cuts.
 
-Master problem over z in {0,1}^p and eta (seed (10)):
+References: [DPBSS25] Alg. 2; docs/algorithms.md §6.6.
+
+Master problem over z in {0,1}^p and eta ([DPBSS25] eq. (10)):
 
     min eta  s.t.  sum_j z_j = s,  region,  eta >= L_k + g_k^T (z - z^_k)  for every cut k,
 
@@ -9,15 +11,15 @@ the relaxed objective c(z) (``least_squares`` / ``hinge`` module docstrings): va
 whatever the accuracy of the inner solve. The region restricts the supports searched:
 
 * ``max_common=m``: sum_{j in C} z_j <= m (at least s - m mistakes from a centre C);
-* ``common=m``: sum_{j in C} z_j = m (exactly s - m mistakes, one bucket of spec 6.4);
-* ``nogood``: sum_{j in T} z_j <= s - 1 for each listed support T (spec 6.5 "next-best").
+* ``common=m``: sum_{j in C} z_j = m (exactly s - m mistakes, one bucket of docs/algorithms.md §6.4);
+* ``nogood``: sum_{j in T} z_j <= s - 1 for each listed support T (docs/algorithms.md §6.5 "next-best").
 
-Instead of the seed code's loop (solve the master, evaluate, add a cut, re-solve from
+Instead of the paper's code loop (solve the master, evaluate, add a cut, re-solve from
 scratch), SCIP solves the master once: a constraint handler checks every integral candidate
 (z, eta) SCIP proposes, evaluates F at its support and, when eta is below the support's
 certified bound, adds that support's cut as a new constraint (a lazy cut). The tree is
 never restarted. ``benchmarks/bss_speed.py --solver-probe`` measures this against HiGHS
-re-solving the master after each cut (the seed's loop): see the module's output in the
+re-solving the master after each cut (the paper's loop): see the module's output in the
 README.
 
 Numerics: eta is shifted by a reference value (the first seed's F, never released) so the
@@ -39,7 +41,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from pyscipopt import SCIP_RESULT, Conshdlr, Model, quicksum
@@ -85,7 +87,7 @@ class Oracle:
     problem: Problem
     tol: float
     values: dict[Support, tuple[float, float]] = field(default_factory=dict)
-    _state: dict[Support, tuple] = field(default_factory=dict, repr=False)
+    _state: dict[Support, tuple[Any, ...]] = field(default_factory=dict, repr=False)
     _cuts: dict[Support, Cut] = field(default_factory=dict, repr=False)
     evaluations: int = 0
 
@@ -94,6 +96,7 @@ class Oracle:
         key = tuple(sorted(int(j) for j in support))
         if key not in self.values:
             S = np.asarray(key, dtype=np.int64)
+            state: tuple[Any, ...]  # the inner solve's optimum, as its loss's cut reads it
             if self.problem.loss == "squared":
                 value, bound, beta, mu = ls_evaluate(self.problem, S)
                 state = (beta, mu)
@@ -256,41 +259,15 @@ def solve_master(
     threshold then) - margin; "interrupted" means the collector stopped the solve.
     """
     t0 = time.perf_counter()
-    problem = oracle.problem
-    p, s = problem.p, problem.s
+    s = oracle.problem.s
     if not seeds:
         raise ValueError("solve_master needs at least one seed support")
     shift = oracle.evaluate(seeds[0])[0]
-    m = Model()
-    if not os.environ.get("DPDIST_SCIP_VERBOSE"):
-        m.hideOutput()
-    if time_limit is not None:  # an operator's opt-in guard, outside the privacy guarantee (``base``)
-        m.setParam("limits/time", max(1.0, float(time_limit)))
-    m.setParam("numerics/feastol", 1e-9)
-    m.setParam("numerics/dualfeastol", 1e-9)
-    m.setParam("limits/absgap", max(float(gap), 0.0))
-    m.setParam("limits/gap", 0.0)
-    m.setParam("misc/allowstrongdualreds", False)
-    m.setParam("misc/allowweakdualreds", False)
-    m.setParam("randomization/randomseedshift", 0)
-    z = [m.addVar(vtype="B", name=f"z{j}") for j in range(p)]
+    m = _master_model(time_limit, gap)
+    z = [m.addVar(vtype="B", name=f"z{j}") for j in range(oracle.problem.p)]
     eta = m.addVar(lb=-shift, ub=None, obj=1.0, name="eta")  # F >= 0
     m.addCons(quicksum(z) == s)
-    if center is not None:
-        C = [int(j) for j in center]
-        if max_common is not None:
-            m.addCons(quicksum(z[j] for j in C) <= max_common)
-        if common is not None:
-            m.addCons(quicksum(z[j] for j in C) == common)
-        if drop is not None:
-            gone = {int(j) for j in drop}
-            for j in C:
-                if j in gone:
-                    m.chgVarUb(z[j], 0.0)
-                else:
-                    m.chgVarLb(z[j], 1.0)
-    for T in nogood:
-        m.addCons(quicksum(z[int(j)] for j in T) <= s - 1)
+    _restrict(m, z, s, center, max_common, common, drop, nogood)
     viol = max(1e-9 * abs(shift), 1e-12)
     handler = _LazyCuts(oracle, z, eta, shift, s, viol, collect, margin)
     m.includeConshdlr(
@@ -320,6 +297,52 @@ def solve_master(
     elif status not in ("timelimit", "interrupted"):
         raise ArithmeticError(f"SCIP ended the master with status {status!r}")
     return MasterResult(status, support, value, lower, time.perf_counter() - t0, len(handler.added), m.getNNodes())
+
+
+def _master_model(time_limit: float | None, gap: float) -> Model:
+    """An empty SCIP model with the master's parameters: tolerances 1e-9, the absolute gap, no
+    dual reductions (the lazy cuts are not all known upfront), a fixed random seed."""
+    m = Model()
+    if not os.environ.get("DPDIST_SCIP_VERBOSE"):
+        m.hideOutput()
+    if time_limit is not None:  # an operator's opt-in guard, outside the privacy guarantee (``base``)
+        m.setParam("limits/time", max(1.0, float(time_limit)))
+    m.setParam("numerics/feastol", 1e-9)
+    m.setParam("numerics/dualfeastol", 1e-9)
+    m.setParam("limits/absgap", max(float(gap), 0.0))
+    m.setParam("limits/gap", 0.0)
+    m.setParam("misc/allowstrongdualreds", False)
+    m.setParam("misc/allowweakdualreds", False)
+    m.setParam("randomization/randomseedshift", 0)
+    return m
+
+
+def _restrict(
+    m: Model,
+    z: list[Any],
+    s: int,
+    center: Sequence[int] | None,
+    max_common: int | None,
+    common: int | None,
+    drop: Sequence[int] | None,
+    nogood: Sequence[Sequence[int]],
+) -> None:
+    """The region's constraints on z (``solve_master``'s parameters; module docstring)."""
+    if center is not None:
+        C = [int(j) for j in center]
+        if max_common is not None:
+            m.addCons(quicksum(z[j] for j in C) <= max_common)
+        if common is not None:
+            m.addCons(quicksum(z[j] for j in C) == common)
+        if drop is not None:
+            gone = {int(j) for j in drop}
+            for j in C:
+                if j in gone:
+                    m.chgVarUb(z[j], 0.0)
+                else:
+                    m.chgVarLb(z[j], 1.0)
+    for T in nogood:
+        m.addCons(quicksum(z[int(j)] for j in T) <= s - 1)
 
 
 def oracle_for(problem: Problem, tol: float) -> Oracle:

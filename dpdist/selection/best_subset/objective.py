@@ -1,9 +1,11 @@
-"""The objective of DP best subset selection and its sensitivity (seed 002 Sec. 2, App. A.1, App. C; spec 6.1-6.2).
+"""The objective of DP best subset selection and its sensitivity.
+
+References: [DPBSS25] Sec. 2, App. A.1, App. C; docs/algorithms.md §6.1-6.2.
 
 Candidates are the s-subsets S of the p features. Each support is scored by the
-*un-normalised* objective (n times the seed's f(S)), so that nothing depends on n:
+*un-normalised* objective (n times the paper's f(S)), so that nothing depends on n:
 
-* least squares (seed (4), spec 6.1)::
+* least squares (seed (4), docs/algorithms.md §6.1)::
 
       F(S) = min_{supp(beta) in S, ||beta||_2 <= r}  1/2 ||y - X_S beta||^2 + ridge/2 ||beta||^2
 
@@ -36,7 +38,7 @@ The utilities u = -F are therefore *monotone* (adding a record can only lower ev
 utility, by at most Delta), and the exponential mechanism P(S) ∝ exp(-epsilon F(S) / Delta)
 is epsilon-DP (McSherry-Talwar for monotone utilities): with u' = u - a(S), a in [0, Delta],
 P_D(S)/P_D'(S) = exp(epsilon a(S)/Delta) * Z_D'/Z_D, the first factor in [1, e^eps] and the
-second in [e^-eps, 1]. The seed's Lemma A.1 (REPLACE, n public) gives (b_y + b_x r
+second in [e^-eps, 1]. The paper's Lemma A.1 (REPLACE, n public) gives (b_y + b_x r
 sqrt(s))^2/(2n) for the normalised f and the scale exp(-eps f/(2 Delta)); on F this is
 exp(-eps F / (2 Delta_ls)), i.e. our mechanism at eps/2 (half as sharp).
 """
@@ -51,6 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ParameterError
+from dpdist.methods import bss_ridge
 from dpdist.utils.validation import check_count, check_positive
 
 __all__ = ["BOUND_MODES", "LOSSES", "Problem", "make_problem", "sensitivity", "store_problem"]
@@ -198,7 +201,7 @@ def make_problem(
     s: int,
     loss: str = "squared",
     r: float = 1.1,
-    ridge: float = 120.0,
+    ridge: float | None = None,
     x_bound: float = 0.5,
     y_bound: float = 0.5,
     bounds: str = "check",
@@ -214,7 +217,8 @@ def make_problem(
         raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {bounds!r}")
     s = check_count(s, "s")
     r = check_positive(r, "r")
-    ridge = check_positive(ridge, "ridge")  # the OA relaxation's z_j = 0 gradient divides by it
+    # None: the loss's default (dpdist.methods.BSS_RIDGE); the OA relaxation's z_j = 0 gradient divides by it
+    ridge = check_positive(bss_ridge(loss) if ridge is None else ridge, "ridge")
     x_bound = check_positive(x_bound, "x_bound")
     y_bound = check_positive(y_bound, "y_bound")
     if X is None or len(getattr(X, "shape", ())) != 2:
@@ -241,7 +245,7 @@ def store_problem(
     s: int,
     loss: str = "squared",
     r: float = 1.1,
-    ridge: float = 120.0,
+    ridge: float | None = None,
     x_bound: float = 0.5,
     y_bound: float = 0.5,
     bounds: str = "check",

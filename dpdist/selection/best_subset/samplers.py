@@ -1,4 +1,4 @@
-"""The two samplers of seed 002, in log space (seed Alg. 1 and Sec. 2.1.2; spec 6.3, 6.4, 1.5).
+"""The two samplers of [DPBSS25], in log space (seed Alg. 1 and Sec. 2.1.2; docs/algorithms.md §6.3, 6.4, 1.5).
 
 Both sample an exponential mechanism P(S) ∝ exp(-c u(S)) over all C(p, s) supports, where
 c = epsilon / Delta for the monotone objectives of ``objective`` and u is a truncated
@@ -9,13 +9,13 @@ mechanism uses u(S) = min(F(S), t): the listed supports keep their value and all
 C(p, s) - R others get t. Draw the index i from R + 1 categories with log-weights
 -c F(S_i) and ln(C(p, s) - R) - c t (Gumbel-max); category R + 1 is a uniform support
 outside the list, drawn by rejection (uniform s-subsets until one is not listed; expected
-C/(C - R) draws). The loop is unbounded, as the exact EM requires (the seed's Theorem 1
+C/(C - R) draws). The loop is unbounded, as the exact EM requires (the paper's Theorem 1
 covers a truncated loop with a larger, lost epsilon').
 
 Mistakes (Sec. 2.1.2). Given a centre S* and values u_j for the buckets
 P_j = {S : |S \\ S*| = j}, j = 0..min(s, p - s), of sizes C(s, j) C(p - s, j): draw j with
 log-weights ln|P_j| - c u_j, then a *uniform member* of P_j (drop a uniform j-subset of S*,
-add a uniform j-subset of its complement). The seed's public code returns the bucket's
+add a uniform j-subset of its complement). The paper's public code returns the bucket's
 best support instead; that changes the distribution (F1, utility loss) and is kept only as
 ``member="best"`` for the paper mode.
 
@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import overload
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 from dpdist.privacy.mechanisms import gumbel_max
 
 __all__ = [
     "log_comb",
     "mistakes_log_weights",
-    "mistakes_probabilities",
     "mistakes_sample",
     "top_r_log_weights",
     "top_r_sample",
@@ -69,6 +69,32 @@ def top_r_log_weights(values: np.ndarray, p: int, s: int, scale: float) -> np.nd
     log_out = math.log(rest) if rest > 0 else -math.inf
     base = v.min()
     return np.append(-scale * (v - base), log_out - scale * (v.max() - base))
+
+
+@overload
+def top_r_sample(
+    values: np.ndarray,
+    p: int,
+    s: int,
+    scale: float,
+    rng: np.random.Generator,
+    support_at: Callable[[int], Sequence[int]],
+    is_listed: Callable[[tuple[int, ...]], bool],
+    size: None = ...,
+) -> tuple[int, ...]: ...
+
+
+@overload
+def top_r_sample(
+    values: np.ndarray,
+    p: int,
+    s: int,
+    scale: float,
+    rng: np.random.Generator,
+    support_at: Callable[[int], Sequence[int]],
+    is_listed: Callable[[tuple[int, ...]], bool],
+    size: int,
+) -> list[tuple[int, ...]]: ...
 
 
 def top_r_sample(
@@ -129,6 +155,33 @@ def _distinct_rows(rng: np.random.Generator, m: int, j: int, count: int) -> np.n
     return out
 
 
+@overload
+def mistakes_sample(
+    center: Sequence[int],
+    bucket_values: np.ndarray,
+    p: int,
+    scale: float,
+    rng: np.random.Generator,
+    member: str = ...,
+    bucket_best: Sequence[Sequence[int] | None] | None = ...,
+    size: None = ...,
+) -> tuple[int, ...]: ...
+
+
+@overload
+def mistakes_sample(
+    center: Sequence[int],
+    bucket_values: np.ndarray,
+    p: int,
+    scale: float,
+    rng: np.random.Generator,
+    member: str = ...,
+    bucket_best: Sequence[Sequence[int] | None] | None = ...,
+    *,
+    size: int,
+) -> list[tuple[int, ...]]: ...
+
+
 def mistakes_sample(
     center: Sequence[int],
     bucket_values: np.ndarray,
@@ -169,9 +222,3 @@ def mistakes_sample(
         for r, S in zip(rows, members):
             out[r] = tuple(int(k) for k in S)
     return out[0] if size is None else out
-
-
-def mistakes_probabilities(bucket_values: np.ndarray, p: int, s: int, scale: float) -> np.ndarray:
-    """P(bucket j) of the mistakes mechanism (for tests and experiments)."""
-    logw = mistakes_log_weights(bucket_values, p, s, scale)
-    return np.exp(logw - logsumexp(logw))

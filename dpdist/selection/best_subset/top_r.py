@@ -1,4 +1,4 @@
-"""DP best subset selection by the top-R method (seed 002 Alg. 1 and App. B; spec 6.3).
+"""DP best subset selection by the top-R method ([DPBSS25] Alg. 1 and App. B; docs/algorithms.md §6.3).
 
 Procedure (R = 1 + s(p - s), public):
 
@@ -10,9 +10,9 @@ Procedure (R = 1 + s(p - s), public):
    t - tau. Every support the tree meets whose certified lower bound is below the list's
    current threshold (its largest value) less tau enters L and pushes out L's worst entry
    (so L keeps R entries and t falls); every candidate is then excluded by a no-good cut
-   sum_{j in T} z_j <= s - 1 (spec 6.5), a lazy constraint of the same tree. When the tree
+   sum_{j in T} z_j <= s - 1 (docs/algorithms.md §6.5), a lazy constraint of the same tree. When the tree
    closes ("infeasible"), every support outside L has F >= t - tau (below): L is the exact
-   top-R up to tau. One tree does what the seed's check (step 6 of spec 6.6) only tests -- the
+   top-R up to tau. One tree does what the paper's check (step 6 of docs/algorithms.md §6.6) only tests -- the
    seed code drops the trial when its check fails; nothing is retried on other data here.
 4. If a support beats F(C) by more than tau, C was not the optimum: the search restarts
    from it. This terminates without a limit: the new centre's computed value is at most the
@@ -23,7 +23,7 @@ Procedure (R = 1 + s(p - s), public):
 5. Sample (``samplers.top_r_sample``): u(S) = min(F(S), t) for the R listed supports, t
    for the C(p, s) - R others, P(S) ∝ exp(-c u(S)).
 
-The seed's "practical R" is s(p - s) + 2 (one more: the best support with >= 2 mistakes);
+The paper's "practical R" is s(p - s) + 2 (one more: the best support with >= 2 mistakes);
 ours is s(p - s) + 1 because the certificate replaces that entry.
 
 Privacy (ADD/REMOVE, pure epsilon-DP)
@@ -78,7 +78,6 @@ before any noise, so a retry under the key recomputes and samples for the first 
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +91,7 @@ from dpdist.selection.best_subset.oa import oracle_for, solve_master
 from dpdist.selection.best_subset.objective import Problem
 from dpdist.selection.best_subset.samplers import top_r_sample
 
-__all__ = ["BSSTopRSelector", "CertifyJob", "TopRList", "certify_unit", "top_r_list", "top_r_probabilities"]
+__all__ = ["BSSTopRSelector", "CertifyJob", "TopRList", "certify_unit", "top_r_list"]
 
 Support = tuple[int, ...]
 
@@ -251,7 +250,7 @@ class BSSTopRSelector(BSSSelectorBase):
     s : support size to release.
     epsilon : the budget (pure DP; the charge is exactly epsilon).
     loss : "squared" (least squares with ridge) or "hinge" (labels -1/+1).
-    r, ridge : the l2-ball radius and the ridge of F (seed: r = 1.1, ridge 120 / hinge 100).
+    r, ridge : the l2-ball radius and the ridge of F (r = 1.1; ridge None: the loss's, 120 squared, 100 hinge).
     x_bound, y_bound : Assumption 1, |x_ij| <= x_bound and |y_i| <= y_bound (squared loss).
     bounds : "check" refuses data outside the bounds, "clip" clips each record.
     tol : certified tolerance relative to Delta (tau = tol * Delta); the sampler runs at
@@ -262,6 +261,8 @@ class BSSTopRSelector(BSSSelectorBase):
         release as not covered (``base`` module).
     random_state : None (OS entropy, for every release) or a seed (experiments only).
 
+    Notes
+    -----
     After ``fit``: ``support_`` (ascending feature indices), ``n_features_in_``, ``release_``.
     """
 
@@ -273,7 +274,7 @@ class BSSTopRSelector(BSSSelectorBase):
         epsilon: float = 1.0,
         loss: str = "squared",
         r: float = 1.1,
-        ridge: float = 120.0,
+        ridge: float | None = None,
         x_bound: float = 0.5,
         y_bound: float = 0.5,
         bounds: str = "check",
@@ -315,16 +316,3 @@ class BSSTopRSelector(BSSSelectorBase):
         idx, values = lst.listed()
         scale = self.epsilon / (meta.delta * (1.0 + 4.0 * self.tol))
         return top_r_sample(values, meta.p, meta.s, scale, rng, lambda k: lst.support(int(idx[k])), lst.is_listed)
-
-
-def top_r_probabilities(lst: TopRList, p: int, s: int, scale: float) -> tuple[np.ndarray, float]:
-    """(P of each listed entry, P of each single unlisted support) -- tests and experiments."""
-    from scipy.special import logsumexp
-
-    from dpdist.selection.best_subset.samplers import top_r_log_weights
-
-    _, values = lst.listed()
-    logw = top_r_log_weights(values, p, s, scale)
-    logz = logsumexp(logw)
-    rest = math.comb(p, s) - values.size
-    return np.exp(logw[:-1] - logz), (math.exp(logw[-1] - logz) / rest if rest else 0.0)

@@ -1,91 +1,42 @@
-"""The run configuration of the end-to-end flow (TOML or YAML), validated in one place.
+"""Reading a run config (TOML or YAML) over the embedded defaults, and checking every key.
 
-A config file holds any of the sections below; what it leaves out comes from the embedded
-defaults (``flows/defaults.toml``), which are the main job ``dpdist run`` runs with no file::
-
-    name = "demo"                  # release keys are <name>/<step>/<method>/<params hash>
-    output = "results/run"         # stores, results.json, report.md and its plots
-    ledger = "..."                 # default: --ledger, $DPDIST_LEDGER, ~/.dpdist/ledger.sqlite
-    seed = 0                       # fixed noise for experiments only; absent = OS entropy
-
-    [data]     source = "synth" | "svmlight" | "store"; name/n/d (synth), path (svmlight, store),
-               n_features and zero_based (svmlight: the public number of columns, required, and
-               whether indices start at 0, default false: one-based, the LIBSVM convention),
-               task and labels (svmlight), test_fraction (0 with evaluate.public_test: no split),
-               bounds = "check" | "clip", count_epsilon (the noisy train/test row counts; 0: none)
-    [budget]   epsilon, delta, name: set for the dataset if the ledger has no budget for it yet
-               (name: its public name, default random)
-    [cluster]  kind = "local" | "address" | "slurm"; n_workers, threads_per_worker (local),
-               memory_limit (local: each worker's, "10GiB" or bytes; default: RAM / n_workers),
-               address (tls://host:port), jobqueue (path of a dask-jobqueue YAML, slurm),
-               host (local: where scheduler and workers listen, default 127.0.0.1),
-               dashboard_address (local, slurm: default 127.0.0.1:0, loopback only),
-               tls_ca_file, tls_cert, tls_key (address: this client's credentials),
-               insecure = true (DANGEROUS: plain, unauthenticated TCP; see runtime.py)
-    [select]   methods (dp-sis, two-stage, bss-top-r, bss-mistakes), k (the support size s of
-               best subset selection), epsilon (each), alpha (two-stage LASSO), n_blocks
-               (two-stage; default floor(sqrt) of the noisy train row count); best subset
-               selection (seed 002; MIP solves on workers holding the ``mip`` resource):
-               bss_loss ("squared": least squares, a regression store; "hinge": a binary one),
-               bss_r (l2-ball radius), bss_ridge (default 120 squared, 100 hinge), bss_x_bound,
-               bss_y_bound (Assumption 1; data.bounds = "clip" clips to them), bss_tol
-               (certified tolerance, a fraction of Delta), bss_nonprivate_time_limit (default
-               none: every solve runs to its certificate; seconds per MIP, past which the release
-               aborts -- OUTSIDE the privacy guarantee, the ledger marks it), bss_delta and bss_ptr_fraction
-               (bss-mistakes' propose-test-release: its delta and its share of epsilon)
-    [train]    methods (select-train -- the default learner --, dp-sgd, dp-gd, dp-iht, private-search,
-               fast-dp-fw, dp-fw, rnm-screen, adp-screen, objective-perturbation), tune = true (adds
-               private-search: the private choice among the default grid), epsilon (one or a list:
-               the privacy-utility curve), delta (each model), n_records (the gradient learners'
-               public count of the train rows: their batch rate and steps; default for a synthetic
-               source its n times 1 - test_fraction; any value is private, a far one costs utility),
-               lam, iters (Frank-Wolfe),
-               calibration ("safe" | "paper"), features = "all" | a select method
-               (objective-perturbation needs one); screening (rnm-screen, adp-screen: fast DP-FW
-               with RNM-/ADP-Screen): screen_epsilon, screen_delta (or screen_rho), screen_schedule
-               (every m-th iteration, or a list), screen_rule ("safe" | "seed"), n_max (a public
-               upper bound on the train rows); dtype ("float64" | "float32": the fit holds the
-               train half's values in that type; float32 halves their memory, each value rounded
-               to the nearest float32, which keeps every bound)
-    [evaluate] epsilon (each model's private held-out metrics and curve), public_test (a
-               separate svmlight file or store the user declares public: exact metrics), bins,
-               points
-
-Every release is charged to the source dataset and admitted by the budget's privacy filter; the flow
-stops with ``BudgetExceeded`` at the first release the ledger refuses. The train/test split
-is keyed by the dataset's secret split key (``dpdist.data.split``).
+Unknown keys and bad values fail here, before anything runs, with a :class:`ConfigError` naming
+the file and the key. The keys and their meaning: :mod:`dpdist.flows.config.schema`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import tomllib
-from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import yaml
 
 from dpdist.exceptions import ParameterError
-from dpdist.methods import GRADIENT_METHODS as LEARNER_NAMES
-from dpdist.methods import SEARCH
-from dpdist.utils.random import derive_seed
+from dpdist.flows.config.schema import (
+    CLUSTERS,
+    DEFAULTS_FILE,
+    GRADIENT_METHODS,
+    SCREEN_METHODS,
+    SELECT_METHODS,
+    SOURCES,
+    TRAIN_METHODS,
+    BudgetConfig,
+    ClusterConfig,
+    ConfigError,
+    DataConfig,
+    EvaluateConfig,
+    RunConfig,
+    SelectConfig,
+    TrainConfig,
+)
 
-__all__ = ["RunConfig", "load_config", "store_paths", "DEFAULTS_FILE", "BSS_METHODS"]
+__all__ = ["load_config", "memory_limit_bytes"]
 
-DEFAULTS_FILE = "defaults.toml"
-SOURCES = ("synth", "svmlight", "store")
-CLUSTERS = ("local", "address", "slurm")
-BSS_METHODS = ("bss-top-r", "bss-mistakes")
-SELECT_METHODS = ("dp-sis", "two-stage", *BSS_METHODS)
-GRADIENT_METHODS = (*LEARNER_NAMES, SEARCH)  # dpdist.gradient_models, dpdist.tuning
-TRAIN_METHODS = (*GRADIENT_METHODS, "fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen", "objective-perturbation")
-FW_METHODS = ("fast-dp-fw", "dp-fw", "rnm-screen", "adp-screen")
-SCREEN_METHODS = ("rnm-screen", "adp-screen")
-
+TOP_LEVEL = ("name", "output", "ledger", "seed", "data", "budget", "cluster", "select", "train", "evaluate")
+_Section = TypeVar("_Section")
 
 _REMOVED = {
     "data": {
@@ -101,171 +52,6 @@ _REMOVED = {
         "bss_nonprivate_time_limit)"
     },
 }
-
-
-class ConfigError(ParameterError):
-    """A config value that cannot be run; the message names the file and the key."""
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    source: str
-    name: str | None = None
-    n: int | None = None
-    d: int | None = None
-    data_seed: int = 1
-    path: str | None = None
-    n_features: int | None = None
-    zero_based: bool = False
-    test_fraction: float = 0.2
-    bounds: str = "check"
-    count_epsilon: float = 0.02
-    task: str | None = None
-    labels: tuple[float, ...] | None = None
-
-
-@dataclass(frozen=True)
-class BudgetConfig:
-    epsilon: float | None = None
-    delta: float | None = None
-    name: str | None = None
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    kind: str = "local"
-    n_workers: int = 2
-    threads_per_worker: int = 1
-    memory_limit: str | int | None = None  # local: per worker, "10GiB" or bytes; None = Dask's (RAM / n_workers)
-    address: str | None = None
-    jobqueue: str | None = None
-    host: str | None = None  # local: None = 127.0.0.1
-    dashboard_address: str = "127.0.0.1:0"
-    insecure: bool = False  # True: plain TCP with no authentication between client, scheduler, workers
-    tls_ca_file: str | None = None  # address: the CA, certificate and key this client presents
-    tls_cert: str | None = None
-    tls_key: str | None = None
-
-
-@dataclass(frozen=True)
-class SelectConfig:
-    methods: tuple[str, ...] = ()
-    k: int = 10
-    epsilon: float = 0.5
-    alpha: float = 0.1
-    n_blocks: int | None = None
-    bss_loss: str = "squared"
-    bss_r: float = 1.1
-    bss_ridge: float | None = None  # None: 120 (squared), 100 (hinge), seed 002's values
-    bss_x_bound: float = 0.5
-    bss_y_bound: float = 0.5
-    bss_tol: float = 1e-3
-    bss_nonprivate_time_limit: float | None = None
-    bss_delta: float = 1e-6
-    bss_ptr_fraction: float = 0.5
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    methods: tuple[str, ...] = ()
-    epsilon: tuple[float, ...] = ()
-    delta: float = 1e-7
-    n_records: int | None = None
-    tune: bool = False
-    lam: float = 50.0
-    iters: int = 4000
-    features: str = "all"
-    calibration: str = "safe"
-    screen_epsilon: float | None = None
-    screen_delta: float | None = None
-    screen_rho: float | None = None
-    screen_schedule: Any = 1
-    screen_rule: str = "safe"
-    n_max: int | None = None
-    dtype: str = "float64"
-
-    def screening(self) -> dict[str, Any]:
-        """The estimator options of the screening methods."""
-        sched = list(self.screen_schedule) if isinstance(self.screen_schedule, (list, tuple)) else self.screen_schedule
-        return {
-            "screen_epsilon": self.screen_epsilon,
-            "screen_delta": self.screen_delta,
-            "screen_rho": self.screen_rho,
-            "screen_schedule": sched,
-            "screen_rule": self.screen_rule,
-            "n_max": self.n_max,
-        }
-
-
-@dataclass(frozen=True)
-class EvaluateConfig:
-    epsilon: float = 0.1
-    public_test: str | None = None
-    bins: int = 40
-    points: int = 8
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    name: str
-    output: str
-    data: DataConfig
-    budget: BudgetConfig
-    cluster: ClusterConfig
-    select: SelectConfig
-    train: TrainConfig
-    evaluate: EvaluateConfig
-    ledger: str | None = None
-    seed: int | None = None
-    source_file: str = "<defaults>"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def train_methods(self) -> tuple[str, ...]:
-        """The learners the train stage releases: ``train.methods``, and ``private-search`` with ``tune``."""
-        t = self.train
-        return t.methods + (("private-search",) if t.tune and "private-search" not in t.methods else ())
-
-    def train_records(self, counts: dict[str, float] | None = None) -> int | None:
-        """The gradient learners' public count of the train rows: ``train.n_records``, a synthetic
-        source's n times 1 - test_fraction (the generator's public parameters), or the run's released
-        noisy train count (``counts``: the counts release's result; post-processing). None before it."""
-        if self.train.n_records is not None:
-            return int(self.train.n_records)
-        if self.data.source == "synth" and self.data.n is not None:
-            return max(1, int(round(self.data.n * (1.0 - self.data.test_fraction))))
-        if counts and counts.get("train") is not None:
-            return max(1, int(round(counts["train"])))
-        return None
-
-    def step_key(self, step: str, method: str, params: dict[str, Any]) -> str:
-        """The release key of one step: the same config re-run replays, never re-charges. A data key
-        added later enters the hash only when set away from its default (``zero_based``), so the
-        keys of configs written before it stay the same."""
-        data = asdict(self.data)
-        if not data["zero_based"]:
-            del data["zero_based"]
-        digest = hashlib.sha256(json.dumps({"data": data, **params}, sort_keys=True, default=str).encode()).hexdigest()[
-            :12
-        ]
-        return f"{self.name}/{step}/{method}/{digest}"
-
-    def step_seed(self, key: str) -> int | None:
-        """Noise seed of one step: None (OS entropy) unless the config fixes ``seed``."""
-        return derive_seed(self.seed, key)
-
-
-def store_paths(cfg: RunConfig) -> dict[str, str]:
-    """Where a run puts (or finds) the source store, the two halves of the split and a public test set."""
-    root = Path(cfg.output) / "stores"
-    source = cfg.data.path if cfg.data.source == "store" else str(root / "source")
-    return {
-        "source": str(source),
-        "train": str(root / "train"),
-        "test": str(root / "test"),
-        "public_test": str(root / "public-test"),
-    }
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -286,6 +72,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _defaults() -> dict[str, Any]:
+    """The embedded defaults (``flows/defaults.toml``): the main job ``dpdist run`` runs with no file."""
     return tomllib.loads(resources.files("dpdist.flows").joinpath(DEFAULTS_FILE).read_text())
 
 
@@ -300,14 +87,14 @@ class _Checker:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, key: str, msg: str) -> None:
+    def fail(self, key: str, msg: str) -> NoReturn:
         raise ConfigError(f"{self.source}: {key}: {msg}")
 
-    def section(self, doc: dict[str, Any], name: str, cls: type) -> Any:
+    def section(self, doc: dict[str, Any], name: str, cls: type[_Section]) -> _Section:
         sec = doc.get(name, {})
         if not isinstance(sec, dict):
             self.fail(name, "must be a table")
-        allowed = set(cls.__dataclass_fields__)
+        allowed = set(getattr(cls, "__dataclass_fields__"))
         for k in sec:
             if k in _REMOVED.get(name, {}):
                 self.fail(f"{name}.{k}", _REMOVED[name][k])
@@ -341,13 +128,13 @@ class _Checker:
     def choice(self, key: str, v: Any, options: tuple[str, ...]) -> str:
         if v not in options:
             self.fail(key, f"must be one of {', '.join(options)}, got {v!r}")
-        return v
+        return str(v)
 
 
 def memory_limit_bytes(v: Any) -> int | None:
-    """``cluster.memory_limit`` in bytes: a size with a unit ("10GiB", "12 GB", Dask's
-    ``parse_bytes``) or a whole number of bytes, > 0; None for anything else (a fraction, "auto",
-    a bool, zero: Dask reads those differently, so they are refused rather than guessed)."""
+    """A worker memory size in bytes: a positive int, or a string with a unit that Dask parses
+    ("10GiB", "12 GB"); None for anything else (a bare number string is ambiguous, a fraction or a
+    negative size means nothing here: they are refused rather than guessed)."""
     from dask.utils import parse_bytes
 
     if isinstance(v, bool):
@@ -364,8 +151,8 @@ def memory_limit_bytes(v: Any) -> int | None:
     return int(n) if n > 0 else None
 
 
-def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
-    """The ``[cluster]`` section: kind and sizes, bind addresses, and TLS unless ``insecure``."""
+def _check_cluster_kind(c: _Checker, cluster: ClusterConfig) -> None:
+    """``[cluster]``: the kind, the sizes, the local memory limit and the bind addresses."""
     c.choice("cluster.kind", cluster.kind, CLUSTERS)
     c.number("cluster.n_workers", cluster.n_workers, 1, integer=True)
     c.number("cluster.threads_per_worker", cluster.threads_per_worker, 1, integer=True)
@@ -390,6 +177,11 @@ def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
             c.fail(f"cluster.{key}", f"must be a non-empty string, got {v!r}")
     if cluster.host is not None and cluster.kind != "local":
         c.fail("cluster.host", "only for kind 'local' (a SLURM scheduler listens where its workers reach it)")
+
+
+def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
+    """The ``[cluster]`` section: kind and sizes, bind addresses, and TLS unless ``insecure``."""
+    _check_cluster_kind(c, cluster)
     tls = {k: getattr(cluster, k) for k in ("tls_ca_file", "tls_cert", "tls_key")}
     if cluster.kind != "address":
         for k, v in tls.items():
@@ -402,9 +194,10 @@ def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
         c.fail("cluster.jobqueue", "kind 'slurm' needs a dask-jobqueue YAML (e.g. deploy/jobqueue.yaml)")
     if cluster.kind != "address":
         return
-    if not cluster.address or not isinstance(cluster.address, str):
+    address = cluster.address
+    if not address or not isinstance(address, str):
         c.fail("cluster.address", "kind 'address' needs the scheduler address (tls://host:port)")
-    scheme = cluster.address.split("://")[0] if "://" in cluster.address else "tcp"
+    scheme = address.split("://")[0] if "://" in address else "tcp"
     if cluster.insecure:
         if scheme == "tls" or any(v is not None for v in tls.values()):
             c.fail(
@@ -416,11 +209,16 @@ def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
     if scheme != "tls":
         c.fail(
             "cluster.address",
-            f"{cluster.address!r} is not TLS: anyone who reaches a {scheme}:// scheduler "
+            f"{address!r} is not TLS: anyone who reaches a {scheme}:// scheduler "
             "can run code as you and read the data; start it with TLS (tls://) and give "
             "cluster.tls_ca_file, tls_cert, tls_key, or set cluster.insecure = true "
             "(dangerous) on a network only you can reach",
         )
+    _check_tls_files(c, tls)
+
+
+def _check_tls_files(c: _Checker, tls: dict[str, Any]) -> None:
+    """A tls:// scheduler's client credentials: all three, existing, the key private to its owner."""
     for k, v in tls.items():
         if v is None:
             c.fail(
@@ -429,16 +227,13 @@ def _check_cluster(c: _Checker, cluster: ClusterConfig) -> None:
             )
         if not isinstance(v, str) or not Path(v).is_file():
             c.fail(f"cluster.{k}", f"no such file {v!r}")
-    if Path(tls["tls_key"]).stat().st_mode & 0o077:
-        c.fail(
-            "cluster.tls_key",
-            f"{tls['tls_key']} is open to group/others "
-            f"(mode {Path(tls['tls_key']).stat().st_mode & 0o777:04o}); chmod 600 it",
-        )
+    mode = Path(tls["tls_key"]).stat().st_mode
+    if mode & 0o077:
+        c.fail("cluster.tls_key", f"{tls['tls_key']} is open to group/others (mode {mode & 0o777:04o}); chmod 600 it")
 
 
-def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """The embedded defaults, updated by the file at ``path`` and then by ``overrides``."""
+def _document(path: str | os.PathLike[str] | None, overrides: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The merged document (defaults, the file at ``path``, ``overrides``) and the name of its source."""
     doc = _defaults()
     source = "<defaults>"
     if path is not None:
@@ -450,37 +245,43 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         doc = _merge(doc, user)
     if overrides:
         doc = _merge(doc, overrides)
-    c = _Checker(source)
-    known = {"name", "output", "ledger", "seed", "data", "budget", "cluster", "select", "train", "evaluate"}
+    return doc, source
+
+
+def _normalise(c: _Checker, doc: dict[str, Any]) -> dict[str, Any]:
+    """Unknown top-level keys refused; a single method or epsilon made a list, the lists tuples."""
     for k in doc:
-        if k not in known:
-            c.fail(k, f"unknown key (allowed: {', '.join(sorted(known))})")
+        if k not in TOP_LEVEL:
+            c.fail(k, f"unknown key (allowed: {', '.join(sorted(TOP_LEVEL))})")
     if isinstance(doc.get("data"), dict) and isinstance(doc["data"].get("labels"), list):
-        doc["data"] = {**doc["data"], "labels": tuple(doc["data"]["labels"])}
+        doc = {**doc, "data": {**doc["data"], "labels": tuple(doc["data"]["labels"])}}
     for k in ("select", "train"):
         if isinstance(doc.get(k), dict):
             for list_key in ("methods", "epsilon") if k == "train" else ("methods",):
                 v = doc[k].get(list_key)
                 if isinstance(v, (int, float, str)) and not isinstance(v, bool):
-                    doc[k] = {**doc[k], list_key: [v]}
+                    doc = {**doc, k: {**doc[k], list_key: [v]}}
                 if isinstance(doc[k].get(list_key), list):
-                    doc[k] = {**doc[k], list_key: tuple(doc[k][list_key])}
-    data = c.section(doc, "data", DataConfig)
-    budget = c.section(doc, "budget", BudgetConfig)
-    cluster = c.section(doc, "cluster", ClusterConfig)
-    select = c.section(doc, "select", SelectConfig)
-    train = c.section(doc, "train", TrainConfig)
-    evaluate = c.section(doc, "evaluate", EvaluateConfig)
+                    doc = {**doc, k: {**doc[k], list_key: tuple(doc[k][list_key])}}
+    return doc
 
+
+def _check_top(c: _Checker, doc: dict[str, Any]) -> tuple[str, str, int | None]:
+    """The top-level keys: name, output and seed."""
     name = doc.get("name")
     if not isinstance(name, str) or not name or "/" in name:
         c.fail("name", f"must be a non-empty string without '/', got {name!r}")
-    if not isinstance(doc.get("output"), str) or not doc["output"]:
+    output = doc.get("output")
+    if not isinstance(output, str) or not output:
         c.fail("output", "must be a directory path")
     seed = doc.get("seed")
     if seed is not None:
         seed = c.number("seed", seed, 0, integer=True)
+    return name, output, seed
 
+
+def _check_data_source(c: _Checker, data: DataConfig) -> None:
+    """``[data]``: the source, its path, and an svmlight file's public task, classes and columns."""
     c.choice("data.source", data.source, SOURCES)
     if data.source == "synth" and not data.name:
         c.fail("data.name", "a synthetic set needs its name (e.g. rcv1, kdda, news20)")
@@ -512,6 +313,11 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
             "data.task",
             "give the task and labels of an svmlight source only (a store or a synthetic set records its own)",
         )
+
+
+def _check_data(c: _Checker, data: DataConfig, evaluate: EvaluateConfig) -> None:
+    """``[data]``: the source, then the numbers and the split."""
+    _check_data_source(c, data)
     if data.labels is not None:
         for v in data.labels:
             c.number("data.labels", v)
@@ -524,6 +330,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     c.choice("data.bounds", data.bounds, ("check", "clip"))
     c.number("data.count_epsilon", data.count_epsilon, 0)
 
+
+def _check_budget(c: _Checker, budget: BudgetConfig) -> None:
     if (budget.epsilon is None) != (budget.delta is None):
         c.fail("budget", "give both epsilon and delta, or neither")
     if budget.epsilon is not None:
@@ -532,8 +340,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     if budget.name is not None and (not isinstance(budget.name, str) or not budget.name.strip()):
         c.fail("budget.name", f"must be a non-empty string, got {budget.name!r}")
 
-    _check_cluster(c, cluster)
 
+def _check_select(c: _Checker, select: SelectConfig, data: DataConfig) -> None:
     for m in select.methods:
         c.choice("select.methods", m, SELECT_METHODS)
     c.number("select.k", select.k, 1, integer=True)
@@ -558,6 +366,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     c.number("select.bss_delta", select.bss_delta, 0, 0.5, lo_open=True, hi_open=True)
     c.number("select.bss_ptr_fraction", select.bss_ptr_fraction, 0, 1, lo_open=True, hi_open=True)
 
+
+def _check_train(c: _Checker, train: TrainConfig, select: SelectConfig) -> None:
     for m in train.methods:
         c.choice("train.methods", m, TRAIN_METHODS)
     if not isinstance(train.tune, bool):
@@ -581,31 +391,37 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     if "objective-perturbation" in train.methods and train.features == "all":
         c.fail("train.features", "objective-perturbation fits on a released selection: name a select method")
     if any(m in SCREEN_METHODS for m in train.methods):
-        if train.screen_rho is not None:
-            c.number("train.screen_rho", train.screen_rho, 0, lo_open=True)
-            if train.screen_epsilon is not None:
-                c.fail("train.screen_rho", "give screen_epsilon/screen_delta or screen_rho, not both")
-        else:
-            for key in ("screen_epsilon", "screen_delta"):
-                if getattr(train, key) is None:
-                    c.fail(f"train.{key}", "rnm-screen/adp-screen need screen_epsilon and screen_delta (or screen_rho)")
-            c.number("train.screen_epsilon", train.screen_epsilon, 0, lo_open=True)
-            c.number("train.screen_delta", train.screen_delta, 0, 1, lo_open=True, hi_open=True)
-        if train.n_max is None:
-            c.fail("train.n_max", "rnm-screen/adp-screen need a public upper bound on the number of train rows")
-        c.number("train.n_max", train.n_max, 1, integer=True)
-        c.choice("train.screen_rule", train.screen_rule, ("safe", "seed"))
-        from dpdist.solvers.screening import schedule_mask
+        _check_screening(c, train)
 
-        try:
-            schedule_mask(
-                list(train.screen_schedule)
-                if isinstance(train.screen_schedule, (list, tuple))
-                else train.screen_schedule,
-                train.iters,
-            )
-        except ParameterError as e:
-            c.fail("train.screen_schedule", str(e).removeprefix("screen_schedule: "))
+
+def _check_screening(c: _Checker, train: TrainConfig) -> None:
+    """The screening options of rnm-screen / adp-screen: a budget, a public row bound and a schedule."""
+    if train.screen_rho is not None:
+        c.number("train.screen_rho", train.screen_rho, 0, lo_open=True)
+        if train.screen_epsilon is not None:
+            c.fail("train.screen_rho", "give screen_epsilon/screen_delta or screen_rho, not both")
+    else:
+        for key in ("screen_epsilon", "screen_delta"):
+            if getattr(train, key) is None:
+                c.fail(f"train.{key}", "rnm-screen/adp-screen need screen_epsilon and screen_delta (or screen_rho)")
+        c.number("train.screen_epsilon", train.screen_epsilon, 0, lo_open=True)
+        c.number("train.screen_delta", train.screen_delta, 0, 1, lo_open=True, hi_open=True)
+    if train.n_max is None:
+        c.fail("train.n_max", "rnm-screen/adp-screen need a public upper bound on the number of train rows")
+    c.number("train.n_max", train.n_max, 1, integer=True)
+    c.choice("train.screen_rule", train.screen_rule, ("safe", "seed"))
+    from dpdist.solvers.screening import schedule_mask
+
+    try:
+        schedule_mask(
+            list(train.screen_schedule) if isinstance(train.screen_schedule, (list, tuple)) else train.screen_schedule,
+            train.iters,
+        )
+    except ParameterError as e:
+        c.fail("train.screen_schedule", str(e).removeprefix("screen_schedule: "))
+
+
+def _check_evaluate(c: _Checker, evaluate: EvaluateConfig) -> None:
     c.number("evaluate.epsilon", evaluate.epsilon, 0, lo_open=True)
     c.number("evaluate.bins", evaluate.bins, 2, integer=True)
     if evaluate.bins % 2:
@@ -613,6 +429,10 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     c.number("evaluate.points", evaluate.points, 1, integer=True)
     if evaluate.public_test is not None and not Path(evaluate.public_test).exists():
         c.fail("evaluate.public_test", f"no such file or store {evaluate.public_test}")
+
+
+def _check_run(c: _Checker, data: DataConfig, select: SelectConfig, train: TrainConfig) -> None:
+    """Across sections: something to run, and the gradient learners' public count of the train rows."""
     if not select.methods and not train.methods:
         c.fail("select.methods", "nothing to run: give select.methods or train.methods")
     gradient = [m for m in train.methods if m in GRADIENT_METHODS] or (["private-search"] if train.tune else [])
@@ -625,9 +445,29 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
             "count (data.count_epsilon > 0)",
         )
 
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """The embedded defaults, updated by the file at ``path`` and then by ``overrides``, checked."""
+    doc, source = _document(path, overrides)
+    c = _Checker(source)
+    doc = _normalise(c, doc)
+    data = c.section(doc, "data", DataConfig)
+    budget = c.section(doc, "budget", BudgetConfig)
+    cluster = c.section(doc, "cluster", ClusterConfig)
+    select = c.section(doc, "select", SelectConfig)
+    train = c.section(doc, "train", TrainConfig)
+    evaluate = c.section(doc, "evaluate", EvaluateConfig)
+    name, output, seed = _check_top(c, doc)
+    _check_data(c, data, evaluate)
+    _check_budget(c, budget)
+    _check_cluster(c, cluster)
+    _check_select(c, select, data)
+    _check_train(c, train, select)
+    _check_evaluate(c, evaluate)
+    _check_run(c, data, select, train)
     return RunConfig(
         name=name,
-        output=doc["output"],
+        output=output,
         data=data,
         budget=budget,
         cluster=cluster,

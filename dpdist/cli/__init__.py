@@ -1,0 +1,101 @@
+"""The ``dpdist`` command line: one module per command, each with its arguments and its handler.
+
+Exit codes: 0 success; 2 bad arguments or input; 3 privacy budget refused; 130 interrupted
+(Ctrl-C or SIGTERM); 1 anything else.
+With ``--json`` exactly one JSON object is printed on stdout; messages go to stderr.
+
+Building the parser imports no Prefect, Dask or flows: ``dpdist run`` imports them when a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from dpdist.cli import budget, evaluate, ingest, ledger, models, run, select, synth, train
+from dpdist.cli._common import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from dpdist.cli._logs import _logging, _one_line_warning
+from dpdist.exceptions import (
+    SPACE_ERRNOS,
+    BudgetExceeded,
+    DPDistError,
+    ParameterError,
+    ReleaseKeyConflict,
+    UnknownDataset,
+    file_failure,
+)
+from dpdist.utils import operator_log
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_BUDGET",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "build_parser",
+    "main",
+]
+
+# the commands, in the order ``dpdist --help`` lists them
+COMMANDS = (ingest, synth, select, train, evaluate, budget, models, run, ledger)
+
+
+def _version() -> str:
+    """The installed distribution's version (``dpdist --version``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpdist")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dpdist`` parser: every command's subparser, each set to call its handler (``args.func``)."""
+    parser = argparse.ArgumentParser(
+        prog="dpdist", description="Differentially private sparse regression and selection."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``dpdist`` command; its exit code (the errors the library raises mapped to 1, 2, 3 or 130)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on bad arguments
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    _logging(args.verbose)
+    if not args.verbose:
+        import warnings
+
+        warnings.formatwarning = _one_line_warning
+    os.environ.setdefault(operator_log.ON_ENV, "1")  # timings on this terminal (and its children's) only
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("dpdist: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BudgetExceeded as e:
+        print(f"dpdist: {e}", file=sys.stderr)
+        return EXIT_BUDGET
+    except (ParameterError, UnknownDataset, ReleaseKeyConflict) as e:
+        print(f"dpdist: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except DPDistError as e:
+        print(f"dpdist: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as e:  # a full disk, a read-only or forbidden path: one line; any other OSError is a bug's
+        line = file_failure(e)
+        if line is None:
+            raise
+        if e.errno in SPACE_ERRNOS and getattr(args, "out", None):  # (the file that ran out is not named)
+            line += f" (writing {args.out})"  # the one file or store the command writes
+        elif e.errno in SPACE_ERRNOS and getattr(args, "run_output", None):
+            line += f" (the run's output: {args.run_output})"  # one of the places a run writes
+        print(f"dpdist: error: {line}", file=sys.stderr)
+        return EXIT_ERROR

@@ -1,0 +1,214 @@
+"""What every ``dpdist`` command shares: exit codes, common options, output, release keys and noise seeds.
+
+Exit codes: 0 success; 2 bad arguments or input; 3 privacy budget refused; 130 interrupted
+(Ctrl-C or SIGTERM); 1 anything else. With ``--json`` exactly one JSON object is printed on
+stdout; messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.utils.random import derive_seed
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+# the held-out metrics a payload carries (those of them a release computed)
+_METRIC_KEYS = ("accuracy", "auc", "mse", "r2", "rows", "accuracy_interval", "mse_interval", "noise_swamps")
+
+# what does not make a release different: output and logging options, where the ledger and store are
+_NOT_THE_RELEASE = frozenset(
+    {
+        "json",
+        "verbose",
+        "ledger",
+        "key",
+        "fresh",
+        "out",
+        "func",
+        "argv",
+        "command",
+        "store",
+        "budget_command",
+        "models_command",
+    }
+)
+
+
+class ProgressUpdate(Protocol):
+    """``update(done)`` of a progress bar; ``total`` (when given) sets the bar's length."""
+
+    def __call__(self, done: float, total: float | None = None) -> None: ...
+
+
+def _common_args(parser: argparse.ArgumentParser) -> None:
+    """Options of every command: JSON output, logging, the ledger."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr (default: WARNING)")
+    parser.add_argument(
+        "--ledger",
+        default=None,
+        help=f"privacy ledger (default: $DPDIST_LEDGER, else {default_ledger_path()})",
+    )
+
+
+def _release_args(parser: argparse.ArgumentParser) -> None:
+    """Options of every command that releases a private result."""
+    parser.add_argument(
+        "--key",
+        default=None,
+        help="release key (default: derived from the dataset, the command and every parameter, so the "
+        "same command again replays its release and charges nothing)",
+    )
+    parser.add_argument("--fresh", action="store_true", help="a new release (a new key): charged again, with new noise")
+    parser.add_argument("--out", default=None, help="also write the JSON result to this file (atomically)")
+    parser.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
+    _common_args(parser)
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], str]) -> None:
+    """Print a command's result: the JSON object with ``--json``, else ``human()``'s text."""
+    if args.json:
+        sys.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(human() + "\n")
+
+
+def _emit_store(args: argparse.Namespace, meta: dict[str, Any], extra: dict[str, Any], what: str) -> None:
+    """Ingest/synth output: the store, its public name and schema (no row count, no content hash)."""
+    payload = {
+        "store": str(args.out),
+        "name": meta["name"],
+        "n_features": meta["n_features"],
+        "task": meta["task"],
+        "schema": meta["schema"],
+        **extra,
+    }
+    _emit(
+        args,
+        payload,
+        lambda: f"{args.out}: {what}store {meta['name']}, {meta['n_features']} features, task {meta['task']}",
+    )
+
+
+def _selected(path: str) -> list[int]:
+    """The store columns a ``dpdist select --out`` file released."""
+    try:
+        return [int(j) for j in json.loads(open(path).read())["features"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ParameterError(f"--features {path}: not a select result ({e})") from None
+
+
+def _metric_text(p: dict[str, Any]) -> str:
+    """Held-out metrics in words: a private one with its noise's 95% interval, and a warning when the noise
+    swamps it; an exact one (a public test set, a non-private fit) as exact."""
+
+    def f(v: float | None, spec: str) -> str:
+        return "undefined" if v is None else format(v, spec)
+
+    if "accuracy" in p:
+        text = f"held-out accuracy {f(p['accuracy'], '.3f')}, AUC {f(p.get('auc'), '.3f')}"
+        interval = p.get("accuracy_interval")
+    elif "mse" in p:
+        text = f"held-out MSE {f(p['mse'], '.4g')}, R^2 {f(p.get('r2'), '.3f')}"
+        interval = p.get("mse_interval")
+    else:
+        return "no held-out rows"
+    if interval is None:
+        return text + " (exact)"
+    text += f" (private; the noise's 95% interval {interval[0]:.3g}-{interval[1]:.3g})"
+    if p.get("noise_swamps"):
+        text += (
+            " -- the noise swamps it at this test size: a larger --eval-epsilon, or more held-out rows "
+            "(--test-fraction), gives a usable figure"
+        )
+    return text
+
+
+def _check_held_out(args: argparse.Namespace) -> None:
+    """Refuse a held-out fraction outside [0, 1) and a held-out metrics' epsilon that is not positive."""
+    if not 0.0 <= args.test_fraction < 1.0:
+        raise ParameterError(f"--test-fraction must lie in [0, 1), got {args.test_fraction}")
+    if args.eval_epsilon <= 0:
+        raise ParameterError(
+            f"--eval-epsilon must be > 0, got {args.eval_epsilon:g} (held-out metrics are a release "
+            "of their own; for none, hold out nothing: --test-fraction 0)"
+        )
+
+
+def _release_key(args: argparse.Namespace, command: str, method: str, dataset_name: str) -> str:
+    """``--key``, else a key derived from the dataset's public name, the command and every parameter that
+    shapes the release: the same command again replays it (and charges nothing); ``--fresh`` adds a
+    random suffix (a new release, charged again). Public inputs only: no content of the data."""
+    import hashlib
+    import uuid
+
+    if args.key:
+        return str(args.key)
+    params = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_THE_RELEASE and not callable(v)}
+    doc = json.dumps({"command": command, "dataset": dataset_name, "params": params}, sort_keys=True, default=str)
+    key = f"{command}-{method}-{hashlib.sha256(doc.encode()).hexdigest()[:16]}"
+    return f"{key}-{uuid.uuid4().hex[:8]}" if args.fresh else key
+
+
+def _charged_text(replayed: bool, key: str, epsilon: float, delta: float) -> str:
+    """What a release cost, in words: the charge, or the replay (nothing charged)."""
+    if replayed:
+        return f"replayed from the ledger (key {key}): nothing charged (--fresh asks for a new, charged release)"
+    return f"charged epsilon={epsilon:.4g}, delta={delta:g} (key {key}; the same command again replays it)"
+
+
+def _noise_seed(args: argparse.Namespace, purpose: str) -> int | None:
+    """The noise seed of one release of a command (``--seed``: experiments only; one per purpose)."""
+    return derive_seed(args.seed, purpose)
+
+
+def _dataset(acc: Accountant, ref: str) -> str:
+    """The content hash a command refers to: a store's (a path) or the ledger's for a public name."""
+    from dpdist.data.store import open_store
+
+    if os.path.isdir(ref):
+        return acc.budget_of(open_store(ref))
+    return acc.resolve(ref)
+
+
+@contextlib.contextmanager
+def _progress_bar(
+    args: argparse.Namespace, what: str, total: float | None, count: bool = False
+) -> Iterator[ProgressUpdate]:
+    """A progress bar on stderr when it is a terminal (and not --json); silent otherwise.
+
+    Yields ``update(done)``; ``total`` is in bytes, or in items (``count``: shown as "done/total").
+    The bar is the operator's own view of their data (never a release).
+    """
+    if args.json or not sys.stderr.isatty():
+
+        def silent(done: float, total: float | None = None) -> None:
+            return None
+
+        yield silent
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    amount = MofNCompleteColumn() if count else DownloadColumn() if total else TextColumn("")
+    columns = [TextColumn(what), BarColumn(), amount, TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
+
+        def update(done: float, total: float | None = None) -> None:
+            if total:
+                bar.update(task, completed=done, total=total)
+            else:
+                bar.update(task, completed=done)
+
+        yield update

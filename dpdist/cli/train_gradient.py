@@ -1,0 +1,212 @@
+"""``dpdist train`` with a gradient learner (dpdist.gradient_models) or ``--tune`` (dpdist.tuning).
+
+The options are checked, the learner built and the whole charge (the noisy count when no public
+count is given, the model, the held-out metrics) checked against the budget before the data is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from dpdist.cli._common import (
+    _METRIC_KEYS,
+    EXIT_OK,
+    _charged_text,
+    _check_held_out,
+    _emit,
+    _metric_text,
+    _noise_seed,
+    _progress_bar,
+    _release_key,
+    _selected,
+)
+from dpdist.exceptions import ParameterError
+from dpdist.privacy.accountant import Accountant
+from dpdist.utils.io import write_json_atomic
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dpdist.data.store import SparseStore
+    from dpdist.evaluation import PrivateEvaluation
+
+_PRECHECK_RECORDS = 100_000  # the public count a gradient learner's pre-check charge is taken at
+
+
+def _train_gradient(args: argparse.Namespace) -> int:
+    """``dpdist train`` for the gradient learners and ``--tune`` (dpdist.gradient_models, dpdist.tuning)."""
+    import numpy as np
+
+    from dpdist.data.split import derive_key, record_sides
+    from dpdist.data.store import check_schema, open_store
+    from dpdist.selection.sis import store_target
+
+    _check_gradient_options(args)
+    store = open_store(args.store)
+    check_schema(store)
+    task = "regression" if store.task == "regression" else "binary"
+    loss = args.loss or ("squared" if task == "regression" else "logistic")
+    if (loss == "logistic") != (task == "binary"):
+        raise ParameterError(f"--loss {loss} does not fit {args.store}, a {store.task} store")
+    method = "private-search" if args.tune else args.method
+    model, labels = _gradient_learner(args, store, task, method)
+    acc = Accountant(args.ledger)
+    dataset = acc.budget_of(store)
+    name = acc.status(dataset).name  # no budget: fail before the work
+    evaluation = _precheck(args, model, acc, dataset, task)
+    X, y = store.csr(), store_target(store)
+    split_key = derive_key(acc.split_key(dataset), "dpdist train")
+    test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
+    key = _release_key(args, "train", method, name)
+    replayed = acc.recorded(dataset, key)
+    extra: dict[str, Any] = {"split_key": derive_key(split_key, key)} if method == "private-search" else {}
+    Xtr, ytr = X[~test], (labels[~test] if labels is not None else y[~test])
+    if args.features:
+        chosen = _selected(args.features)
+        Xtr, extra["columns"] = Xtr[:, np.asarray(chosen, dtype=np.int64)], (chosen, int(X.shape[1]))
+    if method != "private-search":
+        from dpdist.released import table_schema
+
+        extra["schema"] = table_schema(store.meta)
+    if method == "private-search":  # no progress: how far the search is tells how many runs it makes
+        model.fit(Xtr, ytr, acc, dataset, key, **extra)
+    else:
+        with _progress_bar(args, f"{method}: steps", None, count=True) as update:
+            model.fit(Xtr, ytr, acc, dataset, key, progress=update, **extra)
+    coef = _coef(model.best_estimator_ if method == "private-search" else model)
+    payload = _gradient_payload(args, model, method, loss, coef, int(X.shape[1]), name, key, str(acc.path), replayed)
+    if args.test_fraction > 0:
+        result = model.release_record_["model"] if method == "private-search" else model.release_record_
+        metrics = acc.release(
+            dataset,
+            evaluation.privacy_charge(),
+            f"{key}/evaluation",
+            lambda: evaluation.evaluate_model(result, X[test], y[test]),
+            {"model": key, "epsilon": args.eval_epsilon},
+        )
+        payload.update(
+            {k: metrics[k] for k in _METRIC_KEYS if k in metrics},
+            eval_epsilon=args.eval_epsilon,
+            eval_key=f"{key}/evaluation",
+        )
+    if args.out:
+        write_json_atomic(args.out, {**payload, "coef": coef})
+
+    def human() -> str:
+        metric = _metric_text(payload)
+        chosen = f" chose {payload['chosen']['learner']}," if "chosen" in payload else ""
+        return (
+            f"{method} ({loss}):{chosen} {metric}, {payload['nnz_weights']} non-zero weights; "
+            f"{_charged_text(replayed, key, payload['true_epsilon'], args.delta)}, in {acc.path}"
+        )
+
+    _emit(args, payload, human)
+    return EXIT_OK
+
+
+def _check_gradient_options(args: argparse.Namespace) -> None:
+    """Refuse the Frank-Wolfe options and a held-out split or metrics budget out of range."""
+    fw_only = {
+        "--lam": args.lam,
+        "--iters": args.iters,
+        "--calibration": args.calibration != "safe" or None,
+        "--screen-*": args.screen_epsilon or args.screen_delta or args.screen_rho or args.screen_every,
+        "--non-private": args.non_private or None,
+    }
+    for flag, value in fw_only.items():
+        if value:
+            raise ParameterError(f"{flag} is a Frank-Wolfe option, not one of {'--tune' if args.tune else args.method}")
+    _check_held_out(args)
+
+
+def _gradient_learner(args: argparse.Namespace, store: SparseStore, task: str, method: str) -> tuple[Any, Any]:
+    """(the learner, the store's declared labels or None) of ``--method`` / ``--tune``, its parameters
+    checked (bad parameters: exit 2 before the data is read)."""
+    from dpdist.gradient_models import make_learner
+    from dpdist.released import user_labels
+
+    params: dict[str, Any] = dict(
+        epsilon=args.epsilon,
+        delta=args.delta,
+        n_records=args.n_records,
+        count_epsilon=args.count_epsilon,
+        random_state=_noise_seed(args, "train/model"),
+    )
+    labels = None
+    if task == "binary":  # the store's declared labels, never those the train rows happen to hold
+        labels, params["classes"] = user_labels(store)
+    if args.features and method == "private-search":
+        raise ParameterError("--features with --tune: the search's candidates train on all the columns")
+    if args.k is not None:
+        if method not in ("select-train", "dp-iht"):
+            raise ParameterError(f"--k is an option of select-train and dp-iht, not of {method}")
+        params["k" if method == "select-train" else "s"] = args.k
+    model = make_learner(task, method, **params)
+    model._validate()  # bad parameters: exit 2 before the data is read
+    return model, labels
+
+
+def _precheck(args: argparse.Namespace, model: Any, acc: Accountant, dataset: str, task: str) -> PrivateEvaluation:
+    """The held-out metrics' evaluation, after the whole charge was checked against the budget."""
+    from dpdist.evaluation import PrivateEvaluation
+
+    evaluation = PrivateEvaluation(
+        task,
+        args.eval_epsilon,
+        y_bound=getattr(model, "y_bound", 1.0),
+        random_state=_noise_seed(args, "train/evaluation"),
+        curve=False,
+    )
+    # a refused budget: exit 3 before the data is read. Without a public count the model's loss waits for the
+    # count's release (it sets q and T); the check takes it at a fixed public count (the loss's epsilon is the
+    # target whatever the count), and the ledger checks the exact charge again when it is made
+    model_charge = model.privacy_charge(args.n_records or _PRECHECK_RECORDS)
+    acc.check(
+        dataset,
+        *([] if args.n_records is not None else [model.count_charge()]),
+        model_charge,
+        *([evaluation.privacy_charge()] if args.test_fraction > 0 else []),
+    )
+    return evaluation
+
+
+def _coef(fitted: Any) -> dict[str, Any]:
+    """A fitted model's weights as the sparse record the output carries."""
+    import numpy as np
+
+    w: np.ndarray = fitted.coef_
+    return {"indices": np.flatnonzero(w).tolist(), "values": w[w != 0].tolist(), "intercept": fitted.intercept_}
+
+
+def _gradient_payload(
+    args: argparse.Namespace,
+    model: Any,
+    method: str,
+    loss: str,
+    coef: dict[str, Any],
+    n_features: int,
+    name: str,
+    key: str,
+    ledger: str,
+    replayed: bool,
+) -> dict[str, Any]:
+    """The JSON result of a gradient learner's (or the search's) release, before its held-out metrics."""
+    payload: dict[str, Any] = {
+        "method": method,
+        "loss": loss,
+        "nnz_weights": len(coef["indices"]),
+        "density": len(coef["indices"]) / n_features,
+        "dataset": name,
+        "private": True,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "key": key,
+        "ledger": ledger,
+        "true_epsilon": model.release_["epsilon"],
+        "n_public": model.n_public_,
+        "replayed": replayed,
+    }
+    if method == "private-search":
+        payload["chosen"] = {k: v for k, v in model.best_params_.items() if k != "random_state"}
+    return payload

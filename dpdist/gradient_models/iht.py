@@ -1,0 +1,136 @@
+"""DP-IHT learners: noisy iterative hard thresholding (Cai, Wang & Zhang 2021), full-batch DP-GD
+whose iterate is cut to its ``s`` largest weights after every step (``dpdist.solvers.dp_iht``).
+s-sparse models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpdist.exceptions import ParameterError
+from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, GradientRegressorMixin, Progress
+from dpdist.solvers.dp_iht import dp_iht
+from dpdist.utils.random import RandomState
+from dpdist.utils.validation import check_count
+
+__all__ = ["DPIHTClassifier", "DPIHTRegressor"]
+
+
+class _IHT(GradientModel):
+    """Full-batch DP-GD projected on s-sparse vectors after every step."""
+
+    mechanism = "dp-iht"
+
+    def _validate_extra(self) -> None:
+        check_count(self.s, "s")
+        check_count(self.max_iter, "max_iter")
+
+    def _steps(self, n_public: int) -> tuple[float, int, float]:
+        return 1.0, int(self.max_iter), float(n_public)
+
+    def _check_width(self, n_features: int) -> None:
+        if self.s >= n_features:
+            raise ParameterError(f"s={self.s} must be smaller than the number of features ({n_features})")
+
+    def _train(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        noise: dict[str, float],
+        rng: np.random.Generator,
+        progress: Progress | None,
+    ) -> tuple[np.ndarray, float]:
+        return dp_iht(X, y, self._sgd_plan(n_public, noise["noise_multiplier"]), int(self.s), rng, progress)
+
+
+_IHT_DOC = """
+    Parameters
+    ----------
+    s : the number of non-zero weights (the released model is s-sparse).
+    epsilon, delta, max_iter, lr, clip, l2, intercept_scaling, average, row_norm, n_records,
+    count_epsilon, random_state : as ``DPGDClassifier``.
+"""
+
+
+class DPIHTClassifier(GradientClassifierMixin, _IHT):
+    __doc__ = "Private s-sparse logistic regression by noisy iterative hard thresholding.\n" + _IHT_DOC
+
+    def __init__(
+        self,
+        s: int = 100,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 10000.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.01,
+        average: bool = False,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = (
+            s,
+            epsilon,
+            delta,
+            max_iter,
+            lr,
+            clip,
+            l2,
+        )
+        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
+        self.n_records, self.count_epsilon, self.classes, self.random_state = (
+            n_records,
+            count_epsilon,
+            classes,
+            random_state,
+        )
+
+
+class DPIHTRegressor(GradientRegressorMixin, _IHT):
+    __doc__ = (
+        "Private s-sparse least squares by noisy iterative hard thresholding.\n"
+        + _IHT_DOC
+        + "    y_bound : the public bound on |y|.\n"
+    )
+
+    def __init__(
+        self,
+        s: int = 100,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 100.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.1,
+        average: bool = False,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
+        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = (
+            s,
+            epsilon,
+            delta,
+            max_iter,
+            lr,
+            clip,
+            l2,
+        )
+        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
+        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
+            n_records,
+            count_epsilon,
+            y_bound,
+            random_state,
+        )

@@ -1,0 +1,200 @@
+"""DP-SGD and full-batch DP-GD learners: Poisson batches of expected size ``batch_size`` for
+``epochs`` passes [ACG+16], or ``max_iter`` steps over every record (DP-GD, the sampling rate 1;
+``dpdist.pipelines.dp_gd`` runs its steps as a Dask reduction). ``dpdist.solvers.dp_sgd`` has the
+algorithm and its proof. Dense models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, GradientRegressorMixin, Progress
+from dpdist.solvers.dp_sgd import dp_sgd
+from dpdist.utils.random import RandomState
+from dpdist.utils.validation import check_count, check_positive
+
+__all__ = ["DPGDClassifier", "DPGDRegressor", "DPSGDClassifier", "DPSGDRegressor"]
+
+
+class _SGD(GradientModel):
+    """DP-SGD: Poisson batches of expected size ``batch_size`` for ``epochs`` passes, on all columns."""
+
+    mechanism = "dp-sgd"
+
+    def _validate_extra(self) -> None:
+        check_positive(self.epochs, "epochs")
+        check_count(self.batch_size, "batch_size")
+
+    def _steps(self, n_public: int) -> tuple[float, int, float]:
+        q = min(1.0, self.batch_size / n_public)
+        return q, max(1, int(round(self.epochs / q))), q * n_public
+
+    def _train(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        noise: dict[str, float],
+        rng: np.random.Generator,
+        progress: Progress | None,
+    ) -> tuple[np.ndarray, float]:
+        return dp_sgd(X, y, self._sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+
+
+class _GD(_SGD):
+    """Full-batch DP-GD: ``max_iter`` steps over every record (``dpdist.pipelines.dp_gd`` runs the same steps
+    as a Dask reduction over a store's row blocks)."""
+
+    mechanism = "dp-gd"
+
+    def _validate_extra(self) -> None:
+        check_count(self.max_iter, "max_iter")
+
+    def _steps(self, n_public: int) -> tuple[float, int, float]:
+        return 1.0, int(self.max_iter), float(n_public)
+
+
+_SGD_DOC = """
+    Parameters
+    ----------
+    epsilon, delta : the model's budget ((epsilon, delta)-DP; the count's release aside).
+    epochs, batch_size : the schedule: q = batch_size / n~ (1 when the batch is the whole set),
+        T = epochs / q steps.
+    lr, clip, l2 : step size, per-record gradient clipping norm C, public L2 penalty.
+    intercept_scaling : the intercept's feature value c (unpenalised intercept; 0: none).
+    average : release the mean of the second half's iterates (post-processing) instead of the last.
+    row_norm : "l2" (default), "max" or None: each row divided by its norm (a per-record map).
+    n_records : a public count of the training records (e.g. a released noisy count), or None:
+        the fit releases its own Laplace count at ``count_epsilon`` first.
+    random_state : None (OS entropy, every release) or a seed (experiments only).
+"""
+_GD_DOC = _SGD_DOC.replace(
+    """    epochs, batch_size : the schedule: q = batch_size / n~ (1 when the batch is the whole set),
+        T = epochs / q steps.""",
+    """    max_iter : the number of full-batch steps.""",
+)
+_CLASSES_DOC = "    classes : the two labels, public (default: the labels seen in y).\n"
+_Y_BOUND_DOC = "    y_bound : the public bound on |y| (targets clipped to it, a per-record map).\n"
+
+
+class DPSGDClassifier(GradientClassifierMixin, _SGD):
+    __doc__ = "Private logistic regression (two classes) by DP-SGD.\n" + _SGD_DOC + _CLASSES_DOC
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        epochs: float = 40.0,
+        batch_size: int = 4000,
+        lr: float = 10.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 1.0,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
+        self.lr, self.clip, self.l2 = lr, clip, l2
+        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
+        self.n_records, self.count_epsilon, self.classes, self.random_state = (
+            n_records,
+            count_epsilon,
+            classes,
+            random_state,
+        )
+
+
+class DPSGDRegressor(GradientRegressorMixin, _SGD):
+    __doc__ = "Private least squares by DP-SGD.\n" + _SGD_DOC + _Y_BOUND_DOC
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        epochs: float = 40.0,
+        batch_size: int = 4000,
+        lr: float = 1.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 1.0,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
+        self.lr, self.clip, self.l2 = lr, clip, l2
+        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
+        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
+            n_records,
+            count_epsilon,
+            y_bound,
+            random_state,
+        )
+
+
+class DPGDClassifier(GradientClassifierMixin, _GD):
+    __doc__ = "Private logistic regression (two classes) by full-batch DP-GD.\n" + _GD_DOC + _CLASSES_DOC
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 3000.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.02,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        classes: Any = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = epsilon, delta, max_iter, lr, clip, l2
+        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
+        self.n_records, self.count_epsilon, self.classes, self.random_state = (
+            n_records,
+            count_epsilon,
+            classes,
+            random_state,
+        )
+
+
+class DPGDRegressor(GradientRegressorMixin, _GD):
+    __doc__ = "Private least squares by full-batch DP-GD.\n" + _GD_DOC + _Y_BOUND_DOC
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        lr: float = 30.0,
+        clip: float = 1.0,
+        l2: float = 0.0,
+        intercept_scaling: float = 0.1,
+        average: bool = True,
+        row_norm: str | None = "l2",
+        n_records: int | None = None,
+        count_epsilon: float = 0.01,
+        y_bound: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = epsilon, delta, max_iter, lr, clip, l2
+        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
+        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
+            n_records,
+            count_epsilon,
+            y_bound,
+            random_state,
+        )

@@ -1,0 +1,152 @@
+"""The method registry (dpdist.methods): every name builds its estimator, and every front end
+(the run config, the plan, the pipelines, the estimators) accepts exactly the registry's names."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from dpdist import methods
+from dpdist.exceptions import ParameterError
+from dpdist.methods import KINDS, REGISTRY, get, names
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_every_name_builds_its_estimator_with_its_defaults(name: str, task: str) -> None:
+    entry = get(name)
+    model = entry.build(task)
+    params = model.get_params()
+    for key, value in entry.defaults.items():
+        assert params[key] == value, (name, key)
+    assert callable(getattr(model, "privacy_charge", None))
+    taken = set(inspect.signature(type(model)).parameters)
+    for p in entry.params:
+        assert p.target in taken, (name, p.name)  # each public parameter sets an estimator parameter
+    assert entry.kind in KINDS and entry.name == name
+
+
+def test_names_are_unique_and_lookups_refuse_unknown_names() -> None:
+    assert len(set(REGISTRY)) == len(REGISTRY) == len(names())
+    assert set(names()) == set().union(*(names(k) for k in KINDS))
+    with pytest.raises(ParameterError, match="unknown method 'nope'"):
+        get("nope")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        names("learners")
+
+
+def test_the_run_config_accepts_the_registry_names() -> None:
+    from dpdist.flows import config
+
+    assert set(config.SELECT_METHODS) == set(names(("selection", "best-subset"), front_end="run"))
+    assert set(config.TRAIN_METHODS) == set(names(("learner", "screening"), front_end="run"))
+    assert set(config.BSS_METHODS) == set(names("best-subset"))
+    assert set(config.SCREEN_METHODS) == set(names("screening"))
+    assert set(config.GRADIENT_METHODS) == {methods.SEARCH, *methods.GRADIENT_METHODS}
+    assert set(config.FW_METHODS) == {n for n in names() if get(n).charge_by == "n_features"}
+    # everything the run config accepts is private; the non-private baselines are the CLI's only
+    assert all(get(n).private for n in config.SELECT_METHODS + config.TRAIN_METHODS)
+
+
+def test_the_estimators_and_the_learner_table_agree_with_the_registry() -> None:
+    from dpdist.gradient_models import LEARNERS
+    from dpdist.linear_model import METHODS, PRIVATE, SCREEN_METHODS
+
+    assert set(METHODS) == set(names("learner", family="frank-wolfe"))
+    assert set(PRIVATE) == set(names("learner", family="frank-wolfe", private=True))
+    assert SCREEN_METHODS == {"rnm-screen": "rnm", "adp-screen": "adp"}
+    assert set(LEARNERS) == set(methods.GRADIENT_METHODS)
+    for name, (clf, reg) in LEARNERS.items():
+        assert (get(name).estimator_class("binary"), get(name).estimator_class("regression")) == (clf, reg)
+
+
+def test_the_plan_charges_every_run_method(tmp_path) -> None:
+    from dpdist.flows.config import load_config
+    from dpdist.flows.plan import plan
+
+    cfg = load_config(
+        None,
+        {
+            "output": str(tmp_path),
+            "select": {"methods": list(names(("selection", "best-subset"), front_end="run"))},
+            "train": {
+                "methods": list(names(("learner", "screening"), front_end="run")),
+                "features": "dp-sis",
+                "screen_epsilon": 0.5,
+                "screen_delta": 1e-7,
+                "n_max": 200_000,
+            },
+        },
+    )
+    steps = plan(cfg)
+    assert {p.method for p in steps if p.step == "select"} == set(cfg.select.methods)
+    assert {p.key_method for p in steps if p.step == "train"} == set(cfg.train.methods)
+
+
+def test_one_value_for_each_default() -> None:
+    """The main job's values (flows/defaults.toml), the run config's, and the estimators' agree."""
+    import tomllib
+    from importlib import resources
+
+    from dpdist.flows.config import SelectConfig, TrainConfig
+    from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
+    from dpdist.selection.best_subset import BSSMistakesSelector, BSSTopRSelector
+
+    main = tomllib.loads(resources.files("dpdist.flows").joinpath("defaults.toml").read_text())["train"]
+    assert (TrainConfig.lam, TrainConfig.iters) == (main["lam"], main["iters"]) == (methods.FW_LAM, methods.FW_ITERS)
+    for cls in (DPFrankWolfeClassifier, DPFrankWolfeRegressor):
+        assert (cls().lam, cls().max_iter) == (methods.FW_LAM, methods.FW_ITERS)
+    assert SelectConfig.bss_ridge is None
+    for cls in (BSSTopRSelector, BSSMistakesSelector):
+        assert cls(loss="squared").ridge_value() == 120.0 and cls(loss="hinge").ridge_value() == 100.0
+        assert cls(loss="hinge", ridge=7.0).ridge_value() == 7.0
+
+
+def test_importing_the_registry_stays_light() -> None:
+    heavy = ("sklearn", "numba", "dpdist.linear_model", "dpdist.gradient_models", "dpdist.selection", "dpdist.tuning")
+    code = f"import sys, dpdist.methods; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_every_config_key_is_documented_in_the_generated_reference() -> None:
+    import dataclasses
+    import typing
+
+    from dpdist.flows.config import RunConfig, config_reference
+
+    text = config_reference()
+    for top in dataclasses.fields(RunConfig):
+        kind = typing.get_type_hints(RunConfig)[top.name]
+        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else [top]
+        for f in fields:
+            if f.name != "source_file":
+                assert f.metadata.get("help"), f"{top.name}.{f.name} has no help"
+                assert f"| `{f.name}` |" in text
+    for name in names(front_end="run"):
+        assert f"| `{name}` |" in text
+    assert "| `lam` | `float` | `500.0` |" in text  # the main job's default (flows/defaults.toml)
+
+
+def _method_choices(command: str) -> tuple[str, ...]:
+    import argparse
+
+    from dpdist.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in sub.choices[command]._actions if a.dest == "method")
+    return tuple(action.choices or ())
+
+
+def test_the_cli_accepts_the_registry_names() -> None:
+    assert set(_method_choices("select")) == set(names(("selection", "best-subset"), front_end="cli"))
+    assert set(_method_choices("train")) == set(names(("learner", "screening"), front_end="cli"))
+    # the run config's names are the CLI's, but for the private search (`--tune`) and objective
+    # perturbation (`select --stage2`) there, and the non-private baselines here
+    cli = set(_method_choices("select") + _method_choices("train"))
+    run = set(names(front_end="run"))
+    assert run - cli == {"private-search", "objective-perturbation"}
+    assert cli - run == set(names(private=False)) == {"fw", "fast-fw"}
