@@ -121,7 +121,7 @@ def _budget_lock(dataset: str) -> int:
 
 
 class _Statements:
-    """A psycopg connection that takes the ledger's statements (``?`` placeholders, as SQLite's)."""
+    """A psycopg connection that takes the ledger's statements (``?`` parameter markers, as SQLite's)."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn

@@ -5,7 +5,7 @@ type of the release's row id (SQLite's ``INTEGER PRIMARY KEY AUTOINCREMENT``, Po
 column) and of a float (SQLite's ``REAL`` is 8 bytes; PostgreSQL's ``REAL`` is 4, so its
 ``DOUBLE PRECISION``: every epsilon and delta is stored and read back bit for bit). Every other
 statement of the ledger (:class:`dpdist.privacy.accountant.Accountant`, :mod:`.migrate`) is the same
-text on both, with ``?`` placeholders (the PostgreSQL backend passes them as its driver's).
+text on both, with ``?`` parameter markers (the PostgreSQL backend passes them as its driver's).
 
 Schema history: version 1 (dpdist <= commit 5360b17) had no names, split keys, losses or
 parameter hashes; it is upgraded in place, in one transaction, when opened (its releases keep
@@ -137,7 +137,7 @@ class Cursor(Protocol):
 
 
 class LedgerConnection(Protocol):
-    """A connection inside one of the ledger's transactions: statements with ``?`` placeholders."""
+    """A connection inside one of the ledger's transactions: statements with ``?`` parameter markers."""
 
     def execute(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
 
