@@ -10,15 +10,21 @@ measurement), mean +- standard deviation over ``--reps`` runs, every method on t
 the same run.
 
 Methods: the plain DP-SGD of issue 40 (Poisson batches of 2,000 on the main set, 250 on News20,
-clip 1, 5 epochs, lr 10: the fixed baseline), dpdist's learners at their defaults (dp-sgd, dp-gd,
+clip 1, 5 epochs, lr 10: the fixed baseline; 250 on RCV1 small too), dpdist's learners at their defaults (dp-sgd, dp-gd,
 dp-iht, select-train, fast-dp-fw at the main job's lambda = 500, T = 1000), the private tuner
 over the default grid (``flows`` / ``dpdist train --tune``), and scikit-learn's L1 and L2 logistic
 regression (C = 1, non-private ceilings).
 
-Data: the main job's set (``synth rcv1 --n 200000``, data seed 1) and the News20 test file made
-binary (groups 1-10 vs 11-20; 3,993 x 62,060).
+Data: the main job's set (``synth rcv1 --n 200000``, data seed 1), the News20 test file made
+binary (groups 1-10 vs 11-20; 3,993 x 62,060) and the real RCV1 small subset (its train and test
+files together, CCAT vs rest; 1,500 x 47,236).
 
-    .venv/bin/python benchmarks/utility.py [--reps 3] [--epsilons 0.5 1 3 10] [--sets main news20]
+The default learner (``dpdist.methods.DEFAULT_LEARNER``) is the gradient learner with the best mean
+held-out accuracy at epsilon = 1 over the sets, each at its defaults (the same for every set); the
+results file names it, and ``tests/test_benchmark_results.py`` checks the registry agrees with the
+newest results file.
+
+    .venv/bin/python benchmarks/utility.py [--reps 3] [--epsilons 0.5 1 3 10] [--sets main news20 rcv1-small]
     .venv/bin/python benchmarks/utility.py --noise      # the cost of one step's noise at KDDA's width
 
 Writes ``benchmarks/results/utility/<UTC date>-<sets>.md`` and ``.csv``, and prints the table.
@@ -43,6 +49,11 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 DELTA, COUNT_EPS, EVAL_EPS = 1e-6, 0.01, 0.02
+SETS = {
+    "main": "main job's set (synth rcv1, 200,000 x 47,236)",
+    "news20": "News20 test file, binary (3,993 x 62,060)",
+    "rcv1-small": "RCV1 small subset, real, CCAT vs rest (train and test files, 1,500 x 47,236)",
+}
 ISSUE_TARGETS = {("main", 1.0): 0.81, ("main", 0.5): 0.78, ("news20", 1.0): 0.72, ("news20", 3.0): 0.80}
 
 
@@ -52,8 +63,15 @@ def load(name: str, shared: Path):
         from dpdist.data.synthetic import make_synthetic
 
         return make_synthetic("rcv1", random_state=1, n=200_000).materialize()
+    import scipy.sparse as sp
     from sklearn.datasets import load_svmlight_file
 
+    if name == "rcv1-small":  # the real RCV1 subset's train and test files together (1,500 rows, CCAT vs rest)
+        parts = [
+            load_svmlight_file(lzma.open(shared / f"libsvm/rcv1_small.{part}.svm.xz"), n_features=47236)
+            for part in ("train", "test")
+        ]
+        return sp.vstack([p[0] for p in parts]).tocsr(), np.where(np.concatenate([p[1] for p in parts]) > 0, 1.0, -1.0)
     X, y = load_svmlight_file(lzma.open(shared / "libsvm/news20.t.svm.xz"), n_features=62060)
     return X.tocsr(), np.where(y <= 10, -1.0, 1.0)
 
@@ -86,6 +104,7 @@ def learners(name: str, set_name: str, epsilon: float, n_public: int):
     raise ValueError(name)
 
 
+LEARNERS = ("dp-sgd", "dp-gd", "dp-iht", "select-train")  # the candidates for `dpdist train`'s default learner
 METHODS = (
     "plain DP-SGD (issue 40)",
     "dp-sgd",
@@ -164,7 +183,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 3.0, 10.0])
-    ap.add_argument("--sets", nargs="+", default=["main", "news20"], choices=["main", "news20"])
+    ap.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--noise", action="store_true", help="only time one step's noise at KDDA's width")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "utility")
@@ -220,6 +239,34 @@ def table(rows: list[dict], set_name: str, epsilons: list[float]) -> list[str]:
     return lines
 
 
+DEFAULT_EPSILON = 1.0  # the default learner is the best at this budget (issue 40)
+
+
+def best_default(rows: list[dict], sets: list[str]) -> list[str]:
+    """The default-learner line: dpdist's learners at their defaults ranked by the mean over ``sets`` of
+    their mean held-out accuracy at epsilon = 1 (the plain baseline, FW at the main job's settings and the
+    ceilings are not candidates; a learner missing from a set is not ranked)."""
+    means: dict[str, list[float]] = {}
+    for m in dict.fromkeys(r["method"] for r in rows):
+        if m not in LEARNERS:
+            continue
+        per_set = [
+            [r["accuracy"] for r in rows if r["set"] == s and r["method"] == m and r["epsilon"] == DEFAULT_EPSILON]
+            for s in sets
+        ]
+        if all(per_set):
+            means[m] = [float(np.mean(v)) for v in per_set]
+    if not means:
+        return []
+    ranked = sorted(means, key=lambda m: -float(np.mean(means[m])))
+    cells = ", ".join(f"{m} {np.mean(means[m]):.3f}" for m in ranked)
+    return [
+        f"Default learner: **{ranked[0]}**, the best mean held-out accuracy at eps = {DEFAULT_EPSILON:g} over "
+        f"the {len(sets)} sets above ({cells}).",
+        "",
+    ]
+
+
 def r_is_ceiling(method: str) -> bool:
     return method.startswith("non-private")
 
@@ -244,12 +291,8 @@ def write(rows: list[dict], args: argparse.Namespace, started: datetime, load_be
         "",
     ]
     for set_name in args.sets:
-        title = (
-            "main job's set (synth rcv1, 200,000 x 47,236)"
-            if set_name == "main"
-            else "News20 test file, binary (3,993 x 62,060)"
-        )
-        md += [f"## {title}", "", *table(rows, set_name, args.epsilons), ""]
+        md += [f"## {SETS[set_name]}", "", *table(rows, set_name, args.epsilons), ""]
+    md += best_default(rows, args.sets)
     (args.out / f"{stem}.md").write_text("\n".join(md))
     print("\n".join(md))
 

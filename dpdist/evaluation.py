@@ -157,8 +157,9 @@ def released_margins(result: dict[str, Any], X: sp.spmatrix) -> np.ndarray:
 def exact_metrics(task: str, w: np.ndarray | dict[str, Any], X: sp.spmatrix, y: np.ndarray) -> dict[str, float]:
     """Exact held-out metrics (public test sets and experiments only): accuracy, AUC, log-loss or MSE, R^2.
 
-    ``w``: a weight vector, or a released model's result (``released_margins``)."""
-    margins = released_margins(w, X) if isinstance(w, dict) else np.asarray(X @ w).ravel()
+    ``w``: a weight vector (a classifier's ``coef_`` of shape (1, d) too), or a released model's result
+    (``released_margins``)."""
+    margins = released_margins(w, X) if isinstance(w, dict) else np.asarray(X @ np.ravel(w)).ravel()
     y = np.asarray(y, dtype=np.float64)
     if task == "regression":
         resid = y - margins
@@ -235,7 +236,7 @@ class PrivateEvaluation:
         y = np.asarray(y, dtype=np.float64)
         if self.task == "regression":
             y = clip_target(y, self.y_bound)
-        return self._released(np.asarray(X @ w).ravel(), y, path, lam, X, screened)
+        return self._released(np.asarray(X @ np.ravel(w)).ravel(), y, path, lam, X, screened)
 
     def evaluate_model(self, result: dict[str, Any], X: sp.spmatrix, y: np.ndarray, lam: float = 0.0) -> dict[str, Any]:
         """The noisy metrics of any released model (``released_margins``: a gradient model's intercept

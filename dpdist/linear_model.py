@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -361,8 +361,9 @@ class _FrankWolfe(BaseEstimator):
 
     def _set_released(self, out: dict[str, Any]) -> None:
         self.n_features_in_ = int(out["n_features"])
-        self.coef_ = np.zeros(self.n_features_in_)
-        self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        w = np.zeros(self.n_features_in_)
+        w[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        self.coef_ = w[np.newaxis, :] if is_classifier(self) else w  # scikit-learn's shapes: (1, d) for two classes
         self.clip_ = out.get("clip")
         self.path_ = list(out.get("path", []))
         self.screened_ = [list(e) for e in out.get("screened", [])] if self.screening is not None else None
@@ -388,7 +389,7 @@ class _FrankWolfe(BaseEstimator):
         clip = getattr(self, "clip_", None)
         if clip:
             X = clip_rows(X, float(clip), "clip")
-        return np.asarray(X @ self.coef_).ravel()
+        return np.asarray(X @ self.coef_.ravel()).ravel()
 
 
 class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):

@@ -303,8 +303,8 @@ _METHODS = (
         "bss",
         params=_BSS + _PTR,
     ),
-    _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them"),
     _gradient("dp-sgd", "DPSGD", "DP-SGD with Poisson-sampled batches ([ACG+16])"),
+    _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them"),
     _gradient("dp-gd", "DPGD", "full-batch DP gradient descent", row_blocks=True),
     _gradient("dp-iht", "DPIHT", "DP iterative hard thresholding", row_blocks=True),
     Method(
@@ -374,7 +374,8 @@ def names(
 
 
 # the gradient learners; the first is the default learner of `dpdist train` and of the main job: the best
-# measured at epsilon = 1 (benchmarks/utility.py)
+# mean held-out accuracy at epsilon = 1 over benchmarks/utility.py's data sets, each learner at its defaults
+# (tests/test_benchmark_results.py checks it against the newest results file)
 GRADIENT_METHODS = names(family="gradient")
 DEFAULT_LEARNER = GRADIENT_METHODS[0]
 SEARCH = names(family="search")[0]  # the private choice among the default grid (dpdist.tuning)

@@ -91,7 +91,7 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
     Xte, yte = test.csr(), store_target(test)
     model = estimator(train.task, "fast-fw", 1.0, 1e-6, lam, iters).fit(Xtr, ytr)
     out = {
-        "non_private": exact_metrics(test.task, model.coef_, Xte, yte),
+        "non_private": exact_metrics(test.task, model.coef_.ravel(), Xte, yte),
         "ceiling": _ceiling(Xtr, ytr, Xte, yte, test.task),
     }
     if test.task == "regression":

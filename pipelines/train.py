@@ -189,16 +189,17 @@ def _fit_store(
     if entry.family == "objective-perturbation":  # fitted on a released selection (the run config requires one)
         return {
             "indices": [int(j) for j in features or ()],
-            "values": model.coef_.tolist(),
+            "values": model.coef_.ravel().tolist(),
             "path": [],
             "n_features": int(store.shape[1]),
             "iterations": 0,
             "classes": classes,
         }
-    nz = np.flatnonzero(model.coef_)
+    w = model.coef_.ravel()  # (1, d) for a classifier
+    nz = np.flatnonzero(w)
     out = {
         "indices": nz.tolist(),
-        "values": model.coef_[nz].tolist(),
+        "values": w[nz].tolist(),
         "path": [int(v) for v in model.path_] if model.path_ is not None else [],
         "n_features": int(X.shape[1]),
         "iterations": int(max_iter),

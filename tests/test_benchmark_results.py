@@ -66,3 +66,19 @@ def test_csv_loads(path: Path) -> None:
     assert len(rows) >= 2, f"{path.name}: no data rows"
     width = len(rows[0])
     assert width >= 2 and all(len(r) == width for r in rows[1:]), f"{path.name}: ragged rows"
+
+
+def test_the_default_learner_is_the_newest_utility_benchmarks_winner() -> None:
+    """``dpdist train``'s default learner is the one the newest utility results file names as the best
+    at epsilon = 1 over its data sets (a default is the best measured one, not a guess)."""
+    from dpdist.methods import DEFAULT_LEARNER
+
+    named = [
+        (p.name, m.group(1))
+        for p in sorted((RESULTS / "utility").glob("*.md"))
+        if DATED.match(p.name) and (m := re.search(r"^Default learner: \*\*([\w-]+)\*\*", p.read_text(), re.M))
+    ]
+    assert named, "no utility results file names its default learner"
+    assert DEFAULT_LEARNER == named[-1][1], (
+        f"{named[-1][0]} measures {named[-1][1]} best, the registry says {DEFAULT_LEARNER}"
+    )

@@ -32,7 +32,7 @@ def test_path_rebuilds_the_released_iterate() -> None:
     ).fit(X, y)
     its, losses = path_losses("binary", clf.path_, 5.0, X, y, points=20)
     assert its[-1] == 200 and len(its) == len(losses)
-    final = mean_loss("logistic", X @ clf.coef_, (y > 0).astype(float))
+    final = mean_loss("logistic", X @ clf.coef_.ravel(), (y > 0).astype(float))
     assert np.isclose(losses[-1], final, rtol=1e-9)  # the path determines w_T exactly
 
 

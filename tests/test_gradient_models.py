@@ -47,7 +47,7 @@ def test_classifiers_learn_at_a_large_budget_with_the_users_labels(binary, est):
     model = clone(est).set_params(epsilon=50.0, random_state=0).fit(X[:2500], y[:2500])
     assert set(model.predict(X[2500:])) <= {"yes", "no"} and list(model.classes_) == ["no", "yes"]
     assert model.score(X[2500:], y[2500:]) > 0.8
-    assert model.coef_.shape == (60,) and model.predict_proba(X[:3]).shape == (3, 2)
+    assert model.coef_.shape == (1, 60) and model.predict_proba(X[:3]).shape == (3, 2)
 
 
 @pytest.mark.parametrize("cls", [DPSGDRegressor, DPGDRegressor, DPIHTRegressor, SelectTrainRegressor])

@@ -102,21 +102,23 @@ def _ingest(args: argparse.Namespace) -> int:
         if not sep or not col or not values:
             raise ParameterError(f"--categories {spec!r}: write COLUMN=value1,value2,... (the column's public values)")
         categories[col] = [v for v in values.split(",") if v]
-    if is_table(args.src):
-        meta = ingest_table(
-            args.src,
-            args.out,
-            force=args.force,
-            target=args.target,
-            impute=args.impute,
-            encode=args.encode_categories,
-            task=args.task,
-            name=args.name,
-            labels=args.labels,
-            categories=categories or None,
-            fill_value=args.fill_value,
-            private=not args.non_private,
-        )
+    if is_table(args.src):  # read whole (the bar's clock runs), then written block by block (rows done / rows)
+        with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None, count=True) as update:
+            meta = ingest_table(
+                args.src,
+                args.out,
+                force=args.force,
+                target=args.target,
+                impute=args.impute,
+                encode=args.encode_categories,
+                task=args.task,
+                name=args.name,
+                labels=args.labels,
+                categories=categories or None,
+                fill_value=args.fill_value,
+                private=not args.non_private,
+                progress=update,
+            )
     else:
         if categories or args.fill_value is not None:
             raise ParameterError(

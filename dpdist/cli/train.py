@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--method",
         default=DEFAULT_LEARNER,
         choices=names(("learner", "screening"), front_end="cli"),
-        help="select-train (default: the best measured, benchmarks/utility.py), dp-sgd, dp-gd, dp-iht; "
+        help="dp-sgd (default: the best measured over the benchmark's data sets, benchmarks/utility.py), "
+        "select-train, dp-gd, dp-iht; "
         "the Frank-Wolfe methods (need --lam, --iters); rnm-screen / adp-screen: fast DP-FW with "
         "RNM-Screen / ADP-Screen ([KLR23], [KLR25])",
     )

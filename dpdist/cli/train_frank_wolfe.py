@@ -91,7 +91,8 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
         )
     seconds = time.perf_counter() - t0
     timing("%s: %.2f s, %.4f ms/iteration", args.method, seconds, 1e3 * seconds / args.iters)
-    coef = {"indices": np.flatnonzero(model.coef_).tolist(), "values": model.coef_[model.coef_ != 0].tolist()}
+    w = model.coef_.ravel()  # (1, d) for a classifier
+    coef = {"indices": np.flatnonzero(w).tolist(), "values": w[w != 0].tolist()}
     payload = _frank_wolfe_payload(args, model, opts, coef, n_features, name)
     if acc is not None:
         _add_charge(args, payload, model, opts, acc, key, replayed)

@@ -175,7 +175,7 @@ def _coef(fitted: Any) -> dict[str, Any]:
     """A fitted model's weights as the sparse record the output carries."""
     import numpy as np
 
-    w: np.ndarray = fitted.coef_
+    w: np.ndarray = np.ravel(fitted.coef_)  # (1, d) for a classifier
     return {"indices": np.flatnonzero(w).tolist(), "values": w[w != 0].tolist(), "intercept": fitted.intercept_}
 
 

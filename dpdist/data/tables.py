@@ -35,6 +35,7 @@ import io
 import os
 import warnings
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -306,12 +307,14 @@ def ingest_table(
     categories: dict[str, list[str]] | None = None,
     fill_value: float | None = None,
     private: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Read a table and write it as a store (public ``name``: default random); returns its metadata.
 
     ``task`` forces the task (``auto``: as the module docstring says); the labels must fit it.
     ``private`` (the default) refuses, before writing, a table whose columns would be inferred from the
     data (category codes or mean imputation): private analyses refuse such a store.
+    ``progress(rows_written, rows)`` is called after each block is written (the operator's own view).
     """
     table = read_table(src, target=target, impute=impute, encode=encode, categories=categories, fill_value=fill_value)
     if private and feature_schema({"table_notes": table.notes}) != "declared":
@@ -352,4 +355,5 @@ def ingest_table(
         force=force,
         metadata=meta,
         labels=declared,
+        progress=progress,
     )

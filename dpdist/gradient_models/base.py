@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.preprocessing import normalize
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -288,8 +288,9 @@ class GradientModel(BaseEstimator, metaclass=ABCMeta):
 
     def _set_released(self, out: dict[str, Any]) -> None:
         self.n_features_in_ = int(out["n_features"])
-        self.coef_ = np.zeros(self.n_features_in_)
-        self.coef_[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        w = np.zeros(self.n_features_in_)
+        w[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        self.coef_ = w[np.newaxis, :] if is_classifier(self) else w  # scikit-learn's shapes: (1, d) for two classes
         self.intercept_ = float(out.get("intercept", 0.0))
         self.row_norm_ = out.get("row_norm", self.row_norm)
         self._from_result(out)
@@ -313,7 +314,7 @@ class GradientModel(BaseEstimator, metaclass=ABCMeta):
         X = validate_data(self, X, accept_sparse="csr", reset=False)
         if self.row_norm_ is not None:
             X = normalize(sp.csr_matrix(X, dtype=np.float64), norm=self.row_norm_)
-        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+        return np.asarray(X @ self.coef_.ravel()).ravel() + self.intercept_
 
     def __sklearn_tags__(self):  # noqa: ANN204
         tags = super().__sklearn_tags__()

@@ -374,7 +374,7 @@ def fit_on_support(
         model._binary_target(np.asarray(y))
 
     def compute() -> list[float]:
-        return model.fit(X_S, y).coef_.tolist()
+        return model.fit(X_S, y).coef_.ravel().tolist()
 
     if accountant is None:
         return np.asarray(compute())

@@ -59,6 +59,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.exceptions import ParameterError, SolverFailure
+from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_delta, check_epsilon, check_positive
@@ -220,7 +221,11 @@ class ObjectivePerturbation(BaseEstimator):
         return np.where(y == classes[1], 1.0, -1.0)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> ObjectivePerturbation:
+        """The private minimiser. It charges nothing itself: call it inside a charged release
+        (:func:`dpdist.selection.two_stage.fit_on_support` charges an accountant first), or inside
+        ``dpdist.unaccounted()`` for an experiment; anywhere else it refuses."""
         self._validate()
+        require_accountant(self)
         logistic = self.loss == "logistic"
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=not logistic)
         X = sp.csr_matrix(X).toarray() if sp.issparse(X) else X
@@ -239,7 +244,7 @@ class ObjectivePerturbation(BaseEstimator):
         else:
             theta = self._solve_logistic(X, y, reg, b)
             theta = theta + _l2_laplace(rng, s, 2.0 * self.tolerance / self._eps_output)
-        self.coef_ = theta
+        self.coef_ = theta[np.newaxis, :] if logistic else theta  # scikit-learn's shapes: (1, d) for two classes
         return self
 
     @staticmethod
@@ -290,7 +295,7 @@ class ObjectivePerturbation(BaseEstimator):
     def _margins(self, X: np.ndarray) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        return np.asarray(X @ self.coef_).ravel()
+        return np.asarray(X @ self.coef_.ravel()).ravel()
 
     @available_if(lambda self: self.loss == "logistic")
     def decision_function(self, X: np.ndarray) -> np.ndarray:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -110,6 +115,48 @@ def test_a_numeric_two_valued_target_is_binary_and_task_is_honoured(tmp_path, ca
     assert json.loads(capsys.readouterr().out)["task"] == "regression"
     with pytest.raises(ParameterError, match="exactly 2"):
         ingest_table(tmp_path / "b.csv", tmp_path / "x", target="a", task="binary")
+
+
+def test_table_ingest_reports_its_progress(tmp_path):
+    """The writer calls progress(rows written, rows) after each block; the CLI draws it as a bar on a
+    terminal (the operator's own view of their data)."""
+    p = tmp_path / "p.csv"
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.normal(size=2500), "b": rng.normal(size=2500), "y": np.arange(2500) % 2}).to_csv(
+        p, index=False
+    )
+    seen: list[tuple[int, int]] = []
+    from dpdist.data.store import write_store
+
+    table = read_table(p)
+    write_store(tmp_path / "w", table.X, table.y, block_rows=1000, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1000, 2500), (2000, 2500), (2500, 2500)]
+    seen.clear()
+    ingest_table(p, tmp_path / "s", progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1] == (2500, 2500)
+    out = _on_a_terminal([sys.executable, "-m", "dpdist.cli", "ingest", str(p), "--out", str(tmp_path / "c")])
+    assert "ingest p.csv" in out and "2500/2500" in out
+
+
+def _on_a_terminal(argv: list[str]) -> str:
+    """What a terminal shows of ``argv`` run with stdout and stderr on a pseudo-terminal."""
+    parent, child = pty.openpty()
+    proc = subprocess.Popen(
+        argv, stdout=child, stderr=child, stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "120"}
+    )
+    os.close(child)
+    chunks = []
+    while select.select([parent], [], [], 120)[0]:
+        try:
+            data = os.read(parent, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(60) == 0
+    os.close(parent)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def test_missing_values_refused_without_impute(tmp_path):

@@ -72,7 +72,7 @@ def test_a_fit_on_all_columns_reads_the_stored_csc_copy_and_fits_as_in_memory(tm
         return
     rec = fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7)
     assert rec["path"] == [int(v) for v in est.path_]
-    np.testing.assert_array_equal(rec["values"], est.coef_[rec["indices"]])
+    np.testing.assert_array_equal(rec["values"], est.coef_.ravel()[rec["indices"]])
 
 
 def test_a_float32_fit_on_a_store_is_the_float64_fit_of_the_rounded_values(tmp_path):

@@ -53,7 +53,9 @@ def test_logistic_minimiser_is_certified_within_the_tolerance_and_charged_for_it
     X = rng.uniform(-1, 1, size=(4000, 2))
     y = (X @ np.array([3.0, -3.0]) + rng.logistic(size=4000) > 0).astype(float)
     op = ObjectivePerturbation("logistic", epsilon=50.0, tolerance=1e-6, random_state=4)
-    theta = op.fit(X, y).coef_
+    coef = op.fit(X, y).coef_
+    assert coef.shape == (1, X.shape[1])  # scikit-learn's shape for a binary classifier
+    theta = coef[0]
     assert theta[0] > 1.5 and theta[1] < -1.5
     # output noise pays for the tolerance: 1% of epsilon, both parts pure
     assert op.privacy_loss.epsilon == pytest.approx(50.0) and op.privacy_loss.delta == 0.0

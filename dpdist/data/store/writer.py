@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -461,8 +461,10 @@ def write_store(
     metadata: dict[str, Any] | None = None,
     memory_bytes: int = DEFAULT_MEMORY,
     labels: list[float] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Write an in-memory matrix (dense or sparse) and its labels as a store (``labels``: declared classes)."""
+    """Write an in-memory matrix (dense or sparse) and its labels as a store (``labels``: declared classes;
+    ``progress(rows_written, rows)`` after each block: the operator's view, never a release)."""
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sum_duplicates()
     X.sort_indices()
@@ -472,10 +474,17 @@ def write_store(
     if not (np.all(np.isfinite(X.data)) and np.all(np.isfinite(y))):
         raise ParameterError("X and y must be finite")
     step = max(1, block_rows)
-    blocks = ((X[r0:r1], y[r0:r1]) for r0, r1 in ranges(X.shape[0], step))
+    n = X.shape[0]
+
+    def blocks() -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
+        for r0, r1 in ranges(n, step):
+            yield X[r0:r1], y[r0:r1]
+            if progress is not None:
+                progress(r1, n)
+
     return write_blocks(
         out,
-        blocks,
+        blocks(),
         X.shape[1],
         task=task,
         force=force,
