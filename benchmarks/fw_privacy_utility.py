@@ -13,11 +13,15 @@ scikit-learn's L1 logistic regression (liblinear, C = 1). Then the time of one p
 T = 400,000, lambda = 5000, epsilon = 0.1 on the RCV1-shaped synthetic set (20,242 x 47,236).
 
     .venv/bin/python benchmarks/fw_privacy_utility.py [--lam 50] [--iters 4000] [--reps 5] [--skip-long]
+
+Also runs the paper's own settings (lambda = 5000, T = 400,000, epsilon = 0.1) on the subsets. Writes
+``benchmarks/results/fw/<UTC date>-table4.md`` and ``.csv`` with the paper's numbers beside ours.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import lzma
 import os
 import time
@@ -60,6 +64,14 @@ def scores(model, Xte, yte) -> tuple[float, float]:
     )
 
 
+def _row(rows: list[dict], name: str, what: str, eps: float | str, res: list[tuple[float, float]]) -> str:
+    acc, auc = float(np.median([r[0] for r in res])), float(np.median([r[1] for r in res]))
+    rows.append({"set": name, "method": what, "epsilon": eps, "runs": len(res), "accuracy": acc, "auc": auc})
+    line = f"| {what} | {eps} | {acc:.2f} / {auc:.2f} | {len(res)} |"
+    print(line, flush=True)
+    return line
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lam", type=float, default=50.0)
@@ -69,26 +81,43 @@ def main() -> None:
     ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     args = ap.parse_args()
     shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    from results_file import header, today, topic_dir
     from sklearn.linear_model import LogisticRegression
 
     from dpdist.linear_model import DPFrankWolfeClassifier
 
+    load0 = os.getloadavg()[0]
+    rows: list[dict] = []
+    md: list[str] = []
     for name in ("rcv1", "news20"):
         Xtr, ytr, Xte, yte = data(name, shared)
-        print(
-            f"\n{name}: train {Xtr.shape[0]:,} x {Xtr.shape[1]:,}, test {Xte.shape[0]:,}; lambda={args.lam:g}, "
-            f"T={args.iters}; accuracy % / AUC % on the test rows"
-        )
+        md += [
+            f"## {name}: train {Xtr.shape[0]:,} x {Xtr.shape[1]:,}, test {Xte.shape[0]:,}",
+            "",
+            "| method | epsilon | accuracy % / AUC % | runs |",
+            "| --- | ---: | ---: | ---: |",
+            f"| paper Table 4 (the full {name}, lambda = 5000, T = 400,000) | 0.1 | "
+            f"{PAPER[name][0]:.2f} / {PAPER[name][1]:.2f} | - |",
+        ]
         fw = DPFrankWolfeClassifier(lam=args.lam, max_iter=args.iters, method="fast-fw").fit(Xtr, ytr)
+        md.append(
+            _row(
+                rows, name, f"non-private fast FW (lambda {args.lam:g}, T {args.iters})", "inf", [scores(fw, Xte, yte)]
+            )
+        )
         sk = LogisticRegression(l1_ratio=1.0, C=1.0, solver="liblinear").fit(_i32(Xtr), ytr)
-        print(
-            f"  {'non-private fast FW':<28}{'%.2f / %.2f' % scores(fw, Xte, yte):>16}   "
-            f"nnz {np.count_nonzero(fw.coef_)}"
-        )
-        print(
-            f"  {'sklearn L1 logistic (C=1)':<28}{'%.2f / %.2f' % scores(sk, _i32(Xte), yte):>16}   "
-            f"nnz {np.count_nonzero(sk.coef_)}"
-        )
+        md.append(_row(rows, name, "scikit-learn L1 logistic (C = 1)", "inf", [scores(sk, _i32(Xte), yte)]))
+        paper = [
+            scores(
+                DPFrankWolfeClassifier(epsilon=0.1, delta=1e-6, lam=5000.0, max_iter=400_000, method="fast-dp-fw").fit(
+                    Xtr, ytr
+                ),
+                Xte,
+                yte,
+            )
+            for _ in range(args.reps)
+        ]
+        md.append(_row(rows, name, "fast DP-FW at the paper's settings (lambda 5000, T 400,000)", 0.1, paper))
         for eps in EPSILONS:
             res = [
                 scores(
@@ -100,9 +129,8 @@ def main() -> None:
                 )
                 for _ in range(args.reps)
             ]
-            acc, auc = np.median([r[0] for r in res]), np.median([r[1] for r in res])
-            print(f"  {'fast DP-FW eps=%g' % eps:<28}{'%.2f / %.2f' % (acc, auc):>16}   (median of {args.reps})")
-        print(f"  paper Table 4 (full {name}, eps=0.1, lambda=5000, T=400,000): {PAPER[name][0]} / {PAPER[name][1]}")
+            md.append(_row(rows, name, f"fast DP-FW (lambda {args.lam:g}, T {args.iters})", eps, res))
+        md.append("")
 
     if not args.skip_long:
         from dpdist.data.synthetic import make_synthetic
@@ -113,11 +141,33 @@ def main() -> None:
         t0 = time.perf_counter()
         m = DPFrankWolfeClassifier(epsilon=0.1, delta=1e-6, lam=5000.0, max_iter=400_000, method="fast-dp-fw").fit(X, y)
         wall = time.perf_counter() - t0
-        print(
-            f"\nT=400,000 on the RCV1-shaped set ({X.shape[0]:,} x {X.shape[1]:,}), eps=0.1, lambda=5000: "
-            f"solver {m.seconds_:.1f} s ({1e6 * m.seconds_ / 400_000:.1f} us/iteration), fit {wall:.1f} s, "
-            f"nnz {np.count_nonzero(m.coef_)}"
-        )
+        md += [
+            f"T = 400,000 on the public RCV1-shaped synthetic set ({X.shape[0]:,} x {X.shape[1]:,}), epsilon = 0.1, "
+            f"lambda = 5000: solver {m.seconds_:.1f} s ({1e6 * m.seconds_ / 400_000:.1f} us/iteration), "
+            f"fit {wall:.1f} s, {np.count_nonzero(m.coef_)} non-zero weights.",
+            "",
+        ]
+    out = topic_dir("fw")
+    text = header(
+        "[RKL23] Table 4 on the data at hand: fast DP-FW's privacy-utility",
+        f"median of {args.reps} private runs per cell; one non-private fit each",
+        load0,
+    )
+    text += [
+        "Table 4 trains on the full RCV1 (20,242 rows) and News20 (19,996 rows); the repository has their real "
+        "subsets only (RCV1 small: 1,000 train / 500 test rows; News20's test file: 3,993 rows, groups 1-10 vs "
+        "11-20, rows scaled to ||x||_inf <= 1, 80/20 by a fixed public seed). At epsilon = 0.1 a private model "
+        "on 1,000-3,000 rows has about 20 times less signal per unit of noise than on the full sets, so the "
+        "paper's 90-92% is not expected here: the rows at the paper's settings show where the subsets stand.",
+        "",
+        *md,
+    ]
+    (out / f"{today()}-table4.md").write_text("\n".join(text) + "\n")
+    with open(out / f"{today()}-table4.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["set", "method", "epsilon", "runs", "accuracy", "auc"])
+        w.writeheader()
+        w.writerows(rows)
+    print("\n".join(text))
 
 
 if __name__ == "__main__":

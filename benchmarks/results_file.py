@@ -67,7 +67,7 @@ def header(title: str, trials: str, started_load: float | None = None) -> list[s
         "",
         f"Run: {today()} (UTC); machine: {machine()} at the end of the run"
         + (f", {started_load:.2f} at its start" if started_load is not None else "")
-        + ". The experiments ran under `nice -n 19` beside other work on the same cores.",
+        + f". The experiments ran at niceness {os.nice(0)} beside other work on the same cores.",
         "",
         f"Trials: {trials}",
         "",

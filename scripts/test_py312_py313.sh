@@ -27,7 +27,7 @@ for v in 3.12 3.13; do
     fi
     echo "== Python $v ($py): fast part (pytest -m 'not slow')" >&2
     if PYTHON="$py" VENV=".venv-$v" bash scripts/setup.sh; then
-        ".venv-$v/bin/python" -m pytest -q -m "not slow" || failed+=("Python $v fast part")
+        ".venv-$v/bin/python" -m pytest -q -n 2 --dist loadgroup -m "not slow" || failed+=("Python $v fast part")
     else
         failed+=("Python $v setup")
     fi

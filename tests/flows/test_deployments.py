@@ -27,7 +27,9 @@ from test_slurm import _slurm_ready
 
 from dpdist.privacy.accountant import Accountant
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs every test that submits SLURM jobs (one single-node cluster), and this
+# module's fixtures once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 POOL = "dpdist-local"  # the work pool deploy/prefect.yaml names
 

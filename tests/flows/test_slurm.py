@@ -18,7 +18,9 @@ from dpdist.flows.config import ClusterConfig
 from dpdist.flows.runtime import LOOPBACK, cluster_security, task_runner
 from dpdist.privacy.accountant import Accountant
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs every test that submits SLURM jobs (one single-node cluster), and this
+# module's fixtures once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 
 def _slurm_ready() -> str | None:
