@@ -59,8 +59,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
+from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -74,6 +73,7 @@ from dpdist.released import widen
 from dpdist.solvers.fast_fw import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
+from dpdist.utils.classifier import BinaryLinearClassifierMixin
 from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState, check_random_state
@@ -392,7 +392,7 @@ class _FrankWolfe(BaseEstimator):
         return np.asarray(X @ self.coef_.ravel()).ravel()
 
 
-class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
+class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
     """Private L1-constrained logistic regression for two classes.
 
     ``classes``: the two labels, public (default: the labels seen in y, which are then treated as
@@ -472,23 +472,6 @@ class DPFrankWolfeClassifier(ClassifierMixin, _FrankWolfe):
             schema,
         )
         return self
-
-    def _from_result(self, result: dict[str, Any]) -> None:
-        classes = result.get("classes") or self.classes
-        if classes is None:
-            raise ParameterError("the released model does not name its classes: pass classes=[negative, positive]")
-        self.classes_ = np.asarray(classes)
-
-    def decision_function(self, X: Matrix) -> np.ndarray:
-        return self._margins(X)
-
-    def predict_proba(self, X: Matrix) -> np.ndarray:
-        p = expit(self.decision_function(X))
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X: Matrix) -> np.ndarray:
-        check_is_fitted(self, "coef_")
-        return self.classes_[(self.decision_function(X) > 0).astype(np.int64)]
 
 
 class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):

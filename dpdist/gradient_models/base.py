@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
+from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
 from sklearn.preprocessing import normalize
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -38,6 +37,7 @@ from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.released import widen
 from dpdist.solvers.dp_sgd import SGDPlan
+from dpdist.utils.classifier import BinaryLinearClassifierMixin
 from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
 from dpdist.utils.random import check_random_state
@@ -326,7 +326,7 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
-class GradientClassifierMixin(ClassifierMixin):
+class GradientClassifierMixin(BinaryLinearClassifierMixin):
     """Two public classes, mapped to -1/+1."""
 
     _loss = "logistic"
@@ -377,22 +377,6 @@ class GradientClassifierMixin(ClassifierMixin):
             schema,
         )
         return self
-
-    def _from_result(self, result: dict[str, Any]) -> None:
-        classes = result.get("classes") or self.classes
-        if classes is None:
-            raise ParameterError("the released model does not name its classes: pass classes=[negative, positive]")
-        self.classes_ = np.asarray(classes)
-
-    def decision_function(self, X: Matrix) -> np.ndarray:
-        return self._margins(X)
-
-    def predict_proba(self, X: Matrix) -> np.ndarray:
-        p = expit(self.decision_function(X))
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X: Matrix) -> np.ndarray:
-        return self.classes_[(self.decision_function(X) > 0).astype(np.int64)]
 
 
 class GradientRegressorMixin(RegressorMixin):
