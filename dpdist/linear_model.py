@@ -60,10 +60,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
+from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
 from dpdist.methods import FW_ITERS, FW_LAM, get, names
 from dpdist.privacy.accountant import Accountant
@@ -361,8 +361,7 @@ class _FrankWolfe(BaseEstimator):
 
     def _set_released(self, out: dict[str, Any]) -> None:
         self.n_features_in_ = int(out["n_features"])
-        w = np.zeros(self.n_features_in_)
-        w[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        w = sparse_coef(out["indices"], out["values"], self.n_features_in_)
         self.coef_ = w[np.newaxis, :] if is_classifier(self) else w  # scikit-learn's shapes: (1, d) for two classes
         self.clip_ = out.get("clip")
         self.path_ = list(out.get("path", []))
@@ -445,20 +444,7 @@ class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
     ) -> DPFrankWolfeClassifier:
         self._validate()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        if self.classes is None:
-            y_type = type_of_target(y, input_name="y", raise_unknown=True)
-            if y_type != "binary":
-                raise ParameterError(
-                    f"Only binary classification is supported. The type of the target is {y_type}: "
-                    f"DPFrankWolfeClassifier needs exactly 2 classes, got {np.unique(y).size} class(es)"
-                )
-        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
-        if classes.size != 2:
-            raise ParameterError(f"DPFrankWolfeClassifier needs exactly 2 classes, got {classes.size} class(es)")
-        if not np.isin(y, classes).all():
-            raise ParameterError("y has labels outside the given classes")
-        self.classes_ = classes
+        classes = self._binary_classes(y)
         self._fit(
             X,
             (y == classes[1]).astype(np.float64),

@@ -27,10 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
 from sklearn.preprocessing import normalize
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.data.transforms import Matrix
+from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
@@ -288,8 +288,7 @@ class GradientModel(BaseEstimator, metaclass=ABCMeta):
 
     def _set_released(self, out: dict[str, Any]) -> None:
         self.n_features_in_ = int(out["n_features"])
-        w = np.zeros(self.n_features_in_)
-        w[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
+        w = sparse_coef(out["indices"], out["values"], self.n_features_in_)
         self.coef_ = w[np.newaxis, :] if is_classifier(self) else w  # scikit-learn's shapes: (1, d) for two classes
         self.intercept_ = float(out.get("intercept", 0.0))
         self.row_norm_ = out.get("row_norm", self.row_norm)
@@ -351,20 +350,7 @@ class GradientClassifierMixin(BinaryLinearClassifierMixin):
                 "for the data); read from y, the released model's classes would be a function of it"
             )
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        if self.classes is None:
-            y_type = type_of_target(y, input_name="y", raise_unknown=True)
-            if y_type != "binary":
-                raise ParameterError(
-                    f"Only binary classification is supported: {type(self).__name__} needs exactly "
-                    "2 classes (pass classes=[negative, positive])"
-                )
-        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
-        if classes.size != 2:
-            raise ParameterError(f"{type(self).__name__} needs exactly 2 classes, got {classes.size} class(es)")
-        if not np.isin(y, classes).all():
-            raise ParameterError("y has labels outside the given classes")
-        self.classes_ = classes
+        classes = self._binary_classes(y)
         self._fit(
             X,
             np.where(y == classes[1], 1.0, -1.0),

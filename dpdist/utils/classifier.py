@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 from sklearn.base import ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 from dpdist.exceptions import ParameterError
 
@@ -23,6 +24,25 @@ class BinaryLinearClassifierMixin(ClassifierMixin):
     classes: Any
     classes_: np.ndarray
     _margins: Callable[[Any], np.ndarray]  # the estimator's own (declared here, defined by the estimator)
+
+    def _binary_classes(self, y: np.ndarray) -> np.ndarray:
+        """The two classes (the public ``classes``, else the labels seen in y), set as ``classes_``; y's
+        labels must lie within them. The messages name no count or value of the data."""
+        check_classification_targets(y)
+        if self.classes is None:
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
+            if y_type != "binary":
+                raise ParameterError(
+                    f"Only binary classification is supported. The type of the target is {y_type}: "
+                    f"{type(self).__name__} needs exactly 2 classes (pass classes=[negative, positive])"
+                )
+        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
+        if classes.size != 2:
+            raise ParameterError(f"{type(self).__name__} needs exactly 2 classes, got {classes.size} class(es)")
+        if not np.isin(y, classes).all():
+            raise ParameterError("y has labels outside the given classes")
+        self.classes_ = classes
+        return classes
 
     def _from_result(self, result: dict[str, Any]) -> None:
         classes = result.get("classes") or self.classes
