@@ -141,9 +141,21 @@ def test_a_cancelled_range_raises_and_the_others_are_cancelled(client, store, mo
 
     monkeypatch.setattr(sis_mod, "as_completed", cancelling_the_last)
     monkeypatch.setattr(client, "cancel", recorded)
-    with pytest.raises(CancelledError):
-        correlation_scores(path, n_blocks=6)
+    try:
+        with pytest.raises(CancelledError):
+            correlation_scores(path, n_blocks=6)
+    finally:
+        _until_workers_idle(client)  # a range already running goes on: not into the next test's cache
     assert len(cancelled) == 1 + 6  # the test's own, then every range's on the error
+
+
+def _until_workers_idle(client, timeout: float = 120.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while any(client.run(lambda dask_worker: len(dask_worker.state.executing)).values()):
+        assert time.monotonic() < end, "a cancelled range still runs"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("kind, code_dtype", [("labels", np.uint8), ("grid", np.uint16), ("continuous", None)])
@@ -414,10 +426,18 @@ def test_dask_scores_of_a_binary_store_keep_no_values(client, tmp_path):
     client.run(lambda: __import__("dpdist.data.store").data.store.BLOCK_CACHE.clear())
     got = correlation_scores(tmp_path / "bin", n_blocks=4)
     np.testing.assert_array_equal(got, np.abs(X.T @ (2 * y - 1)))
-    cached = client.run(lambda: __import__("dpdist.data.store").data.store.BLOCK_CACHE.nbytes)
+    mine = str((tmp_path / "bin").resolve())
+    cached = client.run(_cached_bytes_of, mine)
     # the ranges' pointers and binary flags, and on each worker y (8 bytes a row) and its
     # one-byte codes: no entry is held (they are read in pieces into reused buffers)
     assert sum(cached.values()) <= 8 * (400 + 4) + 4 + 2 * (9 * 3000 + 16)
+
+
+def _cached_bytes_of(store_path: str) -> int:
+    """On a worker: the bytes its block cache holds for one store (keys start with its path)."""
+    from dpdist.data.store import BLOCK_CACHE
+
+    return sum(sum(a.nbytes for a in v) for k, v in list(BLOCK_CACHE._items.items()) if k[0] == store_path)
 
 
 def _cache_stats() -> tuple[int, int]:
