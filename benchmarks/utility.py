@@ -78,7 +78,13 @@ def load(name: str, shared: Path):
 
 def learners(name: str, set_name: str, epsilon: float, n_public: int):
     """The estimator of ``name`` at the learner's budget ``epsilon`` (delta / 4 for route (P))."""
-    from dpdist.gradient_models import DPGDClassifier, DPIHTClassifier, DPSGDClassifier, SelectTrainClassifier
+    from dpdist.gradient_models import (
+        AutoClassifier,
+        DPGDClassifier,
+        DPIHTClassifier,
+        DPSGDClassifier,
+        SelectTrainClassifier,
+    )
     from dpdist.linear_model import DPFrankWolfeClassifier
     from dpdist.tuning import PrivateSearch, default_candidates
 
@@ -87,6 +93,8 @@ def learners(name: str, set_name: str, epsilon: float, n_public: int):
         return DPSGDClassifier(
             epochs=5, batch_size=2000 if set_name == "main" else 250, lr=10.0, clip=1.0, average=False, **common
         )
+    if name == "auto":
+        return AutoClassifier(**common)
     if name == "dp-sgd":
         return DPSGDClassifier(**common)
     if name == "dp-gd":
@@ -104,9 +112,10 @@ def learners(name: str, set_name: str, epsilon: float, n_public: int):
     raise ValueError(name)
 
 
-LEARNERS = ("dp-sgd", "dp-gd", "dp-iht", "select-train")  # the candidates for `dpdist train`'s default learner
+LEARNERS = ("auto", "dp-sgd", "dp-gd", "dp-iht", "select-train")  # the candidates for `dpdist train`'s default learner
 METHODS = (
     "plain DP-SGD (issue 40)",
+    "auto",
     "dp-sgd",
     "dp-gd",
     "dp-iht",

@@ -303,6 +303,7 @@ _METHODS = (
         "bss",
         params=_BSS + _PTR,
     ),
+    _gradient("auto", "Auto", "select-train when its screening's noise is small beside the public count, else dp-sgd"),
     _gradient("dp-sgd", "DPSGD", "DP-SGD with Poisson-sampled batches ([ACG+16])"),
     _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them"),
     _gradient("dp-gd", "DPGD", "full-batch DP gradient descent", row_blocks=True),

@@ -9,6 +9,8 @@ from sklearn.base import clone
 
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models import (
+    AutoClassifier,
+    AutoRegressor,
     DPGDClassifier,
     DPGDRegressor,
     DPIHTClassifier,
@@ -38,6 +40,7 @@ CLASSIFIERS = [
     DPGDClassifier(max_iter=100, lr=30.0),
     DPIHTClassifier(s=10, max_iter=60, lr=30.0, intercept_scaling=0.1),
     SelectTrainClassifier(k=10, epochs=20, batch_size=500, lr=5.0),
+    AutoClassifier(),
 ]
 
 
@@ -50,7 +53,7 @@ def test_classifiers_learn_at_a_large_budget_with_the_users_labels(binary, est):
     assert model.coef_.shape == (1, 60) and model.predict_proba(X[:3]).shape == (3, 2)
 
 
-@pytest.mark.parametrize("cls", [DPSGDRegressor, DPGDRegressor, DPIHTRegressor, SelectTrainRegressor])
+@pytest.mark.parametrize("cls", [DPSGDRegressor, DPGDRegressor, DPIHTRegressor, SelectTrainRegressor, AutoRegressor])
 def test_regressors_fit_clipped_targets(binary, cls):
     X, _, margin = binary
     y = np.clip(margin / 3.0, -1, 1)
@@ -132,3 +135,55 @@ def test_exact_grid_search_over_private_fits_warns(binary):
     ):
         with pytest.warns(NonPrivateSelectionWarning, match="PrivateSearch"):
             GridSearchCV(est, grid, cv=2).fit(X[:1000], y[:1000])
+
+
+@pytest.mark.parametrize(
+    "cls, pair",
+    [
+        (AutoClassifier, (SelectTrainClassifier, DPSGDClassifier)),
+        (AutoRegressor, (SelectTrainRegressor, DPSGDRegressor)),
+    ],
+)
+def test_the_default_learner_chooses_from_public_values_and_charges_the_chosen_learner(cls, pair):
+    import math
+
+    budget = dict(epsilon=1.0, delta=1e-6)
+    sparse, dense = pair[0](**budget), pair[1](**budget)
+    sigma = 1.0 / math.sqrt(2.0 * sparse.privacy_charge(100_000).details["screening_rho"])
+    model = cls(**budget)
+    model._check_width(5000)
+    # the rule: select-then-train when its screening's noise is at most screen_noise_limit n~
+    edge = math.ceil(sigma / model.screen_noise_limit)
+    assert type(model.chosen(edge + 50)) is pair[0] and type(model.chosen(edge - 50)) is pair[1]
+    for n, chosen in ((edge + 50, sparse), (edge - 50, dense)):
+        charge = model.privacy_charge(n)
+        assert charge.loss == chosen.privacy_charge(n).loss  # exactly the chosen learner's mechanism
+        assert charge.details["learner"] == chosen.mechanism and charge.epsilon <= 1.0 + 1e-9
+    assert type(cls(**budget, screen_noise_limit=0.0).chosen(10**9)) is pair[1]
+    model._check_width(sparse.k)  # no more columns than k: nothing to screen
+    assert type(model.chosen(10**9)) is pair[1]
+    with pytest.raises(ParameterError, match="screen_noise_limit"):
+        cls(screen_noise_limit=-1.0)._validate()
+
+
+def test_the_default_learner_records_which_learner_ran_and_replays(tmp_path):
+    rng = np.random.default_rng(3)
+    X = sp.random(4000, 400, density=0.05, random_state=3, format="csr")
+    X.data = rng.uniform(0.2, 1.0, X.nnz)
+    y = np.where(X[:, :5] @ np.array([3.0, -3.0, 2.0, -2.0, 2.0]) > 0, 1.0, 0.0)
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("d", 10.0, 1e-6)
+    # a screening noise at most 1 n~ (a loose limit): select-then-train runs, k-sparse
+    est = AutoClassifier(epsilon=3.0, screen_noise_limit=1.0, classes=[0.0, 1.0])
+    first = clone(est).fit(X, y, acc, "d", key="m")
+    record = acc.history("d")[-1]
+    result = record.to_dict("d")["result"]
+    assert result["learner"] == "select-train" and result["method"] == "auto"
+    assert record.privacy_loss == est.privacy_charge(first.n_public_).loss
+    assert 0 < np.count_nonzero(first.coef_) <= 100 and first.score(X, y) > 0.6
+    again = clone(est).fit(X, y, acc, "d", key="m")
+    assert np.array_equal(again.coef_, first.coef_) and len(acc.history("d")) == 2
+    rebuilt = AutoClassifier.from_release(record.to_dict("d"))
+    assert np.array_equal(rebuilt.predict(X), first.predict(X))
+    dense = clone(est).set_params(screen_noise_limit=0.0).fit(X, y, acc, "d", key="dense")
+    assert acc.history("d")[-1].to_dict("d")["result"]["learner"] == "dp-sgd" and np.count_nonzero(dense.coef_) > 100

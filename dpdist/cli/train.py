@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--method",
         default=DEFAULT_LEARNER,
         choices=names(("learner", "screening"), front_end="cli"),
-        help="dp-sgd (default: the best measured over the benchmark's data sets, benchmarks/utility.py), "
-        "select-train, dp-gd, dp-iht; "
+        help="auto (default: the best measured over the benchmark's data sets, benchmarks/utility.py; "
+        "select-train when its screening's noise is small beside the public count of rows, else dp-sgd), "
+        "dp-sgd, select-train, dp-gd, dp-iht; "
         "the Frank-Wolfe methods (need --lam, --iters); rnm-screen / adp-screen: fast DP-FW with "
         "RNM-Screen / ADP-Screen ([KLR23], [KLR25])",
     )

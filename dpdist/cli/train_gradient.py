@@ -209,4 +209,6 @@ def _gradient_payload(
     }
     if method == "private-search":
         payload["chosen"] = {k: v for k, v in model.best_params_.items() if k != "random_state"}
+    elif "learner" in model.release_record_:  # auto: the learner its public rule ran
+        payload["chosen"] = {"learner": model.release_record_["learner"]}
     return payload

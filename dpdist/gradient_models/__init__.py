@@ -27,6 +27,9 @@ The learners, one module each:
 * ``SelectTrainClassifier`` / ``SelectTrainRegressor``: a private screening of the ``k`` features
   most correlated with y (Gaussian noise on |X^T y| of the normalised rows, then the top k:
   ``dpdist.selection.gaussian``), then DP-SGD on those k columns. k-sparse models (:mod:`.select_train`).
+* ``AutoClassifier`` / ``AutoRegressor``: the default learner, select-then-train when its screening's
+  noise is small beside the public count of records, DP-SGD on every column otherwise; a choice on
+  public values, charged as the chosen learner (:mod:`.auto`).
 
 Without an accountant the same noisy fit runs and nothing is recorded (experiments); with one,
 ``fit`` charges it first and a retried ``key`` replays the recorded model. ``from_release``
@@ -36,6 +39,7 @@ rebuilds a fitted estimator from a recorded model. ``LEARNERS`` names them by me
 
 from __future__ import annotations
 
+from dpdist.gradient_models.auto import AutoClassifier, AutoRegressor
 from dpdist.gradient_models.base import GradientModel, noisy_count
 from dpdist.gradient_models.iht import DPIHTClassifier, DPIHTRegressor
 from dpdist.gradient_models.learners import LEARNERS, make_learner
@@ -44,6 +48,8 @@ from dpdist.gradient_models.sgd import DPGDClassifier, DPGDRegressor, DPSGDClass
 from dpdist.methods import GRADIENT_METHODS, SEARCH
 
 __all__ = [
+    "AutoClassifier",
+    "AutoRegressor",
     "DPGDClassifier",
     "DPGDRegressor",
     "DPIHTClassifier",

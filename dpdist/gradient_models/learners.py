@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpdist.exceptions import ParameterError
+from dpdist.gradient_models.auto import AutoClassifier, AutoRegressor
 from dpdist.gradient_models.iht import DPIHTClassifier, DPIHTRegressor
 from dpdist.gradient_models.select_train import SelectTrainClassifier, SelectTrainRegressor
 from dpdist.gradient_models.sgd import DPGDClassifier, DPGDRegressor, DPSGDClassifier, DPSGDRegressor
@@ -16,6 +17,7 @@ __all__ = ["LEARNERS", "make_learner"]
 
 # the learners by method name: (classifier, regressor)
 LEARNERS: dict[str, tuple[type, type]] = {
+    "auto": (AutoClassifier, AutoRegressor),
     "select-train": (SelectTrainClassifier, SelectTrainRegressor),
     "dp-sgd": (DPSGDClassifier, DPSGDRegressor),
     "dp-gd": (DPGDClassifier, DPGDRegressor),

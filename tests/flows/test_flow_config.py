@@ -19,7 +19,7 @@ def test_embedded_defaults_are_the_main_job() -> None:
     assert cfg.data.source == "synth" and cfg.cluster.kind == "local" and cfg.cluster.n_workers == 2
     assert cfg.select.methods == ("dp-sis", "two-stage")
     # the default learner (the best measured, benchmarks/utility.py) first, each learner its own curve
-    assert cfg.train.methods == ("dp-sgd", "select-train", "fast-dp-fw")
+    assert cfg.train.methods == ("auto", "dp-sgd", "fast-dp-fw")
     assert cfg.seed is None and cfg.step_seed("k") is None  # noise from OS entropy unless a seed is given
     spend = len(cfg.select.methods) * cfg.select.epsilon + len(cfg.train.methods) * sum(cfg.train.epsilon)
     evaluation = len(cfg.train.methods) * len(cfg.train.epsilon) * cfg.evaluate.epsilon
