@@ -135,6 +135,7 @@ def evaluate_stage(
         model_eval.append(
             {
                 "method": m["method"],
+                "learner": r.get("learner"),  # the learner auto ran (a choice on public values)
                 "epsilon": m["target_epsilon"],
                 "charged_epsilon": m["epsilon"],
                 "delta": m["delta"],

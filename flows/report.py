@@ -298,7 +298,7 @@ def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, An
     interval = "accuracy_interval" if cols[0] == "accuracy" else "mse_interval"
     rows = [
         [
-            r["method"],
+            f"{r['method']} ({r['learner']})" if r.get("learner") else r["method"],
             r["epsilon"],
             r["charged_epsilon"],
             r["delta"],

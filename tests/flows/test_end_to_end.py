@@ -458,12 +458,13 @@ def test_screened_models_in_the_flow(prefect_server: dict, tmp_path: Path) -> No
 
 
 def test_gradient_learners_in_the_flow_are_charged_as_planned(prefect_server: dict, tmp_path: Path) -> None:
-    """select-train (on a solver worker) and DP-GD (a reduction over the cluster's row blocks) as
+    """select-train (on a solver worker), DP-GD (a reduction over the cluster's row blocks) and auto as
     train.methods: each charged its exact planned loss at the synthetic source's public count, the
-    released models carry their intercept and row normalisation, their evaluation has no curve part."""
+    released models carry their intercept and row normalisation, their evaluation has no curve part,
+    and the report names the learner auto ran."""
     cfg = write_config(
         tmp_path,
-        small_config(tmp_path, select={"methods": []}, train={"methods": ["select-train", "dp-gd"], "epsilon": [1.0]}),
+        small_config(tmp_path, select={"methods": []}, train={"methods": ["select-train", "dp-gd", "auto"], "epsilon": [1.0]}),
     )
     planned = dpdist(["run", str(cfg), "--plan", "--json"], flow_env(tmp_path, prefect_server), tmp_path)
     assert planned.returncode == 0, planned.stderr[-4000:]
@@ -476,11 +477,14 @@ def test_gradient_learners_in_the_flow_are_charged_as_planned(prefect_server: di
     assert sorted((p["mechanism"], p["epsilon"], p["delta"]) for p in plan["releases"]) == sorted(
         (h.mechanism, h.epsilon, h.delta) for h in history
     )
-    assert {"select-train/logistic", "dp-gd/logistic"} <= {h.mechanism for h in history}
+    assert {"select-train/logistic", "dp-gd/logistic", "auto/logistic"} <= {h.mechanism for h in history}
     models = json.loads((tmp_path / "out" / "models.json").read_text())
     for m in models:
         assert m["result"]["row_norm"] == "l2" and "intercept" in m["result"] and m["result"]["path"] == []
     assert len(next(m for m in models if m["method"] == "select-train")["result"]["indices"]) <= 100
     evaluation = json.loads((tmp_path / "out" / "evaluation.json").read_text())
     assert all(e["curve_iterations"] == [] and 0.0 <= e["accuracy"] <= 1.0 for e in evaluation["models"])
-    assert [h.mechanism for h in history].count("evaluation/binary") == 2
+    assert [h.mechanism for h in history].count("evaluation/binary") == 3
+    auto = next(m for m in models if m["method"] == "auto")["result"]["learner"]
+    assert auto == "dp-sgd"  # a few thousand rows: the screening's noise is too large beside the count
+    assert f"| auto ({auto}) |" in (tmp_path / "out" / "report.md").read_text()
