@@ -464,7 +464,9 @@ def test_gradient_learners_in_the_flow_are_charged_as_planned(prefect_server: di
     and the report names the learner auto ran."""
     cfg = write_config(
         tmp_path,
-        small_config(tmp_path, select={"methods": []}, train={"methods": ["select-train", "dp-gd", "auto"], "epsilon": [1.0]}),
+        small_config(
+            tmp_path, select={"methods": []}, train={"methods": ["select-train", "dp-gd", "auto"], "epsilon": [1.0]}
+        ),
     )
     planned = dpdist(["run", str(cfg), "--plan", "--json"], flow_env(tmp_path, prefect_server), tmp_path)
     assert planned.returncode == 0, planned.stderr[-4000:]
