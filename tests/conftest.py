@@ -98,9 +98,11 @@ def postgres_server():
         why = (res.stderr.strip().splitlines() or ["no output"])[-1]
         pytest.skip(f"no PostgreSQL server for the ledger's PostgreSQL tests: {why}")
     directory = exports["DPDIST_TEST_POSTGRES_DIR"].strip("'")
+    os.environ["DPDIST_TEST_POSTGRES_DIR"] = directory  # its Unix socket (tests from another network namespace)
     try:
         yield exports["DPDIST_TEST_POSTGRES"].strip("'")
     finally:
+        os.environ.pop("DPDIST_TEST_POSTGRES_DIR", None)
         subprocess.run(["bash", str(REPO / "scripts" / "postgres-throwaway.sh"), "stop", directory], check=False)
 
 

@@ -233,3 +233,71 @@ def test_the_ledger_command_inits_and_migrates(tmp_path: Path, postgres_ledger_u
     assert main(["ledger", "migrate", "--from", str(src.path), "--to", "postgresql://u:pw@127.0.0.1/x"]) == 2
     err = capsys.readouterr().err
     assert "holds a password" in err and "pw@" not in err
+
+
+_RACER = r"""
+import socket, sys, time
+from pathlib import Path
+from dpdist.exceptions import BudgetExceeded
+from dpdist.privacy.accountant import Accountant
+from dpdist.privacy.loss import Charge, PrivacyLoss
+url, i, start, server_port = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+try:  # in a network namespace of its own the server's loopback port is out of reach
+    socket.create_connection(("127.0.0.1", server_port), timeout=2).close()
+    print("reach tcp", flush=True)
+except OSError:
+    print("reach none", flush=True)
+acc = Accountant(url)
+acc.status("ds")
+print("ready", flush=True)
+while not start.exists():
+    time.sleep(0.005)
+try:
+    acc.charge("ds", Charge(PrivacyLoss.approx(0.1, 0.0), "laplace"), f"proc-{i}")
+    print("ok", flush=True)
+except BudgetExceeded:
+    print("refused", flush=True)
+"""
+
+
+def test_sixteen_processes_in_two_network_namespaces_never_overspend(postgres_ledger_url, tmp_path: Path):
+    """Half the racers in this network namespace (TCP on loopback), half each in a new one (``unshare
+    --net``: no route to the server's port; they reach it through its Unix socket only): exactly
+    floor(budget / charge) = 10 charges succeed, whatever the machine each client comes from."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from urllib.parse import urlsplit
+
+    sockets = os.environ.get("DPDIST_TEST_POSTGRES_DIR")
+    if not sockets or shutil.which("unshare") is None or subprocess.run(["unshare", "--net", "true"]).returncode:
+        pytest.skip("needs unshare --net (root) and the test server's Unix socket directory")
+    parts = urlsplit(postgres_ledger_url)
+    port = parts.port
+    # the same database and schema through the socket (local connections: the server's own trust rule)
+    socket_url = f"postgresql://dpdist@/{parts.path.lstrip('/')}?host={sockets}&port={port}&" + "&".join(
+        q for q in parts.query.split("&") if not q.startswith("passfile=")
+    )
+    Accountant(postgres_ledger_url).init_budget("ds", 1.0, 1e-6)
+    start = tmp_path / "start"
+    procs = []
+    for i in range(16):
+        isolated = i % 2 == 1
+        argv = [sys.executable, "-c", _RACER, socket_url if isolated else postgres_ledger_url, str(i), str(start)]
+        argv.append(str(port))
+        argv = (["unshare", "--net"] if isolated else []) + argv
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        reach = [(p.stdout.readline().split() or ["crashed"])[-1] for p in procs]  # type: ignore[union-attr]
+        assert reach == ["tcp", "none"] * 8  # two network namespaces: only the first can reach the TCP port
+        for p in procs:  # every client has opened the ledger (16 interpreters on 2 cores can take a while)
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()  # type: ignore[union-attr]
+        start.touch()
+        results = [p.communicate(timeout=300)[0].strip() for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert sorted(results) == ["ok"] * 10 + ["refused"] * 6, results
+    s = Accountant(postgres_ledger_url).status("ds")
+    assert s.epsilon_spent == pytest.approx(1.0) and s.releases == 10
