@@ -151,7 +151,6 @@ def test_the_default_learner_chooses_from_public_values_and_charges_the_chosen_l
     sparse, dense = pair[0](**budget), pair[1](**budget)
     sigma = 1.0 / math.sqrt(2.0 * sparse.privacy_charge(100_000).details["screening_rho"])
     model = cls(**budget)
-    model._check_width(5000)
     # the rule: select-then-train when its screening's noise is at most screen_noise_limit n~
     edge = math.ceil(sigma / model.screen_noise_limit)
     assert type(model.chosen(edge + 50)) is pair[0] and type(model.chosen(edge - 50)) is pair[1]
@@ -160,10 +159,9 @@ def test_the_default_learner_chooses_from_public_values_and_charges_the_chosen_l
         assert charge.loss == chosen.privacy_charge(n).loss  # exactly the chosen learner's mechanism
         assert charge.details["learner"] == chosen.mechanism and charge.epsilon <= 1.0 + 1e-9
     assert type(cls(**budget, screen_noise_limit=0.0).chosen(10**9)) is pair[1]
-    model._check_width(sparse.k)  # no more columns than k: nothing to screen
-    assert type(model.chosen(10**9)) is pair[1]
-    with pytest.raises(ParameterError, match="screen_noise_limit"):
-        cls(screen_noise_limit=-1.0)._validate()
+    for bad in (-1.0, float("nan"), True, "1e-4"):
+        with pytest.raises(ParameterError, match="screen_noise_limit"):
+            cls(screen_noise_limit=bad)._validate()
 
 
 def test_the_default_learner_records_which_learner_ran_and_replays(tmp_path):
@@ -187,3 +185,19 @@ def test_the_default_learner_records_which_learner_ran_and_replays(tmp_path):
     assert np.array_equal(rebuilt.predict(X), first.predict(X))
     dense = clone(est).set_params(screen_noise_limit=0.0).fit(X, y, acc, "d", key="dense")
     assert acc.history("d")[-1].to_dict("d")["result"]["learner"] == "dp-sgd" and np.count_nonzero(dense.coef_) > 100
+
+
+def test_the_default_learner_on_no_more_columns_than_k_is_charged_as_the_plan_says(binary, tmp_path):
+    """The choice never reads the width (every charge made before the columns are known names the same
+    learner): on 60 columns, with select-then-train chosen, its DP-SGD phase runs on every column and
+    the release is charged select-then-train's loss, as ``privacy_charge`` says before the fit."""
+    X, y, _ = binary
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("d", 10.0, 1e-6)
+    est = AutoClassifier(epsilon=5.0, screen_noise_limit=1.0, n_records=2500, classes=["no", "yes"])
+    planned = est.privacy_charge(2500)  # as the CLI and the flow charge it, before any width is seen
+    model = clone(est).fit(X[:2500], y[:2500], acc, "d", key="narrow")
+    record = acc.history("d")[-1]
+    assert record.privacy_loss == planned.loss and planned.details["learner"] == "select-train"
+    assert record.to_dict("d")["result"]["learner"] == "select-train"
+    assert np.count_nonzero(model.coef_) == 60 and model.score(X[2500:], y[2500:]) > 0.7

@@ -8,10 +8,12 @@ against 0.754; the real RCV1 subset, 1,200 rows: 0.522 against 0.622). What tell
 public: the standard deviation sigma of the Gaussian noise the screening adds to each score
 |x_j^T y| (rows of unit norm, |y| <= 1, so a score is at most n), beside the public count n~ of the
 records. This learner runs select-then-train when sigma <= ``screen_noise_limit`` n~ and DP-SGD on
-every column otherwise, each at its own defaults.
+every column otherwise, each at its own defaults. On data with no more columns than select-then-train's
+k there is nothing to screen: its DP-SGD phase runs on every column, charged as select-then-train (the
+screening's share unspent).
 
 Privacy. The choice is a function of public values only -- the released count n~ (itself a charged
-Laplace release), epsilon, delta, the number of columns and the two learners' parameters -- so it
+Laplace release), epsilon, delta and the two learners' parameters -- so it
 is post-processing of what was already released: the fit is exactly the chosen learner's mechanism,
 charged as that learner charges it (``SelectTrainClassifier``'s composed screening + DP-SGD loss, or
 ``DPSGDClassifier``'s subsampled Gaussian), and the record names which one ran.
@@ -36,6 +38,7 @@ from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, 
 from dpdist.gradient_models.select_train import SelectTrainClassifier, SelectTrainRegressor
 from dpdist.gradient_models.sgd import DPSGDClassifier, DPSGDRegressor
 from dpdist.privacy.loss import Charge
+from dpdist.solvers.dp_sgd import dp_sgd
 from dpdist.utils.random import RandomState
 from dpdist.utils.validation import check_count
 
@@ -52,29 +55,30 @@ class _Auto(GradientModel):
     _pair: tuple[type[GradientModel], type[GradientModel]]
 
     def _learners(self) -> tuple[GradientModel, GradientModel]:
-        """(select-then-train, DP-SGD) at their defaults and this learner's budget, count and labels."""
+        """(select-then-train, DP-SGD) at their defaults and this learner's budget, count and labels
+        (kept while the parameters stay: their noise calibrations are cached on them)."""
         params = {k: v for k, v in self.get_params().items() if k != "screen_noise_limit"}
-        return self._pair[0](**params), self._pair[1](**params)
+        key = repr(sorted(params.items()))
+        cache = self.__dict__.setdefault("_learner_cache", {})
+        if key not in cache:
+            cache.clear()
+            cache[key] = (self._pair[0](**params), self._pair[1](**params))
+        return cache[key]
 
     def _validate(self) -> None:
         limit = self.screen_noise_limit
-        if not (isinstance(limit, (int, float)) and limit >= 0 and not math.isnan(limit)):
+        if isinstance(limit, bool) or not isinstance(limit, (int, float, np.integer, np.floating)) or not limit >= 0:
             raise ParameterError(f"screen_noise_limit must be a number >= 0, got {limit!r}")
         for learner in self._learners():
             learner._validate()
 
-    def _check_width(self, n_features: int) -> None:
-        self.__dict__["_width"] = int(n_features)  # public: the choice needs it (k < the number of columns)
-
     def chosen(self, n_public: int) -> GradientModel:
         """The learner a fit on ``n_public`` (public) records runs: select-then-train when its
-        screening's noise sigma is at most ``screen_noise_limit`` n~ and it has more columns than k
-        (when the width is known), DP-SGD otherwise."""
+        screening's noise sigma is at most ``screen_noise_limit`` n~, DP-SGD otherwise. A function of
+        n~ and the parameters alone (not of the width: every charge of this fit -- the CLI's and the
+        flow's, made before the columns are known, and the tuner's -- names the same learner)."""
         n_public = check_count(n_public, "n_public")
         sparse, dense = self._learners()
-        width = self.__dict__.get("_width")
-        if width is not None and sparse.k >= width:
-            return dense
         sigma = 1.0 / math.sqrt(2.0 * sparse.privacy_charge(n_public).details["screening_rho"])
         return sparse if sigma <= float(self.screen_noise_limit) * n_public else dense
 
@@ -102,6 +106,12 @@ class _Auto(GradientModel):
         inner = self.chosen(n_public)
         if inner.mechanism != noise["learner"]:  # the charge and the fit name the same learner (public values)
             raise RuntimeError(f"auto: charged {noise['learner']}, about to run {inner.mechanism}")
+        sparse = self._learners()[0]
+        if inner is sparse and X.shape[1] <= int(sparse.get_params()["k"]):
+            # no more columns than k: nothing to screen. Its DP-SGD phase runs on every column; the
+            # screening's share is charged and not spent (the charge's Renyi curve, the screening's
+            # zCDP composed with this DP-SGD's, is above the curve of what runs).
+            return dp_sgd(X, y, inner._sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
         return inner._train(X, y, n_public, noise, rng, progress)
 
 
