@@ -160,11 +160,19 @@ def _release_key(args: argparse.Namespace, command: str, method: str, dataset_na
     return f"{key}-{uuid.uuid4().hex[:8]}" if args.fresh else key
 
 
-def _charged_text(replayed: bool, key: str, epsilon: float, delta: float) -> str:
-    """What a release cost, in words: the charge, or the replay (nothing charged)."""
+def _charged_text(
+    replayed: bool, key: str, epsilon: float, delta: float, also: tuple[tuple[str, float], ...] = ()
+) -> str:
+    """What a command cost, in words: its charges -- the release's, then each of ``also`` (the other
+    releases the command made: a record count, held-out metrics; (what, epsilon) pairs) -- or the
+    replay (nothing charged)."""
     if replayed:
         return f"replayed from the ledger (key {key}): nothing charged (--fresh asks for a new, charged release)"
-    return f"charged epsilon={epsilon:.4g}, delta={delta:g} (key {key}; the same command again replays it)"
+    others = "".join(f", plus epsilon={e:.4g} for {what}" for what, e in also)
+    what = " for the model" if also else ""
+    return (
+        f"charged epsilon={epsilon:.4g}, delta={delta:g}{what}{others} (key {key}; the same command again replays it)"
+    )
 
 
 def _noise_seed(args: argparse.Namespace, purpose: str) -> int | None:

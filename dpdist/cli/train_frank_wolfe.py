@@ -111,8 +111,9 @@ def _frank_wolfe_text(
 ) -> str:
     """The fit's result in words: its held-out metrics, its number of weights, its charge."""
     metric = _metric_text(payload)
+    also = (("its held-out metrics", float(args.eval_epsilon)),) if args.test_fraction > 0 else ()
     where = (
-        f"; {_charged_text(replayed, key, payload['true_epsilon'], args.delta)}, in {acc.path}"
+        f"; {_charged_text(replayed, key, payload['true_epsilon'], args.delta, also)}, in {acc.path}"
         if acc is not None
         else " (non-private: nothing charged)"
     )

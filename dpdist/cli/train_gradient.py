@@ -96,9 +96,12 @@ def _train_gradient(args: argparse.Namespace) -> int:
     def human() -> str:
         metric = _metric_text(payload)
         chosen = f" chose {payload['chosen']['learner']}," if "chosen" in payload else ""
+        also = ((("its record count", float(args.count_epsilon)),) if args.n_records is None else ()) + (
+            (("its held-out metrics", float(args.eval_epsilon)),) if args.test_fraction > 0 else ()
+        )
         return (
             f"{method} ({loss}):{chosen} {metric}, {payload['nnz_weights']} non-zero weights; "
-            f"{_charged_text(replayed, key, payload['true_epsilon'], args.delta)}, in {acc.path}"
+            f"{_charged_text(replayed, key, payload['true_epsilon'], args.delta, also)}, in {acc.path}"
         )
 
     _emit(args, payload, human)
