@@ -7,7 +7,7 @@ column) and of a float (SQLite's ``REAL`` is 8 bytes; PostgreSQL's ``REAL`` is 4
 statement of the ledger (:class:`dpdist.privacy.accountant.Accountant`, :mod:`.migrate`) is the same
 text on both, with ``?`` parameter markers (the PostgreSQL backend passes them as its driver's).
 
-Schema history: version 1 (dpdist <= commit 5360b17) had no names, split keys, losses or
+Schema history: version 1 (the first released ledgers) had no names, split keys, losses or
 parameter hashes; it is upgraded in place, in one transaction, when opened (its releases keep
 their (eps, delta) as approximate-DP records; its budgets get a random name and key). Version 2
 had no ``links`` table (``Accountant.budget_of``: a split half's budget of its own, from before

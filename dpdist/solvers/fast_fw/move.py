@@ -14,9 +14,8 @@ keeps choosing the most frequent columns (in up to ~98% of the rows), and a step
 :mod:`dpdist.solvers.fast_fw.columns`): the same products in the same order and the moved
 coordinates in the same order, so the state after the step is the same to the bit (tested) and
 the choice, a function of the data, changes only the step's time (the operator's log, never a
-release). On KDDA's train half (6.7M x 20.2M, 246M entries, 2 cores) a step on its most frequent
-column went from ~1.7 s (row order) to ~0.83 s (threaded CSC passes), then to ~0.44 s (row-order
-copies) and ~0.35 s (binary tiles, threaded max: benchmarks/fw_full_shape_steps.py).
+release). On KDDA's train half a step on its most frequent column is several times faster by
+columns than in row order (``benchmarks/fw_full_shape_steps.py`` measures it).
 
 Memory stalls. The row pass reads and writes alpha_k (a D-long array: 133 MB at Webspam's 16.6M
 columns) and a mark at scattered coordinates, one cache miss each when D is large, so it asks for

@@ -22,9 +22,8 @@ __all__ = ["Config", "Data", "Heap", "Iterate", "Layout", "Sampler", "Scratch", 
 # re-weighting of the moved coordinates (:func:`dpdist.solvers.fast_fw.weights._reweight`): each
 # entry's scattered access (alpha_k, its mark, beta_k, W_k) is asked for this many entries ahead, so
 # the loads overlap instead of waiting one by one (a hint: the same results to the bit).
-# ``benchmarks/fw_prefetch.py --row-pass``, load 0.9: 50 Webspam-shaped rows (184k entries over
-# 16.6M columns) 4.12 ms without, 1.44 / 1.12 / 1.11 ms at 32 / 64 / 128 entries ahead; 20,000
-# KDDA-shaped rows (721k entries over 20.2M) 17.7 ms without, 13.8 / 14.3 / 14.5 ms. _ROWS_AHEAD:
+# The distance was chosen with ``benchmarks/fw_prefetch.py --row-pass`` on Webspam- and KDDA-shaped
+# rows: 64 is near the fastest distance for both shapes. _ROWS_AHEAD:
 # the rows of column j whose vbar, qbar and first entries are asked for ahead (rows of a few
 # entries, as KDDA's, are shorter than _AHEAD); not tuned.
 _AHEAD = 64
