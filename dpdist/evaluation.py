@@ -8,14 +8,19 @@ are fixed, public inputs, so each test record's contribution depends on that rec
 
 Each metric comes with the 95% interval of its noise (``accuracy_interval``, ``mse_interval``: post-
 processing of the noisy counts with the public noise scale; sampling error is not in it) and
-``noise_swamps`` when that interval is wider than a quarter of the metric's useful range.
+``noise_swamps`` when that interval is wider than a quarter of the metric's useful range. AUC and
+R^2 are not monotone in one count, so theirs (``auc_interval``, ``r2_interval``) is simulated: the
+metric is recomputed over fresh draws of the same Laplace noise added to the released histograms or
+sums, and the released value is shifted by the 2.5% and 97.5% quantiles of those draws' deviations
+from their mean (a parametric bootstrap; post-processing of the release and its public scale, so
+it costs nothing).
 
 * classification (labels y in {-1, +1}): the numbers of correct and wrong predictions, and two
   histograms of the margins x.w, one per class, on public bins (equal steps in sigmoid(x.w)).
   Adding or removing a record changes one count by 1 and one cell by 1: each release has
   l1-sensitivity 1 and gets Laplace noise of scale 1/eps_part, eps_part = epsilon / 3.
   Accuracy and the number of test rows come from the two counts, AUC from the histograms
-  (negative counts clamped to 0; pairs within a bin count as ties).
+  (the noisy counts as they are, the result clipped to [0, 1]; pairs within a bin count as ties).
 * regression: (n, sum r_i^2, sum y_i, sum y_i^2) with r_i = y_i - x_i.w clipped to
   [-c, c], c = 2 y_bound, and y clipped to [-y_bound, y_bound]: sensitivities 1, c^2,
   y_bound, y_bound^2; each coordinate gets eps_h/4 (Laplace). MSE (of the clipped residuals)
@@ -67,6 +72,8 @@ LOGISTIC_LOSS_CLIP = 4.0
 # an interval of the noise wider than this share of a metric's useful range (accuracy: [0.5, 1] is 0.5 wide,
 # so 0.25; MSE: [0, (2 y_bound)^2]) swamps it: the release says so
 SWAMPED = 0.25
+# draws of the public noise behind the simulated AUC and R^2 intervals (module docstring)
+_INTERVAL_DRAWS = 2000
 
 
 def sparse_coef(indices: list[int], values: list[float], n_features: int) -> np.ndarray:
@@ -301,11 +308,11 @@ class PrivateEvaluation:
                 np.array([right, y.size - right]) + self._rng.laplace(scale=1.0 / eps, size=2), 0.0
             )
             n = float(correct + wrong)
-            neg, posc = np.maximum(self.noisy_histogram(margins, y), 0.0)
-            below = np.concatenate([[0.0], np.cumsum(neg)[:-1]])
-            pairs = float(neg.sum() * posc.sum())
-            auc = float((posc * (below + 0.5 * neg)).sum() / pairs) if pairs > 0 else None
+            hist = self.noisy_histogram(margins, y)
+            auc = _auc(hist[None])[0]
             out: dict[str, Any] = {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
+            fresh = _side(self._rng).laplace(scale=self._parts / self.epsilon, size=(_INTERVAL_DRAWS, *hist.shape))
+            out["auc_interval"] = _around(auc, _auc(hist + fresh), (0.0, 1.0))
             # the noise's 95% interval: each count within +-t of its exact value with probability 0.975
             t = math.log(1.0 / 0.025) / eps
             lo_c, hi_c, lo_w, hi_w = max(correct - t, 0.0), correct + t, max(wrong - t, 0.0), wrong + t
@@ -326,13 +333,56 @@ class PrivateEvaluation:
         var = noisy[3] - noisy[2] ** 2 / n
         ts = math.log(1.0 / 0.025) * 4.0 * sens / eps  # each noisy sum within +-ts with probability 0.975
         interval = [max(sse - ts[1], 0.0) / (n + ts[0]), (sse + ts[1]) / max(n - ts[0], 1.0)]
+        sums = noisy + _side(self._rng).laplace(scale=4.0 * sens / eps, size=(_INTERVAL_DRAWS, 4))
+        n_s = np.maximum(sums[:, 0], 1.0)
+        var_s = sums[:, 3] - sums[:, 2] ** 2 / n_s
+        ok = var_s > 0
         return {
             "rows": float(max(noisy[0], 0.0)),
             "mse": float(sse / n),
             "r2": float(1.0 - sse / var) if var > 0 else None,
             "mse_interval": interval,
+            "r2_interval": _around(
+                float(1.0 - sse / var) if var > 0 else None,
+                1.0 - np.maximum(sums[ok, 1], 0.0) / var_s[ok],
+                (-np.inf, 1.0),
+            ),
             "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED),
         }
+
+
+def _auc(hists: np.ndarray) -> list[float | None]:
+    """AUC of each pair of class-wise margin histograms (k x 2 x bins; pairs within a bin tie), from the
+    noisy counts as released, negative ones included: the count of ordered pairs is bilinear in the
+    cells, so zero-mean noise leaves it unbiased, where clamping each cell at 0 first would add the
+    noise's positive part to every empty cell and pull a small test set's AUC toward 0.5. Clipped to
+    [0, 1]; None when the noisy pair count is not positive."""
+    neg, pos = hists[:, 0], hists[:, 1]
+    below = np.concatenate([np.zeros((neg.shape[0], 1)), np.cumsum(neg, axis=1)[:, :-1]], axis=1)
+    pairs = neg.sum(axis=1) * pos.sum(axis=1)
+    wins = (pos * (below + 0.5 * neg)).sum(axis=1)
+    return [float(min(max(w / p, 0.0), 1.0)) if p > 0 else None for w, p in zip(wins, pairs)]
+
+
+def _side(rng: np.random.Generator) -> np.random.Generator:
+    """A generator for the intervals' simulation that leaves ``rng``'s stream as it is (the release's
+    later noise is the same with or without it; reproducible under a seed). A generator whose bit
+    generator has no seed sequence to spawn from gets one from OS entropy."""
+    try:
+        return rng.spawn(1)[0]
+    except (TypeError, ValueError):
+        return np.random.default_rng()
+
+
+def _around(value: float | None, simulated: Any, bounds: tuple[float, float]) -> list[float] | None:
+    """The released ``value`` less the 97.5% and 2.5% quantiles of the simulated values' deviations from
+    their mean, within the metric's ``bounds`` (None when the value or every simulation is undefined).
+    The deviations have mean zero, so the interval holds the released value."""
+    v = np.asarray([x for x in simulated if x is not None], dtype=np.float64)
+    if value is None or not v.size:
+        return None
+    lo, hi = np.quantile(v - v.mean(), [0.025, 0.975])
+    return [float(max(value - hi, bounds[0])), float(min(value - lo, bounds[1]))]
 
 
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:

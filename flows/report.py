@@ -302,7 +302,8 @@ def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, An
             r["epsilon"],
             r["charged_epsilon"],
             r["delta"],
-            *[r[c] for c in cols],
+            r[cols[0]],
+            _with_interval(r[cols[1]], r.get(f"{cols[1]}_interval")),
             _interval(r.get(interval), r.get("noise_swamps")),
             r["nnz_weights"],
             r.get("density"),
@@ -336,7 +337,8 @@ def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, co
                 "epsilon",
                 "charged epsilon",
                 "delta",
-                *cols,
+                cols[0],
+                f"{cols[1]} (noise's 95% interval, simulated)" if private else cols[1],
                 f"{metric}: noise's 95% interval",
                 "non-zeros",
                 "density",
@@ -404,6 +406,13 @@ code {{ background: #f6f6f6; padding: 0 0.2em; }}
 {body}
 </body></html>
 """
+
+
+def _with_interval(value: float | None, interval: list[float] | None) -> Any:
+    """AUC or R^2, with its noise's simulated 95% interval when it is private (post-processing)."""
+    if value is None or interval is None:
+        return value
+    return f"{value:.4f} ({interval[0]:.3f}-{interval[1]:.3f})"
 
 
 def _interval(interval: list[float] | None, swamped: bool | None) -> str:

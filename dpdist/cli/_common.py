@@ -23,7 +23,18 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3,
 
 
 # the held-out metrics a payload carries (those of them a release computed)
-_METRIC_KEYS = ("accuracy", "auc", "mse", "r2", "rows", "accuracy_interval", "mse_interval", "noise_swamps")
+_METRIC_KEYS = (
+    "accuracy",
+    "auc",
+    "mse",
+    "r2",
+    "rows",
+    "accuracy_interval",
+    "auc_interval",
+    "mse_interval",
+    "r2_interval",
+    "noise_swamps",
+)
 
 # what does not make a release different: output and logging options, where the ledger and store are
 _NOT_THE_RELEASE = frozenset(
@@ -115,17 +126,22 @@ def _metric_text(p: dict[str, Any]) -> str:
     def f(v: float | None, spec: str) -> str:
         return "undefined" if v is None else format(v, spec)
 
+    def within(second: list[float] | None) -> str:
+        return "" if second is None else f" (noise's 95% interval {second[0]:.3g}-{second[1]:.3g})"
+
     if "accuracy" in p:
-        text = f"held-out accuracy {f(p['accuracy'], '.3f')}, AUC {f(p.get('auc'), '.3f')}"
+        first = f"held-out accuracy {f(p['accuracy'], '.3f')}"
+        second = f"AUC {f(p.get('auc'), '.3f')}{within(p.get('auc_interval'))}"
         interval = p.get("accuracy_interval")
     elif "mse" in p:
-        text = f"held-out MSE {f(p['mse'], '.4g')}, R^2 {f(p.get('r2'), '.3f')}"
+        first = f"held-out MSE {f(p['mse'], '.4g')}"
+        second = f"R^2 {f(p.get('r2'), '.3f')}{within(p.get('r2_interval'))}"
         interval = p.get("mse_interval")
     else:
         return "no held-out rows"
     if interval is None:
-        return text + " (exact)"
-    text += f" (private; the noise's 95% interval {interval[0]:.3g}-{interval[1]:.3g})"
+        return f"{first}, {second} (exact)"
+    text = f"{first} (private; the noise's 95% interval {interval[0]:.3g}-{interval[1]:.3g}), {second}"
     if p.get("noise_swamps"):
         text += (
             " -- the noise swamps it at this test size: a larger --eval-epsilon, or more held-out rows "
