@@ -348,6 +348,12 @@ if mode == "pause":
         time.sleep(120)
     acc._before_commit = hook
     acc.charge("ds", C(0.3, 1e-7, "laplace"), "killed")
+elif mode == "compute":  # killed while the release computes, after its charge committed
+    def compute():
+        flag.write_text("computing")
+        time.sleep(120)
+        return "never"
+    acc.release("ds", C(0.3, 1e-7, "laplace"), "computing", compute, {"what": "a test"})
 else:
     flag.write_text("started")
     i = 0
@@ -396,6 +402,28 @@ def test_sigkill_inside_the_transaction_leaves_no_charge(tmp_path: Path, ledger:
     # the ledger is usable at once: the killed writer's lock is gone
     ledger.charge("ds", C(0.3, 1e-7, "laplace"), "killed")
     assert ledger.status("ds").epsilon_spent == pytest.approx(0.4)
+
+
+def test_sigkill_while_a_release_computes_leaves_its_charge_and_a_retry_finishes_it_once(
+    tmp_path: Path, ledger: Accountant
+):
+    """Killed between the charge's commit and the result's: the charge is there, whole, with no result
+    (nothing left the process); a retry under the key computes under that same charge -- not a second
+    one -- and records the result, which every later call replays."""
+    proc = _run_child(tmp_path, ledger, "compute")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _integrity(ledger.path)
+    s = ledger.status("ds")
+    assert (s.epsilon_spent, s.releases) == (pytest.approx(0.3), 1) and not ledger.recorded("ds", "computing")
+    calls = []
+    out = ledger.release(
+        "ds", C(0.3, 1e-7, "laplace"), "computing", lambda: calls.append(1) or "done", {"what": "a test"}
+    )
+    assert out == "done" and calls == [1] and ledger.recorded("ds", "computing")
+    assert ledger.release("ds", C(0.3, 1e-7, "laplace"), "computing", lambda: "again", {"what": "a test"}) == "done"
+    s = ledger.status("ds")
+    assert (s.epsilon_spent, s.releases) == (pytest.approx(0.3), 1)
 
 
 def test_sigkill_at_random_points_keeps_the_ledger_consistent(tmp_path: Path, ledger: Accountant):
