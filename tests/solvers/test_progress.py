@@ -56,30 +56,15 @@ def test_an_error_in_the_watched_kernel_reaches_the_caller():
         _run_watched(kernel, (7,), np.zeros(1, dtype=np.int64), 10, lambda d, t: None)
 
 
-def _train_on_a_terminal(store: str, *extra: str) -> str:
+_FW = ("--method", "fast-fw", "--loss", "logistic", "--lam", "5", "--iters", "20000", "--non-private")
+
+
+def _train_on_a_terminal(store: str, *extra: str, method: tuple[str, ...] = _FW) -> str:
     """``dpdist train`` with stderr (and stdout) on a pseudo-terminal: what the terminal shows."""
     parent, child = pty.openpty()
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dpdist.cli",
-            "train",
-            store,
-            "--method",
-            "fast-fw",
-            "--loss",
-            "logistic",
-            "--lam",
-            "5",
-            "--iters",
-            "20000",
-            "--non-private",
-            "--test-fraction",
-            "0",
-            *extra,
-        ],
+        [sys.executable, "-m", "dpdist.cli", "train", store, *method, "--test-fraction", "0", *extra],
         stdout=child,
         stderr=child,
         stdin=subprocess.DEVNULL,
@@ -120,3 +105,16 @@ def test_train_shows_an_iteration_bar_on_a_terminal_only(store):
     assert "fast-fw: iterations" in shown and "20000/20000" in shown
     quiet = _train_on_a_terminal(store, "--json")
     assert "fast-fw: iterations" not in quiet and "/20000" not in quiet and '"iterations": 20000' in quiet
+
+
+def test_a_gradient_learner_shows_its_steps_on_a_terminal_only(store, tmp_path):
+    """The gradient learners' step bar (DP-SGD here), on a terminal and not with --json."""
+    from dpdist.cli import main
+
+    ledger = tmp_path / "ledger.sqlite"
+    assert main(["budget", "init", store, "--epsilon", "10", "--delta", "1e-5", "--ledger", str(ledger)]) == 0
+    private = ("--method", "dp-sgd", "--epsilon", "1", "--ledger", str(ledger))
+    shown = _train_on_a_terminal(store, method=private)
+    assert "dp-sgd: steps" in shown and "charged epsilon=1" in shown
+    quiet = _train_on_a_terminal(store, "--json", "--fresh", method=private)
+    assert "dp-sgd: steps" not in quiet and '"replayed": false' in quiet
