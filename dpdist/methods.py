@@ -115,6 +115,9 @@ class Method:
         Whether the flow runs its fit as a Dask reduction over the train store's row blocks
         (full-batch steps, :mod:`dpdist.pipelines.dp_gd`: it scales past one worker's memory) rather
         than on one solver worker.
+    sparsity : str or None
+        The estimator parameter a learner's ``--k`` sets (the released model's number of non-zero
+        weights), or None when the learner takes no such bound.
     """
 
     name: str
@@ -129,6 +132,16 @@ class Method:
     front_ends: frozenset[str] = frozenset(FRONT_ENDS)
     builder: bool = False
     row_blocks: bool = False
+    sparsity: str | None = None
+
+    @property
+    def targets(self) -> frozenset[str]:
+        """The estimator parameters its public parameters set (:attr:`params`)."""
+        return frozenset(p.target for p in self.params)
+
+    def param(self, target: str) -> Param | None:
+        """Its public parameter that sets the estimator parameter ``target``, if any."""
+        return next((p for p in self.params if p.target == target), None)
 
     def estimator_class(self, task: str = "binary") -> Any:
         """The estimator class (or builder) for ``task``, imported now."""
@@ -215,7 +228,7 @@ _GM = "dpdist.gradient_models:"
 _BSS_PATH = "dpdist.selection.best_subset:"
 
 
-def _gradient(name: str, cls: str, summary: str, row_blocks: bool = False) -> Method:
+def _gradient(name: str, cls: str, summary: str, row_blocks: bool = False, sparsity: str | None = None) -> Method:
     return Method(
         name,
         "learner",
@@ -225,6 +238,7 @@ def _gradient(name: str, cls: str, summary: str, row_blocks: bool = False) -> Me
         params=(_EPS, _DELTA, _COUNT),
         charge_by="n_records",
         row_blocks=row_blocks,
+        sparsity=sparsity,
     )
 
 
@@ -305,9 +319,9 @@ _METHODS = (
     ),
     _gradient("auto", "Auto", "select-train when its screening's noise is small beside the public count, else dp-sgd"),
     _gradient("dp-sgd", "DPSGD", "DP-SGD with Poisson-sampled batches ([ACG+16])"),
-    _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them"),
+    _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them", sparsity="k"),
     _gradient("dp-gd", "DPGD", "full-batch DP gradient descent", row_blocks=True),
-    _gradient("dp-iht", "DPIHT", "DP iterative hard thresholding", row_blocks=True),
+    _gradient("dp-iht", "DPIHT", "DP iterative hard thresholding", row_blocks=True, sparsity="s"),
     Method(
         "private-search",
         "learner",

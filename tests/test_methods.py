@@ -150,3 +150,40 @@ def test_the_cli_accepts_the_registry_names() -> None:
     run = set(names(front_end="run"))
     assert run - cli == {"private-search", "objective-perturbation"}
     assert cli - run == set(names(private=False)) == {"fw", "fast-fw"}
+
+
+def test_the_cli_options_a_method_takes_come_from_its_entry(tmp_path) -> None:
+    """``train --k`` sets the entry's ``sparsity`` parameter and is refused by a learner without one;
+    ``select --delta`` is required by a method whose entry takes a delta and refused by the others."""
+    import argparse
+
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dpdist.cli.select import _bss_selector
+    from dpdist.cli.train_gradient import _gradient_learner
+    from dpdist.data.store import open_store, write_store
+
+    write_store(
+        tmp_path / "s", sp.csr_matrix(np.eye(4)), np.array([1.0, -1.0, 1.0, -1.0]), task="binary", labels=[-1, 1]
+    )
+    store = open_store(tmp_path / "s")
+    base = dict(epsilon=1.0, delta=1e-6, n_records=100, count_epsilon=0.01, seed=None, features=None, k=3)
+    for name in names("learner"):
+        entry = get(name)
+        if entry.family != "gradient":
+            continue
+        if entry.sparsity is None:
+            with pytest.raises(ParameterError, match="--k is an option of"):
+                _gradient_learner(argparse.Namespace(**base), store, "binary", name)
+        else:
+            model, _ = _gradient_learner(argparse.Namespace(**base), store, "binary", name)
+            assert model.get_params()[entry.sparsity] == 3
+    bss = dict(k=2, epsilon=1.0, loss="squared", r=1.0, ridge=None, x_bound=1.0, y_bound=1.0, clip=False, tol=0.01)
+    bss.update(nonprivate_time_limit=None, time_limit=None, seed=None, ptr_fraction=0.5)
+    for name in names("best-subset"):
+        takes_delta = get(name).param("delta") is not None
+        if takes_delta:
+            with pytest.raises(ParameterError, match="--delta"):
+                _bss_selector(argparse.Namespace(**bss, method=name, delta=0.0))
+        assert _bss_selector(argparse.Namespace(**bss, method=name, delta=1e-6 if takes_delta else 0.0)) is not None

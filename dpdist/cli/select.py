@@ -132,14 +132,13 @@ def _bss_selector(args: argparse.Namespace) -> BSSSelectorBase:
         nonprivate_time_limit=args.nonprivate_time_limit,
         random_state=_noise_seed(args, f"select/{args.method}"),
     )
-    if args.method == "bss-top-r":
-        return get(args.method).build(**common)
+    entry = get(args.method)
+    delta = entry.param("delta")
+    if delta is None:  # pure epsilon-DP
+        return entry.build(**common)
     if not args.delta:
-        raise ParameterError(
-            "--delta: bss-mistakes is (epsilon, delta)-DP (its propose-test-release gap check "
-            "fails with probability delta); pass --delta > 0, e.g. 1e-6"
-        )
-    return get(args.method).build(**common, delta=args.delta, ptr_fraction=args.ptr_fraction)
+        raise ParameterError(f"--delta: {args.method} takes {delta.help}; pass --delta > 0, e.g. 1e-6")
+    return entry.build(**common, delta=args.delta, ptr_fraction=args.ptr_fraction)
 
 
 def _select(args: argparse.Namespace) -> int:
@@ -150,7 +149,7 @@ def _select(args: argparse.Namespace) -> int:
 
     if args.delta is None:
         args.delta = 0.0
-    if args.delta != 0.0 and args.method != "bss-mistakes":
+    if args.delta != 0.0 and get(args.method).param("delta") is None:
         raise ParameterError(f"--delta: {args.method} is pure epsilon-DP, so delta must be 0 (got {args.delta:g})")
     if args.stage2 is not None and args.stage2 <= 0:
         raise ParameterError(f"--stage2 must be an epsilon > 0, got {args.stage2:g}")

@@ -22,6 +22,7 @@ from dpdist.cli._common import (
     _selected,
 )
 from dpdist.exceptions import ParameterError
+from dpdist.methods import get, names
 from dpdist.privacy.accountant import Accountant
 from dpdist.utils.io import write_json_atomic
 
@@ -142,9 +143,11 @@ def _gradient_learner(args: argparse.Namespace, store: SparseStore, task: str, m
     if args.features and method == "private-search":
         raise ParameterError("--features with --tune: the search's candidates train on all the columns")
     if args.k is not None:
-        if method not in ("select-train", "dp-iht"):
-            raise ParameterError(f"--k is an option of select-train and dp-iht, not of {method}")
-        params["k" if method == "select-train" else "s"] = args.k
+        target = get(method).sparsity
+        if target is None:
+            sparse = [m for m in names("learner") if get(m).sparsity]
+            raise ParameterError(f"--k is an option of {', '.join(sparse)}, not of {method}")
+        params[target] = args.k
     model = make_learner(task, method, **params)
     model._validate()  # bad parameters: exit 2 before the data is read
     return model, labels
