@@ -18,11 +18,16 @@ __all__ = ["table_schema", "user_labels", "widen"]
 
 
 def table_schema(meta: dict[str, Any]) -> dict[str, Any] | None:
-    """A table store's public schema, as a released model records it to read new rows the same way:
-    its feature names, declared categories and fill value (None for other stores)."""
+    """A store's public schema, as a released model records it to read new records the same way and
+    to name its weights as the source file does: a table's feature names, declared categories and
+    fill value; an svmlight file's index base (``index_base``: 1 for LIBSVM's one-based files, whose
+    index i is store column i - 1); None for other stores (synthetic sets, matrices)."""
     notes = meta.get("table_notes")
     if notes is None:
-        return None
+        source = meta.get("source_meta") or meta  # a split half keeps its source's ingest facts
+        if "zero_based" not in source:
+            return None
+        return {"index_base": 0 if source["zero_based"] is not False else 1}
     return {
         "feature_names": meta.get("feature_names"),
         "categories": notes.get("declared_categories"),

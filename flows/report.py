@@ -257,6 +257,24 @@ def _ledger_section(
     ]
 
 
+def _file_ids(rec: dict[str, Any]) -> list[Any]:
+    """A selection's features as the source file names them (column names, or indices in the file's
+    base); a run recorded before file ids were kept shows its store columns."""
+    ids = rec.get("file_columns") or {}
+    return list(ids.get("names") or ids.get("ids") or rec["features"])
+
+
+def _features_heading(selection: dict[str, Any]) -> str:
+    ids = next((r.get("file_columns") for r in selection.values() if r.get("file_columns")), None)
+    if ids is None:
+        return "features (store columns, zero-based)"
+    return (
+        "features"
+        if "names" in ids
+        else f"features (the file's {'one' if ids['index_base'] == 1 else 'zero'}-based indices)"
+    )
+
+
 def _selection_section(
     cfg: RunConfig, selection: dict[str, Any], evaluation: dict[str, Any], plotted: bool
 ) -> list[str]:
@@ -266,7 +284,7 @@ def _selection_section(
         "## Selected features",
         "",
         _table(
-            ["method", "k", "epsilon", "replayed", "true-support recall", "features"],
+            ["method", "k", "epsilon", "replayed", "true-support recall", _features_heading(selection)],
             [
                 [
                     m,
@@ -274,7 +292,7 @@ def _selection_section(
                     rec["epsilon"],
                     rec["replayed"],
                     _recall(evaluation["selections"][m]["true_support_recall"], truth),
-                    ", ".join(map(str, rec["features"])),
+                    ", ".join(map(str, _file_ids(rec))),
                 ]
                 for m, rec in selection.items()
             ],

@@ -24,6 +24,7 @@ import numpy as np
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
+from dpdist.data.store import column_ids, open_store
 from dpdist.flows.config import BSS_METHODS, RunConfig, load_config
 from dpdist.flows.ingest import ingest_stage
 from dpdist.flows.plan import make_selector
@@ -120,7 +121,8 @@ def select_stage(cfg: RunConfig, stores: dict[str, Any]) -> dict[str, Any]:
 
         with cluster_client():  # before the release: a missing cluster is never its outcome
             rec = release(cfg.ledger, dataset, selector.privacy_charge(), key, compute, params)
-        rec["features"] = sorted(rec.pop("result"))
+        rec["features"] = sorted(rec.pop("result"))  # store columns (the train stage's --features)
+        rec["file_columns"] = column_ids(open_store(train).meta, rec["features"])  # as the source file names them
         rec["k"] = s.k
         out[method] = rec
         logger.info("%s: %d features released", method, len(rec["features"]))

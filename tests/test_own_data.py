@@ -243,6 +243,18 @@ def test_6_selected_features_are_shown_in_the_files_own_index_base(user, tmp_pat
     )
     assert out["file_columns"]["index_base"] == 1
     assert out["file_columns"]["ids"] == [j + 1 for j in out["features"]]
+    # a model records the file's base: `models show` names its weights as the file does, and
+    # `evaluate` reads a public svmlight file in that base without being told
+    r = user("train", store, "--method", "dp-sgd", "--epsilon", "1", "--delta", "1e-8", "--key", "m6", "--json")
+    assert r.returncode == 0, r.stderr
+    shown = user("models", "show", "m6").stdout
+    first = json.loads(user("models", "show", "m6", "--json").stdout)["result"]["indices"][0]
+    assert "the file's one-based indices" in shown and f"{{{first + 1}: " in shown, shown
+    assert user("models", "export", "m6", "--out", str(tmp_path / "m6.json")).returncode == 0
+    exported = json.loads((tmp_path / "m6.json").read_text())
+    assert exported["result"]["schema"] == {"index_base": 1}
+    r = user("evaluate", str(tmp_path / "m6.json"), "--public-test", str(tmp_path / "mine.svm"), "--json")
+    assert r.returncode == 0 and 0.0 <= json.loads(r.stdout)["accuracy"] <= 1.0, r.stderr
 
 
 def test_7_a_private_fit_in_python_without_a_ledger_refuses(tmp_path):

@@ -26,7 +26,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         required=True,
         help="an svmlight file, a table or a store whose records are public (exact metrics)",
     )
-    p.add_argument("--zero-based", choices=("no", "yes"), default="no", help="svmlight: the file's index base")
+    p.add_argument(
+        "--zero-based",
+        choices=("no", "yes"),
+        default=None,
+        help="svmlight: the file's index base (default: the model's recorded one, else no: one-based)",
+    )
     p.add_argument("--target", default=None, help="tables: the target column (default: the last)")
     p.add_argument("--dataset", default=None, help="with a key: the dataset it was released on")
     _common_args(p)
@@ -110,5 +115,7 @@ def _public_test(args: argparse.Namespace, result: dict[str, Any], d: int) -> tu
     from sklearn.datasets import load_svmlight_file
 
     src: Any = lzma.open(args.public_test) if args.public_test.endswith(".xz") else args.public_test
-    X, y = load_svmlight_file(src, n_features=d, zero_based=args.zero_based == "yes")
+    recorded = (result.get("schema") or {}).get("index_base")
+    zero_based = args.zero_based == "yes" if args.zero_based is not None else recorded == 0
+    X, y = load_svmlight_file(src, n_features=d, zero_based=zero_based)
     return X, y

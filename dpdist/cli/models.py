@@ -94,10 +94,19 @@ def _record_text(record: dict[str, Any]) -> str:
         f"({record['loss']}; {record['time']}; dataset {record['dataset']})"
     ]
     if isinstance(result, dict) and "indices" in result:
-        nz = list(zip(result["indices"], result["values"]))
+        schema = result.get("schema") or {}
+        names, base = schema.get("feature_names"), schema.get("index_base")
+        nz = [(names[j] if names else j + (base or 0), v) for j, v in zip(result["indices"], result["values"])]
         shown = ", ".join(f"{j}: {v:.4g}" for j, v in nz[:10]) + (", ..." if len(nz) > 10 else "")
+        ids = (
+            "by column name"
+            if names
+            else f"the file's {'one' if base == 1 else 'zero'}-based indices"
+            if base is not None
+            else "store columns, zero-based"
+        )
         lines.append(
-            f"model: {len(nz)} non-zero weights of {result.get('n_features')} (store columns, zero-based) "
+            f"model: {len(nz)} non-zero weights of {result.get('n_features')} ({ids}) "
             f"{{{shown}}}" + (f"; intercept {result['intercept']:.4g}" if "intercept" in result else "")
         )
         if result.get("classes") is not None:

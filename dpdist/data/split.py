@@ -114,7 +114,9 @@ def split_store(
             "name": store.meta.get("name"),
             "schema": store.meta.get("schema", "inferred"),
             "feature_schema": feature_schema(store.meta),
-            "source_meta": {k: store.meta.get(k) for k in ("source", "synthetic", "true_support")},
+            "source_meta": {
+                k: store.meta.get(k) for k in ("source", "synthetic", "true_support", "zero_based", "feature_names")
+            },
         }
         metas.append(
             write_blocks(

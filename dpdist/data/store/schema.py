@@ -93,8 +93,9 @@ def column_ids(meta: dict[str, Any], columns: Any) -> dict[str, Any]:
     or an svmlight file's indices in its own base (LIBSVM files are one-based: store column 0 is the
     file's index 1). ``{"index_base": 0 | 1, "ids": [...]}``, plus ``"names"`` for a table."""
     cols = [int(j) for j in columns]
-    names = meta.get("feature_names") or (meta.get("source_meta") or {}).get("feature_names")
-    base = 0 if meta.get("zero_based", True) is not False else 1
+    source = meta.get("source_meta") or {}  # a split half: its source's facts
+    names = meta.get("feature_names") or source.get("feature_names")
+    base = 0 if meta.get("zero_based", source.get("zero_based", True)) is not False else 1
     out: dict[str, Any] = {"index_base": base, "ids": [j + base for j in cols]}
     if names:
         out["names"] = [str(names[j]) for j in cols]
