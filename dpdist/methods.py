@@ -134,11 +134,6 @@ class Method:
     row_blocks: bool = False
     sparsity: str | None = None
 
-    @property
-    def targets(self) -> frozenset[str]:
-        """The estimator parameters its public parameters set (:attr:`params`)."""
-        return frozenset(p.target for p in self.params)
-
     def param(self, target: str) -> Param | None:
         """Its public parameter that sets the estimator parameter ``target``, if any."""
         return next((p for p in self.params if p.target == target), None)
