@@ -235,6 +235,20 @@ def test_the_ledger_command_inits_and_migrates(tmp_path: Path, postgres_ledger_u
     assert "holds a password" in err and "pw@" not in err
 
 
+def test_dpdist_ledger_may_name_the_server(postgres_ledger_url, monkeypatch, capsys):
+    """``$DPDIST_LEDGER`` set to a PostgreSQL URL is the ledger every command uses when none is named."""
+    import json
+
+    from dpdist.cli import main
+    from dpdist.privacy.accountant import default_ledger
+
+    monkeypatch.setenv("DPDIST_LEDGER", postgres_ledger_url)
+    assert default_ledger() == postgres_ledger_url
+    assert main(["ledger", "init", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ledger"] == postgres_ledger_url and out["backend"] == "postgresql"
+
+
 _RACER = r"""
 import socket, sys, time
 from pathlib import Path
