@@ -356,12 +356,12 @@ def _auc(hists: np.ndarray) -> list[float | None]:
     noisy counts as released, negative ones included: the count of ordered pairs is bilinear in the
     cells, so zero-mean noise leaves it unbiased, where clamping each cell at 0 first would add the
     noise's positive part to every empty cell and pull a small test set's AUC toward 0.5. Clipped to
-    [0, 1]; None when the noisy pair count is not positive."""
+    [0, 1]; None unless both noisy class totals are positive."""
     neg, pos = hists[:, 0], hists[:, 1]
     below = np.concatenate([np.zeros((neg.shape[0], 1)), np.cumsum(neg, axis=1)[:, :-1]], axis=1)
-    pairs = neg.sum(axis=1) * pos.sum(axis=1)
+    n_neg, n_pos = neg.sum(axis=1), pos.sum(axis=1)
     wins = (pos * (below + 0.5 * neg)).sum(axis=1)
-    return [float(min(max(w / p, 0.0), 1.0)) if p > 0 else None for w, p in zip(wins, pairs)]
+    return [float(min(max(w / (a * b), 0.0), 1.0)) if a > 0 and b > 0 else None for w, a, b in zip(wins, n_neg, n_pos)]
 
 
 def _side(rng: np.random.Generator) -> np.random.Generator:
@@ -376,13 +376,13 @@ def _side(rng: np.random.Generator) -> np.random.Generator:
 
 def _around(value: float | None, simulated: Any, bounds: tuple[float, float]) -> list[float] | None:
     """The released ``value`` less the 97.5% and 2.5% quantiles of the simulated values' deviations from
-    their mean, within the metric's ``bounds`` (None when the value or every simulation is undefined).
-    The deviations have mean zero, so the interval holds the released value."""
+    their median, widened to hold the value itself and cut to the metric's ``bounds`` (None when the
+    value or every simulation is undefined)."""
     v = np.asarray([x for x in simulated if x is not None], dtype=np.float64)
     if value is None or not v.size:
         return None
-    lo, hi = np.quantile(v - v.mean(), [0.025, 0.975])
-    return [float(max(value - hi, bounds[0])), float(min(value - lo, bounds[1]))]
+    lo, hi = np.quantile(v - np.median(v), [0.025, 0.975])  # the median: R^2's ratio has a heavy tail
+    return [float(max(min(value - hi, value), bounds[0])), float(min(max(value - lo, value), bounds[1]))]
 
 
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:
