@@ -309,10 +309,11 @@ class PrivateEvaluation:
             )
             n = float(correct + wrong)
             hist = self.noisy_histogram(margins, y)
-            auc = _auc(hist[None])[0]
+            raw = _auc(hist[None])[0]
+            auc = None if raw is None else min(max(raw, 0.0), 1.0)
             out: dict[str, Any] = {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
             fresh = _side(self._rng).laplace(scale=self._parts / self.epsilon, size=(_INTERVAL_DRAWS, *hist.shape))
-            out["auc_interval"] = _around(auc, _auc(hist + fresh), (0.0, 1.0))
+            out["auc_interval"] = _around(raw, _auc(hist + fresh), (0.0, 1.0))
             # the noise's 95% interval: each count within +-t of its exact value with probability 0.975
             t = math.log(1.0 / 0.025) / eps
             lo_c, hi_c, lo_w, hi_w = max(correct - t, 0.0), correct + t, max(wrong - t, 0.0), wrong + t
@@ -355,13 +356,14 @@ def _auc(hists: np.ndarray) -> list[float | None]:
     """AUC of each pair of class-wise margin histograms (k x 2 x bins; pairs within a bin tie), from the
     noisy counts as released, negative ones included: the count of ordered pairs is bilinear in the
     cells, so zero-mean noise leaves it unbiased, where clamping each cell at 0 first would add the
-    noise's positive part to every empty cell and pull a small test set's AUC toward 0.5. Clipped to
-    [0, 1]; None unless both noisy class totals are positive."""
+    noise's positive part to every empty cell and pull a small test set's AUC toward 0.5. Not clipped
+    (the interval is drawn from the unclipped values: clipped ones pile up at 1 and would give a
+    zero-width interval); None unless both noisy class totals are positive."""
     neg, pos = hists[:, 0], hists[:, 1]
     below = np.concatenate([np.zeros((neg.shape[0], 1)), np.cumsum(neg, axis=1)[:, :-1]], axis=1)
     n_neg, n_pos = neg.sum(axis=1), pos.sum(axis=1)
     wins = (pos * (below + 0.5 * neg)).sum(axis=1)
-    return [float(min(max(w / (a * b), 0.0), 1.0)) if a > 0 and b > 0 else None for w, a, b in zip(wins, n_neg, n_pos)]
+    return [float(w / (a * b)) if a > 0 and b > 0 else None for w, a, b in zip(wins, n_neg, n_pos)]
 
 
 def _side(rng: np.random.Generator) -> np.random.Generator:
@@ -375,9 +377,10 @@ def _side(rng: np.random.Generator) -> np.random.Generator:
 
 
 def _around(value: float | None, simulated: Any, bounds: tuple[float, float]) -> list[float] | None:
-    """The released ``value`` less the 97.5% and 2.5% quantiles of the simulated values' deviations from
-    their median, widened to hold the value itself and cut to the metric's ``bounds`` (None when the
-    value or every simulation is undefined)."""
+    """The unclipped ``value`` less the 97.5% and 2.5% quantiles of the simulated values' deviations from
+    their median, widened to hold the value itself and then cut to the metric's ``bounds`` (so it holds
+    the released value, ``value`` clipped to them; None when the value or every simulation is
+    undefined)."""
     v = np.asarray([x for x in simulated if x is not None], dtype=np.float64)
     if value is None or not v.size:
         return None

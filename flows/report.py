@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 
+from dpdist.data.store import columns_named  # noqa: E402
 from dpdist.flows.config import RunConfig  # noqa: E402
 from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, spend_text  # noqa: E402
 from dpdist.utils.io import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: E402
@@ -268,11 +269,7 @@ def _features_heading(selection: dict[str, Any]) -> str:
     ids = next((r.get("file_columns") for r in selection.values() if r.get("file_columns")), None)
     if ids is None:
         return "features (store columns, zero-based)"
-    return (
-        "features"
-        if "names" in ids
-        else f"features (the file's {'one' if ids['index_base'] == 1 else 'zero'}-based indices)"
-    )
+    return "features" if "names" in ids else f"features ({columns_named(ids)})"
 
 
 def _selection_section(
@@ -346,6 +343,7 @@ def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, co
     cols = _metric_columns(mevals)
     metric = cols[0]
     private = all(m["private"] for m in mevals)
+    simulated = private and any(m.get(f"{cols[1]}_interval") for m in mevals)  # replayed older rows lack it
     md = [
         "## Models (held-out metrics)",
         "",
@@ -356,7 +354,7 @@ def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, co
                 "charged epsilon",
                 "delta",
                 cols[0],
-                f"{cols[1]} (noise's 95% interval, simulated)" if private else cols[1],
+                f"{cols[1]} (noise's 95% interval, simulated)" if simulated else cols[1],
                 f"{metric}: noise's 95% interval",
                 "non-zeros",
                 "density",
@@ -430,14 +428,14 @@ def _with_interval(value: float | None, interval: list[float] | None) -> Any:
     """AUC or R^2, with its noise's simulated 95% interval when it is private (post-processing)."""
     if value is None or interval is None:
         return value
-    return f"{value:.4f} ({interval[0]:.3f}-{interval[1]:.3f})"
+    return f"{value:.4f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def _interval(interval: list[float] | None, swamped: bool | None) -> str:
     """A private metric's noise interval (public: from the noisy counts and the noise scale)."""
     if interval is None:
         return "exact"
-    return f"{interval[0]:.3f}-{interval[1]:.3f}" + (" (noise swamps it)" if swamped else "")
+    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" + (" (noise swamps it)" if swamped else "")
 
 
 def _recall_note(cfg: RunConfig, n_true: int) -> str:

@@ -127,7 +127,7 @@ def _metric_text(p: dict[str, Any]) -> str:
         return "undefined" if v is None else format(v, spec)
 
     def within(second: list[float] | None) -> str:
-        return "" if second is None else f" (noise's 95% interval {second[0]:.3g}-{second[1]:.3g})"
+        return "" if second is None else f" (noise's 95% interval [{second[0]:.3g}, {second[1]:.3g}])"
 
     if "accuracy" in p:
         first = f"held-out accuracy {f(p['accuracy'], '.3f')}"
@@ -141,7 +141,7 @@ def _metric_text(p: dict[str, Any]) -> str:
         return "no held-out rows"
     if interval is None:
         return f"{first}, {second} (exact)"
-    text = f"{first} (private; the noise's 95% interval {interval[0]:.3g}-{interval[1]:.3g}), {second}"
+    text = f"{first} (private; the noise's 95% interval [{interval[0]:.3g}, {interval[1]:.3g}]), {second}"
     if p.get("noise_swamps"):
         text += (
             " -- the noise swamps it at this test size: a larger --eval-epsilon, or more held-out rows "
@@ -177,15 +177,20 @@ def _release_key(args: argparse.Namespace, command: str, method: str, dataset_na
 
 
 def _charged_text(
-    replayed: bool, key: str, epsilon: float, delta: float, also: tuple[tuple[str, float], ...] = ()
+    replayed: bool,
+    key: str,
+    epsilon: float,
+    delta: float,
+    also: tuple[tuple[str, float], ...] = (),
+    main: str = "the model",
 ) -> str:
-    """What a command cost, in words: its charges -- the release's, then each of ``also`` (the other
-    releases the command made: a record count, held-out metrics; (what, epsilon) pairs) -- or the
-    replay (nothing charged)."""
+    """What a command cost, in words: its charges -- the release's (``main``: what it released), then
+    each of ``also`` (the other releases the command made: a record count, held-out metrics, a stage-2
+    model; (what, epsilon) pairs) -- or the replay (nothing charged)."""
     if replayed:
         return f"replayed from the ledger (key {key}): nothing charged (--fresh asks for a new, charged release)"
     others = "".join(f", plus epsilon={e:.4g} for {what}" for what, e in also)
-    what = " for the model" if also else ""
+    what = f" for {main}" if also else ""
     return (
         f"charged epsilon={epsilon:.4g}, delta={delta:g}{what}{others} (key {key}; the same command again replays it)"
     )

@@ -145,7 +145,7 @@ def _select(args: argparse.Namespace) -> int:
     """``dpdist select``: check the options, release the selection (and ``--stage2``'s model), print it."""
     import time
 
-    from dpdist.data.store import check_schema, column_ids, open_store
+    from dpdist.data.store import check_schema, column_ids, columns_named, open_store
 
     if args.delta is None:
         args.delta = 0.0
@@ -188,14 +188,14 @@ def _select(args: argparse.Namespace) -> int:
         **extra,
     }
 
+    also = () if args.stage2 is None else (("its stage-2 model", float(args.stage2)),)
+
     def human() -> str:
         shown = ids.get("names") or ids["ids"]
-        where = (
-            "columns" if "names" in ids else f"the file's {'one' if ids['index_base'] == 1 else 'zero'}-based indices"
-        )
+        where = columns_named(ids)
         return (
             f"{args.method}: {args.k} features, as {where}: {shown} ({status.name}; "
-            f"{_charged_text(replayed, key, args.epsilon, args.delta)})"
+            f"{_charged_text(replayed, key, args.epsilon, args.delta, also, 'the selection')})"
         )
 
     if args.out:

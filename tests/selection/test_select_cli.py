@@ -157,3 +157,20 @@ def test_two_stage_with_stage2_releases_a_model_on_the_selection(capsys, tmp_pat
     hist = Accountant(ledger).history(meta["dataset_id"])
     assert [h.key for h in hist] == [res["key"], res["key"] + "/stage2"]
     assert [h.epsilon for h in hist] == [100.0, 5.0] and res["n_blocks"] >= 1
+
+
+def test_stage2_charge_is_named_and_pure_methods_refuse_a_delta(capsys, tmp_path, fanlv):
+    """The text names both charges of ``--stage2`` (the selection's and the model's); a pure method given a
+    positive ``--delta`` exits 2 before any charge."""
+    store, meta = fanlv
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(meta["dataset_id"], 1e4, 0.0)
+    args = ("select", str(store), "--method", "two-stage", "--k", "8", "--epsilon", "100", "--ledger", ledger)
+    code, out, err = run(capsys, *args, "--stage2", "5", "--seed", "4")
+    assert code == 0, err
+    assert "charged epsilon=100, delta=0 for the selection, plus epsilon=5 for its stage-2 model" in out, out
+    for method in ("dp-sis", "two-stage", "bss-top-r"):
+        code, _, err = run(capsys, "select", str(store), "--method", method, "--k", "3", "--epsilon", "1",
+                           "--delta", "1e-6", "--ledger", ledger)  # fmt: skip
+        assert code == 2 and "--delta" in err and "pure" in err, (method, err)
+    assert len(Accountant(ledger).history(meta["dataset_id"])) == 2

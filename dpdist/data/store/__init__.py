@@ -50,7 +50,15 @@ from dpdist.data.store.cache import BLOCK_CACHE
 from dpdist.data.store.chunks import ColumnStream
 from dpdist.data.store.format import TASKS
 from dpdist.data.store.reader import VALUE_DTYPES, SparseStore, open_store
-from dpdist.data.store.schema import check_schema, check_task, column_ids, feature_schema, label_mapping, schema
+from dpdist.data.store.schema import (
+    check_schema,
+    check_task,
+    column_ids,
+    columns_named,
+    feature_schema,
+    label_mapping,
+    schema,
+)
 from dpdist.data.store.writer import DEFAULT_BLOCK_ROWS, DEFAULT_MEMORY, StoreWriter, write_blocks, write_store
 
 __all__ = [
@@ -63,6 +71,7 @@ __all__ = [
     "check_schema",
     "check_task",
     "column_ids",
+    "columns_named",
     "DEFAULT_BLOCK_ROWS",
     "DEFAULT_MEMORY",
     "feature_schema",

@@ -14,6 +14,7 @@ __all__ = [
     "check_schema",
     "check_task",
     "column_ids",
+    "columns_named",
     "feature_schema",
     "label_mapping",
     "schema",
@@ -91,15 +92,27 @@ def feature_schema(meta: dict[str, Any]) -> str:
 def column_ids(meta: dict[str, Any], columns: Any) -> dict[str, Any]:
     """The source file's own identities of store columns (public: the schema): a table's column names,
     or an svmlight file's indices in its own base (LIBSVM files are one-based: store column 0 is the
-    file's index 1). ``{"index_base": 0 | 1, "ids": [...]}``, plus ``"names"`` for a table."""
+    file's index 1). ``{"index_base": 0 | 1 | None, "ids": [...]}``, plus ``"names"`` for a table;
+    ``index_base`` is None when the store does not record a file's base (a synthetic store, a split
+    half made before splits kept it): its ids are then the store's own columns."""
     cols = [int(j) for j in columns]
     source = meta.get("source_meta") or {}  # a split half: its source's facts
     names = meta.get("feature_names") or source.get("feature_names")
-    base = 0 if meta.get("zero_based", source.get("zero_based", True)) is not False else 1
-    out: dict[str, Any] = {"index_base": base, "ids": [j + base for j in cols]}
+    zero_based = meta.get("zero_based", source.get("zero_based"))
+    base = None if zero_based is None else (0 if zero_based is not False else 1)
+    out: dict[str, Any] = {"index_base": base, "ids": [j + (base or 0) for j in cols]}
     if names:
         out["names"] = [str(names[j]) for j in cols]
     return out
+
+
+def columns_named(ids: dict[str, Any]) -> str:
+    """How :func:`column_ids`' ids are to be read, in words: "columns" (a table's names), "the file's
+    one-based indices", or "store columns" when the store does not record its file's base."""
+    if "names" in ids:
+        return "columns"
+    base = ids.get("index_base")
+    return "store columns" if base is None else f"the file's {'one' if base == 1 else 'zero'}-based indices"
 
 
 def check_schema(store: Any) -> None:
