@@ -201,7 +201,10 @@ _BSS = (
     Param("bss_x_bound", float, "the public bound on |x_ij| (Assumption 1)", "x_bound"),
     Param("bss_y_bound", float, "the public bound on |y_i| (Assumption 1)", "y_bound"),
     Param(
-        "bss_tol", float, "the certified tolerance of the inner solves, a fraction of the sensitivity (<= 0.05)", "tol"
+        "bss_tol",
+        float,
+        "the certified tolerance of the inner solves, a fraction of the sensitivity (1e-6 to 0.05)",
+        "tol",
     ),
     Param(
         "bss_nonprivate_time_limit",

@@ -76,21 +76,53 @@ def test_logistic_minimiser_is_certified_within_the_tolerance_and_charged_for_it
     assert ObjectivePerturbation("squared", 1.0, delta=1e-6).privacy_loss == PrivacyLoss.approx(1.0, 1e-6)
 
 
-def test_a_solve_that_cannot_be_certified_keeps_the_charge_and_releases_nothing(tmp_path, monkeypatch):
+def test_the_logistic_solve_has_no_step_cap_and_an_unreachable_tolerance_is_refused_before_the_charge(
+    tmp_path, monkeypatch
+):
+    """No data-dependent stop: Newton goes on until its certificate (a solver slowed to 5% steps needs
+    several hundred, where the old cap of 200 raised ``SolverFailure`` after the charge); a tolerance
+    below ``MIN_TOLERANCE`` is a usage error before any charge."""
     from dpdist.selection.two_stage import fit_on_support
+    from dpdist.solvers import objective_perturbation as op_module
 
     rng = np.random.default_rng(5)
     X = rng.uniform(-1, 1, size=(200, 3))
-    y = (rng.random(200) < 0.5).astype(float)
+    y = np.where(rng.random(200) < 0.5, -1.0, 1.0)
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 5.0, 0.0)
-    op = ObjectivePerturbation("logistic", epsilon=1.0, tolerance=1e-300, random_state=6)  # unreachable
+    with pytest.raises(ParameterError, match="tolerance"):
+        fit_on_support(ObjectivePerturbation("logistic", 1.0, tolerance=1e-300), X, y, np.arange(3), acc, "ds", "m")
+    assert acc.history("ds") == []
+    solve, steps = np.linalg.solve, []
+    monkeypatch.setattr(op_module.np.linalg, "solve", lambda H, g: steps.append(1) or 0.05 * solve(H, g))
+    op = ObjectivePerturbation("logistic", epsilon=1.0, tolerance=op_module.MIN_TOLERANCE)
+    reg = 2.0 * op.constants(3)[0] / op._eps_objective
+    b = rng.normal(size=3)
+    theta = op._solve_logistic(X, y, reg, b)
+    assert len(steps) > 200
+    m = y * (X @ theta)
+    grad = X.T @ (-y * np.exp(-np.logaddexp(0.0, m))) + reg * theta + b
+    assert np.linalg.norm(grad) / reg <= 0.5 * op_module.MIN_TOLERANCE  # certified at the floor
+
+
+def test_a_squared_solve_that_breaks_down_keeps_the_charge_and_releases_nothing(tmp_path, monkeypatch):
+    """The closed-form trust-region solve's KKT guard (a numerical breakdown, never observed): recorded
+    as the release's failure, the charge stands, and a retry under the key replays the failure."""
+    from dpdist.selection.two_stage import fit_on_support
+    from dpdist.solvers import objective_perturbation as op_module
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(200, 3))
+    y = rng.uniform(-1, 1, size=200)
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("ds", 5.0, 0.0)
+    monkeypatch.setattr(op_module, "_trust_region", lambda A, c, radius: np.zeros(A.shape[0]) + 0.1)
+    op = ObjectivePerturbation("squared", epsilon=1.0, random_state=6)
     with pytest.raises(SolverFailure, match="charge stands"):
         fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")
     (rec,) = acc.history("ds")
     assert rec.key == "m" and acc.status("ds").epsilon_spent == pytest.approx(1.0)
     assert json.loads(rec.result)["__dpdist_failure__"]["type"] == "SolverFailure"  # recorded: nothing released
-    # a retry with the same key raises the recorded failure again; it never redraws the noise
     with pytest.raises(SolverFailure, match="charge stands"):
         fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")
     assert len(acc.history("ds")) == 1 and acc.status("ds").epsilon_spent == pytest.approx(1.0)

@@ -22,17 +22,19 @@ runs to its certificate:
   "infeasible", the certificates the mechanisms' proofs use;
 * the restarts of both methods terminate because each strictly lowers F (``top_r``, step 4;
   ``mistakes``, step 2), and the one-swap descent because each move does (``iht``);
-* the inner solves iterate until certified (``hinge._hinge_solve`` shrinks its smoothing and goes
-  on; the least-squares solve is in closed form, ``least_squares``).
+* the inner solves iterate until certified, with no cap on their rounds (``hinge._hinge_solve``
+  shrinks its smoothing and goes on: it returns certified or not at all; the least-squares solve
+  is in closed form, ``least_squares``).
 
 Every run therefore ends in the mechanism's own output distribution -- a support drawn by the
 exponential mechanism, or the mistakes method's charged refusal -- which the proofs in
 ``top_r`` and ``mistakes`` bound by the charged loss. What the solver's work reveals besides is
 its *time*: that goes to the operator's terminal only (``seconds_`` stays on the estimator,
 never in the ledger or a release), a channel the README's privacy section lists as not covered.
-An inner solve that rounding keeps from its certificate (never observed: the least-squares
-certificate is exact up to rounding; the hinge's gives up only after a public number of rounds at
-its smallest smoothing) raises ``SolverAborted``, recorded as the outcome, also listed there.
+Two numerical breakdowns remain, both outside exact arithmetic and listed there: a closed-form
+least-squares solve whose rounding exceeds the certified tolerance, and a master MIP that SCIP
+ends with a status other than optimal or infeasible (numerical trouble). Either raises
+``SolverAborted``, recorded as the outcome; neither has been observed.
 
 The operator's opt-in guard. ``nonprivate_time_limit`` (seconds per MIP; None by default) is
 for an operator who prefers a bounded wait to the guarantee. A MIP that hits it aborts the
@@ -125,8 +127,8 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         if self.nonprivate_time_limit is not None:
             check_positive(self.nonprivate_time_limit, "nonprivate_time_limit")
         tol = check_positive(self.tol, "tol")
-        if tol > 0.05:
-            raise ParameterError(f"tol must be <= 0.05 (a fraction of Delta), got {tol!r}")
+        if not 1e-6 <= tol <= 0.05:  # the floor keeps every certificate above the inner solves' rounding
+            raise ParameterError(f"tol must lie in [1e-6, 0.05] (a fraction of Delta), got {tol!r}")
         self._validate_extra()
 
     def ridge_value(self) -> float:
