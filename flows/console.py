@@ -8,7 +8,9 @@ file system, a path without permission, a ledger that cannot be written
 level it passes (task, flow, the flow's caller): hundreds of lines of zarr and asyncio frames
 around one fact. This handler prints those records without the traceback (the message already
 names the error); every other record, a bug's traceback included, is printed as Prefect prints
-it. The Prefect server's copy of the logs (the API handler) keeps the traceback.
+it. The Prefect server's copy of the logs (the API handler) keeps the traceback. While the run's
+progress display is live (:mod:`dpdist.utils.run_display`), records print through its console,
+above the bar.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 from prefect.logging.handlers import PrefectConsoleHandler
 
 from dpdist.exceptions import file_failure
+from dpdist.utils import run_display
 
 
 class RunConsoleHandler(PrefectConsoleHandler):
@@ -32,3 +35,13 @@ class RunConsoleHandler(PrefectConsoleHandler):
                 {**record.__dict__, "msg": message, "args": None, "exc_info": None, "exc_text": None}
             )
         return super().format(record)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        live = run_display.console()
+        if live is None:
+            super().emit(record)
+            return
+        try:  # through the live progress display's console: the line prints above the bar
+            live.print(self.format(record), soft_wrap=True, markup=False, highlight=False)
+        except Exception:
+            self.handleError(record)

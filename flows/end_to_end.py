@@ -21,6 +21,7 @@ from dpdist.flows.report import write_report
 from dpdist.flows.runtime import on_cluster
 from dpdist.flows.select import select_stage
 from dpdist.flows.train import train_stage
+from dpdist.utils import run_display
 from dpdist.utils.operator_log import timing
 
 __all__ = ["end_to_end", "pipeline"]
@@ -53,18 +54,27 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
         timing("dpdist run: step %s took %.1f s (%.1f s in all)", name, now - last[0], now - t0)
         last[0] = now
 
-    stores = ingest_stage(cfg)
-    step("ingest", dataset=stores["name"], releases=[stores["counts"]["key"]] if stores.get("counts") else [])
-    selection = select_stage(cfg, stores) if cfg.select.methods else None
-    if selection is not None:
-        step("select", releases=[r["key"] for r in selection.values()])
-    models = train_stage(cfg, stores, selection) if cfg.train_methods() else None
-    if models is not None:
-        step("train", releases=[m["key"] for m in models])
-    evaluation = evaluate_stage(cfg, stores, selection, models)
-    step("evaluate", releases=[m["evaluation_key"] for m in evaluation["models"] if m.get("evaluation_key")])
-    files = write_report(cfg, flow_run, stores, selection, models, evaluation)
-    step("report", **files)
+    stages = ["ingest", *(["select"] if cfg.select.methods else []), *(["train"] if cfg.train_methods() else [])]
+    with run_display.showing([*stages, "evaluate", "report"]):  # the operator's terminal only
+        run_display.stage("ingest")
+        stores = ingest_stage(cfg)
+        step("ingest", dataset=stores["name"], releases=[stores["counts"]["key"]] if stores.get("counts") else [])
+        selection = None
+        if cfg.select.methods:
+            run_display.stage("select")
+            selection = select_stage(cfg, stores)
+            step("select", releases=[r["key"] for r in selection.values()])
+        models = None
+        if cfg.train_methods():
+            run_display.stage("train")
+            models = train_stage(cfg, stores, selection)
+            step("train", releases=[m["key"] for m in models])
+        run_display.stage("evaluate")
+        evaluation = evaluate_stage(cfg, stores, selection, models)
+        step("evaluate", releases=[m["evaluation_key"] for m in evaluation["models"] if m.get("evaluation_key")])
+        run_display.stage("report")
+        files = write_report(cfg, flow_run, stores, selection, models, evaluation)
+        step("report", **files)
     return {"flow_run": flow_run, "dataset": stores["name"], "steps": steps, **files}
 
 

@@ -13,6 +13,7 @@ set (public: the generator's parameters).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from prefect import flow, task
@@ -126,7 +127,8 @@ def evaluate_stage(
             ev = evaluation(cfg, stores["test"]["task"], m["method"], seed)
 
             def compute(m: dict = m, ev: PrivateEvaluation = ev) -> dict[str, Any]:
-                return client.submit(_private_metrics, stores["test"]["store"], m, ev, pure=False).result()
+                key = f"evaluate-{m['method']}-{os.urandom(6).hex()}"  # named for the Dask dashboard
+                return client.submit(_private_metrics, stores["test"]["store"], m, ev, pure=False, key=key).result()
 
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, stores["dataset"], ev.privacy_charge(), key, compute, params)

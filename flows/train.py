@@ -28,6 +28,7 @@ from dpdist.methods import get, names
 from dpdist.pipelines.dp_gd import fit_dask
 from dpdist.pipelines.train import estimator, fit_on_solver
 from dpdist.privacy.accountant import Accountant
+from dpdist.utils import run_display
 
 __all__ = ["fit_params", "train", "train_stage"]
 
@@ -109,6 +110,7 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
                     split_key,
                 )
 
+            run_display.work(f"train {method} at epsilon={eps:g}")  # its iterations follow from the worker
             charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, dataset, charge, key, compute, params)

@@ -24,9 +24,11 @@ import scipy.sparse as sp
 from dpdist.data.store import BLOCK_CACHE, open_store
 from dpdist.exceptions import ParameterError
 from dpdist.methods import get, names
+from dpdist.pipelines.fit_progress import relay, reporter
 from dpdist.privacy.guard import charged_by_caller
 from dpdist.released import widen
 from dpdist.selection.sis import store_target
+from dpdist.solvers.frank_wolfe import Progress
 from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState
 
@@ -125,9 +127,11 @@ def fit_store(
     dtype: str = "float64",
     n_records: int | None = None,
     split_key: bytes | None = None,
+    show: bool = False,
 ) -> dict[str, Any]:
     """On a worker: fit on the store at ``path`` (optionally on the columns ``features``), its
-    values read as ``dtype`` ("float32": half the memory, :meth:`SparseStore.csr`).
+    values read as ``dtype`` ("float32": half the memory, :meth:`SparseStore.csr`); with ``show``,
+    its iterations go to the run's terminal display (:mod:`dpdist.pipelines.fit_progress`).
 
     Returns the released form of the model: the non-zero weights (indices in the store's
     columns) and the signed vertex path (a function of the private selections only). The
@@ -149,6 +153,7 @@ def fit_store(
             dtype,
             n_records,
             split_key,
+            reporter(f"train {method} at epsilon={epsilon:g}", show),
         )
 
 
@@ -167,11 +172,12 @@ def _fit_store(
     dtype: str,
     n_records: int | None,
     split_key: bytes | None,
+    progress: Progress | None,
 ) -> dict[str, Any]:
     store = open_store(path)
     entry = get(method)
     if entry.family in ("gradient", "search"):
-        return _fit_gradient(store, method, epsilon, delta, features, seed, n_records, split_key)
+        return _fit_gradient(store, method, epsilon, delta, features, seed, n_records, split_key, progress)
     X, X_csc = store.csr(dtype), None
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
@@ -180,10 +186,11 @@ def _fit_store(
     y = store_target(store)
     model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed, screening)
     t0 = time.perf_counter()
+    shown = {"progress": progress} if entry.family == "frank-wolfe" else {}  # the iterative solvers report it
     if X_csc is None:
-        model.fit(X, y)
+        model.fit(X, y, **shown)
     else:
-        model.fit(X, y, X_csc=X_csc)
+        model.fit(X, y, X_csc=X_csc, **shown)
     timing("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
     classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
     if entry.family == "objective-perturbation":  # fitted on a released selection (the run config requires one)
@@ -229,28 +236,31 @@ def fit_on_solver(
     n_records: int | None = None,
     split_key: bytes | None = None,
 ) -> dict[str, Any]:
-    """Run :func:`fit_store` on a worker holding the ``solver`` resource and wait for it."""
-    fut = client.submit(
-        fit_store,
-        str(path),
-        method,
-        epsilon,
-        delta,
-        lam,
-        max_iter,
-        features,
-        bounds,
-        seed,
-        calibration,
-        screening,
-        dtype,
-        n_records,
-        split_key,
-        resources={SOLVER_RESOURCE: 1},
-        pure=False,
-        key=f"fit-{method}-{os.urandom(6).hex()}",
-    )
-    return fut.result()
+    """Run :func:`fit_store` on a worker holding the ``solver`` resource and wait for it (its task named
+    ``train-<method>`` on the Dask dashboard; its iterations on the run's display while one is live)."""
+    with relay(client) as show:
+        fut = client.submit(
+            fit_store,
+            str(path),
+            method,
+            epsilon,
+            delta,
+            lam,
+            max_iter,
+            features,
+            bounds,
+            seed,
+            calibration,
+            screening,
+            dtype,
+            n_records,
+            split_key,
+            show,
+            resources={SOLVER_RESOURCE: 1},
+            pure=False,
+            key=f"train-{method}-{os.urandom(6).hex()}",
+        )
+        return fut.result()
 
 
 def gradient_learner(
@@ -279,9 +289,11 @@ def _fit_gradient(
     seed: int | None,
     n_records: int | None,
     split_key: bytes | None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """On a worker: the released model of a gradient learner (or the private search), in store columns.
-    Runs inside the central release, after the charge (no accountant here)."""
+    Runs inside the central release, after the charge (no accountant here). ``progress`` shows a
+    learner's steps (not the search's: how many runs it made is secret, dpdist.tuning)."""
     X, y = store.csr(), store_target(store)
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
@@ -292,7 +304,7 @@ def _fit_gradient(
         result = out["model"]
     else:
         t0 = time.perf_counter()
-        model.fit(X, y)
+        model.fit(X, y, progress=progress)
         result = model.release_record_
         timing("%s fit on %s: %.3f s", method, store.path, time.perf_counter() - t0)
     result = {**widen(result, features, int(store.shape[1])), "path": [], "iterations": 0}  # in the store's columns

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 from typing import Any
 
 from dpdist.cli._common import EXIT_INTERRUPTED, EXIT_OK, _common_args, _emit
 from dpdist.cli.supervise import _RUN_CHILD, _interrupt, _redeliver_swallowed_interrupts, _supervise
+from dpdist.utils import run_display
 
 # the run's processes (flow, local workers) print a full disk in one line, not its traceback
 _CONSOLE_HANDLER = ("PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS", "dpdist.flows.console.RunConsoleHandler")
@@ -76,6 +78,8 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if sys.stderr.isatty() and not args.json:  # the child's stderr is a pipe copied to this terminal
+            os.environ[run_display.ENV] = str(shutil.get_terminal_size().columns)
         return _supervise(args.argv, cfg.output)
     signal.signal(signal.SIGTERM, _interrupt)
     _redeliver_swallowed_interrupts()

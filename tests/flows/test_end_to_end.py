@@ -330,7 +330,7 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
         deadline = time.time() + 300
         while victim is None and time.time() < deadline and proc.poll() is None:
             for worker, keys in client.processing().items():
-                if any(str(k).startswith("fit-") for k in keys):
+                if any(str(k).startswith("train-") for k in keys):
                     victim = worker
             time.sleep(0.2)
         assert victim is not None, "the fit never started"
