@@ -69,8 +69,8 @@ __all__ = [
 ]
 
 LOGISTIC_LOSS_CLIP = 4.0
-# an interval of the noise wider than this share of a metric's useful range (accuracy: [0.5, 1] is 0.5 wide,
-# so 0.25; MSE: [0, (2 y_bound)^2]) swamps it: the release says so
+# an interval of the noise wider than half a metric's useful range swamps it, and the release says so:
+# accuracy and AUC ([0.5, 1]: 0.25), MSE ([0, (2 y_bound)^2]: times that), R^2 ([0, 1]: 0.5)
 SWAMPED = 0.25
 # draws of the public noise behind the simulated AUC and R^2 intervals (module docstring)
 _INTERVAL_DRAWS = 2000
@@ -322,7 +322,7 @@ class PrivateEvaluation:
                 hi_c / (hi_c + lo_w) if hi_c + lo_w > 0 else 1.0,
             ]
             out["accuracy_interval"] = interval
-            out["noise_swamps"] = bool(interval[1] - interval[0] > SWAMPED)
+            out["noise_swamps"] = bool(interval[1] - interval[0] > SWAMPED or _wider(out["auc_interval"], SWAMPED))
             return out
         c = 2.0 * self.y_bound
         r = np.clip(y - margins, -c, c)
@@ -338,18 +338,22 @@ class PrivateEvaluation:
         n_s = np.maximum(sums[:, 0], 1.0)
         var_s = sums[:, 3] - sums[:, 2] ** 2 / n_s
         ok = var_s > 0
+        r2_interval = _around(
+            float(1.0 - sse / var) if var > 0 else None, 1.0 - np.maximum(sums[ok, 1], 0.0) / var_s[ok], (-np.inf, 1.0)
+        )
         return {
             "rows": float(max(noisy[0], 0.0)),
             "mse": float(sse / n),
             "r2": float(1.0 - sse / var) if var > 0 else None,
             "mse_interval": interval,
-            "r2_interval": _around(
-                float(1.0 - sse / var) if var > 0 else None,
-                1.0 - np.maximum(sums[ok, 1], 0.0) / var_s[ok],
-                (-np.inf, 1.0),
-            ),
-            "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED),
+            "r2_interval": r2_interval,
+            "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED or _wider(r2_interval, 2.0 * SWAMPED)),
         }
+
+
+def _wider(interval: list[float] | None, width: float) -> bool:
+    """Whether a simulated interval is wider than ``width`` (an undefined one is not)."""
+    return interval is not None and interval[1] - interval[0] > width
 
 
 def _auc(hists: np.ndarray) -> list[float | None]:

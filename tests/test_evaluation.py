@@ -153,3 +153,22 @@ def test_auc_and_r2_intervals_hold_the_released_value_and_the_stream_is_left_alo
     released = ("rows", "accuracy", "auc", "curve_loss")
     assert [out_a.get(k) for k in released] == [out_b.get(k) for k in released]
     assert out_a["auc_interval"] != out_b["auc_interval"]  # the patch took effect
+
+
+def test_a_wide_auc_or_r2_interval_is_flagged_as_swamped_too() -> None:
+    """Each private metric is flagged when its interval is wider than half its useful range: AUC's too
+    (accuracy's interval is analytic and can be narrow while the histograms' noise makes AUC useless)."""
+    X, y = _data(n=300, seed=7)
+    clf = DPFrankWolfeClassifier(lam=5.0, max_iter=60, method="fw").fit(X, y)
+    for eps in (1.0, 2.0):
+        for seed in range(5):
+            out = PrivateEvaluation("binary", eps, random_state=seed).evaluate(clf.coef_, clf.path_, 5.0, X, y)
+            acc_lo, acc_hi = out["accuracy_interval"]
+            auc_lo, auc_hi = out["auc_interval"]
+            assert out["noise_swamps"] == (acc_hi - acc_lo > 0.25 or auc_hi - auc_lo > 0.25)
+            if eps == 1.0:  # accuracy's interval is narrow here; AUC's is not
+                assert acc_hi - acc_lo < 0.25 < auc_hi - auc_lo and out["noise_swamps"]
+    reg = DPFrankWolfeRegressor(lam=2.0, max_iter=60, method="fw").fit(X, y * 0.5)
+    out = PrivateEvaluation("regression", 0.3, random_state=1).evaluate(reg.coef_, reg.path_, 2.0, X, y * 0.5)
+    lo, hi = out["r2_interval"]
+    assert hi - lo > 0.5 and out["noise_swamps"]
