@@ -12,6 +12,7 @@ import math
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +99,16 @@ def verdict(p: float, level: float = 0.05) -> str:
     if p != p:
         return "not tested (fewer than 2 trials)"
     return "holds" if p < level else "does not hold"
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[object]], csv_path: Path | None = None) -> list[str]:
+    """The markdown lines of a table of ``rows`` under ``columns``; with ``csv_path``, the same cells as a CSV."""
+    if csv_path is not None:
+        import csv
+
+        with open(csv_path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(columns)
+            w.writerows(rows)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
