@@ -389,7 +389,11 @@ def _around(value: float | None, simulated: Any, bounds: tuple[float, float]) ->
     if value is None or not v.size:
         return None
     lo, hi = np.quantile(v - np.median(v), [0.025, 0.975])  # the median: R^2's ratio has a heavy tail
-    return [float(max(min(value - hi, value), bounds[0])), float(min(max(value - lo, value), bounds[1]))]
+
+    def cut(x: float) -> float:  # each end to both bounds: never inverted, and it holds the clipped value
+        return float(min(max(x, bounds[0]), bounds[1]))
+
+    return [cut(min(value - hi, value)), cut(max(value - lo, value))]
 
 
 def support_recall(selected: list[int], true_support: list[int] | None) -> float | None:

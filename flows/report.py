@@ -435,7 +435,7 @@ def _interval(interval: list[float] | None, swamped: bool | None) -> str:
     """A private metric's noise interval (public: from the noisy counts and the noise scale)."""
     if interval is None:
         return "exact"
-    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" + (" (noise swamps it)" if swamped else "")
+    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" + (" (the noise swamps this model's metrics)" if swamped else "")
 
 
 def _recall_note(cfg: RunConfig, n_true: int) -> str:

@@ -8,8 +8,8 @@ while a stage runs and passes each event to :func:`dpdist.utils.run_display.work
 An event holds the fit's name and its iterations done out of their public count (the schedule is
 fixed before the data is read). When events arrive is timing: it stays on the operator's own
 cluster and terminal (the scheduler's event log, the display), never in Prefect's logs, the
-ledger or a file. Without a live display (:func:`dpdist.utils.run_display.enabled` false in the
-flow's process, passed to the worker as ``show``), nothing is sent.
+ledger or a file. Without a live display in the flow's process (passed to the worker as ``show``),
+nothing is sent.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def reporter(what: str, show: bool) -> Callable[[int, int], None] | None:
 def relay(client: Any) -> Iterator[bool]:
     """While the block runs, show the fits' events on the display; yields whether anything is shown
     (pass it to the workers as ``show``)."""
-    if not run_display.enabled():
+    if run_display.console() is None:  # no live display in this process: nothing is sent
         yield False
         return
 

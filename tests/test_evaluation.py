@@ -172,3 +172,15 @@ def test_a_wide_auc_or_r2_interval_is_flagged_as_swamped_too() -> None:
     out = PrivateEvaluation("regression", 0.3, random_state=1).evaluate(reg.coef_, reg.path_, 2.0, X, y * 0.5)
     lo, hi = out["r2_interval"]
     assert hi - lo > 0.5 and out["noise_swamps"]
+
+
+def test_an_interval_around_an_unclipped_auc_above_one_holds_the_released_one() -> None:
+    """An unclipped AUC above 1 by more than the simulations' spread: both ends are cut to [0, 1], so the
+    interval is [1, 1]-at-worst and never inverted (the lower end once stayed above 1)."""
+    from dpdist.evaluation import _around
+
+    rng = np.random.default_rng(0)
+    assert _around(1.3, 1.3 + 0.02 * rng.normal(size=2000), (0.0, 1.0)) == [1.0, 1.0]
+    assert _around(-0.4, -0.4 + 0.02 * rng.normal(size=2000), (0.0, 1.0)) == [0.0, 0.0]
+    lo, hi = _around(1.02, 1.02 + 0.1 * rng.normal(size=2000), (0.0, 1.0))
+    assert lo < 1.0 == hi

@@ -144,7 +144,7 @@ def _metric_text(p: dict[str, Any]) -> str:
     text = f"{first} (private; the noise's 95% interval [{interval[0]:.3g}, {interval[1]:.3g}]), {second}"
     if p.get("noise_swamps"):
         text += (
-            " -- the noise swamps it at this test size: a larger --eval-epsilon, or more held-out rows "
+            " -- the noise swamps these metrics at this test size: a larger --eval-epsilon, or more held-out rows "
             "(--test-fraction), gives a usable figure"
         )
     return text

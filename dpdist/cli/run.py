@@ -80,6 +80,8 @@ def _run(args: argparse.Namespace) -> int:
         )
         if sys.stderr.isatty() and not args.json:  # the child's stderr is a pipe copied to this terminal
             os.environ[run_display.ENV] = str(shutil.get_terminal_size().columns)
+        else:  # an inherited setting must not draw into a redirected stderr or beside --json
+            os.environ.pop(run_display.ENV, None)
         return _supervise(args.argv, cfg.output)
     signal.signal(signal.SIGTERM, _interrupt)
     _redeliver_swallowed_interrupts()

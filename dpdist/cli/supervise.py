@@ -129,6 +129,8 @@ def _stop(proc: Any, relay: _StderrRelay, output: str) -> int:
     import time
 
     relay.divert()  # the teardown's crash reports (workers losing their peers) go to the log file
+    if os.environ.get("DPDIST_PROGRESS"):  # the child's progress display hid the cursor; its last frames are diverted
+        sys.stderr.write("\x1b[?25h")
     print(
         "\ndpdist run: interrupted; stopping the flow, the cluster and the Prefect server (Ctrl-C again to kill them)",
         file=sys.stderr,

@@ -4,7 +4,8 @@
 report -- and, under it, the release being computed with its iterations done out of its public
 count. The counts are public (a schedule fixed before any data is read); how fast they advance is
 timing, which, like every duration, goes to the operator's terminal only: the display is never
-logged, never sent to Prefect and never written to a file.
+logged and never sent to Prefect (after a Ctrl-C, the stopping run's last frames go with the rest of
+its output to the owner-only ``interrupted-run.log`` the operator is pointed to).
 
 The run's flow runs in a supervised child process whose standard error is a pipe that the
 ``dpdist run`` parent copies byte for byte to its terminal (``dpdist.cli.supervise``). So the

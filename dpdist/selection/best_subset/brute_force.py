@@ -28,7 +28,8 @@ def all_supports(p: int, s: int) -> np.ndarray:
 def enumerate_values(
     problem: Problem, tol: float = 1e-9, max_supports: int = 2_000_000
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(supports (C(p, s), s), F at each): the exact objective of every candidate."""
+    """(supports (C(p, s), s), F at each): the exact objective of every candidate. The hinge solves run
+    to their certificate (``hinge``), so ``tol`` must exceed the smoothing floor n * 5e-14."""
     p, s = problem.p, problem.s
     if math.comb(p, s) > max_supports:
         raise ParameterError(
