@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
-import subprocess
 import sys
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from terminal import on_a_terminal
 
 from dpdist.cli import main
 from dpdist.data import open_store
@@ -134,29 +132,9 @@ def test_table_ingest_reports_its_progress(tmp_path):
     seen.clear()
     ingest_table(p, tmp_path / "s", progress=lambda d, t: seen.append((d, t)))
     assert seen and seen[-1] == (2500, 2500)
-    out = _on_a_terminal([sys.executable, "-m", "dpdist.cli", "ingest", str(p), "--out", str(tmp_path / "c")])
+    argv = [sys.executable, "-m", "dpdist.cli", "ingest", str(p), "--out", str(tmp_path / "c")]
+    out = on_a_terminal(argv, {**os.environ, "COLUMNS": "120"})
     assert "ingest p.csv" in out and "2500/2500" in out
-
-
-def _on_a_terminal(argv: list[str]) -> str:
-    """What a terminal shows of ``argv`` run with stdout and stderr on a pseudo-terminal."""
-    parent, child = pty.openpty()
-    proc = subprocess.Popen(
-        argv, stdout=child, stderr=child, stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "120"}
-    )
-    os.close(child)
-    chunks = []
-    while select.select([parent], [], [], 120)[0]:
-        try:
-            data = os.read(parent, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(60) == 0
-    os.close(parent)
-    return b"".join(chunks).decode(errors="replace")
 
 
 def test_missing_values_refused_without_impute(tmp_path):

@@ -3,16 +3,13 @@ with each fit's iterations relayed from its Dask worker; the dashboard's tasks n
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import select
-import subprocess
 import sys
 import time
 
 import pytest
 from conftest import flow_env, small_config, write_config
+from terminal import on_a_terminal
 
 from dpdist.pipelines import fit_progress
 from dpdist.utils import run_display
@@ -79,33 +76,8 @@ def test_dpdist_run_on_a_terminal_shows_its_stages_and_fits(tmp_path):
         train={"methods": ["dp-sgd"], "epsilon": [1.0], "iters": 300},
     )
     path = write_config(tmp_path, cfg)
-    parent, child = pty.openpty()
     env = {**flow_env(tmp_path, None), "COLUMNS": "120", "TERM": "xterm"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dpdist.cli", "run", str(path)],
-        stdout=child,
-        stderr=child,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=tmp_path,
-    )
-    os.close(child)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([parent], [], [], 300)
-        if not ready:
-            proc.kill()
-            break
-        try:
-            data = os.read(parent, 65536)
-        except OSError:  # the run closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(60) == 0
-    os.close(parent)
-    shown = _ANSI.sub("", b"".join(chunks).decode(errors="replace"))
+    shown = _ANSI.sub("", on_a_terminal([sys.executable, "-m", "dpdist.cli", "run", str(path)], env, tmp_path))
     for stage in ("ingest", "select", "train", "evaluate", "report"):
         assert f"dpdist run: {stage}" in shown, stage
     assert "train dp-sgd at epsilon=1" in shown and re.search(r"\b(\d+)/\1\b", shown)

@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import os
-import pty
-import select
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from terminal import on_a_terminal
 
 from dpdist.solvers.fast_fw import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import frank_wolfe
@@ -61,32 +59,9 @@ _FW = ("--method", "fast-fw", "--loss", "logistic", "--lam", "5", "--iters", "20
 
 def _train_on_a_terminal(store: str, *extra: str, method: tuple[str, ...] = _FW) -> str:
     """``dpdist train`` with stderr (and stdout) on a pseudo-terminal: what the terminal shows."""
-    parent, child = pty.openpty()
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dpdist.cli", "train", store, *method, "--test-fraction", "0", *extra],
-        stdout=child,
-        stderr=child,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
-    os.close(child)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([parent], [], [], 120)
-        if not ready:
-            proc.kill()
-            break
-        try:
-            data = os.read(parent, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(60) == 0
-    os.close(parent)
-    return b"".join(chunks).decode(errors="replace")
+    argv = [sys.executable, "-m", "dpdist.cli", "train", store, *method, "--test-fraction", "0", *extra]
+    return on_a_terminal(argv, env)
 
 
 @pytest.fixture()
