@@ -11,6 +11,7 @@ selection released (post-processing of a release: no extra charge); objective pe
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from prefect import flow
@@ -91,7 +92,8 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
                 if method in DASK_METHODS and features is None:  # full-batch steps over the cluster's row blocks
                     model = estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, n_records=n_records)
                     classes = None if train_store["task"] == "regression" else [-1.0, 1.0]
-                    return fit_dask(client, train_store["store"], model, n_records, seed, classes)
+                    shown = functools.partial(run_display.work, f"train {method} at epsilon={eps:g}")  # steps
+                    return fit_dask(client, train_store["store"], model, n_records, seed, classes, shown)
                 return fit_on_solver(
                     client,
                     train_store["store"],

@@ -147,17 +147,24 @@ def dp_gd_store(
 
 
 def fit_dask(
-    client: Any, path: str, model: Any, n_records: int, seed: int | None, classes: list[float] | None
+    client: Any,
+    path: str,
+    model: Any,
+    n_records: int,
+    seed: int | None,
+    classes: list[float] | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The released model of a DP-GD or DP-IHT estimator ``model`` fitted over the cluster (run inside
-    the central release, after the charge): the estimator's result form."""
+    the central release, after the charge): the estimator's result form. ``progress(done, steps)``
+    after each step, for the operator's display."""
     from dpdist.utils.random import check_random_state
 
     charge = model.privacy_charge(n_records)
     plan = model._sgd_plan(n_records, charge.details["noise_multiplier"])
     s = int(model.s) if hasattr(model, "s") else None
     w, b = dp_gd_store(
-        client, path, plan, check_random_state(seed), model.row_norm, float(getattr(model, "y_bound", 1.0)), s
+        client, path, plan, check_random_state(seed), model.row_norm, float(getattr(model, "y_bound", 1.0)), s, progress
     )
     nz = np.flatnonzero(w)
     out = {

@@ -45,5 +45,7 @@ def test_the_cluster_takes_the_in_process_steps(client, store, cls, s):
     spread = dp_gd_store(client, path, plan, np.random.default_rng(3), "l2", 1.0, s)
     np.testing.assert_allclose(spread[0], local[0], rtol=1e-7, atol=1e-9)  # the same noise; sums in another order
     assert spread[1] == pytest.approx(local[1], rel=1e-7, abs=1e-9)
-    out = fit_dask(client, str(path), model, 1200, 3, [-1.0, 1.0])
+    seen: list[tuple[int, int]] = []
+    out = fit_dask(client, str(path), model, 1200, 3, [-1.0, 1.0], lambda d, t: seen.append((d, t)))
     assert out["classes"] == [-1.0, 1.0] and out["path"] == [] and (s is None or len(out["indices"]) <= s)
+    assert seen == [(t, plan.steps) for t in range(1, plan.steps + 1)]  # each step, for the run's display
