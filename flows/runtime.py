@@ -77,7 +77,7 @@ __all__ = [
 T = TypeVar("T")
 
 LOOPBACK = "127.0.0.1"
-_SERVER_MIN_FREE = 64 << 20  # bytes free under PREFECT_HOME, where the temporary Prefect server's database is
+_SERVER_MIN_FREE = 64 << 20  # bytes free where the temporary Prefect server's database is
 
 
 class PrefectServerUnavailable(DPDistError):
@@ -235,43 +235,62 @@ def prefect_api() -> Iterator[str]:
     Prefect's own ephemeral mode would start one server per process, the flow's and every
     Dask worker's; one server, started here and handed to the workers through the
     environment, serves them all and stops with the run.
+
+    The temporary server's database is the run's own: a SQLite file in an owner-only (0700)
+    directory under the system's temporary directory, deleted when the run ends (unless the
+    operator names a database, ``$PREFECT_API_DATABASE_CONNECTION_URL``). Prefect stores every
+    task run's start and end times and every log line's timestamp -- how long each private
+    computation took -- so with the default run they live only as long as the run, on the
+    operator's loopback, like its terminal; they are not kept for a later server to show.
     """
     url = os.environ.get("PREFECT_API_URL")
     if url:
         yield url
         return
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+    with tempfile.TemporaryDirectory(prefix="dpdist-prefect-") as tmp:  # created 0700
+        with _temporary_server(Path(tmp)) as api_url:
+            yield api_url
 
-    home = Path(get_current_settings().home)
-    where = next(p for p in (home, *home.parents) if p.exists())
-    if (free := shutil.disk_usage(where).free) < _SERVER_MIN_FREE:  # its database would not open: say so now
+
+@contextmanager
+def _temporary_server(directory: Path) -> Iterator[str]:
+    """A Prefect server on loopback whose database (unless the operator names one) is in ``directory``."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if (free := shutil.disk_usage(directory).free) < _SERVER_MIN_FREE:  # its database would not open: say so now
         raise PrefectServerUnavailable(
-            f"the temporary Prefect server keeps its files (its database, by default) under PREFECT_HOME={home}, "
-            f"whose disk has "
-            f"{free / 2**20:.0f} MiB free (it needs {_SERVER_MIN_FREE >> 20} MiB); free some space, or set "
-            f"PREFECT_HOME to another disk, or PREFECT_API_URL to a running server"
+            f"the temporary Prefect server keeps its database in a directory under {directory.parent}, whose disk "
+            f"has {free / 2**20:.0f} MiB free (it needs {_SERVER_MIN_FREE >> 20} MiB); free some space, or set "
+            f"TMPDIR to another disk, or PREFECT_API_URL to a running server"
         )
+    named = os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL")
+    if not named:
+        os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{directory / 'prefect.db'}"
     server = SubprocessASGIServer()
     try:
-        server.start(timeout=120)
-    except RuntimeError as e:  # Prefect's message holds the server's whole output: its last exception's line
-        said = [ln.strip() for ln in str(e).splitlines() if re.search(r"\w(Error|Exception): ", ln)]
-        raise PrefectServerUnavailable(
-            f"the temporary Prefect server did not start ({said[-1] if said else str(e).splitlines()[0]}); "
-            f"its home: PREFECT_HOME={home} (a full or read-only disk there? or set PREFECT_API_URL to a "
-            f"running server)"
-        ) from e
-    os.environ["PREFECT_API_URL"] = server.api_url
-    try:
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            yield server.api_url
-    finally:
-        from prefect.logging.handlers import APILogWorker
+        try:
+            server.start(timeout=120)
+        except RuntimeError as e:  # Prefect's message holds the server's whole output: its last exception's line
+            said = [ln.strip() for ln in str(e).splitlines() if re.search(r"\w(Error|Exception): ", ln)]
+            raise PrefectServerUnavailable(
+                f"the temporary Prefect server did not start ({said[-1] if said else str(e).splitlines()[0]}); "
+                f"its database: {directory} (a full or read-only disk there? or set PREFECT_API_URL to a "
+                f"running server)"
+            ) from e
+        os.environ["PREFECT_API_URL"] = server.api_url
+        try:
+            with temporary_settings({PREFECT_API_URL: server.api_url}):
+                yield server.api_url
+        finally:
+            from prefect.logging.handlers import APILogWorker
 
-        APILogWorker.drain_all(timeout=5)  # the run's last log lines reach the server before it stops
-        os.environ.pop("PREFECT_API_URL", None)
-        server.stop()
+            APILogWorker.drain_all(timeout=5)  # the run's last log lines reach the server before it stops
+            os.environ.pop("PREFECT_API_URL", None)
+            server.stop()
+    finally:
+        if not named:
+            os.environ.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
 
 
 @contextmanager

@@ -1,7 +1,9 @@
-"""``dpdist.flows.runtime.prefect_api``: a temporary Prefect server that cannot start is one line (exit 1)."""
+"""``dpdist.flows.runtime.prefect_api``: a temporary Prefect server that cannot start is one line (exit 1); its
+database is the run's own and goes with it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -14,19 +16,23 @@ from dpdist.flows import runtime
 
 @pytest.fixture
 def no_server(monkeypatch, tmp_path):
+    """No server configured; the system's temporary directory is ``tmp_path / "tmp"`` (returned)."""
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_API_DATABASE_CONNECTION_URL", raising=False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(runtime.tempfile, "tempdir", str(tmp_path / "tmp"))
     with temporary_settings({PREFECT_HOME: tmp_path / "home"}):
-        yield tmp_path / "home"
+        yield tmp_path / "tmp"
 
 
-def test_a_home_on_a_full_disk_is_said_before_the_server_is_started(no_server: Path, monkeypatch) -> None:
+def test_a_full_disk_is_said_before_the_server_is_started(no_server: Path, monkeypatch) -> None:
     started = []
     monkeypatch.setattr(SubprocessASGIServer, "start", lambda self, timeout=None: started.append(1))
     real = shutil.disk_usage
     monkeypatch.setattr(runtime.shutil, "disk_usage", lambda p: real(p)._replace(free=3 << 20))
     with pytest.raises(
         runtime.PrefectServerUnavailable,
-        match=rf"under PREFECT_HOME={no_server}, whose disk has 3 MiB free \(it needs 64 MiB\)",
+        match=rf"keeps its database in a directory under {no_server}, whose disk has 3 MiB free \(it needs 64 MiB\)",
     ):
         with runtime.prefect_api():
             pass
@@ -51,6 +57,44 @@ def test_a_server_that_does_not_start_is_its_last_exception_in_one_line(no_serve
             pass
     assert str(info.value).startswith(
         "the temporary Prefect server did not start (sqlalchemy.exc.OperationalError: "
-        "(sqlite3.OperationalError) disk I/O error); its home: PREFECT_HOME="
+        "(sqlite3.OperationalError) disk I/O error); its database: " + str(no_server)
     )
     assert "\n" not in str(info.value)
+
+
+def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(no_server: Path, monkeypatch) -> None:
+    """Prefect stores task runs' start and end times (how long each private computation took): with the
+    default run they are in a database of the run's own, in an owner-only directory, deleted at its end
+    -- never in PREFECT_HOME's database, where a later server would show them."""
+    seen = {}
+
+    def start(self, timeout=None):
+        url = os.environ["PREFECT_API_DATABASE_CONNECTION_URL"]
+        db = Path(url.removeprefix("sqlite+aiosqlite:///"))
+        seen.update(db=db, mode=db.parent.stat().st_mode & 0o777)
+        db.write_bytes(b"task runs")  # what the server would store
+        self.running = True
+
+    monkeypatch.setattr(SubprocessASGIServer, "start", start)
+    monkeypatch.setattr(SubprocessASGIServer, "api_url", "http://127.0.0.1:1/api", raising=False)
+    monkeypatch.setattr(SubprocessASGIServer, "stop", lambda self: None)
+    with runtime.prefect_api():
+        assert seen["db"].exists() and seen["db"].parent.parent == no_server and seen["mode"] == 0o700
+    assert not seen["db"].parent.exists()  # gone with the run
+    assert "PREFECT_API_DATABASE_CONNECTION_URL" not in os.environ and "PREFECT_API_URL" not in os.environ
+
+
+def test_a_database_the_operator_names_is_kept(no_server: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://prefect@db/prefect")
+    used = []
+    monkeypatch.setattr(
+        SubprocessASGIServer,
+        "start",
+        lambda self, timeout=None: used.append(os.environ["PREFECT_API_DATABASE_CONNECTION_URL"]),
+    )
+    monkeypatch.setattr(SubprocessASGIServer, "api_url", "http://127.0.0.1:1/api", raising=False)
+    monkeypatch.setattr(SubprocessASGIServer, "stop", lambda self: None)
+    with runtime.prefect_api():
+        pass
+    assert used == ["postgresql+asyncpg://prefect@db/prefect"]
+    assert os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] == used[0]

@@ -23,18 +23,19 @@ runs to its certificate:
 * the restarts of both methods terminate because each strictly lowers F (``top_r``, step 4;
   ``mistakes``, step 2), and the one-swap descent because each move does (``iht``);
 * the inner solves iterate until certified, with no cap on their rounds (``hinge._hinge_solve``
-  shrinks its smoothing and goes on: it returns certified or not at all; the least-squares solve
-  is in closed form, ``least_squares``).
+  shrinks its smoothing and goes on; ``least_squares.ls_certify`` refines its closed-form solve
+  and its multiplier and goes on): each returns certified or not at all;
+* a master that SCIP ends in numerical trouble (a status other than optimal, infeasible or the
+  operator's limit) is solved again in a fresh tree with another random seed, seeded with every
+  cut and no-good found so far (all stay valid), until it ends certified (``oa.solve_master``).
 
 Every run therefore ends in the mechanism's own output distribution -- a support drawn by the
 exponential mechanism, or the mistakes method's charged refusal -- which the proofs in
 ``top_r`` and ``mistakes`` bound by the charged loss. What the solver's work reveals besides is
 its *time*: that goes to the operator's terminal only (``seconds_`` stays on the estimator,
 never in the ledger or a release), a channel the README's privacy section lists as not covered.
-Two numerical breakdowns remain, both outside exact arithmetic and listed there: a closed-form
-least-squares solve whose rounding exceeds the certified tolerance, and a master MIP that SCIP
-ends with a status other than optimal or infeasible (numerical trouble). Either raises
-``SolverAborted``, recorded as the outcome; neither has been observed.
+No numerical condition stops a release either: a breakdown of rounding only makes a solve
+take longer (more refinement rounds, another tree), which again shows only in its time.
 
 The operator's opt-in guard. ``nonprivate_time_limit`` (seconds per MIP; None by default) is
 for an operator who prefers a bounded wait to the guarantee. A MIP that hits it aborts the

@@ -31,6 +31,14 @@ at most s * 1e-9 -- also far below tau.
 There is no time limit unless a caller passes one (``time_limit``; then ``solve_master`` may
 return ``status="timelimit"``): the private releases run every solve to its certificate, and a
 limit is only the operator's opt-in guard, outside the privacy guarantee (``base`` module).
+With no limit, SCIP ends a tree optimal or infeasible (the master is a finite binary program with
+eta bounded below). Any other status is numerical trouble; it never ends the solve:
+``solve_master`` builds a fresh tree with SCIP's random seed shifted, seeded with every cut and
+no-good cut found so far -- each cut is a valid lower bound of F, and each no-good excludes a
+support already collected or proven above the (only falling) limit -- and solves again, with no
+cap on the attempts. The result is the region's certified optimum (or certificate) either way; only
+the time differs. SCIP's own "userinterrupt" (it catches the operator's Ctrl-C) is raised as
+``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -80,8 +88,8 @@ class Cut:
 class Oracle:
     """Evaluates supports (certified value and bound) and builds their cuts, with a cache.
 
-    ``tol`` is the largest certified error value - bound an inner solve may leave; an
-    evaluation over it raises ``ArithmeticError`` (the caller refuses).
+    ``tol`` is the largest certified error value - bound an inner solve may leave; the inner
+    solves run until they meet it (``least_squares``, ``hinge``), so every evaluation returns.
     """
 
     problem: Problem
@@ -98,13 +106,11 @@ class Oracle:
             S = np.asarray(key, dtype=np.int64)
             state: tuple[Any, ...]  # the inner solve's optimum, as its loss's cut reads it
             if self.problem.loss == "squared":
-                value, bound, beta, mu = ls_evaluate(self.problem, S)
+                value, bound, beta, mu = ls_evaluate(self.problem, S, self.tol)
                 state = (beta, mu)
             else:
                 value, bound, beta, mu, h = hinge_evaluate(self.problem, S, self.tol)
                 state = (beta, mu, h)
-            if not value - bound <= self.tol:
-                raise ArithmeticError(f"inner solve on a support not certified to tolerance {self.tol:g}")
             self.values[key] = (value, bound)
             self._state[key] = state
             self.evaluations += 1
@@ -259,17 +265,68 @@ def solve_master(
     threshold then) - margin; "interrupted" means the collector stopped the solve.
     """
     t0 = time.perf_counter()
-    s = oracle.problem.s
     if not seeds:
         raise ValueError("solve_master needs at least one seed support")
     shift = oracle.evaluate(seeds[0])[0]
-    m = _master_model(time_limit, gap)
+    known: list[Support] = [tuple(sorted(int(j) for j in S)) for S in seeds]
+    excluded: list[Support] = []
+    region = (center, max_common, common, drop, tuple(nogood))
+    attempt = 0
+    while True:  # no cap: a release must not stop on a condition of the data (module docstring)
+        m, z, handler = _attempt(
+            oracle, shift, known, excluded, region, objlimit, gap, time_limit, collect, margin, attempt
+        )
+        status = "interrupted" if handler.stopped else m.getStatus()
+        if status in ("optimal", "gaplimit", "infeasible", "timelimit", "interrupted"):
+            break
+        if status == "userinterrupt":  # SCIP caught the operator's Ctrl-C (misc/catchctrlc)
+            raise KeyboardInterrupt
+        # numerical trouble: every cut found is valid and every support excluded stays so (limits
+        # only fall), so a fresh tree with another random seed solves the same region
+        known += [S for S in handler.added if S not in known]
+        excluded += [S for S in handler.excluded if S not in excluded]
+        if collect is not None:
+            objlimit = collect.threshold() - margin if objlimit is None else min(objlimit, collect.threshold() - margin)
+        attempt += 1
+    lower = float(m.getDualbound()) + shift
+    support = value = None
+    if m.getNSols() > 0 and status in ("optimal", "gaplimit"):
+        sol = m.getBestSol()
+        zval = np.array([m.getSolVal(sol, v) for v in z])
+        support = tuple(sorted(int(j) for j in np.argpartition(-zval, oracle.problem.s - 1)[: oracle.problem.s]))
+        value = oracle.evaluate(support)[0]
+        status = "optimal"
+    elif status == "infeasible":
+        lower = float(objlimit) if objlimit is not None and math.isfinite(objlimit) else np.inf
+    return MasterResult(status, support, value, lower, time.perf_counter() - t0, len(handler.added), m.getNNodes())
+
+
+def _attempt(
+    oracle: Oracle,
+    shift: float,
+    seeds: Sequence[Support],
+    excluded: Sequence[Support],
+    region: tuple[Any, ...],
+    objlimit: float | None,
+    gap: float,
+    time_limit: float | None,
+    collect: Collector | None,
+    margin: float,
+    attempt: int,
+) -> tuple[Model, list[Any], _LazyCuts]:
+    """One SCIP tree over the region (``solve_master``), seeded with the cuts of ``seeds`` and with
+    the no-good cuts of ``excluded``; ``attempt`` shifts SCIP's random seed. Returns the solved
+    model, its z variables and its cut handler."""
+    s = oracle.problem.s
+    m = _master_model(time_limit, gap, attempt)
     z = [m.addVar(vtype="B", name=f"z{j}") for j in range(oracle.problem.p)]
     eta = m.addVar(lb=-shift, ub=None, obj=1.0, name="eta")  # F >= 0
     m.addCons(quicksum(z) == s)
-    _restrict(m, z, s, center, max_common, common, drop, nogood)
+    center, max_common, common, drop, nogood = region
+    _restrict(m, z, s, center, max_common, common, drop, [*nogood, *excluded])
     viol = max(1e-9 * abs(shift), 1e-12)
     handler = _LazyCuts(oracle, z, eta, shift, s, viol, collect, margin)
+    handler.excluded.update(excluded)
     m.includeConshdlr(
         handler,
         "bss_oa",
@@ -283,25 +340,12 @@ def solve_master(
     if objlimit is not None and math.isfinite(objlimit):
         m.setObjlimit(float(objlimit) - shift)
     m.optimize()
-    status = "interrupted" if handler.stopped else m.getStatus()
-    lower = float(m.getDualbound()) + shift
-    support = value = None
-    if m.getNSols() > 0 and status in ("optimal", "gaplimit"):
-        sol = m.getBestSol()
-        zval = np.array([m.getSolVal(sol, v) for v in z])
-        support = tuple(sorted(int(j) for j in np.argpartition(-zval, s - 1)[:s]))
-        value = oracle.evaluate(support)[0]
-        status = "optimal"
-    elif status == "infeasible":
-        lower = float(objlimit) if objlimit is not None and math.isfinite(objlimit) else np.inf
-    elif status not in ("timelimit", "interrupted"):
-        raise ArithmeticError(f"SCIP ended the master with status {status!r}")
-    return MasterResult(status, support, value, lower, time.perf_counter() - t0, len(handler.added), m.getNNodes())
+    return m, z, handler
 
 
-def _master_model(time_limit: float | None, gap: float) -> Model:
+def _master_model(time_limit: float | None, gap: float, seed: int = 0) -> Model:
     """An empty SCIP model with the master's parameters: tolerances 1e-9, the absolute gap, no
-    dual reductions (the lazy cuts are not all known upfront), a fixed random seed."""
+    dual reductions (the lazy cuts are not all known upfront), a fixed random seed (``seed``)."""
     m = Model()
     if not os.environ.get("DPDIST_SCIP_VERBOSE"):
         m.hideOutput()
@@ -313,7 +357,7 @@ def _master_model(time_limit: float | None, gap: float) -> Model:
     m.setParam("limits/gap", 0.0)
     m.setParam("misc/allowstrongdualreds", False)
     m.setParam("misc/allowweakdualreds", False)
-    m.setParam("randomization/randomseedshift", 0)
+    m.setParam("randomization/randomseedshift", int(seed))
     return m
 
 

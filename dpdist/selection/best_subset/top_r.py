@@ -220,26 +220,20 @@ def top_r_list(executor: Any, tau: float, time_limit: float | None = None) -> To
     Draws no noise. No stop depends on the data (the restarts terminate, the list grows as
     needed, every solve runs to its certificate; module docstring). ``time_limit`` (None: none)
     is the operator's opt-in guard, outside the guarantee: a MIP that hits it raises
-    ``SolverAborted`` (public parameters only in the message), as does an inner solve that
-    rounding keeps from its certificate (``base`` module).
+    ``SolverAborted`` (public parameters only in the message; ``base`` module).
     """
     inner = tau / 10.0
-    try:
-        start = executor.call(iht_unit, None)
-        while True:  # each restart strictly lowers F (module docstring, step 4): it terminates
-            center, f0, table = local_search(executor, start, inner)
-            if executor.meta.p - executor.meta.s < 2 or executor.meta.s < 2:
-                return TopRList(center, f0, table, tau)  # no support has two mistakes
-            status, lst = executor.mip(certify_unit, CertifyJob(center, f0, table, tau, time_limit))
-            if status == "infeasible":
-                return lst
-            if status == "timelimit":
-                raise SolverAborted(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
-            start = lst.better  # the centre was not the optimum: restart from the better support
-    except ArithmeticError:  # its message may name a value of the data: not passed on
-        raise SolverAborted(
-            f"an inner solve could not be certified to tolerance tau/10 (tol={tau / 10.0:.3g})"
-        ) from None
+    start = executor.call(iht_unit, None)
+    while True:  # each restart strictly lowers F (module docstring, step 4): it terminates
+        center, f0, table = local_search(executor, start, inner)
+        if executor.meta.p - executor.meta.s < 2 or executor.meta.s < 2:
+            return TopRList(center, f0, table, tau)  # no support has two mistakes
+        status, lst = executor.mip(certify_unit, CertifyJob(center, f0, table, tau, time_limit))
+        if status == "infeasible":
+            return lst
+        if status == "timelimit":
+            raise SolverAborted(f"the top-R certificate hit the MIP time limit ({time_limit:g} s)")
+        start = lst.better  # the centre was not the optimum: restart from the better support
 
 
 class BSSTopRSelector(BSSSelectorBase):

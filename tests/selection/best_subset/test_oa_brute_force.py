@@ -88,3 +88,61 @@ def test_no_good_fallback_is_exercised():
             np.testing.assert_allclose(sorted(listed_values), np.sort(values)[: lst.R], atol=1e-9)
             return
     pytest.fail("no instance exercised the no-good fallback")
+
+
+class _Troubled:
+    """A solved SCIP model that reports ``status`` (numerical trouble) instead of its own."""
+
+    def __init__(self, model, status: str) -> None:
+        self._model, self._status = model, status
+
+    def getStatus(self) -> str:
+        return self._status
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
+def trouble_on_first_attempt(monkeypatch, status: str = "unknown") -> list[int]:
+    """Make every master's first tree end in ``status``; returns the attempts made (SCIP seeds)."""
+    from dpdist.selection.best_subset import oa as oa_module
+
+    real, attempts = oa_module._attempt, []
+
+    def flaky(*args):
+        m, z, handler = real(*args)
+        attempts.append(args[-1])
+        return (_Troubled(m, status) if args[-1] == 0 else m), z, handler
+
+    monkeypatch.setattr(oa_module, "_attempt", flaky)
+    return attempts
+
+
+def test_a_master_scip_ends_in_numerical_trouble_is_solved_again_to_the_optimum(small, monkeypatch):
+    """A status other than optimal/infeasible is never an outcome: a fresh tree (another seed, every cut
+    kept) solves the same region, and the result is the enumerated optimum."""
+    supports, values = enumerate_values(small)
+    attempts = trouble_on_first_attempt(monkeypatch)
+    worst = tuple(int(j) for j in supports[np.argmax(values)])
+    res = solve_master(oracle_for(small, 1e-9), [worst], gap=1e-9)
+    assert attempts == [0, 1] and res.status == "optimal"
+    assert res.support == tuple(int(j) for j in supports[np.argmin(values)])
+
+
+def test_the_top_r_list_stays_exact_when_every_first_tree_is_in_trouble(small, monkeypatch):
+    """In collecting mode the retry keeps the supports already collected (no-good cuts) and the fallen
+    limit: the list is still the exact top-R."""
+    supports, values = enumerate_values(small)
+    attempts = trouble_on_first_attempt(monkeypatch)
+    lst = top_r_list(LocalExecutor(small), TOL * small.delta)
+    assert attempts.count(0) >= 1 and attempts.count(0) == attempts.count(1)
+    R = lst.R
+    _, listed_values = lst.listed()
+    np.testing.assert_allclose(sorted(listed_values), np.sort(values)[:R], atol=1e-9)
+
+
+def test_scip_catching_the_operators_ctrl_c_is_a_keyboard_interrupt(small, monkeypatch):
+    trouble_on_first_attempt(monkeypatch, "userinterrupt")
+    supports, _ = enumerate_values(small)
+    with pytest.raises(KeyboardInterrupt):
+        solve_master(oracle_for(small, 1e-9), [tuple(int(j) for j in supports[0])], gap=1e-9)

@@ -142,6 +142,44 @@ def test_the_nonprivate_time_limit_aborts_before_noise_and_is_marked_not_covered
     ]
 
 
+@pytest.mark.parametrize("cls", [BSSTopRSelector, BSSMistakesSelector])
+def test_a_numerical_breakdown_never_stops_a_release(cls, data, acc, monkeypatch):
+    """Least-squares solves that miss their certificate (an eigendecomposition 0.1% off) and master trees
+    that SCIP ends in numerical trouble (every first tree) are refined or solved again: the release is
+    the mechanism's output, recorded as a release (not a failure), with the charged budget -- as with
+    exact numerics. The old code recorded ``SolverAborted`` here."""
+    from dpdist.selection.best_subset import least_squares as ls_module
+
+    X, y = data
+    real_eigh, real_attempt, troubled = np.linalg.eigh, oa_module._attempt, []
+
+    def off(H):
+        lam, Q = real_eigh(H)
+        return lam * 1.001, Q
+
+    class Troubled:
+        def __init__(self, model):
+            self._model = model
+
+        def getStatus(self):
+            return "unknown"
+
+        def __getattr__(self, name):
+            return getattr(self._model, name)
+
+    def flaky(*args):
+        m, z, handler = real_attempt(*args)
+        troubled.append(args[-1] == 0)
+        return (Troubled(m) if args[-1] == 0 else m), z, handler
+
+    monkeypatch.setattr(ls_module.np.linalg, "eigh", off)
+    monkeypatch.setattr(oa_module, "_attempt", flaky)
+    sel = cls(s=3, epsilon=4.0, bounds="clip", random_state=0).fit(X, y, acc, "d", key="k")
+    assert any(troubled) and list(sel.support_) == TRUE
+    (rel,) = acc.history("d")
+    assert rel.result is not None and "__dpdist_failure__" not in rel.result and rel.covered
+
+
 def test_mistakes_draws_the_test_after_every_solve(data, acc, monkeypatch):
     """A crash in the bucket MIPs happens before the gap test is drawn, so a retry under the same key
     draws the test for the first time (audit ptr_retry.py: one charge, one test)."""
