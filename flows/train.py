@@ -27,7 +27,7 @@ from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.flows.select import select_stage
 from dpdist.methods import get, names
 from dpdist.pipelines.dp_gd import fit_dask
-from dpdist.pipelines.train import estimator, fit_on_solver
+from dpdist.pipelines.train import FitJob, estimator, fit_on_solver
 from dpdist.privacy.accountant import Accountant
 from dpdist.utils import run_display
 
@@ -94,23 +94,23 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
                     classes = None if train_store["task"] == "regression" else [-1.0, 1.0]
                     shown = functools.partial(run_display.work, f"train {method} at epsilon={eps:g}")  # steps
                     return fit_dask(client, train_store["store"], model, n_records, seed, classes, shown)
-                return fit_on_solver(
-                    client,
+                job = FitJob(
                     train_store["store"],
                     method,
                     eps,
                     t.delta,
                     t.lam,
                     t.iters,
-                    features,
-                    cfg.data.bounds,
-                    seed,
-                    t.calibration,
-                    t.screening(),
-                    t.dtype,
-                    n_records,
-                    split_key,
+                    features=features,
+                    bounds=cfg.data.bounds,
+                    seed=seed,
+                    calibration=t.calibration,
+                    screening=t.screening(),
+                    dtype=t.dtype,
+                    n_records=n_records,
+                    split_key=split_key,
                 )
+                return fit_on_solver(client, job)
 
             run_display.work(f"train {method} at epsilon={eps:g}")  # its iterations follow from the worker
             charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)

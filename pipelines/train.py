@@ -16,6 +16,7 @@ import ctypes
 import gc
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -112,90 +113,78 @@ def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str, dtype: str = "float64
     return X_csc
 
 
-def fit_store(
-    path: str,
-    method: str,
-    epsilon: float,
-    delta: float,
-    lam: float,
-    max_iter: int,
-    features: list[int] | None = None,
-    bounds: str = "check",
-    seed: int | None = None,
-    calibration: str = "safe",
-    screening: dict[str, Any] | None = None,
-    dtype: str = "float64",
-    n_records: int | None = None,
-    split_key: bytes | None = None,
-    show: bool = False,
-) -> dict[str, Any]:
-    """On a worker: fit on the store at ``path`` (optionally on the columns ``features``), its
-    values read as ``dtype`` ("float32": half the memory, :meth:`SparseStore.csr`); with ``show``,
-    its iterations go to the run's terminal display (:mod:`dpdist.pipelines.fit_progress`).
+@dataclass(frozen=True)
+class FitJob:
+    """One model fit on a store, as a picklable unit of work (:func:`fit_store`).
+
+    ``path``: the store; ``features``: the columns to fit on (None: all); ``dtype``: the values' type
+    ("float32": half the memory, :meth:`SparseStore.csr`); ``n_records``: a public count of the
+    training records (the gradient learners); ``split_key``: the keyed split's key (the private
+    search's own split); the rest are :func:`estimator`'s parameters.
+    """
+
+    path: str
+    method: str
+    epsilon: float
+    delta: float
+    lam: float
+    max_iter: int
+    features: list[int] | None = None
+    bounds: str = "check"
+    seed: int | None = None
+    calibration: str = "safe"
+    screening: dict[str, Any] | None = None
+    dtype: str = "float64"
+    n_records: int | None = None
+    split_key: bytes | None = None
+
+
+def fit_store(job: FitJob, show: bool = False) -> dict[str, Any]:
+    """On a worker: run ``job``; with ``show``, its iterations go to the run's terminal display
+    (:mod:`dpdist.pipelines.fit_progress`).
 
     Returns the released form of the model: the non-zero weights (indices in the store's
     columns) and the signed vertex path (a function of the private selections only). The
     fit's time goes to the worker's log, never into the release.
     """
     with charged_by_caller():  # a task of the flow's central release, which charged it first
-        return _fit_store(
-            path,
-            method,
-            epsilon,
-            delta,
-            lam,
-            max_iter,
-            features,
-            bounds,
-            seed,
-            calibration,
-            screening,
-            dtype,
-            n_records,
-            split_key,
-            reporter(f"train {method} at epsilon={epsilon:g}", show),
-        )
+        return _fit_store(job, reporter(f"train {job.method} at epsilon={job.epsilon:g}", show))
 
 
-def _fit_store(
-    path: str,
-    method: str,
-    epsilon: float,
-    delta: float,
-    lam: float,
-    max_iter: int,
-    features: list[int] | None,
-    bounds: str,
-    seed: int | None,
-    calibration: str,
-    screening: dict[str, Any] | None,
-    dtype: str,
-    n_records: int | None,
-    split_key: bytes | None,
-    progress: Progress | None,
-) -> dict[str, Any]:
-    store = open_store(path)
-    entry = get(method)
+def _fit_store(job: FitJob, progress: Progress | None) -> dict[str, Any]:
+    store = open_store(job.path)
+    entry = get(job.method)
     if entry.family in ("gradient", "search"):
-        return _fit_gradient(store, method, epsilon, delta, features, seed, n_records, split_key, progress)
-    X, X_csc = store.csr(dtype), None
-    if features is not None:
-        X = X[:, np.asarray(features, dtype=np.int64)]
+        return _fit_gradient(store, job, progress)
+    X, X_csc = store.csr(job.dtype), None
+    if job.features is not None:
+        X = X[:, np.asarray(job.features, dtype=np.int64)]
     elif entry.defaults.get("method") in ("fast-dp-fw", "fast-fw"):  # the solvers that read columns (screening too)
-        X_csc = _fit_copies(store, X, bounds, dtype)
+        X_csc = _fit_copies(store, X, job.bounds, job.dtype)
     y = store_target(store)
-    model = estimator(store.task, method, epsilon, delta, lam, max_iter, bounds, calibration, seed, screening)
+    model = estimator(
+        store.task,
+        job.method,
+        job.epsilon,
+        job.delta,
+        job.lam,
+        job.max_iter,
+        job.bounds,
+        job.calibration,
+        job.seed,
+        job.screening,
+    )
     t0 = time.perf_counter()
     shown = {"progress": progress} if entry.family == "frank-wolfe" else {}  # the iterative solvers report it
     if X_csc is None:
         model.fit(X, y, **shown)
     else:
         model.fit(X, y, X_csc=X_csc, **shown)
-    timing("%s fit on %s: %.3f s", method, path, time.perf_counter() - t0)
+    timing("%s fit on %s: %.3f s", job.method, job.path, time.perf_counter() - t0)
     classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
     if entry.family == "objective-perturbation":  # fitted on a released selection (the run config requires one)
         return {
-            "indices": [int(j) for j in features or ()],
+            "indices": [int(j) for j in job.features or ()],
             "values": model.coef_.ravel().tolist(),
             "path": [],
             "n_features": int(store.shape[1]),
@@ -209,56 +198,27 @@ def _fit_store(
         "values": w[nz].tolist(),
         "path": [int(v) for v in model.path_] if model.path_ is not None else [],
         "n_features": int(X.shape[1]),
-        "iterations": int(max_iter),
+        "iterations": int(job.max_iter),
         "classes": classes,
     }
     if entry.kind == "screening":
         out["screened"] = [[int(t), int(j)] for t, j in model.screened_ or []]
-    if bounds == "clip":  # the per-record map the model was fitted under (``from_release`` applies it again)
+    if job.bounds == "clip":  # the per-record map the model was fitted under (``from_release`` applies it again)
         out["clip"] = 1.0
-    return widen(out, features, int(store.shape[1]))  # back to store columns (signed 1-based vertices)
+    return widen(out, job.features, int(store.shape[1]))  # back to store columns (signed 1-based vertices)
 
 
-def fit_on_solver(
-    client: Any,
-    path: str,
-    method: str,
-    epsilon: float,
-    delta: float,
-    lam: float,
-    max_iter: int,
-    features: list[int] | None = None,
-    bounds: str = "check",
-    seed: int | None = None,
-    calibration: str = "safe",
-    screening: dict[str, Any] | None = None,
-    dtype: str = "float64",
-    n_records: int | None = None,
-    split_key: bytes | None = None,
-) -> dict[str, Any]:
+def fit_on_solver(client: Any, job: FitJob) -> dict[str, Any]:
     """Run :func:`fit_store` on a worker holding the ``solver`` resource and wait for it (its task named
     ``train-<method>`` on the Dask dashboard; its iterations on the run's display while one is live)."""
     with relay(client) as show:
         fut = client.submit(
             fit_store,
-            str(path),
-            method,
-            epsilon,
-            delta,
-            lam,
-            max_iter,
-            features,
-            bounds,
-            seed,
-            calibration,
-            screening,
-            dtype,
-            n_records,
-            split_key,
+            job,
             show,
             resources={SOLVER_RESOURCE: 1},
             pure=False,
-            key=f"train-{method}-{os.urandom(6).hex()}",
+            key=f"train-{job.method}-{os.urandom(6).hex()}",
         )
         return fut.result()
 
@@ -280,26 +240,17 @@ def gradient_learner(
     )
 
 
-def _fit_gradient(
-    store: Any,
-    method: str,
-    epsilon: float,
-    delta: float,
-    features: list[int] | None,
-    seed: int | None,
-    n_records: int | None,
-    split_key: bytes | None,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
+def _fit_gradient(store: Any, job: FitJob, progress: Progress | None = None) -> dict[str, Any]:
     """On a worker: the released model of a gradient learner (or the private search), in store columns.
     Runs inside the central release, after the charge (no accountant here). ``progress`` shows a
     learner's steps (not the search's: how many runs it made is secret, dpdist.tuning)."""
+    method, features = job.method, job.features
     X, y = store.csr(), store_target(store)
     if features is not None:
         X = X[:, np.asarray(features, dtype=np.int64)]
-    model = gradient_learner(store.task, method, epsilon, delta, n_records, seed)
+    model = gradient_learner(store.task, method, job.epsilon, job.delta, job.n_records, job.seed)
     if get(method).family == "search":  # not timed: the search's duration tells how many runs it made (dpdist.tuning)
-        model.fit(X, y, split_key=split_key)
+        model.fit(X, y, split_key=job.split_key)
         out = dict(model.release_record_)
         result = out["model"]
     else:

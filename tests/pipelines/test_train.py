@@ -11,7 +11,7 @@ from dpdist.data.store import write_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.evaluation import exact_metrics, sparse_coef
 from dpdist.flows.evaluate import public_metrics
-from dpdist.pipelines.train import estimator, fit_store
+from dpdist.pipelines.train import FitJob, estimator, fit_store
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def stores(tmp_path_factory):
 def test_objective_perturbation_on_a_selection_is_a_model_in_store_columns(stores):
     root, _, _ = stores
     features = [3, 17, 42, 99, 250]
-    rec = fit_store(str(root / "train"), "objective-perturbation", 1.0, 0.0, 50.0, 100, features, seed=1)
+    rec = fit_store(FitJob(str(root / "train"), "objective-perturbation", 1.0, 0.0, 50.0, 100, features, seed=1))
     assert rec["indices"] == features and len(rec["values"]) == len(features)
     assert rec["path"] == [] and rec["iterations"] == 0 and rec["n_features"] == 300
     charge = estimator("binary", "objective-perturbation", 1.0, 0.0, 50.0, 100).privacy_charge()
@@ -35,7 +35,7 @@ def test_objective_perturbation_on_a_selection_is_a_model_in_store_columns(store
 
 def test_a_public_test_set_is_scored_exactly_and_labelled_public(stores):
     root, Xte, yte = stores
-    model = {"result": fit_store(str(root / "train"), "fast-fw", 1.0, 1e-6, 50.0, 100, seed=1), "lam": 50.0}
+    model = {"result": fit_store(FitJob(str(root / "train"), "fast-fw", 1.0, 1e-6, 50.0, 100, seed=1)), "lam": 50.0}
     got = public_metrics.fn(str(root / "test"), model)
     w = sparse_coef(model["result"]["indices"], model["result"]["values"], 300)
     assert got["private"] is False and got["accuracy"] == exact_metrics("binary", w, Xte, yte)["accuracy"]
@@ -47,7 +47,7 @@ def test_a_private_model_on_a_one_class_half_is_fitted_not_refused(tmp_path):
     hold: whether a fit is refused must not depend on one record (issue 12: no data-dependent refusal)."""
     X, _ = make_synthetic("rcv1", random_state=0, n=200, d=50).materialize()
     write_store(tmp_path / "one", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
-    rec = fit_store(str(tmp_path / "one"), "fast-dp-fw", 1.0, 1e-6, 5.0, 20, seed=1)
+    rec = fit_store(FitJob(str(tmp_path / "one"), "fast-dp-fw", 1.0, 1e-6, 5.0, 20, seed=1))
     assert rec["classes"] == [-1.0, 1.0] and len(rec["path"]) == 20
 
 
@@ -68,22 +68,22 @@ def test_a_fit_on_all_columns_reads_the_stored_csc_copy_and_fits_as_in_memory(tm
     monkeypatch.setattr(sp.csr_matrix, "tocsc", lambda *a, **k: pytest.fail("X converted to CSC"))
     if bounds == "check":
         with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
-            fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7)
+            fit_store(FitJob(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7))
         return
-    rec = fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7)
+    rec = fit_store(FitJob(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, bounds=bounds, seed=7))
     assert rec["path"] == [int(v) for v in est.path_]
     np.testing.assert_array_equal(rec["values"], est.coef_.ravel()[rec["indices"]])
 
 
 def test_a_float32_fit_on_a_store_is_the_float64_fit_of_the_rounded_values(tmp_path):
-    """fit_store(dtype="float32") (the run config's train.dtype) reads both copies as float32 and
+    """fit_store(FitJob(dtype="float32")) (the run config's train.dtype) reads both copies as float32 and
     fits the same model as the float64 fit of the values rounded to float32."""
     X, y = make_synthetic("rcv1", random_state=2, n=300, d=80).materialize()
     X = X.tocsr()
     write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
     X32 = X.astype(np.float32)
     write_store(tmp_path / "r", X32.astype(np.float64), y, task="binary", labels=[-1.0, 1.0])
-    a = fit_store(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, seed=7, dtype="float32")
-    b = fit_store(str(tmp_path / "r"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, seed=7)
+    a = fit_store(FitJob(str(tmp_path / "s"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, seed=7, dtype="float32"))
+    b = fit_store(FitJob(str(tmp_path / "r"), "fast-dp-fw", 1.0, 1e-6, 10.0, 60, seed=7))
     assert a == b and len(a["path"]) == 60
     assert (X32 != X).nnz > 0  # the values did round
