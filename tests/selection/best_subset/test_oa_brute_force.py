@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from bss_helpers import small_problem
+from bss_helpers import small_problem, trouble_on_first_attempt
 
 from dpdist.selection.best_subset.brute_force import enumerate_values
 from dpdist.selection.best_subset.executor import LocalExecutor
@@ -88,34 +88,6 @@ def test_no_good_fallback_is_exercised():
             np.testing.assert_allclose(sorted(listed_values), np.sort(values)[: lst.R], atol=1e-9)
             return
     pytest.fail("no instance exercised the no-good fallback")
-
-
-class _Troubled:
-    """A solved SCIP model that reports ``status`` (numerical trouble) instead of its own."""
-
-    def __init__(self, model, status: str) -> None:
-        self._model, self._status = model, status
-
-    def getStatus(self) -> str:
-        return self._status
-
-    def __getattr__(self, name):
-        return getattr(self._model, name)
-
-
-def trouble_on_first_attempt(monkeypatch, status: str = "unknown") -> list[int]:
-    """Make every master's first tree end in ``status``; returns the attempts made (SCIP seeds)."""
-    from dpdist.selection.best_subset import oa as oa_module
-
-    real, attempts = oa_module._attempt, []
-
-    def flaky(*args):
-        m, z, handler = real(*args)
-        attempts.append(args[-1])
-        return (_Troubled(m, status) if args[-1] == 0 else m), z, handler
-
-    monkeypatch.setattr(oa_module, "_attempt", flaky)
-    return attempts
 
 
 def test_a_master_scip_ends_in_numerical_trouble_is_solved_again_to_the_optimum(small, monkeypatch):
