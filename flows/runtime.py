@@ -238,7 +238,10 @@ def prefect_api() -> Iterator[str]:
 
     The temporary server's database is the run's own: a SQLite file in an owner-only (0700)
     directory under the system's temporary directory, deleted when the run ends (unless the
-    operator names a database, ``$PREFECT_API_DATABASE_CONNECTION_URL``). Prefect stores every
+    operator names a database: ``$PREFECT_API_DATABASE_CONNECTION_URL`` or Prefect's own
+    ``$PREFECT_SERVER_DATABASE_CONNECTION_URL``, which takes precedence; a run killed by SIGKILL
+    leaves the directory, still owner-only). Its telemetry to Prefect is off unless the operator
+    sets ``$PREFECT_SERVER_ANALYTICS_ENABLED``. Prefect stores every
     task run's start and end times and every log line's timestamp -- how long each private
     computation took -- so with the default run they live only as long as the run, on the
     operator's loopback, like its terminal; they are not kept for a later server to show.
@@ -264,11 +267,14 @@ def _temporary_server(directory: Path) -> Iterator[str]:
             f"has {free / 2**20:.0f} MiB free (it needs {_SERVER_MIN_FREE >> 20} MiB); free some space, or set "
             f"TMPDIR to another disk, or PREFECT_API_URL to a running server"
         )
-    named = os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL")
-    if not named:
-        os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{directory / 'prefect.db'}"
-    server = SubprocessASGIServer()
+    ours = {
+        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{directory / 'prefect.db'}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # no telemetry to Prefect's servers from a private run
+    }
+    ours = {k: v for k, v in ours.items() if k not in os.environ}  # the operator's own settings stand
     try:
+        os.environ.update(ours)
+        server = SubprocessASGIServer()
         try:
             server.start(timeout=120)
         except RuntimeError as e:  # Prefect's message holds the server's whole output: its last exception's line
@@ -289,8 +295,8 @@ def _temporary_server(directory: Path) -> Iterator[str]:
             os.environ.pop("PREFECT_API_URL", None)
             server.stop()
     finally:
-        if not named:
-            os.environ.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
+        for k in ours:
+            os.environ.pop(k, None)
 
 
 @contextmanager

@@ -305,9 +305,18 @@ class ObjectivePerturbation(BaseEstimator):
         A = X.T @ X + reg * np.eye(X.shape[1])
         c = X.T @ y - b
         theta, nu = _trust_region(A, c, radius), 0.0
+        if _kkt_met(A, c, theta, radius):
+            return theta
         while not _kkt_met(A, c, theta, radius):  # a NaN goes on, never out inexact
             theta, nu = _refine_trust_region(A, c, radius, theta, nu)
-        return theta
+        step = np.inf  # then on to the fixed point: the refinement converges quadratically, so its steps
+        while True:  # shrink until they stop halving (rounding), which takes a few rounds
+            new, nu = _refine_trust_region(A, c, radius, theta, nu)
+            moved = float(np.linalg.norm(new - theta))
+            theta = new
+            if not moved < 0.5 * step:
+                return theta
+            step = moved
 
     def _solve_logistic(self, X: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
         """Newton with backtracking until ||grad F|| / reg <= tolerance / 2 (certified distance), with no cap

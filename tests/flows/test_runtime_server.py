@@ -66,12 +66,15 @@ def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(no_serv
     """Prefect stores task runs' start and end times (how long each private computation took): with the
     default run they are in a database of the run's own, in an owner-only directory, deleted at its end
     -- never in PREFECT_HOME's database, where a later server would show them."""
+    monkeypatch.delenv("PREFECT_SERVER_ANALYTICS_ENABLED", raising=False)
     seen = {}
 
     def start(self, timeout=None):
         url = os.environ["PREFECT_API_DATABASE_CONNECTION_URL"]
         db = Path(url.removeprefix("sqlite+aiosqlite:///"))
-        seen.update(db=db, mode=db.parent.stat().st_mode & 0o777)
+        seen.update(
+            db=db, mode=db.parent.stat().st_mode & 0o777, analytics=os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"]
+        )
         db.write_bytes(b"task runs")  # what the server would store
         self.running = True
 
@@ -80,8 +83,10 @@ def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(no_serv
     monkeypatch.setattr(SubprocessASGIServer, "stop", lambda self: None)
     with runtime.prefect_api():
         assert seen["db"].exists() and seen["db"].parent.parent == no_server and seen["mode"] == 0o700
+        assert seen["analytics"] == "false"  # no telemetry to Prefect's servers
     assert not seen["db"].parent.exists()  # gone with the run
-    assert "PREFECT_API_DATABASE_CONNECTION_URL" not in os.environ and "PREFECT_API_URL" not in os.environ
+    for name in ("PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_API_URL", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        assert name not in os.environ
 
 
 def test_a_database_the_operator_names_is_kept(no_server: Path, monkeypatch) -> None:

@@ -115,8 +115,8 @@ def local_search(executor: Any, start: Sequence[int], tol: float) -> tuple[tuple
     mistakes gap gamma^ = f_1 - F^(C) >= -tol and the optimality certificate need it), so
     the descent has no move cap: a cap would return a non-minimum on data whose descent is
     long. It terminates: every accepted move lowers the computed value by more than ``tol``,
-    and computed values are objectives at feasible points, so >= F >= 0 (``objective``):
-    at most F^(start)/tol moves. Every inner solve returns certified to ``tol`` (``least_squares``,
+    and computed values are certified within ``tol`` of F >= 0 (``objective``), so >= -tol:
+    at most F^(start)/tol + 1 moves. Every inner solve returns certified to ``tol`` (``least_squares``,
     ``hinge``: each loops until it is), so no evaluation can stop the descent.
     """
     from dpdist.selection.best_subset.oa import evaluate_unit

@@ -79,23 +79,29 @@ def _multiplier(lam: np.ndarray, ct2: np.ndarray, r: float, mu: np.ndarray) -> n
 
 
 def _onto_ball(raw: np.ndarray, r: float) -> np.ndarray:
-    """``raw`` scaled into the ball where it lies outside, strictly inside by a few roundings so the
-    computed point is feasible (its objective is then an upper bound of F)."""
+    """``raw`` scaled into the ball where it may lie outside, strictly inside by more than the norm's
+    own rounding (about (k/2 + 1) u relative), so the point is feasible whatever that rounding: its
+    exact objective is then an upper bound of F."""
+    k = raw.shape[-1]
     norm = np.linalg.norm(raw, axis=1)
-    scale = np.where(norm > r, r / np.maximum(norm, 1e-300) * (1.0 - 8.0 * _U), 1.0)
+    near = norm > r * (1.0 - (k + 4) * _U)
+    scale = np.where(near, r / np.maximum(norm, 1e-300) * (1.0 - (k + 8) * _U), 1.0)
     return raw * scale[:, None]
 
 
 def _certificate(
     A: np.ndarray, b: np.ndarray, yty: float, ridge: float, r: float, beta: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value, certified error, mu) at feasible ``beta`` (module docstring, certificate).
+    """(value, bound, mu) at feasible ``beta`` (module docstring, certificate): bound <= F <= value.
 
-    value = F's objective at beta as computed; the error bounds value - F from above: the
-    duality gap for the residual alpha = y - X_S beta and the best multiplier mu for it, in the
-    cancellation-free form ||v - c beta||^2 / (2c) + mu (r^2 - ||beta||^2) / 2 (v = X_S^T alpha,
-    c = ridge + mu; value - bound of the module docstring, expanded), each term with its
-    rounding bounded by Higham's gamma, plus the rounding of the value itself.
+    value = F's objective at beta as computed, plus a bound on that computation's rounding (so it
+    is above the exact objective at beta, hence above F); bound = the computed objective less the
+    same rounding bound and less the duality gap for the residual alpha = y - X_S beta and the
+    best multiplier mu for it, in the cancellation-free form ||v - c beta||^2 / (2c) + mu (r^2 -
+    ||beta||^2) / 2 (v = X_S^T alpha, c = ridge + mu; value - bound of the module docstring,
+    expanded; exact for every mu >= 0), each term's rounding bounded by Higham's gamma. Both ends
+    are rounded outwards. The statistics A, b and y^T y are taken as given: their own rounding
+    (n-term sums, ``objective.Problem``) is not part of this bound.
     """
     k = A.shape[-1]
     absb, absbeta = np.abs(b), np.abs(beta)
@@ -107,14 +113,16 @@ def _certificate(
     aAa = np.einsum("bi,bij,bj->b", absbeta, np.abs(A), absbeta)
     value_err = _gamma(2 * k + 4) * (0.5 * yty + np.einsum("bi,bi->b", absb, absbeta) + 0.5 * aAa + 0.5 * ridge * btb)
     v = b - Ab  # X_S^T alpha
-    mu = np.maximum(0.0, np.linalg.norm(v, axis=1) / r - ridge)
-    c = ridge + mu
+    c = ridge + np.maximum(0.0, np.linalg.norm(v, axis=1) / r - ridge)
+    mu = c - ridge  # the multiplier c stands for, after c's own rounding (the identity holds for it)
     w = v - c[:, None] * beta  # the KKT residual: 0 at the exact solution
     w_err = _gamma(k + 3) * (absb + np.einsum("bij,bj->bi", np.abs(A), absbeta) + c[:, None] * absbeta)
     wn2 = ((np.abs(w) + w_err) ** 2).sum(axis=1)
     slack = np.maximum(r * r - btb, 0.0) + _gamma(k + 1) * (r * r + btb)
     gap = (1.0 + _gamma(2 * k + 4)) * (wn2 / (2.0 * c) + 0.5 * mu * slack)
-    return value, gap + value_err, mu
+    upper = np.nextafter(value + value_err * (1.0 + 4.0 * _U), np.inf)
+    lower = np.nextafter(value - (value_err + gap) * (1.0 + 4.0 * _U), -np.inf)
+    return upper, lower, mu
 
 
 def _refine(
@@ -142,20 +150,20 @@ def ls_certify(
     A: np.ndarray, b: np.ndarray, yty: float, ridge: float, r: float, tol: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Primal value, dual bound, beta and mu for a stack of supports given their Grams, each
-    certified: value - bound <= ``tol`` and bound <= F <= value (the value up to its rounding,
-    which the error includes).
+    certified: bound <= F <= value and value - bound <= ``tol`` (``_certificate``: the value
+    includes a bound on its own rounding).
 
     ``A``: (B, k, k) = X_S^T X_S, ``b``: (B, k) = X_S^T y. The closed-form solve (module
     docstring) is refined until every support is certified, with no cap on the rounds: a release
     must not stop on a condition of the data, so each support returns certified or not at all.
     Each round takes one step of iterative refinement of (H + mu I) beta = b and one Newton step
     on the ball multiplier (``_refine``), which contract the solve's error by about cond(H) u per
-    round. The rounds end once the error bound's own floor -- the rounding of the value,
-    gamma_(2k+4) (y^T y / 2 + |b|^T |beta| + |beta|^T |A| |beta| / 2 + ridge ||beta||^2 / 2)
-    <= gamma_(2k+4) n (B_y^2 / 2 + B_x B_y sqrt(k) r + B_x^2 k r^2 / 2) for n rows
-    bounded by B_x and B_y, about 8e-15 n at k = 5 with unit bounds -- is below ``tol``: the mechanisms'
-    inner tolerance tol * Delta / 10 meets it up to about 1e10 rows at best subset's default ``tol``
-    (1e-3) and 5e7 at its floor (1e-6). Were it ever out of reach, the loop would go on and nothing
+    round. The rounds end once the error bound's own floor -- twice the rounding of the value,
+    2 gamma_(2k+4) (y^T y / 2 + |b|^T |beta| + |beta|^T |A| |beta| / 2 + ridge ||beta||^2 / 2)
+    <= 2 gamma_(2k+4) n (B_y^2 / 2 + B_x B_y sqrt(k) r + B_x^2 k r^2 / 2 + ridge r^2 / (2n)) for n rows
+    bounded by B_x and B_y, about 1.6e-14 n at k = 5 with unit bounds -- is below ``tol``: the
+    mechanisms' inner tolerance tol * Delta / 10 meets it up to about 3e10 rows at best subset's
+    default ``tol`` (1e-3) and 3e7 at its floor (1e-6). Were it ever out of reach, the loop would go on and nothing
     would be published: the solve's time (the operator's terminal) is the only trace, the channel
     docs/privacy.md lists.
     """
@@ -166,14 +174,14 @@ def ls_certify(
     mu_solve = _multiplier(lam, ct * ct, r, np.zeros(lam.shape[0]))
     raw = np.einsum("bij,bj->bi", Q, ct / (lam + mu_solve[:, None]))
     beta = _onto_ball(raw, r)
-    value, error, mu = _certificate(A, b, yty, ridge, r, beta)
-    todo = np.flatnonzero(~(error <= tol))  # a NaN goes on, never out uncertified
+    value, bound, mu = _certificate(A, b, yty, ridge, r, beta)
+    todo = np.flatnonzero(~(value - bound <= tol))  # a NaN goes on, never out uncertified
     while todo.size:
         raw[todo], mu_solve[todo] = _refine(H[todo], lam[todo], Q[todo], b[todo], raw[todo], mu_solve[todo], r)
         beta[todo] = _onto_ball(raw[todo], r)
-        value[todo], error[todo], mu[todo] = _certificate(A[todo], b[todo], yty, ridge, r, beta[todo])
-        todo = todo[~(error[todo] <= tol)]
-    return value, value - error, beta, mu
+        value[todo], bound[todo], mu[todo] = _certificate(A[todo], b[todo], yty, ridge, r, beta[todo])
+        todo = todo[~(value[todo] - bound[todo] <= tol)]
+    return value, bound, beta, mu
 
 
 def ls_evaluate(problem: Problem, support: np.ndarray, tol: float) -> tuple[float, float, np.ndarray, float]:

@@ -33,12 +33,15 @@ return ``status="timelimit"``): the private releases run every solve to its cert
 limit is only the operator's opt-in guard, outside the privacy guarantee (``base`` module).
 With no limit, SCIP ends a tree optimal or infeasible (the master is a finite binary program with
 eta bounded below). Any other status is numerical trouble; it never ends the solve:
-``solve_master`` builds a fresh tree with SCIP's random seed shifted, seeded with every cut and
-no-good cut found so far -- each cut is a valid lower bound of F, and each no-good excludes a
-support already collected or proven above the (only falling) limit -- and solves again, with no
-cap on the attempts. The result is the region's certified optimum (or certificate) either way; only
-the time differs. SCIP's own "userinterrupt" (it catches the operator's Ctrl-C) is raised as
-``KeyboardInterrupt``.
+``solve_master`` builds a fresh tree with SCIP's random seed shifted (from the third attempt on,
+also with SCIP's numerics emphasis and no presolving), seeded with every cut and no-good cut found
+so far -- each cut is a valid lower bound of F, and each no-good excludes a support already
+collected or proven above the (only falling) limit -- and solves again, with no cap on the
+attempts. The result is the region's certified optimum (or certificate) either way; only the
+time differs. SCIP's own "userinterrupt" (it catches the operator's Ctrl-C) is raised as
+``KeyboardInterrupt``. An exception inside SCIP's callbacks (out of memory while evaluating a
+support, an interrupt) stops the tree and is raised as it was, so a machine failure stays one
+(not recorded as the release's outcome).
 """
 
 from __future__ import annotations
@@ -47,12 +50,12 @@ import itertools
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from pyscipopt import SCIP_RESULT, Conshdlr, Model, quicksum
+from pyscipopt import SCIP_PARAMEMPHASIS, SCIP_PARAMSETTING, SCIP_RESULT, Conshdlr, Model, quicksum
 
 from dpdist.selection.best_subset.hinge import hinge_cut, hinge_evaluate
 from dpdist.selection.best_subset.least_squares import ls_cut, ls_evaluate
@@ -185,6 +188,7 @@ class _LazyCuts(Conshdlr):
         self.added: set[Support] = set()
         self.excluded: set[Support] = set()
         self.stopped = False
+        self.error: BaseException | None = None  # raised inside a callback, re-raised after the solve
 
     def _violated(self, solution: object = None) -> tuple[Support, bool]:
         zval = np.fromiter((self.model.getSolVal(solution, v) for v in self.z), dtype=np.float64, count=len(self.z))
@@ -197,11 +201,29 @@ class _LazyCuts(Conshdlr):
         self.model.addCons(self.eta - quicksum(float(g) * v for g, v in zip(cut.grad, self.z)) >= const)
         self.added.add(cut.support)
 
+    def _guarded(self, work: Callable[[], dict]) -> dict:
+        """``work()``, or, when it raises (out of memory in an evaluation, an interrupt), the
+        exception kept for ``solve_master`` to raise after the solve and the solve stopped: SCIP's
+        callbacks turn any exception into a plain "SCIP: unspecified error", which would hide a
+        machine failure that must leave the release unrecorded."""
+        if self.error is not None:
+            return {"result": SCIP_RESULT.INFEASIBLE}
+        try:
+            return work()
+        except BaseException as e:  # noqa: BLE001 -- every kind, re-raised as it was after the solve
+            self.error = e
+            self.model.interruptSolve()
+            return {"result": SCIP_RESULT.INFEASIBLE}
+
     def conscheck(self, constraints, solution, checkintegrality, checklprows, printreason, completely, **kw):
         if self.collect is not None:  # every candidate goes through enforcement (collected, then excluded)
             return {"result": SCIP_RESULT.INFEASIBLE}
-        _, violated = self._violated(solution)
-        return {"result": SCIP_RESULT.INFEASIBLE if violated else SCIP_RESULT.FEASIBLE}
+
+        def check() -> dict:
+            _, violated = self._violated(solution)
+            return {"result": SCIP_RESULT.INFEASIBLE if violated else SCIP_RESULT.FEASIBLE}
+
+        return self._guarded(check)
 
     def _enforce(self) -> dict:
         S, violated = self._violated()
@@ -222,10 +244,10 @@ class _LazyCuts(Conshdlr):
         return {"result": SCIP_RESULT.CONSADDED}
 
     def consenfolp(self, constraints, nusefulconss, solinfeasible):
-        return self._enforce()
+        return self._guarded(self._enforce)
 
     def consenfops(self, constraints, nusefulconss, solinfeasible, objinfeasible):
-        return self._enforce()
+        return self._guarded(self._enforce)
 
     def conslock(self, constraint, locktype, nlockspos, nlocksneg):
         pass
@@ -276,6 +298,8 @@ def solve_master(
         m, z, handler = _attempt(
             oracle, shift, known, excluded, region, objlimit, gap, time_limit, collect, margin, attempt
         )
+        if handler.error is not None:  # a callback's exception (out of memory, an interrupt): as it was
+            raise handler.error
         status = "interrupted" if handler.stopped else m.getStatus()
         if status in ("optimal", "gaplimit", "infeasible", "timelimit", "interrupted"):
             break
@@ -343,9 +367,12 @@ def _attempt(
     return m, z, handler
 
 
-def _master_model(time_limit: float | None, gap: float, seed: int = 0) -> Model:
+def _master_model(time_limit: float | None, gap: float, attempt: int = 0) -> Model:
     """An empty SCIP model with the master's parameters: tolerances 1e-9, the absolute gap, no
-    dual reductions (the lazy cuts are not all known upfront), a fixed random seed (``seed``)."""
+    dual reductions (the lazy cuts are not all known upfront), a fixed random seed. A later
+    ``attempt`` (after numerical trouble, ``solve_master``) shifts the seed and, from the third
+    on, also runs SCIP with its numerics emphasis and no presolving, in case the trouble is
+    the cuts' own coefficient range rather than the seed's path."""
     m = Model()
     if not os.environ.get("DPDIST_SCIP_VERBOSE"):
         m.hideOutput()
@@ -357,7 +384,12 @@ def _master_model(time_limit: float | None, gap: float, seed: int = 0) -> Model:
     m.setParam("limits/gap", 0.0)
     m.setParam("misc/allowstrongdualreds", False)
     m.setParam("misc/allowweakdualreds", False)
-    m.setParam("randomization/randomseedshift", int(seed))
+    m.setParam("randomization/randomseedshift", int(attempt))
+    if attempt >= 2:
+        m.setEmphasis(SCIP_PARAMEMPHASIS.NUMERICS)
+        m.setPresolve(SCIP_PARAMSETTING.OFF)
+        m.setParam("numerics/feastol", 1e-9)  # the emphasis loosens nothing the certificates use
+        m.setParam("numerics/dualfeastol", 1e-9)
     return m
 
 

@@ -32,8 +32,8 @@ class Troubled:
         return getattr(self._model, name)
 
 
-def trouble_on_first_attempt(monkeypatch, status: str = "unknown") -> list[int]:
-    """Make every master's first tree end in ``status``; returns the attempts made (SCIP seeds)."""
+def trouble_on_first_attempt(monkeypatch, status: str = "unknown", trees: int = 1) -> list[int]:
+    """Make every master's first ``trees`` trees end in ``status``; returns the attempts made."""
     from dpdist.selection.best_subset import oa as oa_module
 
     real, attempts = oa_module._attempt, []
@@ -41,7 +41,7 @@ def trouble_on_first_attempt(monkeypatch, status: str = "unknown") -> list[int]:
     def flaky(*args):
         m, z, handler = real(*args)
         attempts.append(args[-1])
-        return (Troubled(m, status) if args[-1] == 0 else m), z, handler
+        return (Troubled(m, status) if args[-1] < trees else m), z, handler
 
     monkeypatch.setattr(oa_module, "_attempt", flaky)
     return attempts

@@ -101,6 +101,45 @@ def test_a_master_scip_ends_in_numerical_trouble_is_solved_again_to_the_optimum(
     assert res.support == tuple(int(j) for j in supports[np.argmin(values)])
 
 
+def test_repeated_trouble_switches_scip_to_its_numerics_emphasis_and_still_ends_at_the_optimum(small, monkeypatch):
+    """Trouble that a new seed does not cure: from the third tree on SCIP runs with its numerics emphasis
+    and no presolving (another strategy, not only another path), and the solve still ends certified."""
+    from dpdist.selection.best_subset import oa as oa_module
+
+    supports, values = enumerate_values(small)
+    attempts = trouble_on_first_attempt(monkeypatch, trees=3)
+    models = []
+    real = oa_module._master_model
+    monkeypatch.setattr(oa_module, "_master_model", lambda *a: models.append(real(*a)) or models[-1])
+    res = solve_master(oracle_for(small, 1e-9), [tuple(int(j) for j in supports[np.argmax(values)])], gap=1e-9)
+    assert attempts == [0, 1, 2, 3] and res.status == "optimal"
+    assert res.support == tuple(int(j) for j in supports[np.argmin(values)])
+    presolve = [m.getParam("presolving/maxrounds") for m in models]
+    assert presolve[0] != 0 and presolve[1] != 0 and presolve[2] == 0 and presolve[3] == 0
+
+
+def test_an_exception_inside_the_tree_is_raised_as_it_was(small, monkeypatch):
+    """Out of memory while SCIP's callback evaluates a support is a machine failure (never recorded as a
+    release's outcome): it must not become SCIP's plain "unspecified error" (an ``Exception``)."""
+    from dpdist.selection.best_subset import oa as oa_module
+
+    supports, values = enumerate_values(small)
+    oracle = oracle_for(small, 1e-9)
+    worst = tuple(int(j) for j in supports[np.argmax(values)])
+    oracle.evaluate(worst)
+    oracle.cut(worst)
+    real = oa_module.Oracle.evaluate
+
+    def evaluate(self, support):
+        if tuple(sorted(int(j) for j in support)) not in self.values:  # a new support, inside the tree
+            raise MemoryError("out of memory in the oracle")
+        return real(self, support)
+
+    monkeypatch.setattr(oa_module.Oracle, "evaluate", evaluate)
+    with pytest.raises(MemoryError, match="out of memory in the oracle"):
+        solve_master(oracle, [worst], gap=1e-9)
+
+
 def test_the_top_r_list_stays_exact_when_every_first_tree_is_in_trouble(small, monkeypatch):
     """In collecting mode the retry keeps the supports already collected (no-good cuts) and the fallen
     limit: the list is still the exact top-R."""
