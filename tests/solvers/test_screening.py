@@ -768,3 +768,18 @@ def test_a_plan_for_other_features_and_a_supplied_gram_are_refused_in_private_ru
         X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=True, random_state=0
     )
     fast_frank_wolfe(X, y, 1.0, 10, loss="squared", gram=G)  # non-private: the caller's matrix
+
+
+@pytest.mark.parametrize("threshold", [2.0, 0.0])  # scipy's sparse product; BLAS over dense row blocks
+@pytest.mark.parametrize("density", [0.01, 1.0])
+def test_the_gram_matrix_is_x_transpose_x_by_either_product(threshold, density, monkeypatch):
+    """X^T X for a screening run, in float64 from float32 values: the sparse product (sparse data) and the
+    dense blocked one (dense data, several times faster there) give X^T X to rounding."""
+    from dpdist.solvers.fast_fw import solver as solver_module
+
+    monkeypatch.setattr(solver_module, "_DENSE_GRAM", threshold)
+    monkeypatch.setattr(solver_module, "_BLOCK_ENTRIES", 40 * 7)  # several blocks, the last one short
+    X = sp.random(3000, 40, density=density, random_state=4, format="csc", dtype=np.float32)
+    exact = X.astype(np.float64).toarray()
+    G = solver_module._gram_float64(X)
+    assert G.dtype == np.float64 and np.allclose(G, exact.T @ exact, rtol=1e-13, atol=1e-12)

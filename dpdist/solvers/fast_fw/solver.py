@@ -232,6 +232,28 @@ def _canonical(X: sp.csr_matrix) -> sp.csr_matrix:
     return X
 
 
+_DENSE_GRAM = 0.05  # the density above which X^T X is formed by dense BLAS over row blocks
+_BLOCK_ENTRIES = 8 << 20  # entries of one dense row block (64 MiB in float64)
+
+
+def _gram_float64(Xc: sp.csc_matrix) -> np.ndarray:
+    """X^T X in float64. scipy's sparse product costs per pair of non-zeros sharing a row, so on
+    dense data (density above ``_DENSE_GRAM``, e.g. a regression table) it is several times slower
+    than BLAS on dense row blocks of ``_BLOCK_ENTRIES`` entries each (``benchmarks/screening_tables.py``'s
+    BlogFeedback runs); the blocks are summed in order, so the result is deterministic."""
+    n, D = Xc.shape
+    if Xc.nnz < _DENSE_GRAM * n * D:
+        Xg = Xc.astype(np.float64, copy=False)
+        return np.asarray((Xg.T @ Xg).toarray())
+    Xr = Xc.tocsr()
+    G = np.zeros((D, D))
+    step = max(1, _BLOCK_ENTRIES // max(D, 1))
+    for start in range(0, n, step):
+        B = Xr[start : start + step].toarray().astype(np.float64, copy=False)
+        G += B.T @ B
+    return G
+
+
 def _gram_matrix(gram: bool | np.ndarray, loss: str, Xc: sp.csc_matrix, private: bool) -> np.ndarray | None:
     """X^T X for ``gram=True`` (float64; D <= 20,000), the caller's matrix for a non-private run, or None."""
     D = Xc.shape[1]
@@ -245,8 +267,7 @@ def _gram_matrix(gram: bool | np.ndarray, loss: str, Xc: sp.csc_matrix, private:
             "against X, and the privacy analysis bounds only X's own"
         )
     if gram is True:  # X^T X in float64 (D <= 20,000; float32 products would round)
-        Xg = Xc.astype(np.float64, copy=False)
-        G = (Xg.T @ Xg).toarray()
+        G = _gram_float64(Xc)
     else:
         G = np.asarray(gram, dtype=np.float64)
     if G.shape != (D, D) or not np.all(np.isfinite(G)):
