@@ -26,18 +26,30 @@ release is the true support. MCMC uses one chain per draw, Samp-Agg one run per 
 
     .venv/bin/python benchmarks/bss_experiments.py [--trials 10] [--draws 100] [--out benchmarks/results/bss]
     .venv/bin/python benchmarks/bss_experiments.py --quick      # 2 trials, fewer points (smoke run)
+
+The hinge runs (p = 1000) are long, so they checkpoint: each finished (n, trial) is appended to a CSV
+(``--hinge-checkpoint``; by default named after the settings that change its rows), and a rerun with
+the same arguments skips the pairs already there. The trials run trial by trial over the n grid, so a
+partial run has whole trials; with ``--only hinge`` the results file is rewritten after every trial,
+stating the trials completed per n. No MIP time limit by default (every solve runs to its certificate,
+as the library's releases do); ``--hinge-time-limit`` sets one, and a solve that hits it releases nothing.
+
+    nice -n 19 .venv/bin/python benchmarks/bss_experiments.py --only hinge --hinge-trials 10
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import os
+import re
 import sys
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +97,12 @@ def bss_methods(
     rng: np.random.Generator,
     truth: tuple[int, ...],
     methods: set[str],
-    time_limit: float = 600.0,
+    time_limit: float | None = 600.0,
 ) -> dict[str, dict[str, Any]]:
     """Draws and exact P(true) of the four BSS variants on one data set (one list / one bucket pass).
 
-    A refusal (a MIP time limit) releases nothing: every draw of that method is a miss.
+    A refusal (a MIP time limit; ``time_limit=None``: none) releases nothing: every draw of that
+    method is a miss.
     """
     P = make_problem(X, y, s, loss, R_BALL, ridge, b, b, "clip")
     ex = LocalExecutor(P)
@@ -219,38 +232,109 @@ def recovered(draws: list[Any], truth: tuple[int, ...]) -> float:
 
 
 def recovery_vs_n(
-    args: argparse.Namespace, loss: str, p: int, ns: list[int], ridge: float, methods: list[str]
+    args: argparse.Namespace,
+    loss: str,
+    p: int,
+    ns: list[int],
+    ridge: float,
+    methods: list[str],
+    checkpoint: Path | None = None,
+    on_trial: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    rows = []
-    for n in ns:
-        for trial in range(args.trials):
+    """Rows of every (n, trial), trial by trial over the n grid (a partial run has whole trials).
+
+    With ``checkpoint``, the rows already there are kept and their (n, trial) pairs skipped, and
+    each new pair's rows are appended as it finishes; ``on_trial`` gets all rows after each pair.
+    """
+    limit = args.hinge_time_limit if loss == "hinge" else 600.0
+    rows = read_checkpoint(checkpoint, loss, p, args.draws, args.sa_draws, limit) if checkpoint else []
+    done = {(int(r["n"]), int(r["trial"])) for r in rows}
+    for trial in range(args.trials):
+        for n in ns:
+            if (n, trial) in done:
+                continue
             X, y, truth = data(n, p, 5, 1000 * n + trial, hinge=loss == "hinge")
             rng = np.random.default_rng(trial)
-            limit = args.hinge_time_limit if loss == "hinge" else 600.0
             res = bss_methods(X, y, 5, loss, ridge, 0.5, args.draws, rng, truth, set(methods), limit)
             res |= baselines(X, y, 5, 0.5, args.draws, rng, set(methods), args.draws, args.sa_draws)
-            for name, r in res.items():
-                rows.append(
-                    {
-                        "loss": loss,
-                        "p": p,
-                        "n": n,
-                        "trial": trial,
-                        "method": name,
-                        "recovered": recovered(r["draws"], truth),
-                        "p_true": r["p_true"],
-                        "refused": int(r["refused"]),
-                        "seconds": r["seconds"],
-                        "draws": len(r["draws"]),
-                    }
-                )
+            new = [
+                {
+                    "loss": loss,
+                    "p": p,
+                    "n": n,
+                    "trial": trial,
+                    "method": name,
+                    "recovered": recovered(r["draws"], truth),
+                    "p_true": r["p_true"],
+                    "refused": int(r["refused"]),
+                    "seconds": r["seconds"],
+                    "draws": len(r["draws"]),
+                    "mip_time_limit": limit_text(limit),
+                }
+                for name, r in res.items()
+            ]
+            rows += new
+            if checkpoint:
+                append_checkpoint(checkpoint, new)
+            top_r = f" (top-R {res['top-R']['seconds']:.0f} s)" if "top-R" in res else ""
             print(
-                f"  {loss} p={p} n={n} trial {trial}: "
+                f"  {loss} p={p} n={n} trial {trial}{top_r}: "
                 + ", ".join(f"{k} {recovered(v['draws'], truth):.2f}" for k, v in res.items()),
                 file=sys.stderr,
                 flush=True,
             )
+            if on_trial:
+                on_trial(rows)
     return rows
+
+
+def limit_text(limit: float | None) -> str:
+    return "none" if limit is None else f"{limit:g}"
+
+
+def checkpoint_path(out: Path, args: argparse.Namespace) -> Path:
+    """The hinge checkpoint: ``--hinge-checkpoint`` or a name made of the settings that change its rows."""
+    if args.hinge_checkpoint:
+        return Path(args.hinge_checkpoint)
+    limit = limit_text(args.hinge_time_limit)
+    work = Path(__file__).resolve().parent / "_work" / "bss"  # not committed: the dated CSV holds the rows
+    work.mkdir(parents=True, exist_ok=True)
+    return work / f"checkpoint-hinge-{out.name}-limit_{limit}-draws_{args.draws}-sa_{args.sa_draws}.csv"
+
+
+CSV_FLOATS, CSV_INTS = ("recovered", "p_true", "seconds"), ("p", "n", "trial", "refused", "draws")
+
+
+def read_checkpoint(
+    path: Path, loss: str, p: int, draws: int, sa_draws: int, limit: float | None
+) -> list[dict[str, Any]]:
+    """The rows of a checkpoint (none if it is missing); it must have been made with the same settings."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        rows: list[dict[str, Any]] = list(csv.DictReader(f))
+    for r in rows:
+        r.update({k: float(r[k]) for k in CSV_FLOATS} | {k: int(r[k]) for k in CSV_INTS})
+        expected = sa_draws if r["method"] == "Samp-Agg" else draws
+        if (r["loss"], r["p"], r["draws"], r["mip_time_limit"]) != (loss, p, expected, limit_text(limit)):
+            raise SystemExit(
+                f"{path} was made with other settings (loss {r['loss']}, p {r['p']}, {r['draws']} draws of "
+                f"{r['method']}, MIP time limit {r['mip_time_limit']}); pass another --hinge-checkpoint"
+            )
+    return rows
+
+
+def append_checkpoint(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Append one (n, trial)'s rows in one write, flushed to disk (a header first if the file is new)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    if not path.exists() or path.stat().st_size == 0:
+        w.writeheader()
+    w.writerows(rows)
+    with path.open("a", newline="") as f:
+        f.write(buf.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def ablation(args: argparse.Namespace, what: str, values: list[float]) -> list[dict[str, Any]]:
@@ -357,10 +441,12 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     keys = list(rows[0])
-    with path.open("w", newline="") as f:
+    tmp = path.with_name(path.name + ".tmp")  # replaced whole: a reader never sees half a file
+    with tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
+    os.replace(tmp, path)
 
 
 def summarise(rows: list[dict[str, Any]], key: str, value: str = "recovered") -> dict[tuple, tuple[float, float]]:
@@ -464,11 +550,21 @@ def _sections(text: str) -> tuple[list[str], dict[str, list[str]]]:
 def merge_tables(old: str, new: str) -> str:
     """``old`` with the sections of a partial run (``--only``) put in place of the same ones.
 
-    The header keeps the old run's description and adds the partial run's; the checks keep
+    The header keeps the old run's description and adds the partial run's (in place of an
+    earlier partial run's of the same ``--only``, whose sections it replaces); the checks keep
     the old rows whose claim the partial run did not check again.
     """
     old_head, old_sec = _sections(old)
     new_head, new_sec = _sections(new)
+
+    def only(line: str) -> str | None:
+        m = re.search(r"--only[ =](\S+?)[` ]", line)
+        return m[1] if m else None
+
+    new_only = only(new_head[2]) if len(new_head) > 2 else None
+    old_head = [
+        line for line in old_head if not (line.startswith("Updated by a partial run") and only(line) == new_only)
+    ]
     while old_head and not old_head[-1].strip():
         old_head.pop()
     head = [*old_head, "", "Updated by a partial run -- " + " ".join(line for line in new_head[2:] if line.strip()), ""]
@@ -499,14 +595,165 @@ def merge_tables(old: str, new: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def previous_table(out: Path) -> str | None:
+    """The table a partial run updates: today's, else the newest earlier dated one in ``out``."""
+    tables = sorted(t for t in out.glob("????-??-??-table.md") if t.name[:10] <= DATE)
+    return tables[-1].read_text() if tables else None
+
+
+def hinge_section(
+    args: argparse.Namespace, out: Path, rows: list[dict[str, Any]], hinge_ns: list[int], ckpt: Path
+) -> tuple[list[str], list[str]]:
+    """The hinge section's lines and checks from its rows (written with its CSV and PNG).
+
+    The orderings use the trials complete over the n grid; the tables use every row.
+    """
+    hm = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "Samp-Agg"]
+    rows = sorted(rows, key=lambda r: (r["trial"], r["n"]))
+    write_csv(out / f"{DATE}-recovery_hinge.csv", rows)
+    summ = summarise(rows, "n")
+    plot(
+        out / f"{DATE}-recovery_hinge.png",
+        summ,
+        hinge_ns,
+        hm,
+        "n",
+        "fraction exactly recovered",
+        "Hinge, p=1000, s=5, SNR 5, rho 0.1, eps=1",
+    )
+    done = hinge_done(rows, hinge_ns)
+    whole = {
+        t for t in {r["trial"] for r in rows} if all((n, t) in {(r["n"], r["trial"]) for r in rows} for n in hinge_ns)
+    }
+    limit = args.hinge_time_limit
+    md = [
+        "## Recovery vs n, hinge loss (p = 1000, s = 5) -- [DPBSS25] Fig. 1(b)",
+        "",
+        "Trials completed per n: "
+        + ", ".join(f"n={n}: {done[n]}" for n in hinge_ns)
+        + f" (of {args.hinge_trials} asked"
+        + (
+            ""
+            if all(done[n] >= args.hinge_trials for n in hinge_ns)
+            else f"; a partial run -- the rest resume from its checkpoint `{ckpt.name}`; the orderings below use "
+            f"the {len(whole)} trial(s) complete over the n grid"
+        )
+        + "). "
+        + (
+            "MIP time limit: none (every solve ran to its certificate; nothing can be refused)."
+            if limit is None
+            else f"MIP time limit {limit:g} s (a refusal releases nothing: all its draws count as misses)."
+        ),
+        "",
+        *table(summ, hinge_ns, hm, "n"),
+        "",
+        f"Seconds per trial (wall clock at niceness {os.nice(0)} on a shared machine; top-R: the list and its "
+        "certificate; "
+        "mistakes (PTR): the centre, its gap and the buckets):",
+        "",
+        *table(summarise(rows, "n", "seconds"), hinge_ns, ["top-R", "mistakes (PTR)"], "n", "{:.0f}"),
+        "",
+    ]
+    if limit is not None:
+        md += [
+            "Fraction of trials refused (MIP time limit; mistakes (PTR) also when its gap test fails is *not* "
+            "counted here -- that is a release of 'nothing'):",
+            "",
+            *table(summarise(rows, "n", "refused"), hinge_ns, ["top-R", "mistakes (PTR)", "mistakes (paper)"], "n"),
+            "",
+        ]
+    md += [f"![hinge]({DATE}-recovery_hinge.png)", ""]
+    grid = [r for r in rows if r["trial"] in whole]
+    checks = [
+        rises(grid, m, hinge_ns[0], hinge_ns[-1]).replace(": recovery", " (hinge): recovery")
+        for m in ("top-R", "mistakes (PTR)", "mistakes (paper)")
+    ]
+    checks.append(wcheck("hinge, paper calibration: mistakes > top-R", grid, "mistakes (paper)", ["top-R (seed cal.)"]))
+    checks.append(wcheck("hinge, paper calibration: top-R > Samp-Agg", grid, "top-R (seed cal.)", ["Samp-Agg"]))
+    checks.append(wcheck("hinge, our calibration: mistakes (PTR) > top-R", grid, "mistakes (PTR)", ["top-R"]))
+    checks.append(wcheck("hinge, our calibration: top-R > Samp-Agg", grid, "top-R", ["Samp-Agg"]))
+    return md, checks
+
+
+def hinge_done(rows: list[dict[str, Any]], hinge_ns: list[int]) -> dict[int, int]:
+    """Trials completed per n."""
+    return {n: len({r["trial"] for r in rows if r["n"] == n}) for n in hinge_ns}
+
+
+def trials_text(args: argparse.Namespace, only: set[str], hinge_done: dict[int, int] | None) -> str:
+    parts = []
+    if only - {"hinge"}:
+        parts.append(
+            ", ".join(sorted(only - {"hinge"}))
+            + f": {args.trials} per point"
+            + ("" if args.trials == 10 else f" ({args.trials} trials, the paper used 10)")
+        )
+    if "hinge" in only:
+        counts = sorted(set((hinge_done or {}).values())) or [0]
+        got = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        parts.append(
+            f"hinge: {args.hinge_trials} per point asked, {got} completed"
+            + ("" if counts[0] >= args.hinge_trials else " (a partial run)")
+            + ("" if args.hinge_trials == 10 else "; the paper used 10")
+        )
+    return (
+        "; ".join(parts)
+        + f"; {args.draws} draws per trial (Samp-Agg {args.sa_draws}; the paper's text says 50, its code 100)."
+    )
+
+
+INTRO = [
+    f"Selection epsilon = {EPS}; mistakes (PTR) delta = {DELTA}. The paper's results are figures without "
+    "printed numbers, so what is compared is their shape: the orderings below, each tested by a one-sided "
+    "Welch t-test on the per-trial recovery averaged over the n grid.",
+    "`recovered` = fraction of draws equal to the true support (mean ± s.e. over trials). Methods marked "
+    "`(seed cal.)` or `(paper)` run at the paper's own calibration.",
+    "",
+]
+
+
+def write_table(
+    args: argparse.Namespace, out: Path, md: list[str], checks: list[str], trials: str, run: tuple[float, float]
+) -> str:
+    """Write ``<DATE>-table.md`` (a partial run's sections merged into the table it updates)."""
+    t_start, load0 = run
+    lines = [
+        *header("[DPBSS25] experiments (DP best subset selection): results", trials, load0),
+        *INTRO,
+        *md,
+        CHECKS,
+        "",
+        "| claim | here | numbers |",
+        "| --- | --- | --- |",
+        *checks,
+        "",
+        f"Total time {time.perf_counter() - t_start:.0f} s in this process.",
+    ]
+    text = "\n".join(lines) + "\n"
+    base = args.base_table
+    if args.only and base is not None:  # a partial run updates its sections of the full table
+        text = merge_tables(base, text)
+    tmp = out / f"{DATE}-table.md.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, out / f"{DATE}-table.md")
+    return text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--sa-draws", type=int, default=20, help="Samp-Agg runs per trial (each refits sqrt(n) LASSOs)")
     ap.add_argument("--stage2-draws", type=int, default=20)
-    ap.add_argument("--hinge-trials", type=int, default=3)
-    ap.add_argument("--hinge-time-limit", type=float, default=120.0, help="seconds per MIP in the hinge runs")
+    ap.add_argument("--hinge-trials", type=int, default=10)
+    ap.add_argument(
+        "--hinge-time-limit", type=float, default=None, help="seconds per MIP in the hinge runs (default: none)"
+    )
+    ap.add_argument(
+        "--hinge-checkpoint",
+        default=None,
+        help="CSV the hinge rows are appended to and resumed from (default: benchmarks/_work/bss/, by settings)",
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="comma list of: ls,hinge,ablations,rsweep,utility")
     ap.add_argument("--out", default=str(topic_dir("bss")))
@@ -523,32 +770,9 @@ def main() -> None:
     only = set(args.only.split(",")) if args.only else {"ls", "hinge", "ablations", "rsweep", "utility"}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    load0 = os.getloadavg()[0]
-    parts = []
-    if only - {"hinge"}:
-        parts.append(
-            ", ".join(sorted(only - {"hinge"}))
-            + f": {args.trials} per point"
-            + ("" if args.trials == 10 else f" ({args.trials} trials, the paper used 10)")
-        )
-    if "hinge" in only:
-        parts.append(
-            f"hinge: {args.hinge_trials} per point"
-            + ("" if args.hinge_trials == 10 else f" ({args.hinge_trials} trials, the paper used 10)")
-        )
-    trials = (
-        "; ".join(parts)
-        + f"; {args.draws} draws per trial (Samp-Agg {args.sa_draws}; the paper's text says 50, its code 100)."
-    )
-    md = [
-        f"Selection epsilon = {EPS}; mistakes (PTR) delta = {DELTA}. The paper's results are figures without "
-        "printed numbers, so what is compared is their shape: the orderings below, each tested by a one-sided "
-        "Welch t-test on the per-trial recovery averaged over the n grid.",
-        "`recovered` = fraction of draws equal to the true support (mean ± s.e. over trials). Methods marked "
-        "`(seed cal.)` or `(paper)` run at the paper's own calibration.",
-        "",
-    ]
+    args.base_table = previous_table(out)
+    run = (time.perf_counter(), os.getloadavg()[0])
+    md: list[str] = []
     checks = []
     if "ls" in only:
         rows = recovery_vs_n(args, "squared", 100, ns, 120.0, ORDER)
@@ -586,46 +810,22 @@ def main() -> None:
         checks.append(wcheck("top-R > MCMC and Samp-Agg", rows, "top-R", ["MCMC", "Samp-Agg"]))
         checks.append(wcheck("top-R (seed cal.) > MCMC and Samp-Agg", rows, "top-R (seed cal.)", ["MCMC", "Samp-Agg"]))
         checks.append(wcheck("mistakes (paper) > MCMC and Samp-Agg", rows, "mistakes (paper)", ["MCMC", "Samp-Agg"]))
+    hinge_counts = None
     if "hinge" in only:
         h_args = argparse.Namespace(**{**vars(args), "trials": args.hinge_trials})
         hm = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "Samp-Agg"]
-        rows = recovery_vs_n(h_args, "hinge", 1000, hinge_ns, 100.0, hm)
-        write_csv(out / f"{DATE}-recovery_hinge.csv", rows)
-        summ = summarise(rows, "n")
-        plot(
-            out / f"{DATE}-recovery_hinge.png",
-            summ,
-            hinge_ns,
-            hm,
-            "n",
-            "fraction exactly recovered",
-            "Hinge, p=1000, s=5, SNR 5, rho 0.1, eps=1",
-        )
-        refused = summarise(rows, "n", "refused")
-        md += [
-            "## Recovery vs n, hinge loss (p = 1000, s = 5) -- [DPBSS25] Fig. 1(b)",
-            "",
-            f"{args.hinge_trials} trial(s) per n; MIP time limit {args.hinge_time_limit:g} s (a refusal releases "
-            "nothing: all its draws count as misses).",
-            "",
-            *table(summ, hinge_ns, hm, "n"),
-            "",
-            "Fraction of trials refused (MIP time limit; mistakes (PTR) also when its gap test fails is *not* "
-            "counted here -- that is a release of 'nothing'):",
-            "",
-            *table(refused, hinge_ns, ["top-R", "mistakes (PTR)", "mistakes (paper)"], "n"),
-            "",
-            f"![hinge]({DATE}-recovery_hinge.png)",
-            "",
-        ]
-        for m in ("top-R", "mistakes (PTR)", "mistakes (paper)"):
-            checks.append(rises(rows, m, hinge_ns[0], hinge_ns[-1]).replace(": recovery", " (hinge): recovery"))
-        checks.append(
-            wcheck("hinge, paper calibration: mistakes > top-R", rows, "mistakes (paper)", ["top-R (seed cal.)"])
-        )
-        checks.append(wcheck("hinge, paper calibration: top-R > Samp-Agg", rows, "top-R (seed cal.)", ["Samp-Agg"]))
-        checks.append(wcheck("hinge, our calibration: mistakes (PTR) > top-R", rows, "mistakes (PTR)", ["top-R"]))
-        checks.append(wcheck("hinge, our calibration: top-R > Samp-Agg", rows, "top-R", ["Samp-Agg"]))
+        ckpt = checkpoint_path(out, args)
+
+        def progress(rows: list[dict[str, Any]]) -> None:  # the results so far, rewritten after every trial
+            h_md, h_checks = hinge_section(args, out, rows, hinge_ns, ckpt)
+            counts = trials_text(args, only, hinge_done(rows, hinge_ns))
+            write_table(args, out, [*h_md, DIFFERS, "", *DIFFERS_TEXT, ""], h_checks, counts, run)
+
+        rows = recovery_vs_n(h_args, "hinge", 1000, hinge_ns, 100.0, hm, ckpt, progress if only == {"hinge"} else None)
+        h_md, h_checks = hinge_section(args, out, rows, hinge_ns, ckpt)
+        md += h_md
+        checks += h_checks
+        hinge_counts = hinge_done(rows, hinge_ns)
     if "ablations" in only:
         am = ["top-R", "mistakes (PTR)", "mistakes (paper)"]
         for what, values in (("b_x", bxs), ("ridge", ridges)):
@@ -729,23 +929,7 @@ def main() -> None:
         md += ["(Averages over the draws that released a support; a refused mistakes (PTR) test releases none.)", ""]
     if only & {"ls", "hinge"}:
         md += [DIFFERS, "", *DIFFERS_TEXT, ""]
-    md += [
-        CHECKS,
-        "",
-        "| claim | here | numbers |",
-        "| --- | --- | --- |",
-        *checks,
-        "",
-        f"Total time {time.perf_counter() - t_start:.0f} s.",
-    ]
-    md = [*header("[DPBSS25] experiments (DP best subset selection): results", trials, load0), *md]
-    text = "\n".join(md) + "\n"
-    if args.only and (out / f"{DATE}-table.md").exists():  # a partial run updates its sections of the full table
-        text = merge_tables((out / f"{DATE}-table.md").read_text(), text)
-    tmp = out / f"{DATE}-table.md.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, out / f"{DATE}-table.md")
-    print(text)
+    print(write_table(args, out, md, checks, trials_text(args, only, hinge_counts), run))
 
 
 if __name__ == "__main__":
