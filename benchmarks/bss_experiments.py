@@ -75,6 +75,7 @@ os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or 
 EPS, DELTA, TOL, R_BALL = 1.0, 1e-6, 1e-3, 1.1
 DATE = today()
 ORDER = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "MCMC", "Samp-Agg"]
+HINGE_ORDER = [m for m in ORDER if m != "MCMC"]  # [DPBSS25] Fig. 1(b) compares with Samp-Agg only
 
 
 def data(n: int, p: int, s: int, seed: int, hinge: bool = False) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -601,6 +602,24 @@ def previous_table(out: Path) -> str | None:
     return tables[-1].read_text() if tables else None
 
 
+def recovery_files(
+    out: Path,
+    name: str,
+    rows: list[dict[str, Any]],
+    key: str,
+    xs: list[Any],
+    methods: list[str],
+    title: str,
+    xlabel: str | None = None,
+) -> dict[tuple, tuple[float, float]]:
+    """Write ``rows`` as ``<DATE>-<name>.csv`` and their recovery against ``key`` as ``<DATE>-<name>.png``;
+    returns the summary (``summarise``) the tables are made from."""
+    write_csv(out / f"{DATE}-{name}.csv", rows)
+    summ = summarise(rows, key)
+    plot(out / f"{DATE}-{name}.png", summ, xs, methods, xlabel or key, "fraction exactly recovered", title)
+    return summ
+
+
 def hinge_section(
     args: argparse.Namespace, out: Path, rows: list[dict[str, Any]], hinge_ns: list[int], ckpt: Path
 ) -> tuple[list[str], list[str]]:
@@ -608,23 +627,12 @@ def hinge_section(
 
     The orderings use the trials complete over the n grid; the tables use every row.
     """
-    hm = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "Samp-Agg"]
+    hm = HINGE_ORDER
     rows = sorted(rows, key=lambda r: (r["trial"], r["n"]))
-    write_csv(out / f"{DATE}-recovery_hinge.csv", rows)
-    summ = summarise(rows, "n")
-    plot(
-        out / f"{DATE}-recovery_hinge.png",
-        summ,
-        hinge_ns,
-        hm,
-        "n",
-        "fraction exactly recovered",
-        "Hinge, p=1000, s=5, SNR 5, rho 0.1, eps=1",
-    )
+    summ = recovery_files(out, "recovery_hinge", rows, "n", hinge_ns, hm, "Hinge, p=1000, s=5, SNR 5, rho 0.1, eps=1")
     done = hinge_done(rows, hinge_ns)
-    whole = {
-        t for t in {r["trial"] for r in rows} if all((n, t) in {(r["n"], r["trial"]) for r in rows} for n in hinge_ns)
-    }
+    pairs = {(r["n"], r["trial"]) for r in rows}
+    whole = {t for _, t in pairs if all((n, t) in pairs for n in hinge_ns)}
     limit = args.hinge_time_limit
     md = [
         "## Recovery vs n, hinge loss (p = 1000, s = 5) -- [DPBSS25] Fig. 1(b)",
@@ -776,16 +784,8 @@ def main() -> None:
     checks = []
     if "ls" in only:
         rows = recovery_vs_n(args, "squared", 100, ns, 120.0, ORDER)
-        write_csv(out / f"{DATE}-recovery_ls.csv", rows)
-        summ = summarise(rows, "n")
-        plot(
-            out / f"{DATE}-recovery_ls.png",
-            summ,
-            ns,
-            ORDER,
-            "n",
-            "fraction exactly recovered",
-            "Least squares, p=100, s=5, SNR 5, rho 0.1, eps=1",
+        summ = recovery_files(
+            out, "recovery_ls", rows, "n", ns, ORDER, "Least squares, p=100, s=5, SNR 5, rho 0.1, eps=1"
         )
         ptrue = summarise([r for r in rows if not math.isnan(r["p_true"])], "n", "p_true")
         md += [
@@ -813,7 +813,7 @@ def main() -> None:
     hinge_counts = None
     if "hinge" in only:
         h_args = argparse.Namespace(**{**vars(args), "trials": args.hinge_trials})
-        hm = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "Samp-Agg"]
+        hm = HINGE_ORDER
         ckpt = checkpoint_path(out, args)
 
         def progress(rows: list[dict[str, Any]]) -> None:  # the results so far, rewritten after every trial
@@ -830,17 +830,8 @@ def main() -> None:
         am = ["top-R", "mistakes (PTR)", "mistakes (paper)"]
         for what, values in (("b_x", bxs), ("ridge", ridges)):
             rows = ablation(args, what, values)
-            write_csv(out / f"{DATE}-ablation_{what}.csv", rows)
-            summ = summarise(rows, "value")
-            plot(
-                out / f"{DATE}-ablation_{what}.png",
-                summ,
-                values,
-                am,
-                what,
-                "fraction exactly recovered",
-                f"Ablation of {what} (n=4000, p=100, s=5" + (", ridge 300)" if what == "b_x" else ")"),
-            )
+            title = f"Ablation of {what} (n=4000, p=100, s=5" + (", ridge 300)" if what == "b_x" else ")")
+            summ = recovery_files(out, f"ablation_{what}", rows, "value", values, am, title, xlabel=what)
             md += [
                 f"## Ablation: {what} (n = 4000" + (", ridge 300, b_y = b_x" if what == "b_x" else "") + ")",
                 "",
