@@ -37,11 +37,13 @@ dashboards on their node's loopback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import shutil
 import socket
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -240,8 +242,10 @@ def prefect_api() -> Iterator[str]:
     directory under the system's temporary directory, deleted when the run ends (unless the
     operator names a database: ``$PREFECT_API_DATABASE_CONNECTION_URL`` or Prefect's own
     ``$PREFECT_SERVER_DATABASE_CONNECTION_URL``, which takes precedence; a run killed by SIGKILL
-    leaves the directory, still owner-only). Its telemetry to Prefect is off unless the operator
-    sets ``$PREFECT_SERVER_ANALYTICS_ENABLED``. Prefect stores every
+    leaves the directory, still owner-only). It starts as a copy of an empty, migrated database kept
+    in ``$PREFECT_HOME`` by an earlier run (``_keep_template``: taken before any flow ran, checked
+    to hold no flow or task run), which saves Prefect's migrations at each start. Its telemetry to
+    Prefect is off unless the operator sets ``$PREFECT_SERVER_ANALYTICS_ENABLED``. Prefect stores every
     task run's start and end times and every log line's timestamp -- how long each private
     computation took -- so with the default run they live only as long as the run, on the
     operator's loopback, like its terminal; they are not kept for a later server to show.
@@ -253,6 +257,69 @@ def prefect_api() -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="dpdist-prefect-") as tmp:  # created 0700
         with _temporary_server(Path(tmp)) as api_url:
             yield api_url
+
+
+def _template_path() -> Path:
+    """Where the empty, migrated Prefect database is kept between runs: ``$PREFECT_HOME``, per Prefect
+    version (a server of another version would migrate it, or could not open it)."""
+    import prefect
+    from prefect.settings import PREFECT_HOME
+
+    return Path(PREFECT_HOME.value()) / f"dpdist-empty-prefect-{prefect.__version__}.db"
+
+
+def _is_empty_database(path: Path) -> bool:
+    """Whether ``path`` is a migrated Prefect database that holds no flow or task run."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            con.execute("SELECT version_num FROM alembic_version").fetchone()
+            return not any(con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in ("flow_run", "task_run"))
+    except sqlite3.Error:
+        return False
+
+
+def _sqlite_copy(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite database (the backup API: safe while a server has it open), in one
+    file (rollback journal, not the source's write-ahead log, whose side files a rename would leave)."""
+    with contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src:
+        with contextlib.closing(sqlite3.connect(target)) as dst:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode=DELETE")
+
+
+def _seed_database(db: Path) -> bool:
+    """Start the run's database as a copy of the empty, migrated one kept by an earlier run, if there
+    is one: the server then skips the migrations (about 5 of the 10 s it takes to start). Returns
+    whether it did. The template holds no run: only Prefect's schema and block types."""
+    template = _template_path()
+    if not _is_empty_database(template):
+        return False
+    try:
+        _sqlite_copy(template, db)
+        os.chmod(db, 0o600)
+    except (OSError, sqlite3.Error):
+        db.unlink(missing_ok=True)  # the server starts on a fresh database instead
+        return False
+    return True
+
+
+def _keep_template(db: Path) -> None:
+    """Keep the run's database, as the started server left it before any flow ran (migrated, nothing of
+    the run in it: checked), as the template of later runs; written atomically, owner-only. A failure
+    (a read-only ``$PREFECT_HOME``) only means the next run migrates again."""
+    template = _template_path()
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=template.parent, prefix=".dpdist-empty-", suffix=".db")  # 0600
+        os.close(fd)
+        try:
+            _sqlite_copy(db, Path(tmp))
+            if _is_empty_database(Path(tmp)):
+                os.replace(tmp, template)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    except (OSError, sqlite3.Error):
+        pass
 
 
 @contextmanager
@@ -272,11 +339,24 @@ def _temporary_server(directory: Path) -> Iterator[str]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # no telemetry to Prefect's servers from a private run
     }
     ours = {k: v for k, v in ours.items() if k not in os.environ}  # the operator's own settings stand
+    named = "PREFECT_SERVER_DATABASE_CONNECTION_URL" in os.environ  # Prefect's newer name, which wins
+    own_db = "PREFECT_API_DATABASE_CONNECTION_URL" in ours and not named
+    seeded = own_db and _seed_database(directory / "prefect.db")
     try:
         os.environ.update(ours)
         server = SubprocessASGIServer()
         try:
-            server.start(timeout=120)
+            try:
+                server.start(timeout=120)
+            except RuntimeError:
+                if not seeded:
+                    raise
+                for stale in (_template_path(), *directory.glob("prefect.db*")):  # a template it cannot use
+                    with contextlib.suppress(OSError):
+                        stale.unlink(missing_ok=True)
+                seeded = False
+                server = SubprocessASGIServer()
+                server.start(timeout=120)
         except RuntimeError as e:  # Prefect's message holds the server's whole output: its last exception's line
             said = [ln.strip() for ln in str(e).splitlines() if re.search(r"\w(Error|Exception): ", ln)]
             raise PrefectServerUnavailable(
@@ -284,6 +364,8 @@ def _temporary_server(directory: Path) -> Iterator[str]:
                 f"its database: {directory} (a full or read-only disk there? or set PREFECT_API_URL to a "
                 f"running server)"
             ) from e
+        if own_db and not seeded:  # before any flow: the database has Prefect's schema only
+            _keep_template(directory / "prefect.db")
         os.environ["PREFECT_API_URL"] = server.api_url
         try:
             with temporary_settings({PREFECT_API_URL: server.api_url}):

@@ -1,10 +1,12 @@
 """``dpdist.flows.runtime.prefect_api``: a temporary Prefect server that cannot start is one line (exit 1); its
-database is the run's own and goes with it."""
+database is the run's own and goes with it; later runs start from an empty, migrated template."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ def no_server(monkeypatch, tmp_path):
     monkeypatch.delenv("PREFECT_API_DATABASE_CONNECTION_URL", raising=False)
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(runtime.tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(SubprocessASGIServer, "_instances", {})  # Prefect's one server per port: a test's own
     with temporary_settings({PREFECT_HOME: tmp_path / "home"}):
         yield tmp_path / "tmp"
 
@@ -103,3 +106,66 @@ def test_a_database_the_operator_names_is_kept(no_server: Path, monkeypatch) -> 
         pass
     assert used == ["postgresql+asyncpg://prefect@db/prefect"]
     assert os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] == used[0]
+
+
+def _fake_prefect_db(path: Path, runs: int = 0) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        con.executescript("CREATE TABLE alembic_version (version_num TEXT); CREATE TABLE flow_run (id TEXT);")
+        con.execute("CREATE TABLE task_run (id TEXT)")
+        con.execute("INSERT INTO alembic_version VALUES ('head')")
+        con.executemany("INSERT INTO flow_run VALUES (?)", [(str(i),) for i in range(runs)])
+        con.commit()
+
+
+def test_a_later_run_starts_from_the_empty_template_and_no_run_reaches_it(no_server: Path) -> None:
+    """The first run keeps its database as the server left it before any flow (migrated, empty) in
+    PREFECT_HOME; a later run starts from a copy (no migrations), and the template never holds a run."""
+    from prefect import flow
+
+    @flow
+    def one() -> int:
+        return 1
+
+    template = runtime._template_path()
+    assert not template.exists()
+    for _ in range(2):
+        with runtime.prefect_api():
+            db = Path(os.environ["PREFECT_API_DATABASE_CONNECTION_URL"].removeprefix("sqlite+aiosqlite:///"))
+            assert runtime._is_empty_database(template)  # kept at the start, before the flow below
+            assert one() == 1
+            with contextlib.closing(sqlite3.connect(db)) as con:  # the run is in the run's own database
+                assert con.execute("SELECT count(*) FROM flow_run").fetchone()[0] == 1
+        assert runtime._is_empty_database(template) and template.stat().st_mode & 0o777 == 0o600
+        assert not db.exists()
+
+
+def test_a_template_with_a_run_in_it_is_not_used(no_server: Path, tmp_path: Path) -> None:
+    template = runtime._template_path()
+    template.parent.mkdir(parents=True)
+    _fake_prefect_db(template, runs=1)
+    assert not runtime._seed_database(tmp_path / "run.db")
+    assert not (tmp_path / "run.db").exists()
+    template.unlink()
+    _fake_prefect_db(template)
+    assert runtime._seed_database(tmp_path / "run.db") and runtime._is_empty_database(tmp_path / "run.db")
+
+
+def test_a_template_the_server_cannot_start_on_is_dropped(no_server: Path, monkeypatch) -> None:
+    template = runtime._template_path()
+    template.parent.mkdir(parents=True)
+    _fake_prefect_db(template)
+    starts = []
+
+    def start(self, timeout=None):
+        db = Path(os.environ["PREFECT_API_DATABASE_CONNECTION_URL"].removeprefix("sqlite+aiosqlite:///"))
+        starts.append(db.exists())
+        if len(starts) == 1:
+            raise RuntimeError("alembic.util.exc.CommandError: Can't locate revision identified by 'head'")
+
+    monkeypatch.setattr(SubprocessASGIServer, "start", start)
+    monkeypatch.setattr(SubprocessASGIServer, "api_url", "http://127.0.0.1:1/api", raising=False)
+    monkeypatch.setattr(SubprocessASGIServer, "stop", lambda self: None)
+    with runtime.prefect_api():
+        pass
+    assert starts == [True, False]  # the copy, then a fresh database
+    assert not template.exists()  # the next run does not try it again
