@@ -44,6 +44,7 @@ import re
 import shutil
 import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -243,8 +244,8 @@ def prefect_api() -> Iterator[str]:
     operator names a database: ``$PREFECT_API_DATABASE_CONNECTION_URL`` or Prefect's own
     ``$PREFECT_SERVER_DATABASE_CONNECTION_URL``, which takes precedence; a run killed by SIGKILL
     leaves the directory, still owner-only). It starts as a copy of an empty, migrated database kept
-    in ``$PREFECT_HOME`` by an earlier run (``_keep_template``: taken before any flow ran, checked
-    to hold no flow or task run), which saves Prefect's migrations at each start. Its telemetry to
+    in ``$PREFECT_HOME`` (``_migrated_database``: made by Prefect's migrations alone, with no server,
+    and checked to hold nothing but its schema), which saves the migrations at each start. Its telemetry to
     Prefect is off unless the operator sets ``$PREFECT_SERVER_ANALYTICS_ENABLED``. Prefect stores every
     task run's start and end times and every log line's timestamp -- how long each private
     computation took -- so with the default run they live only as long as the run, on the
@@ -261,7 +262,7 @@ def prefect_api() -> Iterator[str]:
 
 def _template_path() -> Path:
     """Where the empty, migrated Prefect database is kept between runs: ``$PREFECT_HOME``, per Prefect
-    version (a server of another version would migrate it, or could not open it)."""
+    version (its migrations made it; a server of another version could not open it)."""
     import prefect
     from prefect.settings import PREFECT_HOME
 
@@ -269,46 +270,58 @@ def _template_path() -> Path:
 
 
 def _is_empty_database(path: Path) -> bool:
-    """Whether ``path`` is a migrated Prefect database that holds no flow or task run."""
+    """Whether ``path`` is a Prefect database as its migrations alone leave it: one ``alembic_version``
+    row and every other table empty (no run, log, event, state, artifact, block or setting)."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
-            con.execute("SELECT version_num FROM alembic_version").fetchone()
-            return not any(con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in ("flow_run", "task_run"))
+            names = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            if "alembic_version" not in names or "flow_run" not in names:
+                return False
+            counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in names}
     except sqlite3.Error:
         return False
+    return counts.pop("alembic_version") == 1 and not any(n for t, n in counts.items() if not t.startswith("sqlite_"))
 
 
 def _sqlite_copy(source: Path, target: Path) -> None:
-    """A consistent copy of a SQLite database (the backup API: safe while a server has it open), in one
-    file (rollback journal, not the source's write-ahead log, whose side files a rename would leave)."""
+    """A consistent copy of a SQLite database (the backup API), in one file (rollback journal, not a
+    write-ahead log, whose side files a rename would leave)."""
     with contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src:
         with contextlib.closing(sqlite3.connect(target)) as dst:
             src.backup(dst)
             dst.execute("PRAGMA journal_mode=DELETE")
+    os.chmod(target, 0o600)
 
 
-def _seed_database(db: Path) -> bool:
-    """Start the run's database as a copy of the empty, migrated one kept by an earlier run, if there
-    is one: the server then skips the migrations (about 5 of the 10 s it takes to start). Returns
-    whether it did. The template holds no run: only Prefect's schema and block types."""
-    template = _template_path()
-    if not _is_empty_database(template):
-        return False
-    try:
-        _sqlite_copy(template, db)
-        os.chmod(db, 0o600)
-    except (OSError, sqlite3.Error):
-        db.unlink(missing_ok=True)  # the server starts on a fresh database instead
-        return False
-    return True
+_MIGRATE = (
+    "import asyncio; from prefect.server.database import provide_database_interface; "
+    "asyncio.run(provide_database_interface().create_db())"
+)
 
 
-def _keep_template(db: Path) -> None:
-    """Keep the run's database, as the started server left it before any flow ran (migrated, nothing of
-    the run in it: checked), as the template of later runs; written atomically, owner-only. A failure
-    (a read-only ``$PREFECT_HOME``) only means the next run migrates again."""
+def _migrated_database(db: Path) -> None:
+    """Make the run's database ``db`` before its server starts, already migrated, so the server skips
+    Prefect's migrations (about 5 of the 10 s it takes to start): a copy of the template
+    (``_template_path``) if it is one (``_is_empty_database``); else Prefect's migrations run here, in a
+    process of their own with no server, and the result -- schema only, nothing of any run -- is kept as
+    the template, atomically and owner-only. Any failure leaves ``db`` absent: the server then migrates
+    a fresh database itself, as it would without a template."""
     template = _template_path()
     try:
+        if _is_empty_database(template):
+            _sqlite_copy(template, db)
+            if _is_empty_database(db):
+                return
+        db.unlink(missing_ok=True)
+        env = {**os.environ, "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{db}"}
+        subprocess.run([sys.executable, "-c", _MIGRATE], env=env, check=True, capture_output=True, timeout=600)
+        if not _is_empty_database(db):
+            raise sqlite3.DatabaseError("not a migrated, empty Prefect database")
+    except (OSError, sqlite3.Error, subprocess.SubprocessError):
+        for made in _sqlite_files(db):
+            made.unlink(missing_ok=True)
+        return
+    with contextlib.suppress(OSError, sqlite3.Error):  # a read-only $PREFECT_HOME: the next run migrates again
         template.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=template.parent, prefix=".dpdist-empty-", suffix=".db")  # 0600
         os.close(fd)
@@ -318,8 +331,11 @@ def _keep_template(db: Path) -> None:
                 os.replace(tmp, template)
         finally:
             Path(tmp).unlink(missing_ok=True)
-    except (OSError, sqlite3.Error):
-        pass
+
+
+def _sqlite_files(db: Path) -> list[Path]:
+    """``db`` and SQLite's side files of it."""
+    return [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"), db.with_name(db.name + "-journal")]
 
 
 @contextmanager
@@ -341,22 +357,13 @@ def _temporary_server(directory: Path) -> Iterator[str]:
     ours = {k: v for k, v in ours.items() if k not in os.environ}  # the operator's own settings stand
     named = "PREFECT_SERVER_DATABASE_CONNECTION_URL" in os.environ  # Prefect's newer name, which wins
     own_db = "PREFECT_API_DATABASE_CONNECTION_URL" in ours and not named
-    seeded = own_db and _seed_database(directory / "prefect.db")
+    if own_db:
+        _migrated_database(directory / "prefect.db")
     try:
         os.environ.update(ours)
         server = SubprocessASGIServer()
         try:
-            try:
-                server.start(timeout=120)
-            except RuntimeError:
-                if not seeded:
-                    raise
-                for stale in (_template_path(), *directory.glob("prefect.db*")):  # a template it cannot use
-                    with contextlib.suppress(OSError):
-                        stale.unlink(missing_ok=True)
-                seeded = False
-                server = SubprocessASGIServer()
-                server.start(timeout=120)
+            server.start(timeout=120)
         except RuntimeError as e:  # Prefect's message holds the server's whole output: its last exception's line
             said = [ln.strip() for ln in str(e).splitlines() if re.search(r"\w(Error|Exception): ", ln)]
             raise PrefectServerUnavailable(
@@ -364,8 +371,6 @@ def _temporary_server(directory: Path) -> Iterator[str]:
                 f"its database: {directory} (a full or read-only disk there? or set PREFECT_API_URL to a "
                 f"running server)"
             ) from e
-        if own_db and not seeded:  # before any flow: the database has Prefect's schema only
-            _keep_template(directory / "prefect.db")
         os.environ["PREFECT_API_URL"] = server.api_url
         try:
             with temporary_settings({PREFECT_API_URL: server.api_url}):

@@ -42,7 +42,9 @@ def test_a_full_disk_is_said_before_the_server_is_started(no_server: Path, monke
     assert started == []  # not 120 s of waiting for a server whose database cannot be written
 
 
-def test_a_server_that_does_not_start_is_its_last_exception_in_one_line(no_server: Path, monkeypatch) -> None:
+def test_a_server_that_does_not_start_is_its_last_exception_in_one_line(
+    no_server: Path, fake_migration, monkeypatch
+) -> None:
     said = (
         "Timed out while attempting to connect to ephemeral Prefect API server. Ephemeral server process exited "
         'with code 1. stderr: Traceback (most recent call last):\n  File "x.py", line 1, in commit\n'
@@ -65,7 +67,9 @@ def test_a_server_that_does_not_start_is_its_last_exception_in_one_line(no_serve
     assert "\n" not in str(info.value)
 
 
-def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(no_server: Path, monkeypatch) -> None:
+def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(
+    no_server: Path, fake_migration, monkeypatch
+) -> None:
     """Prefect stores task runs' start and end times (how long each private computation took): with the
     default run they are in a database of the run's own, in an owner-only directory, deleted at its end
     -- never in PREFECT_HOME's database, where a later server would show them."""
@@ -78,7 +82,9 @@ def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(no_serv
         seen.update(
             db=db, mode=db.parent.stat().st_mode & 0o777, analytics=os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"]
         )
-        db.write_bytes(b"task runs")  # what the server would store
+        with contextlib.closing(sqlite3.connect(db)) as con:  # what the server would store
+            con.execute("INSERT INTO task_run VALUES ('1')")
+            con.commit()
         self.running = True
 
     monkeypatch.setattr(SubprocessASGIServer, "start", start)
@@ -106,20 +112,50 @@ def test_a_database_the_operator_names_is_kept(no_server: Path, monkeypatch) -> 
         pass
     assert used == ["postgresql+asyncpg://prefect@db/prefect"]
     assert os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] == used[0]
+    assert not runtime._template_path().exists()  # neither made nor used
 
 
-def _fake_prefect_db(path: Path, runs: int = 0) -> None:
+def test_a_database_named_by_prefects_newer_setting_gets_no_template(no_server: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PREFECT_SERVER_DATABASE_CONNECTION_URL", "postgresql+asyncpg://prefect@db/prefect")
+    monkeypatch.setattr(SubprocessASGIServer, "start", lambda self, timeout=None: None)
+    monkeypatch.setattr(SubprocessASGIServer, "api_url", "http://127.0.0.1:1/api", raising=False)
+    monkeypatch.setattr(SubprocessASGIServer, "stop", lambda self: None)
+    migrations = []
+    monkeypatch.setattr(runtime.subprocess, "run", lambda *a, **kw: migrations.append(1))
+    with runtime.prefect_api():
+        pass
+    assert migrations == [] and not runtime._template_path().exists()
+
+
+def _fake_prefect_db(path: Path, table: str = "flow_run", rows: int = 0) -> None:
+    """A stand-in for a migrated Prefect database, with ``rows`` rows in ``table``."""
     with contextlib.closing(sqlite3.connect(path)) as con:
-        con.executescript("CREATE TABLE alembic_version (version_num TEXT); CREATE TABLE flow_run (id TEXT);")
-        con.execute("CREATE TABLE task_run (id TEXT)")
+        con.executescript(
+            "CREATE TABLE alembic_version (version_num TEXT); CREATE TABLE flow_run (id TEXT);"
+            "CREATE TABLE task_run (id TEXT); CREATE TABLE log (message TEXT); CREATE TABLE events (id TEXT);"
+        )
         con.execute("INSERT INTO alembic_version VALUES ('head')")
-        con.executemany("INSERT INTO flow_run VALUES (?)", [(str(i),) for i in range(runs)])
+        con.executemany(f"INSERT INTO {table} VALUES (?)", [(str(i),) for i in range(rows)])
         con.commit()
 
 
-def test_a_later_run_starts_from_the_empty_template_and_no_run_reaches_it(no_server: Path) -> None:
-    """The first run keeps its database as the server left it before any flow (migrated, empty) in
-    PREFECT_HOME; a later run starts from a copy (no migrations), and the template never holds a run."""
+@pytest.fixture
+def fake_migration(monkeypatch) -> list[Path]:
+    """Prefect's migrations replaced by a stand-in database; returns the databases they made."""
+    made = []
+
+    def run(cmd, env, **kw):
+        db = Path(env["PREFECT_API_DATABASE_CONNECTION_URL"].removeprefix("sqlite+aiosqlite:///"))
+        _fake_prefect_db(db)
+        made.append(db)
+
+    monkeypatch.setattr(runtime.subprocess, "run", run)
+    return made
+
+
+def test_a_later_run_starts_from_the_empty_template_and_no_run_reaches_it(no_server: Path, monkeypatch) -> None:
+    """The first run migrates its database before its server starts (no server, nothing of the run) and
+    keeps a copy in PREFECT_HOME; a later run starts from that copy; the template never holds a run."""
     from prefect import flow
 
     @flow
@@ -127,45 +163,55 @@ def test_a_later_run_starts_from_the_empty_template_and_no_run_reaches_it(no_ser
         return 1
 
     template = runtime._template_path()
-    assert not template.exists()
-    for _ in range(2):
+    migrations = []
+    real_run = runtime.subprocess.run
+    monkeypatch.setattr(runtime.subprocess, "run", lambda *a, **kw: migrations.append(1) or real_run(*a, **kw))
+    kept = None
+    for i in range(2):
         with runtime.prefect_api():
             db = Path(os.environ["PREFECT_API_DATABASE_CONNECTION_URL"].removeprefix("sqlite+aiosqlite:///"))
-            assert runtime._is_empty_database(template)  # kept at the start, before the flow below
+            assert runtime._is_empty_database(template)
+            kept = template.stat().st_mtime_ns if i == 0 else kept
             assert one() == 1
             with contextlib.closing(sqlite3.connect(db)) as con:  # the run is in the run's own database
                 assert con.execute("SELECT count(*) FROM flow_run").fetchone()[0] == 1
         assert runtime._is_empty_database(template) and template.stat().st_mode & 0o777 == 0o600
         assert not db.exists()
+    assert migrations == [1]  # the second run copied the template
+    assert template.stat().st_mtime_ns == kept  # and did not write it
 
 
-def test_a_template_with_a_run_in_it_is_not_used(no_server: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("table", "rows"), [("flow_run", 1), ("task_run", 1), ("log", 2), ("events", 1)])
+def test_a_template_with_anything_of_a_run_is_replaced(no_server, fake_migration, tmp_path, table, rows) -> None:
     template = runtime._template_path()
     template.parent.mkdir(parents=True)
-    _fake_prefect_db(template, runs=1)
-    assert not runtime._seed_database(tmp_path / "run.db")
-    assert not (tmp_path / "run.db").exists()
-    template.unlink()
-    _fake_prefect_db(template)
-    assert runtime._seed_database(tmp_path / "run.db") and runtime._is_empty_database(tmp_path / "run.db")
+    _fake_prefect_db(template, table, rows)
+    runtime._migrated_database(tmp_path / "run.db")
+    assert fake_migration == [tmp_path / "run.db"]  # migrated afresh, not copied
+    assert runtime._is_empty_database(tmp_path / "run.db") and runtime._is_empty_database(template)
 
 
-def test_a_template_the_server_cannot_start_on_is_dropped(no_server: Path, monkeypatch) -> None:
+def test_a_template_that_is_not_a_database_is_replaced(no_server, fake_migration, tmp_path) -> None:
     template = runtime._template_path()
     template.parent.mkdir(parents=True)
-    _fake_prefect_db(template)
-    starts = []
+    template.write_bytes(b"not sqlite")
+    runtime._migrated_database(tmp_path / "run.db")
+    assert fake_migration and runtime._is_empty_database(template)
 
-    def start(self, timeout=None):
-        db = Path(os.environ["PREFECT_API_DATABASE_CONNECTION_URL"].removeprefix("sqlite+aiosqlite:///"))
-        starts.append(db.exists())
-        if len(starts) == 1:
-            raise RuntimeError("alembic.util.exc.CommandError: Can't locate revision identified by 'head'")
 
-    monkeypatch.setattr(SubprocessASGIServer, "start", start)
-    monkeypatch.setattr(SubprocessASGIServer, "api_url", "http://127.0.0.1:1/api", raising=False)
-    monkeypatch.setattr(SubprocessASGIServer, "stop", lambda self: None)
-    with runtime.prefect_api():
-        pass
-    assert starts == [True, False]  # the copy, then a fresh database
-    assert not template.exists()  # the next run does not try it again
+def test_without_a_writable_home_the_run_migrates_its_own_database(no_server, fake_migration, tmp_path) -> None:
+    (tmp_path / "file").write_text("")
+    with temporary_settings({PREFECT_HOME: tmp_path / "file" / "home"}):  # under a file: cannot be made
+        runtime._migrated_database(tmp_path / "run.db")
+        assert not runtime._template_path().exists()
+    assert runtime._is_empty_database(tmp_path / "run.db")
+
+
+def test_a_failed_migration_leaves_the_database_to_the_server(no_server, monkeypatch, tmp_path) -> None:
+    def fail(cmd, env, **kw):
+        Path(env["PREFECT_API_DATABASE_CONNECTION_URL"].removeprefix("sqlite+aiosqlite:///")).write_bytes(b"half")
+        raise runtime.subprocess.CalledProcessError(1, cmd)
+
+    monkeypatch.setattr(runtime.subprocess, "run", fail)
+    runtime._migrated_database(tmp_path / "run.db")
+    assert not (tmp_path / "run.db").exists() and not runtime._template_path().exists()
