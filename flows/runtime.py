@@ -62,6 +62,7 @@ from prefect_dask import DaskTaskRunner
 
 from dpdist.exceptions import DPDistError
 from dpdist.flows.config import ClusterConfig, ConfigError, memory_limit_bytes
+from dpdist.flows.results import check_output
 from dpdist.pipelines.placement import LooseRestrictionRescue
 from dpdist.pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 from dpdist.utils.files import open_private
@@ -458,6 +459,7 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
             print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
         return stage(cfg, *args)
 
+    check_output(cfg)  # an output the results cannot be written to: refused before any work or charge
     # the stage's return value holds store paths and content hashes: never persisted by Prefect
     with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(_dashboard_link_template(cfg.cluster)):
         runner = task_runner(cfg.cluster, security)

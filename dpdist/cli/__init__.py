@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from dpdist.cli import budget, evaluate, ingest, ledger, models, run, select, synth, train
-from dpdist.cli._common import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from dpdist.cli._common import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, _prepared_out
 from dpdist.cli._logs import _logging, _one_line_warning
 from dpdist.exceptions import (
     SPACE_ERRNOS,
@@ -76,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.formatwarning = _one_line_warning
     os.environ.setdefault(operator_log.ON_ENV, "1")  # timings on this terminal (and its children's) only
     try:
-        return int(args.func(args))
+        with _prepared_out(args):  # an output that cannot be written: refused before anything is read or charged
+            return int(args.func(args))
     except KeyboardInterrupt:
         print("dpdist: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

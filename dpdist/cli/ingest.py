@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "need them, or --task regression, so that no record's label can recode the others)",
     )
     _common_args(p)
-    p.set_defaults(func=_ingest)
+    p.set_defaults(out_kind="store", func=_ingest)
 
 
 def _add_table_args(p: argparse.ArgumentParser) -> None:

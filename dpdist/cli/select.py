@@ -18,11 +18,11 @@ from dpdist.cli._common import (
     _progress_bar,
     _release_args,
     _release_key,
+    _write_out,
 )
 from dpdist.exceptions import ParameterError
 from dpdist.methods import BSS_RIDGE, bss_ridge, get, names
 from dpdist.privacy.accountant import Accountant
-from dpdist.utils.io import write_json_atomic
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
@@ -198,8 +198,7 @@ def _select(args: argparse.Namespace) -> int:
             f"{_charged_text(replayed, key, args.epsilon, args.delta, also, 'the selection')})"
         )
 
-    if args.out:
-        write_json_atomic(args.out, payload)
+    _write_out(args, payload)
     _emit(args, payload, human)
     return EXIT_OK
 

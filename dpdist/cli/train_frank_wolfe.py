@@ -22,10 +22,10 @@ from dpdist.cli._common import (
     _progress_bar,
     _release_key,
     _selected,
+    _write_out,
 )
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
-from dpdist.utils.io import write_json_atomic
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
@@ -100,8 +100,7 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
         payload.update(seconds=round(seconds, 4), seconds_per_iter=seconds / args.iters)
     if args.test_fraction > 0:
         payload.update(_held_out_metrics(args, model, coef, n_features, Xte, yte, acc, store.budget_id, key))
-    if args.out:
-        write_json_atomic(args.out, {**payload, "coef": coef})
+    _write_out(args, {**payload, "coef": coef})
     _emit(args, payload, lambda: _frank_wolfe_text(args, payload, acc, key, replayed))
     return EXIT_OK
 

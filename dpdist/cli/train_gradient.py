@@ -20,11 +20,11 @@ from dpdist.cli._common import (
     _progress_bar,
     _release_key,
     _selected,
+    _write_out,
 )
 from dpdist.exceptions import ParameterError
 from dpdist.methods import get, names
 from dpdist.privacy.accountant import Accountant
-from dpdist.utils.io import write_json_atomic
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,8 +91,7 @@ def _train_gradient(args: argparse.Namespace) -> int:
             eval_epsilon=args.eval_epsilon,
             eval_key=f"{key}/evaluation",
         )
-    if args.out:
-        write_json_atomic(args.out, {**payload, "coef": coef})
+    _write_out(args, {**payload, "coef": coef})
 
     def human() -> str:
         metric = _metric_text(payload)
