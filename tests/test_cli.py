@@ -539,3 +539,26 @@ def test_every_other_output_that_cannot_be_written_is_refused_before_the_work(ca
     assert [r.key for r in acc.history("h")] == ["sel"]
     code, _, err = run(capsys, "ingest", str(table), "--out", store, "--task", "regression", "--ledger", ledger)
     assert code == 2 and err.splitlines() == [f"dpdist: error: --out {store}: the store already exists; pass --force"]
+
+
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("empty.svm", b"", "no data rows"),
+        ("latin1.svm", "1 1:0.5\n-1 1:0.é\n".encode("latin-1"), ":2: malformed svmlight line"),
+        ("corrupt.svm.gz", b"not gzip", r"corrupt or truncated \(its gz data"),
+        ("wide.svm", b"1 1:0.5 3:0.1\n", ":1: a column index outside the model's 2 columns"),
+        ("latin1.csv", "a,b,y\n1,2,é\n".encode("latin-1"), r":2: byte 5 of the line .* not UTF-8"),
+    ],
+    ids=["empty", "latin1", "corrupt-gz", "too-wide", "latin1-table"],
+)
+def test_a_public_test_file_that_cannot_be_read_exits_2_in_one_line(capsys, tmp_path, name, data, says):
+    import re
+
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"indices": [0], "values": [1.0], "n_features": 2, "intercept": 0.0}))
+    (tmp_path / name).write_bytes(data)
+    code, out, err = run(capsys, "evaluate", str(model), "--public-test", str(tmp_path / name))
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"dpdist: error: {tmp_path / name}") and re.search(says, line), line
