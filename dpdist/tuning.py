@@ -332,7 +332,7 @@ class PrivateSearch(BaseEstimator):
         for _ in range(runs):
             i = int(rng.integers(len(cands)))
             c = cands[i]
-            Xc, yc = c._prepare(X[~val]), c._target(y_fit[~val])
+            Xc, yc = c._prepare(X)[~val], c._target(y_fit[~val])  # per record: a side may be empty
             model = c._released(Xc, yc, n_train, c.privacy_charge(n_train, scale), rng, None, extra)
             score = self._score(c, model, X[val], y_fit[val]) + rng.laplace(scale=self._score_scale(c) * scale)
             score = score if np.isfinite(score) else -np.inf  # one total order, whatever a model's margins
@@ -349,6 +349,13 @@ class PrivateSearch(BaseEstimator):
 
     @staticmethod
     def _score(c: GradientModel, model: dict[str, Any], X: Matrix, y: np.ndarray) -> float:
+        """The un-noised score of ``model`` on the validation side ``(X, y)``: a sum of one term per
+        record, each within [0, 1] (a correct prediction) or [-(2 y_bound)^2, 0] (minus a clipped squared
+        error). An empty side scores the empty sum, 0: the side's content changes the score by at most
+        the sensitivity per record added or removed, whatever the side holds -- an empty side included --
+        so the Laplace score's guarantee holds, and which side is empty is never an outcome of its own."""
+        if X.shape[0] == 0:
+            return 0.0
         est = type(c).from_release(model, **c.get_params())
         margins = est._margins(X)
         if c._loss == "logistic":

@@ -184,3 +184,13 @@ def test_an_interval_around_an_unclipped_auc_above_one_holds_the_released_one() 
     assert _around(-0.4, -0.4 + 0.02 * rng.normal(size=2000), (0.0, 1.0)) == [0.0, 0.0]
     lo, hi = _around(1.02, 1.02 + 0.1 * rng.normal(size=2000), (0.0, 1.0))
     assert lo < 1.0 == hi
+
+
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_an_empty_held_out_side_is_evaluated_not_failed(task) -> None:
+    """The keyed split leaves no held-out record with probability (1 - test_fraction)^n: a gradient model's
+    metrics on no rows are their noise alone, released as on any other held-out side (scikit-learn's
+    row normalisation refused no rows: the release failed, a failure the data made)."""
+    model = {"indices": [0], "values": [1.0], "intercept": 0.0, "n_features": 3, "row_norm": "l2"}
+    out = PrivateEvaluation(task, 0.5, random_state=0).evaluate_model(model, sp.csr_matrix((0, 3)), np.zeros(0))
+    assert out["private"] and "rows" in out and ("accuracy" in out if task == "binary" else "mse" in out)

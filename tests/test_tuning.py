@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -91,3 +92,44 @@ def test_bad_grids_are_refused(data):
         PrivateSearch([]).fit(X, y)
     with pytest.raises(ParameterError, match="validation_fraction"):
         PrivateSearch(small_grid(), validation_fraction=0.7).fit(X, y)
+
+
+def _key_with(X, y, fraction, empty):
+    """A split key under which the search's keyed split leaves its ``empty`` side with no record."""
+    from dpdist.data.split import record_sides
+
+    for i in range(256):
+        key = bytes([i]) * 32
+        val = record_sides(X, np.where(y == 1.0, 1.0, -1.0), key, fraction)
+        if (empty == "validation" and not val.any()) or (empty == "training" and val.all()):
+            return key
+    raise AssertionError("no such key")
+
+
+@pytest.mark.parametrize("empty, fraction", [("validation", 0.1), ("training", 0.49)])
+@pytest.mark.parametrize("grid", ["dp-sgd", "select-train"])
+def test_a_search_whose_validation_or_training_side_is_empty_releases(tmp_path, empty, fraction, grid):
+    """Which side a record falls on depends on the data (P(no validation record) = 0.9^n): an empty side
+    is scored as its defined value (the empty sum, 0) and trained on as it is (no rows: noise only), so
+    the search releases, as on any other data, never a failure the data made."""
+    X = sp.csr_matrix(np.array([[0.5, 0.1, 0.0], [0.2, -0.3, 0.1], [0.1, 0.4, -0.2]]))
+    y = np.array([1.0, 0.0, 1.0])
+    cand = DPSGDClassifier(epochs=1, batch_size=2) if grid == "dp-sgd" else SelectTrainClassifier(k=1, epochs=1)
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("d", 10.0, 1e-6)
+    search = PrivateSearch([cand], epsilon=2.0, n_records=3, classes=[0.0, 1.0], validation_fraction=fraction)
+    search.fit(X, y, acc, "d", key="s", split_key=_key_with(X, y, fraction, empty))
+    (rec,) = acc.history("d")
+    assert rec.key == "s" and rec.mechanism == "private-search"
+    assert json.loads(rec.result)["validation_score"] == search.validation_score_  # released, not a failure
+    assert math.isfinite(search.validation_score_) and search.predict(X).shape == (3,)
+
+
+def test_an_empty_validation_side_scores_the_empty_sum():
+    for cand in (DPSGDClassifier(), DPSGDRegressor()):
+        model = {"indices": [0], "values": [1.0], "intercept": 0.0, "n_features": 3, "row_norm": "l2"}
+        if cand._loss == "logistic":
+            model["classes"] = [0.0, 1.0]
+        assert PrivateSearch._score(cand, model, sp.csr_matrix((0, 3)), np.zeros(0)) == 0.0
+        one = PrivateSearch._score(cand, model, sp.csr_matrix(np.array([[1.0, 0.0, 0.0]])), np.array([1.0]))
+        assert abs(one - 0.0) <= (1.0 if cand._loss == "logistic" else (2.0 * cand.y_bound) ** 2)  # the sensitivity
