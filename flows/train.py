@@ -112,7 +112,8 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
                 )
                 return fit_on_solver(client, job)
 
-            run_display.work(f"train {method} at epsilon={eps:g}")  # its iterations follow from the worker
+            # its iterations follow from the worker; no clock for the private search (its duration is secret)
+            run_display.work(f"train {method} at epsilon={eps:g}", timed=get(method).family != "search")
             charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, dataset, charge, key, compute, params)

@@ -562,3 +562,46 @@ def test_a_public_test_file_that_cannot_be_read_exits_2_in_one_line(capsys, tmp_
     assert code == 2 and out == ""
     [line] = err.splitlines()
     assert line.startswith(f"dpdist: error: {tmp_path / name}") and re.search(says, line), line
+
+
+def test_timings_reach_the_terminal_only_with_v_and_never_the_searchs(capsys, tmp_path, monkeypatch):
+    """A private fit's duration is shown only when the operator asks (-v), best subset's included; the
+    private search's never (its duration tells its number of runs): not on the terminal, not in the
+    operator log, not in the ledger, the model or the JSON result."""
+    import re
+
+    import numpy as np
+
+    from dpdist.data.store import open_store, write_store
+    from dpdist.data.synthetic import write_synthetic
+    from dpdist.utils import operator_log
+
+    monkeypatch.setenv(operator_log.ON_ENV, "")  # not asked (main sets it with -v; undone after the test)
+    monkeypatch.setenv(operator_log.FILE_ENV, str(tmp_path / "operator.log"))
+    ledger = str(tmp_path / "l.sqlite")
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 120)) * (rng.random((300, 120)) < 0.1)
+    write_store(tmp_path / "s", X, np.where(X[:, 0] > 0, 1.0, -1.0), task="binary", labels=[-1.0, 1.0])
+    write_synthetic("bss", tmp_path / "b", seed=1, n=500, d=10, s=2)
+    for s in ("s", "b"):
+        Accountant(ledger).init_budget(open_store(tmp_path / s).budget_id, 50.0, 1e-5, name=s)
+    timed = re.compile(r"\(operator only\)|\d\.\d+ s\b")
+    sis = ["select", str(tmp_path / "s"), "--method", "dp-sis", "--k", "2", "--epsilon", "1", "--clip"]
+    bss = ["select", str(tmp_path / "b"), "--method", "bss-top-r", "--k", "2", "--epsilon", "4", "--clip"]
+    for argv in (sis, bss):
+        monkeypatch.setenv(operator_log.ON_ENV, "")  # (a command is a process of its own: -v's setting ends)
+        code, _, err = run(capsys, *argv, "--ledger", ledger, "--fresh")
+        assert code == 0 and not timed.search(err), err  # not asked: no duration
+        code, _, err = run(capsys, *argv, "--ledger", ledger, "--fresh", "-v")
+        assert code == 0 and re.search(rf"operator only\): {argv[3]}: \d+\.\d\d s", err), err  # asked: shown
+    before = (tmp_path / "operator.log").read_text()
+    out = tmp_path / "m.json"
+    tune = ["train", str(tmp_path / "s"), "--tune", "--epsilon", "2", "--n-records", "300", "--out", str(out)]
+    code, printed, err = run(capsys, *tune, "--ledger", ledger, "--json", "-v")
+    assert code == 0, err
+    assert not timed.search(err) and (tmp_path / "operator.log").read_text() == before  # never the search's
+    records = [h for h in Accountant(ledger).history(open_store(tmp_path / "s").budget_id) if h.key.startswith("train")]
+    assert [h.mechanism for h in records] == ["private-search", "evaluation/binary"]
+    for body in (printed, out.read_text(), *(h.result for h in records), *(h.params or "" for h in records)):
+        assert not re.search(r"second|duration|elapsed|took|runs_", body), body
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", h.time) for h in records)  # a date, not a time of day

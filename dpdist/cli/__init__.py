@@ -74,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import warnings
 
         warnings.formatwarning = _one_line_warning
-    os.environ.setdefault(operator_log.ON_ENV, "1")  # timings on this terminal (and its children's) only
+    if args.verbose:  # timings of private work on this terminal (and its children's), when the operator asks
+        os.environ[operator_log.ON_ENV] = "1"
     try:
         with _prepared_out(args):  # an output that cannot be written: refused before anything is read or charged
             return int(args.func(args))

@@ -259,12 +259,13 @@ def _dataset(acc: Accountant, ref: str) -> str:
 
 @contextlib.contextmanager
 def _progress_bar(
-    args: argparse.Namespace, what: str, total: float | None, count: bool = False
+    args: argparse.Namespace, what: str, total: float | None, count: bool = False, private: bool = True
 ) -> Iterator[ProgressUpdate]:
     """A progress bar on stderr when it is a terminal (and not --json); silent otherwise.
 
     Yields ``update(done)``; ``total`` is in bytes, or in items (``count``: shown as "done/total").
-    The bar is the operator's own view of their data (never a release).
+    The bar is the operator's own view of their data (never a release); its clock, for ``private``
+    work (a fit, a selection: its duration is a function of the data), only with ``-v``.
     """
     if args.json or not sys.stderr.isatty():
 
@@ -277,7 +278,7 @@ def _progress_bar(
     from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     amount = MofNCompleteColumn() if count else DownloadColumn() if total else TextColumn("")
-    columns = [TextColumn(what), BarColumn(), amount, TimeElapsedColumn()]
+    columns = [TextColumn(what), BarColumn(), amount, *([TimeElapsedColumn()] if args.verbose or not private else [])]
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(what, total=total)
 

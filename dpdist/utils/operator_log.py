@@ -8,12 +8,16 @@ goes here instead:
 
 * to the standard error of the process that measured it (the terminal of ``dpdist``; a local
   Dask worker's is the run's terminal too, a SLURM worker's is its job's output file), when
-  ``$DPDIST_TIMINGS`` is set -- the ``dpdist`` command sets it for itself and its children; a
-  library user's fits stay silent, as scikit-learn's do;
+  ``$DPDIST_TIMINGS`` is set -- ``dpdist -v`` sets it for itself and its children (timings are
+  the operator's to ask for); a library user's fits stay silent, as scikit-learn's do;
 * and, when ``$DPDIST_OPERATOR_LOG`` names a file, appended to it (created owner-only).
 
 The logger does not propagate: no handler attached to the root logger (Prefect's included)
 sees its records.
+
+A release whose duration reveals a secret of its own guarantee (:data:`SECRET_DURATION`: the
+private search, whose duration tells how many runs it made, ``dpdist.tuning``) is never timed,
+not even here: nor is a sum of durations that holds it (a run's step, its running total).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ import sys
 
 from dpdist.utils.files import open_private
 
-__all__ = ["FILE_ENV", "ON_ENV", "timing"]
+__all__ = ["FILE_ENV", "ON_ENV", "SECRET_DURATION", "timing"]
 
 FILE_ENV = "DPDIST_OPERATOR_LOG"
 ON_ENV = "DPDIST_TIMINGS"
+# the mechanisms (``Charge.mechanism``) whose duration is a secret their guarantee assumes: never timed
+SECRET_DURATION = frozenset({"private-search"})
 _LOGGER = logging.getLogger("dpdist.operator")
 _LOGGER.propagate = False
 _LOGGER.setLevel(logging.INFO)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import ssl
@@ -203,3 +204,20 @@ def prefect_cli(
 def ledger_keys(tmp: Path) -> list[str]:
     acc = Accountant(tmp / "ledger.sqlite")
     return [r.key for s in acc.datasets() for r in acc.history(s.dataset)]
+
+
+def stored_logs(url: str) -> list[dict]:
+    """Every log line the Prefect server stored (read back through its API, as its UI shows them)."""
+    logs: list[dict] = []
+    while True:
+        req = urllib.request.Request(
+            f"{url}/logs/filter",
+            method="POST",
+            headers={"Content-Type": "application/json"},
+            data=json.dumps({"limit": 200, "offset": len(logs)}).encode(),
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            page = json.loads(resp.read())
+        logs += page
+        if len(page) < 200:
+            return logs
