@@ -26,19 +26,24 @@ measured: there the rule is a guess, and the two learners stay available by name
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, GradientRegressorMixin, Progress
+from dpdist.gradient_models.base import (
+    GradientClassifierMixin,
+    GradientModel,
+    GradientRegressorMixin,
+    Progress,
+    SteppedModel,
+)
 from dpdist.gradient_models.select_train import SelectTrainClassifier, SelectTrainRegressor
 from dpdist.gradient_models.sgd import DPSGDClassifier, DPSGDRegressor
 from dpdist.privacy.loss import Charge
 from dpdist.solvers.dp_sgd import dp_sgd
 from dpdist.utils.random import RandomState
-from dpdist.utils.validation import check_count
+from dpdist.utils.validation import AtLeast, check_count
 
 __all__ = ["AutoClassifier", "AutoRegressor"]
 
@@ -50,9 +55,10 @@ class _Auto(GradientModel):
 
     mechanism = "auto"
     row_norm = "l2"  # both learners' default (cosine-normalised rows)
-    _pair: tuple[type[GradientModel], type[GradientModel]]
+    _pair: tuple[type[SteppedModel], type[SteppedModel]]
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"screen_noise_limit": [AtLeast(0.0, finite=False)]}
 
-    def _learners(self) -> tuple[GradientModel, GradientModel]:
+    def _learners(self) -> tuple[SteppedModel, SteppedModel]:
         """(select-then-train, DP-SGD) at their defaults and this learner's budget, count and labels
         (kept while the parameters stay: their noise calibrations are cached on them)."""
         params = {k: v for k, v in self.get_params().items() if k != "screen_noise_limit"}
@@ -63,14 +69,11 @@ class _Auto(GradientModel):
             cache[key] = (self._pair[0](**params), self._pair[1](**params))
         return cache[key]
 
-    def _validate(self) -> None:
-        limit = self.screen_noise_limit
-        if isinstance(limit, bool) or not isinstance(limit, (int, float, np.integer, np.floating)) or not limit >= 0:
-            raise ParameterError(f"screen_noise_limit must be a number >= 0, got {limit!r}")
+    def _check_params(self) -> None:
         for learner in self._learners():
-            learner._validate()
+            learner.check_params()
 
-    def chosen(self, n_public: int) -> GradientModel:
+    def chosen(self, n_public: int) -> SteppedModel:
         """The learner a fit on ``n_public`` (public) records runs: select-then-train when its
         screening's noise sigma is at most ``screen_noise_limit`` n~, DP-SGD otherwise. A function of
         n~ and the parameters alone (not of the width: every charge of this fit -- the CLI's and the
@@ -83,14 +86,13 @@ class _Auto(GradientModel):
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         return self.chosen(n_public)._steps(n_public)
 
-    def privacy_charge(self, n_public: int, noise_scale: float = 1.0) -> Charge:
-        self._validate()
+    def _scaled_charge(self, n_public: int, noise_scale: float) -> Charge:
         inner = self.chosen(n_public)
-        charge = inner.privacy_charge(n_public, noise_scale)
+        charge = inner.privacy_charge(n_public, noise_scale=noise_scale)
         return Charge(charge.loss, f"{self.mechanism}/{self._loss}", {**charge.details, "learner": inner.mechanism})
 
-    def _released(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, charge: Charge, *args: Any) -> dict[str, Any]:
-        return {**super()._released(X, y, n_public, charge, *args), "learner": charge.details["learner"]}
+    def release_on(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, charge: Charge, *args: Any) -> dict[str, Any]:
+        return {**super().release_on(X, y, n_public, charge, *args), "learner": charge.details["learner"]}
 
     def _train(
         self,
@@ -109,7 +111,7 @@ class _Auto(GradientModel):
             # no more columns than k: nothing to screen. Its DP-SGD phase runs on every column; the
             # screening's share is charged and not spent (the charge's Renyi curve, the screening's
             # zCDP composed with this DP-SGD's, is above the curve of what runs).
-            return dp_sgd(X, y, inner._sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+            return dp_sgd(X, y, inner.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
         return inner._train(X, y, n_public, noise, rng, progress)
 
 
@@ -132,6 +134,7 @@ class AutoClassifier(GradientClassifierMixin, _Auto):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         screen_noise_limit: float = SCREEN_NOISE_LIMIT,
@@ -140,13 +143,13 @@ class AutoClassifier(GradientClassifierMixin, _Auto):
         classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.screen_noise_limit = epsilon, delta, screen_noise_limit
-        self.n_records, self.count_epsilon, self.classes, self.random_state = (
-            n_records,
-            count_epsilon,
-            classes,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.screen_noise_limit = screen_noise_limit
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.classes = classes
+        self.random_state = random_state
 
 
 class AutoRegressor(GradientRegressorMixin, _Auto):
@@ -158,6 +161,7 @@ class AutoRegressor(GradientRegressorMixin, _Auto):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         screen_noise_limit: float = SCREEN_NOISE_LIMIT,
@@ -166,10 +170,10 @@ class AutoRegressor(GradientRegressorMixin, _Auto):
         y_bound: float = 1.0,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.screen_noise_limit = epsilon, delta, screen_noise_limit
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
-            n_records,
-            count_epsilon,
-            y_bound,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.screen_noise_limit = screen_noise_limit
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.y_bound = y_bound
+        self.random_state = random_state

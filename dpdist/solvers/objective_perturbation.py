@@ -61,22 +61,22 @@ only the solve's time could show it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dpdist.base import PrivateEstimator
 from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_delta, check_epsilon, check_positive
+from dpdist.utils.validation import Between, Delta, Epsilon, Options, Positive
 
 __all__ = ["LOSSES", "MIN_TOLERANCE", "ObjectivePerturbation"]
 
@@ -151,7 +151,7 @@ def _refine_trust_region(
     return theta, nu
 
 
-class ObjectivePerturbation(BaseEstimator):
+class ObjectivePerturbation(PrivateEstimator):
     """Private linear or logistic regression on few features by objective perturbation.
 
     ``tolerance`` (logistic only) is the public bound r on the distance between the released
@@ -163,8 +163,20 @@ class ObjectivePerturbation(BaseEstimator):
     {-1, +1}, else the two labels seen), ``predict`` the class on X theta's side.
     """
 
+    mechanism = "objective_perturbation"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "loss": [Options(*LOSSES)],
+        "epsilon": [Epsilon()],
+        "delta": [Delta()],
+        "tolerance": [Positive()],  # and at least MIN_TOLERANCE (_check_params)
+        "output_fraction": [Between(0.0, 1.0)],
+        "random_state": "no_validation",
+        "classes": "no_validation",  # _binary_target
+    }
+
     def __init__(
         self,
+        *,
         loss: str = "squared",
         epsilon: float = 1.0,
         delta: float = 0.0,
@@ -173,22 +185,20 @@ class ObjectivePerturbation(BaseEstimator):
         random_state: RandomState = None,
         classes: Any = None,
     ) -> None:
-        self.loss, self.epsilon, self.delta, self.tolerance = loss, epsilon, delta, tolerance
-        self.output_fraction, self.random_state, self.classes = output_fraction, random_state, classes
+        self.loss = loss
+        self.epsilon = epsilon
+        self.delta = delta
+        self.tolerance = tolerance
+        self.output_fraction = output_fraction
+        self.random_state = random_state
+        self.classes = classes
 
-    def _validate(self) -> None:
-        if self.loss not in LOSSES:
-            raise ParameterError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_positive(self.tolerance, "tolerance")
+    def _check_params(self) -> None:
         if float(self.tolerance) < MIN_TOLERANCE:
             raise ParameterError(
                 f"tolerance must be >= {MIN_TOLERANCE:g}: below it rounding can keep the certificate out of "
                 f"reach (got {self.tolerance!r})"
             )
-        if not 0.0 < float(self.output_fraction) < 1.0:
-            raise ParameterError(f"output_fraction must lie in (0, 1), got {self.output_fraction!r}")
 
     @property
     def _eps_output(self) -> float:
@@ -201,7 +211,7 @@ class ObjectivePerturbation(BaseEstimator):
     @property
     def privacy_loss(self) -> PrivacyLoss:
         """eps1 (objective) + eps2 (output noise, logistic): pure epsilon-DP, or (epsilon, delta)."""
-        self._validate()
+        self.check_params()
         first = (
             PrivacyLoss.approx(self._eps_objective, self.delta)
             if self.delta > 0
@@ -211,11 +221,11 @@ class ObjectivePerturbation(BaseEstimator):
             return first
         return PrivacyLoss.compose(first, PrivacyLoss.pure(self._eps_output))
 
-    def privacy_charge(self) -> Charge:
-        return Charge(self.privacy_loss, f"objective_perturbation/{self.loss}")
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
+        return Charge(self.privacy_loss, f"{self.mechanism}/{self.loss}")
 
     def release_params(self) -> dict:
-        self._validate()
+        self.check_params()
         return {
             "loss": self.loss,
             "epsilon": float(self.epsilon),
@@ -275,10 +285,10 @@ class ObjectivePerturbation(BaseEstimator):
         """The private minimiser. It charges nothing itself: call it inside a charged release
         (:func:`dpdist.selection.two_stage.fit_on_support` charges an accountant first), or inside
         ``dpdist.unaccounted()`` for an experiment; anywhere else it refuses."""
-        self._validate()
+        self.check_params()
         require_accountant(self)
         logistic = self.loss == "logistic"
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=not logistic)
+        X, y = self._check_data(X, y, None, accept_sparse="csr", dtype=np.float64, y_numeric=not logistic)
         X = sp.csr_matrix(X).toarray() if sp.issparse(X) else X
         s = X.shape[1]
         rng = check_random_state(self.random_state)

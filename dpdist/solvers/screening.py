@@ -139,6 +139,7 @@ __all__ = [
     "rule_scores",
     "schedule_mask",
     "scores_at",
+    "screening_budget",
     "screening_plan",
     "seed_sensitivity",
     "sensitivity",
@@ -291,7 +292,8 @@ class ScreeningPlan:
         }
 
 
-def _budget(epsilon: float | None, delta: float | None, rho: float | None) -> tuple:
+def screening_budget(epsilon: float | None, delta: float | None, rho: float | None) -> tuple:
+    """(eps2, delta2, None) or (None, None, rho): the screening's budget, checked (ParameterError naming it)."""
     if rho is not None:
         if epsilon is not None:
             raise ParameterError("give screen_epsilon/screen_delta or screen_rho, not both")
@@ -339,7 +341,7 @@ def screening_plan(
             "(the score's sensitivity grows as sqrt(n_max); see dpdist.solvers.screening)"
         )
     y_bound = check_positive(y_bound, "y_bound")
-    eps, dlt, rho = _budget(epsilon, delta, rho)
+    eps, dlt, rho = screening_budget(epsilon, delta, rho)
     Delta, R, Bmax = sensitivity(rule, loss, lam, y_bound, n_max)
     coef = np.array([ca, kr_mu, ba, bu, bg, cr, R, Bmax, lam])
     at = dlt if dlt is not None else standalone_delta

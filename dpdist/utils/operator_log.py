@@ -15,9 +15,10 @@ goes here instead:
 The logger does not propagate: no handler attached to the root logger (Prefect's included)
 sees its records.
 
-A release whose duration reveals a secret of its own guarantee (:data:`SECRET_DURATION`: the
-private search, whose duration tells how many runs it made, ``dpdist.tuning``) is never timed,
-not even here: nor is a sum of durations that holds it (a run's step, its running total).
+A release whose duration reveals a secret of its own guarantee (a method the registry flags
+``secret_duration``: the private search, whose duration tells how many runs it made,
+``dpdist.tuning``) is never timed, not even here: nor is a sum of durations that holds it (a run's
+step, its running total: ``dpdist.flows.release.SECRET_DURATION``).
 """
 
 from __future__ import annotations
@@ -28,12 +29,10 @@ import sys
 
 from dpdist.utils.files import open_private
 
-__all__ = ["FILE_ENV", "ON_ENV", "SECRET_DURATION", "timing"]
+__all__ = ["FILE_ENV", "ON_ENV", "timing"]
 
 FILE_ENV = "DPDIST_OPERATOR_LOG"
 ON_ENV = "DPDIST_TIMINGS"
-# the mechanisms (``Charge.mechanism``) whose duration is a secret their guarantee assumes: never timed
-SECRET_DURATION = frozenset({"private-search"})
 _LOGGER = logging.getLogger("dpdist.operator")
 _LOGGER.propagate = False
 _LOGGER.setLevel(logging.INFO)

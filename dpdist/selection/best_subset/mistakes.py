@@ -91,7 +91,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -102,7 +102,7 @@ from dpdist.selection.best_subset.iht import iht_unit, local_search
 from dpdist.selection.best_subset.oa import MasterJob, drop_sets, master_unit, oracle_for, solve_master
 from dpdist.selection.best_subset.objective import Problem
 from dpdist.selection.best_subset.samplers import log_comb, mistakes_sample
-from dpdist.utils.validation import check_delta, check_positive
+from dpdist.utils.validation import Options, Positive, check_delta
 
 __all__ = ["BSSMistakesSelector", "BucketJob", "Buckets", "bucket_unit", "center_and_gap", "mistakes_buckets"]
 
@@ -245,9 +245,16 @@ class BSSMistakesSelector(BSSSelectorBase):
     """
 
     mechanism = "bss/mistakes-ptr"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "delta": "no_validation",  # with mode "ptr" only (_check_params)
+        "ptr_fraction": "no_validation",
+        "horizon": [Positive()],
+        "mode": [Options(*MODES)],
+    }
 
     def __init__(
         self,
+        *,
         s: int = 5,
         epsilon: float = 1.0,
         delta: float = 1e-6,
@@ -264,28 +271,24 @@ class BSSMistakesSelector(BSSSelectorBase):
         nonprivate_time_limit: float | None = None,
         random_state: Any = None,
     ) -> None:
-        super().__init__(
-            s=s,
-            epsilon=epsilon,
-            loss=loss,
-            r=r,
-            ridge=ridge,
-            x_bound=x_bound,
-            y_bound=y_bound,
-            bounds=bounds,
-            tol=tol,
-            nonprivate_time_limit=nonprivate_time_limit,
-            random_state=random_state,
-        )
+        self.s = s
+        self.epsilon = epsilon
         self.delta = delta
+        self.loss = loss
+        self.r = r
+        self.ridge = ridge
+        self.x_bound = x_bound
+        self.y_bound = y_bound
+        self.bounds = bounds
+        self.tol = tol
         self.ptr_fraction = ptr_fraction
         self.horizon = horizon
         self.mode = mode
+        self.nonprivate_time_limit = nonprivate_time_limit
+        self.random_state = random_state
 
-    def _validate_extra(self) -> None:
-        if self.mode not in MODES:
-            raise ParameterError(f"mode must be one of {MODES}, got {self.mode!r}")
-        check_positive(self.horizon, "horizon")
+    def _check_params(self) -> None:
+        super()._check_params()
         if self.mode == "ptr":
             delta = check_delta(self.delta)
             if not 0.0 < delta < 0.5:
@@ -293,12 +296,11 @@ class BSSMistakesSelector(BSSSelectorBase):
             if not 0.0 < float(self.ptr_fraction) < 1.0:
                 raise ParameterError(f"ptr_fraction must lie in (0, 1), got {self.ptr_fraction!r}")
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What ``fit`` charges: (epsilon, delta)-DP (propose-test-release has no stronger form).
 
         Paper mode has no guarantee to charge and raises ParameterError.
         """
-        self._validate()
         if self.mode == "paper":
             raise ParameterError(
                 "mode='paper' (the paper's unchecked mistakes method) has no privacy guarantee; "
@@ -319,7 +321,7 @@ class BSSMistakesSelector(BSSSelectorBase):
         eps1, _ = self.rates(1.0)
         return 1.0 + 4.0 * self.tol + math.log(1.0 / (2.0 * self.delta)) / eps1
 
-    def _release(self, executor: Any, rng: np.random.Generator) -> Support:
+    def _mechanism(self, executor: Any, rng: np.random.Generator) -> Support:
         meta = executor.meta
         tau = self.tol * meta.delta
         eps1, scale = self.rates(meta.delta)

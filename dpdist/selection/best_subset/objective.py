@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.defaults import bss_ridge
 from dpdist.exceptions import ParameterError
-from dpdist.methods import bss_ridge
 from dpdist.utils.validation import check_count, check_positive
 
 __all__ = ["BOUND_MODES", "LOSSES", "Problem", "make_problem", "sensitivity", "store_problem"]
@@ -217,7 +217,7 @@ def make_problem(
         raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {bounds!r}")
     s = check_count(s, "s")
     r = check_positive(r, "r")
-    # None: the loss's default (dpdist.methods.BSS_RIDGE); the OA relaxation's z_j = 0 gradient divides by it
+    # None: the loss's default (dpdist.defaults.BSS_RIDGE); the OA relaxation's z_j = 0 gradient divides by it
     ridge = check_positive(bss_ridge(loss) if ridge is None else ridge, "ridge")
     x_bound = check_positive(x_bound, "x_bound")
     y_bound = check_positive(y_bound, "y_bound")

@@ -264,6 +264,7 @@ class BSSTopRSelector(BSSSelectorBase):
 
     def __init__(
         self,
+        *,
         s: int = 5,
         epsilon: float = 1.0,
         loss: str = "squared",
@@ -276,21 +277,19 @@ class BSSTopRSelector(BSSSelectorBase):
         nonprivate_time_limit: float | None = None,
         random_state: Any = None,
     ) -> None:
-        super().__init__(
-            s=s,
-            epsilon=epsilon,
-            loss=loss,
-            r=r,
-            ridge=ridge,
-            x_bound=x_bound,
-            y_bound=y_bound,
-            bounds=bounds,
-            tol=tol,
-            nonprivate_time_limit=nonprivate_time_limit,
-            random_state=random_state,
-        )
+        self.s = s
+        self.epsilon = epsilon
+        self.loss = loss
+        self.r = r
+        self.ridge = ridge
+        self.x_bound = x_bound
+        self.y_bound = y_bound
+        self.bounds = bounds
+        self.tol = tol
+        self.nonprivate_time_limit = nonprivate_time_limit
+        self.random_state = random_state
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
 
         The sampled distribution is an exponential mechanism on a monotone utility within
@@ -299,10 +298,9 @@ class BSSTopRSelector(BSSSelectorBase):
         utilities' differences lie in an interval of width Delta + 4 tau), which is the
         bounded-range property (Durfee and Rogers 2019).
         """
-        self._validate()
         return Charge(PrivacyLoss.bounded_range(float(self.epsilon)), self.mechanism, covered=self.covered)
 
-    def _release(self, executor: Any, rng: np.random.Generator) -> Support:
+    def _mechanism(self, executor: Any, rng: np.random.Generator) -> Support:
         meta = executor.meta
         tau = self.tol * meta.delta
         lst = top_r_list(executor, tau, self.nonprivate_time_limit)  # all solver work first; no noise drawn yet
