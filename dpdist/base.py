@@ -123,6 +123,9 @@ class PrivateEstimator(BaseEstimator):
     def _check_params(self) -> None:
         """The relations between parameters (each one alone is declared in ``_parameter_constraints``)."""
 
+    def check_width(self, n_features: int) -> None:
+        """Check the parameters that depend on the (public) number of features, before any charge."""
+
     # ------------------------------------------------------------------ charges
 
     def privacy_charge(self, n_public: int | None = None, n_features: int | None = None) -> Charge:

@@ -225,6 +225,10 @@ class PrivateSearch(PrivateEstimator):
     def _check_params(self) -> None:
         self._candidates()
 
+    def check_width(self, n_features: int) -> None:
+        for c in self._candidates():  # every candidate may run
+            c.check_width(n_features)
+
     @property
     def _mean(self) -> float:
         """The mean number of runs: ``mean_runs``, by default 2.5 per candidate (each candidate is then
@@ -313,6 +317,7 @@ class PrivateSearch(PrivateEstimator):
         cands = self._candidates()
         ledger = charged_to(accountant, dataset)
         X, y_fit, extra = self._targets(cands, X, y, accountant)
+        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
         rng = check_random_state(self.random_state)
         key = self._release_key(key)
         n_public = self._public_count(X.shape[0], ledger, key, rng)

@@ -104,6 +104,7 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
 
             # its iterations follow from the worker; no clock for the private search (its duration is secret)
             run_display.work(f"train {method} at epsilon={eps:g}", timed=not entry.secret_duration)
+            train_model(cfg, train_store["task"], method, eps, n_records).check_width(n_features)  # before the charge
             charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, dataset, charge, key, compute, params)

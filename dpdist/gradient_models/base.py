@@ -85,9 +85,6 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
 
     # ------------------------------------------------------------------ parameters
 
-    def _check_width(self, n_features: int) -> None:
-        """Parameters that depend on the (public) number of features."""
-
     @abstractmethod
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         """(sampling rate q, steps T, normaliser B) of the training phase for a public count."""
@@ -167,7 +164,7 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
         rng = check_random_state(self.random_state)
         key = self._release_key(key)
         Xp, yp = self.map_records(X, y)
-        self._check_width(int(Xp.shape[1]))  # the public width: before anything is charged
+        self.check_width(int(Xp.shape[1]))  # the public width: before anything is charged
         n_public = self._public_count(Xp.shape[0], ledger, key, rng)
         assert n_public is not None
         charge = self.privacy_charge(n_public)

@@ -28,7 +28,7 @@ class _IHT(SteppedModel):
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         return 1.0, int(self.max_iter), float(n_public)
 
-    def _check_width(self, n_features: int) -> None:
+    def check_width(self, n_features: int) -> None:
         if self.s >= n_features:
             raise ParameterError(f"s={self.s} must be smaller than the number of features ({n_features})")
 

@@ -45,7 +45,7 @@ class _SelectTrain(SteppedModel):
         q = min(1.0, self.batch_size / n_public)
         return q, max(1, int(round(self.epochs / q))), q * n_public
 
-    def _check_width(self, n_features: int) -> None:
+    def check_width(self, n_features: int) -> None:
         if self.k >= n_features:
             raise ParameterError(f"k={self.k} must be smaller than the number of features ({n_features})")
 

@@ -226,8 +226,7 @@ def make_problem(
     n, p = X.shape
     if s >= p:
         raise ParameterError(f"s must be smaller than the number of features p (n_features = {p}), got s={s}")
-    if n < 1:
-        raise ParameterError("X has no rows")
+    # no rows is no refusal: a release is the mechanism's output on whatever the data holds (dpdist.base)
     if sp.issparse(X):
         X = sp.csc_matrix(X, dtype=np.float64, copy=True)
         X.sum_duplicates()
