@@ -20,16 +20,10 @@ fitted model, charged once:
 4. The run with the best noisy score is released: its model, which candidate it was, and its
    noisy validation score. Nothing else of the other runs leaves.
 
-Privacy (ADD/REMOVE). One run is a mechanism M that picks a candidate c at random, then outputs
-(model, score). Given c, adding a record to the training side changes the model's distribution
-as c's training mechanism allows and the score is post-processing of the model with the
-validation side fixed; adding it to the validation side leaves the model's distribution alone
-and changes the score's as its Laplace mechanism allows. So at every Renyi order the run is
-bounded by the larger of c's training curve and the score's curve (``PrivacyLoss.parallel``), and
-the random pick by the largest over candidates (joint quasi-convexity of Renyi divergence; the
-pick does not depend on the data). Releasing the best of K such runs is Papernot & Steinke's
-Theorem 2 (``PrivacyLoss.best_of_runs``). x is the smallest factor (bisection on public
-quantities) for which that loss meets (epsilon, delta); it is the release's charge.
+Privacy (ADD/REMOVE): the release is charged the best-of-runs loss (Papernot & Steinke 2022, Theorem 2) of
+the largest run curve -- each run's the larger of its candidate's training curve and its score's -- at the
+smallest common noise factor x that meets (epsilon, delta). The claim and its proof:
+[docs/proofs/tuning-private-search.md][proof-private-search].
 
 The number of runs K must stay secret: the theorem averages over it, and given K the release costs up
 to K runs. The search's duration tells K, so it is never timed or logged by dpdist; the flow's release

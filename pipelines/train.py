@@ -42,7 +42,7 @@ def _release_heap() -> None:
     """Collect garbage and return the C heap's free pages to the system (glibc ``malloc_trim``).
 
     A Dask worker that ran the select stage holds GBs of freed but unreturned heap (Dask's
-    "unmanaged memory"): the KDDA train worker started its fit at ~5 GiB. A no-op where there is
+    "unmanaged memory"), which a KDDA-sized fit would start on top of. A no-op where there is
     no glibc."""
     gc.collect()
     try:

@@ -1,26 +1,22 @@
 """The default learner: select-then-train when its screening can see the signal, else DP-SGD.
 
-Neither learner is best everywhere (the measurements: ``benchmarks/results/utility/``): on many
-records per unit of budget a private screening of 100 columns followed by DP-SGD on them is ahead of
-DP-SGD on every column (the main job's synthetic set); on few, the screening's noise buries the
-signal and it picks columns at random (News20, the real RCV1 subset). What tells them apart is
-public: the standard deviation sigma of the Gaussian noise the screening adds to each score
-|x_j^T y| (rows of unit norm, |y| <= 1, so a score is at most n), beside the public count n~ of the
-records. This learner runs select-then-train when sigma <= ``screen_noise_limit`` n~ and DP-SGD on
+Neither learner is best everywhere (``benchmarks/results/utility/``): with many records per unit of
+budget a private screening of 100 columns followed by DP-SGD on them is ahead of DP-SGD on every
+column; with few, the screening's noise buries the signal and it picks columns at random. What tells
+them apart is public: the standard deviation sigma of the Gaussian noise the screening adds to each
+score |x_j^T y| (rows of unit norm, |y| <= 1, so a score is at most n), beside the public count n~ of
+the records. This learner runs select-then-train when sigma <= ``screen_noise_limit`` n~ and DP-SGD on
 every column otherwise, each at its own defaults. On data with no more columns than select-then-train's
 k there is nothing to screen: its DP-SGD phase runs on every column, charged as select-then-train (the
 screening's share unspent).
 
-Privacy. The choice is a function of public values only -- the released count n~ (itself a charged
-Laplace release), epsilon, delta and the two learners' parameters -- so it
-is post-processing of what was already released: the fit is exactly the chosen learner's mechanism,
-charged as that learner charges it (``SelectTrainClassifier``'s composed screening + DP-SGD loss, or
-``DPSGDClassifier``'s subsampled Gaussian), and the record names which one ran.
+Privacy: the choice is a function of public values only (the released count n~, epsilon, delta and the
+two learners' parameters): post-processing of what was already released, so the fit is exactly the
+chosen learner's mechanism, charged as that learner charges it; the record names which one ran.
 
-The limit 2.5e-4 (sigma at most 1/4,000 of n~) lies between the benchmark's cells: the screening won
-where sigma / n~ was at most 1.6e-4 (the main job's set at epsilon >= 0.5) and lost where it was
-4.5e-4 or more (News20 and the RCV1 subset at every epsilon <= 10). Data between the two are not
-measured: there the rule is a guess, and the two learners stay available by name.
+The limit 2.5e-4 (sigma at most 1/4,000 of n~) lies between the benchmark's cells where each learner
+won (the dated results under ``benchmarks/results/utility/``); between them the rule is a guess, and
+the two learners stay available by name.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Two-stage private sparse regression (Kifer, Smith, Thakurta 2012; docs/algorithms.md §5): the paper-003 baseline.
 
-Neighbouring relation: ADD/REMOVE one record, n private.
-
-Stage 1 ("Samp-Agg" support selection, pure epsilon_1-DP):
-
-1. m disjoint blocks, m public: ``n_blocks`` given by the caller (e.g. floor(sqrt(n~)) of a
-   row count released earlier), or, by default, m = floor(sqrt(n~)) with n~ = n + Lap(1/eps_c)
-   released first inside the same charge (eps_c = ``count_fraction`` * epsilon_1). The papers'
-   m = floor(sqrt(n)) of the exact n is not used: n is private, and when it crosses a perfect
-   square m changes and every block changes with it.
-2. Each record draws its block uniformly at random, independently of every other record,
-   from secret randomness (OS entropy; a fixed seed only for experiments). Given m, the
-   labels of D's records can be coupled between D and a neighbour D' (the extra record draws
-   its own), and then the blocks of D and D' differ in exactly one block, by one record.
-3. On each block a LASSO, (1/(2 n_b))||y_b - X_b beta||^2 + alpha ||beta||_1 (scikit-learn's
-   coordinate descent; [SKDRR24] uses alpha = 0.1), and the vote v^(b) = indicator of the
-   s largest |beta_j| among its non-zeros. The truncation to s is what bounds the sensitivity:
-   changing one block moves the vote sum by at most 2 s in l1 norm (s votes out, s in).
-4. a = (1/m) sum_b v^(b) has l1-sensitivity 2s/m; release the top-s of a + Lap(2s/(m eps_v))^p
-   (eps_v = epsilon_1 - eps_c, or all of epsilon_1 when m is given): a Laplace mechanism, so
-   the accountant charges it with the exact Laplace Renyi curve; the coupling of step 2 holds for
-   every realisation of the labels, so the guarantee holds averaged over them.
+Stage 1 ("Samp-Agg" support selection, pure epsilon_1-DP under ADD/REMOVE): m disjoint blocks (m public, or
+floor(sqrt(n~)) of a Laplace count n~ released in the same charge), each record's block drawn at random from
+secret randomness; a LASSO on each block and its vote for its s largest |beta_j|; the top-s of the mean vote
+plus Laplace noise of scale 2s/(m eps_v). The procedure and its proof:
+[docs/proofs/selection-two_stage.md][proof-two-stage].
 
 Stage 2 fits :class:`dpdist.solvers.objective_perturbation.ObjectivePerturbation` on the
 selected columns with epsilon_2 (a release of its own); the two releases compose in the ledger

@@ -11,51 +11,13 @@ On the s = |S| selected columns, with the per-record bounds enforced by clipping
   zeta = 2 s^{3/2}; the Hessian of one record is at most lambda_H = s;
 * logistic loss (labels in {0, 1} or {-1, +1}): zeta = sqrt(s), lambda_H = s/4; theta free.
 
-The mechanism (ADD/REMOVE neighbours; n never enters it): release the minimiser of
-
-    F_D(theta; b) = sum_i l(theta; d_i) + (Delta/2) ||theta||^2 + b.theta,   Delta = 2 lambda_H / eps1,
-
-with b of density ∝ exp(-eps1 ||b|| / (2 zeta)) (pure: norm ~ Gamma(s, 2 zeta / eps1), uniform
-direction) or b ~ N(0, zeta^2 (8 ln(2/delta) + 4 eps1) / eps1^2 I) when delta > 0. Kifer et al.
-(Thm. 1 and its Gaussian variant) show the *exact* minimiser is eps1-DP ((eps1, delta)-DP):
-one record changes the gradient by at most zeta (the density of b by at most e^{eps1/2}) and
-adds a Hessian of rank one and norm at most lambda_H (the Jacobian of the noise-to-minimiser
-map by a factor at most 1 + lambda_H/Delta <= e^{eps1/2}). Dividing F by n does not change the
-minimiser, so this is the papers' normalised objective.
-
-The proof needs the exact minimiser; a solver stops at a tolerance. dpdist accounts for that:
-
-* squared loss (a trust-region problem: a quadratic on a ball): solved exactly, up to floating
-  point, by an eigendecomposition of X^T X + Delta I and bisection on the ball's multiplier to
-  machine precision (Moré & Sorensen 1983); the KKT conditions are checked, and a solve that
-  misses them is refined (iterative refinement and Newton on the multiplier) until it meets them,
-  with no cap on the rounds. The whole budget goes to b.
-* logistic loss (unconstrained): approximate minima perturbation (Iyengar et al. 2019). Newton's
-  method runs until the distance to the exact minimiser is *certified* below the public
-  ``tolerance`` r: F is Delta-strongly convex, so ||theta - theta*|| <= ||grad F(theta)|| / Delta.
-  Then theta + Z is released, Z of density ∝ exp(-eps2 ||z|| / (2 r)), eps2 = ``output_fraction``
-  * epsilon and eps1 = epsilon - eps2. Proof: F_D is strictly convex, so b = -grad G_D(t) (G_D the
-  unperturbed part) is a function of the exact minimiser t and D; the released value is
-  M2(D, M1(D)) with M1(D) = t the exact objective perturbation (eps1-DP) and
-  M2(D, t) = theta_hat(D, b_D(t)) + Z. For every t, ||theta_hat(D, .) - t|| <= r and
-  ||theta_hat(D', .) - t|| <= r, so the two means differ by at most 2 r and M2(., t) is
-  eps2-DP (the density ratio of Z is at most exp(eps2 2r / (2r))). Adaptive composition gives
-  (eps1 + eps2)-DP ((eps1 + eps2, delta) with Gaussian b), and dropping t is post-processing.
-  Newton runs with no cap on its steps: a private release must not stop on a condition of the
-  data, so the solve returns certified or not at all. It ends: F is strongly convex with a
-  Lipschitz Hessian, so Newton with backtracking on ||grad F||^2 converges (globally, then
-  quadratically; ``_solve_logistic``) and ||grad F|| falls below any positive bound in exact
-  arithmetic. In doubles the computed
-  gradient carries a rounding error of about n sqrt(s) 2^-53; ``tolerance`` >= ``MIN_TOLERANCE``
-  (checked before the charge) keeps Delta r / 2 above it for every n a machine holds at the
-  usual epsilons. Were rounding ever to keep the certificate out of reach, the solve would go on
-  and nothing would be published: its time (the operator's terminal) is the only trace, the
-  channel docs/privacy.md lists.
-
-The squared loss's KKT check guards the closed-form solve against a numerical breakdown (a
-residual above 1e-8 of the problem's scale, far above the solve's rounding). A solve that misses
-it is not an outcome: the refinement rounds go on until it is met, so, as for the logistic loss,
-only the solve's time could show it.
+The mechanism (ADD/REMOVE; n never enters it) releases the minimiser of the objective perturbed by a
+linear term b.theta with b of density ∝ exp(-eps1 ||b|| / (2 zeta)) (or Gaussian when delta > 0) and a
+ridge Delta = 2 lambda_H / eps1 (Kifer et al. 2012, Thm. 1). The squared loss is solved exactly (a
+trust-region problem, its KKT conditions checked and refined with no cap on the rounds); the logistic loss by
+Newton, certified within the public ``tolerance`` r of the exact minimiser, then released plus noise of density
+∝ exp(-eps2 ||z|| / (2 r)) (approximate minima perturbation, Iyengar et al. 2019), eps2 = ``output_fraction``
+epsilon. The claims and their proofs: [docs/proofs/solvers-objective_perturbation.md][proof-objective-perturbation].
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The operator's log: how long private computations took, for the operator's terminal only.
 
-A private fit's or release's duration is a function of the data (one added record turned a
-0.02 s best-subset certificate into a 2 s one), and it is not noised. So it never enters the
-ledger, a release, models.json, the report, an artifact or Prefect's run logger -- whose lines
-Prefect stores in its server's database and shows in its UI to everyone who can reach it. It
-goes here instead:
+A private fit's or release's duration is a function of the data (one added record can make a
+best-subset certificate take many times longer: tests/privacy/test_bss_no_abort.py), and it is not
+noised. So it never enters the ledger, a release, models.json, the report, an artifact or
+Prefect's run logger -- whose lines Prefect stores in its server's database and shows in its UI
+to everyone who can reach it. It goes here instead:
 
 * to the standard error of the process that measured it (the terminal of ``dpdist``; a local
   Dask worker's is the run's terminal too, a SLURM worker's is its job's output file), when

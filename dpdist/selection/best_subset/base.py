@@ -9,33 +9,10 @@ refusal is a failed propose-test-release check (mistakes method), a charged outp
 mechanism: it is raised inside ``compute`` as ``ReleaseRefused``, the accountant records it as
 the release's outcome, the charge stands, and a retry with the same key raises it again.
 
-No data-dependent stop (the design, and why the release is covered by its charge)
---------------------------------------------------------------------------------
-Whether a solver stops early is a function of the data: one added record can turn a 0.02 s
-top-R certificate into a 2 s one (``tests/privacy/test_bss_no_abort.py``). A release that
-aborted at a time limit would publish that bit un-noised -- an abort on D' and none on D tells
-the two apart with certainty, whatever epsilon was charged. So by default nothing stops the
-solver work: there is no time limit, no iteration cap and no list-size cap, and every solve
-runs to its certificate:
-
-* the master MIPs (``oa.solve_master``) run with no SCIP time limit to "optimal" or
-  "infeasible", the certificates the mechanisms' proofs use;
-* the restarts of both methods terminate because each strictly lowers F (``top_r``, step 4;
-  ``mistakes``, step 2), and the one-swap descent because each move does (``iht``);
-* the inner solves iterate until certified, with no cap on their rounds (``hinge._hinge_solve``
-  shrinks its smoothing and goes on; ``least_squares.ls_certify`` refines its closed-form solve
-  and its multiplier and goes on): each returns certified or not at all;
-* a master that SCIP ends in numerical trouble (a status other than optimal, infeasible or the
-  operator's limit) is solved again in a fresh tree with another random seed, seeded with every
-  cut and no-good found so far (all stay valid), until it ends certified (``oa.solve_master``).
-
-Every run therefore ends in the mechanism's own output distribution -- a support drawn by the
-exponential mechanism, or the mistakes method's charged refusal -- which the proofs in
-``top_r`` and ``mistakes`` bound by the charged loss. What the solver's work reveals besides is
-its *time*: that goes to the operator's terminal only (``seconds_`` stays on the estimator,
-never in the ledger or a release), a channel the README's privacy section lists as not covered.
-No numerical condition stops a release either: a breakdown of rounding only makes a solve
-take longer (more refinement rounds, another tree), which again shows only in its time.
+No data-dependent stop: nothing stops the solver work (no time limit, iteration or list cap; every solve runs
+to its certificate, a master in numerical trouble is solved again), so every run ends in the mechanism's own
+output distribution and the charged loss covers it. The claim and why it holds:
+[docs/proofs/selection-best_subset-no-stop.md][proof-bss-no-stop].
 
 The operator's opt-in guard. ``nonprivate_time_limit`` (seconds per MIP; None by default) is
 for an operator who prefers a bounded wait to the guarantee. A MIP that hits it aborts the
