@@ -29,22 +29,38 @@ that is not (an experiment) refuses 0 rows as scikit-learn's estimators do.
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import validate_data
 
 from dpdist.exceptions import ParameterError, UnaccountedReleaseWarning
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
+from dpdist.released import widen
+from dpdist.utils.classifier import BinaryLinearClassifierMixin
+from dpdist.utils.model_selection import warn_if_exact_model_selection
+from dpdist.utils.operator_log import timing
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import check_count, validate_params
 
-__all__ = ["PLANNED_RECORDS", "Ledger", "PrivateEstimator", "charged_to", "is_release", "noisy_count"]
+__all__ = [
+    "PLANNED_RECORDS",
+    "Ledger",
+    "PrivateClassifierMixin",
+    "PrivateEstimator",
+    "PrivateRegressorMixin",
+    "Progress",
+    "charged_to",
+    "is_release",
+    "noisy_count",
+]
 
 # The public count a charge that depends on one is planned at before the count is released (a
 # command's or a run's check of its budget before any data is read). The calibration meets the
@@ -53,6 +69,7 @@ __all__ = ["PLANNED_RECORDS", "Ledger", "PrivateEstimator", "charged_to", "is_re
 PLANNED_RECORDS = 100_000
 
 Ledger = tuple[Accountant, str]  # the accountant a fit charges and the dataset it charges
+Progress = Callable[[int, int], None]  # progress(done, total) of a fit's steps, for the operator's terminal
 
 
 def charged_to(accountant: Accountant | None, dataset: str | None) -> Ledger | None:
@@ -91,9 +108,11 @@ class PrivateEstimator(BaseEstimator):
     """The release skeleton (module docstring): parameters, count, charges, release, attributes.
 
     A subclass declares ``_parameter_constraints`` (merged along its bases: :meth:`declared_constraints`),
-    its ``mechanism`` (the default release key's
-    prefix), whether its charge depends on a public count of its records (``counted``: it then takes
-    ``n_records`` and ``count_epsilon``), and computes its charge in ``_charge``.
+    its ``mechanism`` (its charges' name and the default release key's prefix), whether its charge
+    depends on a public count of its records (``counted``: it then takes ``n_records`` and
+    ``count_epsilon``), and computes its charge in ``_charge``. A learner built on the skeleton's fit
+    (:class:`PrivateClassifierMixin`, :class:`PrivateRegressorMixin`) also gives its mechanism,
+    :meth:`release_on`, and reads its released model back in ``_set_released``.
     """
 
     mechanism: str = "release"
@@ -217,3 +236,125 @@ class PrivateEstimator(BaseEstimator):
             self.release_ = {"key": key, "epsilon": charge.epsilon, "delta": charge.delta}
         self.release_record_ = out  # the release as recorded (public)
         return out
+
+    # ------------------------------------------------------------------ the learners' fit
+
+    def map_records(self, X: Any, y: np.ndarray) -> tuple[Any, np.ndarray]:
+        """The records as the mechanism reads them (maps of one record at a time: no privacy cost)."""
+        return X, y
+
+    def release_on(
+        self,
+        X: Any,
+        y: np.ndarray,
+        n_public: int | None,
+        charge: Charge,
+        rng: np.random.Generator,
+        progress: Progress | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge`` (computed by
+        :meth:`privacy_charge` at ``n_public``): the released model, a dict of public values with
+        ``extra`` in it (a classifier's classes). It charges nothing: its caller does."""
+        raise NotImplementedError
+
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
+        """Every parameter of a fit, for the ledger's release identity (a retried key with other
+        parameters is refused)."""
+        params = self.get_params(deep=False)
+        params.pop("random_state", None)
+        if params.get("classes") is not None:
+            params["classes"] = [c.item() if hasattr(c, "item") else c for c in params["classes"]]
+        return {**params, "method": self.mechanism, "n_features": n_features, "n_public": n_public}
+
+    def _set_released(self, out: dict[str, Any]) -> None:
+        """The fitted attributes from the released model (``coef_``, ...)."""
+        raise NotImplementedError
+
+    def _fit_release(
+        self,
+        X: Any,
+        y: np.ndarray,
+        ledger: Ledger | None,
+        key: str | None,
+        extra: dict[str, Any],
+        progress: Progress | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> None:
+        """Steps 3-6 of a fit (module docstring) on checked (X, y), y coded: the public count, the charge,
+        the release of :meth:`release_on` (stated in a wider matrix's columns with ``columns`` = (the
+        columns X holds, the width); with ``schema``, the public facts a model needs to read new records:
+        ``dpdist.released.widen``), the release attributes."""
+        warn_if_exact_model_selection(self)
+        rng = check_random_state(getattr(self, "random_state", None))
+        key = self._release_key(key)
+        X, y = self.map_records(X, y)
+        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
+        n_public = self._public_count(X.shape[0], ledger, key, rng)
+        charge = self.privacy_charge(n_public, n_features=int(X.shape[1]))
+        held, width = columns if columns is not None else (None, None)
+
+        def compute() -> dict[str, Any]:
+            return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
+
+        params = self.release_params(int(X.shape[1]), n_public)
+        if held is not None:
+            params["columns"] = [int(j) for j in held]
+        t0 = time.perf_counter()
+        out = self._release(charge, key, compute, params, ledger)
+        timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)  # the operator's, never released
+        self.n_public_ = n_public
+        self._set_released(out)
+
+
+class PrivateClassifierMixin(BinaryLinearClassifierMixin):
+    """The skeleton's ``fit`` of a binary classifier: two public classes, coded ``_negative`` / 1.0
+    (with an accountant the classes must be given: read from y, the released model's would be a
+    function of the data)."""
+
+    _negative = -1.0
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+        progress: Progress | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> Any:
+        """Fit and release (charged to ``accountant`` first when given; :mod:`dpdist.base`): ``columns``
+        = (the columns X holds of a wider matrix, its width): the released model is stated in the wider
+        matrix's columns; ``schema``: public facts the model needs to read new records
+        (``dpdist.released.widen``); ``progress(done, total)``: the fit's steps, for the operator."""
+        self.check_params()
+        ledger = charged_to(accountant, dataset)
+        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=[np.float64, np.float32])
+        coded, extra = self._coded_labels(y, accountant, negative=self._negative)
+        self._fit_release(X, coded, ledger, key, extra, progress, columns, schema)
+        return self
+
+
+class PrivateRegressorMixin(RegressorMixin):
+    """The skeleton's ``fit`` of a regressor: real targets."""
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
+        progress: Progress | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> Any:
+        """As :meth:`PrivateClassifierMixin.fit`."""
+        self.check_params()
+        ledger = charged_to(accountant, dataset)
+        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
+        self._fit_release(X, np.asarray(y, dtype=np.float64).ravel(), ledger, key, {}, progress, columns, schema)
+        return self

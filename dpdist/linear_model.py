@@ -246,8 +246,8 @@ class _FrankWolfe(PrivateEstimator):
             {**details, "fw_epsilon": plan.loss.epsilon, **screen.details()},
         )
 
-    def release_params(self) -> dict[str, Any]:
-        """Every parameter of a fit, for the ledger's release identity."""
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
+        """Every parameter of a fit, for the ledger's release identity (the width aside: ``fit`` adds it)."""
         out = {
             "method": self.method,
             "loss": self._loss,

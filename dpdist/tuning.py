@@ -279,7 +279,7 @@ class PrivateSearch(PrivateEstimator):
         scale = self._noise_scale(self._candidates(), n_train)
         return Charge(self.search_loss(n_train, scale), self.mechanism, {"noise_scale": scale})
 
-    def release_params(self, n_features: int, n_public: int) -> dict[str, Any]:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a search, for the ledger's release identity."""
         params = {k: v for k, v in self.get_params(deep=False).items() if k not in ("candidates", "random_state")}
         params["classes"] = (
@@ -289,7 +289,7 @@ class PrivateSearch(PrivateEstimator):
             {"learner": type(c).__name__, **{k: v for k, v in c.get_params().items() if k != "random_state"}}
             for c in self._grid()
         ]
-        return {**params, "candidates": cands, "n_features": int(n_features), "n_public": int(n_public)}
+        return {**params, "candidates": cands, "n_features": n_features, "n_public": n_public}
 
     # ------------------------------------------------------------------ fitting
 
@@ -329,7 +329,7 @@ class PrivateSearch(PrivateEstimator):
             return self._search(cands, X, y_fit, split_key, n_train, scale, rng, extra)
 
         out = self._release(charge, key, compute, self.release_params(X.shape[1], n_public), ledger)
-        self._set_released(out, scale, n_public)
+        self._set_search(out, scale, n_public)
         return self
 
     def _targets(
@@ -407,7 +407,7 @@ class PrivateSearch(PrivateEstimator):
         err = (np.clip(est.predict(X), -y_bound, y_bound) - y) ** 2
         return -float(np.sum(np.where(np.isfinite(err), np.minimum(err, bound), bound)))  # each within [0, bound]
 
-    def _set_released(self, out: dict[str, Any], scale: float, n_public: int) -> None:
+    def _set_search(self, out: dict[str, Any], scale: float, n_public: int) -> None:
         self.best_index_ = int(out["candidate"])
         best = self._grid()[self.best_index_]
         self.best_params_ = {"learner": type(best).__name__, **best.get_params()}

@@ -216,7 +216,7 @@ def _gradient_payload(
         "key": key,
         "ledger": ledger,
         "true_epsilon": model.release_["epsilon"],
-        "n_public": model.n_public_,
+        "n_public": getattr(model, "n_public_", None),  # the count a counted learner trained on
         "replayed": replayed,
     }
     if entry.own_split:  # the search: the candidate its best run was

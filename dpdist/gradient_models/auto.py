@@ -87,8 +87,18 @@ class _Auto(GradientModel):
         charge = inner.privacy_charge(n_public, noise_scale=noise_scale)
         return Charge(charge.loss, f"{self.mechanism}/{self._loss}", {**charge.details, "learner": inner.mechanism})
 
-    def release_on(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, charge: Charge, *args: Any) -> dict[str, Any]:
-        return {**super().release_on(X, y, n_public, charge, *args), "learner": charge.details["learner"]}
+    def release_on(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int | None,
+        charge: Charge,
+        rng: np.random.Generator,
+        progress: Progress | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        released = super().release_on(X, y, n_public, charge, rng, progress, extra)
+        return {**released, "learner": charge.details["learner"]}
 
     def _train(
         self,

@@ -16,29 +16,30 @@ release, prediction; and the two target mixins (two public classes, or clipped r
 
 from __future__ import annotations
 
-import time
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import RegressorMixin, is_classifier
+from sklearn.base import is_classifier
 from sklearn.preprocessing import normalize
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import Ledger, PrivateEstimator, charged_to, noisy_count
+from dpdist.base import (
+    Ledger,
+    PrivateClassifierMixin,
+    PrivateEstimator,
+    PrivateRegressorMixin,
+    Progress,
+    charged_to,
+    noisy_count,
+)
 from dpdist.data.transforms import Matrix
 from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
-from dpdist.released import widen
 from dpdist.solvers.dp_sgd import SGDPlan
-from dpdist.utils.classifier import BinaryLinearClassifierMixin
-from dpdist.utils.model_selection import warn_if_exact_model_selection
-from dpdist.utils.operator_log import timing
-from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import AtLeast, Boolean, Count, Delta, Epsilon, Options, Positive, check_positive
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
 
 
 ROW_NORMS = ("l2", "max", None)
-Progress = Callable[[int, int], None]
 
 
 def _calibrated_noise(make: Callable[[float], PrivacyLoss], epsilon: float, delta: float) -> float:
@@ -124,18 +124,9 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
         z = self._base_noise(n_public) * noise_scale
         return Charge(self._training_loss(z, n_public), f"{self.mechanism}/{self._loss}", {"noise_multiplier": z})
 
-    def release_params(self, n_features: int, n_public: int) -> dict[str, Any]:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a fit, for the ledger's release identity."""
-        params = self.get_params()
-        params.pop("random_state", None)
-        params["classes"] = None if params.get("classes") is None else [_plain(c) for c in params["classes"]]
-        return {
-            **params,
-            "method": self.mechanism,
-            "loss": self._loss,
-            "n_features": int(n_features),
-            "n_public": int(n_public),
-        }
+        return {**super().release_params(n_features, n_public), "loss": self._loss}
 
     # ------------------------------------------------------------------ fitting
 
@@ -148,45 +139,11 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
         y = np.asarray(y, dtype=np.float64)
         return X, (np.clip(y, -self.y_bound, self.y_bound) if self._loss == "squared" else y)
 
-    def _fit(
-        self,
-        X: Matrix,
-        y: np.ndarray,
-        ledger: Ledger | None,
-        key: str | None,
-        extra: dict[str, Any],
-        progress: Progress | None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> None:
-        """The release (:mod:`dpdist.base`) of a fit on checked (X, y), y coded -1/+1 or real."""
-        warn_if_exact_model_selection(self)
-        rng = check_random_state(self.random_state)
-        key = self._release_key(key)
-        Xp, yp = self.map_records(X, y)
-        self.check_width(int(Xp.shape[1]))  # the public width: before anything is charged
-        n_public = self._public_count(Xp.shape[0], ledger, key, rng)
-        assert n_public is not None
-        charge = self.privacy_charge(n_public)
-        held, width = columns if columns is not None else (None, None)
-
-        def compute() -> dict[str, Any]:
-            return widen(self.release_on(Xp, yp, n_public, charge, rng, progress, extra), held, width, schema)
-
-        params = self.release_params(Xp.shape[1], n_public)
-        if held is not None:
-            params["columns"] = [int(j) for j in held]
-        t0 = time.perf_counter()
-        out = self._release(charge, key, compute, params, ledger)
-        timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)
-        self.n_public_ = n_public
-        self._set_released(out)
-
     def release_on(
         self,
         X: sp.csr_matrix,
         y: np.ndarray,
-        n_public: int,
+        n_public: int | None,
         charge: Charge,
         rng: np.random.Generator,
         progress: Progress | None = None,
@@ -195,6 +152,7 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
         """The mechanism's output on mapped records (:meth:`map_records`) under ``charge``'s
         calibration (:meth:`privacy_charge` at ``n_public``): the released model. It charges nothing:
         its caller does (``fit``, or the private search for its runs)."""
+        assert n_public is not None  # a counted estimator's
         w, b = self._train(X, y, n_public, charge.details, rng, progress)
         nz = np.flatnonzero(w)
         return {
@@ -285,57 +243,18 @@ class SteppedModel(GradientModel):
         )
 
 
-class GradientClassifierMixin(BinaryLinearClassifierMixin):
-    """Two public classes, mapped to -1/+1."""
+class GradientClassifierMixin(PrivateClassifierMixin):
+    """Two public classes, mapped to -1/+1 (the skeleton's fit, :mod:`dpdist.base`)."""
 
     _loss = "logistic"
     _parameter_constraints: ClassVar[dict[str, Any]] = {"classes": "no_validation"}  # _binary_classes
 
-    def fit(
-        self,
-        X: Matrix,
-        y: Any,
-        accountant: Accountant | None = None,
-        dataset: str | None = None,
-        key: str | None = None,
-        progress: Progress | None = None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> Any:
-        """Fit and release (charged to ``accountant`` first when given); ``columns`` = (the columns X holds
-        of a wider matrix, its width): the released model is stated in the wider matrix's columns;
-        ``schema``: public facts the model needs to read new records (``dpdist.released.widen``)."""
-        self.check_params()
-        ledger = charged_to(accountant, dataset)
-        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=[np.float64, np.float32])
-        coded, extra = self._coded_labels(y, accountant, negative=-1.0)
-        self._fit(X, coded, ledger, key, extra, progress, columns, schema)
-        return self
 
-
-class GradientRegressorMixin(RegressorMixin):
+class GradientRegressorMixin(PrivateRegressorMixin):
     """Real targets, clipped to [-y_bound, y_bound] (a per-record map) for training."""
 
     _loss = "squared"
     _parameter_constraints: ClassVar[dict[str, Any]] = {"y_bound": [Positive()]}
-
-    def fit(
-        self,
-        X: Matrix,
-        y: Any,
-        accountant: Accountant | None = None,
-        dataset: str | None = None,
-        key: str | None = None,
-        progress: Progress | None = None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> Any:
-        """As the classifier's ``fit``."""
-        self.check_params()
-        ledger = charged_to(accountant, dataset)
-        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit(X, np.asarray(y, dtype=np.float64).ravel(), ledger, key, {}, progress, columns, schema)
-        return self
 
     def predict(self, X: Matrix) -> np.ndarray:
         return self._margins(X)

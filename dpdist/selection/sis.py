@@ -175,7 +175,7 @@ class DPSIS(SelectorMixin, PrivateEstimator):
         mech = self._make_mechanism()
         return Charge(mech.privacy_loss, f"dp_sis/{mech.name}")
 
-    def release_params(self, n_features: int) -> dict[str, Any]:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a release, for the ledger's release identity."""
         return {
             "k": self.k,
@@ -185,7 +185,7 @@ class DPSIS(SelectorMixin, PrivateEstimator):
             "gamma": self.gamma,
             "noise": self.noise,
             "bounds": self.bounds,
-            "n_features": int(n_features),
+            "n_features": n_features,
         }
 
     def fit(

@@ -178,14 +178,14 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
         loss = votes if self.n_blocks is not None else PrivacyLoss.compose(PrivacyLoss.laplace(self._eps_count), votes)
         return Charge(loss, self.mechanism)
 
-    def release_params(self, n_features: int) -> dict:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         return {
             "k": self.k,
             "epsilon": self.epsilon,
             "alpha": self.alpha,
             "n_blocks": self.n_blocks,
             "count_fraction": self.count_fraction,
-            "n_features": int(n_features),
+            "n_features": n_features,
         }
 
     def fit(

@@ -186,7 +186,7 @@ class ObjectivePerturbation(PrivateEstimator):
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         return Charge(self.privacy_loss, f"{self.mechanism}/{self.loss}")
 
-    def release_params(self) -> dict:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         self.check_params()
         return {
             "loss": self.loss,

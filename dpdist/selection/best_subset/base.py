@@ -119,12 +119,12 @@ class BSSSelectorBase(SelectorMixin, PrivateEstimator, metaclass=ABCMeta):
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What one release costs (top-R: bounded-range epsilon; mistakes: (epsilon, delta))."""
 
-    def release_params(self, n_features: int) -> dict[str, Any]:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a release, for the ledger's release identity."""
         params = self.get_params()
         params.pop("random_state", None)
         params["ridge"] = self.ridge_value()  # the value the release used, whether given or the loss's default
-        return {**params, "method": self.mechanism, "n_features": int(n_features)}
+        return {**params, "method": self.mechanism, "n_features": n_features}
 
     @abstractmethod
     def _mechanism(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:
