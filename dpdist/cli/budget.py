@@ -8,7 +8,7 @@ import os
 from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, default_ledger, spend_text, status_table
-from dpdist.privacy.ledger.postgres import is_url
+from dpdist.privacy.ledger.backend import parse_location
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,8 +62,9 @@ def _budget_init(args: argparse.Namespace) -> int:
 
 def _budget_show(args: argparse.Namespace) -> int:
     """``dpdist budget show``: spent and remaining budget of one dataset, or of all of them."""
-    path = args.ledger or str(default_ledger())
-    if args.dataset is None and not is_url(path) and not os.path.isfile(path):  # nothing to show, nothing created
+    location = parse_location(args.ledger or default_ledger())  # a mistyped URL: refused (exit 2), nothing made
+    path = location.text
+    if args.dataset is None and not location.is_url and not os.path.isfile(path):  # nothing to show, nothing created
         _emit(args, {"ledger": path, "datasets": []}, lambda: f"no budgets: there is no ledger at {path} yet")
         return EXIT_OK
     acc = Accountant(args.ledger, create=False)

@@ -62,19 +62,17 @@ from dpdist.exceptions import (
 )
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.guard import charged_by_caller
+from dpdist.privacy.ledger import queries
+from dpdist.privacy.ledger.backend import LedgerBackend, open_backend, parse_location
 from dpdist.privacy.ledger.outcomes import UNWRITTEN, failure_record, machine_failure, replay
-from dpdist.privacy.ledger.postgres import PostgresLedger, is_url
 from dpdist.privacy.ledger.records import (
-    RELEASE_COLUMNS,
     UNCOVERED_MARK,
     BudgetStatus,
     Release,
-    release_row,
     spend_text,
     status_table,
 )
 from dpdist.privacy.ledger.schema import LedgerConnection
-from dpdist.privacy.ledger.sqlite import SQLiteLedger
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import random_name
 from dpdist.utils.validation import check_delta, check_epsilon
@@ -100,9 +98,13 @@ def default_ledger_path() -> Path:
 
 def default_ledger() -> str | Path:
     """The ledger used when none is named: ``$DPDIST_LEDGER`` (a path, or a ``postgresql://`` URL),
-    else ``~/.dpdist/ledger.sqlite``."""
+    else ``~/.dpdist/ledger.sqlite``. A mistyped URL there is refused (``ParameterError``), never taken
+    as a path (:func:`dpdist.privacy.ledger.backend.parse_location`)."""
     env = os.environ.get("DPDIST_LEDGER")
-    return env if is_url(env) and env is not None else default_ledger_path()
+    if not env:
+        return default_ledger_path()
+    location = parse_location(env)
+    return location.text if location.is_url else Path(location.text)
 
 
 def _check_name(value: object, name: str) -> str:
@@ -128,23 +130,6 @@ def params_hash(charge: Charge, params: dict[str, Any] | None) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _find(con: LedgerConnection, dataset: str, key: str) -> Release | None:
-    row = con.execute(
-        f"SELECT {RELEASE_COLUMNS} FROM releases WHERE dataset = ? AND key = ?", (dataset, key)
-    ).fetchone()
-    return None if row is None else release_row(row)
-
-
-def _releases(con: LedgerConnection, dataset: str) -> list[Release]:
-    """The releases charged to ``dataset`` and to the budgets linked to it (:meth:`Accountant.budget_of`)."""
-    rows = con.execute(
-        f"SELECT {RELEASE_COLUMNS} FROM releases "
-        "WHERE dataset = ? OR dataset IN (SELECT alias FROM links WHERE dataset = ?) ORDER BY id",
-        (dataset, dataset),
-    ).fetchall()
-    return [release_row(r) for r in rows]
-
-
 class Accountant:
     """A durable privacy ledger at ``path``: an SQLite file's path, or a ``postgresql://`` URL
     (default: :func:`default_ledger`).
@@ -154,20 +139,13 @@ class Accountant:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0, create: bool = True) -> None:
         """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none): for
-        commands that only read, so a mistyped path creates nothing."""
-        location = path if path is not None else default_ledger()
+        commands that only read, so a mistyped path creates nothing. A location that looks like a URL
+        but is none dpdist reads is refused before anything is made
+        (:func:`dpdist.privacy.ledger.backend.parse_location`)."""
+        location = parse_location(path if path is not None else default_ledger())
         self.timeout = float(timeout)
-        # Test hook: called inside a charge's transaction, after the insert and before the
-        # commit (used to kill a process mid-charge). Never set in production code.
-        self._before_commit: Callable[[], None] | None = None
-        self._ledger: SQLiteLedger | PostgresLedger
-        self.path: Path | str
-        if is_url(location):
-            self.path = str(location)
-            self._ledger = PostgresLedger(self.path, self.timeout, create)
-        else:
-            self.path = Path(location)
-            self._ledger = SQLiteLedger(self.path, self.timeout, create)
+        self.path: Path | str = location.text if location.is_url else Path(location.text)
+        self._ledger: LedgerBackend = open_backend(location, self.timeout, create)
 
     @property
     def backend(self) -> str:
@@ -191,26 +169,13 @@ class Accountant:
 
         def body(con: LedgerConnection) -> BudgetStatus:
             self._ledger.refuse_if_moved(con)
-            row = con.execute(
-                "SELECT epsilon_total, delta_total, name FROM budgets WHERE dataset = ?", (dataset,)
-            ).fetchone()
+            row = queries.budget_row(con, dataset)
             if row is None:
                 chosen = name or random_name()
-                if con.execute("SELECT 1 FROM budgets WHERE name = ?", (chosen,)).fetchone():
+                if queries.name_used(con, chosen):
                     raise ParameterError(f"the name {chosen!r} is already used by another dataset in {self.path}")
-                con.execute(
-                    "INSERT INTO budgets (dataset, epsilon_total, delta_total, created, name, split_key, filter) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        dataset,
-                        epsilon,
-                        delta,
-                        _now(),
-                        chosen,
-                        secrets.token_hex(32),
-                        PrivacyFilter.for_budget(epsilon, delta).to_json(),
-                    ),
-                )
+                pf = PrivacyFilter.for_budget(epsilon, delta)
+                queries.insert_budget(con, dataset, epsilon, delta, _now(), chosen, secrets.token_hex(32), pf.to_json())
             elif tuple(row[:2]) != (epsilon, delta):
                 raise ParameterError(
                     f"dataset {row[2]!r} already has a budget (epsilon={row[0]:g}, delta={row[1]:g}) in "
@@ -221,23 +186,17 @@ class Accountant:
         return self._ledger.write(body)
 
     def has_budget(self, dataset: str) -> bool:
-        return self._ledger.read(
-            lambda con: con.execute("SELECT 1 FROM budgets WHERE dataset = ?", (dataset,)).fetchone() is not None
-        )
+        return self._ledger.read(lambda con: queries.has_budget(con, dataset))
 
     def resolve(self, name_or_dataset: str) -> str:
         """The dataset (content hash) of a public name (or of the hash itself)."""
-        row = self._ledger.read(
-            lambda con: con.execute(
-                "SELECT dataset FROM budgets WHERE name = ? OR dataset = ?", (name_or_dataset, name_or_dataset)
-            ).fetchone()
-        )
-        if row is None:
+        found = self._ledger.read(lambda con: queries.dataset_named(con, name_or_dataset))
+        if found is None:
             raise UnknownDataset(
                 f"no dataset named {name_or_dataset!r} in ledger {self.path}; "
                 "`dpdist budget show` lists the datasets it has"
             )
-        return str(row[0])
+        return found
 
     def name(self, dataset: str) -> str:
         """The public name of ``dataset``."""
@@ -259,11 +218,9 @@ class Accountant:
         def link(con: LedgerConnection) -> None:
             self._ledger.refuse_if_moved(con)
             self._ledger.lock_budget(con, target, own)  # the link changes what the target's charges count
-            legacy = con.execute("SELECT 1 FROM budgets WHERE dataset = ?", (own,)).fetchone()
-            linked = con.execute("SELECT 1 FROM links WHERE alias = ?", (own,)).fetchone()
-            if legacy and not linked:
+            if queries.has_budget(con, own) and not queries.is_linked(con, own):
                 self._budget_row(con, target)
-                con.execute("INSERT INTO links (alias, dataset, created) VALUES (?, ?, ?)", (own, target, _now()))
+                queries.insert_link(con, own, target, _now())
 
         if own != target:
             self._ledger.write(link)
@@ -274,9 +231,7 @@ class Accountant:
 
         def body(con: LedgerConnection) -> bytes:
             self._budget_row(con, dataset)
-            return bytes.fromhex(
-                con.execute("SELECT split_key FROM budgets WHERE dataset = ?", (dataset,)).fetchone()[0]
-            )
+            return bytes.fromhex(queries.split_key(con, dataset))
 
         return self._ledger.read(body)
 
@@ -288,8 +243,7 @@ class Accountant:
         """The status of every dataset in the ledger (ordered by name)."""
 
         def body(con: LedgerConnection) -> list[BudgetStatus]:
-            names = [r[0] for r in con.execute("SELECT dataset FROM budgets ORDER BY name").fetchall()]
-            return [self._status(con, n) for n in names]
+            return [self._status(con, n) for n in queries.datasets(con)]
 
         return self._ledger.read(body)
 
@@ -299,25 +253,23 @@ class Accountant:
 
         def body(con: LedgerConnection) -> list[Release]:
             self._budget_row(con, dataset)
-            return _releases(con, dataset)
+            return queries.releases(con, dataset)
 
         return self._ledger.read(body)
 
     def _budget_row(self, con: LedgerConnection, dataset: str) -> tuple[float, float, str, str | None]:
         """(epsilon_total, delta_total, name, the stored filter's JSON) of ``dataset``'s budget."""
-        row = con.execute(
-            "SELECT epsilon_total, delta_total, name, filter FROM budgets WHERE dataset = ?", (dataset,)
-        ).fetchone()
+        row = queries.budget_row(con, dataset)
         if row is None:
             raise UnknownDataset(
                 f"no privacy budget for this dataset in ledger {self.path}; set one with: "
                 "dpdist budget init STORE --epsilon E --delta D"
             )
-        return float(row[0]), float(row[1]), str(row[2]), row[3]
+        return row
 
     def _status(self, con: LedgerConnection, dataset: str, extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
         eps_total, delta_total, name, text = self._budget_row(con, dataset)
-        releases = _releases(con, dataset)
+        releases = queries.releases(con, dataset)
         losses = [r.privacy_loss for r in releases] + (extra or [])
         eps_basic = math.fsum(loss.epsilon for loss in losses)
         delta_basic = math.fsum(loss.delta for loss in losses)
@@ -389,7 +341,7 @@ class Accountant:
         self._ledger.refuse_if_moved(con)
         self._ledger.lock_budget(con, dataset)  # the charges of one budget one after another
         mechanism, loss = charge.mechanism, charge.loss
-        existing = _find(con, dataset, key)
+        existing = queries.find_release(con, dataset, key)
         if existing is not None:
             same = (
                 existing.params == digest
@@ -418,19 +370,13 @@ class Accountant:
             )
         covered = bool(charge.covered)
         release = Release(dataset, key, _today(), mechanism, loss.epsilon, loss.delta, None, loss, digest, covered)
-        con.execute(
-            "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss, params, covered) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (dataset, key, release.time, mechanism, loss.epsilon, loss.delta, loss.to_json(), digest, int(covered)),
-        )
-        if self._before_commit is not None:
-            self._before_commit()
+        queries.insert_release(con, release)
         return release
 
     def recorded(self, dataset: str, key: str) -> bool:
         """Whether ``key`` was released on ``dataset`` with a recorded outcome (a release under it replays)."""
         dataset, key = _check_name(dataset, "dataset"), _check_name(key, "key")
-        rel = self._ledger.read(lambda con: _find(con, dataset, key))
+        rel = self._ledger.read(lambda con: queries.find_release(con, dataset, key))
         return rel is not None and rel.result is not None
 
     def release(
@@ -507,10 +453,10 @@ class Accountant:
 
         def body(con: LedgerConnection) -> str:
             self._ledger.refuse_if_moved(con)
-            row = con.execute("SELECT result FROM releases WHERE dataset = ? AND key = ?", (dataset, key)).fetchone()
-            if row[0] is not None:  # a concurrent attempt recorded first: its result stands
-                return str(row[0])
-            con.execute("UPDATE releases SET result = ? WHERE dataset = ? AND key = ?", (encoded, dataset, key))
+            stored = queries.result_of(con, dataset, key)
+            if stored is not None:  # a concurrent attempt recorded first: its result stands
+                return stored
+            queries.record_result(con, dataset, key, encoded)
             return encoded
 
         return self._ledger.write(body)

@@ -346,7 +346,12 @@ if mode == "pause":
     def hook():
         flag.write_text("inside")
         time.sleep(120)
-    acc._before_commit = hook
+    from dpdist.privacy.ledger import queries
+    real = queries.insert_release
+    def paused(con, release):
+        real(con, release)
+        hook()
+    queries.insert_release = paused  # the fault-injection seam: inside the transaction, after the insert
     acc.charge("ds", C(0.3, 1e-7, "laplace"), "killed")
 elif mode == "compute":  # killed while the release computes, after its charge committed
     def compute():

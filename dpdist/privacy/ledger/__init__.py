@@ -3,7 +3,10 @@
 :class:`dpdist.privacy.accountant.Accountant` is the ledger's interface; this package holds what it
 stores and where:
 
+* :mod:`.backend`: where a ledger lives (a path or a URL, read once: a mistyped URL is refused), the
+  scheme -> backend table and the Protocol every backend meets;
 * :mod:`.schema`: the tables, their versions and the upgrades between them (both backends);
+* :mod:`.queries`: the statements on budgets, releases and links (one SQL text for both backends);
 * :mod:`.records`: a release's record and a budget's status, as Python values, and their texts;
 * :mod:`.outcomes`: a release's recorded outcome (its result, or its failure by class), with the
   claim that recording every outcome keeps a retry from drawing noise twice, and its proof;

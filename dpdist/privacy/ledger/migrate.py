@@ -27,7 +27,8 @@ from typing import Any
 import psycopg
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.ledger.postgres import PostgresLedger, is_url
+from dpdist.privacy.ledger.backend import parse_location
+from dpdist.privacy.ledger.postgres import PostgresLedger
 from dpdist.privacy.ledger.schema import LedgerConnection
 from dpdist.privacy.ledger.sqlite import SQLiteLedger
 
@@ -113,8 +114,10 @@ def migrate(source: str | Path, target: str, timeout: float = 120.0) -> Copied:
     Raises ``ParameterError`` when ``target`` is not a PostgreSQL URL or already holds records,
     and when the copy read back differs (then nothing was committed).
     """
-    if not is_url(target):
+    if not parse_location(target).is_url:
         raise ParameterError(f"--to must be a PostgreSQL URL (postgresql://user@host/db), got {target!r}")
+    if parse_location(source).is_url:
+        raise ParameterError(f"--from must be an SQLite ledger's path, got the URL {source!r}")
     src = SQLiteLedger(Path(source), timeout, create=False)
     dst = PostgresLedger(target, timeout, create=True)
 

@@ -54,11 +54,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from dpdist.exceptions import LedgerUnavailable, ParameterError, UnknownDataset
 from dpdist.privacy.ledger.schema import Cursor, LedgerConnection, prepare
 
-__all__ = ["PostgresLedger", "connection_parameters", "is_url"]
+__all__ = ["PostgresLedger", "connection_parameters"]
 
 T = TypeVar("T")
 
-_SCHEMES = ("postgresql://", "postgres://")
 # serialises the schema's creation and upgrades between clients (any number the same on all of them)
 _SETUP_LOCK = 0x6470646973740001
 # what the server's SQLSTATE says when a write is refused for its size: a full disk, memory, a limit,
@@ -70,11 +69,6 @@ _SECRETS = ("password", "sslpassword")
 _pools: dict[tuple[int, str], psycopg_pool.ConnectionPool] = {}
 _prepared: set[tuple[int, str]] = set()
 _lock = threading.Lock()
-
-
-def is_url(location: object) -> bool:
-    """Whether a ledger location is a PostgreSQL URL (else it is an SQLite file's path)."""
-    return isinstance(location, str) and location.startswith(_SCHEMES)
 
 
 def connection_parameters(url: str) -> dict[str, Any]:
