@@ -99,14 +99,17 @@ def private_sqlite(path: str | os.PathLike[str]) -> Path:
     Creates the parent directory 0700 when it does not exist (an existing one, which may hold
     other things, is left alone) and the database file 0600, and tightens leftover
     ``-wal``/``-shm``/``-journal`` files. SQLite creates those with the database file's own
-    permissions (unix VFS ``findCreateFileMode``), so they stay 0600 too.
+    permissions (unix VFS ``findCreateFileMode``), so they stay 0600 too. Through a symbolic link
+    (a dangling one included) all of this is done where the link leads, where SQLite opens and
+    creates the file.
     """
     p = Path(path)
-    if not p.parent.exists():
-        private_dir(p.parent)
-    private_file(p)
+    real = Path(os.path.realpath(p))
+    if not real.parent.exists():
+        private_dir(real.parent)
+    private_file(real)
     for suffix in _SQLITE_SIDECARS:
-        side = Path(f"{p}{suffix}")
+        side = Path(f"{real}{suffix}")
         try:
             _tighten(side, PRIVATE_FILE)
         except FileNotFoundError:  # none, or another connection's close removed it just now
