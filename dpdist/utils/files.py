@@ -6,8 +6,9 @@ The mode is set explicitly after creation, so a permissive umask (0000) cannot w
 strict one cannot lock the owner out. Published outputs (report, plots, released models) are
 not made here; they keep the umask's mode (``dpdist.utils.io``).
 
-An existing path is tightened (group/other bits dropped) only when it belongs to the current
-user; a path owned by someone else is left as it is (changing it is the operator's call).
+An existing path is tightened (group/other bits dropped; no bit is ever added, so a read-only
+ledger stays read-only) only when it belongs to the current user; a path owned by someone else is
+left as it is (changing it is the operator's call).
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ _SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 
 
 def _tighten(path: Path, mode: int) -> None:
+    """Drop from ``path``'s mode every bit ``mode`` lacks (group/other); never add one (a read-only
+    file stays read-only)."""
     st = path.lstat()
     if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
         return
-    if stat.S_IMODE(st.st_mode) != mode:
-        os.chmod(path, mode)
+    current = stat.S_IMODE(st.st_mode)
+    if current & ~mode:
+        os.chmod(path, current & mode)
 
 
 def private_dir(path: str | os.PathLike[str]) -> Path:
