@@ -315,3 +315,106 @@ def test_sixteen_processes_in_two_network_namespaces_never_overspend(postgres_le
     assert sorted(results) == ["ok"] * 10 + ["refused"] * 6, results
     s = Accountant(postgres_ledger_url).status("ds")
     assert s.epsilon_spent == pytest.approx(1.0) and s.releases == 10
+
+
+# ------------------------------------------------------------ a server that cannot be reached
+
+
+def _connection_attempts(monkeypatch) -> list[str]:
+    """Every connection attempt psycopg makes from here on (the pool's too), by its conninfo."""
+    attempts: list[str] = []
+    real = psycopg.Connection.connect.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, conninfo="", **kwargs):
+        attempts.append(conninfo)
+        return real(cls, conninfo, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "connect", classmethod(counted))
+    monkeypatch.setattr(psycopg, "connect", psycopg.Connection.connect)  # (its module-level alias)
+    return attempts
+
+
+@pytest.mark.parametrize(
+    ("url", "cause"),
+    [
+        ("postgresql://dpdist@127.0.0.1:1/dpdist", "Connection refused"),
+        ("postgresql://dpdist@no-such-host.invalid/dpdist", "no-such-host.invalid"),
+    ],
+)
+def test_a_server_that_cannot_be_reached_is_named_at_once(url: str, cause: str, monkeypatch):
+    import time
+
+    attempts = _connection_attempts(monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(LedgerUnavailable) as err:
+        Accountant(url)
+    assert time.monotonic() - start < 15
+    assert cause in str(err.value) and "pool" not in str(err.value)
+    assert len(attempts) == 1  # one attempt, not the pool's retries
+
+
+def test_a_wrong_password_is_tried_once_and_named(postgres_ledger_url, tmp_path: Path, monkeypatch):
+    import re
+    import time
+
+    wrong = tmp_path / "pgpass"
+    wrong.write_text("*:*:*:*:not-the-password\n")
+    wrong.chmod(0o600)
+    url = re.sub(r"passfile=[^&]*", f"passfile={wrong}", postgres_ledger_url)
+    attempts = _connection_attempts(monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(LedgerUnavailable, match="password authentication failed") as err:
+        Accountant(url)
+    assert time.monotonic() - start < 15 and len(attempts) == 1
+    assert "not-the-password" not in str(err.value)
+
+
+def test_a_bad_sslmode_is_bad_input_naming_it(postgres_ledger_url, capsys):
+    from dpdist.cli import main
+
+    url = f"{postgres_ledger_url}&sslmode=requir"
+    with pytest.raises(ParameterError, match="sslmode='requir'"):
+        Accountant(url)
+    assert main(["budget", "show", "--ledger", url]) == 2
+    assert "sslmode='requir' is none libpq reads" in capsys.readouterr().err
+
+
+@pytest.fixture
+def own_server():
+    """A PostgreSQL server of this test's own (scripts/postgres-throwaway.sh), to be stopped while used."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "postgres-throwaway.sh"
+    res = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True, check=False)
+    env = dict(line.removeprefix("export ").split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+    if res.returncode != 0 or "DPDIST_TEST_POSTGRES" not in env:
+        pytest.skip(f"no throwaway PostgreSQL server: {(res.stderr.strip().splitlines() or ['?'])[-1]}")
+    directory = env["DPDIST_TEST_POSTGRES_DIR"].strip("'")
+
+    def stop() -> None:
+        subprocess.run(["bash", str(script), "stop", directory], capture_output=True, check=False)
+
+    try:
+        yield env["DPDIST_TEST_POSTGRES"].strip("'"), stop
+    finally:
+        stop()
+
+
+def test_a_server_that_goes_down_fails_each_call_in_seconds_naming_the_cause(own_server):
+    """A running client's server stops: each call raises ``LedgerUnavailable`` within seconds (not
+    after the ledger's 120 s timeout), naming why, and computes nothing."""
+    import time
+
+    url, stop = own_server
+    acc = Accountant(url)  # the default timeout, 120 s
+    acc.init_budget("ds", 1.0, 0.0)
+    acc.charge("ds", C(0.1), "before")
+    stop()
+    calls: list[int] = []
+    for call in (lambda: acc.status("ds"), lambda: acc.release("ds", C(0.1), "r", lambda: calls.append(1))):
+        start = time.monotonic()
+        with pytest.raises(LedgerUnavailable) as err:
+            call()
+        assert time.monotonic() - start < 20, "blocked on the pool"
+        assert "Connection refused" in str(err.value) or "terminating connection" in str(err.value), str(err.value)
+    assert calls == []

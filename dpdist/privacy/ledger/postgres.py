@@ -29,7 +29,11 @@ spend the same budget from different hosts, where an SQLite file on a shared fil
   honoured).
 * Server down: a call that cannot reach the server raises ``LedgerUnavailable`` (an ``OSError``,
   the machine's failure) and releases nothing, because a release is computed only after its
-  charge has committed.
+  charge has committed. It fails fast and names the cause: the first use of a ledger in a process
+  makes one connection attempt of its own (a refused port, an unknown host, a wrong password:
+  libpq's own message, at once, the password tried once), and a call that finds no working
+  connection within a few seconds (:data:`_WAIT`) asks the server once more, directly, instead of
+  waiting out the pool's timeout.
 
 Each process keeps one connection pool (:mod:`psycopg_pool`) per ledger URL.
 """
@@ -65,6 +69,10 @@ _SETUP_LOCK = 0x6470646973740001
 _SIZE_REFUSALS = frozenset({"53100", "53200", "54000", "57014"})
 # libpq's keys whose value is a secret: never in a URL
 _SECRETS = ("password", "sslpassword")
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+# how long a call waits for a working pooled connection before it asks the server directly (a server
+# that went down is then named at once; a pool that is only busy is waited for, up to the timeout)
+_WAIT = 5.0
 
 _pools: dict[tuple[int, str], psycopg_pool.ConnectionPool] = {}
 _prepared: set[tuple[int, str]] = set()
@@ -90,6 +98,10 @@ def connection_parameters(url: str) -> dict[str, Any]:
             "PGPASSWORD in the ledger process's environment"
         )
     params.setdefault("sslmode", "prefer")
+    if params["sslmode"] not in _SSLMODES:
+        raise ParameterError(
+            f"the ledger URL's sslmode={params['sslmode']!r} is none libpq reads: one of {', '.join(_SSLMODES)}"
+        )
     params.setdefault("connect_timeout", "10")
     params.setdefault("application_name", "dpdist-ledger")
     return params
@@ -207,7 +219,7 @@ class PostgresLedger:
         deadline = time.monotonic() + self.timeout
         for attempt in range(1 << 30):
             try:
-                with self._errors(), self._pool().connection() as conn, conn.transaction():
+                with self._errors(), self._connection() as conn, conn.transaction():
                     return body(_Statements(conn))
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 if time.monotonic() > deadline:
@@ -232,6 +244,7 @@ class PostgresLedger:
         with _lock:
             pool = _pools.get(key)
             if pool is None:
+                self._reach()  # one attempt, its cause named (the pool would retry in the background)
                 pool = psycopg_pool.ConnectionPool(
                     self.conninfo,
                     min_size=1,
@@ -242,9 +255,50 @@ class PostgresLedger:
                     name="dpdist-ledger",
                     open=False,
                 )
-                pool.open(wait=True, timeout=min(self.timeout, 30.0))  # a server that is down: raised at once
+                try:
+                    pool.open(wait=True, timeout=min(self.timeout, 30.0))
+                except psycopg_pool.PoolTimeout:
+                    pool.close(timeout=0)
+                    self._reach()  # gone since: its cause
+                    raise LedgerUnavailable(
+                        f"ledger {self.location}: no connection to the server opened within "
+                        f"{min(self.timeout, 30.0):g} s; nothing was charged or released"
+                    ) from None
                 _pools[key] = pool
         return pool
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A working connection of the pool; the server asked directly (:meth:`_reach`) each time none
+        comes within :data:`_WAIT`, so a server that went down is named in seconds, not at the timeout."""
+        pool = self._pool()
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn = pool.getconn(timeout=max(0.1, min(_WAIT, deadline - time.monotonic())))
+                break
+            except psycopg_pool.PoolTimeout:
+                self._reach()
+                if time.monotonic() >= deadline:
+                    raise LedgerUnavailable(
+                        f"ledger {self.location}: no connection of this process's pool came free within "
+                        f"{self.timeout:g} s; this call released nothing, a charge it made stands"
+                    ) from None
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _reach(self) -> None:
+        """Open and close one connection; ``LedgerUnavailable`` naming libpq's reason when it fails."""
+        try:
+            psycopg.connect(self.conninfo).close()
+        except psycopg.Error as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise LedgerUnavailable(
+                f"ledger {self.location} could not be read or written: {first} (the server could not be reached); "
+                "this call released nothing, a charge it made stands"
+            ) from None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
