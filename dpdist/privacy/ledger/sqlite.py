@@ -35,6 +35,7 @@ from typing import TypeVar
 from urllib.parse import quote
 
 from dpdist.exceptions import LedgerUnavailable, ParameterError, UnknownDataset
+from dpdist.privacy.ledger import moves
 from dpdist.privacy.ledger.netfs import network_mount
 from dpdist.privacy.ledger.schema import SCHEMA_VERSION, LedgerConnection, prepare
 from dpdist.utils.files import private_sqlite
@@ -145,18 +146,10 @@ class SQLiteLedger:
         """Nothing to do: ``BEGIN IMMEDIATE`` took the ledger's write lock before the transaction read anything."""
 
     def refuse_if_moved(self, con: LedgerConnection) -> None:
-        """Refuse a write to a ledger copied to PostgreSQL (:func:`dpdist.privacy.ledger.migrate.migrate`
-        marks it, table ``moved_to``, in the transaction that copied it): a charge here would spend
-        again a budget the copy also holds. ``ParameterError`` naming where the ledger went."""
-        if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'moved_to'").fetchone() is None:
-            return
-        row = con.execute("SELECT url FROM moved_to").fetchone()
-        if row is not None:
-            raise ParameterError(
-                f"ledger {self.path} was moved to {row[0]} (dpdist ledger migrate): it takes no more charges or "
-                f"outcomes, so no budget is spent twice; use --ledger {row[0]} (or DPDIST_LEDGER). Its records "
-                "still read"
-            )
+        """Refuse a write to a ledger copied to PostgreSQL (:mod:`dpdist.privacy.ledger.moves`: marked moved,
+        or announced and its copy committed): a charge here would spend again a budget the copy also
+        holds. ``ParameterError`` naming where the ledger went."""
+        moves.refuse_if_moved(con, self.path)
 
     # ------------------------------------------------------------------ transactions
 
