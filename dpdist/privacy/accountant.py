@@ -21,7 +21,11 @@ chosen by its location: a path, or a ``postgresql://`` URL. Both hold the same t
   an order fixed by the budget, or basic composition with the deltas within a quarter of the
   budget's), checked inside the charge's transaction. The filter holds when each release is
   chosen after seeing the earlier ones.
-  Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it.
+  Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it;
+* of constant cost: the filter's running sums are kept per budget (:mod:`dpdist.privacy.ledger.composed`,
+  exact, updated in the charge's transaction), so a charge reads one row, not the dataset's history;
+  :meth:`Accountant.verify` (``dpdist budget verify``) recomposes every budget from its releases and
+  compares.
 
 Datasets are keyed by the content hash of their store (``dataset``), which is private: it
 tells two neighbouring datasets apart. What is printed, logged and reported is the
@@ -45,10 +49,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,10 +64,11 @@ from dpdist.exceptions import (
     ReleaseKeyConflict,
     UnknownDataset,
 )
-from dpdist.privacy.filter import PrivacyFilter
+from dpdist.privacy.filter import FilterSums, PrivacyFilter
 from dpdist.privacy.guard import charged_by_caller
-from dpdist.privacy.ledger import queries
+from dpdist.privacy.ledger import composed, queries
 from dpdist.privacy.ledger.backend import LedgerBackend, open_backend, parse_location
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.outcomes import UNWRITTEN, failure_record, machine_failure, replay
 from dpdist.privacy.ledger.records import (
     UNCOVERED_MARK,
@@ -72,7 +77,6 @@ from dpdist.privacy.ledger.records import (
     spend_text,
     status_table,
 )
-from dpdist.privacy.ledger.schema import LedgerConnection
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import random_name
 from dpdist.utils.validation import check_delta, check_epsilon
@@ -130,6 +134,36 @@ def params_hash(charge: Charge, params: dict[str, Any] | None) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """A budget as a charge's transaction reads it: its totals, public name and privacy filter."""
+
+    dataset: str
+    name: str
+    epsilon_total: float
+    delta_total: float
+    pf: PrivacyFilter
+    filter_json: str
+
+    def status(self, state: composed.Composed, extra: list[FilterSums] | None = None) -> BudgetStatus:
+        """The budget's status with its composed ``state`` and the terms of ``extra`` releases."""
+        sums = sum(extra or [], state.sums)
+        epsilon_spent, delta_spent = self.pf.measure(sums)
+        return BudgetStatus(
+            dataset=self.dataset,
+            name=self.name,
+            epsilon_total=self.epsilon_total,
+            delta_total=self.delta_total,
+            epsilon_spent=epsilon_spent,
+            delta_spent=delta_spent,
+            epsilon_basic=float(sums.epsilon),
+            delta_basic=float(sums.delta),
+            releases=sums.releases,
+            privacy_filter=self.pf,
+            uncovered=state.uncovered,
+        )
+
+
 class Accountant:
     """A durable privacy ledger at ``path``: an SQLite file's path, or a ``postgresql://`` URL
     (default: :func:`default_ledger`).
@@ -174,8 +208,9 @@ class Accountant:
                 chosen = name or random_name()
                 if queries.name_used(con, chosen):
                     raise ParameterError(f"the name {chosen!r} is already used by another dataset in {self.path}")
-                pf = PrivacyFilter.for_budget(epsilon, delta)
-                queries.insert_budget(con, dataset, epsilon, delta, _now(), chosen, secrets.token_hex(32), pf.to_json())
+                text = PrivacyFilter.for_budget(epsilon, delta).to_json()
+                queries.insert_budget(con, dataset, epsilon, delta, _now(), chosen, secrets.token_hex(32), text)
+                composed.store(con, dataset, composed.Composed(text, 0, 0, FilterSums()), None)
             elif tuple(row[:2]) != (epsilon, delta):
                 raise ParameterError(
                     f"dataset {row[2]!r} already has a budget (epsilon={row[0]:g}, delta={row[1]:g}) in "
@@ -219,8 +254,12 @@ class Accountant:
             self._ledger.refuse_if_moved(con)
             self._ledger.lock_budget(con, target, own)  # the link changes what the target's charges count
             if queries.has_budget(con, own) and not queries.is_linked(con, own):
-                self._budget_row(con, target)
+                eps_total, delta_total, _, text = self._budget_row(con, target)
+                stored = composed.kept(con, target)
                 queries.insert_link(con, own, target, _now())
+                # the target now counts the half's releases too: its state composed again, once
+                pf = PrivacyFilter.from_json(eps_total, delta_total, text)
+                composed.store(con, target, composed.recompose(con, target, pf, str(text)), stored)
 
         if own != target:
             self._ledger.write(link)
@@ -257,6 +296,21 @@ class Accountant:
 
         return self._ledger.read(body)
 
+    def verify(self) -> list[composed.Verdict]:
+        """Every budget's kept composed state beside a full recomposition of its releases (ordered by
+        name): equal, bit for bit, unless the ledger was written around dpdist (``dpdist budget verify``).
+        Reads every release: the check a charge no longer needs to make."""
+
+        def body(con: LedgerConnection) -> list[composed.Verdict]:
+            out = []
+            for dataset in queries.datasets(con):
+                eps_total, delta_total, _, text = self._budget_row(con, dataset)
+                pf = PrivacyFilter.from_json(eps_total, delta_total, text)
+                out.append(composed.verify(con, dataset, pf, str(text)))
+            return out
+
+        return self._ledger.read(body)
+
     def _budget_row(self, con: LedgerConnection, dataset: str) -> tuple[float, float, str, str | None]:
         """(epsilon_total, delta_total, name, the stored filter's JSON) of ``dataset``'s budget."""
         row = queries.budget_row(con, dataset)
@@ -267,27 +321,19 @@ class Accountant:
             )
         return row
 
-    def _status(self, con: LedgerConnection, dataset: str, extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
+    def _state(
+        self, con: LedgerConnection, dataset: str
+    ) -> tuple[_Budget, composed.Composed, composed.Composed | None]:
+        """``dataset``'s budget, its composed state now (:func:`composed.current`) and its stored row."""
         eps_total, delta_total, name, text = self._budget_row(con, dataset)
-        releases = queries.releases(con, dataset)
-        losses = [r.privacy_loss for r in releases] + (extra or [])
-        eps_basic = math.fsum(loss.epsilon for loss in losses)
-        delta_basic = math.fsum(loss.delta for loss in losses)
         pf = PrivacyFilter.from_json(eps_total, delta_total, text)
-        eps_spent, delta_spent = pf.spent(losses)
-        return BudgetStatus(
-            dataset=dataset,
-            name=name,
-            epsilon_total=eps_total,
-            delta_total=delta_total,
-            epsilon_spent=eps_spent,
-            delta_spent=delta_spent,
-            epsilon_basic=eps_basic,
-            delta_basic=delta_basic,
-            releases=len(losses),
-            privacy_filter=pf,
-            uncovered=sum(not r.covered for r in releases),
-        )
+        budget = _Budget(dataset, name, eps_total, delta_total, pf, str(text))
+        state, stored = composed.current(con, dataset, pf, budget.filter_json)
+        return budget, state, stored
+
+    def _status(self, con: LedgerConnection, dataset: str, extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
+        budget, state, _ = self._state(con, dataset)
+        return budget.status(state, [budget.pf.sums(loss) for loss in extra or []])
 
     # ---------------------------------------------------------------------- charges
 
@@ -356,9 +402,11 @@ class Accountant:
                     "give the new release its own key"
                 )
             return existing
-        status = self._status(con, dataset, [loss])
+        budget, state, stored = self._state(con, dataset)
+        term = budget.pf.sums(loss)
+        status = budget.status(state, [term])
         if not status.epsilon_spent <= status.epsilon_total:
-            before = self._status(con, dataset)
+            before = budget.status(state)
             raise BudgetExceeded(
                 status.name,
                 loss.epsilon,
@@ -368,9 +416,17 @@ class Accountant:
                 before.epsilon_total,
                 before.delta_total,
             )
+        # a budget this one is linked to counts its releases too (Accountant.budget_of): its state grows as well
+        target = queries.link_target(con, dataset)
+        linked = self._state(con, target) if target is not None else None
         covered = bool(charge.covered)
         release = Release(dataset, key, _today(), mechanism, loss.epsilon, loss.delta, None, loss, digest, covered)
-        queries.insert_release(con, release)
+        release_id = queries.insert_release(con, release)
+        composed.store(con, dataset, state.plus(term, covered, release_id), stored)
+        if linked is not None:
+            other, other_state, other_stored = linked
+            new = other_state.plus(other.pf.sums(loss), covered, release_id)
+            composed.store(con, other.dataset, new, other_stored)
         return release
 
     def recorded(self, dataset: str, key: str) -> bool:

@@ -93,17 +93,19 @@ falls as its delta grows (tests/privacy/test_filter.py checks it on random seque
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from fractions import Fraction
 from typing import Any
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.loss import ORDERS, PrivacyLoss, rdp_curve
+from dpdist.privacy.loss import ORDERS, Part, PrivacyLoss, rdp_curve
 from dpdist.utils.validation import check_delta, check_epsilon
 
-__all__ = ["PrivacyFilter"]
+__all__ = ["FilterSums", "PrivacyFilter"]
 
 
 def _conversion_offset(alpha: float, delta: float) -> float:
@@ -111,7 +113,7 @@ def _conversion_offset(alpha: float, delta: float) -> float:
     return math.log1p(-1.0 / alpha) - math.log(delta * alpha) / (alpha - 1.0)
 
 
-def _rdp_at(losses: list[PrivacyLoss], alpha: float) -> float:
+def _rdp_at(losses: Iterable[PrivacyLoss], alpha: float) -> float:
     """The Renyi divergence at ``alpha`` of the losses' RDP parts composed (dp-accounting's curves).
 
     Composed on the whole grid and read at ``alpha``: repeat-and-select's bound at one order uses
@@ -122,6 +124,47 @@ def _rdp_at(losses: list[PrivacyLoss], alpha: float) -> float:
         return 0.0
     orders = tuple(sorted(set(ORDERS) | {alpha}))
     return float(rdp_curve(parts, orders)[orders.index(alpha)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _release_rdp_at(parts: tuple[Part, ...], alpha: float) -> float:
+    """:func:`_rdp_at` of one release's parts (a ledger charges the same few losses again and again)."""
+    return _rdp_at([PrivacyLoss(parts, 1.0)], alpha)
+
+
+@dataclass(frozen=True)
+class FilterSums:
+    """What a :class:`PrivacyFilter` decides from: running sums over a sequence of releases, exact.
+
+    Every sum is of floats (each release's figures) and is kept as an exact ``Fraction``, so the sums
+    of a sequence do not depend on the order or the grouping of their terms, and a sum kept up to date
+    one release at a time equals the sum of the whole sequence bit for bit (the ledger keeps one per
+    budget: :mod:`dpdist.privacy.ledger.composed`). Each is rounded once, to the nearest float
+    (``math.fsum``'s result), where the filter compares it with a bound.
+    """
+
+    releases: int = 0
+    epsilon: Fraction = Fraction(0)  # the releases' standalone epsilons (route (P))
+    delta: Fraction = Fraction(0)  # and their standalone deltas
+    approx_epsilon: Fraction = Fraction(0)  # the approximate parts' epsilons (route (R))
+    approx_delta: Fraction = Fraction(0)  # and their deltas
+    renyi: Fraction = Fraction(0)  # the releases' Renyi divergences at alpha*, each counted at least 0
+    unbounded: int = 0  # releases whose divergence at alpha* is not finite: route (R) never holds again
+
+    def __add__(self, other: FilterSums) -> FilterSums:
+        return FilterSums(
+            self.releases + other.releases,
+            self.epsilon + other.epsilon,
+            self.delta + other.delta,
+            self.approx_epsilon + other.approx_epsilon,
+            self.approx_delta + other.approx_delta,
+            self.renyi + other.renyi,
+            self.unbounded + other.unbounded,
+        )
+
+    def covers(self, other: FilterSums) -> bool:
+        """Whether every sum and count is at least ``other``'s (a later state of the same sequence is)."""
+        return all(a >= b for a, b in zip(astuple(self), astuple(other), strict=True))
 
 
 # route (R)'s figure is rounded up by this relative amount: a sum a few ulps below its bound in
@@ -216,29 +259,53 @@ class PrivacyFilter:
         """The most the approximate parts' deltas may add to in route (R)."""
         return self.approx_share * self.delta
 
-    def spent(self, losses: Iterable[PrivacyLoss]) -> tuple[float, float]:
-        """(epsilon, delta) the filter counts for ``losses``: admitted while epsilon <= the budget's.
+    def sums(self, loss: PrivacyLoss) -> FilterSums:
+        """One release's terms of the sums this filter decides from (its divergence at alpha* computed
+        now, once: the bound the filter counts for it from then on)."""
+        approx = [p for p in loss.parts if p[0] == "approx"]
+        renyi, unbounded = Fraction(0), 0
+        if self.order is not None:
+            r = _release_rdp_at(loss.parts, self.order)
+            if math.isfinite(r):
+                renyi = Fraction(max(r, 0.0))  # a divergence is >= 0: a rounding below it is counted as 0
+            else:
+                unbounded = 1  # a divergence dp-accounting cannot bound (or NaN): route (R) does not hold
+        return FilterSums(
+            1,
+            Fraction(loss.epsilon),
+            Fraction(loss.delta),
+            sum((Fraction(p[1]) for p in approx), Fraction(0)),
+            sum((Fraction(p[2]) for p in approx), Fraction(0)),
+            renyi,
+            unbounded,
+        )
+
+    def measure(self, sums: FilterSums) -> tuple[float, float]:
+        """(epsilon, delta) the filter counts for a sequence with these sums: admitted while epsilon <= the
+        budget's.
 
         epsilon is the smaller of route (P)'s sum and route (R)'s S converted at alpha* (inf for a
         route whose deltas do not fit); delta is that route's: the standalone deltas, or the
         approximate parts' deltas plus ``delta_conversion``.
         """
-        losses = list(losses)
-        if not losses:
+        if sums.releases == 0:
             return 0.0, 0.0
-        basic_delta = math.fsum(loss.delta for loss in losses)
-        basic = math.fsum(loss.epsilon for loss in losses) if basic_delta <= self.delta_basic else math.inf
-        approx = [p for loss in losses for p in loss.parts if p[0] == "approx"]
-        approx_delta = math.fsum(p[2] for p in approx)
+        basic_delta = float(sums.delta)
+        basic = float(sums.epsilon) if basic_delta <= self.delta_basic else math.inf
+        approx_delta = float(sums.approx_delta)
         renyi = math.inf
         if self.order is not None and approx_delta <= self.delta_approx:
-            s = _rdp_at(losses, self.order) + math.fsum(p[1] for p in approx)
+            s = math.inf if sums.unbounded else float(sums.renyi) + float(sums.approx_epsilon)
             if not math.isfinite(s):
-                s = math.inf  # a divergence dp-accounting cannot bound (or NaN): route (R) does not hold
+                s = math.inf
             renyi = max(0.0, s + _conversion_offset(self.order, self.delta_conversion)) * (1.0 + _ROUND_UP)
         if basic <= renyi:
             return basic, (basic_delta if basic < math.inf else self.delta)
         return renyi, approx_delta + self.delta_conversion
+
+    def spent(self, losses: Iterable[PrivacyLoss]) -> tuple[float, float]:
+        """(epsilon, delta) the filter counts for ``losses`` (:meth:`measure` of their :meth:`sums`)."""
+        return self.measure(sum((self.sums(loss) for loss in losses), FilterSums()))
 
     def admits(self, losses: Iterable[PrivacyLoss]) -> bool:
         """Whether the sequence ``losses`` passes the filter."""

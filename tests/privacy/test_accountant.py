@@ -525,7 +525,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     assert (
         con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset").fetchall()
         == before_budgets
@@ -581,6 +581,7 @@ def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.0])
     con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table, no filter or covered column
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("DROP TABLE links")
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
@@ -590,7 +591,7 @@ def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     after = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
     assert [row[:-1] for row in after[0]] == before[0] and [row[-1] for row in after[0]] == [1]
     assert [row[:-1] for row in after[1]] == before[1]
@@ -605,6 +606,7 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     Accountant(path).init_budget("pure", 1.0, 0.0)
     con = sqlite3.connect(path)  # as dpdist wrote schema 3: no filter column (nor covered)
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
@@ -612,7 +614,7 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
     assert stored == {
         "ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(),
@@ -662,6 +664,7 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     Accountant(path).init_budget("b", 2.0, 1e-6)
     con = sqlite3.connect(path)
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
@@ -682,11 +685,16 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     assert con.execute("SELECT * FROM budgets").fetchall() == before
-    con.execute("PRAGMA user_version = 7")  # a later dpdist's ledger: refused, not misread
+    con.execute("PRAGMA user_version = 8")  # a later dpdist's ledger: refused, not misread
     con.commit()
     con.close()
-    with pytest.raises(ParameterError, match="schema version 7"):
+    with pytest.raises(ParameterError, match="schema version 8"):
         Accountant(path)
+
+
+def _drop_composed(con: sqlite3.Connection) -> None:
+    con.execute("DROP TABLE composed")
+    con.execute("DROP INDEX releases_by_dataset")
 
 
 def _drop_release_guards(con: sqlite3.Connection) -> None:
@@ -700,6 +708,7 @@ def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "old", lambda: [1.0])
     con = sqlite3.connect(path)  # as dpdist wrote schema 4: no covered column
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 4")
     con.commit()
@@ -707,7 +716,7 @@ def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     assert [row[:-1] for row in con.execute("SELECT * FROM releases").fetchall()] == before
     con.close()
     assert [r.covered for r in acc.history("ds")] == [True] and acc.status("ds").uncovered == 0

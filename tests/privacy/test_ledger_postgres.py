@@ -88,6 +88,10 @@ def test_the_documented_analysts_role_charges_and_cannot_change_a_budget_or_a_re
             "UPDATE releases SET epsilon = 0.001 WHERE key = 'pending'",
             "DELETE FROM releases",
             "DELETE FROM links",
+            "UPDATE composed SET epsilon = '0'",  # a budget's composed state lowered: spent again
+            "UPDATE composed SET releases = 0, last_id = 0",
+            "UPDATE composed SET filter = 'x'",
+            "DELETE FROM composed",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 con.execute(sql)

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from dpdist.exceptions import ParameterError
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.postgres import PostgresLedger
-from dpdist.privacy.ledger.schema import LedgerConnection, Versioned
+from dpdist.privacy.ledger.schema import Versioned
 from dpdist.privacy.ledger.sqlite import SQLiteLedger
 
 __all__ = ["SCHEMES", "LedgerBackend", "Location", "open_backend", "parse_location"]

@@ -1,13 +1,14 @@
 """Copying an SQLite ledger to a PostgreSQL one, every record kept and verified.
 
 A team moving from one person's SQLite ledger to a shared PostgreSQL ledger must not lose a record:
-a release forgotten in the copy is budget spent twice. :func:`migrate` copies every budget, link and
-release (with its id, so the order of the history is kept) in one transaction on the target, reads
-the copy back inside that transaction and commits only if the target holds the same number of rows
-of each table and the same SHA-256 digest of every release (every column); it then reads the
-committed copy back once more. The target must hold no ledger records yet. The digests are compared,
-never shown: a release's row holds the dataset's content hash, which is private (so is an error of
-the copy: it names the table, never the server's detail, which can quote a row).
+a release forgotten in the copy is budget spent twice. :func:`migrate` copies every budget, link,
+release (with its id, so the order of the history is kept) and budget's composed state in one
+transaction on the target, reads the copy back inside that transaction and commits only if the
+target holds the same number of rows of each table and the same SHA-256 digest of every row (every
+column); it then reads the committed copy back once more. The target must hold no ledger records
+yet. The digests are compared, never shown: a release's row holds the dataset's content hash, which
+is private (so is an error of the copy: it names the table, never the server's detail, which can
+quote a row).
 
 The move is three commits (:mod:`.moves`): the source announced (:func:`announce`), the copy with the
 move's token on the target (:func:`copy_into`), the source marked moved (:func:`mark_moved`, in the
@@ -28,10 +29,10 @@ from typing import Any
 import psycopg
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.ledger import moves
+from dpdist.privacy.ledger import composed, moves
 from dpdist.privacy.ledger.backend import parse_location
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.postgres import PostgresLedger
-from dpdist.privacy.ledger.schema import LedgerConnection
 from dpdist.privacy.ledger.sqlite import SQLiteLedger
 
 __all__ = ["Copied", "announce", "copy_into", "digest", "mark_moved", "migrate"]
@@ -53,8 +54,9 @@ _COLUMNS = {
         "params",
         "covered",
     ),
+    "composed": composed.COLUMNS,  # each budget's composed state (its sums' exact text)
 }
-_ORDER = {"budgets": "dataset", "links": "alias", "releases": "id"}
+_ORDER = {"budgets": "dataset", "links": "alias", "releases": "id", "composed": "dataset"}
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def _digest_rows(tables: dict[str, list[tuple[Any, ...]]]) -> dict[str, tuple[in
 
 def _copy(con: LedgerConnection, rows: dict[str, list[tuple[Any, ...]]]) -> None:
     """Insert every row (the releases with their ids; the id sequence set past them)."""
-    for table in ("budgets", "links", "releases"):  # links and releases refer to budgets
+    for table in ("budgets", "links", "releases", "composed"):  # the others refer to budgets
         columns = _COLUMNS[table]
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         try:

@@ -28,8 +28,8 @@ from pathlib import Path
 import psycopg
 
 from dpdist.exceptions import LedgerUnavailable, ParameterError
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.postgres import connection_parameters
-from dpdist.privacy.ledger.schema import LedgerConnection
 
 __all__ = ["announce", "holds_copy", "mark_moved", "record_copy", "refuse_if_moved"]
 

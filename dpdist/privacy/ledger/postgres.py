@@ -56,7 +56,8 @@ from psycopg import IsolationLevel, errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dpdist.exceptions import LedgerUnavailable, ParameterError, UnknownDataset
-from dpdist.privacy.ledger.schema import Cursor, LedgerConnection, prepare
+from dpdist.privacy.ledger.connection import Cursor, LedgerConnection
+from dpdist.privacy.ledger.schema import prepare
 
 __all__ = ["PostgresLedger", "connection_parameters"]
 
@@ -188,14 +189,15 @@ class PostgresLedger:
         return bool(row[0])
 
     def lock_budget(self, con: LedgerConnection, dataset: str, *also: str) -> None:
-        """Lock the budget of ``dataset`` (and of ``also``) and the budgets linked to it for this
-        transaction (its first statement: the transaction is read committed from here, each later
-        statement reading what was committed when it starts).
+        """Lock the budget of ``dataset`` (and of ``also``), the budgets linked to it and the budget it is
+        linked to (whose composed state its charges change too) for this transaction (its first
+        statement: the transaction is read committed from here, each later statement reading what was
+        committed when it starts).
 
         Each budget's lock is a transaction-level advisory lock on a 64-bit key of its dataset
         (:func:`_budget_lock`), taken in sorted order: no right on any table is needed (``SELECT ...
         FOR UPDATE`` would need ``UPDATE`` on ``budgets``, which would let an analyst raise a total).
-        After the locks are held the links are read again, and any alias linked meanwhile is locked
+        After the locks are held the links are read again, and any budget linked meanwhile is locked
         too, until the set is stable: a link committed while this waited is never missed."""
         con.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         locked: set[str] = set()
@@ -204,8 +206,11 @@ class PostgresLedger:
             for name in sorted(wanted - locked):
                 con.execute("SELECT pg_advisory_xact_lock(?)", (_budget_lock(name),))
                 locked.add(name)
+            marks = ", ".join("?" * len(locked))
             rows = con.execute(
-                f"SELECT alias FROM links WHERE dataset IN ({', '.join('?' * len(locked))})", sorted(locked)
+                f"SELECT alias FROM links WHERE dataset IN ({marks}) "
+                f"UNION SELECT dataset FROM links WHERE alias IN ({marks})",
+                [*sorted(locked), *sorted(locked)],
             ).fetchall()
             wanted = locked | {str(r[0]) for r in rows}
 

@@ -12,8 +12,8 @@ before its commit (tests/privacy/test_accountant.py). No hook lives in the accou
 
 from __future__ import annotations
 
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.records import RELEASE_COLUMNS, Release, release_row
-from dpdist.privacy.ledger.schema import LedgerConnection
 
 __all__ = [
     "budget_row",
@@ -25,6 +25,7 @@ __all__ = [
     "insert_link",
     "insert_release",
     "is_linked",
+    "link_target",
     "name_used",
     "record_result",
     "releases",
@@ -110,12 +111,18 @@ def insert_link(con: LedgerConnection, alias: str, dataset: str, created: str) -
     con.execute("INSERT INTO links (alias, dataset, created) VALUES (?, ?, ?)", (alias, dataset, created))
 
 
-def insert_release(con: LedgerConnection, release: Release) -> None:
-    """Record a charged release (its outcome not yet: :func:`record_result`)."""
+def link_target(con: LedgerConnection, alias: str) -> str | None:
+    """The budget ``alias``'s releases also count toward (``links``), if it is linked."""
+    row = con.execute("SELECT dataset FROM links WHERE alias = ?", (alias,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def insert_release(con: LedgerConnection, release: Release) -> int:
+    """Record a charged release (its outcome not yet: :func:`record_result`); its id."""
     loss = release.privacy_loss
-    con.execute(
+    row = con.execute(
         "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss, params, covered) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             release.dataset,
             release.key,
@@ -127,7 +134,8 @@ def insert_release(con: LedgerConnection, release: Release) -> None:
             release.params,
             int(release.covered),
         ),
-    )
+    ).fetchone()
+    return int(row[0])
 
 
 def result_of(con: LedgerConnection, dataset: str, key: str) -> str | None:

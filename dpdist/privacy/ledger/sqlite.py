@@ -36,8 +36,9 @@ from urllib.parse import quote
 
 from dpdist.exceptions import LedgerUnavailable, ParameterError, UnknownDataset
 from dpdist.privacy.ledger import moves
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.netfs import network_mount
-from dpdist.privacy.ledger.schema import SCHEMA_VERSION, LedgerConnection, prepare
+from dpdist.privacy.ledger.schema import SCHEMA_VERSION, prepare
 from dpdist.utils.files import private_sqlite
 
 __all__ = ["SQLiteLedger", "network_filesystem_refusal"]
