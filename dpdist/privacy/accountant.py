@@ -37,9 +37,10 @@ which :mod:`dpdist.data.split` decides each record's side of the train/test spli
 noisy result, records its outcome in the same ledger and only then returns it. The outcome is
 the result or, when the computation raises an ``Exception`` other than the machine's own
 (a lost connection, memory, a killed worker), the failure -- recorded by its class and a fixed
-public message, never the exception's own text (:mod:`dpdist.privacy.ledger.outcomes`, with the
-claim and its proof). A retried release with the same key replays the recorded outcome and never
-draws fresh noise (nor re-runs a solver) for a charge whose outcome was already recorded.
+public message, never the exception's own text (:mod:`dpdist.privacy.ledger.outcomes`). A retried
+release with the same key replays the recorded outcome and never draws fresh noise (nor re-runs a
+solver) for a charge whose outcome was already recorded (the claim's proof:
+[docs/proofs/recorded-outcomes.md][proof-recorded-outcomes]).
 
 The schema's versions and the upgrades between them are in :mod:`dpdist.privacy.ledger.schema`;
 an older ledger is upgraded in place, in one transaction, when opened, and every row is kept.
@@ -241,7 +242,7 @@ class Accountant:
         """The dataset a store's releases are charged to (``store.budget_id``: a split half's is
         its source's), after linking a budget the ledger holds for a half's own content.
 
-        Ledgers of dpdist before 4cadcda let a train/test half have a budget of its own (its
+        Ledgers of older dpdist releases let a train/test half have a budget of its own (its
         content hash) and charged its releases there. Those records are records of the source:
         the first time the half is used, that budget is linked to the source's (table ``links``,
         schema 3), and from then on the source's status and history include its releases, so
@@ -451,30 +452,13 @@ class Accountant:
         was charged but interrupted before recording anything (a killed worker or process, a
         ``KeyboardInterrupt``), nothing left it, and ``compute`` runs again under the same charge.
 
-        **Every outcome is recorded.** Whatever ``compute`` ends with -- a result, or any
-        ``Exception``: a dpdist error (``SolverFailure``, ``ReleaseRefused``, ``SolverAborted``,
-        ``ParameterError``, ...), a ``ValueError``/``LinAlgError`` from numpy or scikit-learn, a
-        ``TypeError``, ``ZeroDivisionError``, ``FloatingPointError``, a numba error -- is the release's
-        outcome: it is recorded under ``key``, the charge stands, and every retry under the key
-        returns or raises the recorded outcome without calling ``compute``. A result that cannot be
-        recorded (not JSON-serialisable, or not finite) is a failure of the release and is recorded
-        as one; so is a result the ledger refuses (any error writing it but a lock, a permission, a lost
-        server or a moved ledger: a full disk, a size limit, a statement timeout, a server's internal
-        error): whether the ledger takes the result can depend on its size, so on the output, and a retry that
-        drew again would publish the draws that fit. The fixed-size failure record is written in its
-        place (if the disk refuses that too, the error propagates unrecorded: a refusal of a
-        fixed-size write does not depend on the output), and every retry replays it. What propagates
-        unrecorded, as an interrupted run, is a ``BaseException`` that is not an ``Exception``
-        (``KeyboardInterrupt``, ``SystemExit``) and the machine's own failures
-        (:func:`machine_failure`: an ``OSError`` -- a lost connection or file, a ledger server that
-        is down --, ``MemoryError``, a worker's ``ImportError``, a cancelled future, Dask's
-        ``KilledWorker``): these do not depend on the noise drawn, so a retry that follows one draws
-        anew unconditioned, and a run that re-uses the key after fixing the machine is not stuck
-        replaying it. Why this is private: :mod:`dpdist.privacy.ledger.outcomes` (the claim and its
-        proof); the error the caller sees is built from the record alone and chains no exception.
-
-        To debug a ``compute`` that fails, call it without an accountant (every estimator runs
-        ``compute`` directly when none is given), on data the debugger may see.
+        **Every outcome is recorded**: a result, or any ``Exception`` of ``compute`` (a dpdist error, a
+        numpy or scikit-learn error, ...) recorded by its class and a fixed public message; a result that
+        cannot be recorded, or that the ledger refuses for its size, is recorded as a failure. The charge
+        stands and every retry under the key replays the outcome without calling ``compute``. What
+        propagates unrecorded, as an interrupted run, is a ``BaseException`` that is not an ``Exception``
+        and the machine's own failures (:func:`machine_failure`). The claim that this keeps a retry from
+        drawing twice, and its proof: [docs/proofs/recorded-outcomes.md][proof-recorded-outcomes].
         """
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:

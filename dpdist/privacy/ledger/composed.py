@@ -3,22 +3,16 @@
 A charge is admitted when the budget's privacy filter admits the dataset's releases with it
 (:class:`dpdist.privacy.filter.PrivacyFilter`), and the filter depends on the releases only through
 a few running sums (:class:`dpdist.privacy.filter.FilterSums`). The ledger keeps those sums per budget
-(table ``composed``), written in the transaction of every charge, link or upgrade that changes them,
-so a charge reads one row instead of every earlier release: its cost does not grow with the history.
+(table ``composed``: each sum as the exact decimal text of a sum of floats, the filter they are at,
+the largest release id they count), written in the transaction of every charge, link or upgrade that
+changes them, so a charge reads one row instead of every earlier release: its cost does not grow with
+the dataset's history. A row that is not current (releases written around dpdist, a filter changed
+by hand) is recomposed from the releases for that call, and a charge stores the recomposition; a row
+only grows (:mod:`.schema`'s triggers), and :func:`verify` (``dpdist budget verify``) compares each
+with a full recomposition.
 
-* Exact: each sum is kept as the exact decimal text of a sum of floats, so the kept sums equal a full
-  recomposition of the releases bit for bit, whatever the order or the grouping of the terms, and the
-  filter admits and refuses exactly the charges a recomposition would (:func:`verify`;
-  ``dpdist budget verify``). A release's divergence at the budget's Renyi order is computed once,
-  when it is charged, by the process that charges it.
-* Used only when current: a row names the filter it was composed under and the largest release id it
-  counts. When either differs from the ledger's (releases written by an older dpdist still running
-  against an upgraded ledger, a row written by hand, a budget's filter changed by hand), that call
-  recomposes the state from the releases (the cost of a charge before this table) and a charge
-  stores the recomposition.
-* Only grows: a row is rewritten only with sums and counts that cover the stored ones (a later state
-  of the same releases does), never deleted; the ledger's triggers refuse anything else, from every
-  role (:mod:`.schema`), since a state lowered by hand would let a budget be spent again.
+Claim: the filter decides every charge from a kept state exactly as from a full recomposition of the
+budget's releases. Proof: [docs/proofs/ledger.md][proof-ledger-composed].
 """
 
 from __future__ import annotations

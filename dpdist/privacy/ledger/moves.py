@@ -1,22 +1,14 @@
 """A move of an SQLite ledger to PostgreSQL, as both ledgers record it, so exactly one takes charges.
 
-A move (:func:`dpdist.privacy.ledger.migrate.migrate`) commits on two databases, and a process can be
-killed between any two commits. Which of the two ledgers takes charges is therefore decided by what
-each holds, read at every write of the source:
+A move (:func:`dpdist.privacy.ledger.migrate.migrate`) is three commits: the source *announced*
+(table ``moving_to``: the target's URL and a random token), the copy committed on the target with the
+token (table ``migrated_from``), the source marked *moved* (table ``moved_to``). An announced source
+asks the target for its token at each write and refuses once the target holds it; a moved source
+refuses every write.
 
-1. the source is *announced* (its table ``moving_to``: the target's URL and a random token), in a
-   transaction of its own. The source still takes charges -- while the target does not hold its copy;
-2. the copy is committed on the target in one transaction together with the token (the target's table
-   ``migrated_from``). From that commit on the target takes charges, and the source refuses every
-   write: an announced source asks the target whether it holds its token (and refuses when the
-   target cannot be reached to tell);
-3. the source is marked *moved* (its table ``moved_to``, as before this protocol): it refuses every
-   write without asking anyone.
-
-A run killed at any point leaves one ledger taking charges (the source before the copy's commit, the
-target after it), and running the same migration again finishes it: an announced source is copied,
-or, when the target already holds its token, only marked. The copy is digested and checked inside
-its transaction before it commits, so a committed token is a verified copy.
+Claim: a run killed at any point leaves exactly one of the two ledgers taking charges (the source
+before the copy's commit, the target after it), and running the same migration again finishes it.
+Proof: [docs/proofs/ledger.md][proof-ledger-move].
 """
 
 from __future__ import annotations

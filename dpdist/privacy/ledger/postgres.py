@@ -7,19 +7,13 @@ spend the same budget from different hosts, where an SQLite file on a shared fil
 (``postgresql://user@host:port/db?...``: ``--ledger``, ``DPDIST_LEDGER``, ``ledger =`` in a run config).
 
 * Serialised: the budget check and the charge are one transaction
-  (:meth:`dpdist.privacy.accountant.Accountant.charge`) that first locks the budget's row and the
-  budgets linked to it (:meth:`PostgresLedger.lock_budget`, transaction-level advisory locks, which
-  need no right on any table: an analyst's role that may not change a budget can still charge one),
-  in read-committed mode: every charge that can change what the check reads (a charge to the budget
-  or to a budget linked to it) holds one of those locks until it commits, so the check, whose
-  statements each read what was committed when they start, sees every earlier charge and no later
-  one can land before this one commits -- the charges of one budget run one after another, from any
-  number of machines, and no interleaving overspends. Every other transaction is ``SERIALIZABLE``.
-  A transaction the server aborts as a serialisation failure (or a deadlock) changed nothing and is
-  run again, after a random back-off, until the ledger's ``timeout``. A transaction reads and
-  writes the ledger only: the noise of a release is drawn outside it, after its charge committed
-  (:meth:`Accountant.release`), so a retry never draws noise twice; a retried charge of a key that a
-  lost connection's commit recorded is answered from the ledger (a release key is idempotent).
+  (:meth:`dpdist.privacy.accountant.Accountant.charge`) that first takes the advisory locks of the
+  budget and of the budgets linked to it (:meth:`PostgresLedger.lock_budget`: no right on any table is
+  needed), in read-committed mode; every other transaction is ``SERIALIZABLE``, and one the server
+  aborts as a serialisation failure (or a deadlock) changed nothing and is run again, after a random
+  back-off, until the ledger's ``timeout``. Claim: the charges of one budget run one after another,
+  from any number of machines, and a retry never draws noise twice. Proof:
+  [docs/proofs/ledger.md][proof-ledger-serialised].
 * Atomic: a client killed in the middle of a transaction leaves it wholly absent (the server rolls
   back the transaction of a connection that drops); a committed charge is durable on the server.
 * Credentials never in argv or logs: a password in the URL is refused; the password comes from a
