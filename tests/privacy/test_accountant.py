@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -690,6 +691,35 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     con.close()
     with pytest.raises(ParameterError, match="schema version 8"):
         Accountant(path)
+
+
+def test_a_v6_ledger_is_upgraded_with_each_budgets_state_and_keeps_every_row(tmp_path: Path):
+    path = tmp_path / "v6.sqlite"
+    acc = Accountant(path)
+    acc.init_budget("ds", 3.0, 1e-6, name="study")
+    acc.init_budget("half-own", 1.0, 1e-6)
+    acc.release("half-own", Charge(PrivacyLoss.pure(0.2), "l"), "old", lambda: [1.0])
+    acc.budget_of(SimpleNamespace(dataset_id="half-own", budget_id="ds"))
+    for i in range(12):
+        acc.charge("ds", Charge(PrivacyLoss.gaussian(8.0, 1e-8), "g", covered=i != 3), f"g{i}")
+    before = {s.dataset: s for s in acc.datasets()}
+    con = sqlite3.connect(path)  # as dpdist wrote schema 6
+    _drop_composed(con)  # no composed state before schema 7, no index on (dataset, id)
+    con.execute("PRAGMA user_version = 6")
+    con.commit()
+    rows = con.execute("SELECT * FROM releases ORDER BY id").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
+    con.close()
+    acc = Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert (
+        con.execute("SELECT * FROM releases ORDER BY id").fetchall(),
+        con.execute("SELECT * FROM budgets").fetchall(),
+    ) == rows
+    assert con.execute("SELECT count(*) FROM composed").fetchone()[0] == 2
+    con.close()
+    assert {s.dataset: s for s in acc.datasets()} == before
+    assert all(v.equal for v in acc.verify()) and acc.status("ds").uncovered == 1
 
 
 def _drop_composed(con: sqlite3.Connection) -> None:

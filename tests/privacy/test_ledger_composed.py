@@ -182,36 +182,6 @@ def test_the_largest_release_id_is_read_from_an_index(tmp_path: Path):
     assert "releases_by_dataset" in plan and "SCAN" not in plan
 
 
-def test_a_v6_ledger_is_upgraded_with_each_budgets_state_and_keeps_every_row(tmp_path: Path):
-    path = tmp_path / "v6.sqlite"
-    acc = Accountant(path)
-    acc.init_budget("ds", 3.0, 1e-6, name="study")
-    acc.init_budget("half-own", 1.0, 1e-6)
-    acc.release("half-own", Charge(PrivacyLoss.pure(0.2), "l"), "old", lambda: [1.0])
-    acc.budget_of(SimpleNamespace(dataset_id="half-own", budget_id="ds"))
-    for i in range(12):
-        acc.charge("ds", Charge(PrivacyLoss.gaussian(8.0, 1e-8), "g", covered=i != 3), f"g{i}")
-    before = {s.dataset: s for s in acc.datasets()}
-    con = sqlite3.connect(path)  # as dpdist wrote schema 6: no composed state, no index on (dataset, id)
-    con.execute("DROP TABLE composed")
-    con.execute("DROP INDEX releases_by_dataset")
-    con.execute("PRAGMA user_version = 6")
-    con.commit()
-    rows = con.execute("SELECT * FROM releases ORDER BY id").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
-    con.close()
-    acc = Accountant(path)
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
-    assert (
-        con.execute("SELECT * FROM releases ORDER BY id").fetchall(),
-        con.execute("SELECT * FROM budgets").fetchall(),
-    ) == rows
-    assert con.execute("SELECT count(*) FROM composed").fetchone()[0] == 2
-    con.close()
-    assert {s.dataset: s for s in acc.datasets()} == before
-    assert all(v.equal for v in acc.verify()) and acc.status("ds").uncovered == 1
-
-
 def test_a_state_is_never_lowered_or_deleted_in_sqlite(tmp_path: Path):
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 1.0, 0.0)
