@@ -3,13 +3,15 @@
 Every release of a private result is charged to the ledger *before* the result leaves. The ledger
 is an SQLite file on a local disk (:mod:`dpdist.privacy.ledger.sqlite`: the default, for one person
 on one machine) or a PostgreSQL database a team shares (:mod:`dpdist.privacy.ledger.postgres`),
-chosen by its location: a path, or a ``postgresql://`` URL. Both hold the same tables
+chosen by its location: a path, or a ``postgresql://`` URL (read once, a mistyped URL refused:
+:mod:`dpdist.privacy.ledger.backend`). Both hold the same tables
 (:mod:`dpdist.privacy.ledger.schema`) and answer the same SQL, and on both a charge is:
 
 * atomic: one transaction; a process killed in the middle leaves it wholly recorded or wholly absent;
 * serialised: the budget check and the charge are one transaction that runs as if alone (SQLite's
-  ``BEGIN IMMEDIATE`` write lock; PostgreSQL's ``SERIALIZABLE``), so processes charging the same
-  ledger at once, from one machine or many, can never overspend;
+  ``BEGIN IMMEDIATE`` write lock; PostgreSQL's locks on the budget), so processes charging the same
+  ledger at once, from one machine or many, can never overspend (proof:
+  [docs/proofs/ledger.md][proof-ledger-serialised]);
 * idempotent: a release is identified by ``(dataset, key)``. Charging the same key again
   with the same parameters returns the recorded charge without spending anything; reusing
   a key with different parameters (a hash of the mechanism, its privacy loss and every
@@ -173,8 +175,9 @@ class Accountant:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0, create: bool = True) -> None:
-        """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none): for
-        commands that only read, so a mistyped path creates nothing. A location that looks like a URL
+        """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none), to read:
+        for commands that only read, so a mistyped path creates nothing and a read-only SQLite ledger
+        reads and keeps its mode (:mod:`dpdist.privacy.ledger.sqlite`). A location that looks like a URL
         but is none dpdist reads is refused before anything is made
         (:func:`dpdist.privacy.ledger.backend.parse_location`)."""
         location = parse_location(path if path is not None else default_ledger())
