@@ -75,6 +75,7 @@ __all__ = [
     "dashboard_link",
     "client_dashboard_link",
     "cluster_client",
+    "on_a_worker",
 ]
 
 T = TypeVar("T")
@@ -399,6 +400,15 @@ def cluster_client() -> Iterator[Any]:
     client = runner.client
     with client.as_current():
         yield client
+
+
+def on_a_worker(name: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a worker of the running flow's cluster, under the Dask key ``<name>-<random>`` (its
+    name on the dashboard; nothing of the data in it), waited for here. A task of the flow process hands its
+    work over this way rather than running as a Prefect task on a worker, which would need the flow's
+    Prefect server (on the flow's loopback) from the worker's node."""
+    with cluster_client() as client:
+        return client.submit(fn, *args, pure=False, key=f"{name}-{os.urandom(6).hex()}").result()
 
 
 def _dashboard_link_template(cluster: ClusterConfig) -> dict[str, str]:
