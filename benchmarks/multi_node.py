@@ -319,6 +319,7 @@ def main() -> int:
         ["flow-side CPU (client, scheduler, noise)", "", f"{cpu * 1e3:.1f} ms"],
     ]
     nodes = sorted({r["NodeList"] for r in run.jobs})
+    stages = re.findall(r"dpdist run: step (\w+) took ([\d.]+) s", run.stderr)
     md = header(
         "The main job on the multi-node SLURM cluster: one DP-GD step against its cost model",
         f"1 run of deploy/slurm-multi-node.toml on {len(nodes)} nodes ({', '.join(nodes)}), "
@@ -332,6 +333,10 @@ def main() -> int:
         "nodes' veth pairs').",
         "",
         *table(["per DP-GD step", "cost model", "measured"], rows),
+        "",
+        "The run's stages (the times `dpdist run -v` prints; the cancelled worker's replacement included):",
+        "",
+        *table(["stage", "seconds"], stages),
         "",
         "The run's SLURM jobs (`sacct`):",
         "",
