@@ -21,7 +21,7 @@ gradients comes back once: 8d bytes each way; between the nodes, the iterate is 
 W - 1 other workers and the G group sums are added pairwise, each add whose two inputs are on two
 nodes moving one 8d-byte vector: the floor(G/2) adds of the first round always do (groups 2k and
 2k + 1 are on two workers), the G - 1 - floor(G/2) later ones may: between W - 1 + floor(G/2) and
-W + G - 2 vectors. The scheduler runs 2G - 1 tasks a step (G group sums, G - 1 adds).
+W + G - 2 vectors. The scheduler runs 2G tasks a step (the iterate, G group sums, G - 1 adds).
 
 ``tests/flows/test_slurm_multi_node.py`` runs the same measured run and checks it; this script
 writes its numbers to ``benchmarks/results/cluster/<UTC date>-multi_node.md``. The fits' times
@@ -54,7 +54,7 @@ SLURM_CONF = CLUSTER / "etc" / "slurm.conf"
 SHARED = CLUSTER / "shared"
 CONFIG = REPO / "deploy" / "slurm-multi-node.toml"
 BRIDGE = "dpmn0"
-LINK = re.compile(r"^Dask dashboard: (http://127\.0\.0\.1:\d+)/status$")
+LINK = re.compile(r"^Dask dashboard: (\S+)/status")
 COMPUTING = re.compile(r"release dp-gd/\S+ under (\S+): computing")
 COMPUTED = re.compile(r"release dp-gd/\S+ \(computed\) under (\S+):")
 
@@ -122,7 +122,7 @@ def predicted_step_bytes(d: int, workers: int, groups: int) -> dict[str, float]:
         "flow_in": vec,
         "between_low": (workers - 1 + groups // 2) * vec,
         "between_high": (workers + groups - 2) * vec,
-        "tasks": 2 * groups - 1,
+        "tasks": 2 * groups,
     }
 
 
@@ -178,6 +178,7 @@ class MultiNodeRun:
     cancelled: dict[str, str] | None  # the job cancelled mid-run: its id and node
     window: Window | None  # the first DP-GD fit
     cancel_fit: str | None  # the release key of the fit during which the job was cancelled
+    link: str | None = None  # the dashboard's address, as the run printed it
     dashboard: Any = None  # what ``on_dashboard`` returned
     groups: int = 0  # the groups of row blocks of a DP-GD fit over two workers
 
@@ -242,9 +243,11 @@ def run_main_job(
             buf += chunk
             *lines, buf = buf.split("\n")
             for line in lines:
-                if (m := LINK.match(line)) and on_dashboard is not None and watcher is None:
-                    watcher = threading.Thread(target=lambda u=m.group(1): seen.update(result=on_dashboard(u)))
-                    watcher.start()
+                if (m := LINK.match(line)) and "link" not in seen:
+                    seen["link"] = m.group(1)
+                    if on_dashboard is not None:
+                        watcher = threading.Thread(target=lambda u=m.group(1): seen.update(result=on_dashboard(u)))
+                        watcher.start()
                 elif m := COMPUTING.search(line):
                     fits += 1
                     if fits == 1:
@@ -274,6 +277,7 @@ def run_main_job(
         cancelled,
         window if window is not None and window.end else None,
         cancel_fit,
+        seen.get("link"),
         seen.get("result"),
         dp_gd_groups(train, 2) if train.is_dir() else 0,
     )
