@@ -71,20 +71,24 @@ def _slurm(*args: str, timeout: float = 60) -> str:
     return r.stdout
 
 
-def cluster_ready(nodes: int = 2) -> str | None:
-    """None when the multi-node cluster has ``nodes`` idle nodes, else why it cannot be used."""
+def cluster_ready(nodes: int = 2, wait: float = 0) -> str | None:
+    """None when the multi-node cluster has ``nodes`` idle nodes (within ``wait`` seconds), else why it
+    cannot be used."""
     if not SLURM_CONF.is_file():
         return f"{SLURM_CONF} is missing (run `bash deploy/slurm-multi-node.sh start` as root)"
     if shutil.which("sinfo") is None:
         return "slurm is not installed here"
-    try:
-        states = _slurm("sinfo", "-h", "-N", "-o", "%N %T", timeout=30).split("\n")
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-        return f"sinfo failed: {e}"
-    idle = [s for s in states if s.endswith((" idle", " mixed"))]
-    if len(idle) < nodes:
-        return f"fewer than {nodes} idle nodes (sinfo: {'; '.join(s for s in states if s)})"
-    return None
+    deadline = time.time() + wait
+    while True:
+        try:
+            states = _slurm("sinfo", "-h", "-N", "-o", "%N %T", timeout=30).split("\n")
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            return f"sinfo failed: {e}"
+        if len([s for s in states if s.endswith((" idle", " mixed"))]) >= nodes:
+            return None
+        if time.time() > deadline:
+            return f"fewer than {nodes} idle nodes (sinfo: {'; '.join(s for s in states if s)})"
+        time.sleep(2)
 
 
 def job_ids() -> set[str]:
@@ -181,13 +185,15 @@ class MultiNodeRun:
     link: str | None = None  # the dashboard's address, as the run printed it
     dashboard: Any = None  # what ``on_dashboard`` returned
     groups: int = 0  # the groups of row blocks of a DP-GD fit over two workers
+    files: list[str] = field(default_factory=list)  # what the run wrote in its output
+    models: list[dict[str, Any]] = field(default_factory=list)  # its models.json
+    node_view: Any = None  # what a node sees of the run's files (the multi-node test's probe)
 
     def summary(self) -> dict[str, Any]:
         return json.loads(self.stdout) if self.returncode == 0 else {}
 
     def dp_gd_model(self, key: str) -> dict[str, Any]:
-        models = json.loads((self.output / "models.json").read_text())
-        return next(m for m in models if m["key"] == key)["result"]
+        return next(m for m in self.models if m["key"] == key)["result"]
 
 
 def _cancel_one(before: set[str]) -> dict[str, str] | None:
@@ -267,6 +273,7 @@ def run_main_job(
             break
         time.sleep(1)
     train = output / "stores" / "train"
+    models = output / "models.json"
     return MultiNodeRun(
         proc.returncode,
         "".join(stdout),
@@ -280,6 +287,8 @@ def run_main_job(
         seen.get("link"),
         seen.get("result"),
         dp_gd_groups(train, 2) if train.is_dir() else 0,
+        sorted(p.name for p in output.iterdir()),
+        json.loads(models.read_text()) if models.is_file() else [],
     )
 
 

@@ -17,7 +17,10 @@ measurements to a dated results file) serves every test here:
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -64,24 +67,59 @@ def workers_on_dashboard(chromium: str, base: str, timeout: float = 300) -> dict
     return {"addresses": sorted(addresses), "problems": page.problems(), "text": page.text[:300]}
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory):
-    reason = mn.cluster_ready()
+def _measure(tmp_path_factory: pytest.TempPathFactory) -> mn.MultiNodeRun | str:
+    """The measured run (or why it cannot run), with what a node sees of the flow's and the shared files,
+    looked at before its output (in the shared directory) is removed."""
+    reason = mn.cluster_ready(wait=120)  # the nodes of a run just ended may still be releasing its jobs
     if reason:
-        pytest.skip(f"the multi-node SLURM cluster is unavailable: {reason}")
+        return reason
     home = tmp_path_factory.mktemp("multi-node")  # the flow's side, in its /tmp: no node sees it
     output = Path(tempfile.mkdtemp(prefix="test-", dir=mn.SHARED))  # the stores, where the nodes read them
     chromium = find_chromium()
     try:
-        yield mn.run_main_job(
+        run = mn.run_main_job(
             output,
             home / "ledger.sqlite",
             home,
             cancel_at_fit=2,
             on_dashboard=(lambda base: workers_on_dashboard(chromium, base)) if chromium else None,
         )
+        nodes = sorted({r["NodeList"] for r in run.jobs if NODE_ADDRESS.match(r["NodeList"])})
+        if nodes:  # a node's view: the ledger, the stores
+            run.node_view = subprocess.run(
+                ["srun", "-N1", "-w", nodes[0], "sh", "-c", 'test -e "$1" && echo ledger; test -d "$2" && echo stores']
+                + ["probe", str(run.ledger), str(output / "stores" / "train")],
+                env=mn.slurm_env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        return run
     finally:
         shutil.rmtree(output, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> mn.MultiNodeRun:
+    """One measured run for the session: made by the first test process that asks, under a lock, and read by
+    any other from the session's shared temporary directory (``--dist loadgroup`` keeps this module's tests in
+    one process; a plain ``-n 2`` would spread them)."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if uid is None:
+        run = _measure(tmp_path_factory)
+    else:
+        shared = tmp_path_factory.getbasetemp().parent
+        with open(shared / f"multi-node-{uid}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            cache = shared / f"multi-node-{uid}.pickle"
+            if cache.exists():
+                run = pickle.loads(cache.read_bytes())
+            else:
+                run = _measure(tmp_path_factory)
+                cache.write_bytes(pickle.dumps(run))
+    if isinstance(run, str):
+        pytest.skip(f"the multi-node SLURM cluster is unavailable: {run}")
+    return run
 
 
 def _sacct_lines(run: mn.MultiNodeRun) -> str:
@@ -94,7 +132,7 @@ def test_the_main_job_runs_its_workers_on_two_nodes(measured: mn.MultiNodeRun) -
     workers = [r for r in measured.jobs if r["JobName"].startswith("dask-work")]
     nodes = {r["NodeList"] for r in workers}
     assert len(nodes) >= 2 and all(NODE_ADDRESS.match(n) for n in nodes), _sacct_lines(measured)
-    assert Path(measured.summary()["report"]).is_file()
+    assert {"report.md", "models.json", "stores"} <= set(measured.files)
 
 
 def test_every_party_speaks_tls(measured: mn.MultiNodeRun) -> None:
@@ -103,7 +141,7 @@ def test_every_party_speaks_tls(measured: mn.MultiNodeRun) -> None:
     workers = set(re.findall(r"Register worker addr: tls://(10\.213\.57\.\d+):\d+", measured.stderr))
     assert len(workers) >= 2 and "10.213.57.1" not in workers, workers
     assert "tcp://" not in measured.stderr
-    assert not list(measured.output.glob(".dask-tls-*"))  # the run's worker credentials are gone
+    assert not [f for f in measured.files if f.startswith(".dask-tls-")]  # the run's worker credentials are gone
 
 
 def test_a_worker_cancelled_mid_run_is_survived_with_nothing_charged_twice(
@@ -144,17 +182,9 @@ def test_a_worker_cancelled_mid_run_is_survived_with_nothing_charged_twice(
 
 def test_the_ledger_stays_on_the_flows_side_and_the_stores_are_shared(measured: mn.MultiNodeRun) -> None:
     assert measured.returncode == 0, measured.stderr[-4000:]
-    node = sorted({r["NodeList"] for r in measured.jobs if NODE_ADDRESS.match(r["NodeList"])})[0]
-    probe = subprocess.run(
-        ["srun", "-N1", "-w", node, "sh", "-c", 'test -e "$1" && echo ledger; test -d "$2" && echo stores']
-        + ["probe", str(measured.ledger), str(measured.output / "stores" / "train")],
-        env=mn.slurm_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.split() == ["stores"]  # the node reads the stores; the ledger is not there for it
+    probe = measured.node_view
+    assert probe is not None and probe.returncode == 0, probe
+    assert probe.stdout.split() == ["stores"]  # a node reads the stores; the ledger is not there for it
     assert measured.ledger.is_file()
 
 
