@@ -216,36 +216,30 @@ start() {
 stop() {
   # the cluster's jobs first (their workers), then each daemon by its pid file, then whatever a node's
   # jobs left in its namespace, then the network
-  if alive "$ROOT/run/slurmctld.pid"; then scancel --cluster=dpdistmulti --full --user=root 2>/dev/null || true; fi
-  local i ns f pids
-  for i in $(seq "$NODES"); do
-    ns=$(node "$i")
-    f="$ROOT/run/slurmd-$ns.pid"
+  if alive "$ROOT/run/slurmctld.pid"; then scancel --full --user=root 2>/dev/null || true; fi
+  local ns f pids namespaces
+  # every node this script made, however many (DPDIST_SLURM_NODES may have differed at start)
+  namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^dpdist-node[0-9]+$' || true)
+  for f in "$ROOT"/run/slurmd-dpdist-node*.pid "$ROOT/run/slurmctld.pid" "$ROOT/run/slurmdbd.pid" \
+           "$ROOT/mysqld/mysqld.pid" "$ROOT/munge/munged.pid"; do
     if alive "$f"; then kill "$(cat "$f")" 2>/dev/null || true; fi
   done
-  for f in "$ROOT/run/slurmctld.pid" "$ROOT/run/slurmdbd.pid" "$ROOT/mysqld/mysqld.pid" "$ROOT/munge/munged.pid"; do
-    if alive "$f"; then kill "$(cat "$f")" 2>/dev/null || true; fi
-  done
-  for i in $(seq "$NODES"); do
-    ns=$(node "$i")
-    if ip netns list | grep -qw "$ns"; then
-      pids=$(ip netns pids "$ns" || true)
-      [ -z "$pids" ] || kill $pids 2>/dev/null || true
-    fi
+  for ns in $namespaces; do
+    pids=$(ip netns pids "$ns" || true)
+    [ -z "$pids" ] || kill $pids 2>/dev/null || true
   done
   sleep 2
-  for i in $(seq "$NODES"); do
-    ns=$(node "$i")
-    if ip netns list | grep -qw "$ns"; then
-      pids=$(ip netns pids "$ns" || true)
-      [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
-      ip netns del "$ns"
-    fi
-    ip link del "dpmn-n$i" 2>/dev/null || true
+  for ns in $namespaces; do
+    pids=$(ip netns pids "$ns" || true)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    ip netns del "$ns"
     rm -rf "/etc/netns/$ns"
   done
+  for dev in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^dpmn-n[0-9]+$' || true); do
+    ip link del "$dev" 2>/dev/null || true
+  done
   ip link del "$BR" 2>/dev/null || true
-  rm -f "$ROOT"/run/*.pid
+  rm -f "$ROOT"/run/*.pid "$ROOT"/mysqld/mysqld.pid
 }
 
 status() {
