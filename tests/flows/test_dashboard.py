@@ -72,6 +72,9 @@ def test_the_printed_dashboard_link_serves_the_task_stream_during_the_run(prefec
             page = browser.visit(link, ["Status", "Workers", "Tasks"], timeout=60, settle=1)
             assert "needs bokeh" not in page.text, page.text[:400]
             assert page.problems() == [], page.problems()
+            deadline = time.time() + 120  # the page's Bokeh document arrives over its websocket after the page
+            while not task_stream(browser.bokeh_sources()) and time.time() < deadline:
+                time.sleep(0.5)
             assert task_stream(browser.bokeh_sources()), "no task stream on the status page"
             wanted = {"ingest-source", "train-dp-sgd", "evaluate-dp-sgd"}
             seen = watch_tasks(browser, proc, wanted, timeout=600)
