@@ -241,8 +241,8 @@ def run_main_job(
             if not chunk:
                 if proc.poll() is not None:
                     break
-                if time.time() > deadline:
-                    proc.kill()
+                if time.time() > deadline:  # SIGTERM: dpdist run stops as on Ctrl-C, its flow and cluster with it
+                    proc.terminate()
                     break
                 time.sleep(0.05)
                 continue

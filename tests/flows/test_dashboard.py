@@ -83,6 +83,10 @@ def test_the_printed_dashboard_link_serves_the_task_stream_during_the_run(prefec
             assert "make_source" not in seen and "split" not in seen, sorted(seen)
         assert proc.wait(600) == 0, err.read_text()[-4000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # SIGTERM: dpdist run stops as on Ctrl-C, its flow process and workers with it
+            proc.terminate()
+            try:
+                proc.wait(120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
