@@ -16,7 +16,7 @@ import ctypes
 import gc
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -136,7 +136,7 @@ class FitJob:
     screening: dict[str, Any] | None = None
     dtype: str = "float64"
     n_records: int | None = None
-    split_key: bytes | None = None
+    split_key: bytes | None = field(default=None, repr=False)  # a secret: not in Dask's log of a failed task
 
 
 def fit_store(job: FitJob, show: bool = False) -> dict[str, Any]:
