@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from browser import Chromium, find_chromium
-from conftest import flow_env, small_config, write_config
+from flow_helpers import flow_env, small_config, write_config
 
 pytestmark = pytest.mark.slow
 

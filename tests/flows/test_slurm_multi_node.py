@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 from browser import Chromium, find_chromium
-from conftest import REPO
+from flow_helpers import REPO
 
 from dpdist.privacy.accountant import Accountant
 
