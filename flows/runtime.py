@@ -76,6 +76,7 @@ __all__ = [
     "dashboard_link",
     "client_dashboard_link",
     "cluster_client",
+    "on_a_worker",
 ]
 
 T = TypeVar("T")
@@ -400,6 +401,28 @@ def cluster_client() -> Iterator[Any]:
     client = runner.client
     with client.as_current():
         yield client
+
+
+def _outcome(fn: Callable[..., T], *args: Any) -> tuple[bool, Any]:
+    """On a worker: ``(True, fn(*args))``, or ``(False, the exception it raised)``."""
+    try:
+        return True, fn(*args)
+    except Exception as e:  # noqa: BLE001 - raised again in the flow process (on_a_worker)
+        return False, e
+
+
+def on_a_worker(name: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a worker of the running flow's cluster, under the Dask key ``<name>-<random>`` (its
+    name on the dashboard; nothing of the data in it), waited for here. A task of the flow process hands its
+    work over this way rather than running as a Prefect task on a worker, which would need the flow's
+    Prefect server (on the flow's loopback) from the worker's node. What ``fn`` raises is raised here, in
+    the flow process's task (Prefect records it in one line); on the worker it would be a failed Dask task,
+    whose traceback the worker logs to the operator's terminal ("Compute Failed")."""
+    with cluster_client() as client:
+        ok, value = client.submit(_outcome, fn, *args, pure=False, key=f"{name}-{os.urandom(6).hex()}").result()
+    if not ok:
+        raise value
+    return value
 
 
 def _dashboard_link_template(cluster: ClusterConfig) -> dict[str, str]:

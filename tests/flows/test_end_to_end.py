@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import (
+from flow_helpers import (
     REPO,
     dpdist,
     flow_env,

@@ -116,7 +116,7 @@ def test_a_run_with_a_search_leaves_its_duration_nowhere(prefect_server: dict, t
     import json
     from pathlib import Path
 
-    from conftest import dpdist, flow_env, small_config, stored_logs, write_config
+    from flow_helpers import dpdist, flow_env, small_config, stored_logs, write_config
 
     from dpdist.privacy.accountant import Accountant
 

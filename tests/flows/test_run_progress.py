@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import flow_env, small_config, write_config
+from flow_helpers import flow_env, small_config, write_config
 from terminal import on_a_terminal
 
 from dpdist.pipelines import fit_progress

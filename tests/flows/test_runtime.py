@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import tls_credentials, tls_security
+from flow_helpers import tls_credentials, tls_security
 
 from dpdist.flows.config import load_config
 from dpdist.flows.runtime import LOOPBACK, cluster_client, on_cluster

@@ -97,3 +97,22 @@ def test_a_float32_fit_on_a_store_is_the_float64_fit_of_the_rounded_values(tmp_p
     b = fit_store(fw_job(tmp_path / "r", "fast-dp-fw", 10.0, 60, 7))
     assert a == b and len(a["path"]) == 60
     assert (X32 != X).nnz > 0  # the values did round
+
+
+def test_a_failed_fit_logs_its_task_without_the_split_key(tmp_path):
+    """A fit that fails on a worker is logged by Dask with its task's arguments ("Compute Failed ... Task:",
+    when its key is short enough for Dask to print them), in the worker's log that the dashboard serves:
+    the private search's split key is not among them."""
+    from distributed import Client, LocalCluster
+
+    secret = bytes(range(200, 232))
+    job = FitJob(
+        str(tmp_path / "absent"), "private-search", {"epsilon": 1.0, "delta": 1e-6, "n_records": 100}, split_key=secret
+    )
+    assert "split_key" not in repr(job) and repr(secret) not in repr(job)
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, Client(lc) as client:
+        with pytest.raises(Exception):
+            client.submit(fit_store, job, key="fit").result()
+        logs = "\n".join(line for lines in client.get_worker_logs().values() for _, line in lines)
+    assert "Compute Failed" in logs and "private-search" in logs  # the failure was logged, with the job
+    assert repr(secret) not in logs and secret.hex() not in logs
