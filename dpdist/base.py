@@ -57,6 +57,7 @@ __all__ = [
     "PrivateEstimator",
     "PrivateRegressorMixin",
     "Progress",
+    "ReleaseFitMixin",
     "charged_to",
     "is_release",
     "noisy_count",
@@ -308,12 +309,11 @@ class PrivateEstimator(BaseEstimator):
         self._set_released(out)
 
 
-class PrivateClassifierMixin(BinaryLinearClassifierMixin):
-    """The skeleton's ``fit`` of a binary classifier: two public classes, coded ``_negative`` / 1.0
-    (with an accountant the classes must be given: read from y, the released model's would be a
-    function of the data)."""
+class ReleaseFitMixin:
+    """The skeleton's ``fit`` of a learner (steps 1-6, module docstring); its targets coded by
+    ``_targets`` (:class:`PrivateClassifierMixin`, :class:`PrivateRegressorMixin`)."""
 
-    _negative = -1.0
+    _y_numeric = False
 
     def fit(
         self,
@@ -330,31 +330,35 @@ class PrivateClassifierMixin(BinaryLinearClassifierMixin):
         = (the columns X holds of a wider matrix, its width): the released model is stated in the wider
         matrix's columns; ``schema``: public facts the model needs to read new records
         (``dpdist.released.widen``); ``progress(done, total)``: the fit's steps, for the operator."""
-        self.check_params()
+        est: Any = self  # a PrivateEstimator (the mixin comes first in a learner's bases)
+        est.check_params()
         ledger = charged_to(accountant, dataset)
-        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=[np.float64, np.float32])
-        coded, extra = self._coded_labels(y, accountant, negative=self._negative)
-        self._fit_release(X, coded, ledger, key, extra, progress, columns, schema)
+        dtypes = [np.float64, np.float32]
+        X, y = est._check_data(X, y, accountant, accept_sparse="csr", dtype=dtypes, y_numeric=self._y_numeric)
+        coded, extra = self._targets(y, accountant)
+        est._fit_release(X, coded, ledger, key, extra, progress, columns, schema)
         return self
 
+    def _targets(self, y: Any, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
+        """(y as the mechanism reads it, the public values the released model carries besides)."""
+        raise NotImplementedError
 
-class PrivateRegressorMixin(RegressorMixin):
+
+class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin):
+    """The skeleton's ``fit`` of a binary classifier: two public classes, coded ``_negative`` / 1.0
+    (with an accountant the classes must be given: read from y, the released model's would be a
+    function of the data)."""
+
+    _negative = -1.0
+
+    def _targets(self, y: Any, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
+        return self._coded_labels(y, accountant, negative=self._negative)
+
+
+class PrivateRegressorMixin(ReleaseFitMixin, RegressorMixin):
     """The skeleton's ``fit`` of a regressor: real targets."""
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        accountant: Accountant | None = None,
-        dataset: str | None = None,
-        key: str | None = None,
-        progress: Progress | None = None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> Any:
-        """As :meth:`PrivateClassifierMixin.fit`."""
-        self.check_params()
-        ledger = charged_to(accountant, dataset)
-        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit_release(X, np.asarray(y, dtype=np.float64).ravel(), ledger, key, {}, progress, columns, schema)
-        return self
+    _y_numeric = True
+
+    def _targets(self, y: Any, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
+        return np.asarray(y, dtype=np.float64).ravel(), {}

@@ -88,17 +88,9 @@ class _Auto(GradientModel):
         return Charge(charge.loss, f"{self.mechanism}/{self._loss}", {**charge.details, "learner": inner.mechanism})
 
     def release_on(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
+        self, X: sp.csr_matrix, y: np.ndarray, n_public: int | None, charge: Charge, *args: Any
     ) -> dict[str, Any]:
-        released = super().release_on(X, y, n_public, charge, rng, progress, extra)
-        return {**released, "learner": charge.details["learner"]}
+        return {**super().release_on(X, y, n_public, charge, *args), "learner": charge.details["learner"]}
 
     def _train(
         self,
