@@ -60,7 +60,7 @@ def test_a_worker_lost_between_steps_changes_nothing_in_the_fit(store):
 
     path, X, _ = store
     model = DPGDClassifier(epsilon=2.0, max_iter=12, lr=20.0, n_records=1200, classes=[-1.0, 1.0])
-    plan = model._sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         Client(cluster) as c,
