@@ -35,7 +35,7 @@ from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
-from dpdist.released import widen
+from dpdist.released import model_result, widen
 from dpdist.solvers.dp_sgd import SGDPlan
 from dpdist.utils.classifier import BinaryLinearClassifierMixin
 from dpdist.utils.model_selection import warn_if_exact_model_selection
@@ -301,7 +301,7 @@ class GradientModel(BaseEstimator, metaclass=ABCMeta):
     def from_release(cls, record: dict[str, Any], **params: Any) -> GradientModel:
         """A fitted estimator from a recorded release (a ledger record's ``result``, an export, or
         the bare result); ``params`` are the estimator's parameters."""
-        result = record.get("result", record)
+        result = model_result(record)  # a ledger row's weights: from their artefact
         if not {"indices", "values", "n_features", "intercept"} <= set(result):
             raise ParameterError("not a released gradient model (needs indices, values, intercept and n_features)")
         est = cls(**params)

@@ -504,11 +504,10 @@ class Accountant:
 
     def _encode(self, result: Any) -> str:
         """The row's text of ``result``; a model's weights written to their artefact first (durably)."""
-        if not artefacts.is_model(result):
-            return json.dumps(result, sort_keys=True, allow_nan=False)
-        row, artefact = artefacts.split(result, self.artefacts)
+        row, found = artefacts.split_models(result, self.artefacts)
         encoded = json.dumps(row, sort_keys=True, allow_nan=False)
-        artefacts.write(self.artefacts, artefact)
+        for artefact in found:
+            artefacts.write(self.artefacts, artefact)
         return encoded
 
     def _replay(self, stored: str) -> Any:

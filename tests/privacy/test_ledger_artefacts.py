@@ -349,4 +349,3 @@ def test_migrate_refuses_a_source_whose_artefact_is_missing_and_commits_nothing(
     with pytest.raises(ParameterError, match="artefact .* is missing"):
         migrate(tmp_path / "ledger.sqlite", postgres_ledger_url)
     assert Accountant(postgres_ledger_url).datasets() == []
-

@@ -1,6 +1,7 @@
 """Released models' weights as binary artefacts beside the ledger, each named by its bytes' SHA-256.
 
-A released model (a result with ``indices``, ``values`` and ``n_features``) is stored in two parts:
+A released model (a result with ``indices``, ``values`` and ``n_features``, or such a model as a value of
+a result's, e.g. a private search's ``model``) is stored in two parts:
 
 * its weights, in an ``.npz`` file of the ledger's artefact directory (:func:`artefact_root`), named by
   the SHA-256 of its bytes: float64 values, with int64 indices for a sparse model, or the whole float64
@@ -45,6 +46,7 @@ __all__ = [
     "reference",
     "refused_by_size",
     "split",
+    "split_models",
     "write",
 ]
 
@@ -118,6 +120,30 @@ def split(result: dict[str, Any], root: Path) -> tuple[dict[str, Any], Artefact]
     return {**meta, MARK: ref}, Artefact(payload, ref)
 
 
+def split_models(result: Any, root: Path) -> tuple[Any, list[Artefact]]:
+    """(the row's part of ``result``, the artefacts of the models in it): a model, or the models that
+    are values of a dict result (a search's ``model``), each replaced by its reference."""
+    if is_model(result):
+        row, artefact = split(result, root)
+        return row, [artefact]
+    if not isinstance(result, dict) or not any(is_model(v) for v in result.values()):
+        return result, []
+    out, found = dict(result), []
+    for k, v in result.items():
+        if is_model(v):
+            out[k], artefact = split(v, root)
+            found.append(artefact)
+    return out, found
+
+
+def references(result: Any) -> list[dict[str, Any]]:
+    """The artefact references of a row's result (:func:`split_models`' places)."""
+    ref = reference(result)
+    if ref is not None:
+        return [ref]
+    return [r for v in result.values() if (r := reference(v)) is not None] if isinstance(result, dict) else []
+
+
 def reference(result: Any) -> dict[str, Any] | None:
     """The artefact reference of a row's result (``None``: the result is whole in the row)."""
     if isinstance(result, dict) and isinstance(result.get(MARK), dict):
@@ -156,8 +182,9 @@ def write(root: Path, artefact: Artefact) -> Path:
     the directory): after it returns, the file is whole on disk; killed before, no file has its name.
     A file already there with the same name holds the same bytes (checked) and is kept."""
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    final = root / artefact.ref["file"]
+    final = root / str(artefact.ref["file"])
     if final.is_file() and _digest_of(final) == artefact.digest:
+        _fsync_dir(root)  # its rename durable, whoever made it
         return final
     tmp = root / f".{artefact.digest}.{secrets.token_hex(6)}.tmp"
     try:
@@ -183,12 +210,14 @@ def _digest_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def locate(ref: dict[str, Any], root: Path) -> Path:
+def locate(ref: dict[str, Any], root: Path | None) -> Path:
     """The artefact file of ``ref``: in ``root`` (the ledger's directory now), else where it was written."""
     name = str(ref.get("file", ""))
     if not name or Path(name).name != name:
         raise ParameterError(f"a model's artefact reference names no file in its directory: {name!r}")
-    candidates = [root / name] + ([Path(str(ref["dir"])) / name] if ref.get("dir") else [])
+    candidates = ([root / name] if root is not None else []) + (
+        [Path(str(ref["dir"])) / name] if ref.get("dir") else []
+    )
     for path in candidates:
         if path.is_file():
             return path
@@ -198,7 +227,7 @@ def locate(ref: dict[str, Any], root: Path) -> Path:
     )
 
 
-def _read(ref: dict[str, Any], root: Path) -> tuple[Path, bytes]:
+def _read(ref: dict[str, Any], root: Path | None) -> tuple[Path, bytes]:
     """(path, bytes) of the artefact of ``ref``, its digest checked."""
     path = locate(ref, root)
     payload = path.read_bytes()
@@ -210,12 +239,20 @@ def _read(ref: dict[str, Any], root: Path) -> tuple[Path, bytes]:
     return path, payload
 
 
-def expand(result: Any, root: Path) -> Any:
-    """``result`` whole: a row's model with its weights read back from its artefact (digest checked);
-    any other result as it is."""
+def expand(result: Any, root: Path | None) -> Any:
+    """``result`` whole: each model in it (:func:`split_models`' places) with its weights read back from
+    its artefact, the digest checked; any other result as it is. ``root``: the ledger's artefact
+    directory (``None``: only where the artefact was written)."""
+    if reference(result) is not None:
+        return _expand_model(result, root)
+    if isinstance(result, dict) and any(reference(v) is not None for v in result.values()):
+        return {k: _expand_model(v, root) if reference(v) is not None else v for k, v in result.items()}
+    return result
+
+
+def _expand_model(result: dict[str, Any], root: Path | None) -> dict[str, Any]:
     ref = reference(result)
-    if ref is None:
-        return result
+    assert ref is not None
     path, payload = _read(ref, root)
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as z:
@@ -239,12 +276,11 @@ def copy_artefacts(results: list[str | None], source: Path, target: Path) -> int
     copied = 0
     for encoded in results:
         try:
-            ref = reference(json.loads(encoded)) if encoded is not None else None
+            refs = references(json.loads(encoded)) if encoded is not None else []
         except ValueError:
-            ref = None
-        if ref is None:
-            continue
-        _, payload = _read(ref, source)
-        write(target, Artefact(payload, ref))
-        copied += 1
+            refs = []
+        for ref in refs:
+            _, payload = _read(ref, source)
+            write(target, Artefact(payload, ref))
+            copied += 1
     return copied

@@ -294,9 +294,10 @@ def migrate_v7(con: LedgerConnection, dialect: str, root: Path) -> None:
             result = json.loads(text)
         except ValueError:
             continue
-        if artefacts.is_model(result):
-            row, artefact = artefacts.split(result, root)
+        row, found = artefacts.split_models(result, root)
+        for artefact in found:
             artefacts.write(root, artefact)
+        if found:
             moved.append((json.dumps(row, sort_keys=True, allow_nan=False), int(rid)))
     if not moved:
         return
