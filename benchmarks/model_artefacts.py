@@ -143,7 +143,7 @@ def main() -> None:
     exact = all(r[9] == "yes" for r in rows)
     lines = header(
         f"Model artefacts: a DP-GD model of a {args.d:,}-column store in the ledger",
-        f"1 per backend (sizes are deterministic given the model's width; the times are one run's, for scale)",
+        "1 per backend (sizes are deterministic given the model's width; the times are one run's, for scale)",
         load,
     )
     lines += [

@@ -88,6 +88,21 @@ def test_a_sparse_model_stores_indices_and_values_and_other_results_stay_in_the_
     assert acc.result(fw) == m
 
 
+def test_a_searchs_model_is_an_artefact_and_from_release_of_its_record_reads_it(acc: Accountant):
+    from dpdist.gradient_models import DPSGDRegressor
+
+    m = model(30_000, seed=8)
+    out = {"candidate": 0, "model": m, "validation_score": 2.5}
+    assert acc.release("ds", CHARGE, "search", lambda: out) == out
+    (rec,) = acc.history("ds")
+    stored = json.loads(rec.result)
+    assert stored["validation_score"] == 2.5 and artefacts.reference(stored["model"])["nnz"] == 30_000
+    assert len(rec.result) < 1024
+    # a ledger record's model, as `budget history --json` shows it, rebuilt: its weights from the artefact
+    est = DPSGDRegressor.from_release(stored["model"])
+    np.testing.assert_array_equal(est.coef_, np.asarray(m["values"]))
+
+
 def test_a_changed_or_missing_artefact_is_refused_naming_it(acc: Accountant, tmp_path: Path):
     m = model(1000)
     acc.release("ds", CHARGE, "gd-1", lambda: m)
