@@ -473,6 +473,18 @@ class Accountant:
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
             return self._replay(charged.result)
+        name = self._ledger.read(lambda con: self._budget_row(con, charged.dataset)[2])
+        where = str(self.path.resolve()) if isinstance(self.path, Path) else self.path
+        with artefacts.Attempt(self.artefacts, where, name, charged.key) as attempt:
+            stored = self._ledger.read(lambda con: queries.result_of(con, charged.dataset, charged.key))
+            if stored is None:  # no attempt recorded it: what a killed one wrote is removed before drawing
+                attempt.clear_left(self._references)
+                stored = self._attempt(charged, compute, attempt)
+            attempt.done()
+        return self._replay(stored)
+
+    def _attempt(self, charged: Release, compute: Callable[[], Any], attempt: artefacts.Attempt) -> str:
+        """Compute, write a model's artefacts and record the outcome of ``charged`` (:meth:`release`)."""
         failure: str | None = None
         try:
             with charged_by_caller():  # the fits inside run under this charge (dpdist.privacy.guard)
@@ -483,31 +495,38 @@ class Accountant:
             failure = failure_record(type(e))
         else:
             try:
-                encoded = self._encode(result)
+                encoded = self._encode(result, attempt)
             except OSError as e:  # the artefact's write: its size refused (a full disk), else the machine's
                 if not artefacts.refused_by_size(e):
                     raise
                 failure = failure_record(None, UNWRITTEN)
             except Exception:  # noqa: BLE001 -- not recordable (NaN, inf, a non-JSON type): a failed release
                 failure = failure_record(None)
-        # recorded and raised outside the handlers, so no exception of ``compute`` is chained to it
+        # recorded outside the handlers, so no exception of ``compute`` is chained to its replay
         if failure is not None:
-            return self._replay(self._record(charged.dataset, charged.key, failure))
+            return self._record(charged.dataset, charged.key, failure)
         try:
-            stored = self._record(charged.dataset, charged.key, encoded)
+            return self._record(charged.dataset, charged.key, encoded)
         except Exception as e:  # noqa: BLE001 -- any refusal of the result but the machine's may depend on its size
             if isinstance(e, (LedgerUnavailable, ParameterError)) and not self._ledger.refused_by_size(e):
                 raise  # a lock, a permission, a lost server, a moved ledger: not the result, a retry may draw anew
             # the result was refused (its size: a full disk, a limit, a timeout): its fixed-size failure in its place
-            stored = self._record(charged.dataset, charged.key, failure_record(None, UNWRITTEN))
-        return self._replay(stored)
+            return self._record(charged.dataset, charged.key, failure_record(None, UNWRITTEN))
 
-    def _encode(self, result: Any) -> str:
+    def _references(self, digest: str) -> bool:
+        """Whether any release's recorded result refers to the artefact ``digest`` (a full scan: run only
+        when a killed attempt left files)."""
+        pattern = f'%"sha256": "{digest}"%'
+        return self._ledger.read(
+            lambda con: con.execute("SELECT 1 FROM releases WHERE result LIKE ?", (pattern,)).fetchone() is not None
+        )
+
+    def _encode(self, result: Any, attempt: artefacts.Attempt) -> str:
         """The row's text of ``result``; a model's weights written to their artefact first (durably)."""
         row, found = artefacts.split_models(result, self.artefacts)
         encoded = json.dumps(row, sort_keys=True, allow_nan=False)
         for artefact in found:
-            artefacts.write(self.artefacts, artefact)
+            attempt.write(artefact)
         return encoded
 
     def _replay(self, stored: str) -> Any:

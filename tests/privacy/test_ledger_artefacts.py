@@ -103,6 +103,38 @@ def test_a_searchs_model_is_an_artefact_and_from_release_of_its_record_reads_it(
     np.testing.assert_array_equal(est.coef_, np.asarray(m["values"]))
 
 
+def test_a_retry_removes_the_artefact_an_interrupted_attempt_left_before_it_draws(acc: Accountant, monkeypatch):
+    first, second = model(2000, seed=9), model(2000, seed=10)
+    real = Accountant._record
+
+    def killed(self, dataset, key, encoded):
+        raise KeyboardInterrupt  # after the artefact is written, before its row records it
+
+    monkeypatch.setattr(Accountant, "_record", killed)
+    with pytest.raises(KeyboardInterrupt):
+        acc.release("ds", CHARGE, "gd", lambda: first)
+    left = artefacts.split(first, acc.artefacts)[1].ref["file"]
+    assert (acc.artefacts / left).is_file()  # the unrecorded draw is on disk, listed by its attempt
+    monkeypatch.setattr(Accountant, "_record", real)
+    assert acc.release("ds", CHARGE, "gd", lambda: second) == second  # charged once, drawn again
+    assert not (acc.artefacts / left).exists()  # removed before the new draw
+    assert [p.name for p in acc.artefacts.glob("*.npz")] == [artefacts.split(second, acc.artefacts)[1].ref["file"]]
+    assert not list((acc.artefacts / ".pending").iterdir()) and acc.status("ds").releases == 1
+
+
+def test_an_artefact_a_recorded_row_refers_to_is_never_removed(acc: Accountant):
+    m = model(500, seed=11)
+    acc.release("ds", CHARGE, "a", lambda: m)
+    acc.charge("ds", CHARGE, "b")
+    (ref,) = artefacts.references(json.loads(acc.history("ds")[0].result))
+    name = acc.name("ds")
+    attempt = artefacts.Attempt(acc.artefacts, str(acc.path.resolve()), name, "b")
+    with attempt:  # an attempt at "b" killed after listing a file of the same bytes as "a"'s
+        os.write(attempt._fd, (ref["file"] + "\n").encode())
+    assert acc.release("ds", CHARGE, "b", lambda: [1]) == [1]
+    assert acc.result(acc.history("ds")[0]) == m  # "a"'s file kept: a row refers to it
+
+
 def test_a_changed_or_missing_artefact_is_refused_naming_it(acc: Accountant, tmp_path: Path):
     m = model(1000)
     acc.release("ds", CHARGE, "gd-1", lambda: m)

@@ -17,17 +17,25 @@ The file is written atomically (a temporary file in the same directory, fsync, r
 directory) *before* the row that refers to it commits, so a process killed at any point leaves either
 no row or a row whose artefact is whole. Every read checks the digest: a file changed, truncated or
 missing is refused in one line naming it (``ParameterError``: exit 2), never read as a model.
+
+An attempt at a release holds its :class:`Attempt` (a lock and a list of the files it writes, named by the
+ledger, the budget's public name and the key) from before its computation until its outcome is recorded.
+The next attempt under the key takes the lock, reads the row again (recorded: it replays), and only then
+removes the files a killed attempt wrote but never recorded, before it draws: no unrecorded draw of a
+release stays on disk beside the one recorded.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import io
 import json
 import os
 import secrets
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +46,7 @@ from dpdist.exceptions import ParameterError
 __all__ = [
     "MARK",
     "Artefact",
+    "Attempt",
     "artefact_root",
     "check_writable",
     "copy_artefacts",
@@ -167,6 +176,50 @@ def check_writable(root: Path) -> None:
 def refused_by_size(e: OSError) -> bool:
     """Whether writing an artefact failed for its size (a full disk or quota, a file too large)."""
     return e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class Attempt:
+    """One attempt at a release (module doc): its lock, held while it computes, writes and records; the
+    names of the artefacts it writes, each listed (durably) before the file is made."""
+
+    def __init__(self, root: Path, ledger: str, name: str, key: str) -> None:
+        tag = hashlib.sha256("\0".join((ledger, name, key)).encode()).hexdigest()[:32]
+        self.root, self.path = root, root / ".pending" / tag
+        self._fd = -1
+
+    def __enter__(self) -> Attempt:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)  # a live attempt under the key finishes first
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # the lock goes with it
+
+    def done(self) -> None:
+        """The outcome is recorded: the list is no longer needed (a later attempt replays)."""
+        self.path.unlink(missing_ok=True)
+
+    def clear_left(self, referenced: Callable[[str], bool]) -> int:
+        """Remove the artefacts a killed attempt listed, unless a row refers to one (``referenced(digest)``);
+        call with the release's outcome read as not recorded. The number removed."""
+        listed = os.pread(self._fd, 1 << 20, 0).decode(errors="replace").split()
+        removed = 0
+        for name in dict.fromkeys(listed):
+            digest = name.removesuffix(".npz")
+            if Path(name).name == name and name.endswith(".npz") and not referenced(digest):
+                (self.root / name).unlink(missing_ok=True)
+                removed += 1
+        os.ftruncate(self._fd, 0)
+        os.fsync(self._fd)
+        return removed
+
+    def write(self, artefact: Artefact) -> Path:
+        """List ``artefact``'s name (durably), then write it (:func:`write`)."""
+        os.lseek(self._fd, 0, os.SEEK_END)
+        os.write(self._fd, (str(artefact.ref["file"]) + "\n").encode())
+        os.fsync(self._fd)
+        return write(self.root, artefact)
 
 
 def _fsync_dir(path: Path) -> None:
