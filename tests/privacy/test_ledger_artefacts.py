@@ -391,7 +391,7 @@ def test_migrate_refuses_a_source_whose_artefact_is_missing_and_commits_nothing(
     src = Accountant(tmp_path / "ledger.sqlite")
     src.init_budget("ds", 10.0, 1e-6)
     src.release("ds", CHARGE, "gd", lambda: model(100))
-    for p in src.artefacts.iterdir():
+    for p in src.artefacts.glob("*.npz"):
         p.unlink()
     with pytest.raises(ParameterError, match="artefact .* is missing"):
         migrate(tmp_path / "ledger.sqlite", postgres_ledger_url)
