@@ -7,14 +7,12 @@ the test records are public by the user's declaration.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _emit, _metric_text
-from dpdist.cli.models import _find_release
+from dpdist.cli.models import load_released
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,17 +43,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     from dpdist.evaluation import exact_metrics
 
-    if os.path.isfile(args.model):
-        try:
-            record = json.loads(open(args.model).read())
-        except ValueError as e:
-            raise ParameterError(
-                f"{args.model}: not a model record (JSON written by `dpdist models export`): {e}"
-            ) from None
-    else:
-        acc = Accountant(args.ledger, create=False)
-        name, rec = _find_release(acc, args.model, args.dataset)
-        record = rec.to_dict(name)
+    record = load_released(args.model, args.ledger, args.dataset)
     result = record.get("result", record)
     if not isinstance(result, dict) or not {"indices", "values", "n_features"} <= set(result):
         raise ParameterError(f"{args.model}: not a released model (a selection or a count has no predictions)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit, _write_out
@@ -52,6 +53,28 @@ def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, 
     return acc.name(h), rec
 
 
+def load_released(model: str, ledger: str | None = None, dataset: str | None = None) -> dict[str, Any]:
+    """A released model's record, by its release key or a file: the one way a command loads a model.
+
+    ``model`` is a file ``dpdist models export`` wrote (JSON), or a release key in ``ledger`` (default:
+    ``DPDIST_LEDGER``), in ``dataset`` (a public name or a store; default: the one dataset that has the
+    key). From the ledger, the model's weights are read from its artefact and its SHA-256 checked
+    against the row's (:mod:`dpdist.privacy.ledger.artefacts`). ``ParameterError`` (exit 2) for a file
+    that is no record, an unknown key, or an artefact missing or changed. The record's ``result`` is the
+    model (``indices``, ``values``, ``n_features``, ...), as ``from_release`` takes it.
+    """
+    if os.path.isfile(model):
+        try:
+            with open(model) as f:
+                record = json.load(f)
+        except ValueError as e:
+            raise ParameterError(f"{model}: not a model record (JSON written by `dpdist models export`): {e}") from None
+        return record if isinstance(record, dict) else {"result": record}
+    acc = Accountant(ledger, create=False)
+    name, rec = _find_release(acc, model, dataset)
+    return {**rec.to_dict(name), "result": acc.result(rec)}
+
+
 def _models(args: argparse.Namespace) -> int:
     """``dpdist models list|show|export``: the releases with a recorded result, or one release's record."""
     acc = Accountant(args.ledger, create=False)
@@ -71,7 +94,7 @@ def _models(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     name, rec = _find_release(acc, args.key, args.dataset)
-    record = rec.to_dict(name)
+    record = {**rec.to_dict(name), "result": acc.result(rec)}  # a model's weights from its artefact, checked
     if args.models_command == "export":
         _write_out(args, record)
         hint = (
