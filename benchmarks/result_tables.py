@@ -95,7 +95,7 @@ def cell(mean: float, low: float, high: float, digits: int = 3) -> str:
 
 def markdown(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """The lines of a markdown table."""
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out = ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |", "|" + "---|" * len(columns)]
     return out + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
 
 

@@ -1,0 +1,161 @@
+"""Why [RKL23] Table 3's ratios differ on our real subsets: a per-iteration profile, measured.
+
+Table 3 divides Alg. 1's time per iteration by Alg. 2's (with the brute-force exponential mechanism, and with
+Alg. 4's sampler). Per iteration, Alg. 1 pays a full gradient X^T q (O(nnz(X))) plus an O(D) pass to
+sample; Alg. 2 with brute-force EM pays the same O(D) sampling pass plus the moved rows' update
+(O(sum of the nnz of the rows of the chosen column)); Alg. 2 + 4 pays only that update and its sampler's
+O(sqrt D)-ish bookkeeping. This script times each of those pieces alone (median of ``--reps``) on the real
+subsets, the three solvers' whole runs in the same process (private, epsilon = 1, delta = 1e-6, lambda = 50,
+logistic), and prints the ratios the pieces predict beside the measured ones and the paper's; the sets'
+nnz / D beside the full sets' (the paper's) says how far the subset's ratio can go.
+
+    .venv/bin/python benchmarks/fw_table3_profile.py [--iters 4000] [--alg1-iters 100] [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fw_speedup import load  # noqa: E402
+from result_tables import cell, interval, markdown  # noqa: E402
+from results_file import header, today, topic_dir  # noqa: E402
+
+# the paper's Table 3 at epsilon = 1 (Alg. 2+4, Alg. 2) and its full sets' shape (spec; LIBSVM's sizes)
+PAPER = {"rcv1-real": (19.44, 1.36), "news20-real": (81.69, 17.83)}
+FULL = {"rcv1-real": (20_242, 47_236), "news20-real": (19_996, 1_355_191)}
+
+
+def timed(fn, reps: int) -> list[float]:
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main() -> None:
+    from dpdist.solvers.fast_fw import fast_frank_wolfe
+    from dpdist.solvers.frank_wolfe import _matvec, exponential_vertex, frank_wolfe, privacy_plan
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sets", default="rcv1-real,news20-real")
+    ap.add_argument("--iters", type=int, default=4000)
+    ap.add_argument("--alg1-iters", type=int, default=100)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    args = ap.parse_args()
+    started = os.getloadavg()[0]
+    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    T, lam, eps, delta = args.iters, 50.0, 1.0, 1e-6
+    rows, pieces = [], []
+    for name in args.sets.split(","):
+        X, y = load(name, shared, Path("."), {})
+        n, D = X.shape
+        kw = {"selection": "exponential", "epsilon": eps, "delta": delta}
+        fast_frank_wolfe(X, y, lam, 5, refresh=0, **kw)  # compile
+        fast_frank_wolfe(X, y, lam, 5, refresh=0, **{**kw, "selection": "exponential-bruteforce"})
+        a1, a24, a2 = [], [], []
+        path: list[int] = []
+        for r in range(args.reps):  # interleaved, so the machine's load falls on all three alike
+            a1.append(frank_wolfe(X, y, lam, args.alg1_iters, random_state=r, **kw).seconds / args.alg1_iters)
+            res = fast_frank_wolfe(X, y, lam, T, refresh=0, random_state=r, **kw)
+            a24.append(res.seconds / T)
+            path = res.path
+            b = {**kw, "selection": "exponential-bruteforce"}
+            a2.append(fast_frank_wolfe(X, y, lam, T, refresh=0, random_state=r, **b).seconds / T)
+        # the pieces: Alg. 1's gradient, the O(D) sampling pass, one step's moved-rows update
+        q = np.random.default_rng(0).random(n)
+        XT = X.T.tocsr()
+        grad = float(np.median(timed(lambda: _matvec(XT, q), 50)))  # Alg. 1's X^T q, as frank_wolfe computes it
+        alpha = XT @ (q - 0.5)
+        rng = np.random.default_rng(1)
+        plan = privacy_plan(eps, delta, T, "logistic", lam, 1.0, "exponential")
+        em = float(np.median(timed(lambda: exponential_vertex(alpha, plan.eps0, plan.lipschitz, rng), 50)))
+        Xc, row_nnz = X.tocsc(), np.diff(X.indptr)
+        cols = [abs(v) - 1 for v in path]
+        touched = np.array([row_nnz[Xc.indices[Xc.indptr[j] : Xc.indptr[j + 1]]].sum() for j in cols], float)
+        rows_of = np.array([Xc.indptr[j + 1] - Xc.indptr[j] for j in cols], float)
+        m1, m24, m2 = (interval(v) for v in (a1, a24, a2))
+        rows.append(
+            [
+                name,
+                cell(m1[0] * 1e3, m1[1] * 1e3, m1[2] * 1e3),
+                cell(m24[0] * 1e3, m24[1] * 1e3, m24[2] * 1e3, 4),
+                cell(m2[0] * 1e3, m2[1] * 1e3, m2[2] * 1e3),
+                f"{m1[0] / m24[0]:.1f} / {PAPER[name][0]}",
+                f"{m1[0] / m2[0]:.2f} / {PAPER[name][1]}",
+            ]
+        )
+        fn, fD = FULL[name]
+        pieces.append(
+            [
+                name,
+                f"{n:,} x {D:,}, nnz {X.nnz:,} (nnz/D {X.nnz / D:.1f})",
+                f"{fn:,} x {fD:,}",
+                f"{grad * 1e3:.3f}",
+                f"{em * 1e3:.3f}",
+                f"{rows_of.mean():.0f} ({100 * rows_of.mean() / n:.1f}% of rows)",
+                f"{touched.mean():,.0f} ({100 * touched.mean() / X.nnz:.1f}% of nnz)",
+                f"{(grad + em) / em:.2f}",
+            ]
+        )
+        print(name, rows[-1], pieces[-1], flush=True)
+    out = topic_dir("fw")
+    md = header(
+        "[RKL23] Table 3 on the real subsets, explained: a per-iteration profile",
+        f"{args.reps} runs per solver, interleaved (Alg. 1 over {args.alg1_iters} iterations, the fast solvers "
+        f"over T = {T}); the pieces the median of 50 calls; seeds 0..{args.reps - 1}",
+        started,
+    )
+    md += [
+        "Private, epsilon = 1, delta = 1e-6, lambda = 50, logistic, no refresh (as the paper). Time per iteration "
+        "in ms, mean [95% interval] over the runs:",
+        "",
+        *markdown(
+            ["set", "Alg. 1", "Alg. 2+4", "Alg. 2 (brute EM)", "2+4 ratio: ours / paper", "2 ratio: ours / paper"],
+            rows,
+        ),
+        "",
+        "The pieces (ms): Alg. 1's gradient X^T q and its exponential-mechanism draw over the 2D vertices "
+        "(`exponential_vertex`: an O(D) Gumbel pass; Alg. 2's brute-force EM also pays an O(D) pass), and "
+        "per step of Alg. 2's path the rows of the chosen column and the non-zeros of those rows (the update). "
+        "Alg. 1 / Alg. 2 (brute) is bounded by (gradient + EM pass) / EM pass when the update is small:",
+        "",
+        *markdown(
+            [
+                "set",
+                "ours",
+                "the paper's full set",
+                "X^T q ms",
+                "O(D) EM pass ms",
+                "rows of the chosen column",
+                "nnz touched a step",
+                "(grad + EM) / EM",
+            ],
+            pieces,
+        ),
+        "",
+        "Reading: Alg. 2 with brute-force EM still pays an O(D) pass every step, so its ratio to Alg. 1 is at most "
+        "about (gradient + EM pass) / EM pass (last column) when the moved rows are few: a set with fewer rows "
+        "per column than the paper's full set (ours have 1,000 and 3,993 rows against 20,242 and 19,996) has a "
+        "smaller gradient against the same O(D) pass, so a lower Alg. 2 ratio. Alg. 2 + 4 has no O(D) pass: its "
+        "ratio is Alg. 1's gradient over the moved rows' update, which the rows of the chosen columns set. The "
+        "committed ratios of 2026-11-27 divided Alg. 1 times measured at load ~20 (the Alg. 1 column above is "
+        "measured in this run, interleaved with the fast solvers).",
+    ]
+    stem = out / f"{today()}-table3-profile"
+    stem.with_suffix(".md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
