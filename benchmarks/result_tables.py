@@ -13,6 +13,7 @@ import csv
 import math
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def summary(
     keys: Sequence[str],
     metrics: Sequence[str],
     digits: int = 3,
-    order: Callable[[tuple[str, ...]], object] | None = None,
+    order: Callable[[tuple[str, ...]], Any] | None = None,
 ) -> list[str]:
     """A markdown table: one line per distinct ``keys`` value, the trial count, and each metric's
     mean [95% interval] over that group's rows."""

@@ -332,7 +332,15 @@ def fw_speedup(md: Path) -> list[str]:
 
 
 def fw_runs(md: Path) -> list[str]:
-    return _no_trials(
+    return [
+        "Trials, ours / the paper's: its Trials line above / not stated ([RKL23] prints one number a cell)."
+        + (
+            " Per-run rows at both calibrations: `fw_table4_calibrations.py`'s results file."
+            if "table4" in md.name
+            else ""
+        ),
+        "",
+    ] + _no_trials(
         sorted(md.parent.glob(md.stem + "*.csv")),
         "Its cells are means over a few fits (the count is in its Trials line) whose per-fit values were not written.",
     )
