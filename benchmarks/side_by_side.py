@@ -346,6 +346,31 @@ def fw_runs(md: Path) -> list[str]:
     )
 
 
+def own_intervals(md: Path) -> list[str]:
+    csvs = sorted(md.parent.glob(md.stem + "*.csv"))
+    return [
+        "The intervals above are computed in the run from its per-trial rows ("
+        + (", ".join(f"`{c.name}`" for c in csvs) or "no CSV")
+        + ") with `result_tables.interval` / `sign_test`; trial counts, the paper's and the seeds are in its "
+        "Trials line."
+    ]
+
+
+def one_run(md: Path) -> list[str]:
+    csvs = sorted(md.parent.glob(md.stem + "*.csv"))
+    return [
+        "One run per configuration with the fixed seeds of its Trials line (the papers' figures plot one run); "
+        "the curves' points are in " + (", ".join(f"`{c.name}`" for c in csvs) or "the file") + "; no interval."
+    ]
+
+
+def drawn_from(md: Path) -> list[str]:
+    return [
+        "Drawn from the CSVs its Trials line names: each point's interval and trial count are in the generated "
+        "section of those CSVs' results files."
+    ]
+
+
 RENDERERS: list[tuple[str, Callable[[Path], list[str]]]] = [
     (r"screening/\d{4}-\d{2}-\d{2}-tables\.md", screening),
     (r"sis/\d{4}-\d{2}-\d{2}-stability\.md", sis_stability),
@@ -356,6 +381,9 @@ RENDERERS: list[tuple[str, Callable[[Path], list[str]]]] = [
     (r"scale/\d{4}-\d{2}-\d{2}-sis_scale\.md", sis_scale),
     (r"fw/\d{4}-\d{2}-\d{2}-speedup\.md", fw_speedup),
     (r"fw/\d{4}-\d{2}-\d{2}-(calibration|table4)\.md", fw_runs),
+    (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(table3-profile|table4-calibrations|missing)\.md", own_intervals),
+    (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(figures-1-4|figures)\.md", one_run),
+    (r"sis/\d{4}-\d{2}-\d{2}-heatmaps\.md", drawn_from),
 ]
 
 
