@@ -271,6 +271,7 @@ def bss(md: Path) -> list[str]:
         "exact probability of releasing it.",
         "",
     ]
+    out += _bss_not_run(md, csvs)
     for c in csvs:
         rows = read_rows(c)
         out += [f"### `{c.name}`", ""]
@@ -282,6 +283,48 @@ def bss(md: Path) -> list[str]:
         )
         out.append("")
     return out
+
+
+def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
+    """[DPBSS25] Appendix D parts without a results file up to this one's date, with their cost measured from
+    the least-squares CSV's per-run seconds."""
+    d = _date(md)
+    done = {p.stem.split("-", 3)[3] for p in md.parent.glob("*.csv") if _date(p) <= d}
+    ls = next((c for c in csvs if c.stem.endswith("recovery_ls")), None)
+    cost = ""
+    if ls is not None:
+        rows = read_rows(ls)
+        per = {}
+        for r in rows:
+            per[r["method"]] = per.get(r["method"], 0.0) + number(r["seconds"])
+        pairs = len({(r["n"], r["trial"]) for r in rows})
+        base = (per.get("MCMC", 0.0) + per.get("Samp-Agg", 0.0)) / max(1, pairs)
+        cost = (
+            f" MCMC and Samp-Agg took {base:.0f} s of the {ls.name} run per (n, trial) pair, so a test-MSE / "
+            f"utility-loss grid like Fig. 1(a)'s (6 n x 10 trials, each pair also solving stage 2) needs about "
+            f"{6 * 10 * base / 3600:.1f} h at that pace."
+        )
+    missing = []
+    if not any(x.startswith("utility") for x in done):
+        missing.append("test MSE and utility loss with stage 2 (App. D.1.1; `--only utility`)" + cost)
+    if not any(x.startswith("ablation") for x in done):
+        missing.append("the b_x and ridge ablations (App. D.1.2; `--only ablations`)")
+    if not any(x.startswith("rsweep") for x in done):
+        missing.append("top-R's R sweep with its bucket edges (App. D.1.2; `--only rsweep`)")
+    hinge = next((c for c in csvs if c.stem.endswith("recovery_hinge")), None)
+    pace = ""
+    if hinge is not None:
+        rows = read_rows(hinge)
+        by_trial: dict[str, float] = {}
+        seen = set()
+        for r in rows:  # a (n, trial) pair's solve time is repeated on each of its methods' rows
+            if (r["n"], r["trial"], r["seconds"]) not in seen:
+                seen.add((r["n"], r["trial"], r["seconds"]))
+                by_trial[r["trial"]] = by_trial.get(r["trial"], 0.0) + number(r["seconds"])
+        most = max(by_trial.values()) / 60
+        pace = f"; at p = 1,000 one hinge trial over the n grid took up to {most:.0f} min ({hinge.name})"
+    missing.append("other SNR and p (App. D.2): `bss_experiments.py` has no option for them" + pace)
+    return ["Not run up to this file's date ([DPBSS25] Appendix D), and why:", *(f"- {m}" for m in missing), ""]
 
 
 # ---------------------------------------------------------------------------------------------------
