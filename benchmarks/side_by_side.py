@@ -272,6 +272,18 @@ def bss(md: Path) -> list[str]:
         "",
     ]
     out += _bss_not_run(md, csvs)
+    for kind in ("b_x", "ridge"):
+        abl = sorted(p for p in md.parent.glob(f"*-ablation_{kind}.csv") if _date(p) <= d)
+        if abl:
+            rows = read_rows(abl[-1])
+            trials = len({r["trial"] for r in rows})
+            out += [
+                f"### `{abl[-1].name}` ([DPBSS25] App. D.1.2 ablation; trials, ours / the paper's: {trials} / 10, "
+                "the time this session had; data seed 77 + trial, samplers' stream seed = trial)",
+                "",
+                *summary(rows, ["value", "method"], ["recovered", "p_true"], order=lambda k: (float(k[0]), k[1])),
+                "",
+            ]
     for c in csvs:
         rows = read_rows(c)
         out += [f"### `{c.name}`", ""]
