@@ -284,6 +284,17 @@ def bss(md: Path) -> list[str]:
                 *summary(rows, ["value", "method"], ["recovered", "p_true"], order=lambda k: (float(k[0]), k[1])),
                 "",
             ]
+    sweeps = sorted(p for p in md.parent.glob("*-r_sweep.csv") if _date(p) <= d)
+    if sweeps:
+        rows = read_rows(sweeps[-1])
+        trials = len({r["trial"] for r in rows})
+        out += [
+            f"### `{sweeps[-1].name}` ([DPBSS25] App. D.1.2, top-R's R; trials, ours / the paper's: {trials} / 10; "
+            "data seed 555 + trial; exact probabilities, no draws)",
+            "",
+            *summary(rows, ["R", "method"], ["p_true"], order=lambda k: (int(k[0]), k[1])),
+            "",
+        ]
     for c in csvs:
         rows = read_rows(c)
         out += [f"### `{c.name}`", ""]
@@ -321,7 +332,7 @@ def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
         missing.append("test MSE and utility loss with stage 2 (App. D.1.1; `--only utility`)" + cost)
     if not any(x.startswith("ablation") for x in done):
         missing.append("the b_x and ridge ablations (App. D.1.2; `--only ablations`)")
-    if not any(x.startswith("rsweep") for x in done):
+    if not any(x.startswith("r_sweep") for x in done):
         missing.append("top-R's R sweep with its bucket edges (App. D.1.2; `--only rsweep`)")
     hinge = next((c for c in csvs if c.stem.endswith("recovery_hinge")), None)
     pace = ""
