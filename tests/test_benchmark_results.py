@@ -165,6 +165,37 @@ def test_docs_quote_no_results_figure_without_a_file() -> None:
     assert not missing, missing
 
 
+def _sentences_citing_results(text: str) -> list[tuple[str, list[str]]]:
+    """(sentence, the results files it cites) of each sentence of ``text`` naming a benchmarks/results file."""
+    out = []
+    for sentence in re.split(r"(?<=[.:;])\s+(?=[A-Z(`*])|\n\n", _plain(text)):
+        paths = re.findall(r"benchmarks/results/[\w./-]+\.md", sentence)
+        if paths:
+            out.append((sentence, paths))
+    return out
+
+
+def test_every_figure_a_docs_sentence_cites_is_in_that_results_file() -> None:
+    """A documentation sentence that names a results file quotes only figures that file (or its CSVs) holds;
+    a projection from them goes in a sentence of its own."""
+    missing = []
+    for page in DOC_PAGES:
+        for sentence, paths in _sentences_citing_results(page.read_text(encoding="utf-8")):
+            files = [ROOT / p for p in paths]
+            assert all(f.is_file() for f in files), f"{page.relative_to(ROOT)} cites a missing file: {paths}"
+            corpus = ""
+            for f in files:
+                corpus += _plain(f.read_text(encoding="utf-8")) + "\n"
+                corpus += "\n".join(_plain(c.read_text(encoding="utf-8")) for c in f.parent.glob(f.stem + "*.csv"))
+            values = [float(t) for t in TOKEN.findall(corpus)]
+            missing += [
+                f"{page.relative_to(ROOT)}: {q}"
+                for q in re.findall(r"(?<![\d.])(\d+\.\d+)(?!\d)", sentence)
+                if not _found(q, corpus, values)
+            ]
+    assert not missing, missing
+
+
 def test_every_results_file_has_its_generated_intervals_section() -> None:
     """Each results file carries the section benchmarks/side_by_side.py renders from its CSVs (95% intervals,
     trial counts beside the paper's, seeds, flagged settings), and it is what the script renders now: no
