@@ -391,6 +391,7 @@ def run(task: dict) -> dict:
     elif method in ("np+exact", "dp+exact"):
         plan = screening_plan("exact", loss, lam, d, T, 1, rule=rule)
     t0 = time.perf_counter()
+    init = None
     if method in ("npfw", "preselect"):
         cols = np.arange(d)
         if method == "preselect":
@@ -425,6 +426,8 @@ def run(task: dict) -> dict:
         "screened": len(r.screened),
         **_metrics(w, ref, X, y, _dense(key, X)),
     }
+    if task.get("keep_path"):  # benchmarks/screening_figures.py replays the iterates
+        out.update(path=r.path, screened=r.screened, init=init, coef=w)
     if method == "dpfw":  # Oracle-K from the same run
         om = _metrics(_top_k(w, ref.size), ref, X, y, _dense(key, X))
         out.update({f"oracle_{k}": v for k, v in om.items()})
