@@ -7,8 +7,10 @@ a result's, e.g. a private search's ``model``) is stored in two parts:
   the SHA-256 of its bytes: float64 values, with int64 indices for a sparse model, or the whole float64
   weight vector when every column has a weight (a dense DP-GD model: the file is its raw bytes plus a
   few hundred bytes of headers). The file's bytes are a function of the weights alone (no time is
-  written in it; its mtime is set to the epoch), so the digest is a function of the mechanism's
-  output, never of the data beyond it;
+  written in it), so the digest is a function of the mechanism's output, never of the data beyond it.
+  Its modification and access times are set to the epoch, but its inode change and birth times, which
+  the system sets, record when the release finished: a timing channel to whoever can list the directory
+  (docs/privacy.md, "File times of the model artefacts");
 * the rest of the result (intercept, width, method, schema...) in the release's row, with a reference
   ``{"__dpdist_artefact__": {"sha256", "file", "dir", "bytes", "layout", "n_features", "nnz"}}``
   in place of the weights: a row of a few hundred bytes, whatever the model's width.
@@ -62,7 +64,7 @@ __all__ = [
 
 MARK = "__dpdist_artefact__"
 _ENV = "DPDIST_ARTEFACTS"
-_EPOCH_ZIP = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date: no time of writing in the file
+_EPOCH_ZIP = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date: no time of writing in the file's bytes
 
 
 def artefact_root(location: str, dialect: str) -> Path:
