@@ -15,12 +15,12 @@ a result's, e.g. a private search's ``model``) is stored in two parts:
   ``{"__dpdist_artefact__": {"sha256", "file", "dir", "bytes", "layout", "n_features", "nnz"}}``
   in place of the weights: a row of a few hundred bytes, whatever the model's width.
 
-The file is written atomically (a temporary file in the same directory, fsync, rename, fsync of the
+The file is written atomically (a temporary file in the same directory, fsync, link, fsync of the
 directory) *before* the row that refers to it commits, so a process killed at any point leaves either
 no row or a row whose artefact is whole. Every read checks the digest: a file changed, truncated or
 missing is refused in one line naming it (``ParameterError``: exit 2), never read as a model.
 
-An attempt at a release holds its :class:`Attempt` (a lock and a list of the files it writes, named by the
+An attempt at a release holds its :class:`Attempt` (a lock and a list of the files it creates, named by the
 ledger, the budget's public name and the key) from before its computation until its outcome is recorded.
 The next attempt under the key takes the lock, reads the row again (recorded: it replays), and only then
 removes the files a killed attempt wrote but never recorded, before it draws: no unrecorded draw of a
