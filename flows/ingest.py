@@ -26,7 +26,7 @@ from dpdist.data.synthetic import write_synthetic
 from dpdist.exceptions import ParameterError
 from dpdist.flows.config import RunConfig, load_config, store_paths
 from dpdist.flows.release import RAW, ensure_budget, release
-from dpdist.flows.runtime import on_a_worker, on_cluster
+from dpdist.flows.runtime import Secret, on_a_worker, on_cluster
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
@@ -129,10 +129,11 @@ def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[
     The split is a function of the source and the key only: halves a previous run wrote from the
     same source, fraction and key are reused. Written on a worker.
     """
-    return on_a_worker("ingest-split", _split, cfg, source, key)
+    return on_a_worker("ingest-split", _split, cfg, source, Secret(key))
 
 
-def _split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[str, Any]]:
+def _split(cfg: RunConfig, source: dict[str, Any], secret: Secret) -> dict[str, dict[str, Any]]:
+    key = secret.value
     paths = store_paths(cfg)
     own = open_store(source["store"]).dataset_id
     if not all(_is_split_of(paths[h], own, cfg.data.test_fraction, key_id(key)) for h in ("train", "test")):

@@ -49,6 +49,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -77,6 +78,7 @@ __all__ = [
     "client_dashboard_link",
     "cluster_client",
     "on_a_worker",
+    "Secret",
 ]
 
 T = TypeVar("T")
@@ -411,13 +413,22 @@ def _outcome(fn: Callable[..., T], *args: Any) -> tuple[bool, Any]:
         return False, e
 
 
+@dataclass(frozen=True)
+class Secret:
+    """A secret (a split key) handed to :func:`on_a_worker` as an argument: its repr holds nothing of it,
+    so a failed Dask task's log of its arguments ("Compute Failed") does not show the secret."""
+
+    value: bytes = field(repr=False)
+
+
 def on_a_worker(name: str, fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` on a worker of the running flow's cluster, under the Dask key ``<name>-<random>`` (its
     name on the dashboard; nothing of the data in it), waited for here. A task of the flow process hands its
     work over this way rather than running as a Prefect task on a worker, which would need the flow's
     Prefect server (on the flow's loopback) from the worker's node. What ``fn`` raises is raised here, in
     the flow process's task (Prefect records it in one line); on the worker it would be a failed Dask task,
-    whose traceback the worker logs to the operator's terminal ("Compute Failed")."""
+    whose traceback and arguments the worker logs to the operator's terminal ("Compute Failed"): a secret
+    argument goes in a :class:`Secret`."""
     with cluster_client() as client:
         ok, value = client.submit(_outcome, fn, *args, pure=False, key=f"{name}-{os.urandom(6).hex()}").result()
     if not ok:

@@ -469,17 +469,20 @@ class Accountant:
         directory is checked writable before the charge. The model returned, and every replay, is read
         back whole (its digest checked).
         """
-        artefacts.check_writable(self.artefacts)
+        where = str(self.path.resolve()) if isinstance(self.path, Path) else self.path
+        row = self._ledger.read(lambda con: queries.budget_row(con, dataset)) if isinstance(dataset, str) else None
+        tag = artefacts.attempt_path(self.artefacts, where, row[2], key) if row and isinstance(key, str) else None
+        artefacts.check_writable(self.artefacts, tag)
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
             return self._replay(charged.result)
         name = self._ledger.read(lambda con: self._budget_row(con, charged.dataset)[2])
-        where = str(self.path.resolve()) if isinstance(self.path, Path) else self.path
         with artefacts.Attempt(self.artefacts, where, name, charged.key) as attempt:
             stored = self._ledger.read(lambda con: queries.result_of(con, charged.dataset, charged.key))
             if stored is None:  # no attempt recorded it: what a killed one wrote is removed before drawing
                 attempt.clear_left(self._references)
                 stored = self._attempt(charged, compute, attempt)
+                attempt.settle(stored, self._references)  # another attempt's outcome won: this draw's files go
             attempt.done()
         return self._replay(stored)
 

@@ -75,3 +75,17 @@ def test_a_stage_whose_results_cannot_be_written_is_refused_before_its_cluster_o
     with pytest.raises(ParameterError, match="output: .*nothing was charged"):
         on_cluster(cfg, "never", lambda cfg: ran.append(cfg))
     assert ran == [] and not (tmp_path / "l.sqlite").exists()
+
+
+def test_the_split_key_handed_to_a_worker_has_no_repr_of_it(monkeypatch):
+    """A BaseException on the worker logs the task's arguments ("Compute Failed"): none shows the key."""
+    from dpdist.flows import ingest
+
+    handed: list[tuple] = []
+    monkeypatch.setattr(ingest, "on_a_worker", lambda name, fn, *args: handed.append(args))
+    key = bytes(range(32))
+    ingest.split.fn(None, {"store": "s"}, key)
+    (args,) = handed
+    shown = repr(args) + str(args)
+    assert key.hex() not in shown and repr(key) not in shown and str(list(key)) not in shown
+    assert any(getattr(a, "value", None) == key for a in args)  # the worker still gets it

@@ -3,6 +3,7 @@ their SHA-256 and where they lie; every read checks it; the artefact is whole be
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -133,6 +134,108 @@ def test_an_artefact_a_recorded_row_refers_to_is_never_removed(acc: Accountant):
         os.write(attempt._fd, (ref["file"] + "\n").encode())
     assert acc.release("ds", CHARGE, "b", lambda: [1]) == [1]
     assert acc.result(acc.history("ds")[0]) == m  # "a"'s file kept: a row refers to it
+
+
+def _listed_by_a_killed_attempt(acc: Accountant, key: str, *names: str) -> None:
+    """What an attempt at ``key`` SIGKILLed after listing ``names`` leaves in its list."""
+    with artefacts.Attempt(acc.artefacts, str(acc.path.resolve()), acc.name("ds"), key) as attempt:
+        for name in names:
+            attempt._list(name)
+
+
+def test_a_retry_removes_the_temporary_file_a_kill_left_holding_the_whole_draw(acc: Accountant):
+    first, second = model(300, seed=20), model(300, seed=21)
+    art = artefacts.split(first, acc.artefacts)[1]
+    acc.artefacts.mkdir(parents=True, exist_ok=True)
+    tmp = acc.artefacts / f".{art.digest}.0123456789ab.tmp"
+    tmp.write_bytes(art.payload)  # killed after the write, before the link: the whole unrecorded draw
+    linked = artefacts.split(model(300, seed=22), acc.artefacts)[1]
+    tmp2 = acc.artefacts / f".{linked.digest}.ba9876543210.tmp"
+    tmp2.write_bytes(linked.payload)
+    os.link(tmp2, acc.artefacts / linked.ref["file"])  # killed after the link, before the artefact was listed
+    acc.charge("ds", CHARGE, "gd")
+    _listed_by_a_killed_attempt(acc, "gd", tmp.name, tmp2.name)
+    assert acc.release("ds", CHARGE, "gd", lambda: second) == second
+    left = sorted(p.name for p in acc.artefacts.iterdir() if p.name != ".pending")
+    assert left == [artefacts.split(second, acc.artefacts)[1].ref["file"]]
+
+
+def test_the_attempt_that_loses_the_race_to_record_removes_its_own_draw(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("DPDIST_ARTEFACTS", str(tmp_path / "alice"))
+    alice = Accountant(tmp_path / "ledger.sqlite")
+    alice.init_budget("ds", 10.0, 1e-6)
+    monkeypatch.setenv("DPDIST_ARTEFACTS", str(tmp_path / "bob"))
+    bob = Accountant(tmp_path / "ledger.sqlite")
+    hers, his = model(400, seed=30), model(400, seed=31)
+
+    def slow():  # bob's run of the same key records first while alice's computes
+        assert bob.release("ds", CHARGE, "gd", lambda: his) == his
+        return hers
+
+    assert alice.release("ds", CHARGE, "gd", slow) == his  # the recorded draw, read from bob's directory
+    assert list((tmp_path / "alice").glob("*.npz")) == []  # her draw of the one charge is not kept
+    assert [p.name for p in (tmp_path / "bob").glob("*.npz")] == [artefacts.split(his, bob.artefacts)[1].ref["file"]]
+    assert alice.status("ds").releases == 1
+
+
+def test_a_file_an_attempt_found_there_is_not_listed_so_its_retry_leaves_it(acc: Accountant, monkeypatch):
+    empty = {**model(50, nnz=0), "n_features": 50}
+    art = artefacts.split(empty, acc.artefacts)[1]
+    acc.charge("ds", CHARGE, "b")
+    with artefacts.Attempt(acc.artefacts, str(acc.path.resolve()), acc.name("ds"), "b") as b:
+        b.write(art)  # "b" made the file and is computing on; its row not yet recorded
+        real = Accountant._record
+
+        def killed(self, dataset, key, encoded):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(Accountant, "_record", killed)
+        with pytest.raises(KeyboardInterrupt):  # "a" finds the same bytes there, and is killed
+            acc.release("ds", CHARGE, "a", lambda: {**model(70, nnz=0), "n_features": 50})
+        monkeypatch.setattr(Accountant, "_record", real)
+        assert acc.release("ds", CHARGE, "a", lambda: [2]) == [2]  # "a"'s retry
+        assert (acc.artefacts / art.ref["file"]).is_file()  # "b"'s file stays
+        encoded = json.dumps(artefacts.split_models(empty, acc.artefacts)[0], sort_keys=True)
+        assert acc._record("ds", "b", encoded) == encoded
+    assert acc.result(next(r for r in acc.history("ds") if r.key == "b")) == empty
+
+
+def test_a_retry_waits_for_an_attempt_holding_a_file_it_made_before_removing_it(acc: Accountant):
+    import threading
+
+    empty = {**model(50, nnz=0), "n_features": 50}
+    art = artefacts.split(empty, acc.artefacts)[1]
+    acc.charge("ds", CHARGE, "a")
+    artefacts.write(acc.artefacts, art)
+    _listed_by_a_killed_attempt(acc, "a", art.ref["file"])  # "a" made it and was killed
+    acc.charge("ds", CHARGE, "b")
+    with artefacts.Attempt(acc.artefacts, str(acc.path.resolve()), acc.name("ds"), "b") as b:
+        b.write(art)  # "b" finds it there: held until its row is recorded
+        retry = threading.Thread(target=acc.release, args=("ds", CHARGE, "a", lambda: [3]))
+        retry.start()
+        retry.join(1.0)
+        assert retry.is_alive()  # "a"'s retry waits for "b"
+        encoded = json.dumps(artefacts.split_models(empty, acc.artefacts)[0], sort_keys=True)
+        acc._record("ds", "b", encoded)
+    retry.join(30)
+    assert not retry.is_alive() and (acc.artefacts / art.ref["file"]).is_file()  # a row refers to it: kept
+    assert acc.recorded("ds", "a")
+
+
+def test_an_unusable_pending_directory_is_refused_before_the_charge(acc: Accountant, monkeypatch):
+    acc.artefacts.mkdir()
+    (acc.artefacts / ".pending").write_text("")  # not a directory
+    with pytest.raises(ParameterError, match="cannot hold a release's attempt.*nothing was charged"):
+        acc.release("ds", CHARGE, "gd", lambda: model(10))
+    (acc.artefacts / ".pending").unlink()
+
+    def no_flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(artefacts.fcntl, "flock", no_flock)
+    with pytest.raises(ParameterError, match="No locks available.*nothing was charged"):
+        acc.release("ds", CHARGE, "gd", lambda: model(10))
+    assert acc.status("ds").releases == 0 and acc.history("ds") == []
 
 
 def test_a_changed_or_missing_artefact_is_refused_naming_it(acc: Accountant, tmp_path: Path):

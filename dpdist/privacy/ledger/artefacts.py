@@ -7,18 +7,20 @@ a result's, e.g. a private search's ``model``) is stored in two parts:
   the SHA-256 of its bytes: float64 values, with int64 indices for a sparse model, or the whole float64
   weight vector when every column has a weight (a dense DP-GD model: the file is its raw bytes plus a
   few hundred bytes of headers). The file's bytes are a function of the weights alone (no time is
-  written in it; its mtime is set to the epoch), so the digest is a function of the mechanism's
-  output, never of the data beyond it;
+  written in it), so the digest is a function of the mechanism's output, never of the data beyond it.
+  Its modification and access times are set to the epoch, but its inode change and birth times, which
+  the system sets, record when the release finished: a timing channel to whoever can list the directory
+  (docs/privacy.md, "File times of the model artefacts");
 * the rest of the result (intercept, width, method, schema...) in the release's row, with a reference
   ``{"__dpdist_artefact__": {"sha256", "file", "dir", "bytes", "layout", "n_features", "nnz"}}``
   in place of the weights: a row of a few hundred bytes, whatever the model's width.
 
-The file is written atomically (a temporary file in the same directory, fsync, rename, fsync of the
+The file is written atomically (a temporary file in the same directory, fsync, link, fsync of the
 directory) *before* the row that refers to it commits, so a process killed at any point leaves either
 no row or a row whose artefact is whole. Every read checks the digest: a file changed, truncated or
 missing is refused in one line naming it (``ParameterError``: exit 2), never read as a model.
 
-An attempt at a release holds its :class:`Attempt` (a lock and a list of the files it writes, named by the
+An attempt at a release holds its :class:`Attempt` (a lock and a list of the files it creates, named by the
 ledger, the budget's public name and the key) from before its computation until its outcome is recorded.
 The next attempt under the key takes the lock, reads the row again (recorded: it replays), and only then
 removes the files a killed attempt wrote but never recorded, before it draws: no unrecorded draw of a
@@ -48,6 +50,7 @@ __all__ = [
     "Artefact",
     "Attempt",
     "artefact_root",
+    "attempt_path",
     "check_writable",
     "copy_artefacts",
     "expand",
@@ -61,7 +64,7 @@ __all__ = [
 
 MARK = "__dpdist_artefact__"
 _ENV = "DPDIST_ARTEFACTS"
-_EPOCH_ZIP = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date: no time of writing in the file
+_EPOCH_ZIP = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date: no time of writing in the file's bytes
 
 
 def artefact_root(location: str, dialect: str) -> Path:
@@ -160,9 +163,11 @@ def reference(result: Any) -> dict[str, Any] | None:
     return None
 
 
-def check_writable(root: Path) -> None:
+def check_writable(root: Path, attempt: Path | None = None) -> None:
     """Refuse (``ParameterError``) before anything is charged when ``root`` cannot take an artefact: it,
-    or the nearest directory it would be made in, is not writable."""
+    or the nearest directory it would be made in, is not writable; its ``.pending`` directory cannot be
+    made, or a file in it cannot be made and locked (``flock`` unsupported); or the list of this release's
+    attempt (``attempt``, :func:`attempt_path`), left by an earlier one, cannot be opened (another user's)."""
     probe = root
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
@@ -171,6 +176,24 @@ def check_writable(root: Path) -> None:
             f"the model artefact directory {root} cannot be written ({probe} is not a writable directory): "
             f"set {_ENV} to a writable directory, or make it writable; nothing was charged"
         )
+    pending = root / ".pending"
+    try:
+        pending.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = pending / f".probe.{secrets.token_hex(6)}"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+            lock.unlink(missing_ok=True)
+        if attempt is not None and attempt.exists():
+            os.close(os.open(attempt, os.O_RDWR))
+    except OSError as e:
+        raise ParameterError(
+            f"the model artefact directory {root} cannot hold a release's attempt ({e.filename}: {e.strerror}): "
+            f"set {_ENV} to a directory you own, or make it writable; nothing was charged"
+        ) from None
 
 
 def refused_by_size(e: OSError) -> bool:
@@ -178,14 +201,28 @@ def refused_by_size(e: OSError) -> bool:
     return e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+def attempt_path(root: Path, ledger: str, name: str, key: str) -> Path:
+    """The list (and lock) of the attempts at the release ``key`` of budget ``name`` in ``ledger``."""
+    tag = hashlib.sha256("\0".join((ledger, name, key)).encode()).hexdigest()[:32]
+    return root / ".pending" / tag
+
+
 class Attempt:
     """One attempt at a release (module doc): its lock, held while it computes, writes and records; the
-    names of the artefacts it writes, each listed (durably) before the file is made."""
+    names of the artefact files it creates, each listed (durably) before the file is made.
+
+    Files are named by their bytes, so one file can serve releases under several keys (every empty model
+    of a layout has the same bytes). An attempt lists only the files it creates (its temporary file before
+    it is made, the artefact once its link is made: a link never replaces a file); a file it finds already
+    there it holds under a shared ``flock`` until its outcome is recorded. Removing a listed file takes an
+    exclusive ``flock`` on it first and reads the rows again, so no attempt removes a file another attempt
+    is about to record a row for."""
 
     def __init__(self, root: Path, ledger: str, name: str, key: str) -> None:
-        tag = hashlib.sha256("\0".join((ledger, name, key)).encode()).hexdigest()[:32]
-        self.root, self.path = root, root / ".pending" / tag
+        self.root, self.path = root, attempt_path(root, ledger, name, key)
+        self.created: list[str] = []  # the digests of the artefacts this attempt made
         self._fd = -1
+        self._held: list[int] = []  # the files it found already there, held shared
 
     def __enter__(self) -> Attempt:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -194,32 +231,111 @@ class Attempt:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._let_go()
         os.close(self._fd)  # the lock goes with it
+
+    def _let_go(self) -> None:
+        while self._held:
+            os.close(self._held.pop())
 
     def done(self) -> None:
         """The outcome is recorded: the list is no longer needed (a later attempt replays)."""
         self.path.unlink(missing_ok=True)
 
+    def settle(self, stored: str, referenced: Callable[[str], bool]) -> int:
+        """The outcome recorded is ``stored``: if it does not refer to every artefact this attempt created
+        (a concurrent attempt's outcome was recorded first, or a failure), remove those no row refers to
+        (:meth:`clear_left`). The number removed."""
+        try:
+            kept = {str(r.get("sha256")) for r in references(json.loads(stored))}
+        except ValueError:
+            kept = set()
+        return 0 if set(self.created) <= kept else self.clear_left(referenced)
+
     def clear_left(self, referenced: Callable[[str], bool]) -> int:
-        """Remove the artefacts a killed attempt listed, unless a row refers to one (``referenced(digest)``);
-        call with the release's outcome read as not recorded. The number removed."""
+        """Remove the files listed (an artefact an attempt under the key created, a temporary file it was
+        writing), unless a row refers to the artefact (``referenced(digest)``); call with the release's
+        outcome read as not recorded, or recorded without them. The number of artefacts removed."""
+        self._let_go()
         listed = os.pread(self._fd, 1 << 20, 0).decode(errors="replace").split()
         removed = 0
         for name in dict.fromkeys(listed):
-            digest = name.removesuffix(".npz")
-            if Path(name).name == name and name.endswith(".npz") and not referenced(digest):
-                (self.root / name).unlink(missing_ok=True)
-                removed += 1
+            if Path(name).name != name:
+                continue
+            if name.startswith(".") and name.endswith(".tmp"):  # killed while writing it, or before listing its link
+                tmp, digest = self.root / name, name[1:].split(".")[0]
+                final = self.root / f"{digest}.npz"
+                try:
+                    linked = os.path.samefile(tmp, final)
+                except OSError:
+                    linked = False
+                if linked:
+                    removed += _remove(final, digest, referenced)
+                tmp.unlink(missing_ok=True)
+            elif name.endswith(".npz"):
+                removed += _remove(self.root / name, name.removesuffix(".npz"), referenced)
         os.ftruncate(self._fd, 0)
         os.fsync(self._fd)
+        self.created.clear()
         return removed
 
-    def write(self, artefact: Artefact) -> Path:
-        """List ``artefact``'s name (durably), then write it (:func:`write`)."""
+    def _list(self, name: str) -> None:
         os.lseek(self._fd, 0, os.SEEK_END)
-        os.write(self._fd, (str(artefact.ref["file"]) + "\n").encode())
+        os.write(self._fd, (name + "\n").encode())
         os.fsync(self._fd)
-        return write(self.root, artefact)
+
+    def write(self, artefact: Artefact) -> Path:
+        """Hold ``artefact``'s file if one is there already; else list a temporary file (durably), write
+        the artefact through it (:func:`write`), and list the artefact before the temporary file goes."""
+        final = self.root / str(artefact.ref["file"])
+        while True:
+            if self._hold(final, artefact.digest):
+                return final
+            tmp = self.root / f".{artefact.digest}.{secrets.token_hex(6)}.tmp"
+            self._list(tmp.name)
+            try:
+                if _create(self.root, artefact, tmp):
+                    self._list(final.name)
+                    self.created.append(artefact.digest)
+                    return final
+            finally:
+                tmp.unlink(missing_ok=True)
+
+    def _hold(self, final: Path, digest: str) -> bool:
+        """Whether ``final`` is there with the bytes of ``digest``, then held (shared) until the attempt ends."""
+        try:
+            fd = os.open(final, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a removal under way finishes first
+        try:
+            same = os.fstat(fd).st_ino == os.stat(final).st_ino and _digest_of(fd) == digest
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            return False
+        self._held.append(fd)
+        _fsync_dir(self.root)  # its link durable, whoever made it
+        return True
+
+
+def _remove(path: Path, digest: str, referenced: Callable[[str], bool]) -> int:
+    """Remove the artefact ``path`` unless a row refers to it, once no attempt holds it (1: removed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # an attempt that found it there records its row first
+        if referenced(digest) or os.fstat(fd).st_ino != os.stat(path).st_ino:
+            return 0
+        path.unlink()
+        return 1
+    except FileNotFoundError:
+        return 0
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -230,34 +346,50 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write(root: Path, artefact: Artefact) -> Path:
-    """Write ``artefact`` into ``root`` atomically and durably (a temporary file, fsync, rename, fsync of
-    the directory): after it returns, the file is whole on disk; killed before, no file has its name.
-    A file already there with the same name holds the same bytes (checked) and is kept."""
+def _create(root: Path, artefact: Artefact, tmp: Path) -> bool:
+    """Write ``artefact`` to ``tmp`` (fsync) and link it to its name, durably; the caller removes ``tmp``.
+    Whether this made the file (``False``: a whole file of the same bytes was there already)."""
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     final = root / str(artefact.ref["file"])
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(artefact.payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.utime(tmp, (0, 0))  # mtime and atime at the epoch (its ctime, birth time remain: docs/privacy.md)
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        if _digest_of(final) == artefact.digest:
+            _fsync_dir(root)
+            return False
+        final.unlink(missing_ok=True)  # a damaged file of its name: replaced
+        os.link(tmp, final)
+    _fsync_dir(root)
+    return True
+
+
+def write(root: Path, artefact: Artefact) -> Path:
+    """Write ``artefact`` into ``root`` atomically and durably (a temporary file, fsync, link, fsync of
+    the directory): after it returns, the file is whole on disk; killed before, no file has its name.
+    A file already there with the same name holds the same bytes (checked) and is kept."""
+    final = root / str(artefact.ref["file"])
     if final.is_file() and _digest_of(final) == artefact.digest:
-        _fsync_dir(root)  # its rename durable, whoever made it
+        _fsync_dir(root)  # its link durable, whoever made it
         return final
     tmp = root / f".{artefact.digest}.{secrets.token_hex(6)}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(artefact.payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.utime(tmp, (0, 0))  # no time of writing on the file either
-        os.replace(tmp, final)
-        _fsync_dir(root)
-    except BaseException:
+        _create(root, artefact, tmp)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
     return final
 
 
-def _digest_of(path: Path) -> str:
+def _digest_of(path: Path | int) -> str:
+    """The SHA-256 of the file ``path`` (a path, or an open descriptor, read from its start)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(path, "rb", closefd=not isinstance(path, int)) as f:
+        f.seek(0)
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
