@@ -57,7 +57,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _add_table_args(p: argparse.ArgumentParser) -> None:
-    """The options of tables: declared categories and fill value, or data-dependent ones (non-private)."""
+    """The options of tables: a declared schema, declared categories and fill value, or data-dependent ones
+    (non-private)."""
+    p.add_argument(
+        "--schema",
+        default=None,
+        metavar="SCHEMA.json",
+        help="tables (CSV): a Frictionless Table Schema declaring every column (numbers scaled to [0, 1] by "
+        "constraints.minimum/maximum and clipped, text one-hot by constraints.enum plus 'other', gaps "
+        "(missingValues) by each field's fill, the target's classes); the store and its models record it",
+    )
     p.add_argument(
         "--categories",
         action="append",
@@ -118,11 +127,12 @@ def _ingest(args: argparse.Namespace) -> int:
                 fill_value=args.fill_value,
                 private=not args.non_private,
                 progress=update,
+                schema=args.schema,
             )
     else:
-        if categories or args.fill_value is not None:
+        if categories or args.fill_value is not None or args.schema is not None:
             raise ParameterError(
-                "--categories and --fill-value are options of tables (CSV, xlsx, ...), not of "
+                "--schema, --categories and --fill-value are options of tables (CSV, xlsx, ...), not of "
                 f"svmlight files ({args.src})"
             )
         if not args.non_private and (args.n_features is None or args.zero_based == "auto"):
