@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dpdist.cli import budget, evaluate, ingest, ledger, models, run, select, synth, train
+from dpdist.cli import budget, evaluate, ingest, ledger, models, predict, run, select, synth, train
 from dpdist.cli._common import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, _prepared_out
 from dpdist.cli._logs import _logging, _one_line_warning
 from dpdist.exceptions import (
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # the commands, in the order ``dpdist --help`` lists them
-COMMANDS = (ingest, synth, select, train, evaluate, budget, models, run, ledger)
+COMMANDS = (ingest, synth, select, train, evaluate, predict, budget, models, run, ledger)
 
 
 def _version() -> str:

@@ -7,14 +7,15 @@ the test records are public by the user's declaration.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _emit, _metric_text
-from dpdist.cli.models import _find_release
+from dpdist.cli.models import load_model
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
+
+if TYPE_CHECKING:
+    from dpdist.data.table_schema import TableSchema
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,20 +46,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     from dpdist.evaluation import exact_metrics
 
-    if os.path.isfile(args.model):
-        try:
-            record = json.loads(open(args.model).read())
-        except ValueError as e:
-            raise ParameterError(
-                f"{args.model}: not a model record (JSON written by `dpdist models export`): {e}"
-            ) from None
-    else:
-        acc = Accountant(args.ledger, create=False)
-        name, rec = _find_release(acc, args.model, args.dataset)
-        record = rec.to_dict(name)
-    result = record.get("result", record)
-    if not isinstance(result, dict) or not {"indices", "values", "n_features"} <= set(result):
-        raise ParameterError(f"{args.model}: not a released model (a selection or a count has no predictions)")
+    result = load_model(args.model, args.ledger, args.dataset)
     d = int(result["n_features"])
     X, y = _public_test(args, result, d)
     if X.shape[1] != d:
@@ -98,6 +86,14 @@ def _public_test(args: argparse.Namespace, result: dict[str, Any], d: int) -> tu
 
     if is_table(args.public_test):  # read as the model's training table was (its recorded schema)
         schema = result.get("schema") or {}
+        declared = declared_schema(result)
+        if declared is not None:  # its Table Schema: labels back in the user's classes (or the scaled target)
+            if args.target is not None and args.target != declared.target:
+                raise ParameterError(f"--target {args.target}: the model's schema names {declared.target!r}")
+            X, y, _ = declared.read(args.public_test)
+            assert y is not None  # (read with its target)
+            names = declared.classes
+            return X, (np.asarray(names, dtype=object)[y.astype(int)] if names else y)
         t = read_table(
             args.public_test,
             target=args.target,
@@ -113,6 +109,14 @@ def _public_test(args: argparse.Namespace, result: dict[str, Any], d: int) -> tu
     recorded = (result.get("schema") or {}).get("index_base")
     zero_based = args.zero_based == "yes" if args.zero_based is not None else recorded == 0
     return _svmlight(args.public_test, d, 0 if zero_based else 1)
+
+
+def declared_schema(result: dict[str, Any]) -> TableSchema | None:
+    """The Table Schema a released model recorded (its training store's, from ``ingest --schema``), or None."""
+    from dpdist.data.table_schema import schema_from_dict
+
+    spec = (result.get("schema") or {}).get("table_schema")
+    return None if spec is None else schema_from_dict(spec, "the model's recorded schema")
 
 
 def _svmlight(path: str, d: int, base: int) -> tuple[Any, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit, _write_out
@@ -50,6 +51,27 @@ def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, 
             "completed); nothing was released under it"
         )
     return acc.name(h), rec
+
+
+def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, Any]:
+    """The released model ``ref`` names: a model record file (``train --out``, ``models export``) or a release
+    key in the ledger (opened to read: nothing is charged). Its result (weights, classes, schema); anything
+    else (a selection, a count, a command's output without its model) refused, exit 2."""
+    if os.path.isfile(ref):
+        try:
+            record = json.loads(open(ref).read())
+        except ValueError as e:
+            raise ParameterError(
+                f"{ref}: not a model record (JSON written by `dpdist train --out` or `dpdist models export`): {e}"
+            ) from None
+    else:
+        acc = Accountant(ledger, create=False)
+        name, rec = _find_release(acc, ref, dataset)
+        record = rec.to_dict(name)
+    result = record.get("result", record) if isinstance(record, dict) else None
+    if not isinstance(result, dict) or not {"indices", "values", "n_features"} <= set(result):
+        raise ParameterError(f"{ref}: not a released model (a selection or a count has no predictions)")
+    return result
 
 
 def _models(args: argparse.Namespace) -> int:
