@@ -13,12 +13,14 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.privacy.ledger.paths import default_ledger_path
 from dpdist.utils.io import AtomicFile, check_directory
-from dpdist.utils.random import derive_seed
+
+if TYPE_CHECKING:  # the ledger (and NumPy) are imported by the commands that use them, not at start-up
+    from dpdist.privacy.accountant import Accountant
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -245,6 +247,8 @@ def _charged_text(
 
 def _noise_seed(args: argparse.Namespace, purpose: str) -> int | None:
     """The noise seed of one release of a command (``--seed``: experiments only; one per purpose)."""
+    from dpdist.utils.random import derive_seed
+
     return derive_seed(args.seed, purpose)
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit, _write_out
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
+
+if TYPE_CHECKING:
+    from dpdist.privacy.accountant import Accountant
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,6 +67,8 @@ def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, A
                 f"{ref}: not a model record (JSON written by `dpdist train --out` or `dpdist models export`): {e}"
             ) from None
     else:
+        from dpdist.privacy.accountant import Accountant
+
         acc = Accountant(ledger, create=False)
         name, rec = _find_release(acc, ref, dataset)
         record = rec.to_dict(name)
@@ -76,6 +80,8 @@ def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, A
 
 def _models(args: argparse.Namespace) -> int:
     """``dpdist models list|show|export``: the releases with a recorded result, or one release's record."""
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger, create=False)
     if args.models_command == "list":
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]

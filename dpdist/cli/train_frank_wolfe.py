@@ -25,11 +25,11 @@ from dpdist.cli._common import (
     _write_out,
 )
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
     from dpdist.data.store import SparseStore
+    from dpdist.privacy.accountant import Accountant
 
 
 class _Options(NamedTuple):
@@ -56,6 +56,8 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if opts.private:
         check_schema(store)
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger) if opts.private else None
     budget_name = acc.status(acc.budget_of(store)).name if acc is not None else None  # no budget: fail before work
     name = budget_name if budget_name is not None else store.name

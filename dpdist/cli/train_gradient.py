@@ -24,13 +24,13 @@ from dpdist.cli._common import (
 )
 from dpdist.exceptions import ParameterError
 from dpdist.methods import get, names
-from dpdist.privacy.accountant import Accountant
 
 if TYPE_CHECKING:
     import numpy as np
 
     from dpdist.data.store import SparseStore
     from dpdist.evaluation import PrivateEvaluation
+    from dpdist.privacy.accountant import Accountant
 
 _PRECHECK_RECORDS = 100_000  # the public count a gradient learner's pre-check charge is taken at
 
@@ -52,6 +52,8 @@ def _train_gradient(args: argparse.Namespace) -> int:
         raise ParameterError(f"--loss {loss} does not fit {args.store}, a {store.task} store")
     method = "private-search" if args.tune else args.method
     model, labels = _gradient_learner(args, store, task, method)
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger)
     dataset = acc.budget_of(store)
     name = acc.status(dataset).name  # no budget: fail before the work

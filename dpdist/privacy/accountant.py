@@ -73,6 +73,7 @@ from dpdist.privacy.ledger import composed, queries
 from dpdist.privacy.ledger.backend import LedgerBackend, open_backend, parse_location
 from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.outcomes import UNWRITTEN, failure_record, machine_failure, replay
+from dpdist.privacy.ledger.paths import default_ledger_path
 from dpdist.privacy.ledger.records import (
     UNCOVERED_MARK,
     BudgetStatus,
@@ -95,12 +96,6 @@ __all__ = [
     "spend_text",
     "status_table",
 ]
-
-
-def default_ledger_path() -> Path:
-    """``$DPDIST_LEDGER`` if set, else ``~/.dpdist/ledger.sqlite`` (the CLI contract)."""
-    env = os.environ.get("DPDIST_LEDGER")
-    return Path(env) if env else Path.home() / ".dpdist" / "ledger.sqlite"
 
 
 def default_ledger() -> str | Path:
