@@ -194,7 +194,9 @@ def test_models_list_show_export_and_from_release(capsys, tmp_path):
     )
     assert code == 0
     code, out, _ = run(capsys, "models", "list", "--ledger", ledger, "--json")
-    assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model", "my-model/evaluation"]
+    assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model"]  # models only (not its metrics)
+    code, out, _ = run(capsys, "models", "list", "--ledger", ledger)
+    assert out.split()[:3] == ["DATASET", "MECHANISM", "EPSILON"] and len(out.splitlines()) == 2
     code, out, _ = run(capsys, "models", "show", "my-model", "--ledger", ledger, "--json")
     shown = json.loads(out)
     assert shown["dataset"] == "m" and shown["form"] == "zcdp" and shown["result"]["n_features"] == 6
@@ -344,7 +346,8 @@ def test_budget_show_of_a_half_counts_its_legacy_budget_of_its_own(tmp_path, cap
     acc = Accountant(ledger)
     half = open_store(tmp_path / "tr")
     acc.init_budget(half.dataset_id, 1.0, 1e-6, name="half")  # as dpdist before 4cadcda let one do
-    acc.release(half.dataset_id, Charge(PrivacyLoss.pure(0.3), "laplace"), "old", lambda: [1.0])
+    model = {"indices": [0], "values": [1.0], "n_features": 10}
+    acc.release(half.dataset_id, Charge(PrivacyLoss.pure(0.3), "laplace"), "old", lambda: model)
     acc.init_budget(half.budget_id, 2.0, 1e-6, name="src")
     code, out, _ = run(capsys, "budget", "show", "--dataset", str(tmp_path / "tr"), "--ledger", str(ledger), "--json")
     assert code == 0 and json.loads(out)["epsilon_spent"] == pytest.approx(0.3)  # the source's, with the half's

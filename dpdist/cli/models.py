@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """The ``models`` command and its subcommands' arguments."""
     models = sub.add_parser("models", help="released models and selections, read back from the ledger")
     msub = models.add_subparsers(dest="models_command", required=True)
-    p = msub.add_parser("list", help="every release with a recorded result")
+    p = msub.add_parser("list", help="every released model (weights a model record holds), newest last")
     p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
     _common_args(p)
     p.set_defaults(func=_models)
@@ -73,30 +73,42 @@ def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, A
         name, rec = _find_release(acc, ref, dataset)
         record = rec.to_dict(name)
     result = record.get("result", record) if isinstance(record, dict) else None
-    if not isinstance(result, dict) or not {"indices", "values", "n_features"} <= set(result):
+    if not is_model(result):
         raise ParameterError(f"{ref}: not a released model (a selection or a count has no predictions)")
     return result
 
 
+def is_model(result: Any) -> bool:
+    """Whether a release's recorded result is a model (weights to predict with), not a selection, a count or
+    metrics."""
+    return isinstance(result, dict) and {"indices", "values", "n_features"} <= set(result)
+
+
 def _models(args: argparse.Namespace) -> int:
-    """``dpdist models list|show|export``: the releases with a recorded result, or one release's record."""
+    """``dpdist models list|show|export``: the released models, or one release's record."""
     from dpdist.privacy.accountant import Accountant
 
     acc = Accountant(args.ledger, create=False)
     if args.models_command == "list":
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
         once = {(r.dataset, r.key): r for h in hashes for r in acc.history(h) if r.result is not None}
-        rows = [{**r.to_dict(acc.name(r.dataset)), "result": None} for r in once.values()]  # linked: as its own
-        for r in rows:
-            r.pop("result")
-        _emit(
-            args,
-            {"releases": rows},
-            lambda: (
-                "\n".join(f"{r['dataset']:<14} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} {r['key']}" for r in rows)
-                or f"no recorded releases in {acc.path}"
-            ),
-        )
+        records = [r.to_dict(acc.name(r.dataset)) for r in once.values()]  # a linked budget's: as its own
+        rows = [{k: v for k, v in r.items() if k != "result"} for r in records if is_model(r["result"])]
+
+        def table() -> str:
+            if not rows:
+                return f"no released models in {acc.path} (`dpdist budget history --dataset NAME` lists every release)"
+            head = f"{'DATASET':<14} {'MECHANISM':<30} {'EPSILON':<9} {'DELTA':<9} {'RELEASED':<11} KEY"
+            return "\n".join(
+                [head]
+                + [
+                    f"{r['dataset']:<14} {r['mechanism']:<30} {r['epsilon']:<9.4g} {r['delta']:<9.3g} "
+                    f"{r['time']:<11} {r['key']}"
+                    for r in rows
+                ]
+            )
+
+        _emit(args, {"releases": rows}, table)
         return EXIT_OK
     name, rec = _find_release(acc, args.key, args.dataset)
     record = rec.to_dict(name)
