@@ -608,3 +608,18 @@ def test_timings_reach_the_terminal_only_with_v_and_never_the_searchs(capsys, tm
     for body in (printed, out.read_text(), *(h.result for h in records), *(h.params or "" for h in records)):
         assert not re.search(r"second|duration|elapsed|took|runs_", body), body
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", h.time) for h in records)  # a date, not a time of day
+
+
+def test_help_states_the_defaults(capsys):
+    """Every option with a default states it in --help (once: not where its text already says it)."""
+    from dpdist.cli import main
+
+    for command in (["train"], ["ingest"], ["predict"], ["budget", "show"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "(default: None)" not in text and "(default: False)" not in text
+        if command == ["train"]:
+            assert "(default: 0.1)" in text and "(default: 0.2)" in text and text.count("(default: safe)") == 2
+        if command == ["ingest"]:
+            assert "(default: no)" not in text  # --zero-based's own text says it

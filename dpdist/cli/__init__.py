@@ -70,7 +70,34 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
+    _show_defaults(parser)
     return parser
+
+
+class _Defaults(argparse.HelpFormatter):
+    """Help that states each option's default, unless its text already says it (or it has none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS)
+            or action.nargs == 0
+            or "default" in text.lower()
+        ):
+            return action.help
+        shown = (",".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)).replace("%", "%%")
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every parser and subparser's help states the options' defaults (``_Defaults``)."""
+    parser.formatter_class = _Defaults
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _show_defaults(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

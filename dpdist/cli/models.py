@@ -73,7 +73,7 @@ def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, A
         name, rec = _find_release(acc, ref, dataset)
         record = rec.to_dict(name)
     result = record.get("result", record) if isinstance(record, dict) else None
-    if not is_model(result):
+    if not isinstance(result, dict) or not is_model(result):
         raise ParameterError(f"{ref}: not a released model (a selection or a count has no predictions)")
     return result
 

@@ -25,7 +25,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "predict",
         help="a released model's predictions on new rows, in your labels (nothing charged)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("model", help="a model record (`train --out`, `models export`), or a release key in the ledger")
     p.add_argument(
