@@ -195,6 +195,21 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     for m in first_sel:
         assert second_sel[m]["features"] == first_sel[m]["features"] and second_sel[m]["replayed"]
 
+    # ... and recomputes none of the public references (non-private fits on the synthetic set: minutes at full
+    # size): the first run's are read back
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    def task_names(run_id: str) -> set[str]:
+        runs = _api(
+            prefect_server["url"],
+            lambda c: c.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id]))),
+        )
+        return {t.task_key.rsplit("-", 1)[0] for t in runs} | {t.name.rsplit("-", 1)[0] for t in runs}
+
+    assert "reference" in task_names(out["flow_run"])
+    assert "reference" not in task_names(json.loads(r2.stdout)["flow_run"])
+    assert json.loads((tmp_path / "out" / "evaluation.json").read_text())["reference"]
+
 
 def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:
     # an svmlight source (ingested by the flow)
