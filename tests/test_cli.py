@@ -623,3 +623,16 @@ def test_help_states_the_defaults(capsys):
             assert "(default: 0.1)" in text and "(default: 0.2)" in text and text.count("(default: safe)") == 2
         if command == ["ingest"]:
             assert "(default: no)" not in text  # --zero-based's own text says it
+
+
+def test_budget_show_prints_the_basic_sum_beside_the_filters_figure(capsys, tmp_path):
+    ledger = tmp_path / "l.sqlite"
+    acc = Accountant(ledger)
+    acc.init_budget("d" * 64, 4.0, 1e-6, name="mine")
+    for i, eps in enumerate((0.5, 0.25)):
+        acc.release("d" * 64, Charge(PrivacyLoss.pure(eps), "laplace"), f"k{i}", lambda: 1.0)
+    for argv in (["budget", "show"], ["budget", "show", "--dataset", "mine"]):
+        assert main([*argv, "--ledger", str(ledger)]) == 0
+        head, row = capsys.readouterr().out.splitlines()[:2]
+        cells = dict(zip([c.strip() for c in head.split("  ") if c.strip()], row.split()))
+        assert cells["basic sum"] == "0.75" and float(cells["spent"]) <= 0.75
