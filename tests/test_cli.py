@@ -636,3 +636,33 @@ def test_budget_show_prints_the_basic_sum_beside_the_filters_figure(capsys, tmp_
         head, row = capsys.readouterr().out.splitlines()[:2]
         cells = dict(zip([c.strip() for c in head.split("  ") if c.strip()], row.split()))
         assert cells["basic sum"] == "0.75" and float(cells["spent"]) <= 0.75
+
+
+def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tmp_path):
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dpdist.data.store import open_store, write_store
+
+    rng = np.random.default_rng(0)
+    X = sp.random(400, 5, density=0.5, format="csr", random_state=1)
+    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.1 * rng.normal(size=400) > 0, 1.0, -1.0)
+    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
+    ledger = tmp_path / "l.sqlite"
+    acc = Accountant(ledger)
+    dataset = open_store(tmp_path / "s").budget_id
+    acc.init_budget(dataset, 1.0, 1e-6, name="mine")
+    model = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
+    acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "dp-sgd/logistic"), "m", lambda: model)
+    base = ["evaluate", "m", "--store", str(tmp_path / "s"), "--ledger", str(ledger), "--json"]
+    code, out, _ = run(capsys, *base, "--epsilon", "0.3")
+    first = json.loads(out)
+    assert code == 0 and not first["replayed"] and first["auc"] is not None and first["accuracy_interval"]
+    keys = [r.key for r in acc.history(dataset)]
+    assert keys == ["m", first["key"]] and first["key"].startswith("m/evaluation-")  # one release, no model
+    code, out, _ = run(capsys, *base, "--epsilon", "0.3")
+    assert code == 0 and json.loads(out)["replayed"] and len(acc.history(dataset)) == 2  # replayed: no charge
+    assert run(capsys, *base, "--epsilon", "0.4")[0] == 3  # 0.5 + 0.3 + 0.4 > 1: refused, nothing charged
+    assert len(acc.history(dataset)) == 2
+    code, _, err = run(capsys, "evaluate", "m", "--epsilon", "0.1", "--ledger", str(ledger))
+    assert code == 2 and "--store" in err
