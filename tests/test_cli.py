@@ -635,7 +635,7 @@ def test_budget_show_prints_the_basic_sum_beside_the_filters_figure(capsys, tmp_
         assert main([*argv, "--ledger", str(ledger)]) == 0
         head, row = capsys.readouterr().out.splitlines()[:2]
         cells = dict(zip([c.strip() for c in head.split("  ") if c.strip()], row.split()))
-        assert cells["basic sum"] == "0.75" and float(cells["spent"]) <= 0.75
+        assert cells["basic"] == "0.75" and float(cells["spent"]) <= 0.75
 
 
 def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tmp_path):

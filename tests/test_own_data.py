@@ -272,7 +272,7 @@ def test_7_a_private_fit_in_python_without_a_ledger_refuses(tmp_path):
 def test_8_budget_show_is_a_table(user, tmp_path, ingested):
     _store(user, tmp_path, ingested)
     out = user("budget", "show").stdout.splitlines()
-    assert out[0].split()[:6] == ["dataset", "epsilon", "delta", "spent", "left", "releases"]
+    assert out[0].split()[:7] == ["dataset", "epsilon", "delta", "spent", "basic", "left", "releases"]
 
 
 def test_10_evaluate_on_a_public_file_and_the_commands_say_what_to_do(user, tmp_path, ingested):

@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # the ledger (and NumPy) are imported by the commands that us
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+# a command's default --delta: this share of its budget's delta (several commands fit in the budget's delta)
+DELTA_SHARE = 0.1
+
 
 # the held-out metrics a payload carries (those of them a release computed)
 _METRIC_KEYS = (
@@ -293,3 +296,49 @@ def _progress_bar(
                 bar.update(task, completed=done)
 
         yield update
+
+
+class CommandPlan:
+    """A command's ``--epsilon``/``--delta``, what it spends in all, split over its releases: the fixed parts
+    (a noisy count, held-out metrics: (what, epsilon) pairs) and the model, which gets the rest.
+
+    The command's (epsilon, delta) is a budget of its own: its releases must pass a privacy filter of that
+    budget (:class:`dpdist.privacy.filter.PrivacyFilter`). The model is calibrated at the filter's basic share
+    of delta, so basic composition -- the epsilons added -- holds the plan within (epsilon, delta) exactly.
+    """
+
+    def __init__(self, epsilon: float, delta: float, fixed: list[tuple[str, float]]) -> None:
+        from dpdist.privacy.filter import PrivacyFilter
+
+        self.epsilon, self.delta, self.fixed = float(epsilon), float(delta), fixed
+        self.model_epsilon = self.epsilon - sum(e for _, e in fixed)
+        self.model_delta = PrivacyFilter.basic_share * self.delta
+        if not self.model_epsilon > 0:
+            parts = " + ".join(f"{what} {e:g}" for what, e in fixed)
+            raise ParameterError(
+                f"--epsilon {self.epsilon:g} is what the command spends in all, and {parts} take all of it: give "
+                "a larger --epsilon, or smaller parts"
+            )
+
+    def check(self, losses: list[Any]) -> None:
+        """Refuse (a bug's error) a plan whose releases ``losses`` do not pass the command's own filter."""
+        from dpdist.privacy.filter import PrivacyFilter
+
+        spent = PrivacyFilter.for_budget(self.epsilon, self.delta).spent(losses)[0]
+        if not spent <= self.epsilon * (1 + 1e-9):
+            raise ParameterError(f"the command's plan spends epsilon {spent:.6g}, above its --epsilon {self.epsilon:g}")
+
+    def text(self) -> str:
+        """The split in words: each part's epsilon, their sum, the delta."""
+        counts = [p for p in self.fixed if "count" in p[0]]  # released first
+        parts = [*counts, ("the model", self.model_epsilon), *(p for p in self.fixed if p not in counts)]
+        split = " + ".join(f"{what} {e:.4g}" for what, e in parts)
+        return (
+            f"plan: {split} = epsilon {self.epsilon:g} in all; the model's delta {self.model_delta:.3g} "
+            f"(of the command's {self.delta:.3g})"
+        )
+
+
+def command_delta(args: argparse.Namespace, budget_delta: float) -> float:
+    """The command's ``--delta``, by default :data:`DELTA_SHARE` of its budget's delta."""
+    return float(args.delta) if args.delta is not None else DELTA_SHARE * float(budget_delta)

@@ -86,7 +86,8 @@ def _budget_show(args: argparse.Namespace) -> int:
         rows = [s.to_dict() for s in acc.datasets()]
         note = (
             "spent: each budget's privacy filter's figure (Renyi composition, or the releases' epsilons added "
-            "when smaller): a new release of epsilon e can take less than e of what is left. "
+            "when smaller); basic: the releases' epsilons added. A new release of epsilon e can take less than e "
+            "of what is left. "
             "`budget show --dataset NAME` explains one, `budget history --dataset NAME` lists its releases."
         )
         _emit(

@@ -167,7 +167,7 @@ def spend_text(s: dict[str, Any], mark: str = "") -> str:
 def status_table(rows: list[dict[str, Any]]) -> str:
     """Budgets as a compact table (``BudgetStatus.to_dict()`` rows): dataset | budget | spent (the filter's
     figure) | the basic sum of the releases' epsilons beside it | left | releases."""
-    header = ("dataset", "epsilon", "delta", "spent", "basic sum", "left", "releases", "not covered")
+    header = ("dataset", "epsilon", "delta", "spent", "basic", "left", "releases", "not covered")
     cells = [
         (
             r["dataset"],
