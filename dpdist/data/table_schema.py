@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ import numpy as np
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["TableSchema", "load_schema", "schema_from_dict"]
+__all__ = ["TableSchema", "ingest_declared", "load_schema", "schema_from_dict"]
 
 _NUMERIC = ("number", "integer")
 _TRUE = ["true", "True", "TRUE", "1"]  # the Table Schema spec's defaults
@@ -367,3 +368,41 @@ def load_schema(path: str | os.PathLike[str]) -> TableSchema:
     if not isinstance(spec, dict):
         raise ParameterError(f"{p}: a Table Schema is a JSON object with a 'fields' list")
     return schema_from_dict(spec, str(p))
+
+
+def ingest_declared(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    schema_path: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    name: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """A CSV table read by its declared Table Schema, written as a store that records the schema (its
+    metadata returned): every column a public map of the record's own values."""
+    from dpdist.data.store import write_store
+
+    declared = load_schema(schema_path)
+    X, y, _ = declared.read(src)
+    assert y is not None  # (read with its target)
+    classes = declared.classes
+    meta = {
+        "classes": classes,
+        "feature_names": declared.feature_names,
+        "source": str(Path(src).resolve()),
+        "table_notes": {"table_schema": True},
+        "table_schema": declared.spec,
+        "name": name,
+        "feature_schema": "declared",
+    }
+    return write_store(
+        out,
+        X,
+        y,
+        task=declared.task,
+        force=force,
+        metadata=meta,
+        labels=[float(i) for i in range(len(classes))] if classes else None,
+        progress=progress,
+    )

@@ -373,21 +373,16 @@ def ingest_table(
     fill_value: float | None = None,
     private: bool = True,
     progress: Callable[[int, int], None] | None = None,
-    schema: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Read a table and write it as a store (public ``name``: default random); returns its metadata.
 
-    ``schema``: a Frictionless Table Schema file (:mod:`dpdist.data.table_schema`) declaring every column:
-    numbers scaled by their declared range, text one-hot by its declared values, gaps filled, the target
-    and its classes; the store records it, and so does every model released on it.
+    A table declared by a Table Schema is ingested by :func:`dpdist.data.table_schema.ingest_declared`.
 
     ``task`` forces the task (``auto``: as the module docstring says); the labels must fit it.
     ``private`` (the default) refuses, before writing, a table whose columns would be inferred from the
     data (category codes or mean imputation): private analyses refuse such a store.
     ``progress(rows_written, rows)`` is called after each block is written (the operator's own view).
     """
-    if schema is not None:
-        return _ingest_declared(src, out, schema, force, target, task, name, labels, categories, fill_value, progress)
     table = read_table(src, target=target, impute=impute, encode=encode, categories=categories, fill_value=fill_value)
     if private and feature_schema({"table_notes": table.notes}) != "declared":
         raise ParameterError(
@@ -427,57 +422,5 @@ def ingest_table(
         force=force,
         metadata=meta,
         labels=declared,
-        progress=progress,
-    )
-
-
-def _ingest_declared(
-    src: str | os.PathLike[str],
-    out: str | os.PathLike[str],
-    schema_path: str | os.PathLike[str],
-    force: bool,
-    target: str | int | None,
-    task: str,
-    name: str | None,
-    labels: list[Any] | None,
-    categories: dict[str, list[str]] | None,
-    fill_value: float | None,
-    progress: Callable[[int, int], None] | None,
-) -> dict[str, Any]:
-    """A CSV table read by its declared Table Schema, written as a store that records the schema."""
-    from dpdist.data.table_schema import load_schema
-
-    declared = load_schema(schema_path)
-    given = {"--categories": categories, "--fill-value": fill_value, "--labels": labels}
-    for flag, value in given.items():
-        if value is not None:
-            raise ParameterError(f"{flag} with --schema: the schema declares it ({schema_path})")
-    if target is not None and str(target) != declared.target:
-        raise ParameterError(
-            f"--target {target} with --schema: the schema's target is {declared.target!r} (its 'target' property, "
-            "else its last field)"
-        )
-    if task not in ("auto", declared.task):
-        raise ParameterError(f"--task {task} with --schema: its target {declared.target!r} makes it {declared.task}")
-    X, y, _ = declared.read(src)
-    assert y is not None  # (read with its target)
-    classes = declared.classes
-    meta = {
-        "classes": classes,
-        "feature_names": declared.feature_names,
-        "source": str(Path(src).resolve()),
-        "table_notes": {"table_schema": True},
-        "table_schema": declared.spec,
-        "name": name,
-        "feature_schema": "declared",  # every column a public map of the record's own values
-    }
-    return write_store(
-        out,
-        X,
-        y,
-        task=declared.task,
-        force=force,
-        metadata=meta,
-        labels=[float(i) for i in range(len(classes))] if classes else None,
         progress=progress,
     )
