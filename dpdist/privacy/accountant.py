@@ -358,6 +358,7 @@ class Accountant:
                 after.epsilon_spent,
                 after.epsilon_total,
                 after.delta_total,
+                _deltas_past_basic(after),
             )
         return after
 
@@ -414,6 +415,7 @@ class Accountant:
                 status.epsilon_spent,
                 before.epsilon_total,
                 before.delta_total,
+                _deltas_past_basic(status),
             )
         # a budget this one is linked to counts its releases too (Accountant.budget_of): its state grows as well
         target = queries.link_target(con, dataset)
@@ -498,3 +500,14 @@ class Accountant:
             return encoded
 
         return self._ledger.write(body)
+
+
+def _deltas_past_basic(status: BudgetStatus) -> float | None:
+    """The releases' deltas added, when they pass the share of the budget's delta that lets basic composition
+    add their epsilons (a refusal then has delta as its cause); else None."""
+    pf = status.privacy_filter
+    if pf is None or pf.order is None or status.delta_basic <= pf.delta_basic:
+        return None
+    if status.epsilon_basic > status.epsilon_total:  # the epsilons alone pass the total: not delta's doing
+        return None
+    return float(status.delta_basic)
