@@ -110,7 +110,7 @@ def learners(name: str, set_name: str, epsilon: float, n_public: int):
             epsilon=epsilon, delta=DELTA / 4, lam=500.0, max_iter=1000, bounds="clip", classes=[-1.0, 1.0]
         )
     if name == "tuned (private search)":
-        return PrivateSearch(default_candidates("binary"), **common)
+        return PrivateSearch(candidates=default_candidates("binary"), **common)
     raise ValueError(name)
 
 

@@ -17,12 +17,13 @@ from prefect.logging import get_run_logger
 from dpdist.flows.config import RunConfig, load_config
 from dpdist.flows.evaluate import evaluate_stage
 from dpdist.flows.ingest import ingest_stage
+from dpdist.flows.release import SECRET_DURATION
 from dpdist.flows.report import write_report
 from dpdist.flows.runtime import on_cluster
 from dpdist.flows.select import select_stage
 from dpdist.flows.train import train_stage
 from dpdist.utils import run_display
-from dpdist.utils.operator_log import SECRET_DURATION, timing
+from dpdist.utils.operator_log import timing
 
 __all__ = ["end_to_end", "pipeline"]
 

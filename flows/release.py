@@ -37,11 +37,16 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from dpdist.exceptions import UnknownDataset
+from dpdist.methods import REGISTRY
 from dpdist.privacy.accountant import Accountant, machine_failure
 from dpdist.privacy.loss import Charge
-from dpdist.utils.operator_log import SECRET_DURATION, timing
+from dpdist.utils.operator_log import timing
 
-__all__ = ["release", "ensure_budget", "RAW"]
+__all__ = ["release", "ensure_budget", "RAW", "SECRET_DURATION"]
+
+# the mechanisms (their charges') whose duration reveals a secret of their guarantee: the registry's
+# ``secret_duration`` methods (the private search's, which tells its number of runs)
+SECRET_DURATION = frozenset(m.estimator_class().mechanism for m in REGISTRY.values() if m.secret_duration)
 
 
 def _not_a_data_error(task: Any, task_run: Any, state: Any) -> bool:

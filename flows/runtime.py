@@ -304,7 +304,7 @@ _MIGRATE = (
 
 def _migrated_database(db: Path) -> None:
     """Make the run's database ``db`` before its server starts, already migrated, so the server skips
-    Prefect's migrations (about 5 of the 10 s it takes to start): a copy of the template
+    Prefect's migrations (about half of its start): a copy of the template
     (``_template_path``) if it is one (``_is_empty_database``); else Prefect's migrations run here, in a
     process of their own with no server, and the result -- schema only, nothing of any run -- is kept as
     the template, atomically and owner-only. Any failure leaves ``db`` absent: the server then migrates

@@ -172,7 +172,7 @@ def fit_dask(
     from dpdist.utils.random import check_random_state
 
     charge = model.privacy_charge(n_records)
-    plan = model._sgd_plan(n_records, charge.details["noise_multiplier"])
+    plan = model.sgd_plan(n_records, charge.details["noise_multiplier"])
     s = int(model.s) if hasattr(model, "s") else None
     w, b = dp_gd_store(
         client, path, plan, check_random_state(seed), model.row_norm, float(getattr(model, "y_bound", 1.0)), s, progress

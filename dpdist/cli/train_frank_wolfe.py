@@ -25,6 +25,7 @@ from dpdist.cli._common import (
     _write_out,
 )
 from dpdist.exceptions import ParameterError
+from dpdist.methods import get
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
@@ -158,12 +159,10 @@ def _split(
 
 def _frank_wolfe_options(args: argparse.Namespace) -> _Options:
     """Check the Frank-Wolfe and screening options (exit 2 before anything is read)."""
-    from dpdist.linear_model import PRIVATE, SCREEN_METHODS
-
     if args.lam is None or args.iters is None:
         raise ParameterError(f"--method {args.method} (Frank-Wolfe) needs --lam and --iters")
-    screening = SCREEN_METHODS.get(args.method)
-    private = args.method in PRIVATE or screening is not None
+    entry = get(args.method)
+    screening, private = entry.defaults.get("screening"), entry.private
     if not private and not args.non_private:
         raise ParameterError(
             f"--method {args.method} releases an un-noised model of the data; "
@@ -193,26 +192,25 @@ def _frank_wolfe_options(args: argparse.Namespace) -> _Options:
 
 
 def _frank_wolfe_model(args: argparse.Namespace, opts: _Options, classes: Any) -> Any:
-    """The Frank-Wolfe estimator the options describe: a classifier for the logistic loss, else a regressor."""
-    from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
-
-    common: dict[str, Any] = dict(
+    """The Frank-Wolfe estimator the options describe (the registry's entry of ``--method``): a classifier
+    for the logistic loss, else a regressor; its parameters checked (bad parameters: exit 2)."""
+    params: dict[str, Any] = dict(
         epsilon=args.epsilon,
         delta=args.delta,
         lam=args.lam,
         max_iter=args.iters,
-        method="fast-dp-fw" if opts.screening else args.method,
         calibration=args.calibration,
         bounds="clip" if args.clip else "check",
         random_state=_noise_seed(args, "train/model"),
     )
     if opts.screening:
-        common.update(
-            screening=opts.screening, screen_schedule=opts.schedule, screen_rule=args.screen_rule, **opts.screen_opts
-        )
+        params.update(screen_schedule=opts.schedule, screen_rule=args.screen_rule, **opts.screen_opts)
     if args.loss == "logistic":
-        return DPFrankWolfeClassifier(**common, classes=classes)
-    return DPFrankWolfeRegressor(**common, y_bound=args.y_bound)
+        model = get(args.method).build("binary", **params, classes=classes)
+    else:
+        model = get(args.method).build("regression", **params, y_bound=args.y_bound)
+    model.check_params()
+    return model
 
 
 def _precheck(
@@ -227,7 +225,9 @@ def _precheck(
         if args.test_fraction > 0
         else []
     )
-    acc.check(store.budget_id, model.privacy_charge(len(chosen) if chosen is not None else store.shape[1]), *evaluation)
+    acc.check(
+        store.budget_id, *model.charges(n_features=len(chosen) if chosen is not None else store.shape[1]), *evaluation
+    )
 
 
 def _frank_wolfe_payload(
@@ -255,7 +255,7 @@ def _add_charge(
     replayed: bool,
 ) -> None:
     """A private fit's charge into ``payload``: its epsilon and delta, the true epsilon, the key; the screening's."""
-    charge = model.privacy_charge()
+    charge = model.charge_  # what the fit charged
     payload.update(
         epsilon=args.epsilon,
         delta=args.delta,

@@ -71,15 +71,14 @@ def test_a_release_whose_duration_is_secret_is_never_timed(tmp_path, capsys, tim
     """The search's duration tells its number of runs K (Papernot-Steinke assume K secret): with timings
     on, every other release is timed for the operator, the search's never -- no line on the terminal, in
     the operator log or in Prefect's logger carries it."""
-    from dpdist.flows.release import release
+    from dpdist.flows.release import SECRET_DURATION, release
     from dpdist.privacy.accountant import Accountant
     from dpdist.privacy.loss import Charge, PrivacyLoss
     from dpdist.tuning import PrivateSearch, default_candidates
-    from dpdist.utils.operator_log import SECRET_DURATION
 
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget("d", 10.0, 1e-6, name="demo")
-    search = PrivateSearch(default_candidates("binary"), epsilon=1.0).privacy_charge(1000)
+    search = PrivateSearch(candidates=default_candidates("binary"), epsilon=1.0).privacy_charge(1000)
     assert search.mechanism in SECRET_DURATION  # the search's own charge is the one never timed
     release.fn(ledger, "d", Charge(PrivacyLoss.laplace(0.1), "counts/laplace"), "c", lambda: 1.0)
     release.fn(ledger, "d", search, "s", lambda: {"model": 1})

@@ -39,8 +39,8 @@ def test_the_cluster_takes_the_in_process_steps(client, store, cls, s):
     path, X, y = store
     kw = {"s": s} if s else {}
     model = cls(epsilon=2.0, max_iter=15, lr=20.0, n_records=1200, classes=[-1.0, 1.0], **kw)
-    plan = model._sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
-    Xp = model._prepare(X)
+    plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    Xp = model.map_records(X, y)[0]
     local = dp_iht(Xp, y, plan, s, np.random.default_rng(3)) if s else dp_sgd(Xp, y, plan, np.random.default_rng(3))
     spread = dp_gd_store(client, path, plan, np.random.default_rng(3), "l2", 1.0, s)
     np.testing.assert_allclose(spread[0], local[0], rtol=1e-7, atol=1e-9)  # the same noise; sums in another order
@@ -60,7 +60,7 @@ def test_a_worker_lost_between_steps_changes_nothing_in_the_fit(store):
 
     path, X, _ = store
     model = DPGDClassifier(epsilon=2.0, max_iter=12, lr=20.0, n_records=1200, classes=[-1.0, 1.0])
-    plan = model._sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         Client(cluster) as c,
