@@ -80,9 +80,9 @@ def test_human_output(capsys, tmp_path, store):
     run(capsys, "budget", "init", store, "--epsilon", "1", "--delta", "0", "--ledger", ledger)
     code, out, _ = run(capsys, "budget", "show", "--dataset", "study-a", "--ledger", ledger)
     assert code == 0 and "spent epsilon 0 of 1 (delta 0), 1 left" in out
-    header, row = out.splitlines()[:2]  # a compact table: dataset | budget | spent | left | releases
-    assert header.split()[:6] == ["dataset", "epsilon", "delta", "spent", "left", "releases"]
-    assert row.split()[:6] == ["study-a", "1", "0", "0", "1", "0"]
+    header, row = out.splitlines()[:2]  # a compact table: dataset | budget | spent | basic sum | left | releases
+    assert header.split()[:7] == ["dataset", "epsilon", "delta", "spent", "basic", "left", "releases"]
+    assert row.split()[:7] == ["study-a", "1", "0", "0", "0", "1", "0"]
 
 
 def test_ledger_from_environment(capsys, tmp_path, monkeypatch, store):
