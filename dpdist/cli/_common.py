@@ -328,6 +328,16 @@ class CommandPlan:
         if not spent <= self.epsilon * (1 + 1e-9):
             raise ParameterError(f"the command's plan spends epsilon {spent:.6g}, above its --epsilon {self.epsilon:g}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The split, as the command's JSON output states it."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "model_epsilon": self.model_epsilon,
+            "model_delta": self.model_delta,
+            "parts": [{"what": what, "epsilon": e} for what, e in self.fixed],
+        }
+
     def text(self) -> str:
         """The split in words: each part's epsilon, their sum, the delta."""
         counts = [p for p in self.fixed if "count" in p[0]]  # released first
