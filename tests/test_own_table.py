@@ -48,7 +48,8 @@ def test_customer_table_to_a_useful_model_and_its_predictions(tmp_path):
         rows = list(csv.DictReader(f))
     assert len(rows) == 10 and {r["prediction"] for r in rows} <= {"yes", "no"}
     assert all(0 < float(r["probability_yes"]) < 1 for r in rows) and rows[0]["customer_id"] == "c900000"
-    assert dpdist("predict", train["key"], str(files["new"]))["rows"] == 10  # by its key, the same
+    by_key = dpdist("predict", train["key"], str(files["new"]), "--out", str(tmp_path / "by-key.csv"))
+    assert by_key["rows"] == 10 and (tmp_path / "by-key.csv").read_text() == (tmp_path / "preds.csv").read_text()
     evaluation = dpdist("evaluate", str(tmp_path / "model.json"), "--public-test", str(files["public"]))
     shown = dpdist("budget", "show", "--dataset", "customers")
     assert shown["epsilon_spent"] <= 1.0 and shown["epsilon_basic"] <= 1.0 + 1e-9

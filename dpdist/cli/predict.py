@@ -52,6 +52,8 @@ def _predict(args: argparse.Namespace) -> int:
 
     from dpdist.cli.models import load_model
 
+    if args.json and args.out is None:
+        raise ParameterError("--json prints one JSON object on stdout: give the predictions' file with --out")
     result = load_model(args.model, args.ledger, args.dataset)
     predictor = _Predictor(result, by_key=_is_table(args.src))
     lines = predictor.lines(_blocks(args, result))
