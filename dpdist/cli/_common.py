@@ -307,12 +307,17 @@ class CommandPlan:
     of delta, so basic composition -- the epsilons added -- holds the plan within (epsilon, delta) exactly.
     """
 
-    def __init__(self, epsilon: float, delta: float, fixed: list[tuple[str, float]]) -> None:
+    def __init__(self, epsilon: float, delta: float, fixed: list[tuple[str, float]], fixed_delta: float = 0.0) -> None:
         from dpdist.privacy.filter import PrivacyFilter
 
         self.epsilon, self.delta, self.fixed = float(epsilon), float(delta), fixed
         self.model_epsilon = self.epsilon - sum(e for _, e in fixed)
-        self.model_delta = PrivacyFilter.basic_share * self.delta
+        self.model_delta = PrivacyFilter.basic_share * self.delta - fixed_delta  # a part's own delta (screening's)
+        if fixed_delta and not self.model_delta > 0:
+            raise ParameterError(
+                f"--delta {self.delta:g} is what the command spends in all: a quarter of it (the model's and its "
+                f"parts' deltas, added) does not cover the screening's delta {fixed_delta:g}; give a larger --delta"
+            )
         if not self.model_epsilon > 0:
             parts = " + ".join(f"{what} {e:g}" for what, e in fixed)
             raise ParameterError(

@@ -207,7 +207,7 @@ def _plan(args: argparse.Namespace, budget_delta: float) -> CommandPlan:
     fixed = [("its held-out metrics", float(args.eval_epsilon))] if args.test_fraction > 0 else []
     if args.screen_epsilon is not None:
         fixed.insert(0, ("its screening", float(args.screen_epsilon)))
-    plan = CommandPlan(args.epsilon, command_delta(args, budget_delta), fixed)
+    plan = CommandPlan(args.epsilon, command_delta(args, budget_delta), fixed, float(args.screen_delta or 0.0))
     print(plan.text(), file=sys.stderr)
     return plan
 
