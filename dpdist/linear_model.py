@@ -68,7 +68,7 @@ from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from dpdist.released import widen
+from dpdist.released import model_result, widen
 from dpdist.solvers.fast_fw import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
 from dpdist.solvers.screening import RULES, ScreeningPlan, schedule_mask, screening_budget, screening_plan
@@ -382,7 +382,7 @@ class _FrankWolfe(PrivateEstimator):
     def from_release(cls, record: dict[str, Any], **params: Any) -> _FrankWolfe:
         """A fitted estimator from a recorded release: the ``result`` of a ledger record (or an export
         of ``dpdist models export``, or the bare result). ``params`` are the estimator's parameters."""
-        result = record.get("result", record)
+        result = model_result(record)  # a ledger row's weights: from their artefact
         if not {"indices", "values", "n_features"} <= set(result):
             raise ParameterError("not a released Frank-Wolfe model (needs indices, values and n_features)")
         est = cls(**params)

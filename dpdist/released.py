@@ -14,7 +14,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["table_schema", "user_labels", "widen"]
+from dpdist.privacy.ledger.artefacts import expand
+
+__all__ = ["model_result", "table_schema", "user_labels", "widen"]
+
+
+def model_result(record: dict[str, Any]) -> Any:
+    """A released model's result from its ``record`` (a ledger record, an export, or the bare result),
+    its weights read from their artefact, the SHA-256 its row holds checked, when the record refers to
+    one (a ledger row's result: :mod:`dpdist.privacy.ledger.artefacts`, where it was written)."""
+    return expand(record.get("result", record), None)
 
 
 def table_schema(meta: dict[str, Any]) -> dict[str, Any] | None:

@@ -131,4 +131,6 @@ def postgres_ledger_url(postgres_server, request) -> str:
     import secrets
 
     stem = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    # a PostgreSQL ledger's model artefacts: in the test's own directory, not ~/.dpdist/artefacts
+    os.environ.setdefault("DPDIST_ARTEFACTS", str(request.getfixturevalue("tmp_path") / "artefacts"))
     return _postgres_schema(postgres_server, f"t_{stem}_{secrets.token_hex(4)}")

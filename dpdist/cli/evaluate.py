@@ -158,7 +158,7 @@ def _evaluate_private(args: argparse.Namespace) -> int:
     acc = Accountant(args.ledger, create=False)
     model_key = _model_key(args)
     name, rec = _find_release(acc, model_key, args.dataset)
-    result = rec.to_dict(name)["result"]
+    result = acc.result(rec)  # its weights read from their artefact, the digest checked
     store = open_store(args.store)
     check_schema(store)
     dataset = acc.budget_of(store)

@@ -55,33 +55,52 @@ def _find_release(acc: Accountant, key: str, dataset: str | None) -> tuple[str, 
     return acc.name(h), rec
 
 
-def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, Any]:
-    """The released model ``ref`` names: a model record file (``train --out``, ``models export``) or a release
-    key in the ledger (opened to read: nothing is charged). Its result (weights, classes, schema); anything
-    else (a selection, a count, a command's output without its model) refused, exit 2."""
-    if os.path.isfile(ref):
+def load_released(model: str, ledger: str | None = None, dataset: str | None = None) -> dict[str, Any]:
+    """A released model's record, by its release key or a file: the one way a command loads a model.
+
+    ``model`` is a file ``dpdist models export`` wrote (JSON), or a release key in ``ledger`` (default:
+    ``DPDIST_LEDGER``), in ``dataset`` (a public name or a store; default: the one dataset that has the
+    key). From the ledger, the model's weights are read from its artefact and its SHA-256 checked
+    against the row's (:mod:`dpdist.privacy.ledger.artefacts`). ``ParameterError`` (exit 2) for a file
+    that is no record, an unknown key, or an artefact missing or changed. The record's ``result`` is the
+    model (``indices``, ``values``, ``n_features``, ...), as ``from_release`` takes it.
+    """
+    if os.path.isfile(model):
         try:
-            record = json.loads(open(ref).read())
+            with open(model) as f:
+                record = json.load(f)
         except ValueError as e:
             raise ParameterError(
-                f"{ref}: not a model record (JSON written by `dpdist train --out` or `dpdist models export`): {e}"
+                f"{model}: not a model record (JSON written by `dpdist train --out` or `dpdist models export`): {e}"
             ) from None
-    else:
-        from dpdist.privacy.accountant import Accountant
+        return record if isinstance(record, dict) else {"result": record}
+    from dpdist.privacy.accountant import Accountant
 
-        acc = Accountant(ledger, create=False)
-        name, rec = _find_release(acc, ref, dataset)
-        record = rec.to_dict(name)
-    result = record.get("result", record) if isinstance(record, dict) else None
+    acc = Accountant(ledger, create=False)
+    name, rec = _find_release(acc, model, dataset)
+    return {**rec.to_dict(name), "result": acc.result(rec)}
+
+
+def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, Any]:
+    """The released model ``ref`` names (:func:`load_released`: a model record file, or a release key in the
+    ledger, opened to read: nothing is charged): its result (weights, classes, schema), a private search's
+    chosen model; anything else (a selection, a count, a command's output without its model) refused, exit 2."""
+    record = load_released(ref, ledger, dataset)
+    result = record.get("result", record)
+    if isinstance(result, dict) and not is_model(result) and is_model(result.get("model")):
+        result = result["model"]  # the private search's release: the model it chose
     if not isinstance(result, dict) or not is_model(result):
         raise ParameterError(f"{ref}: not a released model (a selection or a count has no predictions)")
     return result
 
 
 def is_model(result: Any) -> bool:
-    """Whether a release's recorded result is a model (weights to predict with), not a selection, a count or
-    metrics."""
-    return isinstance(result, dict) and {"indices", "values", "n_features"} <= set(result)
+    """Whether a release's result is a model (weights to predict with; in a ledger row, the reference to its
+    weights' artefact), not a selection, a count or metrics."""
+    from dpdist.privacy.ledger.artefacts import reference
+
+    keys = {"indices", "values", "n_features"}
+    return isinstance(result, dict) and (keys <= set(result) or reference(result) is not None)
 
 
 def _models(args: argparse.Namespace) -> int:
@@ -93,7 +112,11 @@ def _models(args: argparse.Namespace) -> int:
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
         once = {(r.dataset, r.key): r for h in hashes for r in acc.history(h) if r.result is not None}
         records = [r.to_dict(acc.name(r.dataset)) for r in once.values()]  # a linked budget's: as its own
-        rows = [{k: v for k, v in r.items() if k != "result"} for r in records if is_model(r["result"])]
+        rows = [
+            {k: v for k, v in r.items() if k != "result"}
+            for r in records
+            if is_model(r["result"]) or (isinstance(r["result"], dict) and is_model(r["result"].get("model")))
+        ]
 
         def table() -> str:
             if not rows:
@@ -111,7 +134,7 @@ def _models(args: argparse.Namespace) -> int:
         _emit(args, {"releases": rows}, table)
         return EXIT_OK
     name, rec = _find_release(acc, args.key, args.dataset)
-    record = rec.to_dict(name)
+    record = {**rec.to_dict(name), "result": acc.result(rec)}  # a model's weights from its artefact, checked
     if args.models_command == "export":
         _write_out(args, record)
         hint = (

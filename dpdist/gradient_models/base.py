@@ -39,6 +39,7 @@ from dpdist.data.transforms import Matrix
 from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
+from dpdist.released import model_result
 from dpdist.solvers.dp_sgd import SGDPlan
 from dpdist.utils.validation import AtLeast, Boolean, Count, Delta, Epsilon, Options, Positive, check_positive
 
@@ -194,7 +195,7 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
     def from_release(cls, record: dict[str, Any], **params: Any) -> GradientModel:
         """A fitted estimator from a recorded release (a ledger record's ``result``, an export, or
         the bare result); ``params`` are the estimator's parameters."""
-        result = record.get("result", record)
+        result = model_result(record)  # a ledger row's weights: from their artefact
         if not {"indices", "values", "n_features", "intercept"} <= set(result):
             raise ParameterError("not a released gradient model (needs indices, values, intercept and n_features)")
         est = cls(**params)

@@ -69,10 +69,10 @@ from dpdist.exceptions import (
 )
 from dpdist.privacy.filter import FilterSums, PrivacyFilter
 from dpdist.privacy.guard import charged_by_caller
-from dpdist.privacy.ledger import composed, queries
+from dpdist.privacy.ledger import artefacts, composed, queries
 from dpdist.privacy.ledger.backend import LedgerBackend, open_backend, parse_location
 from dpdist.privacy.ledger.connection import LedgerConnection
-from dpdist.privacy.ledger.outcomes import UNWRITTEN, failure_record, machine_failure, replay
+from dpdist.privacy.ledger.outcomes import UNWRITTEN, failure_record, machine_failure, public_result, replay
 from dpdist.privacy.ledger.paths import default_ledger_path
 from dpdist.privacy.ledger.records import (
     UNCOVERED_MARK,
@@ -179,6 +179,7 @@ class Accountant:
         self.timeout = float(timeout)
         self.path: Path | str = location.text if location.is_url else Path(location.text)
         self._ledger: LedgerBackend = open_backend(location, self.timeout, create)
+        self.artefacts: Path = artefacts.artefact_root(location.text, self._ledger.dialect)
 
     @property
     def backend(self) -> str:
@@ -459,10 +460,28 @@ class Accountant:
         propagates unrecorded, as an interrupted run, is a ``BaseException`` that is not an ``Exception``
         and the machine's own failures (:func:`machine_failure`). The claim that this keeps a retry from
         drawing twice, and its proof: [docs/proofs/recorded-outcomes.md][proof-recorded-outcomes].
+
+        A released model's weights are written to an artefact (:mod:`dpdist.privacy.ledger.artefacts`,
+        in :attr:`artefacts`) before its row, which refers to it by its SHA-256, is recorded; the
+        directory is checked writable before the charge. The model returned, and every replay, is read
+        back whole (its digest checked).
         """
+        artefacts.check_writable(self.artefacts)
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
-            return replay(charged.result)
+            return self._replay(charged.result)
+        name = self._ledger.read(lambda con: self._budget_row(con, charged.dataset)[2])
+        where = str(self.path.resolve()) if isinstance(self.path, Path) else self.path
+        with artefacts.Attempt(self.artefacts, where, name, charged.key) as attempt:
+            stored = self._ledger.read(lambda con: queries.result_of(con, charged.dataset, charged.key))
+            if stored is None:  # no attempt recorded it: what a killed one wrote is removed before drawing
+                attempt.clear_left(self._references)
+                stored = self._attempt(charged, compute, attempt)
+            attempt.done()
+        return self._replay(stored)
+
+    def _attempt(self, charged: Release, compute: Callable[[], Any], attempt: artefacts.Attempt) -> str:
+        """Compute, write a model's artefacts and record the outcome of ``charged`` (:meth:`release`)."""
         failure: str | None = None
         try:
             with charged_by_caller():  # the fits inside run under this charge (dpdist.privacy.guard)
@@ -473,20 +492,51 @@ class Accountant:
             failure = failure_record(type(e))
         else:
             try:
-                encoded = json.dumps(result, sort_keys=True, allow_nan=False)
+                encoded = self._encode(result, attempt)
+            except OSError as e:  # the artefact's write: its size refused (a full disk), else the machine's
+                if not artefacts.refused_by_size(e):
+                    raise
+                failure = failure_record(None, UNWRITTEN)
             except Exception:  # noqa: BLE001 -- not recordable (NaN, inf, a non-JSON type): a failed release
                 failure = failure_record(None)
-        # recorded and raised outside the handlers, so no exception of ``compute`` is chained to it
+        # recorded outside the handlers, so no exception of ``compute`` is chained to its replay
         if failure is not None:
-            return replay(self._record(charged.dataset, charged.key, failure))
+            return self._record(charged.dataset, charged.key, failure)
         try:
-            stored = self._record(charged.dataset, charged.key, encoded)
+            return self._record(charged.dataset, charged.key, encoded)
         except Exception as e:  # noqa: BLE001 -- any refusal of the result but the machine's may depend on its size
             if isinstance(e, (LedgerUnavailable, ParameterError)) and not self._ledger.refused_by_size(e):
                 raise  # a lock, a permission, a lost server, a moved ledger: not the result, a retry may draw anew
             # the result was refused (its size: a full disk, a limit, a timeout): its fixed-size failure in its place
-            stored = self._record(charged.dataset, charged.key, failure_record(None, UNWRITTEN))
-        return replay(stored)
+            return self._record(charged.dataset, charged.key, failure_record(None, UNWRITTEN))
+
+    def _references(self, digest: str) -> bool:
+        """Whether any release's recorded result refers to the artefact ``digest`` (a full scan: run only
+        when a killed attempt left files)."""
+        pattern = f'%"sha256": "{digest}"%'
+        return self._ledger.read(
+            lambda con: con.execute("SELECT 1 FROM releases WHERE result LIKE ?", (pattern,)).fetchone() is not None
+        )
+
+    def _encode(self, result: Any, attempt: artefacts.Attempt) -> str:
+        """The row's text of ``result``; a model's weights written to their artefact first (durably)."""
+        row, found = artefacts.split_models(result, self.artefacts)
+        encoded = json.dumps(row, sort_keys=True, allow_nan=False)
+        for artefact in found:
+            attempt.write(artefact)
+        return encoded
+
+    def _replay(self, stored: str) -> Any:
+        """The recorded outcome (:func:`replay`), a model's weights read back from its artefact."""
+        return artefacts.expand(replay(stored), self.artefacts)
+
+    def result(self, release: Release) -> Any:
+        """A release's recorded result as published (a failure in its public form), a model whole: its
+        weights read from its artefact, the digest its row holds checked (``ParameterError`` if the file is
+        missing or differs). ``None``: no outcome recorded."""
+        if release.result is None:
+            return None
+        return artefacts.expand(public_result(release.result), self.artefacts)
 
     def _record(self, dataset: str, key: str, encoded: str) -> str:
         """Record ``encoded`` as the result of ``key`` unless a concurrent attempt recorded first; the stored one."""

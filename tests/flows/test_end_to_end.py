@@ -120,7 +120,7 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     ]  # the ledger's filter (dpdist.privacy.filter)
     assert status.epsilon_spent == pytest.approx(spent) and status.epsilon_spent <= status.epsilon_basic
     models = json.loads((tmp_path / "out" / "models.json").read_text())
-    recorded = {h.key: json.loads(h.result) for h in acc.history(dataset)}
+    recorded = {h.key: acc.result(h) for h in acc.history(dataset)}  # a model whole: from its artefact
     for m in models:
         assert recorded[m["key"]] == m["result"]  # what the flow wrote is what the ledger recorded
         assert "seconds" not in m["result"]
@@ -342,7 +342,7 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
     dataset = acc.resolve(out["dataset"])
     assert acc.status(dataset).epsilon_basic == pytest.approx(0.001 + 0.5 + 1.0 + 0.1)
     (model,) = json.loads((tmp_path / "out" / "models.json").read_text())
-    recorded = {h.key: json.loads(h.result) for h in acc.history(dataset)}
+    recorded = {h.key: acc.result(h) for h in acc.history(dataset)}  # a model whole: from its artefact
     assert recorded[model["key"]] == model["result"] and model["result"]["iterations"] == 2500
 
 

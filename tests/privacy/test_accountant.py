@@ -526,7 +526,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
     assert (
         con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset").fetchall()
         == before_budgets
@@ -592,7 +592,7 @@ def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
     after = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
     assert [row[:-1] for row in after[0]] == before[0] and [row[-1] for row in after[0]] == [1]
     assert [row[:-1] for row in after[1]] == before[1]
@@ -615,7 +615,7 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
     stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
     assert stored == {
         "ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(),
@@ -686,10 +686,10 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     assert con.execute("SELECT * FROM budgets").fetchall() == before
-    con.execute("PRAGMA user_version = 8")  # a later dpdist's ledger: refused, not misread
+    con.execute("PRAGMA user_version = 9")  # a later dpdist's ledger: refused, not misread
     con.commit()
     con.close()
-    with pytest.raises(ParameterError, match="schema version 8"):
+    with pytest.raises(ParameterError, match="schema version 9"):
         Accountant(path)
 
 
@@ -711,7 +711,7 @@ def test_a_v6_ledger_is_upgraded_with_each_budgets_state_and_keeps_every_row(tmp
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
     assert (
         con.execute("SELECT * FROM releases ORDER BY id").fetchall(),
         con.execute("SELECT * FROM budgets").fetchall(),
@@ -746,7 +746,7 @@ def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
     assert [row[:-1] for row in con.execute("SELECT * FROM releases").fetchall()] == before
     con.close()
     assert [r.covered for r in acc.history("ds")] == [True] and acc.status("ds").uncovered == 0

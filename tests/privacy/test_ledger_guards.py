@@ -67,7 +67,7 @@ def test_a_v5_ledger_gets_the_guards_and_keeps_every_row(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
     assert con.execute("SELECT * FROM releases").fetchall() == before
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         con.execute("UPDATE releases SET result = NULL")

@@ -11,6 +11,8 @@ stores and where:
 * :mod:`.composed`: each budget's composed state (the privacy filter's running sums, exact), so a
   charge reads one row, not the history;
 * :mod:`.records`: a release's record and a budget's status, as Python values, and their texts;
+* :mod:`.artefacts`: a released model's weights, in a binary file beside the ledger named by its SHA-256
+  (the row holds the reference; every read checks it);
 * :mod:`.outcomes`: a release's recorded outcome (its result, or its failure by class): recording
   every outcome keeps a retry from drawing noise twice;
 * :mod:`.sqlite`: the SQLite file (the default; refused on a network filesystem, :mod:`.netfs`);

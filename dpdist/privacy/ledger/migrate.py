@@ -15,7 +15,9 @@ move's token on the target (:func:`copy_into`), the source marked moved (:func:`
 transaction that holds the source's write lock from before its rows are read). At every point between
 them exactly one of the two ledgers takes charges, and a run killed anywhere is finished by running it
 again. The URLs hold no password (one is refused). These three functions are the points a test kills
-a migration at.
+a migration at. The released models' artefacts (:mod:`.artefacts`) the rows refer to are copied into the
+target's artefact directory, each digest checked, before the copy commits: a target's row never refers
+to a file it cannot read.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import psycopg
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.ledger import composed, moves
+from dpdist.privacy.ledger import artefacts, composed, moves
 from dpdist.privacy.ledger.backend import parse_location
 from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.postgres import PostgresLedger
@@ -168,6 +170,12 @@ def migrate(source: str | Path, target: str, timeout: float = 120.0) -> Copied:
         rows = {t: _rows(con, t) for t in _COLUMNS}
         expected = _digest_rows(rows)
         if not moves.holds_copy(target, token):  # else a killed run's copy committed: only the mark is left
+            results = [row[_COLUMNS["releases"].index("result")] for row in rows["releases"]]
+            artefacts.copy_artefacts(
+                results,
+                artefacts.artefact_root(src.location, src.dialect),
+                artefacts.artefact_root(dst.location, dst.dialect),
+            )
             copy_into(dst, target, rows, token)
             if dst.read(digest) != expected:
                 raise ParameterError(

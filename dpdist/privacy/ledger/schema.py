@@ -23,19 +23,26 @@ once, when it is NULL, and nothing else of it is ever changed or deleted -- a cl
 let a key be drawn again under the same charge. Version 7 keeps each budget's composed state (table
 ``composed``: the privacy filter's running sums, :mod:`.composed`), so a charge reads one row instead of
 the dataset's whole history; the upgrade composes each budget's state from its releases, and adds an
-index on the releases' (dataset, id). Every row is kept. A PostgreSQL ledger starts at version 5 or
+index on the releases' (dataset, id). Version 8 keeps a released model's weights out of its row: in a
+binary artefact beside the ledger, named and checked by its SHA-256 (:mod:`.artefacts`); the upgrade
+writes each recorded model's artefact (durably, before its transaction commits) and puts the
+reference in its row in place of the weights -- the one change a release's outcome ever has, made with
+the append-only guards lifted inside the upgrade's transaction and set again before it commits. Every
+row is kept, every model reads back the same weights. A PostgreSQL ledger starts at version 5 or
 later; the same steps carry it to the current one.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.filter import PrivacyFilter
-from dpdist.privacy.ledger import composed
+from dpdist.privacy.ledger import artefacts, composed
 from dpdist.privacy.ledger.connection import Cursor, LedgerConnection
 from dpdist.utils.random import random_name
 
@@ -52,11 +59,12 @@ __all__ = [
     "migrate_v4",
     "migrate_v5",
     "migrate_v6",
+    "migrate_v7",
     "prepare",
     "upgrade",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 TABLES = ("budgets", "releases", "links", "composed")
 
 # the dialect words of the tables (the only text that differs between the backends)
@@ -268,6 +276,39 @@ def migrate_v6(con: LedgerConnection, dialect: str) -> None:
         con.execute(stmt)
 
 
+# the statements that lift a release's append-only guards for the v7 -> v8 upgrade (GUARDS sets them again)
+_LIFT_GUARDS = {
+    "sqlite": ("DROP TRIGGER IF EXISTS releases_append_only",),
+    "postgresql": ("DROP TRIGGER IF EXISTS releases_append_only ON releases",),
+}
+
+
+def migrate_v7(con: LedgerConnection, dialect: str, root: Path) -> None:
+    """v7 -> v8 in the caller's transaction: each recorded model's weights written to its artefact in
+    ``root`` (:mod:`.artefacts`: atomically and durably, before the transaction commits), its row's
+    result holding the reference in their place; every row kept, every other result unchanged."""
+    rows = con.execute("SELECT id, result FROM releases WHERE result IS NOT NULL ORDER BY id").fetchall()
+    moved: list[tuple[str, int]] = []
+    for rid, text in rows:
+        try:
+            result = json.loads(text)
+        except ValueError:
+            continue
+        row, found = artefacts.split_models(result, root)
+        for artefact in found:
+            artefacts.write(root, artefact)
+        if found:
+            moved.append((json.dumps(row, sort_keys=True, allow_nan=False), int(rid)))
+    if not moved:
+        return
+    for stmt in _LIFT_GUARDS[dialect]:
+        con.execute(stmt)
+    for encoded, rid in moved:
+        con.execute("UPDATE releases SET result = ? WHERE id = ?", (encoded, rid))
+    for stmt in GUARDS[dialect]:
+        con.execute(stmt)
+
+
 def prepare(con: LedgerConnection, ledger: Versioned) -> None:
     """Create a new ledger's tables, or upgrade an older ledger's, in the caller's transaction.
 
@@ -283,8 +324,10 @@ def prepare(con: LedgerConnection, ledger: Versioned) -> None:
     if version == 0:
         create(con, ledger.dialect)
         ledger.set_version(con, SCHEMA_VERSION)
-    elif version in (1, 2, 3, 4, 5, 6):  # each step upgrades by one version
-        upgrade(con, version, ledger.set_version, ledger.dialect)
+    elif version in (1, 2, 3, 4, 5, 6, 7):  # each step upgrades by one version
+        upgrade(
+            con, version, ledger.set_version, ledger.dialect, artefacts.artefact_root(ledger.location, ledger.dialect)
+        )
     elif version != SCHEMA_VERSION:
         raise ParameterError(
             f"ledger {ledger.location} has schema version {version}; this dpdist reads versions 1 to {SCHEMA_VERSION}"
@@ -292,10 +335,16 @@ def prepare(con: LedgerConnection, ledger: Versioned) -> None:
 
 
 def upgrade(
-    con: LedgerConnection, version: int, set_version: Callable[[LedgerConnection, int], None], dialect: str
+    con: LedgerConnection,
+    version: int,
+    set_version: Callable[[LedgerConnection, int], None],
+    dialect: str,
+    root: Path,
 ) -> None:
-    """Carry a ledger at ``version`` (1 to 6) to :data:`SCHEMA_VERSION`, one step at a time, in the
-    caller's transaction (so an interrupted upgrade changes nothing)."""
+    """Carry a ledger at ``version`` (1 to 7) to :data:`SCHEMA_VERSION`, one step at a time, in the
+    caller's transaction (so an interrupted upgrade changes nothing; artefacts it wrote are left
+    unreferenced, and written again, the same bytes, by the next upgrade). ``root``: the ledger's
+    artefact directory."""
     steps = (migrate_v1, migrate_v2, migrate_v3, migrate_v4)  # (read at each call: a test can replace one)
     for v, step in enumerate(steps[version - 1 :], start=version):
         step(con)
@@ -303,5 +352,8 @@ def upgrade(
     if version <= 5:
         migrate_v5(con, dialect)
         set_version(con, 6)
-    migrate_v6(con, dialect)
+    if version <= 6:
+        migrate_v6(con, dialect)
+        set_version(con, 7)
+    migrate_v7(con, dialect, root)
     set_version(con, SCHEMA_VERSION)
