@@ -236,6 +236,7 @@ def main() -> None:
     env = {
         **os.environ,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
         "PREFECT_HOME": str(output.parent / f".prefect-{args.profile}"),
         "DPDIST_LEDGER": str(output / "ledger.sqlite"),
     }  # the benchmark's own ledger, not the user's

@@ -218,7 +218,12 @@ def run_main_job(
     """``dpdist run deploy/slurm-multi-node.toml`` with ``output`` (in the shared directory) and ``ledger``
     (on the flow's side), measured as the module docstring says; ``on_dashboard(link)`` runs in a thread
     once the dashboard's link is printed."""
-    env = slurm_env(PREFECT_HOME=str(home / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false", PYTHONUNBUFFERED="1")
+    env = slurm_env(
+        PREFECT_HOME=str(home / "prefect"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("PREFECT_API_URL", None)
     before = job_ids()
     err_path = home / "stderr.txt"

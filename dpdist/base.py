@@ -209,6 +209,8 @@ class PrivateEstimator(BaseEstimator):
 
         if ledger is None:
             return compute()
+        if not ledger[0].recorded(ledger[1], f"{key}/count"):  # the count and the model: one plan, checked whole
+            ledger[0].check(ledger[1], *self.charges())  # refused, nothing is charged: not the count alone
         params = {"count_epsilon": getattr(self, "count_epsilon"), **({"of": self._count_of} if self._count_of else {})}
         return int(ledger[0].release(ledger[1], self.count_charge(), f"{key}/count", compute, params))
 

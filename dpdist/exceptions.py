@@ -33,6 +33,7 @@ class BudgetExceeded(DPDistError):
         epsilon_after: float,
         epsilon_total: float,
         delta_total: float,
+        deltas_past_basic: float | None = None,
     ) -> None:
         self.dataset = dataset
         self.epsilon = epsilon
@@ -47,6 +48,12 @@ class BudgetExceeded(DPDistError):
             else " (the deltas do not fit the filter: the releases' standalone deltas must add to at most delta/4 for "
             "basic composition, and their approximate parts' deltas to at most delta/4 for Renyi composition)"
         )
+        if deltas_past_basic is not None and epsilon_after < float("inf"):  # delta, not epsilon, is the cause
+            why = (
+                f" (delta is the cause: with it the releases' deltas add to {deltas_past_basic:g}, more than a quarter "
+                "of the budget's delta, so their epsilons cannot simply be added and only Renyi composition counts "
+                "them; a smaller delta per release -- a command's default is a share of the budget's -- lets them add)"
+            )
         super().__init__(
             f"budget refused: dataset {dataset!r} cannot take a release of (epsilon={epsilon:g}, delta={delta:g}): it "
             f"would bring the spend from epsilon={epsilon_spent:.6g} to {epsilon_after:.6g}, above the total "

@@ -29,14 +29,17 @@ def model_result(record: dict[str, Any]) -> Any:
 def table_schema(meta: dict[str, Any]) -> dict[str, Any] | None:
     """A store's public schema, as a released model records it to read new records the same way and
     to name its weights as the source file does: a table's feature names, declared categories and
-    fill value; an svmlight file's index base (``index_base``: 1 for LIBSVM's one-based files, whose
-    index i is store column i - 1); None for other stores (synthetic sets, matrices)."""
+    fill value, or its whole declared Table Schema (``table_schema``); an svmlight file's index base
+    (``index_base``: 1 for LIBSVM's one-based files, whose index i is store column i - 1); None for
+    other stores (synthetic sets, matrices)."""
+    meta = {**(meta.get("source_meta") or {}), **meta}  # a split half keeps its source's ingest facts
     notes = meta.get("table_notes")
     if notes is None:
-        source = meta.get("source_meta") or meta  # a split half keeps its source's ingest facts
-        if "zero_based" not in source:
+        if "zero_based" not in meta:
             return None
-        return {"index_base": 0 if source["zero_based"] is not False else 1}
+        return {"index_base": 0 if meta["zero_based"] is not False else 1}
+    if meta.get("table_schema") is not None:  # a declared Table Schema: new rows read by it, and only by it
+        return {"feature_names": meta.get("feature_names"), "table_schema": meta["table_schema"]}
     return {
         "feature_names": meta.get("feature_names"),
         "categories": notes.get("declared_categories"),

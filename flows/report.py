@@ -170,12 +170,12 @@ def write_report(
         f"Prefect flow run `{flow_run}`; config `{cfg.source_file}`; ledger `{acc.path}`.",
         "",
         *_data_section(cfg, status, stores["source"], counts),
-        *_ledger_section(status, history, run_keys, released_now),
     ]
     if selection:
         md += _selection_section(cfg, selection, evaluation, plots["selected_features"])
     if mevals:
         md += _models_section(mevals, evaluation.get("reference"), plots["convergence"])
+    md += _ledger_section(status, history, run_keys, released_now)  # the results first, then what they cost
     if run_keys - released_now:
         md += [
             "Releases marked *replayed* were recorded by an earlier run of the same config: this run returned "

@@ -250,7 +250,8 @@ def prefect_api() -> Iterator[str]:
     leaves the directory, still owner-only). It starts as a copy of an empty, migrated database kept
     in ``$PREFECT_HOME`` (``_migrated_database``: made by Prefect's migrations alone, with no server,
     and checked to hold nothing but its schema), which saves the migrations at each start. Its telemetry to
-    Prefect is off unless the operator sets ``$PREFECT_SERVER_ANALYTICS_ENABLED``. Prefect stores every
+    Prefect is off unless the operator sets ``$PREFECT_SERVER_ANALYTICS_ENABLED`` (the server's) or
+    ``$DO_NOT_TRACK`` (the client's). Prefect stores every
     task run's start and end times and every log line's timestamp -- how long each private
     computation took -- so with the default run they live only as long as the run, on the
     operator's loopback, like its terminal; they are not kept for a later server to show.
@@ -357,6 +358,7 @@ def _temporary_server(directory: Path) -> Iterator[str]:
     ours = {
         "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{directory / 'prefect.db'}",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # no telemetry to Prefect's servers from a private run
+        "DO_NOT_TRACK": "1",  # nor from its client (and no notice about it on the operator's terminal)
     }
     ours = {k: v for k, v in ours.items() if k not in os.environ}  # the operator's own settings stand
     named = "PREFECT_SERVER_DATABASE_CONNECTION_URL" in os.environ  # Prefect's newer name, which wins

@@ -23,6 +23,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--config", default=None, help="run config passed to every run (default: embedded defaults)")
     args = p.parse_args(argv)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")  # the client's telemetry and its notice, too
     params = {"config": args.config} if args.config else {}
     end_to_end.serve(name=args.name, cron=args.cron or None, parameters=params)
 

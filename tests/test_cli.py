@@ -80,9 +80,9 @@ def test_human_output(capsys, tmp_path, store):
     run(capsys, "budget", "init", store, "--epsilon", "1", "--delta", "0", "--ledger", ledger)
     code, out, _ = run(capsys, "budget", "show", "--dataset", "study-a", "--ledger", ledger)
     assert code == 0 and "spent epsilon 0 of 1 (delta 0), 1 left" in out
-    header, row = out.splitlines()[:2]  # a compact table: dataset | budget | spent | left | releases
-    assert header.split()[:6] == ["dataset", "epsilon", "delta", "spent", "left", "releases"]
-    assert row.split()[:6] == ["study-a", "1", "0", "0", "1", "0"]
+    header, row = out.splitlines()[:2]  # a compact table: dataset | budget | spent | basic sum | left | releases
+    assert header.split()[:7] == ["dataset", "epsilon", "delta", "spent", "basic", "left", "releases"]
+    assert row.split()[:7] == ["study-a", "1", "0", "0", "0", "1", "0"]
 
 
 def test_ledger_from_environment(capsys, tmp_path, monkeypatch, store):
@@ -194,7 +194,9 @@ def test_models_list_show_export_and_from_release(capsys, tmp_path):
     )
     assert code == 0
     code, out, _ = run(capsys, "models", "list", "--ledger", ledger, "--json")
-    assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model", "my-model/evaluation"]
+    assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model"]  # models only (not its metrics)
+    code, out, _ = run(capsys, "models", "list", "--ledger", ledger)
+    assert out.split()[:3] == ["DATASET", "MECHANISM", "EPSILON"] and len(out.splitlines()) == 2
     code, out, _ = run(capsys, "models", "show", "my-model", "--ledger", ledger, "--json")
     shown = json.loads(out)
     assert shown["dataset"] == "m" and shown["form"] == "zcdp" and shown["result"]["n_features"] == 6
@@ -344,7 +346,8 @@ def test_budget_show_of_a_half_counts_its_legacy_budget_of_its_own(tmp_path, cap
     acc = Accountant(ledger)
     half = open_store(tmp_path / "tr")
     acc.init_budget(half.dataset_id, 1.0, 1e-6, name="half")  # as dpdist before 4cadcda let one do
-    acc.release(half.dataset_id, Charge(PrivacyLoss.pure(0.3), "laplace"), "old", lambda: [1.0])
+    model = {"indices": [0], "values": [1.0], "n_features": 10}
+    acc.release(half.dataset_id, Charge(PrivacyLoss.pure(0.3), "laplace"), "old", lambda: model)
     acc.init_budget(half.budget_id, 2.0, 1e-6, name="src")
     code, out, _ = run(capsys, "budget", "show", "--dataset", str(tmp_path / "tr"), "--ledger", str(ledger), "--json")
     assert code == 0 and json.loads(out)["epsilon_spent"] == pytest.approx(0.3)  # the source's, with the half's
@@ -605,3 +608,61 @@ def test_timings_reach_the_terminal_only_with_v_and_never_the_searchs(capsys, tm
     for body in (printed, out.read_text(), *(h.result for h in records), *(h.params or "" for h in records)):
         assert not re.search(r"second|duration|elapsed|took|runs_", body), body
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", h.time) for h in records)  # a date, not a time of day
+
+
+def test_help_states_the_defaults(capsys):
+    """Every option with a default states it in --help (once: not where its text already says it)."""
+    from dpdist.cli import main
+
+    for command in (["train"], ["ingest"], ["predict"], ["budget", "show"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "(default: None)" not in text and "(default: False)" not in text
+        if command == ["train"]:
+            assert "(default: 0.1)" in text and "(default: 0.2)" in text and text.count("(default: safe)") == 2
+        if command == ["ingest"]:
+            assert "(default: no)" not in text  # --zero-based's own text says it
+
+
+def test_budget_show_prints_the_basic_sum_beside_the_filters_figure(capsys, tmp_path):
+    ledger = tmp_path / "l.sqlite"
+    acc = Accountant(ledger)
+    acc.init_budget("d" * 64, 4.0, 1e-6, name="mine")
+    for i, eps in enumerate((0.5, 0.25)):
+        acc.release("d" * 64, Charge(PrivacyLoss.pure(eps), "laplace"), f"k{i}", lambda: 1.0)
+    for argv in (["budget", "show"], ["budget", "show", "--dataset", "mine"]):
+        assert main([*argv, "--ledger", str(ledger)]) == 0
+        head, row = capsys.readouterr().out.splitlines()[:2]
+        cells = dict(zip([c.strip() for c in head.split("  ") if c.strip()], row.split()))
+        assert cells["basic"] == "0.75" and float(cells["spent"]) <= 0.75
+
+
+def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tmp_path):
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dpdist.data.store import open_store, write_store
+
+    rng = np.random.default_rng(0)
+    X = sp.random(400, 5, density=0.5, format="csr", random_state=1)
+    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.1 * rng.normal(size=400) > 0, 1.0, -1.0)
+    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
+    ledger = tmp_path / "l.sqlite"
+    acc = Accountant(ledger)
+    dataset = open_store(tmp_path / "s").budget_id
+    acc.init_budget(dataset, 1.0, 1e-6, name="mine")
+    model = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
+    acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "dp-sgd/logistic"), "m", lambda: model)
+    base = ["evaluate", "m", "--store", str(tmp_path / "s"), "--ledger", str(ledger), "--json"]
+    code, out, _ = run(capsys, *base, "--epsilon", "0.3")
+    first = json.loads(out)
+    assert code == 0 and not first["replayed"] and first["auc"] is not None and first["accuracy_interval"]
+    keys = [r.key for r in acc.history(dataset)]
+    assert keys == ["m", first["key"]] and first["key"].startswith("m/evaluation-")  # one release, no model
+    code, out, _ = run(capsys, *base, "--epsilon", "0.3")
+    assert code == 0 and json.loads(out)["replayed"] and len(acc.history(dataset)) == 2  # replayed: no charge
+    assert run(capsys, *base, "--epsilon", "0.4")[0] == 3  # 0.5 + 0.3 + 0.4 > 1: refused, nothing charged
+    assert len(acc.history(dataset)) == 2
+    code, _, err = run(capsys, "evaluate", "m", "--epsilon", "0.1", "--ledger", str(ledger))
+    assert code == 2 and "--store" in err

@@ -154,10 +154,13 @@ def test_2_training_needs_an_epsilon_and_says_what_it_charged(user, tmp_path, in
     assert r.returncode == 2 and "--epsilon is required" in r.stderr
     assert json.loads(user("budget", "show", "--dataset", store, "--json").stdout)["releases"] == 0
     r = user("train", store, "--method", "dp-sgd", "--epsilon", "1")
-    assert r.returncode == 0 and "charged epsilon=1" in r.stdout, r.stderr
+    # --epsilon is what the command spends in all (issue 56): its split shown before the charge
+    assert "plan: its record count 0.01 + the model 0.89 + its held-out metrics 0.1 = epsilon 1 in all" in r.stderr
+    assert r.returncode == 0 and "charged epsilon=0.89" in r.stdout, r.stderr
     # every release the command made is named with its epsilon: the model, its record count, its metrics
     assert "plus epsilon=0.01 for its record count, plus epsilon=0.1 for its held-out metrics" in r.stdout
-    assert json.loads(user("budget", "show", "--dataset", store, "--json").stdout)["releases"] == 3
+    shown = json.loads(user("budget", "show", "--dataset", store, "--json").stdout)
+    assert shown["releases"] == 3 and shown["epsilon_basic"] == pytest.approx(1.0)
 
 
 def test_3_the_same_command_replays_fresh_charges_again_and_a_reused_key_is_a_usage_error(user, tmp_path, ingested):
@@ -272,7 +275,7 @@ def test_7_a_private_fit_in_python_without_a_ledger_refuses(tmp_path):
 def test_8_budget_show_is_a_table(user, tmp_path, ingested):
     _store(user, tmp_path, ingested)
     out = user("budget", "show").stdout.splitlines()
-    assert out[0].split()[:6] == ["dataset", "epsilon", "delta", "spent", "left", "releases"]
+    assert out[0].split()[:7] == ["dataset", "epsilon", "delta", "spent", "basic", "left", "releases"]
 
 
 def test_10_evaluate_on_a_public_file_and_the_commands_say_what_to_do(user, tmp_path, ingested):

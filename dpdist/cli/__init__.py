@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dpdist.cli import budget, evaluate, ingest, ledger, models, run, select, synth, train
+from dpdist.cli import budget, evaluate, ingest, ledger, models, predict, run, select, synth, train
 from dpdist.cli._common import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, _prepared_out
 from dpdist.cli._logs import _logging, _one_line_warning
 from dpdist.exceptions import (
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # the commands, in the order ``dpdist --help`` lists them
-COMMANDS = (ingest, synth, select, train, evaluate, budget, models, run, ledger)
+COMMANDS = (ingest, synth, select, train, evaluate, predict, budget, models, run, ledger)
 
 
 def _version() -> str:
@@ -52,16 +52,52 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse.Action):
+    """``--version``: the version read from the installed metadata when asked (importlib.metadata is 30 ms
+    of every command's start-up otherwise)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dpdist`` parser: every command's subparser, each set to call its handler (``args.func``)."""
     parser = argparse.ArgumentParser(
         prog="dpdist", description="Differentially private sparse regression and selection."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
+    _show_defaults(parser)
     return parser
+
+
+class _Defaults(argparse.HelpFormatter):
+    """Help that states each option's default, unless its text already says it (or it has none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS)
+            or action.nargs == 0
+            or "default" in text.lower()
+        ):
+            return action.help
+        shown = (",".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)).replace("%", "%%")
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every parser and subparser's help states the options' defaults (``_Defaults``)."""
+    parser.formatter_class = _Defaults
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _show_defaults(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,14 +13,19 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.privacy.ledger.paths import default_ledger_path
 from dpdist.utils.io import AtomicFile, check_directory
-from dpdist.utils.random import derive_seed
+
+if TYPE_CHECKING:  # the ledger (and NumPy) are imported by the commands that use them, not at start-up
+    from dpdist.privacy.accountant import Accountant
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+# a command's default --delta: this share of its budget's delta (several commands fit in the budget's delta)
+DELTA_SHARE = 0.1
 
 
 # the held-out metrics a payload carries (those of them a release computed)
@@ -245,6 +250,8 @@ def _charged_text(
 
 def _noise_seed(args: argparse.Namespace, purpose: str) -> int | None:
     """The noise seed of one release of a command (``--seed``: experiments only; one per purpose)."""
+    from dpdist.utils.random import derive_seed
+
     return derive_seed(args.seed, purpose)
 
 
@@ -289,3 +296,64 @@ def _progress_bar(
                 bar.update(task, completed=done)
 
         yield update
+
+
+class CommandPlan:
+    """A command's ``--epsilon``/``--delta``, what it spends in all, split over its releases: the fixed parts
+    (a noisy count, held-out metrics: (what, epsilon) pairs) and the model, which gets the rest.
+
+    The command's (epsilon, delta) is a budget of its own: its releases must pass a privacy filter of that
+    budget (:class:`dpdist.privacy.filter.PrivacyFilter`). The model is calibrated at the filter's basic share
+    of delta, so basic composition -- the epsilons added -- holds the plan within (epsilon, delta) exactly.
+    """
+
+    def __init__(self, epsilon: float, delta: float, fixed: list[tuple[str, float]], fixed_delta: float = 0.0) -> None:
+        from dpdist.privacy.filter import PrivacyFilter
+
+        self.epsilon, self.delta, self.fixed = float(epsilon), float(delta), fixed
+        self.model_epsilon = self.epsilon - sum(e for _, e in fixed)
+        self.model_delta = PrivacyFilter.basic_share * self.delta - fixed_delta  # a part's own delta (screening's)
+        if fixed_delta and not self.model_delta > 0:
+            raise ParameterError(
+                f"--delta {self.delta:g} is what the command spends in all: a quarter of it (the model's and its "
+                f"parts' deltas, added) does not cover the screening's delta {fixed_delta:g}; give a larger --delta"
+            )
+        if not self.model_epsilon > 0:
+            parts = " + ".join(f"{what} {e:g}" for what, e in fixed)
+            raise ParameterError(
+                f"--epsilon {self.epsilon:g} is what the command spends in all, and {parts} take all of it: give "
+                "a larger --epsilon, or smaller parts"
+            )
+
+    def check(self, losses: list[Any]) -> None:
+        """Refuse (a bug's error) a plan whose releases ``losses`` do not pass the command's own filter."""
+        from dpdist.privacy.filter import PrivacyFilter
+
+        spent = PrivacyFilter.for_budget(self.epsilon, self.delta).spent(losses)[0]
+        if not spent <= self.epsilon * (1 + 1e-9):
+            raise ParameterError(f"the command's plan spends epsilon {spent:.6g}, above its --epsilon {self.epsilon:g}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The split, as the command's JSON output states it."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "model_epsilon": self.model_epsilon,
+            "model_delta": self.model_delta,
+            "parts": [{"what": what, "epsilon": e} for what, e in self.fixed],
+        }
+
+    def text(self) -> str:
+        """The split in words: each part's epsilon, their sum, the delta."""
+        counts = [p for p in self.fixed if "count" in p[0]]  # released first
+        parts = [*counts, ("the model", self.model_epsilon), *(p for p in self.fixed if p not in counts)]
+        split = " + ".join(f"{what} {e:.4g}" for what, e in parts)
+        return (
+            f"plan: {split} = epsilon {self.epsilon:g} in all; the model's delta {self.model_delta:.3g} "
+            f"(of the command's {self.delta:.3g})"
+        )
+
+
+def command_delta(args: argparse.Namespace, budget_delta: float) -> float:
+    """The command's ``--delta``, by default :data:`DELTA_SHARE` of its budget's delta."""
+    return float(args.delta) if args.delta is not None else DELTA_SHARE * float(budget_delta)

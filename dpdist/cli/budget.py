@@ -7,8 +7,6 @@ import os
 
 from dpdist.cli._common import EXIT_ERROR, EXIT_OK, _common_args, _dataset, _emit
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, default_ledger, spend_text, status_table
-from dpdist.privacy.ledger.backend import parse_location
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,6 +45,8 @@ def _budget_init(args: argparse.Namespace) -> int:
 
     store = open_store(args.store)
     check_schema(store)  # a budget on a store private analyses refuse would be a permanent budget nobody can spend
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger)
     if store.budget_id != store.dataset_id:
         raise ParameterError(
@@ -68,11 +68,16 @@ def _budget_init(args: argparse.Namespace) -> int:
 
 def _budget_show(args: argparse.Namespace) -> int:
     """``dpdist budget show``: spent and remaining budget of one dataset, or of all of them."""
+    from dpdist.privacy.accountant import default_ledger, spend_text, status_table
+    from dpdist.privacy.ledger.backend import parse_location
+
     location = parse_location(args.ledger or default_ledger())  # a mistyped URL: refused (exit 2), nothing made
     path = location.text
     if args.dataset is None and not location.is_url and not os.path.isfile(path):  # nothing to show, nothing created
         _emit(args, {"ledger": path, "datasets": []}, lambda: f"no budgets: there is no ledger at {path} yet")
         return EXIT_OK
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger, create=False)
     if args.dataset is not None:
         payload = acc.status(_dataset(acc, args.dataset)).to_dict()
@@ -81,7 +86,8 @@ def _budget_show(args: argparse.Namespace) -> int:
         rows = [s.to_dict() for s in acc.datasets()]
         note = (
             "spent: each budget's privacy filter's figure (Renyi composition, or the releases' epsilons added "
-            "when smaller): a new release of epsilon e can take less than e of what is left. "
+            "when smaller); basic: the releases' epsilons added. A new release of epsilon e can take less than e "
+            "of what is left. "
             "`budget show --dataset NAME` explains one, `budget history --dataset NAME` lists its releases."
         )
         _emit(
@@ -94,6 +100,8 @@ def _budget_show(args: argparse.Namespace) -> int:
 
 def _budget_history(args: argparse.Namespace) -> int:
     """``dpdist budget history --dataset NAME``: every release charged to the dataset."""
+    from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant
+
     acc = Accountant(args.ledger, create=False)
     dataset = _dataset(acc, args.dataset)
     name = acc.name(dataset)
@@ -115,6 +123,8 @@ def _budget_history(args: argparse.Namespace) -> int:
 def _budget_verify(args: argparse.Namespace) -> int:
     """``dpdist budget verify``: each budget's kept composed state (what a charge checks) recomposed from
     its releases and compared, bit for bit; exit 1 when any differs."""
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger, create=False)
     names = {s.dataset: s.name for s in acc.datasets()}
     verdicts = acc.verify()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _emit_store, _progress_bar
 from dpdist.exceptions import ParameterError
@@ -57,7 +58,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _add_table_args(p: argparse.ArgumentParser) -> None:
-    """The options of tables: declared categories and fill value, or data-dependent ones (non-private)."""
+    """The options of tables: a declared schema, declared categories and fill value, or data-dependent ones
+    (non-private)."""
+    p.add_argument(
+        "--schema",
+        default=None,
+        metavar="SCHEMA.json",
+        help="tables (CSV): a Frictionless Table Schema declaring every column (numbers scaled to [0, 1] by "
+        "constraints.minimum/maximum and clipped, text one-hot by constraints.enum plus 'other', gaps "
+        "(missingValues) by each field's fill, the target's classes); the store and its models record it",
+    )
     p.add_argument(
         "--categories",
         action="append",
@@ -102,7 +112,9 @@ def _ingest(args: argparse.Namespace) -> int:
         if not sep or not col or not values:
             raise ParameterError(f"--categories {spec!r}: write COLUMN=value1,value2,... (the column's public values)")
         categories[col] = [v for v in values.split(",") if v]
-    if is_table(args.src):  # read whole (the bar's clock runs), then written block by block (rows done / rows)
+    if args.schema is not None:
+        meta = _ingest_declared(args, categories)
+    elif is_table(args.src):  # read whole (the bar's clock runs), then written block by block (rows done / rows)
         with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None, count=True, private=False) as update:
             meta = ingest_table(
                 args.src,
@@ -122,7 +134,7 @@ def _ingest(args: argparse.Namespace) -> int:
     else:
         if categories or args.fill_value is not None:
             raise ParameterError(
-                "--categories and --fill-value are options of tables (CSV, xlsx, ...), not of "
+                "--schema, --categories and --fill-value are options of tables (CSV, xlsx, ...), not of "
                 f"svmlight files ({args.src})"
             )
         if not args.non_private and (args.n_features is None or args.zero_based == "auto"):
@@ -150,3 +162,35 @@ def _ingest(args: argparse.Namespace) -> int:
             )
     _emit_store(args, meta, {"label_mapping": meta["label_mapping"]}, "")
     return EXIT_OK
+
+
+def _ingest_declared(args: argparse.Namespace, categories: dict[str, list[str]]) -> dict[str, Any]:
+    """``ingest TABLE --schema SCHEMA``: the table read by its Table Schema, which declares what the table
+    options would (refused beside it)."""
+    from dpdist.data.table_schema import ingest_declared, load_schema
+    from dpdist.data.tables import is_table
+
+    if not is_table(args.src):
+        raise ParameterError(f"--schema is an option of tables (CSV), not of svmlight files ({args.src})")
+    given = {
+        "--categories": categories or None,
+        "--fill-value": args.fill_value,
+        "--labels": args.labels,
+        "--impute": args.impute,
+        "--encode-categories": args.encode_categories or None,
+    }
+    for flag, value in given.items():
+        if value is not None:
+            raise ParameterError(f"{flag} with --schema: the schema declares its columns ({args.schema})")
+    declared = load_schema(args.schema)
+    if args.target is not None and args.target != declared.target:
+        raise ParameterError(
+            f"--target {args.target} with --schema: the schema's target is {declared.target!r} (its 'target' "
+            "property, else its last field)"
+        )
+    if args.task not in ("auto", declared.task):
+        raise ParameterError(
+            f"--task {args.task} with --schema: its target {declared.target!r} makes it {declared.task}"
+        )
+    with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None, count=True, private=False) as update:
+        return ingest_declared(args.src, args.out, args.schema, force=args.force, name=args.name, progress=update)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 
 from dpdist.cli._common import EXIT_OK, _common_args, _emit
-from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.ledger.migrate import migrate
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _ledger_init(args: argparse.Namespace) -> int:
     """``dpdist ledger init``: the ledger made or upgraded; its kind and how many budgets it holds."""
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger)
     budgets = len(acc.datasets())
     payload = {"ledger": str(acc.path), "backend": acc.backend, "budgets": budgets}
@@ -53,6 +53,8 @@ def _ledger_init(args: argparse.Namespace) -> int:
 
 def _ledger_migrate(args: argparse.Namespace) -> int:
     """``dpdist ledger migrate --from SQLITE_PATH --to URL``: every record copied and verified."""
+    from dpdist.privacy.ledger.migrate import migrate
+
     copied = migrate(args.source, args.target)
     payload = {"from": args.source, "to": args.target, **copied.to_dict()}
     _emit(

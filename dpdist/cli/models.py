@@ -5,18 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit, _write_out
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
+
+if TYPE_CHECKING:
+    from dpdist.privacy.accountant import Accountant
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``models`` command and its subcommands' arguments."""
     models = sub.add_parser("models", help="released models and selections, read back from the ledger")
     msub = models.add_subparsers(dest="models_command", required=True)
-    p = msub.add_parser("list", help="every release with a recorded result")
+    p = msub.add_parser("list", help="every released model (weights a model record holds), newest last")
     p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
     _common_args(p)
     p.set_defaults(func=_models)
@@ -68,30 +70,68 @@ def load_released(model: str, ledger: str | None = None, dataset: str | None = N
             with open(model) as f:
                 record = json.load(f)
         except ValueError as e:
-            raise ParameterError(f"{model}: not a model record (JSON written by `dpdist models export`): {e}") from None
+            raise ParameterError(
+                f"{model}: not a model record (JSON written by `dpdist train --out` or `dpdist models export`): {e}"
+            ) from None
         return record if isinstance(record, dict) else {"result": record}
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(ledger, create=False)
     name, rec = _find_release(acc, model, dataset)
     return {**rec.to_dict(name), "result": acc.result(rec)}
 
 
+def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, Any]:
+    """The released model ``ref`` names (:func:`load_released`: a model record file, or a release key in the
+    ledger, opened to read: nothing is charged): its result (weights, classes, schema), a private search's
+    chosen model; anything else (a selection, a count, a command's output without its model) refused, exit 2."""
+    record = load_released(ref, ledger, dataset)
+    result = record.get("result", record)
+    if isinstance(result, dict) and not is_model(result) and is_model(result.get("model")):
+        result = result["model"]  # the private search's release: the model it chose
+    if not isinstance(result, dict) or not is_model(result):
+        raise ParameterError(f"{ref}: not a released model (a selection or a count has no predictions)")
+    return result
+
+
+def is_model(result: Any) -> bool:
+    """Whether a release's result is a model (weights to predict with; in a ledger row, the reference to its
+    weights' artefact), not a selection, a count or metrics."""
+    from dpdist.privacy.ledger.artefacts import reference
+
+    keys = {"indices", "values", "n_features"}
+    return isinstance(result, dict) and (keys <= set(result) or reference(result) is not None)
+
+
 def _models(args: argparse.Namespace) -> int:
-    """``dpdist models list|show|export``: the releases with a recorded result, or one release's record."""
+    """``dpdist models list|show|export``: the released models, or one release's record."""
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger, create=False)
     if args.models_command == "list":
         hashes = [_dataset(acc, args.dataset)] if args.dataset else [s.dataset for s in acc.datasets()]
         once = {(r.dataset, r.key): r for h in hashes for r in acc.history(h) if r.result is not None}
-        rows = [{**r.to_dict(acc.name(r.dataset)), "result": None} for r in once.values()]  # linked: as its own
-        for r in rows:
-            r.pop("result")
-        _emit(
-            args,
-            {"releases": rows},
-            lambda: (
-                "\n".join(f"{r['dataset']:<14} {r['mechanism']:<30} eps={r['epsilon']:<8.4g} {r['key']}" for r in rows)
-                or f"no recorded releases in {acc.path}"
-            ),
-        )
+        records = [r.to_dict(acc.name(r.dataset)) for r in once.values()]  # a linked budget's: as its own
+        rows = [
+            {k: v for k, v in r.items() if k != "result"}
+            for r in records
+            if is_model(r["result"]) or (isinstance(r["result"], dict) and is_model(r["result"].get("model")))
+        ]
+
+        def table() -> str:
+            if not rows:
+                return f"no released models in {acc.path} (`dpdist budget history --dataset NAME` lists every release)"
+            head = f"{'DATASET':<14} {'MECHANISM':<30} {'EPSILON':<9} {'DELTA':<9} {'RELEASED':<11} KEY"
+            return "\n".join(
+                [head]
+                + [
+                    f"{r['dataset']:<14} {r['mechanism']:<30} {r['epsilon']:<9.4g} {r['delta']:<9.3g} "
+                    f"{r['time']:<11} {r['key']}"
+                    for r in rows
+                ]
+            )
+
+        _emit(args, {"releases": rows}, table)
         return EXIT_OK
     name, rec = _find_release(acc, args.key, args.dataset)
     record = {**rec.to_dict(name), "result": acc.result(rec)}  # a model's weights from its artefact, checked

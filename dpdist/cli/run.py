@@ -48,6 +48,7 @@ def _run(args: argparse.Namespace) -> int:
     imported: a bad config exits 2 and a plan the budget cannot hold exits 3 at once.
     """
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")  # Prefect's client telemetry, and its notice on the terminal
     os.environ.setdefault(*_CONSOLE_HANDLER)
     from dpdist.flows.config import load_config
     from dpdist.flows.plan import preflight

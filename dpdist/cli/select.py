@@ -22,13 +22,13 @@ from dpdist.cli._common import (
 )
 from dpdist.exceptions import ParameterError
 from dpdist.methods import BSS_RIDGE, bss_ridge, get, names
-from dpdist.privacy.accountant import Accountant
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
     import numpy as np
 
     from dpdist.data.store import SparseStore
+    from dpdist.privacy.accountant import Accountant
     from dpdist.selection.best_subset.base import BSSSelectorBase
 
 BSS_METHODS = names("best-subset", front_end="cli")
@@ -159,6 +159,8 @@ def _select(args: argparse.Namespace) -> int:
         selector.check_params()  # bad parameters: exit 2 before the store is read
     store = open_store(args.store)
     check_schema(store)
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger)
     status = acc.status(acc.budget_of(store))  # fail before any computation when the dataset has no budget
     key = _release_key(args, "select", args.method, status.name)

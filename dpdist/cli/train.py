@@ -70,8 +70,19 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"Frank-Wolfe: iterations T (required; the main job's {FW_ITERS}; more steps, more noise per step)",
     )
-    p.add_argument("--epsilon", type=float, default=None, help="the model's privacy loss (required)")
-    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=None,
+        help="what the command spends in all (required): its record count, held-out metrics and screening take "
+        "their own epsilons out of it, the model the rest (the split is shown before anything is charged)",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="the command's delta in all (default: a tenth of the budget's delta, so several commands fit in it)",
+    )
     p.add_argument("--y-bound", type=float, default=1.0, help="squared loss: public bound on |y|")
     p.add_argument("--features", default=None, help="JSON written by 'dpdist select --out': train on those columns")
     p.add_argument(
@@ -84,7 +95,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "--eval-epsilon",
         type=float,
         default=0.1,
-        help="epsilon of the private held-out metrics (charged on top of --epsilon)",
+        help="epsilon of the private held-out metrics (taken out of --epsilon)",
     )
     p.add_argument(
         "--calibration",
@@ -99,14 +110,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def _add_screening_args(p: argparse.ArgumentParser) -> None:
     """The options of DP screening (rnm-screen, adp-screen)."""
     p.add_argument(
-        "--screen-epsilon", type=float, default=None, help="screening: its epsilon (eps2, on top of --epsilon)"
+        "--screen-epsilon", type=float, default=None, help="screening: its epsilon (eps2, taken out of --epsilon)"
     )
     p.add_argument("--screen-delta", type=float, default=None, help="screening: its delta (delta2)")
     p.add_argument(
         "--screen-rho",
         type=float,
         default=None,
-        help="screening: its budget as zCDP rho (instead of --screen-epsilon/--screen-delta)",
+        help="screening: its budget as zCDP rho (instead of --screen-epsilon/--screen-delta; on top of --epsilon)",
     )
     p.add_argument("--screen-every", type=int, default=None, help="screen every M-th iteration (default: every one)")
     p.add_argument("--screen-at", default=None, help="screen at these iterations (comma-separated)")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from dpdist.cli._common import (
     _METRIC_KEYS,
     EXIT_OK,
+    CommandPlan,
     _charged_text,
     _check_held_out,
     _emit,
@@ -23,14 +24,15 @@ from dpdist.cli._common import (
     _release_key,
     _selected,
     _write_out,
+    command_delta,
 )
 from dpdist.exceptions import ParameterError
 from dpdist.methods import get
-from dpdist.privacy.accountant import Accountant
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
     from dpdist.data.store import SparseStore
+    from dpdist.privacy.accountant import Accountant
 
 
 class _Options(NamedTuple):
@@ -57,26 +59,30 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if opts.private:
         check_schema(store)
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger) if opts.private else None
-    budget_name = acc.status(acc.budget_of(store)).name if acc is not None else None  # no budget: fail before work
+    status = acc.status(acc.budget_of(store)) if acc is not None else None  # no budget: fail before work
+    budget_name = status.name if status is not None else None
     name = budget_name if budget_name is not None else store.name
+    plan = _plan(args, status.delta_total) if status is not None else None
     args.loss = args.loss or ("squared" if store.task == "regression" else "logistic")
     if args.loss == "logistic" and store.task != "binary":
         raise ParameterError(f"--loss logistic needs a binary store; {args.store} is {store.task}")
     # the classes are store_target's public mapping, never those the train rows happen to hold (a
     # train part with one class must not refuse before the charge: that refusal would be data-dependent)
     labels, classes = user_labels(store) if args.loss == "logistic" else (None, None)
-    model = _frank_wolfe_model(args, opts, classes)  # bad parameters: exit 2 before any work
+    model = _frank_wolfe_model(args, opts, classes, plan)  # bad parameters: exit 2 before any work
     chosen = _selected(args.features) if args.features else None
-    if acc is not None:  # a refused budget: exit 3 before the data is read
-        _precheck(args, model, acc, store, chosen)
-    n_features, (Xtr, ytr), (Xte, yte), columns = _split(args, store, acc, labels, chosen)
     key = (
         _release_key(args, "train", args.method, budget_name)
         if budget_name is not None
         else f"train-{args.method}-{uuid.uuid4().hex}"
     )
     replayed = acc is not None and acc.recorded(store.budget_id, key)
+    if acc is not None and plan is not None:  # a refused budget: exit 3 before the data is read
+        _precheck(args, model, acc, store, chosen, plan, replayed)
+    n_features, (Xtr, ytr), (Xte, yte), columns = _split(args, store, acc, labels, chosen)
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
     with _progress_bar(args, f"{args.method}: iterations", args.iters, count=True) as update:
@@ -95,26 +101,32 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
     w = model.coef_.ravel()  # (1, d) for a classifier
     coef = {"indices": np.flatnonzero(w).tolist(), "values": w[w != 0].tolist()}
     payload = _frank_wolfe_payload(args, model, opts, coef, n_features, name)
-    if acc is not None:
+    if acc is not None and plan is not None:
         _add_charge(args, payload, model, opts, acc, key, replayed)
+        payload.update(delta=plan.delta, plan=plan.to_dict())
     else:  # a non-private run: its timing is the operator's own
         payload.update(seconds=round(seconds, 4), seconds_per_iter=seconds / args.iters)
     if args.test_fraction > 0:
         payload.update(_held_out_metrics(args, model, coef, n_features, Xte, yte, acc, store.budget_id, key))
-    _write_out(args, {**payload, "coef": coef})
-    _emit(args, payload, lambda: _frank_wolfe_text(args, payload, acc, key, replayed))
+    record = getattr(model, "release_record_", None) if acc is not None else None
+    _write_out(args, {**payload, "coef": coef, **({"result": record} if record is not None else {})})
+    _emit(args, payload, lambda: _frank_wolfe_text(args, payload, acc, key, replayed, plan))
     return EXIT_OK
 
 
 def _frank_wolfe_text(
-    args: argparse.Namespace, payload: dict[str, Any], acc: Accountant | None, key: str, replayed: bool
+    args: argparse.Namespace,
+    payload: dict[str, Any],
+    acc: Accountant | None,
+    key: str,
+    replayed: bool,
+    plan: CommandPlan | None,
 ) -> str:
     """The fit's result in words: its held-out metrics, its number of weights, its charge."""
     metric = _metric_text(payload)
-    also = (("its held-out metrics", float(args.eval_epsilon)),) if args.test_fraction > 0 else ()
     where = (
-        f"; {_charged_text(replayed, key, payload['true_epsilon'], args.delta, also)}, in {acc.path}"
-        if acc is not None
+        f"; {_charged_text(replayed, key, payload['true_epsilon'], plan.model_delta, tuple(plan.fixed))}, in {acc.path}"
+        if acc is not None and plan is not None
         else " (non-private: nothing charged)"
     )
     return (
@@ -189,12 +201,24 @@ def _frank_wolfe_options(args: argparse.Namespace) -> _Options:
     return _Options(screening, private, schedule, screen_opts)
 
 
-def _frank_wolfe_model(args: argparse.Namespace, opts: _Options, classes: Any) -> Any:
-    """The Frank-Wolfe estimator the options describe (the registry's entry of ``--method``): a classifier
-    for the logistic loss, else a regressor; its parameters checked (bad parameters: exit 2)."""
+def _plan(args: argparse.Namespace, budget_delta: float) -> CommandPlan:
+    """The command's ``--epsilon``/``--delta`` split: its held-out metrics, its screening (``--screen-epsilon``)
+    and the model, which gets the rest (shown on stderr before anything is charged)."""
+    fixed = [("its held-out metrics", float(args.eval_epsilon))] if args.test_fraction > 0 else []
+    if args.screen_epsilon is not None:
+        fixed.insert(0, ("its screening", float(args.screen_epsilon)))
+    plan = CommandPlan(args.epsilon, command_delta(args, budget_delta), fixed, float(args.screen_delta or 0.0))
+    print(plan.text(), file=sys.stderr)
+    return plan
+
+
+def _frank_wolfe_model(args: argparse.Namespace, opts: _Options, classes: Any, plan: CommandPlan | None) -> Any:
+    """The Frank-Wolfe estimator the options describe (the registry's entry of ``--method``) at the plan's
+    share of the command's budget: a classifier for the logistic loss, else a regressor; its parameters
+    checked (bad parameters: exit 2)."""
     params: dict[str, Any] = dict(
-        epsilon=args.epsilon,
-        delta=args.delta,
+        epsilon=plan.model_epsilon if plan is not None else args.epsilon,
+        delta=plan.model_delta if plan is not None else (args.delta if args.delta is not None else 1e-6),
         lam=args.lam,
         max_iter=args.iters,
         calibration=args.calibration,
@@ -212,9 +236,17 @@ def _frank_wolfe_model(args: argparse.Namespace, opts: _Options, classes: Any) -
 
 
 def _precheck(
-    args: argparse.Namespace, model: Any, acc: Accountant, store: SparseStore, chosen: list[int] | None
+    args: argparse.Namespace,
+    model: Any,
+    acc: Accountant,
+    store: SparseStore,
+    chosen: list[int] | None,
+    plan: CommandPlan,
+    replayed: bool,
 ) -> None:
-    """Check the model's and the held-out metrics' charges against the budget (exit 3 before the data is read)."""
+    """Check the model's and the held-out metrics' charges against the command's own budget (unless the paper's
+    calibration, which charges its true, larger epsilon) and, unless the command replays its releases, the
+    dataset's (exit 3 before the data is read)."""
     from dpdist.evaluation import PrivateEvaluation
 
     task = "binary" if args.loss == "logistic" else "regression"
@@ -223,9 +255,11 @@ def _precheck(
         if args.test_fraction > 0
         else []
     )
-    acc.check(
-        store.budget_id, *model.charges(n_features=len(chosen) if chosen is not None else store.shape[1]), *evaluation
-    )
+    charges = [*model.charges(n_features=len(chosen) if chosen is not None else store.shape[1]), *evaluation]
+    if args.calibration != "paper":
+        plan.check([c.loss for c in charges])
+    if not replayed:
+        acc.check(store.budget_id, *charges)
 
 
 def _frank_wolfe_payload(

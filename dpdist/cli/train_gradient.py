@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dpdist.cli._common import (
     _METRIC_KEYS,
     EXIT_OK,
+    CommandPlan,
     _charged_text,
     _check_held_out,
     _emit,
@@ -23,16 +24,17 @@ from dpdist.cli._common import (
     _release_key,
     _selected,
     _write_out,
+    command_delta,
 )
 from dpdist.exceptions import ParameterError
 from dpdist.methods import SEARCH, Method, get, names
-from dpdist.privacy.accountant import Accountant
 
 if TYPE_CHECKING:
     import numpy as np
 
     from dpdist.data.store import SparseStore
     from dpdist.evaluation import PrivateEvaluation
+    from dpdist.privacy.accountant import Accountant
 
 
 def _train_gradient(args: argparse.Namespace) -> int:
@@ -52,20 +54,25 @@ def _train_gradient(args: argparse.Namespace) -> int:
         raise ParameterError(f"--loss {loss} does not fit {args.store}, a {store.task} store")
     method = SEARCH if args.tune else args.method
     entry = get(method)
-    model, labels = _gradient_learner(args, store, task, method)
+    from dpdist.privacy.accountant import Accountant
+
     acc = Accountant(args.ledger)
     dataset = acc.budget_of(store)
-    name = acc.status(dataset).name  # no budget: fail before the work
-    evaluation = _precheck(args, model, acc, dataset, task)
+    status = acc.status(dataset)  # no budget: fail before the work
+    name = status.name
+    plan = _plan(args, entry, status.delta_total)
+    model, labels = _gradient_learner(args, store, task, method, plan)
+    key = _release_key(args, "train", method, name)
+    replayed = acc.recorded(dataset, key)
+    evaluation = _precheck(args, model, acc, dataset, task, plan, replayed)
     X, y = store.csr(), store_target(store)
     split_key = derive_key(acc.split_key(dataset), "dpdist train")
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
-    key = _release_key(args, "train", method, name)
-    replayed = acc.recorded(dataset, key)
     Xtr, ytr = X[~test], (labels[~test] if labels is not None else y[~test])
     _fit(args, entry, model, (Xtr, ytr), (acc, dataset, key), store, derive_key(split_key, key))
     coef = _coef(model)
     payload = _gradient_payload(args, model, entry, loss, coef, int(X.shape[1]), name, key, str(acc.path), replayed)
+    payload.update(delta=plan.delta, plan=plan.to_dict())
     if args.test_fraction > 0:
         result = model.release_record_["model"] if entry.own_split else model.release_record_
         metrics = acc.release(
@@ -80,18 +87,14 @@ def _train_gradient(args: argparse.Namespace) -> int:
             eval_epsilon=args.eval_epsilon,
             eval_key=f"{key}/evaluation",
         )
-    _write_out(args, {**payload, "coef": coef})
+    released = model.release_record_["model"] if entry.own_split else model.release_record_
+    _write_out(args, {**payload, "coef": coef, "result": released})  # the model record predict/evaluate read
 
     def human() -> str:
         metric = _metric_text(payload)
         chosen = f" chose {payload['chosen']['learner']}," if "chosen" in payload else ""
-        also = ((("its record count", float(args.count_epsilon)),) if args.n_records is None else ()) + (
-            (("its held-out metrics", float(args.eval_epsilon)),) if args.test_fraction > 0 else ()
-        )
-        return (
-            f"{method} ({loss}):{chosen} {metric}, {payload['nnz_weights']} non-zero weights; "
-            f"{_charged_text(replayed, key, payload['true_epsilon'], args.delta, also)}, in {acc.path}"
-        )
+        cost = _charged_text(replayed, key, payload["true_epsilon"], plan.model_delta, tuple(plan.fixed))
+        return f"{method} ({loss}):{chosen} {metric}, {payload['nnz_weights']} non-zero weights; {cost}, in {acc.path}"
 
     _emit(args, payload, human)
     return EXIT_OK
@@ -139,15 +142,30 @@ def _check_gradient_options(args: argparse.Namespace) -> None:
     _check_held_out(args)
 
 
-def _gradient_learner(args: argparse.Namespace, store: SparseStore, task: str, method: str) -> tuple[Any, Any]:
-    """(the learner, the store's declared labels or None) of ``--method`` / ``--tune``, its parameters
-    checked (bad parameters: exit 2 before the data is read)."""
+def _plan(args: argparse.Namespace, entry: Method, budget_delta: float) -> CommandPlan:
+    """The command's ``--epsilon``/``--delta`` split: its noisy count (a counted learner without ``--n-records``),
+    its held-out metrics, and the model, which gets the rest (shown on stderr before anything is charged)."""
+    import sys
+
+    fixed = [("its record count", float(args.count_epsilon))] if entry.counted and args.n_records is None else []
+    if args.test_fraction > 0:
+        fixed.append(("its held-out metrics", float(args.eval_epsilon)))
+    plan = CommandPlan(args.epsilon, command_delta(args, budget_delta), fixed)
+    print(plan.text(), file=sys.stderr)
+    return plan
+
+
+def _gradient_learner(
+    args: argparse.Namespace, store: SparseStore, task: str, method: str, plan: CommandPlan
+) -> tuple[Any, Any]:
+    """(the learner, the store's declared labels or None) of ``--method`` / ``--tune`` at the plan's share of the
+    command's budget, its parameters checked (bad parameters: exit 2 before the data is read)."""
     from dpdist.released import user_labels
 
     entry = get(method)
-    params: dict[str, Any] = {"epsilon": args.epsilon, "random_state": _noise_seed(args, "train/model")}
+    params: dict[str, Any] = {"epsilon": plan.model_epsilon, "random_state": _noise_seed(args, "train/model")}
     if entry.param("delta") is not None:
-        params["delta"] = args.delta
+        params["delta"] = plan.model_delta
     if entry.counted:  # a public count of the train rows, or its own noisy count
         params.update(n_records=args.n_records, count_epsilon=args.count_epsilon)
     labels = None
@@ -166,8 +184,17 @@ def _gradient_learner(args: argparse.Namespace, store: SparseStore, task: str, m
     return model, labels
 
 
-def _precheck(args: argparse.Namespace, model: Any, acc: Accountant, dataset: str, task: str) -> PrivateEvaluation:
-    """The held-out metrics' evaluation, after the whole charge was checked against the budget."""
+def _precheck(
+    args: argparse.Namespace,
+    model: Any,
+    acc: Accountant,
+    dataset: str,
+    task: str,
+    plan: CommandPlan,
+    replayed: bool,
+) -> PrivateEvaluation:
+    """The held-out metrics' evaluation, after the whole plan was checked against the command's own budget
+    and, unless the command replays its releases, the dataset's."""
     from dpdist.evaluation import PrivateEvaluation
 
     evaluation = PrivateEvaluation(
@@ -179,7 +206,10 @@ def _precheck(args: argparse.Namespace, model: Any, acc: Accountant, dataset: st
     )
     # a refused budget: exit 3 before the data is read: the fit's own plan of charges (dpdist.base: the count's
     # release when no public count is given, then the model's), and the held-out metrics'
-    acc.check(dataset, *model.charges(), *([evaluation.privacy_charge()] if args.test_fraction > 0 else []))
+    charges = [*model.charges(), *([evaluation.privacy_charge()] if args.test_fraction > 0 else [])]
+    plan.check([c.loss for c in charges])
+    if not replayed:
+        acc.check(dataset, *charges)
     return evaluation
 
 

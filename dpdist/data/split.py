@@ -115,7 +115,16 @@ def split_store(
             "schema": store.meta.get("schema", "inferred"),
             "feature_schema": feature_schema(store.meta),
             "source_meta": {
-                k: store.meta.get(k) for k in ("source", "synthetic", "true_support", "zero_based", "feature_names")
+                k: store.meta.get(k)
+                for k in (
+                    "source",
+                    "synthetic",
+                    "true_support",
+                    "zero_based",
+                    "feature_names",
+                    "table_notes",
+                    "table_schema",
+                )
             },
         }
         metas.append(

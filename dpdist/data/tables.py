@@ -376,6 +376,8 @@ def ingest_table(
 ) -> dict[str, Any]:
     """Read a table and write it as a store (public ``name``: default random); returns its metadata.
 
+    A table declared by a Table Schema is ingested by :func:`dpdist.data.table_schema.ingest_declared`.
+
     ``task`` forces the task (``auto``: as the module docstring says); the labels must fit it.
     ``private`` (the default) refuses, before writing, a table whose columns would be inferred from the
     data (category codes or mean imputation): private analyses refuse such a store.

@@ -1,42 +1,40 @@
 """Privacy core: mechanisms, composition, and the central accountant."""
 
-from dpdist.privacy.accountant import Accountant, BudgetStatus, Release, default_ledger_path
-from dpdist.privacy.composition import (
-    Budget,
-    advanced_composition,
-    advanced_step_budget_split,
-    advanced_step_epsilon,
-    basic_composition,
-    rnm_paper_true_epsilon,
-)
-from dpdist.privacy.mechanisms import (
-    AnalyticGaussian,
-    ExponentialMechanism,
-    Gaussian,
-    Laplace,
-    ReportNoisyMax,
-    ReportNoisyMin,
-    analytic_gaussian_delta,
-    gumbel_max,
-)
+from __future__ import annotations
 
-__all__ = [
-    "Accountant",
-    "AnalyticGaussian",
-    "Budget",
-    "BudgetStatus",
-    "ExponentialMechanism",
-    "Gaussian",
-    "Laplace",
-    "Release",
-    "ReportNoisyMax",
-    "ReportNoisyMin",
-    "advanced_composition",
-    "advanced_step_budget_split",
-    "advanced_step_epsilon",
-    "analytic_gaussian_delta",
-    "basic_composition",
-    "default_ledger_path",
-    "gumbel_max",
-    "rnm_paper_true_epsilon",
-]
+from typing import Any
+
+# the names below, imported when first used (PEP 562): ``import dpdist`` (dpdist.privacy.guard) and the
+# command line's start-up import neither the accountant nor the mechanisms
+_WHERE = {
+    "Accountant": "accountant",
+    "BudgetStatus": "accountant",
+    "Release": "accountant",
+    "default_ledger_path": "accountant",
+    "Budget": "composition",
+    "advanced_composition": "composition",
+    "advanced_step_budget_split": "composition",
+    "advanced_step_epsilon": "composition",
+    "basic_composition": "composition",
+    "rnm_paper_true_epsilon": "composition",
+    "AnalyticGaussian": "mechanisms",
+    "ExponentialMechanism": "mechanisms",
+    "Gaussian": "mechanisms",
+    "Laplace": "mechanisms",
+    "ReportNoisyMax": "mechanisms",
+    "ReportNoisyMin": "mechanisms",
+    "analytic_gaussian_delta": "mechanisms",
+    "gumbel_max": "mechanisms",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

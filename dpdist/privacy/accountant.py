@@ -73,6 +73,7 @@ from dpdist.privacy.ledger import artefacts, composed, queries
 from dpdist.privacy.ledger.backend import LedgerBackend, open_backend, parse_location
 from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.outcomes import UNWRITTEN, failure_record, machine_failure, public_result, replay
+from dpdist.privacy.ledger.paths import default_ledger_path
 from dpdist.privacy.ledger.records import (
     UNCOVERED_MARK,
     BudgetStatus,
@@ -95,12 +96,6 @@ __all__ = [
     "spend_text",
     "status_table",
 ]
-
-
-def default_ledger_path() -> Path:
-    """``$DPDIST_LEDGER`` if set, else ``~/.dpdist/ledger.sqlite`` (the CLI contract)."""
-    env = os.environ.get("DPDIST_LEDGER")
-    return Path(env) if env else Path.home() / ".dpdist" / "ledger.sqlite"
 
 
 def default_ledger() -> str | Path:
@@ -364,6 +359,7 @@ class Accountant:
                 after.epsilon_spent,
                 after.epsilon_total,
                 after.delta_total,
+                _deltas_past_basic(after),
             )
         return after
 
@@ -420,6 +416,7 @@ class Accountant:
                 status.epsilon_spent,
                 before.epsilon_total,
                 before.delta_total,
+                _deltas_past_basic(status),
             )
         # a budget this one is linked to counts its releases too (Accountant.budget_of): its state grows as well
         target = queries.link_target(con, dataset)
@@ -556,3 +553,14 @@ class Accountant:
             return encoded
 
         return self._ledger.write(body)
+
+
+def _deltas_past_basic(status: BudgetStatus) -> float | None:
+    """The releases' deltas added, when they pass the share of the budget's delta that lets basic composition
+    add their epsilons (a refusal then has delta as its cause); else None."""
+    pf = status.privacy_filter
+    if pf is None or pf.order is None or status.delta_basic <= pf.delta_basic:
+        return None
+    if status.epsilon_basic > status.epsilon_total:  # the epsilons alone pass the total: not delta's doing
+        return None
+    return float(status.delta_basic)

@@ -24,16 +24,15 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from dp_accounting import dp_event
-from dp_accounting.privacy_accountant import NeighboringRelation
-from dp_accounting.rdp import rdp_privacy_accountant as _rdp
-from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, RdpAccountant
 
 from dpdist.exceptions import ParameterError
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
+
+if TYPE_CHECKING:  # dp-accounting (and the SciPy it loads: 2 s) is imported where a curve is computed
+    from dp_accounting import dp_event
 
 __all__ = [
     "Charge",
@@ -47,9 +46,10 @@ __all__ = [
     "rdp_epsilon",
 ]
 
-ORDERS: tuple[float, ...] = tuple(float(a) for a in DEFAULT_RDP_ORDERS) + tuple(
-    float(a) for a in np.geomspace(1100.0, 1e6, 40)
-)
+# dp-accounting's DEFAULT_RDP_ORDERS (a test checks they are equal), then larger orders
+ORDERS: tuple[float, ...] = tuple(
+    float(a) for a in [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024]
+) + tuple(float(a) for a in np.geomspace(1100.0, 1e6, 40))
 SGM_MAX_ORDER = 1024.0  # the subsampled Gaussian's curve is computed up to this order (module doc)
 _EPS_FLOOR = 1e-12  # what a conversion that rounds to 0 is stated as (an upper bound)
 
@@ -364,9 +364,18 @@ class Charge:
 # ------------------------------------------------------------------------ composition
 
 
+def _rdp() -> Any:
+    """dp-accounting's RDP module, imported when a curve is first computed (not at start-up)."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    return rdp_privacy_accountant
+
+
 def _events(parts: Sequence[Part]) -> list[dp_event.DpEvent]:
     """dp-accounting events of the zcdp, laplace and repeat parts (zCDP parts summed into one event);
     the sgm and rdp parts are added as curves by :func:`rdp_curve`."""
+    from dp_accounting import dp_event
+
     rho = math.fsum(p[1] for p in parts if p[0] == "zcdp")
     events: list[dp_event.DpEvent] = [dp_event.ZCDpEvent(rho)] if rho > 0 else []
     laplace: dict[float, int] = {}
@@ -392,7 +401,7 @@ def _sgm_curve_cached(z: float, q: float, steps: int, orders: tuple[float, ...])
     # series converge slowly for large q
     ceil = np.ceil(orders_[low])
     ints = np.unique(ceil)
-    at = dict(zip(ints, _rdp._compute_rdp_poisson_subsampled_gaussian(q, z, ints)))
+    at = dict(zip(ints, _rdp()._compute_rdp_poisson_subsampled_gaussian(q, z, ints)))
     out[low] = steps * np.array([at[a] for a in ceil], dtype=float)
     out.setflags(write=False)
     return out
@@ -418,7 +427,10 @@ def rdp_curve(parts: Sequence[Part], orders: Sequence[float]) -> np.ndarray:
     curve = np.zeros(orders_.size)
     events = _events(parts)
     if events:
-        acc = RdpAccountant(orders=tuple(orders_), neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+        from dp_accounting import dp_event
+        from dp_accounting.privacy_accountant import NeighboringRelation
+
+        acc = _rdp().RdpAccountant(orders=tuple(orders_), neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
         acc.compose(dp_event.ComposedDpEvent(events))
         curve += np.asarray(acc.rdp, dtype=float)
     for p in parts:
@@ -438,7 +450,7 @@ def best_of_runs_curve(curves: Sequence[np.ndarray], mean: float, shape: float) 
     out = np.full(len(ORDERS), np.inf)
     if finite.any():  # an inf order is no bound: left out of the formula
         orders = np.asarray(ORDERS)[finite]
-        out[finite] = _rdp._compute_rdp_repeat_and_select(orders, inner[finite], mean, shape)
+        out[finite] = _rdp()._compute_rdp_repeat_and_select(orders, inner[finite], mean, shape)
     return out
 
 
@@ -447,7 +459,7 @@ def curve_epsilon(curve: np.ndarray, delta: float) -> float:
     finite = np.isfinite(curve)
     if not finite.any():
         return math.inf
-    eps = float(_rdp.compute_epsilon(np.asarray(ORDERS)[finite], curve[finite], delta)[0])
+    eps = float(_rdp().compute_epsilon(np.asarray(ORDERS)[finite], curve[finite], delta)[0])
     return max(eps, _EPS_FLOOR)  # a positive bound: 0 is only a rounding of a tiny one
 
 

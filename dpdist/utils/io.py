@@ -15,8 +15,9 @@ import errno
 import json
 import os
 import secrets
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = [
     "AtomicFile",
@@ -83,12 +84,31 @@ class AtomicFile:
 
     def write(self, data: bytes) -> Path:
         """Write ``data`` to the temporary, fsync it and rename it onto the target; the target's path."""
+        self._fill(lambda f: f.write(data))
+        return self.path
+
+    def write_lines(self, lines: Iterable[str]) -> int:
+        """Write ``lines`` (each ended by a newline) as they come, then fsync and rename as :meth:`write`
+        does: a long output streams through (a failure midway leaves no file); the number of lines
+        after the first (a CSV's rows below its header)."""
+        count = [-1]
+
+        def fill(f: BinaryIO) -> None:
+            for line in lines:
+                f.write(line.encode() + b"\n")
+                count[0] += 1
+
+        self._fill(fill)
+        return max(count[0], 0)
+
+    def _fill(self, fill: Callable[[BinaryIO], object]) -> None:
+        """``fill(file)`` into the temporary, fsynced and renamed onto the target (or discarded on failure)."""
         if self._done or self._fd is None:
             raise ValueError(f"{self.path}: already written or discarded")
         fd, self._fd = self._fd, None
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                fill(f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(self._tmp, self.path)
@@ -96,7 +116,6 @@ class AtomicFile:
             self.discard()
             raise
         self._done = True
-        return self.path
 
     def write_json(self, payload: Any) -> Path:
         """``payload`` as :func:`write_json_atomic` writes it."""

@@ -23,6 +23,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         **os.environ,
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
         "PREFECT_SERVER_API_PORT": str(port),
     }
     env.pop("PREFECT_API_URL", None)

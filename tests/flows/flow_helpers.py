@@ -65,6 +65,7 @@ def flow_env(tmp: Path, server: dict[str, str] | None) -> dict[str, str]:
         **os.environ,
         "PREFECT_HOME": str(tmp / "prefect-client"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
         "DPDIST_LEDGER": str(tmp / "ledger.sqlite"),
         "PYTHONUNBUFFERED": "1",
     }

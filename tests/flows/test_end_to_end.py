@@ -185,6 +185,15 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     assert all(stores["source"].dataset_id not in json.dumps(p, default=str) for p in persisted)
 
     # the same config again: every release is replayed from the ledger, nothing is charged
+    def references() -> int:  # the server's task runs of the public references (non-private fits)
+        from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+
+        named = TaskRunFilter(name=TaskRunFilterName(like_="reference"))
+        runs = _api(prefect_server["url"], lambda c: c.read_task_runs(task_run_filter=named))
+        return sum(t.name.startswith("reference") for t in runs)
+
+    before = references()
+    assert before >= 1
     first_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
     r2 = dpdist(["run", str(cfg), "--json"], env, tmp_path)
     assert r2.returncode == 0, r2.stderr[-4000:]
@@ -194,6 +203,9 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     second_sel = json.loads((tmp_path / "out" / "selection.json").read_text())
     for m in first_sel:
         assert second_sel[m]["features"] == first_sel[m]["features"] and second_sel[m]["replayed"]
+    # ... and recomputes none of the public references (minutes at full size): the first run's are read back
+    assert references() == before
+    assert json.loads((tmp_path / "out" / "evaluation.json").read_text())["reference"]
 
 
 def test_budget_refused_before_and_mid_flow_exits_3_and_releases_nothing(prefect_server: dict, tmp_path: Path) -> None:

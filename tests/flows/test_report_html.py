@@ -146,6 +146,8 @@ window.onload = () => {
     seen = json.loads(title.replace("&quot;", '"'))
     assert seen["tables"] >= 3 and seen["images"] == seen["decoded"] == 3
     assert {"Data", "Privacy ledger", "Selected features", "Models (held-out metrics)"} <= set(seen["headings"])
+    heads = seen["headings"]  # the results first, then what they cost
+    assert heads.index("Models (held-out metrics)") < heads.index("Privacy ledger") == len(heads) - 1
     # and a screenshot that is a real picture of the page
     shot = tmp_path / "report.png"
     subprocess.run(

@@ -74,13 +74,17 @@ def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(
     default run they are in a database of the run's own, in an owner-only directory, deleted at its end
     -- never in PREFECT_HOME's database, where a later server would show them."""
     monkeypatch.delenv("PREFECT_SERVER_ANALYTICS_ENABLED", raising=False)
+    monkeypatch.delenv("DO_NOT_TRACK", raising=False)
     seen = {}
 
     def start(self, timeout=None):
         url = os.environ["PREFECT_API_DATABASE_CONNECTION_URL"]
         db = Path(url.removeprefix("sqlite+aiosqlite:///"))
         seen.update(
-            db=db, mode=db.parent.stat().st_mode & 0o777, analytics=os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"]
+            db=db,
+            mode=db.parent.stat().st_mode & 0o777,
+            analytics=os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"],
+            track=os.environ["DO_NOT_TRACK"],
         )
         with contextlib.closing(sqlite3.connect(db)) as con:  # what the server would store
             con.execute("INSERT INTO task_run VALUES ('1')")
@@ -92,9 +96,14 @@ def test_the_temporary_servers_database_is_the_runs_own_and_goes_with_it(
     monkeypatch.setattr(SubprocessASGIServer, "stop", lambda self: None)
     with runtime.prefect_api():
         assert seen["db"].exists() and seen["db"].parent.parent == no_server and seen["mode"] == 0o700
-        assert seen["analytics"] == "false"  # no telemetry to Prefect's servers
+        assert seen["analytics"] == "false" and seen["track"] == "1"  # no telemetry to Prefect, server or client
     assert not seen["db"].parent.exists()  # gone with the run
-    for name in ("PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_API_URL", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+    for name in (
+        "PREFECT_API_DATABASE_CONNECTION_URL",
+        "PREFECT_API_URL",
+        "PREFECT_SERVER_ANALYTICS_ENABLED",
+        "DO_NOT_TRACK",
+    ):
         assert name not in os.environ
 
 

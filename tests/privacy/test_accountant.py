@@ -867,3 +867,17 @@ def test_a_result_the_ledgers_disk_refuses_is_recorded_as_a_failure_never_drawn_
         check=False,
     )
     assert json.loads(res.stdout) == {"calls": 0, "out": {"0": message, "1": message}}  # replayed: never drawn again
+
+
+def test_a_refusal_caused_by_delta_says_so(tmp_path):
+    """Issue 56: a model at the budget's whole delta after a count was refused, and the message did not say
+    that delta was the cause (its epsilons alone fit: 0.1 + 0.9 <= 1)."""
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("a" * 64, 1.0, 1e-6, name="x")
+    acc.release("a" * 64, Charge(PrivacyLoss.laplace(0.1), "count/laplace"), "c", lambda: 1)
+    with pytest.raises(BudgetExceeded, match="delta is the cause: with it the releases' deltas add to 1e-06"):
+        acc.check("a" * 64, Charge(PrivacyLoss.zcdp(0.02, 1e-6), "m"))
+    with pytest.raises(BudgetExceeded) as refused:  # the epsilons alone pass the total: not delta's doing
+        acc.check("a" * 64, Charge(PrivacyLoss.zcdp(0.03, 1e-6), "m"))
+    assert "delta is the cause" not in str(refused.value)
+    acc.check("a" * 64, Charge(PrivacyLoss.zcdp(0.012, 2e-7), "m"))  # within a quarter of the delta: the sum fits

@@ -26,7 +26,6 @@ from typing import Protocol, TypeVar
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.ledger.connection import LedgerConnection
-from dpdist.privacy.ledger.postgres import PostgresLedger
 from dpdist.privacy.ledger.schema import Versioned
 from dpdist.privacy.ledger.sqlite import SQLiteLedger
 
@@ -82,10 +81,17 @@ class Location:
         return self.scheme is not None
 
 
+def _postgres(url: str, timeout: float, create: bool) -> LedgerBackend:
+    """A PostgreSQL ledger (psycopg is imported when one is opened: 0.4 s a command start need not pay)."""
+    from dpdist.privacy.ledger.postgres import PostgresLedger
+
+    return PostgresLedger(url, timeout, create)
+
+
 # scheme -> the backend that holds a ledger at a URL of that scheme (a path is an SQLite file)
 SCHEMES: dict[str, Callable[[str, float, bool], LedgerBackend]] = {
-    "postgresql": PostgresLedger,
-    "postgres": PostgresLedger,
+    "postgresql": _postgres,
+    "postgres": _postgres,
 }
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):")
 _POSTGRES_WORDS = ("postgresql", "postgres", "psql", "pgsql", "pg")

@@ -17,11 +17,8 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
-
 from dpdist.exceptions import LedgerUnavailable, ParameterError
 from dpdist.privacy.ledger.connection import LedgerConnection
-from dpdist.privacy.ledger.postgres import connection_parameters
 
 __all__ = ["announce", "holds_copy", "mark_moved", "record_copy", "refuse_if_moved"]
 
@@ -60,6 +57,10 @@ def _moved_error(path: Path, url: str, how: str = "") -> ParameterError:
 def holds_copy(url: str, token: str) -> bool:
     """Whether the PostgreSQL ledger at ``url`` committed the copy of the move ``token`` (step 2);
     ``LedgerUnavailable`` when it cannot be asked."""
+    import psycopg  # (a ledger being moved only: not at every SQLite ledger's start-up)
+
+    from dpdist.privacy.ledger.postgres import connection_parameters
+
     try:
         with psycopg.connect(**connection_parameters(url), autocommit=True) as pg:
             if pg.execute("SELECT to_regclass('migrated_from')").fetchone()[0] is None:  # type: ignore[index]

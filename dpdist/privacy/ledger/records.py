@@ -165,14 +165,16 @@ def spend_text(s: dict[str, Any], mark: str = "") -> str:
 
 
 def status_table(rows: list[dict[str, Any]]) -> str:
-    """Budgets as a compact table (``BudgetStatus.to_dict()`` rows): dataset | budget | spent | left | releases."""
-    header = ("dataset", "epsilon", "delta", "spent", "left", "releases", "not covered")
+    """Budgets as a compact table (``BudgetStatus.to_dict()`` rows): dataset | budget | spent (the filter's
+    figure) | the basic sum of the releases' epsilons beside it | left | releases."""
+    header = ("dataset", "epsilon", "delta", "spent", "basic", "left", "releases", "not covered")
     cells = [
         (
             r["dataset"],
             f"{r['epsilon_total']:g}",
             f"{r['delta_total']:g}",
             "past" if r["epsilon_spent"] is None else f"{r['epsilon_spent']:.4g}",
+            f"{r['epsilon_basic']:.4g}",
             f"{r['epsilon_remaining']:.4g}",
             str(r["releases"]),
             str(r.get("uncovered") or 0),
