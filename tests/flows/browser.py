@@ -208,7 +208,10 @@ class Chromium:
                 )
         elif method == "Network.loadingFailed":
             url = requests.get(p["requestId"], {}).get("url", "?")
-            if urllib.parse.urlsplit(url).hostname not in (None, "127.0.0.1", "localhost", "::1"):
+            # a name that did not resolve is off-site whatever its URL (the loopback needs no DNS), also
+            # when the request's start was not seen (its URL then unknown here)
+            remote = urllib.parse.urlsplit(url).hostname not in (None, "127.0.0.1", "localhost", "::1")
+            if remote or p.get("errorText") == "net::ERR_NAME_NOT_RESOLVED":
                 report.offsite.append(f"{url}: {p.get('errorText')}")
             # a request the page itself abandoned (navigation, superseded poll) is not a failure
             elif not p.get("canceled"):
