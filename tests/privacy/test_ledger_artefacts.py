@@ -499,3 +499,21 @@ def test_migrate_refuses_a_source_whose_artefact_is_missing_and_commits_nothing(
     with pytest.raises(ParameterError, match="artefact .* is missing"):
         migrate(tmp_path / "ledger.sqlite", postgres_ledger_url)
     assert Accountant(postgres_ledger_url).datasets() == []
+
+
+def test_the_artefact_directory_is_owner_only_whatever_the_umask(tmp_path) -> None:
+    """mkdir's mode is the last component's: the root made on the way to ``.pending`` took the umask's
+    (0777 under umask 0), opening every released model's file names and times to other users."""
+    import os
+    import stat
+
+    from dpdist.privacy.ledger import artefacts
+
+    old = os.umask(0)
+    try:
+        root = tmp_path / "ledger.sqlite.artefacts"
+        artefacts.check_writable(root)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / ".pending").stat().st_mode) == 0o700

@@ -178,7 +178,9 @@ def check_writable(root: Path, attempt: Path | None = None) -> None:
         )
     pending = root / ".pending"
     try:
-        pending.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # the root first: mkdir's mode is the last component's, parents made on the way take the umask's
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        pending.mkdir(exist_ok=True, mode=0o700)
         lock = pending / f".probe.{secrets.token_hex(6)}"
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -225,6 +227,7 @@ class Attempt:
         self._held: list[int] = []  # the files it found already there, held shared
 
     def __enter__(self) -> Attempt:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)  # owner-only, whatever the umask (as below)
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)  # a live attempt under the key finishes first
