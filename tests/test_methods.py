@@ -169,7 +169,7 @@ def test_the_cli_options_a_method_takes_come_from_its_entry(tmp_path) -> None:
     import scipy.sparse as sp
 
     from dpdist.cli.select import _bss_selector
-    from dpdist.cli.train_gradient import _gradient_learner
+    from dpdist.cli.train_gradient import _gradient_learner, _plan
     from dpdist.data.store import open_store, write_store
 
     write_store(
@@ -177,15 +177,18 @@ def test_the_cli_options_a_method_takes_come_from_its_entry(tmp_path) -> None:
     )
     store = open_store(tmp_path / "s")
     base = dict(epsilon=1.0, delta=1e-6, n_records=100, count_epsilon=0.01, seed=None, features=None, k=3)
+    base.update(test_fraction=0.0, eval_epsilon=0.1)
     for name in names("learner"):
         entry = get(name)
         if entry.family != "gradient":
             continue
         if entry.sparsity is None:
             with pytest.raises(ParameterError, match="--k is an option of"):
-                _gradient_learner(argparse.Namespace(**base), store, "binary", name)
+                args = argparse.Namespace(**base)
+                _gradient_learner(args, store, "binary", name, _plan(args, entry, 1e-5))
         else:
-            model, _ = _gradient_learner(argparse.Namespace(**base), store, "binary", name)
+            args = argparse.Namespace(**base)
+            model, _ = _gradient_learner(args, store, "binary", name, _plan(args, entry, 1e-5))
             assert model.get_params()[entry.sparsity] == 3
     bss = dict(k=2, epsilon=1.0, loss="squared", r=1.0, ridge=None, x_bound=1.0, y_bound=1.0, clip=False, tol=0.01)
     bss.update(nonprivate_time_limit=None, time_limit=None, seed=None, ptr_fraction=0.5)
