@@ -160,7 +160,8 @@ def test_cli_rnm_and_adp_screen(tmp_path, capsys, monkeypatch):
         "--delta",
         "1e-6",
     ]
-    scr = ["--screen-epsilon", "0.5", "--screen-delta", "1e-6", "--n-max", "2000"]
+    # the screening's delta inside the command's --delta (its quarter covers the model's and its parts')
+    scr = ["--screen-epsilon", "0.5", "--screen-delta", "1e-7", "--n-max", "2000"]
     assert main(base + ["--method", "rnm-screen", "--screen-every", "5"] + scr) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["method"] == "rnm-screen" and res["screen_schedule"] == 5 and 0 <= res["density"] <= 1
@@ -178,7 +179,7 @@ def test_cli_rnm_and_adp_screen(tmp_path, capsys, monkeypatch):
     ]:
         assert main(base + ["--method", "rnm-screen"] + scr + bad) == 2
         assert needle in capsys.readouterr().err
-    assert main(base + ["--method", "rnm-screen", "--screen-epsilon", "0.5", "--screen-delta", "1e-6"]) == 2
+    assert main(base + ["--method", "rnm-screen", "--screen-epsilon", "0.5", "--screen-delta", "1e-7"]) == 2
     assert "n_max" in capsys.readouterr().err
     assert main(base + ["--method", "fast-dp-fw", "--n-max", "10"]) == 2
     assert main(base + ["--method", "rnm-screen", "--y-bound", "1"] + scr) == 2  # |y| > 1: refused, not clipped
