@@ -29,9 +29,9 @@ that is not (an experiment) refuses 0 rows as scikit-learn's estimators do.
 
 from __future__ import annotations
 
-import time
 import uuid
 import warnings
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -43,11 +43,7 @@ from dpdist.exceptions import ParameterError, UnaccountedReleaseWarning
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from dpdist.released import widen
 from dpdist.utils.classifier import BinaryLinearClassifierMixin
-from dpdist.utils.model_selection import warn_if_exact_model_selection
-from dpdist.utils.operator_log import timing
-from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import check_count, validate_params
 
 __all__ = [
@@ -105,15 +101,16 @@ def is_release(estimator: object, accountant: Accountant | None) -> bool:
     return True
 
 
-class PrivateEstimator(BaseEstimator):
+class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
     """The release skeleton (module docstring): parameters, count, charges, release, attributes.
 
     A subclass declares ``_parameter_constraints`` (merged along its bases: :meth:`declared_constraints`),
     its ``mechanism`` (its charges' name and the default release key's prefix), whether its charge
     depends on a public count of its records (``counted``: it then takes ``n_records`` and
-    ``count_epsilon``), and computes its charge in ``_charge``. A learner built on the skeleton's fit
-    (:class:`PrivateClassifierMixin`, :class:`PrivateRegressorMixin`) also gives its mechanism,
-    :meth:`release_on`, and reads its released model back in ``_set_released``.
+    ``count_epsilon``), and computes its charge in ``_charge`` (abstract: every private estimator states its own). The
+    learners' fit (:class:`ReleaseFitMixin`: :class:`PrivateClassifierMixin`, :class:`PrivateRegressorMixin`)
+    runs on ``dpdist.gradient_models.base.GradientModel``, which gives the mechanism (``release_on``),
+    steps 3-6 (``_fit_release``) and the released model read back (``_set_released``).
     """
 
     mechanism: str = "release"
@@ -155,8 +152,9 @@ class PrivateEstimator(BaseEstimator):
         self.check_params()
         return self._charge(self._planned_count(n_public), n_features)
 
+    @abstractmethod
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
-        raise NotImplementedError
+        """The charge of one release at the (planned) public count and the number of features."""
 
     def _planned_count(self, n_public: int | None) -> int | None:
         if not self.counted:
@@ -240,27 +238,6 @@ class PrivateEstimator(BaseEstimator):
         self.release_record_ = out  # the release as recorded (public)
         return out
 
-    # ------------------------------------------------------------------ the learners' fit
-
-    def map_records(self, X: Any, y: np.ndarray) -> tuple[Any, np.ndarray]:
-        """The records as the mechanism reads them (maps of one record at a time: no privacy cost)."""
-        return X, y
-
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge`` (computed by
-        :meth:`privacy_charge` at ``n_public``): the released model, a dict of public values with
-        ``extra`` in it (a classifier's classes). It charges nothing: its caller does."""
-        raise NotImplementedError
-
     def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a fit, for the ledger's release identity (a retried key with other
         parameters is refused)."""
@@ -269,46 +246,6 @@ class PrivateEstimator(BaseEstimator):
         if params.get("classes") is not None:
             params["classes"] = [c.item() if hasattr(c, "item") else c for c in params["classes"]]
         return {**params, "method": self.mechanism, "n_features": n_features, "n_public": n_public}
-
-    def _set_released(self, out: dict[str, Any]) -> None:
-        """The fitted attributes from the released model (``coef_``, ...)."""
-        raise NotImplementedError
-
-    def _fit_release(
-        self,
-        X: Any,
-        y: np.ndarray,
-        ledger: Ledger | None,
-        key: str | None,
-        extra: dict[str, Any],
-        progress: Progress | None = None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> None:
-        """Steps 3-6 of a fit (module docstring) on checked (X, y), y coded: the public count, the charge,
-        the release of :meth:`release_on` (stated in a wider matrix's columns with ``columns`` = (the
-        columns X holds, the width); with ``schema``, the public facts a model needs to read new records:
-        ``dpdist.released.widen``), the release attributes."""
-        warn_if_exact_model_selection(self)
-        rng = check_random_state(getattr(self, "random_state", None))
-        key = self._release_key(key)
-        X, y = self.map_records(X, y)
-        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
-        n_public = self._public_count(X.shape[0], ledger, key, rng)
-        charge = self.privacy_charge(n_public, n_features=int(X.shape[1]))
-        held, width = columns if columns is not None else (None, None)
-
-        def compute() -> dict[str, Any]:
-            return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
-
-        params = self.release_params(int(X.shape[1]), n_public)
-        if held is not None:
-            params["columns"] = [int(j) for j in held]
-        t0 = time.perf_counter()
-        out = self._release(charge, key, compute, params, ledger)
-        timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)  # the operator's, never released
-        self.n_public_ = n_public
-        self._set_released(out)
 
 
 class ReleaseFitMixin:
@@ -341,9 +278,9 @@ class ReleaseFitMixin:
         est._fit_release(X, coded, ledger, key, extra, progress, columns, schema)
         return self
 
+    @abstractmethod
     def _targets(self, y: Any, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
         """(y as the mechanism reads it, the public values the released model carries besides)."""
-        raise NotImplementedError
 
 
 class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin):

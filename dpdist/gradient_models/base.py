@@ -16,6 +16,7 @@ release, prediction; and the two target mixins (two public classes, or clipped r
 
 from __future__ import annotations
 
+import time
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -39,8 +40,11 @@ from dpdist.data.transforms import Matrix
 from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
-from dpdist.released import model_result
+from dpdist.released import model_result, widen
 from dpdist.solvers.dp_sgd import SGDPlan
+from dpdist.utils.model_selection import warn_if_exact_model_selection
+from dpdist.utils.operator_log import timing
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import AtLeast, Boolean, Count, Delta, Epsilon, Options, Positive, check_positive
 
 __all__ = [
@@ -121,6 +125,10 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
         assert n_public is not None
         return self._scaled_charge(n_public, check_positive(noise_scale, "noise_scale"))
 
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
+        assert n_public is not None  # a counted estimator's (the planned count until it is released)
+        return self._scaled_charge(n_public, 1.0)
+
     def _scaled_charge(self, n_public: int, noise_scale: float) -> Charge:
         z = self._base_noise(n_public) * noise_scale
         return Charge(self._training_loss(z, n_public), f"{self.mechanism}/{self._loss}", {"noise_multiplier": z})
@@ -177,6 +185,42 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
         progress: Progress | None,
     ) -> tuple[np.ndarray, float]:
         """The noisy fit: (w, b) of the model on the prepared (X, y), at the charge's noise scales."""
+
+    def _fit_release(
+        self,
+        X: Any,
+        y: np.ndarray,
+        ledger: Ledger | None,
+        key: str | None,
+        extra: dict[str, Any],
+        progress: Progress | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> None:
+        """Steps 3-6 of a fit (module docstring) on checked (X, y), y coded: the public count, the charge,
+        the release of :meth:`release_on` (stated in a wider matrix's columns with ``columns`` = (the
+        columns X holds, the width); with ``schema``, the public facts a model needs to read new records:
+        ``dpdist.released.widen``), the release attributes."""
+        warn_if_exact_model_selection(self)
+        rng = check_random_state(getattr(self, "random_state", None))
+        key = self._release_key(key)
+        X, y = self.map_records(X, y)
+        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
+        n_public = self._public_count(X.shape[0], ledger, key, rng)
+        charge = self.privacy_charge(n_public, n_features=int(X.shape[1]))
+        held, width = columns if columns is not None else (None, None)
+
+        def compute() -> dict[str, Any]:
+            return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
+
+        params = self.release_params(int(X.shape[1]), n_public)
+        if held is not None:
+            params["columns"] = [int(j) for j in held]
+        t0 = time.perf_counter()
+        out = self._release(charge, key, compute, params, ledger)
+        timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)  # the operator's, never released
+        self.n_public_ = n_public
+        self._set_released(out)
 
     # ------------------------------------------------------------------ the released model
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -84,11 +85,12 @@ def check_scores(scores: object, name: str = "scores") -> np.ndarray:
 # parameter). The messages name the parameter and its value (a parameter's value is public, never the data's).
 
 
-class Constraint:
+class Constraint(ABC):
     """One rule a parameter's value must follow; ``check`` raises ParameterError naming the parameter."""
 
+    @abstractmethod
     def check(self, value: object, name: str) -> None:
-        raise NotImplementedError
+        """Raise :class:`~dpdist.exceptions.ParameterError` naming ``name`` unless ``value`` follows the rule."""
 
 
 class Epsilon(Constraint):
