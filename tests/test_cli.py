@@ -645,8 +645,11 @@ def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tm
     from dpdist.data.store import open_store, write_store
 
     rng = np.random.default_rng(0)
-    X = sp.random(400, 5, density=0.5, format="csr", random_state=1)
-    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.1 * rng.normal(size=400) > 0, 1.0, -1.0)
+    # 4,000 rows: each class of the held-out side holds hundreds of rows, far above the noise of its total
+    # at epsilon 0.3 (at 400 rows an undefined AUC -- a noisy class total <= 0, a correct release -- failed
+    # this test once)
+    X = sp.random(4000, 5, density=0.5, format="csr", random_state=1)
+    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.1 * rng.normal(size=4000) > 0, 1.0, -1.0)
     write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
     ledger = tmp_path / "l.sqlite"
     acc = Accountant(ledger)
