@@ -1,10 +1,11 @@
 """How long ``dpdist --help`` and ``dpdist budget show`` take, whole process, against a baseline dpdist.
 
 Each command runs ``--runs`` times after a warm-up, this checkout's and the baseline's in turn (A B A B: a
-drift of the machine's speed moves both), and the median wall and CPU seconds are printed as a markdown
-table, with the largest imports of ``dpdist --help`` (``python -X importtime``). The ledger is a
-temporary one holding one budget (``budget show`` reads it). Bytecode is written (the warm-up writes it,
-as pip does at install).
+drift of the machine's speed moves both), and the median wall and CPU seconds are written as a markdown
+table to ``benchmarks/results/cli/<date>-cli_startup.md`` (and printed), with the largest imports of
+``dpdist --help`` (``python -X importtime``) and the claim's verdict. The ledger is a temporary one
+holding one budget (``budget show`` reads it). Bytecode is written (the warm-up writes it, as pip does at
+install).
 
     python benchmarks/cli_startup.py --baseline /path/to/other/.venv/bin/dpdist [--runs 15]
 """
@@ -21,8 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_file import header, table, today, topic_dir  # noqa: E402
+
 HERE = Path(sys.executable).parent / "dpdist"
 COMMANDS = (["--help"], ["budget", "show"])
+LIMIT = 0.5  # seconds: issue 56's claim
 
 
 def _run(exe: str, args: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -66,8 +72,7 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        print("| command | dpdist | median wall s | median cpu s | runs |")
-        print("| --- | --- | --- | --- | --- |")
+        rows = []
         for command in COMMANDS:
             times: dict[str, list[tuple[float, float]]] = {"this checkout": [], "baseline": []}
             for exe in (str(HERE), args.baseline):  # warm-up
@@ -78,13 +83,45 @@ def main() -> None:
             for who, runs in times.items():
                 wall = statistics.median(r[0] for r in runs)
                 cpu = statistics.median(r[1] for r in runs)
-                print(f"| dpdist {' '.join(command)} | {who} | {wall:.3f} | {cpu:.3f} | {len(runs)} |")
-        print("\nLargest imports of `dpdist --help` (cumulative s, python -X importtime):\n")
-        print("| dpdist | module | s |")
-        print("| --- | --- | --- |")
-        for who, exe in (("this checkout", str(HERE)), ("baseline", args.baseline)):
-            for module, seconds in _imports(exe, env):
-                print(f"| {who} | {module} | {seconds:.3f} |")
+                rows.append([f"dpdist {' '.join(command)}", who, f"{wall:.3f}", f"{cpu:.3f}", len(runs)])
+        imports = [
+            [who, module, f"{seconds:.3f}"]
+            for who, exe in (("this checkout", str(HERE)), ("baseline", args.baseline))
+            for module, seconds in _imports(exe, env)
+        ]
+    ours = [float(r[2]) for r in rows if r[1] == "this checkout"]
+    met = "met" if max(ours) < LIMIT else "not met"
+    lines = [
+        *header("The command line's start-up: `dpdist --help` and `dpdist budget show`", f"{args.runs} runs of each"),
+        f"Baseline: `{args.baseline}` ({_version(args.baseline)}); this checkout: `{HERE}` ({_version(str(HERE))}).",
+        "",
+        *table(["command", "dpdist", "median wall s", "median cpu s", "runs"], rows),
+        "",
+        "Largest imports of `dpdist --help` (cumulative s, python -X importtime):",
+        "",
+        *table(["dpdist", "module", "s"], imports),
+        "",
+        f"Claim (issue 56): both answer in under {LIMIT} s of wall time, median: **{met}** "
+        f"(this checkout: {', '.join(f'{t:.3f} s' for t in ours)}).",
+        "",
+    ]
+    out = topic_dir("cli") / f"{today()}-cli_startup.md"
+    out.write_text("\n".join(lines))
+    print("\n".join(lines))
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def _version(exe: str) -> str:
+    """``dpdist --version`` of ``exe`` and the git commit of the checkout it runs from, if any."""
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
+    code = subprocess.run(
+        [str(Path(exe).parent / "python"), "-c", "import dpdist, os; print(os.path.dirname(dpdist.__file__))"],
+        capture_output=True,
+        text=True,
+        cwd="/",  # not this checkout's directory: the executable's own installation
+    ).stdout.strip()
+    commit = subprocess.run(["git", "-C", code, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"{version}, commit {commit.stdout.strip()}" if commit.returncode == 0 else version
 
 
 if __name__ == "__main__":

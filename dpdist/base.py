@@ -43,7 +43,7 @@ from dpdist.exceptions import ParameterError, UnaccountedReleaseWarning
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from dpdist.utils.classifier import BinaryLinearClassifierMixin
+from dpdist.utils.classifier import BinaryLinearClassifierMixin, plain_classes
 from dpdist.utils.validation import check_count, validate_params
 
 __all__ = [
@@ -145,12 +145,13 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
 
     # ------------------------------------------------------------------ charges
 
-    def privacy_charge(self, n_public: int | None = None, n_features: int | None = None) -> Charge:
+    def privacy_charge(self, n_public: int | None = None, n_features: int | None = None, **options: Any) -> Charge:
         """What one release is charged, from public values only: the parameters, the public count
         ``n_public`` of the records (for a ``counted`` estimator: default its ``n_records``, else
-        :data:`PLANNED_RECORDS` until the count is released) and the number of features."""
+        :data:`PLANNED_RECORDS` until the count is released), the number of features, and the
+        ``options`` a subclass's ``_charge`` takes besides (a gradient learner's ``noise_scale``)."""
         self.check_params()
-        return self._charge(self._planned_count(n_public), n_features)
+        return self._charge(self._planned_count(n_public), n_features, **options)
 
     @abstractmethod
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
@@ -244,7 +245,7 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
         params = self.get_params(deep=False)
         params.pop("random_state", None)
         if params.get("classes") is not None:
-            params["classes"] = [c.item() if hasattr(c, "item") else c for c in params["classes"]]
+            params["classes"] = plain_classes(params["classes"])
         return {**params, "method": self.mechanism, "n_features": n_features, "n_public": n_public}
 
 
@@ -291,7 +292,7 @@ class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin):
     _negative = -1.0
 
     def _targets(self, y: Any, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
-        return self._coded_labels(y, accountant, negative=self._negative)
+        return self._coded_labels(y, is_release(self, accountant), negative=self._negative)
 
 
 class PrivateRegressorMixin(ReleaseFitMixin, RegressorMixin):

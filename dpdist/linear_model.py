@@ -61,7 +61,7 @@ import scipy.sparse as sp
 from sklearn.base import RegressorMixin, is_classifier
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivateEstimator, charged_to
+from dpdist.base import PrivateEstimator, charged_to, is_release
 from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
 from dpdist.defaults import FW_ITERS, FW_LAM
 from dpdist.evaluation import sparse_coef
@@ -410,8 +410,8 @@ class _FrankWolfe(PrivateEstimator):
 class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
     """Private L1-constrained logistic regression for two classes.
 
-    ``classes``: the two labels, public (default: the labels seen in y, which are then treated as
-    public, as scikit-learn does).
+    ``classes``: the two labels, public: required in a release (read from y they would be a function of
+    the data); an experiment's fit defaults to the labels seen in y, as scikit-learn's do.
     """
 
     _loss = "logistic"
@@ -460,7 +460,7 @@ class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
         return tags
 
     def _targets(self, y: np.ndarray, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
-        return self._coded_labels(y, accountant, negative=0.0, public_classes=False)
+        return self._coded_labels(y, self.private and is_release(self, accountant), negative=0.0)  # fw: no release
 
 
 class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):

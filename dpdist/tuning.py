@@ -45,7 +45,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import PrivateEstimator, charged_to
+from dpdist.base import PrivateEstimator, charged_to, is_release
 from dpdist.data.split import derive_key, record_sides
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
@@ -58,7 +58,7 @@ from dpdist.gradient_models import (
 )
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import ORDERS, Charge, PrivacyLoss, best_of_runs_curve, curve_epsilon, rdp_curve
-from dpdist.utils.classifier import require_public_classes
+from dpdist.utils.classifier import plain_classes, require_public_classes
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import AtLeast, Between, Count, Delta, Epsilon
 
@@ -282,9 +282,7 @@ class PrivateSearch(PrivateEstimator):
     def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a search, for the ledger's release identity."""
         params = {k: v for k, v in self.get_params(deep=False).items() if k not in ("candidates", "random_state")}
-        params["classes"] = (
-            None if self.classes is None else [c.item() if hasattr(c, "item") else c for c in self.classes]
-        )
+        params["classes"] = None if self.classes is None else plain_classes(self.classes)
         cands = [
             {"learner": type(c).__name__, **{k: v for k, v in c.get_params().items() if k != "random_state"}}
             for c in self._grid()
@@ -343,7 +341,7 @@ class PrivateSearch(PrivateEstimator):
         )
         if not classifier:
             return X, np.asarray(y, dtype=np.float64).ravel(), {}
-        require_public_classes(cands[0].classes, accountant)
+        require_public_classes(cands[0].classes, is_release(self, accountant))
         check_classification_targets(y)
         classes = np.unique(y) if cands[0].classes is None else np.asarray(cands[0].classes)
         if classes.size != 2 or not np.isin(y, classes).all():
@@ -352,7 +350,7 @@ class PrivateSearch(PrivateEstimator):
         return (
             X,
             np.where(y == classes[1], 1.0, -1.0),
-            {"classes": [c.item() if hasattr(c, "item") else c for c in classes]},
+            {"classes": plain_classes(classes)},
         )
 
     def _search(

@@ -87,7 +87,7 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
     import numpy as np
 
     from dpdist.methods import get
-    from dpdist.pipelines.train import STORE_CLASSES
+    from dpdist.selection.sis import STORE_CLASSES
 
     train, test = open_store(train_path), open_store(test_path)
     Xtr, ytr = train.csr(), store_target(train)

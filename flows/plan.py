@@ -26,6 +26,7 @@ from dpdist.methods import get
 from dpdist.privacy.accountant import Accountant, Release
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
+from dpdist.selection.sis import STORE_CLASSES
 
 __all__ = [
     "Planned",
@@ -41,8 +42,6 @@ __all__ = [
     "train_model",
     "train_params",
 ]
-
-STORE_CLASSES = [-1.0, 1.0]  # a binary store's public labels (``store_target``'s mapping)
 
 
 def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
@@ -129,6 +128,8 @@ def plan(
     models = [(m, e) for m in cfg.train_methods() for e in t.epsilon]
     d = s.k if t.features != "all" else (n_features or cfg.data.d or cfg.data.n_features)
     for method, eps in models:
+        if d is not None:  # a width the model cannot take: refused before anything is charged
+            train_model(cfg, task, method, eps, n_records).check_width(d)
         out.append(
             Planned("train", f"{method} eps={eps:g}", train_charge(cfg, task, method, eps, d, n_records), method)
         )
@@ -166,7 +167,7 @@ def train_charge(
     cfg: RunConfig, task: str, method: str, epsilon: float, n_features: int | None, n_records: int | None
 ) -> Charge:
     """What the train stage charges for one model (``n_records``: the gradient learners' public count):
-    the plan and the flow call this one function, which asks the estimator (``privacy_charge``)."""
+    the estimator's ``privacy_charge``, as the flow asks the same estimator (:func:`train_model`)."""
     return train_model(cfg, task, method, epsilon, n_records).privacy_charge(n_features=n_features)
 
 

@@ -21,7 +21,7 @@ from dpdist.data.split import derive_key
 from dpdist.exceptions import ParameterError
 from dpdist.flows.config import RunConfig, load_config
 from dpdist.flows.ingest import ingest_stage
-from dpdist.flows.plan import train_charge, train_model, train_params
+from dpdist.flows.plan import train_model, train_params
 from dpdist.flows.release import release
 from dpdist.flows.results import read_stage, write_stage
 from dpdist.flows.runtime import cluster_client, on_cluster
@@ -62,15 +62,20 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
         features = (selection or read_stage(cfg, "selection"))[t.features]["features"]
     n_features = len(features) if features is not None else train_store["n_features"]
     n_records = cfg.train_records((stores.get("counts") or {}).get("result"))
-    out: list[dict] = []
+    task = train_store["task"]
     for method in cfg.train_methods():
-        entry = get(method)
-        if entry.counted and n_records is None:
+        if get(method).counted and n_records is None:
             raise ParameterError(
                 f"{method} needs a public count of the training records (train.n_records, or a synthetic source's n)"
             )
+    estimators = {(m, e): train_model(cfg, task, m, e, n_records) for m in cfg.train_methods() for e in t.epsilon}
+    for est in estimators.values():  # every model's public width, before the first model is charged
+        est.check_width(n_features)
+    out: list[dict] = []
+    for method in cfg.train_methods():
+        entry = get(method)
         for eps in t.epsilon:
-            params = fit_params(cfg, train_store["task"], method, eps, features, n_records)
+            params = fit_params(cfg, task, method, eps, features, n_records)
             key = cfg.step_key("train", method, params)
             seed = cfg.step_seed(key)
             logger.info(
@@ -86,7 +91,7 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
             job = FitJob(
                 train_store["store"],
                 method,
-                train_params(cfg, train_store["task"], method, eps, n_records, seed),
+                train_params(cfg, task, method, eps, n_records, seed),
                 features=features,
                 dtype=t.dtype,
                 split_key=split_key,
@@ -104,8 +109,7 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
 
             # its iterations follow from the worker; no clock for the private search (its duration is secret)
             run_display.work(f"train {method} at epsilon={eps:g}", timed=not entry.secret_duration)
-            train_model(cfg, train_store["task"], method, eps, n_records).check_width(n_features)  # before the charge
-            charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)
+            charge = estimators[method, eps].privacy_charge(n_features=n_features)  # as train_charge plans it
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, dataset, charge, key, compute, params)
             rec.update(method=method, target_epsilon=eps, lam=t.lam, iters=t.iters, features=t.features)

@@ -27,7 +27,7 @@ from dpdist.methods import get
 from dpdist.pipelines.fit_progress import relay, reporter
 from dpdist.privacy.guard import charged_by_caller
 from dpdist.released import widen
-from dpdist.selection.sis import store_target
+from dpdist.selection.sis import STORE_CLASSES, store_target
 from dpdist.solvers.frank_wolfe import Progress
 from dpdist.utils.operator_log import timing
 
@@ -35,7 +35,6 @@ SOLVER_RESOURCE = "solver"
 # the best-subset OA master (``dpdist.pipelines.best_subset``): one SCIP process per worker holding it.
 # Every worker dpdist starts holds both (``dpdist.flows.runtime``), so the names live here, light to import.
 MIP_RESOURCE = "mip"
-STORE_CLASSES = [-1.0, 1.0]  # a binary store's public labels (``store_target``'s mapping)
 
 
 def _release_heap() -> None:

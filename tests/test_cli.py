@@ -638,6 +638,30 @@ def test_budget_show_prints_the_basic_sum_beside_the_filters_figure(capsys, tmp_
         assert cells["basic"] == "0.75" and float(cells["spent"]) <= 0.75
 
 
+def test_evaluate_again_privately_a_private_search_release(capsys, tmp_path):
+    """A private search's release holds its chosen model under "model": re-evaluated as that model
+    (it was a KeyError traceback, exit 1)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dpdist.data.store import open_store, write_store
+
+    X = sp.random(4000, 5, density=0.5, format="csr", random_state=1)
+    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) > 0.2, 1.0, -1.0)
+    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
+    ledger = tmp_path / "l.sqlite"
+    acc = Accountant(ledger)
+    dataset = open_store(tmp_path / "s").budget_id
+    acc.init_budget(dataset, 1.0, 1e-6, name="mine")
+    model = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
+    search = {"candidate": 0, "learner": "dp-sgd", "model": model}
+    acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "private-search/logistic"), "s", lambda: search)
+    code, out, _ = run(
+        capsys, "evaluate", "s", "--store", str(tmp_path / "s"), "--ledger", str(ledger), "--json", "--epsilon", "0.3"
+    )
+    assert code == 0 and json.loads(out)["model"] == "s"
+
+
 def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tmp_path):
     import numpy as np
     import scipy.sparse as sp

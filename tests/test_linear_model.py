@@ -99,9 +99,9 @@ def test_a_released_model_is_rebuilt_from_its_record(tmp_path):
     X, y, _ = data()
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 30.0, 1e-5)
-    clf = DPFrankWolfeClassifier(epsilon=20.0, delta=1e-6, lam=20.0, max_iter=300, random_state=1).fit(
-        X, y, acc, "ds", key="m"
-    )
+    clf = DPFrankWolfeClassifier(  # a release names its public classes (read from y they would be the data's)
+        epsilon=20.0, delta=1e-6, lam=20.0, max_iter=300, classes=["ham", "spam"], random_state=1
+    ).fit(X, y, acc, "ds", key="m")
     (rec,) = acc.history("ds")
     again = DPFrankWolfeClassifier.from_release(json.loads(rec.result))
     assert list(again.classes_) == ["ham", "spam"] and again.path_ == clf.path_
@@ -178,3 +178,25 @@ def test_a_release_key_reused_with_another_lambda_is_refused(tmp_path):
     with pytest.raises(ReleaseKeyConflict):
         DPFrankWolfeRegressor(lam=5.0, **{**kw, "max_iter": 60}).fit(X, y, acc, "ds", key="m")
     assert acc.status("ds").releases == 1
+
+
+@pytest.mark.parametrize("where", ["accountant", "caller's release"])
+def test_a_released_classifier_never_takes_its_classes_from_y(tmp_path, where) -> None:
+    """Read from y, the released model's classes (and a refusal of one-label data) would be functions
+    of the data: in a release -- charged here, or inside one its caller charged (a flow's worker) --
+    the classes must be given."""
+    from dpdist.privacy.guard import charged_by_caller
+
+    rng = np.random.default_rng(0)
+    X, y = sp.random(60, 8, density=0.5, format="csr", random_state=1), rng.choice([3.0, 7.0], size=60)
+    est = DPFrankWolfeClassifier(epsilon=1.0, max_iter=5)
+    with pytest.raises(ParameterError, match="classes are public"):
+        if where == "accountant":
+            acc = Accountant(tmp_path / "l.sqlite")
+            acc.init_budget("d", 10.0, 1e-6)
+            est.fit(X, y, accountant=acc, dataset="d")
+        else:
+            with charged_by_caller():
+                est.fit(X, y)
+    if where == "accountant":
+        assert acc.history("d") == []  # refused before anything is charged

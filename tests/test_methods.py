@@ -79,7 +79,8 @@ def test_the_plan_charges_every_run_method(tmp_path) -> None:
         None,
         {
             "output": str(tmp_path),
-            "select": {"methods": list(names(("selection", "best-subset"), front_end="run"))},
+            # k = 120 selected features: wide enough for select-train's k = 100 (the plan refuses a narrower one)
+            "select": {"methods": list(names(("selection", "best-subset"), front_end="run")), "k": 120},
             "train": {
                 "methods": list(names(("learner", "screening"), front_end="run")),
                 "features": "dp-sis",

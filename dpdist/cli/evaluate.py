@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from dpdist.cli._common import EXIT_OK, _common_args, _emit, _metric_text
-from dpdist.cli.models import load_model
+from dpdist.cli.models import load_model, model_of
 from dpdist.exceptions import ParameterError
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def _evaluate_private(args: argparse.Namespace) -> int:
     acc = Accountant(args.ledger, create=False)
     model_key = _model_key(args)
     name, rec = _find_release(acc, model_key, args.dataset)
-    result = acc.result(rec)  # its weights read from their artefact, the digest checked
+    result = model_of(acc.result(rec), model_key)  # its weights read from their artefact, the digest checked
     store = open_store(args.store)
     check_schema(store)
     dataset = acc.budget_of(store)

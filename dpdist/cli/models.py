@@ -86,7 +86,12 @@ def load_model(ref: str, ledger: str | None, dataset: str | None) -> dict[str, A
     ledger, opened to read: nothing is charged): its result (weights, classes, schema), a private search's
     chosen model; anything else (a selection, a count, a command's output without its model) refused, exit 2."""
     record = load_released(ref, ledger, dataset)
-    result = record.get("result", record)
+    return model_of(record.get("result", record), ref)
+
+
+def model_of(result: Any, ref: str) -> dict[str, Any]:
+    """The model a release's ``result`` holds: itself, or a private search's chosen model; anything else
+    (a selection, a count, metrics) refused, exit 2."""
     if isinstance(result, dict) and not is_model(result) and is_model(result.get("model")):
         result = result["model"]  # the private search's release: the model it chose
     if not isinstance(result, dict) or not is_model(result):

@@ -99,6 +99,7 @@ class _Predictor:
         import io
 
         import numpy as np
+        from scipy.special import expit
 
         from dpdist.evaluation import released_margins
 
@@ -115,7 +116,7 @@ class _Predictor:
         for X, ids in blocks:
             margins = released_margins(self.result, X) if X.shape[0] else np.zeros(0)
             if self.classes is not None:
-                p = 1.0 / (1.0 + np.exp(-margins))
+                p = expit(margins)  # the classifiers' predict_proba (no overflow at large margins)
                 labels = np.where(margins > 0, 1, 0)
                 for i, k, q in zip(ids, labels, p):
                     yield line([i, self.classes[int(k)], f"{q:.6g}"])

@@ -69,10 +69,6 @@ def _calibrated_noise(make: Callable[[float], PrivacyLoss], epsilon: float, delt
     return 1.0 / calibrate(lambda inv: make(1.0 / inv), epsilon, delta, 1e3, tol=1e-6)
 
 
-def _plain(v: Any) -> Any:
-    return v.item() if hasattr(v, "item") else v
-
-
 class GradientModel(PrivateEstimator, metaclass=ABCMeta):
     """What the gradient learners share: preprocessing, the public count, the release, prediction."""
 
@@ -111,23 +107,15 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
             cache[key] = _calibrated_noise(lambda z: self._training_loss(z, n_public), *self._training_budget())
         return cache[key]
 
-    def privacy_charge(
-        self, n_public: int | None = None, n_features: int | None = None, noise_scale: float = 1.0
-    ) -> Charge:
-        """What a fit charges, for a public count of its records (the count's own release aside;
-        default ``n_records``, else the planned count of :mod:`dpdist.base`).
+    def _charge(self, n_public: int | None, n_features: int | None, noise_scale: float = 1.0) -> Charge:
+        """What a fit charges for a public count of its records (the count's own release aside).
 
-        ``noise_scale`` >= 1 multiplies every noise scale of the calibration to (epsilon, delta):
-        the private search (``dpdist.tuning``) runs candidates so, to pay for choosing among them.
+        ``noise_scale`` >= 1 (``privacy_charge(..., noise_scale=s)``) multiplies every noise scale of the
+        calibration to (epsilon, delta): the private search (``dpdist.tuning``) runs candidates so, to pay
+        for choosing among them.
         """
-        self.check_params()
-        n_public = self._planned_count(n_public)
-        assert n_public is not None
-        return self._scaled_charge(n_public, check_positive(noise_scale, "noise_scale"))
-
-    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         assert n_public is not None  # a counted estimator's (the planned count until it is released)
-        return self._scaled_charge(n_public, 1.0)
+        return self._scaled_charge(n_public, check_positive(noise_scale, "noise_scale"))
 
     def _scaled_charge(self, n_public: int, noise_scale: float) -> Charge:
         z = self._base_noise(n_public) * noise_scale

@@ -34,7 +34,7 @@ from dpdist.selection.topk import CanonicalTopK
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import Count, Delta, Options
 
-__all__ = ["MECHANISMS", "DPSIS", "correlation_scores", "store_scores", "store_target"]
+__all__ = ["MECHANISMS", "STORE_CLASSES", "DPSIS", "correlation_scores", "store_scores", "store_target"]
 
 MECHANISMS = ("canonical", "peeling", "joint", "laplace")
 
@@ -47,6 +47,9 @@ def correlation_scores(X: Matrix, y: np.ndarray) -> np.ndarray:
     if sp.issparse(X):
         return np.abs(sp.csr_matrix(X).T @ y)
     return np.abs(np.asarray(X, dtype=np.float64).T @ y)
+
+
+STORE_CLASSES = [-1.0, 1.0]  # a binary store's public labels (:func:`store_target`'s mapping)
 
 
 def store_target(store: Any, y: np.ndarray | None = None) -> np.ndarray:

@@ -13,13 +13,19 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["BinaryLinearClassifierMixin", "require_public_classes"]
+__all__ = ["BinaryLinearClassifierMixin", "plain_classes", "require_public_classes"]
 
 
-def require_public_classes(classes: Any, accountant: object) -> None:
-    """A release (through ``accountant``) of a classifier needs its two classes given: read from y,
-    the released model's classes would be a function of the data."""
-    if accountant is not None and classes is None:
+def plain_classes(classes: Any) -> list[Any]:
+    """The classes as plain Python values (numpy scalars unwrapped), as a release records them."""
+    return [c.item() if hasattr(c, "item") else c for c in classes]
+
+
+def require_public_classes(classes: Any, release: bool) -> None:
+    """A fit that is a ``release`` (``dpdist.base.is_release``: charged to an accountant, or inside a
+    release its caller charged, as a flow's worker fit) needs its two classes given: read from y, the
+    released model's classes would be a function of the data."""
+    if release and classes is None:
         raise ParameterError(
             "classes are public schema: pass classes=[negative, positive] (the labels declared "
             "for the data); read from y, the released model's classes would be a function of it"
@@ -54,18 +60,14 @@ class BinaryLinearClassifierMixin(ClassifierMixin):
         self.classes_ = classes
         return classes
 
-    def _coded_labels(
-        self, y: np.ndarray, accountant: object, negative: float, public_classes: bool = True
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def _coded_labels(self, y: np.ndarray, release: bool, negative: float) -> tuple[np.ndarray, dict[str, Any]]:
         """(y coded ``negative`` / 1.0 by the two classes, the released model's ``{"classes": [...]}``).
 
-        With an accountant (``public_classes``) the classes must be given: read from y, the released
-        model's classes would be a function of the data."""
-        if public_classes:
-            require_public_classes(self.classes, accountant)
+        In a ``release`` the classes must be given (:func:`require_public_classes`)."""
+        require_public_classes(self.classes, release)
         classes = self._binary_classes(y)
         coded = np.where(y == classes[1], 1.0, negative)
-        return coded, {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}
+        return coded, {"classes": plain_classes(classes)}
 
     def _from_result(self, result: dict[str, Any]) -> None:
         classes = result.get("classes") or self.classes

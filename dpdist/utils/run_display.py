@@ -5,7 +5,8 @@ report -- and, under it, the release being computed with its iterations done out
 count. The counts are public (a schedule fixed before any data is read); how fast they advance is
 timing, which, like every duration, goes to the operator's terminal only, and only when asked: the
 clocks (the run's, each fit's) are drawn when timings are on (``dpdist -v``), never the clock of a fit
-whose duration is secret (the private search's). The display is never
+whose duration is secret (the private search's), nor the run's clock from that fit on (its running
+total would hold it). The display is never
 logged and never sent to Prefect (after a Ctrl-C, the stopping run's last frames go with the rest of
 its output to the owner-only ``interrupted-run.log`` the operator is pointed to).
 
@@ -85,6 +86,8 @@ def work(what: str, done: int | None = None, total: int | None = None, timed: bo
     if not _live:
         return
     bar, current = _live["bar"], _live["work"]
+    if not timed:  # the run's clock would hold it from now on: the stages line goes untimed for good
+        bar.update(_live["stages_task"], untimed=True)
     if current is None or current[0] != what:  # a new line: its own total (rich keeps a task's old one)
         _drop_work()
         _live["work"] = (what, bar.add_task(f"  {what}", total=total, completed=done or 0, untimed=not timed))

@@ -261,3 +261,17 @@ def test_an_svmlight_source_declares_its_columns(tmp_path: Path, extra: str, key
         "n_features = 5\n"
     )
     assert load_config(path).data.zero_based is False  # one-based unless declared: LIBSVM's convention
+
+
+def test_a_model_too_wide_for_the_data_is_refused_by_the_plan_before_any_charge(tmp_path: Path) -> None:
+    """select-train's k (100) on 50 columns: the plan (which the run checks before ingest, counts and
+    selections are charged) refuses it, not the train stage after the earlier releases."""
+    from dpdist.exceptions import ParameterError
+    from dpdist.flows.plan import plan
+
+    (tmp_path / "a.toml").write_text(
+        'name = "x"\n[data]\nd = 50\n[select]\nmethods = []\n[train]\nmethods = ["dp-sgd", "select-train"]\n'
+    )
+    cfg = load_config(tmp_path / "a.toml")
+    with pytest.raises(ParameterError, match="k=100"):
+        plan(cfg)

@@ -146,7 +146,7 @@ def _listed_by_a_killed_attempt(acc: Accountant, key: str, *names: str) -> None:
 def test_a_retry_removes_the_temporary_file_a_kill_left_holding_the_whole_draw(acc: Accountant):
     first, second = model(300, seed=20), model(300, seed=21)
     art = artefacts.split(first, acc.artefacts)[1]
-    acc.artefacts.mkdir(parents=True, exist_ok=True)
+    acc.artefacts.mkdir(parents=True, exist_ok=True, mode=0o700)  # owner-only, as dpdist makes it
     tmp = acc.artefacts / f".{art.digest}.0123456789ab.tmp"
     tmp.write_bytes(art.payload)  # killed after the write, before the link: the whole unrecorded draw
     linked = artefacts.split(model(300, seed=22), acc.artefacts)[1]
@@ -223,7 +223,7 @@ def test_a_retry_waits_for_an_attempt_holding_a_file_it_made_before_removing_it(
 
 
 def test_an_unusable_pending_directory_is_refused_before_the_charge(acc: Accountant, monkeypatch):
-    acc.artefacts.mkdir()
+    acc.artefacts.mkdir(mode=0o700)
     (acc.artefacts / ".pending").write_text("")  # not a directory
     with pytest.raises(ParameterError, match="cannot hold a release's attempt.*nothing was charged"):
         acc.release("ds", CHARGE, "gd", lambda: model(10))
@@ -517,3 +517,20 @@ def test_the_artefact_directory_is_owner_only_whatever_the_umask(tmp_path) -> No
         os.umask(old)
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     assert stat.S_IMODE((root / ".pending").stat().st_mode) == 0o700
+
+
+def test_an_artefact_directory_open_to_others_is_refused_before_the_charge(tmp_path) -> None:
+    """Others who can list the directory read each file's inode change and birth times: when its release
+    finished (a private search's duration is secret)."""
+    import os
+
+    from dpdist.exceptions import ParameterError
+    from dpdist.privacy.ledger import artefacts
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    os.chmod(root, 0o755)
+    with pytest.raises(ParameterError, match="open to other users"):
+        artefacts.check_writable(root)
+    os.chmod(root, 0o700)
+    artefacts.check_writable(root)

@@ -84,3 +84,13 @@ def test_a_name_with_a_colon_is_a_file_when_written_with_its_directory(tmp_path:
     monkeypatch.chdir(tmp_path)
     Accountant("./ledger:2026.sqlite").init_budget("ds", 1.0, 0.0)
     assert (tmp_path / "ledger:2026.sqlite").is_file()
+
+
+def test_a_refused_url_never_echoes_its_password() -> None:
+    """A mistyped URL's refusal names the scheme's problem; the user and password before the host are masked."""
+    from dpdist.exceptions import ParameterError
+    from dpdist.privacy.ledger.backend import parse_location
+
+    with pytest.raises(ParameterError) as e:
+        parse_location("postgresql+psycopg://alice:s3cret@db.example/ledger")
+    assert "s3cret" not in str(e.value) and "alice" not in str(e.value) and "***@db.example" in str(e.value)

@@ -90,6 +90,7 @@ def test_a_gradient_learner_shows_its_steps_on_a_terminal_only(store, tmp_path):
     assert main(["budget", "init", store, "--epsilon", "10", "--delta", "1e-5", "--ledger", str(ledger)]) == 0
     private = ("--method", "dp-sgd", "--epsilon", "1", "--ledger", str(ledger))
     shown = _train_on_a_terminal(store, method=private)
-    assert "dp-sgd: steps" in shown and "charged epsilon=1" in shown
+    # --epsilon 1 is the command's whole spend: the model 0.99, its record count 0.01
+    assert "dp-sgd: steps" in shown and "charged epsilon=0.99" in shown and "epsilon=0.01 for its record count" in shown
     quiet = _train_on_a_terminal(store, "--json", "--fresh", method=private)
     assert "dp-sgd: steps" not in quiet and '"replayed": false' in quiet

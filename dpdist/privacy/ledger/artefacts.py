@@ -36,6 +36,7 @@ import io
 import json
 import os
 import secrets
+import stat
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -69,8 +70,8 @@ _EPOCH_ZIP = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date: no time of
 
 def artefact_root(location: str, dialect: str) -> Path:
     """The directory a ledger's artefacts live in: ``$DPDIST_ARTEFACTS`` if set; else, for an SQLite
-    ledger, ``<ledger file>.artefacts`` beside it; for a PostgreSQL ledger ``~/.dpdist/artefacts`` (a
-    team sets ``DPDIST_ARTEFACTS`` to a directory every member reads)."""
+    ledger, ``<ledger file>.artefacts`` beside it; for a PostgreSQL ledger ``~/.dpdist/artefacts``. Each
+    user's own (owner-only: :func:`check_writable`); a team shares models by ``dpdist models export``."""
     env = os.environ.get(_ENV)
     if env:
         return Path(env)
@@ -166,7 +167,8 @@ def reference(result: Any) -> dict[str, Any] | None:
 def check_writable(root: Path, attempt: Path | None = None) -> None:
     """Refuse (``ParameterError``) before anything is charged when ``root`` cannot take an artefact: it,
     or the nearest directory it would be made in, is not writable; its ``.pending`` directory cannot be
-    made, or a file in it cannot be made and locked (``flock`` unsupported); or the list of this release's
+    made, or a file in it cannot be made and locked (``flock`` unsupported); it is open to other users
+    (its files' inode times date each release's end: owner-only, 0700); or the list of this release's
     attempt (``attempt``, :func:`attempt_path`), left by an earlier one, cannot be opened (another user's)."""
     probe = root
     while not probe.exists() and probe.parent != probe:
@@ -180,6 +182,13 @@ def check_writable(root: Path, attempt: Path | None = None) -> None:
     try:
         # the root first: mkdir's mode is the last component's, parents made on the way take the umask's
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        mode = stat.S_IMODE(root.stat().st_mode)
+        if mode & 0o077:  # others could list it: each file's change and birth times date its release's end
+            raise ParameterError(
+                f"the model artefact directory {root} is open to other users (mode {mode:04o}): a model file's "
+                "change and birth times tell when its release finished (a private search's duration is secret); "
+                f"make it owner-only (chmod 700 {root}) or set {_ENV} to a directory of your own; nothing was charged"
+            )
         pending.mkdir(exist_ok=True, mode=0o700)
         lock = pending / f".probe.{secrets.token_hex(6)}"
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)

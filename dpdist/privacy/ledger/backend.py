@@ -102,7 +102,8 @@ def _refusal(text: str, scheme: str) -> ParameterError:
     """Why ``text``, which starts with ``scheme:``, is no ledger location dpdist reads."""
     low = scheme.lower()
     base = low.split("+", 1)[0]
-    shown = text if len(text) <= 80 else text[:77] + "..."
+    shown = re.sub(r"//[^/@]*@", "//***@", text)  # a user and password before the host: never echoed
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     if base in ("postgresql", "postgres") and "+" in low:
         why = f"'{scheme}://' is SQLAlchemy's dialect+driver form; libpq and dpdist read plain {base}://"
     elif base in ("postgresql", "postgres") and low != scheme:
