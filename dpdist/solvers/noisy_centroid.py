@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -82,8 +83,8 @@ def noisy_class_sums(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(S~-, S~+): the column sums of each class + N(0, sigma^2 I)."""
     k = X.shape[1]
-    neg = X[y < 0].sum(axis=0) + rng.normal(scale=sigma, size=k)
-    pos = X[y > 0].sum(axis=0) + rng.normal(scale=sigma, size=k)
+    neg = np.asarray(X[y < 0].sum(axis=0)).ravel() + rng.normal(scale=sigma, size=k)
+    pos = np.asarray(X[y > 0].sum(axis=0)).ravel() + rng.normal(scale=sigma, size=k)
     return neg, pos
 
 
@@ -97,8 +98,8 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
     count_share, select_share : the shares of epsilon the class counts and the screening spend (their
         standalone epsilons); the class sums' Gaussian noise takes the rest (calibrated on the tight
         composition).
-    row_norm : the per-record map (``dpdist.data.record_maps``; ``"rank"`` for dense measurements), then
-        every entry clipped to [-1, 1].
+    row_norm : the per-record map (``dpdist.data.record_maps``; ``"rank"`` for dense measurements, ``"l2"``
+        for sparse rows), then every entry clipped to [-1, 1].
     classes : the two labels [negative, positive], public (required with an accountant).
     random_state : None (OS entropy) or a seed (experiments only).
     """
@@ -163,7 +164,7 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
         self._validate()
         if accountant is not None and self.classes is None:
             raise ParameterError("classes are public schema: pass classes=[negative, positive]")
-        X, y = validate_data(self, X, y, dtype=np.float64)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         classes = np.asarray(self.classes if self.classes is not None else np.unique(y))
         if classes.size != 2 or not np.isin(y, classes).all():
             raise ParameterError("y must hold two classes, named by classes=[negative, positive]")
@@ -186,8 +187,12 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
         self._set_released(out)
         return self
 
-    def _bounded(self, X: np.ndarray) -> np.ndarray:
-        return np.clip(apply_row_map(X, self.row_norm), -1.0, 1.0)
+    def _bounded(self, X: Any) -> Any:
+        Xm = apply_row_map(X, self.row_norm)
+        if sp.issparse(Xm):
+            Xm.data = np.clip(Xm.data, -1.0, 1.0)
+            return Xm
+        return np.clip(Xm, -1.0, 1.0)
 
     def _released(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
         plan = self.plan()
@@ -217,12 +222,12 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return np.asarray(self._bounded(X) @ self.coef_.ravel()).ravel() + self.intercept_
 
     def predict(self, X: Any) -> np.ndarray:
         return np.asarray(self.classes_[(self.decision_function(X) > 0).astype(np.int64)])
 
 
-def _plain(v: Any) -> Any:
+def _plain(v: Any) -> Any:  # noqa: D103
     return v.item() if hasattr(v, "item") else v

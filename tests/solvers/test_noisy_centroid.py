@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from dp_audit import chisquare_against, epsilon_lower_bound
 from scipy import stats
 
@@ -131,3 +132,14 @@ def test_bad_input_is_refused_before_the_charge(tmp_path):
         with pytest.raises(ParameterError):
             ScreenedCentroidClassifier(**params).fit(*data, acc, "d")
     assert acc.status("d").epsilon_spent == 0.0
+
+
+def test_sparse_rows_give_the_dense_rows_model():
+    rng = np.random.default_rng(5)
+    X = rng.random((40, 30)) * (rng.random((40, 30)) < 0.3)
+    y = np.where(np.arange(40) % 2 == 0, 1.0, -1.0)
+    kw = {"epsilon": 2.0, "k": 2, "row_norm": "l2", "classes": [-1.0, 1.0]}
+    dense = ScreenedCentroidClassifier(random_state=1, **kw).fit(X, y)
+    sparse = ScreenedCentroidClassifier(random_state=1, **kw).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(sparse.coef_, dense.coef_)
+    np.testing.assert_allclose(sparse.decision_function(sp.csr_matrix(X)), dense.decision_function(X))
