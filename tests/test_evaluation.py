@@ -184,3 +184,17 @@ def test_an_interval_around_an_unclipped_auc_above_one_holds_the_released_one() 
     assert _around(-0.4, -0.4 + 0.02 * rng.normal(size=2000), (0.0, 1.0)) == [0.0, 0.0]
     lo, hi = _around(1.02, 1.02 + 0.1 * rng.normal(size=2000), (0.0, 1.0))
     assert lo < 1.0 == hi
+
+
+def test_balanced_accuracy_and_the_one_class_flag_come_from_the_released_histograms() -> None:
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(20_000) < 0.05, 1.0, -1.0)
+    ev = PrivateEvaluation("binary", 1e6, random_state=0, curve=False)
+    majority = ev._released(np.full(y.size, -3.0), y, [], 0.0, sp.csr_matrix((y.size, 1)), None)  # all negative
+    assert majority["predicts_one_class"] and majority["balanced_accuracy"] == pytest.approx(0.5, abs=1e-3)
+    assert majority["accuracy"] == pytest.approx(0.95, abs=0.01)
+    margins = np.where(y > 0, 1.0, -1.0) * np.where(rng.random(y.size) < 0.8, 1.0, -1.0)  # 80% right per class
+    out = ev._released(margins, y, [], 0.0, sp.csr_matrix((y.size, 1)), None)
+    assert not out["predicts_one_class"] and out["balanced_accuracy"] == pytest.approx(0.8, abs=0.02)
+    odd = PrivateEvaluation("binary", 1.0, bins=41, random_state=0, curve=False)
+    assert odd._released(margins, y, [], 0.0, sp.csr_matrix((y.size, 1)), None)["balanced_accuracy"] is None
