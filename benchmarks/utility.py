@@ -272,7 +272,7 @@ def _classifiers() -> dict[str, Callable[[Ctx], Any]]:
 
     def proposed(c: Ctx) -> Any:
         plan = plan_default("binary", c.d, c.epsilon, DELTA / 4, c.counts, c.n_public, c.spec.dense)
-        return build_default(plan, c.epsilon, DELTA / 4, n_records=c.n_public, classes=[-1.0, 1.0])
+        return build_default(plan, c.epsilon, DELTA / 4, c.counts, n_records=c.n_public, classes=[-1.0, 1.0])
 
     def centroid(c: Ctx) -> Any:
         return ScreenedCentroidClassifier(

@@ -13,9 +13,11 @@ so the choice is post-processing of what was released and costs nothing. The rul
 * **binary, dense, p >> n** (d >= ``WIDE_RATIO`` n~ and n~ <= ``SMALL_N``) -> the screened nearest
   centroid (``dpdist.solvers.noisy_centroid``) on per-sample ranks, one column: golub and chowdary;
 * **binary, imbalanced** (the smaller noisy class share below ``IMBALANCED``) -> DP-SGD on every
-  column, then a private balanced threshold (``dpdist.solvers.threshold``) on ``THRESHOLD_SHARE`` of
-  epsilon: its screening-free AUC beat select-then-train's on the 5%-positive set, and the threshold
-  keeps it from predicting the majority class everywhere;
+  column at the whole budget, its decision threshold moved to logit(n~+ / n~), the noisy class prior
+  (post-processing of the released class counts: free): its screening-free AUC beat select-then-train's
+  on the 5%-positive set, and the shift keeps it from predicting the majority class everywhere. The
+  private balanced threshold (``dpdist.solvers.threshold``, ``threshold_share`` > 0) is the
+  alternative for a model whose margins are not calibrated;
 * **binary, otherwise** -> select-then-train when n~ >= ``SCREEN_MIN_N`` and its screening's noise
   sigma <= ``SCREEN_NOISE_LIMIT`` n~ (selection share 0.5 below epsilon ``SMALL_EPSILON``, else 0.3),
   else DP-SGD on every column.
@@ -32,9 +34,9 @@ import numpy as np
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge
+from dpdist.solvers._release import release_once
 from dpdist.solvers.threshold import BalancedThreshold
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.release import release_once
 from dpdist.utils.validation import check_count, check_delta, check_epsilon
 
 __all__ = [
@@ -102,8 +104,8 @@ def plan_default(
     if share < IMBALANCED:
         return LearnerPlan(
             "dp-sgd+threshold",
-            {"threshold_share": THRESHOLD_SHARE},
-            f"imbalanced: the smaller class is {share:.1%} < {IMBALANCED:.0%} of n~",
+            {"threshold_share": 0.0},
+            f"imbalanced: the smaller class is {share:.1%} < {IMBALANCED:.0%} of n~; threshold at the noisy prior",
         )
     sel = 0.5 if eps < SMALL_EPSILON else 0.3
     if n >= SCREEN_MIN_N:
@@ -118,43 +120,62 @@ def plan_default(
 
 
 class ThresholdedClassifier:
-    """A gradient classifier's release, then a private balanced threshold on its training margins.
+    """A gradient classifier's release with its decision threshold moved off the margin 0.
 
-    ``fit`` spends ``(1 - threshold_share) epsilon`` on the inner learner's release and
-    ``threshold_share epsilon`` on the threshold's (``BalancedThreshold``, a second release under
-    ``<key>/threshold``). ``predict`` says positive where the margin exceeds the released threshold.
+    ``threshold_share`` > 0: ``fit`` spends ``(1 - threshold_share) epsilon`` on the inner learner's
+    release and ``threshold_share epsilon`` on a private balanced threshold (``BalancedThreshold``, a
+    second release under ``<key>/threshold``). ``threshold_share`` 0: the threshold is logit(n~+ / (n~- +
+    n~+)) from the public noisy ``class_counts`` (released before; this is post-processing) and the inner
+    learner keeps the whole budget. ``predict`` says positive where the margin exceeds the threshold.
     """
 
-    def __init__(self, inner: Any, threshold_share: float = THRESHOLD_SHARE, random_state: RandomState = None):
-        if not 0.0 < float(threshold_share) < 1.0:
-            raise ParameterError(f"threshold_share must lie in (0, 1), got {threshold_share!r}")
-        self.inner, self.threshold_share, self.random_state = inner, float(threshold_share), random_state
+    def __init__(
+        self,
+        inner: Any,
+        threshold_share: float = THRESHOLD_SHARE,
+        random_state: RandomState = None,
+        class_counts: tuple[float, float] | None = None,
+    ):
+        share = float(threshold_share)
+        if not 0.0 <= share < 1.0 or (share == 0.0 and class_counts is None):
+            raise ParameterError(
+                f"threshold_share must lie in [0, 1), and 0 needs the public class_counts, got {threshold_share!r}"
+            )
+        self.inner, self.threshold_share, self.random_state = inner, share, random_state
+        self.class_counts = class_counts
         self.epsilon = float(inner.get_params()["epsilon"])
-        inner.set_params(epsilon=self.epsilon * (1.0 - self.threshold_share))
-        self.mechanism = BalancedThreshold(self.epsilon * self.threshold_share)
+        self.mechanism = None
+        if share > 0.0:
+            inner.set_params(epsilon=self.epsilon * (1.0 - share))
+            self.mechanism = BalancedThreshold(self.epsilon * share)
 
-    def threshold_charge(self) -> Charge:
-        return Charge(self.mechanism.privacy_loss, "threshold/balanced")
+    def threshold_charge(self) -> Charge | None:
+        return None if self.mechanism is None else Charge(self.mechanism.privacy_loss, "threshold/balanced")
 
     def fit(
         self, X: Any, y: Any, accountant: Accountant | None = None, dataset: str | None = None, key: str | None = None
     ) -> ThresholdedClassifier:
         self.inner.fit(X, y, accountant, dataset, key)
+        self.classes_ = self.inner.classes_
+        self.coef_, self.intercept_ = self.inner.coef_, self.inner.intercept_
+        if self.mechanism is None:
+            neg, pos = (max(1.0, float(c)) for c in self.class_counts)  # type: ignore[union-attr]
+            self.threshold_ = math.log(pos / neg)  # logit of the noisy prior pos / (neg + pos)
+            return self
+        mech = self.mechanism
         margins = self.inner.decision_function(X)
         signs = np.where(np.asarray(y) == self.inner.classes_[1], 1.0, -1.0)
         rng = check_random_state(self.random_state)
         out, _ = release_once(
             self.inner,
-            self.threshold_charge(),
-            lambda: {"threshold": self.mechanism.release(margins, signs, rng)},
-            {"of": key or "model", "epsilon": self.mechanism.epsilon, "bins": self.mechanism.bins},
+            Charge(mech.privacy_loss, "threshold/balanced"),
+            lambda: {"threshold": mech.release(margins, signs, rng)},
+            {"of": key or "model", "epsilon": mech.epsilon, "bins": mech.bins},
             accountant,
             dataset,
             None if key is None else f"{key}/threshold",
         )
         self.threshold_ = float(out["threshold"])
-        self.classes_ = self.inner.classes_
-        self.coef_, self.intercept_ = self.inner.coef_, self.inner.intercept_
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -164,9 +185,13 @@ class ThresholdedClassifier:
         return np.asarray(self.classes_[(self.decision_function(X) > 0).astype(np.int64)])
 
 
-def build_default(plan: LearnerPlan, epsilon: float, delta: float, **common: Any) -> Any:
-    """The estimator of ``plan`` at the budget; ``common``: n_records, classes, random_state (as the
+def build_default(
+    plan: LearnerPlan, epsilon: float, delta: float, class_counts: tuple[float, float] | None = None, **common: Any
+) -> Any:
+    """The estimator of ``plan`` at the budget; ``class_counts``: the noisy class counts the plan was made
+    from (a threshold at the noisy prior needs them); ``common``: n_records, classes, random_state (as the
     learner takes them)."""
+    counts = class_counts
     if plan.learner == "adassp":
         from dpdist.solvers.adassp import AdaSSPRegressor
 
@@ -198,5 +223,6 @@ def build_default(plan: LearnerPlan, epsilon: float, delta: float, **common: Any
             DPSGDClassifier(epsilon=epsilon, delta=delta, **common),
             plan.params["threshold_share"],
             common.get("random_state"),
+            counts,
         )
     raise ParameterError(f"unknown learner {plan.learner!r}")

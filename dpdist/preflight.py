@@ -113,7 +113,10 @@ def estimate(
         model = build_default(plan, epsilon, delta, y_bound=y_bound, random_state=rng)
         ceiling_model: Any = Ridge(alpha=1.0)
     else:
-        model = build_default(plan, epsilon, delta, n_records=ytr.size, classes=[-1.0, 1.0], random_state=rng)
+        sim_counts = (float(np.sum(ytr < 0)), float(np.sum(ytr > 0)))  # public: the synthetic set's own
+        model = build_default(
+            plan, epsilon, delta, sim_counts, n_records=ytr.size, classes=[-1.0, 1.0], random_state=rng
+        )
         ceiling_model = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced")
     with unaccounted():
         model.fit(Xtr, ytr)

@@ -66,3 +66,20 @@ def test_the_thresholded_classifier_charges_its_two_releases_and_stops_predictin
     assert balanced > 0.75
     with pytest.raises(ParameterError):
         ThresholdedClassifier(DPSGDClassifier(), 1.0)
+    with pytest.raises(ParameterError, match="class_counts"):
+        ThresholdedClassifier(DPSGDClassifier(), 0.0)
+
+
+def test_the_default_threshold_of_imbalanced_labels_is_the_noisy_prior_and_charges_nothing_more(tmp_path):
+    rng = np.random.default_rng(1)
+    X = sp.random(4000, 30, density=0.3, random_state=2, format="csr")
+    y = np.where(rng.random(4000) < 0.08, 1.0, -1.0)
+    counts = (3700.0, 300.0)  # released before (public)
+    plan = plan_default("binary", 30, 2.0, 1e-6, counts)
+    model = build_default(plan, 2.0, 1e-6, counts, n_records=4000, classes=[-1.0, 1.0])
+    assert isinstance(model, ThresholdedClassifier) and model.mechanism is None and model.inner.epsilon == 2.0
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("d", 3.0, 1e-5)
+    model.fit(X, y, acc, "d", "m")
+    assert model.threshold_ == pytest.approx(np.log(300.0 / 3700.0))
+    assert [r.key for r in acc.history("d")] == ["m"]

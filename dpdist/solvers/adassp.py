@@ -49,8 +49,8 @@ from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.gaussian import GaussianTopK, zcdp_for
+from dpdist.solvers._release import release_once
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.release import release_once
 from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
 
 __all__ = ["AdaSSPRegressor", "SSPPlan", "adassp_solve", "bounded_records", "noisy_statistics"]

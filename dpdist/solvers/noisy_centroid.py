@@ -42,8 +42,8 @@ from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.selection.baselines import PeelingTopK
+from dpdist.solvers._release import release_once
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.release import release_once
 from dpdist.utils.validation import check_count, check_delta, check_epsilon
 
 __all__ = ["CentroidPlan", "ScreenedCentroidClassifier", "balanced_scores", "noisy_class_counts", "noisy_class_sums"]
