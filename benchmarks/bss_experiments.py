@@ -418,7 +418,9 @@ def utility(args: argparse.Namespace, ns: list[int]) -> list[dict[str, Any]]:
                         continue
                     S = tuple(sorted(S))
                     losses.append((ex.call(evaluate_unit, (S, 1e-9))[0] - f0) / Xtr.shape[0])
-                    model = ObjectivePerturbation("squared", EPS, random_state=rng).fit(Xtr[:, list(S)], ytr)
+                    model = ObjectivePerturbation(loss="squared", epsilon=EPS, random_state=rng).fit(
+                        Xtr[:, list(S)], ytr
+                    )
                     mses.append(float(np.mean((Xte[:, list(S)] @ model.coef_ - yte) ** 2)))
                 rows.append(
                     {

@@ -50,7 +50,7 @@ def main() -> None:
         d = store.shape[1]
         model = DPGDClassifier(epsilon=1.0, max_iter=100, n_records=args.n, classes=[-1.0, 1.0])
         z = model.privacy_charge(args.n).details["noise_multiplier"]
-        plan = model._sgd_plan(args.n, z)
+        plan = model.sgd_plan(args.n, z)
         one = type(plan)(**{**plan.__dict__, "steps": 1})
         times = {}
         with (
@@ -74,7 +74,7 @@ def main() -> None:
             t_prev[0] = time.perf_counter()
             dp_gd_store(client, path, many, np.random.default_rng(), "l2", progress=tick)
             times["step (median, Dask, rows loaded each fit)"] = float(np.median(steps[1:] or steps))
-        X, y = model._prepare(store.csr()), store_target(store)
+        X, y = model.map_records(store.csr(), store_target(store))
         dp_sgd(X, y, one, np.random.default_rng())  # numba kernel loaded outside the timer
         t0 = time.perf_counter()
         dp_sgd(X, y, type(plan)(**{**plan.__dict__, "steps": 3}), np.random.default_rng())

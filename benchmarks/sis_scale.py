@@ -192,8 +192,8 @@ def main() -> None:
     finally:
         saved.unlink()
 
-    DPSIS(3, 1.0).fit_scores(base[:1000])  # compile the top-k kernels
-    sis = DPSIS(args.k, args.epsilon)
+    DPSIS(k=3, epsilon=1.0).fit_scores(base[:1000])  # compile the top-k kernels
+    sis = DPSIS(k=args.k, epsilon=args.epsilon)
     t = time.perf_counter()
     sis.fit_scores(base)  # the clusters' scores equal these (checked in each)
     t_topk = time.perf_counter() - t

@@ -142,7 +142,7 @@ def run_dataset(name: str, shared: Path, trials: int, seed: int) -> dict:
                 "joint": JointTopK(k, eps, random_state=rng),
                 "laplace": LaplaceTopK(k, eps, 1e-5, random_state=rng),
             }
-            two_stage = TwoStageSelector(k, eps, alpha=0.1, n_blocks=n_blk, random_state=rng)
+            two_stage = TwoStageSelector(k=k, epsilon=eps, alpha=0.1, n_blocks=n_blk, random_state=rng)
             acc: dict[str, list[float]] = {m: [] for m in METHODS}
             tgg = {"TOP": 0, "GREAT": 0, "GOOD": 0}
             for t in range(trials):

@@ -286,7 +286,7 @@ def _classifiers() -> dict[str, Callable[[Ctx], Any]]:
         "select-train": lambda c: SelectTrainClassifier(**c.classes),
         "select-train (share 0.5)": lambda c: SelectTrainClassifier(selection_share=0.5, **c.classes),
         "dp-iht": lambda c: DPIHTClassifier(**c.classes),
-        "private search": lambda c: PrivateSearch(default_candidates("binary"), **c.classes),
+        "private search": lambda c: PrivateSearch(candidates=default_candidates("binary"), **c.classes),
         "screened centroid (k 1)": centroid,
         "dp-sgd + balanced threshold": lambda c: ThresholdedClassifier(DPSGDClassifier(**c.classes)),
         PROPOSED: proposed,

@@ -158,7 +158,7 @@ def released_margins(result: dict[str, Any], X: sp.spmatrix) -> np.ndarray:
     """x.w (+ b) of a released model on the rows of X, with the model's per-record preprocessing
     (a gradient model's row normalisation and intercept; a Frank-Wolfe model has neither)."""
     w = sparse_coef(result["indices"], result["values"], X.shape[1])
-    if result.get("row_norm"):
+    if result.get("row_norm") and X.shape[0]:  # (no rows: no margins; scikit-learn's normalize refuses them)
         X = normalize(sp.csr_matrix(X, dtype=np.float64), norm=result["row_norm"])
     return np.asarray(X @ w).ravel() + float(result.get("intercept", 0.0))
 

@@ -3,7 +3,7 @@
 ``DPFrankWolfeClassifier`` (logistic loss, two classes) and ``DPFrankWolfeRegressor``
 (squared loss) minimise the mean loss over ||w||_1 <= lam with ``max_iter`` Frank-Wolfe steps
 (by default lam = 500 and 1000 steps, the main job's and the benchmarks' values for unit-norm rows:
-:data:`dpdist.methods.FW_LAM`, :data:`dpdist.methods.FW_ITERS`).
+:data:`dpdist.defaults.FW_LAM`, :data:`dpdist.defaults.FW_ITERS`).
 They are scikit-learn estimators: parameters are set in ``__init__`` and validated in ``fit``,
 so ``clone``, ``Pipeline`` and ``GridSearchCV`` work (non-private methods for model selection:
 a grid search over private fits would spend one budget per fit and per fold).
@@ -54,97 +54,84 @@ are those of the float64 matrix of the same values (products and sums in float64
 from __future__ import annotations
 
 import math
-import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
+from sklearn.base import RegressorMixin, is_classifier
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dpdist.base import PrivateEstimator, charged_to
 from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
+from dpdist.defaults import FW_ITERS, FW_LAM
 from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
-from dpdist.methods import FW_ITERS, FW_LAM, get, names
 from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.released import widen
 from dpdist.solvers.fast_fw import fast_frank_wolfe
 from dpdist.solvers.frank_wolfe import CALIBRATIONS, FWResult, Progress, frank_wolfe, privacy_plan
-from dpdist.solvers.screening import RULES, ScreeningPlan, _budget, schedule_mask, screening_plan
+from dpdist.solvers.screening import RULES, ScreeningPlan, schedule_mask, screening_budget, screening_plan
 from dpdist.utils.classifier import BinaryLinearClassifierMixin
 from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
+from dpdist.utils.validation import Count, Delta, Epsilon, Options, Positive, check_count, check_delta, check_epsilon
 
-__all__ = ["METHODS", "SCREEN_METHODS", "DPFrankWolfeClassifier", "DPFrankWolfeRegressor"]
+__all__ = ["METHODS", "PRIVATE", "SCREENINGS", "DPFrankWolfeClassifier", "DPFrankWolfeRegressor"]
 
-METHODS = names("learner", family="frank-wolfe")  # the registry's Frank-Wolfe learners
-PRIVATE = names("learner", family="frank-wolfe", private=True)
+METHODS = ("fast-dp-fw", "dp-fw", "fw", "fast-fw")  # the solvers (module docstring)
+PRIVATE = ("fast-dp-fw", "dp-fw")
 SCREENINGS = (None, "rnm", "adp", "exact")
-# the registry's screening names (CLI, run config) -> fast-dp-fw with their screening
-SCREEN_METHODS = {name: str(get(name).defaults["screening"]) for name in names("screening")}
 
 
-class _FrankWolfe(BaseEstimator):
+class _FrankWolfe(PrivateEstimator):
     _loss = "logistic"
+    mechanism = "frank_wolfe"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "epsilon": [None, Epsilon()],  # required of a private method (_check_params)
+        "delta": [None, Delta(zero=False)],
+        "lam": [Positive()],
+        "max_iter": [Count()],
+        "method": [Options(*METHODS)],
+        "calibration": [Options(*CALIBRATIONS)],
+        "bounds": [Options(*BOUND_MODES)],
+        "random_state": "no_validation",  # check_random_state, when the fit draws
+        "screening": [Options(*SCREENINGS)],
+        "screen_epsilon": "no_validation",  # the screening's budget, with its delta or rho (_check_params)
+        "screen_delta": "no_validation",
+        "screen_rho": "no_validation",
+        "screen_schedule": "no_validation",  # schedule_mask, against max_iter (_check_params)
+        "screen_rule": [Options(*RULES)],
+        "n_max": [None, Count()],
+    }
 
     @property
     def private(self) -> bool:
         return self.method in PRIVATE
 
-    def _set_screening(
-        self,
-        screening: str | None,
-        screen_epsilon: float | None,
-        screen_delta: float | None,
-        screen_rho: float | None,
-        screen_schedule: Any,
-        screen_rule: str,
-        n_max: int | None,
-    ) -> None:
-        self.screening, self.screen_epsilon, self.screen_delta = screening, screen_epsilon, screen_delta
-        self.screen_rho, self.screen_schedule, self.screen_rule, self.n_max = (
-            screen_rho,
-            screen_schedule,
-            screen_rule,
-            n_max,
-        )
+    def _key_prefix(self) -> str:
+        return str(self.method)
 
-    def _validate(self) -> None:
-        if self.method not in METHODS:
-            raise ParameterError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.calibration not in CALIBRATIONS:
-            raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
-        if self.bounds not in BOUND_MODES:
-            raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
-        check_positive(self.lam, "lam")
-        check_count(self.max_iter, "max_iter")
-        check_positive(self._y_bound(), "y_bound")
+    def _check_params(self) -> None:
         if self.private:
             check_epsilon(self.epsilon)
             check_delta(self.delta, allow_zero=False)
-        if self.screening not in SCREENINGS:
-            raise ParameterError(f"screening must be one of {SCREENINGS}, got {self.screening!r}")
-        if self.screening is not None:
-            if (self.screening == "exact") == self.private:
+        if self.screening is None:
+            return
+        if (self.screening == "exact") == self.private:
+            raise ParameterError(
+                f"screening={self.screening!r} does not go with method {self.method!r}: private "
+                "methods screen with 'rnm' or 'adp', non-private ones with 'exact'"
+            )
+        schedule_mask(self.screen_schedule, self.max_iter)
+        if self.private:
+            screening_budget(self.screen_epsilon, self.screen_delta, self.screen_rho)
+            if self.n_max is None:
                 raise ParameterError(
-                    f"screening={self.screening!r} does not go with method {self.method!r}: private "
-                    "methods screen with 'rnm' or 'adp', non-private ones with 'exact'"
+                    "n_max (a public upper bound on the number of training records) is required for private screening"
                 )
-            schedule_mask(self.screen_schedule, self.max_iter)
-            if self.screen_rule not in RULES:
-                raise ParameterError(f"screen_rule must be one of {RULES}, got {self.screen_rule!r}")
-            if self.private:
-                _budget(self.screen_epsilon, self.screen_delta, self.screen_rho)
-                if self.n_max is None:
-                    raise ParameterError(
-                        "n_max (a public upper bound on the number of training records) is required "
-                        "for private screening"
-                    )
-                check_count(self.n_max, "n_max")
+            check_count(self.n_max, "n_max")
 
     def _y_bound(self) -> float:
         return 1.0
@@ -225,7 +212,7 @@ class _FrankWolfe(BaseEstimator):
             lipschitz_noise=lipschitz_noise,
         )
 
-    def privacy_charge(self, n_features: int | None = None) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """The charge of one fit (its tight privacy loss and mechanism), whatever the data.
 
         With screening it is the Frank-Wolfe steps composed with the screening's loss
@@ -234,7 +221,6 @@ class _FrankWolfe(BaseEstimator):
         the details' noise scales are those of one feature. A caller that runs the fit elsewhere (a Dask worker)
         charges this in its own accountant before the model leaves.
         """
-        self._validate()
         if not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it has no privacy charge")
         plan = privacy_plan(
@@ -260,8 +246,8 @@ class _FrankWolfe(BaseEstimator):
             {**details, "fw_epsilon": plan.loss.epsilon, **screen.details()},
         )
 
-    def release_params(self) -> dict[str, Any]:
-        """Every parameter of a fit, for the ledger's release identity."""
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
+        """Every parameter of a fit, for the ledger's release identity (the width aside: ``fit`` adds it)."""
         out = {
             "method": self.method,
             "loss": self._loss,
@@ -286,23 +272,38 @@ class _FrankWolfe(BaseEstimator):
             )
         return out
 
-    def _fit(
+    def fit(
         self,
         X: Matrix,
-        y: np.ndarray,
-        accountant: Accountant | None,
-        dataset: str | None,
-        key: str | None,
-        extra: dict[str, Any],
+        y: Any,
+        accountant: Accountant | None = None,
+        dataset: str | None = None,
+        key: str | None = None,
         progress: Progress | None = None,
         X_csc: Matrix | None = None,
         columns: tuple[Any, int] | None = None,
         schema: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> Any:
+        """Fit and release (charged to ``accountant`` first when given; module docstring): ``progress``,
+        ``X_csc``, ``columns`` (the columns X holds of a wider matrix, its width) and ``schema`` as there."""
+        self.check_params()
         if accountant is not None and not self.private:
             raise ParameterError(f"method {self.method!r} is not private: it cannot be released through an accountant")
-        if self.private:
-            warn_if_exact_model_selection(self)
+        ledger = charged_to(accountant, dataset)
+        X, y = self._check_data(
+            X, y, accountant, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=not is_classifier(self)
+        )
+        y, extra = self._targets(y, accountant)
+        self._fit(X, y, ledger, key, extra, progress, X_csc, columns, schema)
+        return self
+
+    def _targets(self, y: np.ndarray, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
+        return np.asarray(y, dtype=np.float64).ravel(), {}
+
+    def _bounded(
+        self, X: Matrix, y: np.ndarray, X_csc: Matrix | None
+    ) -> tuple[sp.csr_matrix, np.ndarray, sp.csc_matrix | None]:
+        """(X, y, X_csc) within the privacy bounds: refused outside them, or each record clipped."""
         X = sp.csr_matrix(X, dtype=value_dtype(X))
         if self.private or self.bounds == "clip":  # a non-private fit assumes no bound, unless asked to clip
             X, bounded_y = enforce_bounds(
@@ -314,6 +315,23 @@ class _FrankWolfe(BaseEstimator):
             X_csc = sp.csc_matrix(X_csc, dtype=X.dtype)
             if self.private or self.bounds == "clip":
                 X_csc = enforce_bounds(X_csc.T, None, 1.0, None, mode=self.bounds, name="X_csc")[0].T
+        return X, y, X_csc
+
+    def _fit(
+        self,
+        X: Matrix,
+        y: np.ndarray,
+        ledger: Any,
+        key: str | None,
+        extra: dict[str, Any],
+        progress: Progress | None = None,
+        X_csc: Matrix | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> None:
+        if self.private:
+            warn_if_exact_model_selection(self)
+        X, y, X_csc = self._bounded(X, y, X_csc)
         result: dict[str, FWResult] = {}
 
         def compute() -> dict[str, Any]:
@@ -333,18 +351,11 @@ class _FrankWolfe(BaseEstimator):
             cols, n_cols = columns if columns is not None else (None, None)
             return widen(out, cols, n_cols, schema)
 
-        if accountant is None:
-            if self.private:
-                require_accountant(self)
-            out = compute()
-        else:
-            if dataset is None:
-                raise ParameterError("dataset is required to charge the accountant")
-            key = key or f"{self.method}-{uuid.uuid4().hex}"
-            params = {**self.release_params(), "n_features": X.shape[1], **extra}
-            if columns is not None:
-                params["columns"] = [int(j) for j in columns[0]]
-            out = accountant.release(dataset, self.privacy_charge(X.shape[1]), key, compute, params)
+        params = {**self.release_params(), "n_features": X.shape[1], **extra}
+        if columns is not None:
+            params["columns"] = [int(j) for j in columns[0]]
+        charge = self.privacy_charge(n_features=X.shape[1]) if ledger is not None else None
+        out = self._release(charge, self._release_key(key), compute, params, ledger, private=self.private)
         self._set_released(out)
         fw = result.get("fw")
         if fw is not None:  # for the operator's terminal only: a private fit's time is never released
@@ -390,6 +401,11 @@ class _FrankWolfe(BaseEstimator):
             X = clip_rows(X, float(clip), "clip")
         return np.asarray(X @ self.coef_.ravel()).ravel()
 
+    def __sklearn_tags__(self):  # noqa: ANN204
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
 
 class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
     """Private L1-constrained logistic regression for two classes.
@@ -399,9 +415,11 @@ class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
     """
 
     _loss = "logistic"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"classes": "no_validation"}  # _binary_classes
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         lam: float = FW_LAM,
@@ -419,54 +437,41 @@ class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
         screen_rule: str = "safe",
         n_max: int | None = None,
     ) -> None:
-        self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
-        self.method, self.calibration, self.bounds, self.classes = method, calibration, bounds, classes
+        self.epsilon = epsilon
+        self.delta = delta
+        self.lam = lam
+        self.max_iter = max_iter
+        self.method = method
+        self.calibration = calibration
+        self.bounds = bounds
+        self.classes = classes
         self.random_state = random_state
-        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule, screen_rule, n_max)
+        self.screening = screening
+        self.screen_epsilon = screen_epsilon
+        self.screen_delta = screen_delta
+        self.screen_rho = screen_rho
+        self.screen_schedule = screen_schedule
+        self.screen_rule = screen_rule
+        self.n_max = n_max
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self):  # noqa: ANN204
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
         tags.classifier_tags.multi_class = False
         return tags
 
-    def fit(
-        self,
-        X: Matrix,
-        y: Any,
-        accountant: Accountant | None = None,
-        dataset: str | None = None,
-        key: str | None = None,
-        progress: Progress | None = None,
-        X_csc: Matrix | None = None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> DPFrankWolfeClassifier:
-        self._validate()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
-        classes = self._binary_classes(y)
-        self._fit(
-            X,
-            (y == classes[1]).astype(np.float64),
-            accountant,
-            dataset,
-            key,
-            {"classes": [c.item() if hasattr(c, "item") else c for c in classes]},
-            progress,
-            X_csc,
-            columns,
-            schema,
-        )
-        return self
+    def _targets(self, y: np.ndarray, accountant: Accountant | None) -> tuple[np.ndarray, dict[str, Any]]:
+        return self._coded_labels(y, accountant, negative=0.0, public_classes=False)
 
 
 class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
     """Private L1-constrained least squares; ``y_bound`` is the public bound on |y|."""
 
     _loss = "squared"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"y_bound": [Positive()]}
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         lam: float = FW_LAM,
@@ -484,37 +489,25 @@ class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
         screen_rule: str = "safe",
         n_max: int | None = None,
     ) -> None:
-        self.epsilon, self.delta, self.lam, self.max_iter = epsilon, delta, lam, max_iter
-        self.method, self.calibration, self.bounds, self.y_bound = method, calibration, bounds, y_bound
+        self.epsilon = epsilon
+        self.delta = delta
+        self.lam = lam
+        self.max_iter = max_iter
+        self.method = method
+        self.calibration = calibration
+        self.bounds = bounds
+        self.y_bound = y_bound
         self.random_state = random_state
-        self._set_screening(screening, screen_epsilon, screen_delta, screen_rho, screen_schedule, screen_rule, n_max)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
+        self.screening = screening
+        self.screen_epsilon = screen_epsilon
+        self.screen_delta = screen_delta
+        self.screen_rho = screen_rho
+        self.screen_schedule = screen_schedule
+        self.screen_rule = screen_rule
+        self.n_max = n_max
 
     def _y_bound(self) -> float:
         return self.y_bound
-
-    def fit(
-        self,
-        X: Matrix,
-        y: Any,
-        accountant: Accountant | None = None,
-        dataset: str | None = None,
-        key: str | None = None,
-        progress: Progress | None = None,
-        X_csc: Matrix | None = None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> DPFrankWolfeRegressor:
-        self._validate()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=True)
-        self._fit(
-            X, np.asarray(y, dtype=np.float64).ravel(), accountant, dataset, key, {}, progress, X_csc, columns, schema
-        )
-        return self
 
     def predict(self, X: Matrix) -> np.ndarray:
         return self._margins(X)

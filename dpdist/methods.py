@@ -1,16 +1,16 @@
-"""The registry of dpdist's methods: one entry per name the CLI, the run config and the plan accept.
+"""The registry of dpdist's methods: one entry per name the CLI, the run config and the plan accept,
+and the one factory of their estimators (:meth:`Method.build`).
 
 Each entry (:class:`Method`) says what the name is (its ``kind``: a selection, a best subset
-selection, a learner or a screening learner), which estimator it builds (by import path, so this
-module stays light to import: the CLI's parser and the run config's checks read it before any
-numerical library is loaded), the parameters it sets on that estimator by default, the public
-parameters it takes from ``[select]`` / ``[train]`` (and the CLI), and how its privacy charge is
-asked of the estimator (the estimator's own ``privacy_charge``, with the public count it needs).
-A new method is one entry in :data:`REGISTRY`.
+selection, a learner or a screening learner), which estimator it builds (by import path: this module
+imports no estimator, so it stays light -- the CLI's parser and the run config's checks read it before
+any numerical library is loaded -- and stands below everything it names), the parameters it sets on
+that estimator by default, the public parameters it takes from ``[select]`` / ``[train]`` (and the
+CLI), and the flags the command line, the flows and the pipelines act on instead of method names.
+Every estimator then charges through the release skeleton's ``privacy_charge`` (:mod:`dpdist.base`).
+A new method is one entry in :data:`REGISTRY` (docs/contributing.md).
 
-The defaults here are those of the main job (``flows/defaults.toml``) and of the benchmarks
-(``benchmarks/utility.py``, ``benchmarks/bss_experiments.py``); the estimators' own defaults
-are the same values.
+The defaults are those of :mod:`dpdist.defaults` (the main job's and the benchmarks' values).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dpdist.defaults import BSS_RIDGE, FW_ITERS, FW_LAM, bss_ridge
 from dpdist.exceptions import ParameterError
 
 __all__ = [
@@ -42,29 +43,18 @@ __all__ = [
 KINDS = ("selection", "best-subset", "learner", "screening")
 FRONT_ENDS = ("cli", "run")  # `dpdist select` / `dpdist train`, and the run config ([select], [train])
 
-# Frank-Wolfe's L1-ball radius and steps: the main job's and benchmarks/utility.py's (unit-norm rows)
-FW_LAM = 500.0
-FW_ITERS = 1000
-# best subset selection's ridge by loss ([DPBSS25]'s values, benchmarks/bss_experiments.py's)
-BSS_RIDGE: Mapping[str, float] = MappingProxyType({"squared": 120.0, "hinge": 100.0})
-
-
-def bss_ridge(loss: str) -> float:
-    """The default ridge of best subset selection for ``loss`` ("squared" or "hinge")."""
-    if loss not in BSS_RIDGE:
-        raise ValueError(f"loss must be one of {tuple(BSS_RIDGE)}, got {loss!r}")
-    return BSS_RIDGE[loss]
-
 
 @dataclass(frozen=True)
 class Param:
-    """A public parameter a method takes: its run-config key (``[select]`` / ``[train]``), its type,
-    what it means, and the estimator's parameter it sets (``estimator_name``, default the same name)."""
+    """A public parameter a method takes: its run-config key (in the method's section, ``[select]`` /
+    ``[train]``, or in ``section``), its type, what it means, and the estimator's parameter it sets
+    (``estimator_name``, default the same name)."""
 
     name: str
     type: type
     help: str
     estimator_name: str | None = None
+    section: str | None = None
 
     @property
     def target(self) -> str:
@@ -90,31 +80,45 @@ class Method:
         One line: what it releases.
     estimator : tuple of str
         Import paths ``"module:Class"`` of its estimator for a classification (binary) and a
-        regression task (the same class twice when it has one for both), or of a builder
-        ``f(task, **params)`` when ``builder`` is true.
+        regression task (the same class twice when it has one for both; "" for a task it does not do).
     family : str
         The solver family ("frank-wolfe", "gradient", "search", "objective-perturbation", "sis",
-        "two-stage", "bss"): the flow runs each family its own way.
+        "two-stage", "bss").
     defaults : mapping
         The estimator parameters the method sets over the estimator's own defaults.
     params : tuple of Param
         The public parameters it takes from the run config (and the CLI).
-    charge_by : str or None
-        The public count its estimator's ``privacy_charge`` takes: "n_features" (the Frank-Wolfe
-        learners: the paper calibration of screening depends on it), "n_records" (the gradient
-        learners and the private search: the batch rate and steps), or None.
     private : bool
         False for the non-private baselines (the CLI only: they release an un-noised model and
         refuse an accountant).
     front_ends : frozenset of str
         Where the name is accepted: "cli" (``dpdist select`` / ``dpdist train --method``), "run"
         (the run config's ``select.methods`` / ``train.methods``).
-    builder : bool
-        Whether ``estimator`` names a builder function rather than a class.
+    task_defaults : mapping
+        Parameters set for one task only (``{"binary": {...}, "regression": {...}}``).
+    counted : bool
+        Whether its charge depends on a public count of the training records (its estimator takes
+        ``n_records``: the gradient learners and the search).
     row_blocks : bool
         Whether the flow runs its fit as a Dask reduction over the train store's row blocks
         (full-batch steps, :mod:`dpdist.pipelines.dp_gd`: it scales past one worker's memory) rather
         than on one solver worker.
+    column_copy : bool
+        Whether its solver reads the columns of the data: a fit on a store's every column reads the
+        store's CSC copy instead of converting the rows.
+    path : bool
+        Whether it releases a Frank-Wolfe path (``dpdist train`` takes its ``--lam`` and ``--iters``).
+    curve : bool
+        Whether the private evaluation of its models releases a loss curve (along the Frank-Wolfe
+        path; objective perturbation's evaluation has the curve part it was planned and charged with).
+    on_selection : bool
+        Whether it fits only the columns of a released selection (the run's ``train.features``).
+    secret_duration : bool
+        Whether its duration reveals a secret of its guarantee (the private search's number of runs):
+        never timed, no progress shown.
+    own_split : bool
+        Whether it splits its training records itself, by a secret key of its own (the search's
+        validation side).
     sparsity : str or None
         The estimator parameter a learner's ``--k`` sets (the released model's number of non-zero
         weights), or None when the learner takes no such bound.
@@ -127,45 +131,53 @@ class Method:
     family: str
     defaults: Mapping[str, Any] = field(default_factory=_frozen)
     params: tuple[Param, ...] = ()
-    charge_by: str | None = None
     private: bool = True
     front_ends: frozenset[str] = frozenset(FRONT_ENDS)
-    builder: bool = False
+    task_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=_frozen)
+    counted: bool = False
     row_blocks: bool = False
+    column_copy: bool = False
+    path: bool = False
+    curve: bool = False
+    on_selection: bool = False
+    secret_duration: bool = False
+    own_split: bool = False
     sparsity: str | None = None
 
     def param(self, target: str) -> Param | None:
         """Its public parameter that sets the estimator parameter ``target``, if any."""
         return next((p for p in self.params if p.target == target), None)
 
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks it has an estimator for ("binary", "regression")."""
+        return tuple(task for task, path in zip(("binary", "regression"), self.estimator, strict=True) if path)
+
     def estimator_class(self, task: str = "binary") -> Any:
-        """The estimator class (or builder) for ``task``, imported now."""
-        module, _, attr = self.estimator[1 if task == "regression" else 0].partition(":")
+        """The estimator class for ``task``, imported now."""
+        path = self.estimator[1 if task == "regression" else 0]
+        if not path:
+            raise ParameterError(f"method {self.name!r} has no estimator for a {task} task (it does {self.tasks})")
+        module, _, attr = path.partition(":")
         return getattr(importlib.import_module(module), attr)
 
     def build(self, task: str = "binary", **params: Any) -> Any:
-        """The estimator of this method for ``task`` at the method's defaults updated by ``params``."""
-        kwargs = {**self.defaults, **params}
-        make = self.estimator_class(task)
-        if self.builder:
-            return make(task, **kwargs)
+        """The estimator of this method for ``task`` ("binary" or "regression"): the method's defaults
+        updated by ``params``. ``classes`` (a classification's public labels) is dropped for a regression."""
+        kwargs = {**self.defaults, **self.task_defaults.get(task, {}), **params}
         if task == "regression":
             kwargs.pop("classes", None)
-        return make(**kwargs)
+        return self.estimator_class(task)(**kwargs)
 
-    def estimator_params(self, section: Any) -> dict[str, Any]:
-        """The estimator parameters set by a config section (``[select]`` / ``[train]``): each of
-        :attr:`params` the section holds, under the estimator's name."""
-        return {p.target: getattr(section, p.name) for p in self.params if hasattr(section, p.name)}
-
-    def privacy_charge(self, model: Any, n_features: int | None = None, n_records: int | None = None) -> Any:
-        """The charge of one release of ``model`` (an estimator :meth:`build` made): its own
-        ``privacy_charge`` with the public count it takes (:attr:`charge_by`)."""
-        if self.charge_by == "n_records":
-            return model.privacy_charge(n_records)
-        if self.charge_by == "n_features":
-            return model.privacy_charge(n_features)
-        return model.privacy_charge()
+    def estimator_params(self, *sections: Any) -> dict[str, Any]:
+        """The estimator parameters set by config sections (``[select]`` / ``[train]``, then ``[data]``):
+        each of :attr:`params`, from the first section that holds it, under the estimator's name."""
+        out: dict[str, Any] = {}
+        for p in self.params:
+            section = next((sec for sec in sections if hasattr(sec, p.name)), None)
+            if section is not None:
+                out[p.target] = getattr(section, p.name)
+        return out
 
 
 # ---------------------------------------------------------------------------------------- parameters
@@ -221,6 +233,10 @@ _PTR = (
     Param("bss_ptr_fraction", float, "the share of epsilon spent on the gap check", "ptr_fraction"),
 )
 
+_BOUNDS = Param(
+    "bounds", str, '"check" refuses records outside the bounds before any charge, "clip" clips each', section="data"
+)
+
 _LM = ("dpdist.linear_model:DPFrankWolfeClassifier", "dpdist.linear_model:DPFrankWolfeRegressor")
 _GM = "dpdist.gradient_models:"
 _BSS_PATH = "dpdist.selection.best_subset:"
@@ -234,7 +250,7 @@ def _gradient(name: str, cls: str, summary: str, row_blocks: bool = False, spars
         (f"{_GM}{cls}Classifier", f"{_GM}{cls}Regressor"),
         "gradient",
         params=(_EPS, _DELTA, _COUNT),
-        charge_by="n_records",
+        counted=True,
         row_blocks=row_blocks,
         sparsity=sparsity,
     )
@@ -251,30 +267,13 @@ def _fw(name: str, summary: str, private: bool = True, screening: str | None = N
         _LM,
         "frank-wolfe",
         _frozen(defaults),
-        ((_EPS, _DELTA) if private else ()) + _FW + (_SCREEN if screening else ()),
-        "n_features" if private else None,
+        ((_EPS, _DELTA) if private else ()) + _FW + (_SCREEN if screening else ()) + (_BOUNDS,),
         private,
         frozenset(FRONT_ENDS) if private else frozenset({"cli"}),
+        column_copy=defaults["method"] in ("fast-dp-fw", "fast-fw"),  # the fast solvers read columns
+        path=True,
+        curve=True,
     )
-
-
-def private_search(task: str, **params: Any) -> Any:
-    """The private search over the default grid of ``task`` (:func:`dpdist.tuning.default_candidates`)."""
-    from dpdist.tuning import PrivateSearch, default_candidates
-
-    if task == "regression":
-        params.pop("classes", None)
-    return PrivateSearch(default_candidates(task), **params)
-
-
-def objective_perturbation(task: str, **params: Any) -> Any:
-    """Objective perturbation for ``task``: squared loss for a regression, logistic (labels -1/+1) else."""
-    from dpdist.solvers.objective_perturbation import ObjectivePerturbation
-
-    if task == "regression":
-        params.pop("classes", None)
-        return ObjectivePerturbation("squared", **params)
-    return ObjectivePerturbation("logistic", **params)
 
 
 _METHODS = (
@@ -284,7 +283,7 @@ _METHODS = (
         "the top k of the private sure-independence-screening scores |X^T y| ([SKDRR24])",
         ("dpdist.selection.sis:DPSIS",) * 2,
         "sis",
-        params=(_K, _EPS),
+        params=(_K, _EPS, _BOUNDS),
     ),
     Method(
         "two-stage",
@@ -305,7 +304,7 @@ _METHODS = (
         "best subset selection, the exponential mechanism over the top R supports ([DPBSS25])",
         (f"{_BSS_PATH}BSSTopRSelector",) * 2,
         "bss",
-        params=_BSS,
+        params=_BSS + (_BOUNDS,),
     ),
     Method(
         "bss-mistakes",
@@ -313,7 +312,7 @@ _METHODS = (
         "best subset selection by the mistakes method with propose-test-release ([DPBSS25])",
         (f"{_BSS_PATH}BSSMistakesSelector",) * 2,
         "bss",
-        params=_BSS + _PTR,
+        params=_BSS + _PTR + (_BOUNDS,),
     ),
     _gradient("auto", "Auto", "select-train when its screening's noise is small beside the public count, else dp-sgd"),
     _gradient("dp-sgd", "DPSGD", "DP-SGD with Poisson-sampled batches ([ACG+16])"),
@@ -324,12 +323,13 @@ _METHODS = (
         "private-search",
         "learner",
         "the private choice among the default grid of learners ([PS22])",
-        ("dpdist.methods:private_search",) * 2,
+        ("dpdist.tuning:PrivateSearchClassifier", "dpdist.tuning:PrivateSearchRegressor"),
         "search",
         params=(_EPS, _DELTA, _COUNT),
-        charge_by="n_records",
         front_ends=frozenset({"run"}),  # `dpdist train --tune`
-        builder=True,
+        counted=True,
+        secret_duration=True,  # its duration tells how many runs it made (dpdist.tuning)
+        own_split=True,
     ),
     _fw("fast-dp-fw", "fast DP Frank-Wolfe: exponential-mechanism steps by the BSLS sampler ([RKL23])"),
     _fw("dp-fw", "DP Frank-Wolfe with Laplace report-noisy-max steps ([TTZ15])"),
@@ -341,12 +341,14 @@ _METHODS = (
         "objective-perturbation",
         "learner",
         "objective perturbation on a released selection ([KST12])",
-        ("dpdist.methods:objective_perturbation",) * 2,
+        ("dpdist.solvers.objective_perturbation:ObjectivePerturbation",) * 2,
         "objective-perturbation",
         _frozen({"delta": 0.0}),  # pure epsilon-DP
         (_EPS,),
         front_ends=frozenset({"run"}),
-        builder=True,
+        task_defaults=_frozen({"binary": _frozen({"loss": "logistic"}), "regression": _frozen({"loss": "squared"})}),
+        curve=True,
+        on_selection=True,
     ),
 )
 
@@ -369,8 +371,10 @@ def names(
     family: str | tuple[str, ...] | None = None,
     front_end: str | None = None,
     private: bool | None = None,
+    counted: bool | None = None,
 ) -> tuple[str, ...]:
-    """The registered names, in registry order, of the given kind(s), family(ies), front end and privacy."""
+    """The registered names, in registry order, of the given kind(s), family(ies), front end, privacy
+    and need of a public count of the records."""
     kinds = (kind,) if isinstance(kind, str) else kind
     families = (family,) if isinstance(family, str) else family
     for k in kinds or ():
@@ -383,6 +387,7 @@ def names(
         and (families is None or m.family in families)
         and (front_end is None or front_end in m.front_ends)
         and (private is None or m.private == private)
+        and (counted is None or m.counted == counted)
     )
 
 

@@ -17,6 +17,7 @@ from prefect.logging import get_run_logger
 from dpdist.flows.config import RunConfig, load_config
 from dpdist.flows.evaluate import evaluate_stage
 from dpdist.flows.ingest import ingest_stage
+from dpdist.flows.release import SECRET_DURATION
 from dpdist.flows.report import write_report
 from dpdist.flows.runtime import on_cluster
 from dpdist.flows.select import select_stage
@@ -32,27 +33,46 @@ def _flow_run_id() -> str:
     return str(ctx.flow_run.id) if ctx and ctx.flow_run else "-"
 
 
+class StepClock:
+    """How long each step of a run took, on the operator's terminal only (``timing``): a step that
+    computed a release whose duration reveals a secret (``SECRET_DURATION``: the private search's,
+    which tells its number of runs) is not timed, nor is the run's running total from it on."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.secret = False
+
+    def done(self, name: str, mechanisms: list[str]) -> None:
+        """Step ``name`` ended, having released ``mechanisms``: its time (and the total so far) if it may be shown."""
+        now, secret = time.perf_counter(), bool(SECRET_DURATION & set(mechanisms))
+        if secret:
+            timing("dpdist run: step %s done (not timed: it holds a private search, whose duration is secret)", name)
+        elif self.secret:
+            timing("dpdist run: step %s took %.1f s", name, now - self.last)
+        else:
+            timing("dpdist run: step %s took %.1f s (%.1f s in all)", name, now - self.last, now - self.start)
+        self.secret |= secret
+        self.last = now
+
+
 def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
     """All stages on the active task runner; returns the run summary (the CLI's JSON).
 
     ``flow_run`` is the id reported for the run (the parent flow's); default: this flow run.
     The summary is public: the dataset's name, release keys and output paths. The flow's log
     names each step as it ends; how long it took goes to the operator's terminal only (it
-    includes the private fits' times: ``dpdist.utils.operator_log``), never to Prefect's run
-    logger, whose lines its server stores.
+    includes the private fits' times: ``dpdist.utils.operator_log``; :class:`StepClock`), never to
+    Prefect's run logger, whose lines its server stores.
     """
     logger = get_run_logger()
     flow_run = flow_run or _flow_run_id()
     steps: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
-    last = [t0]
+    clock = StepClock()
 
-    def step(name: str, **info: Any) -> None:
-        now = time.perf_counter()
+    def step(name: str, released: list[dict[str, Any]] | None = None, **info: Any) -> None:
         steps.append({"step": name, **info})
         logger.info("step %s done", name)
-        timing("dpdist run: step %s took %.1f s (%.1f s in all)", name, now - last[0], now - t0)
-        last[0] = now
+        clock.done(name, [r["mechanism"] for r in released or []])
 
     stages = ["ingest", *(["select"] if cfg.select.methods else []), *(["train"] if cfg.train_methods() else [])]
     with run_display.showing([*stages, "evaluate", "report"]):  # the operator's terminal only
@@ -68,7 +88,7 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
         if cfg.train_methods():
             run_display.stage("train")
             models = train_stage(cfg, stores, selection)
-            step("train", releases=[m["key"] for m in models])
+            step("train", models, releases=[m["key"] for m in models])
         run_display.stage("evaluate")
         evaluation = evaluate_stage(cfg, stores, selection, models)
         step("evaluate", releases=[m["evaluation_key"] for m in evaluation["models"] if m.get("evaluation_key")])

@@ -85,12 +85,13 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
     train mean (regression)."""
     import numpy as np
 
-    from dpdist.pipelines.train import estimator
+    from dpdist.methods import get
+    from dpdist.pipelines.train import STORE_CLASSES
 
     train, test = open_store(train_path), open_store(test_path)
     Xtr, ytr = train.csr(), store_target(train)
     Xte, yte = test.csr(), store_target(test)
-    model = estimator(train.task, "fast-fw", 1.0, 1e-6, lam, iters).fit(Xtr, ytr)
+    model = get("fast-fw").build(train.task, lam=lam, max_iter=iters, classes=STORE_CLASSES).fit(Xtr, ytr)
     out = {
         "non_private": exact_metrics(test.task, model.coef_.ravel(), Xte, yte),
         "ceiling": _ceiling(Xtr, ytr, Xte, yte, test.task),

@@ -1,8 +1,11 @@
 """Flow stage ``ingest``: the source (svmlight file, synthetic set or existing store) as a zarr
 store, its budget, its keyed train/test split, and the noisy row counts, under ``<output>/stores/``.
 
-The source and split tasks run on Dask workers (the task runner's cluster) and return store
-summaries; the split key comes from the ledger (it is the dataset's secret, created with its
+The source, split and public-test tasks run in the flow process and hand their work to a worker of
+the task runner's cluster (Dask keys ``ingest-source-…``, ``ingest-split-…``, ``ingest-public-test-…``),
+which writes the stores and returns their summaries: no Prefect task runs on a worker, so a worker
+needs the scheduler only, never the flow's Prefect server (on loopback, :func:`dpdist.flows.runtime.prefect_api`),
+wherever its node is. The split key comes from the ledger (it is the dataset's secret, created with its
 budget) and the counts are a release (Laplace, charged). A store's content hash travels between
 tasks as ``dataset`` and never leaves the flow; what is shown is the dataset's public name.
 """
@@ -23,7 +26,7 @@ from dpdist.data.synthetic import write_synthetic
 from dpdist.exceptions import ParameterError
 from dpdist.flows.config import RunConfig, load_config, store_paths
 from dpdist.flows.release import RAW, ensure_budget, release
-from dpdist.flows.runtime import on_cluster
+from dpdist.flows.runtime import on_a_worker, on_cluster
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
@@ -51,11 +54,16 @@ def store_summary(path: str) -> dict[str, Any]:
 
 @task(name="ingest-source", retries=1, **RAW)
 def make_source(cfg: RunConfig) -> dict[str, Any]:
-    """Write the source store (synthetic or svmlight), unless the store of the same source exists already.
+    """Write the source store (synthetic or svmlight) on a worker, unless the store of the same source exists
+    already.
 
     A store records the fingerprint of its source (``dpdist.flows.plan.source_fingerprint``); a second run
     of the same config reuses it instead of generating or ingesting again.
     """
+    return on_a_worker("ingest-source", _write_source, cfg)
+
+
+def _write_source(cfg: RunConfig) -> dict[str, Any]:
     from dpdist.flows.plan import known_source, source_fingerprint
 
     out = store_paths(cfg)["source"]
@@ -101,7 +109,11 @@ def check_public_test(cfg: RunConfig, public: dict[str, Any], dataset: str) -> N
 
 @task(name="public-test", retries=1, **RAW)
 def public_test(cfg: RunConfig, n_features: int) -> dict[str, Any]:
-    """The user's public test set (a separate file or store), as a store."""
+    """The user's public test set (a separate file or store), as a store (written on a worker)."""
+    return on_a_worker("ingest-public-test", _public_test, cfg, n_features)
+
+
+def _public_test(cfg: RunConfig, n_features: int) -> dict[str, Any]:
     path, out = cfg.evaluate.public_test, public_test_store(cfg)
     if out == str(path):  # a store already
         return store_summary(out)
@@ -115,8 +127,12 @@ def split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[
     """The keyed split (each record's side from its own content and the secret key) into two stores.
 
     The split is a function of the source and the key only: halves a previous run wrote from the
-    same source, fraction and key are reused.
+    same source, fraction and key are reused. Written on a worker.
     """
+    return on_a_worker("ingest-split", _split, cfg, source, key)
+
+
+def _split(cfg: RunConfig, source: dict[str, Any], key: bytes) -> dict[str, dict[str, Any]]:
     paths = store_paths(cfg)
     own = open_store(source["store"]).dataset_id
     if not all(_is_split_of(paths[h], own, cfg.data.test_fraction, key_id(key)) for h in ("train", "test")):
@@ -155,7 +171,7 @@ def _count_rows(cfg: RunConfig, stores: dict[str, Any], dataset: str) -> dict[st
 def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
     """Run on the active task runner: source store, budget, split, noisy counts. Returns their summaries."""
     logger = get_run_logger()
-    source = make_source.submit(cfg).result()
+    source = make_source(cfg)
     store = open_store(source["store"])
     check_schema(store)  # a declared task and classes, before any charge
     dataset = source["dataset"]
@@ -168,7 +184,7 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
         key = acc.split_key(dataset)
         if store.dataset_id != dataset:  # a part of a split splits again, by another key
             key = derive_key(key, "dpdist run")
-        halves = split.submit(cfg, source, key).result()
+        halves = split(cfg, source, key)
         for h in ("train", "test"):
             acc.budget_of(open_store(halves[h]["store"]))
     else:
@@ -179,7 +195,7 @@ def ingest_stage(cfg: RunConfig) -> dict[str, Any]:
         "dataset": dataset,
         "name": status["dataset"],
         "counts": None,
-        "public_test": public_test.submit(cfg, source["n_features"]).result() if cfg.evaluate.public_test else None,
+        "public_test": public_test(cfg, source["n_features"]) if cfg.evaluate.public_test else None,
     }
     if out["public_test"] is not None:
         check_public_test(cfg, out["public_test"], dataset)

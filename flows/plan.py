@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpdist.defaults import bss_ridge
 from dpdist.evaluation import PrivateEvaluation
 from dpdist.exceptions import BudgetExceeded, UnknownDataset
-from dpdist.flows.config import BSS_METHODS, GRADIENT_METHODS, RunConfig, store_paths
-from dpdist.methods import bss_ridge, get
+from dpdist.flows.config import BSS_METHODS, RunConfig, store_paths
+from dpdist.methods import get
 from dpdist.privacy.accountant import Accountant, Release
 from dpdist.privacy.filter import PrivacyFilter
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -37,7 +38,11 @@ __all__ = [
     "evaluation",
     "recorded_train_count",
     "train_charge",
+    "train_model",
+    "train_params",
 ]
+
+STORE_CLASSES = [-1.0, 1.0]  # a binary store's public labels (``store_target``'s mapping)
 
 
 def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
@@ -51,10 +56,10 @@ def bss_selector(cfg: RunConfig, method: str, seed: int | None = None) -> Any:
         raise ValueError(f"not a best-subset method: {method!r} (one of {BSS_METHODS})")
     s = cfg.select
     entry = get(method)
-    params = entry.estimator_params(s)
+    params = entry.estimator_params(s, cfg.data)
     if s.bss_ridge is None:
         params["ridge"] = bss_ridge(s.bss_loss)
-    return entry.build(**params, bounds=cfg.data.bounds, random_state=seed)
+    return entry.build(**params, random_state=seed)
 
 
 def make_selector(cfg: RunConfig, method: str, n_blocks: int | None = None, seed: int | None = None) -> Any:
@@ -63,11 +68,9 @@ def make_selector(cfg: RunConfig, method: str, n_blocks: int | None = None, seed
     entry = get(method)
     if entry.kind == "best-subset":
         return bss_selector(cfg, method, seed)
-    params = entry.estimator_params(cfg.select)
-    if entry.family == "two-stage":
-        params["n_blocks"] = n_blocks if n_blocks is not None else cfg.select.n_blocks
-    else:
-        params["bounds"] = cfg.data.bounds
+    params = entry.estimator_params(cfg.select, cfg.data)
+    if "n_blocks" in params and n_blocks is not None:  # two-stage's public number of blocks
+        params["n_blocks"] = n_blocks
     return entry.build(**params, random_state=seed)
 
 
@@ -102,20 +105,16 @@ class Planned:
         }
 
 
-# the public count a gradient learner's charge is planned at when the run releases its count later (the
-# charge's epsilon is its target whatever the count; the ledger checks the exact charge when it is made)
-PLAN_RECORDS = 100_000
-
-
 def plan(
     cfg: RunConfig, task: str = "binary", n_features: int | None = None, n_records: int | None = None
 ) -> list[Planned]:
     """The releases of ``cfg`` in the order the flow makes them (``task``, ``n_features``: the data's,
     if known; the number of features is public and only the screening methods' charge in
     ``calibration = "paper"`` depends on it; ``n_records``: the gradient learners' public count, if
-    known -- else ``cfg.train_records()``, else the count the run releases, planned at ``PLAN_RECORDS``)."""
+    known -- else ``cfg.train_records()``, else the count the run releases, planned as ``privacy_charge``
+    plans it before it is known: :data:`dpdist.base.PLANNED_RECORDS`)."""
     out: list[Planned] = []
-    n_records = n_records or cfg.train_records() or PLAN_RECORDS
+    n_records = n_records or cfg.train_records()
     if cfg.data.count_epsilon > 0:
         out.append(
             Planned(
@@ -140,27 +139,35 @@ def plan(
     return out
 
 
+def train_params(
+    cfg: RunConfig, task: str, method: str, epsilon: float, n_records: int | None, seed: int | None = None
+) -> dict[str, Any]:
+    """The estimator parameters of one train release (``[train]``'s and ``[data]``'s keys the method
+    takes, at ``epsilon``; the store's public classes; the gradient learners' public count ``n_records``):
+    the plan, the release's parameters and the worker's fit all build the estimator from these."""
+    entry = get(method)
+    params = entry.estimator_params(cfg.train, cfg.data)
+    params["epsilon"] = epsilon
+    if entry.counted:
+        params["n_records"] = n_records
+    if isinstance(params.get("screen_schedule"), (list, tuple)):
+        params["screen_schedule"] = list(params["screen_schedule"])
+    if task != "regression":  # the classes are store_target's public mapping, never those the train half holds
+        params["classes"] = STORE_CLASSES
+    return {**params, "random_state": seed}
+
+
+def train_model(cfg: RunConfig, task: str, method: str, epsilon: float, n_records: int | None) -> Any:
+    """The estimator of one train release (the registry builds it from :func:`train_params`)."""
+    return get(method).build(task, **train_params(cfg, task, method, epsilon, n_records))
+
+
 def train_charge(
     cfg: RunConfig, task: str, method: str, epsilon: float, n_features: int | None, n_records: int | None
 ) -> Charge:
     """What the train stage charges for one model (``n_records``: the gradient learners' public count):
-    the plan and the flow call this one function."""
-    from dpdist.pipelines.train import estimator
-
-    t = cfg.train
-    model = estimator(
-        task,
-        method,
-        epsilon,
-        t.delta,
-        t.lam,
-        t.iters,
-        cfg.data.bounds,
-        t.calibration,
-        screening=t.screening(),
-        n_records=n_records if method in GRADIENT_METHODS else None,
-    )
-    return get(method).privacy_charge(model, n_features=n_features, n_records=n_records)
+    the plan and the flow call this one function, which asks the estimator (``privacy_charge``)."""
+    return train_model(cfg, task, method, epsilon, n_records).privacy_charge(n_features=n_features)
 
 
 def recorded_train_count(cfg: RunConfig, acc: Accountant, dataset: str) -> int | None:
@@ -177,12 +184,11 @@ def recorded_train_count(cfg: RunConfig, acc: Accountant, dataset: str) -> int |
 
 
 def evaluation(cfg: RunConfig, task: str, method: str, seed: int | None = None) -> PrivateEvaluation:
-    """The private evaluation of a model of ``method`` (no curve part for the gradient learners, which
-    release no path)."""
+    """The private evaluation of a model of ``method`` (a curve part for the methods the registry says:
+    ``Method.curve``)."""
     e = cfg.evaluate
-    return PrivateEvaluation(
-        task, e.epsilon, bins=e.bins, points=e.points, random_state=seed, curve=method not in GRADIENT_METHODS
-    )
+    curve = get(method).curve
+    return PrivateEvaluation(task, e.epsilon, bins=e.bins, points=e.points, random_state=seed, curve=curve)
 
 
 def source_fingerprint(cfg: RunConfig) -> dict[str, Any] | None:

@@ -37,11 +37,16 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from dpdist.exceptions import UnknownDataset
+from dpdist.methods import REGISTRY
 from dpdist.privacy.accountant import Accountant, machine_failure
 from dpdist.privacy.loss import Charge
 from dpdist.utils.operator_log import timing
 
-__all__ = ["release", "ensure_budget", "RAW"]
+__all__ = ["release", "ensure_budget", "RAW", "SECRET_DURATION"]
+
+# the mechanisms (their charges') whose duration reveals a secret of their guarantee: the registry's
+# ``secret_duration`` methods (the private search's, which tells its number of runs)
+SECRET_DURATION = frozenset(m.estimator_class().mechanism for m in REGISTRY.values() if m.secret_duration)
 
 
 def _not_a_data_error(task: Any, task_run: Any, state: Any) -> bool:
@@ -71,23 +76,27 @@ def release(
 
     Returns ``{"key", "epsilon", "delta", "form", "mechanism", "replayed", "result"}``. The flow's
     log (Prefect's run logger: stored by its server) gets the release's public parameters; the
-    time the computation took goes to the operator's terminal only (``dpdist.utils.operator_log``).
+    time the computation took goes to the operator's terminal only (``dpdist.utils.operator_log``),
+    and only when the operator asked (``dpdist -v``) -- never for a release whose duration reveals a
+    secret (``SECRET_DURATION``: the private search's number of runs).
     """
     acc = Accountant(ledger_path)
     logger = get_run_logger()
     before = {r.key for r in acc.history(dataset) if r.result is not None}
-    if key not in before:  # progress on the operator's terminal: what is being computed now
+    timed = charge.mechanism not in SECRET_DURATION
+    if key not in before and timed:  # progress on the operator's terminal: what is being computed now
         timing("release %s under %s: computing ...", charge.mechanism, key)
     t0 = time.perf_counter()
     result = acc.release(dataset, charge, key, compute, params)
     replayed = key in before
-    timing(
-        "release %s (%s) under %s: %.2f s",
-        charge.mechanism,
-        "replayed" if replayed else "computed",
-        key,
-        time.perf_counter() - t0,
-    )
+    if timed:
+        timing(
+            "release %s (%s) under %s: %.2f s",
+            charge.mechanism,
+            "replayed" if replayed else "computed",
+            key,
+            time.perf_counter() - t0,
+        )
     status = acc.status(dataset)
     logger.info(
         "%s %s (%s) under %s; dataset %s spent epsilon=%.4g of %g",

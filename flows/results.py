@@ -3,14 +3,49 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from dpdist.exceptions import ParameterError
 from dpdist.flows.config import RunConfig
-from dpdist.utils.io import write_json_atomic
+from dpdist.utils.io import check_directory, write_json_atomic
 
-__all__ = ["write_stage", "read_stage"]
+__all__ = ["RUN_FILES", "check_output", "write_stage", "read_stage"]
+
+# the files a run writes into <output> (its stores aside), each atomically
+RUN_FILES = (
+    "selection.json",
+    "models.json",
+    "evaluation.json",
+    "results.json",
+    "report.md",
+    "report.html",
+    "privacy_utility.png",
+    "convergence.png",
+    "selected_features.png",
+)
+
+
+def check_output(cfg: RunConfig) -> None:
+    """Refuse, before anything is charged, an output directory the run could not write its results into:
+    a path where no directory can be made, or one that takes no new file (read-only, no permission), or
+    one of :data:`RUN_FILES` that is a directory there. A ParameterError names the config key and path."""
+    out = Path(cfg.output)
+    try:
+        check_directory(out)  # made (with its parents) and a file made in it, then removed
+    except OSError as e:
+        reason = os.strerror(e.errno) if e.errno else type(e).__name__
+        raise ParameterError(
+            f"{cfg.source_file}: output: {cfg.output}: the run could not write its results there ({reason}); "
+            "nothing was charged"
+        ) from None
+    for name in RUN_FILES:
+        if (out / name).is_dir():
+            raise ParameterError(
+                f"{cfg.source_file}: output: {out / name} is a directory, where the run writes its {name}; "
+                "nothing was charged"
+            )
 
 
 def write_stage(cfg: RunConfig, stage: str, payload: Any) -> Path:

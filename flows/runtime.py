@@ -62,6 +62,7 @@ from prefect_dask import DaskTaskRunner
 
 from dpdist.exceptions import DPDistError
 from dpdist.flows.config import ClusterConfig, ConfigError, memory_limit_bytes
+from dpdist.flows.results import check_output
 from dpdist.pipelines.placement import LooseRestrictionRescue
 from dpdist.pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 from dpdist.utils.files import open_private
@@ -75,6 +76,7 @@ __all__ = [
     "dashboard_link",
     "client_dashboard_link",
     "cluster_client",
+    "on_a_worker",
 ]
 
 T = TypeVar("T")
@@ -301,7 +303,7 @@ _MIGRATE = (
 
 def _migrated_database(db: Path) -> None:
     """Make the run's database ``db`` before its server starts, already migrated, so the server skips
-    Prefect's migrations (about 5 of the 10 s it takes to start): a copy of the template
+    Prefect's migrations (about half of its start): a copy of the template
     (``_template_path``) if it is one (``_is_empty_database``); else Prefect's migrations run here, in a
     process of their own with no server, and the result -- schema only, nothing of any run -- is kept as
     the template, atomically and owner-only. Any failure leaves ``db`` absent: the server then migrates
@@ -401,6 +403,28 @@ def cluster_client() -> Iterator[Any]:
         yield client
 
 
+def _outcome(fn: Callable[..., T], *args: Any) -> tuple[bool, Any]:
+    """On a worker: ``(True, fn(*args))``, or ``(False, the exception it raised)``."""
+    try:
+        return True, fn(*args)
+    except Exception as e:  # noqa: BLE001 - raised again in the flow process (on_a_worker)
+        return False, e
+
+
+def on_a_worker(name: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a worker of the running flow's cluster, under the Dask key ``<name>-<random>`` (its
+    name on the dashboard; nothing of the data in it), waited for here. A task of the flow process hands its
+    work over this way rather than running as a Prefect task on a worker, which would need the flow's
+    Prefect server (on the flow's loopback) from the worker's node. What ``fn`` raises is raised here, in
+    the flow process's task (Prefect records it in one line); on the worker it would be a failed Dask task,
+    whose traceback the worker logs to the operator's terminal ("Compute Failed")."""
+    with cluster_client() as client:
+        ok, value = client.submit(_outcome, fn, *args, pure=False, key=f"{name}-{os.urandom(6).hex()}").result()
+    if not ok:
+        raise value
+    return value
+
+
 def _dashboard_link_template(cluster: ClusterConfig) -> dict[str, str]:
     """Dask's dashboard-link template naming the host the dashboard is bound to, when that is one
     host (Dask's own link names the scheduler's host, not the dashboard's)."""
@@ -458,6 +482,7 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
             print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
         return stage(cfg, *args)
 
+    check_output(cfg)  # an output the results cannot be written to: refused before any work or charge
     # the stage's return value holds store paths and content hashes: never persisted by Prefect
     with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(_dashboard_link_template(cfg.cluster)):
         runner = task_runner(cfg.cluster, security)

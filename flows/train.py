@@ -18,24 +18,21 @@ from prefect import flow
 from prefect.logging import get_run_logger
 
 from dpdist.data.split import derive_key
-from dpdist.flows.config import GRADIENT_METHODS, RunConfig, load_config
+from dpdist.exceptions import ParameterError
+from dpdist.flows.config import RunConfig, load_config
 from dpdist.flows.ingest import ingest_stage
-from dpdist.flows.plan import train_charge
+from dpdist.flows.plan import train_charge, train_model, train_params
 from dpdist.flows.release import release
 from dpdist.flows.results import read_stage, write_stage
 from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.flows.select import select_stage
-from dpdist.methods import get, names
+from dpdist.methods import get
 from dpdist.pipelines.dp_gd import fit_dask
-from dpdist.pipelines.train import FitJob, estimator, fit_on_solver
+from dpdist.pipelines.train import FitJob, fit_on_solver
 from dpdist.privacy.accountant import Accountant
 from dpdist.utils import run_display
 
 __all__ = ["fit_params", "train", "train_stage"]
-
-# the learners whose full-batch steps run as a Dask reduction over the train store's row blocks
-# (dpdist.pipelines.dp_gd), so they scale past one worker's memory; the others fit on one solver worker
-DASK_METHODS = tuple(name for name in names() if get(name).row_blocks)
 
 
 def fit_params(
@@ -44,15 +41,13 @@ def fit_params(
     """The release parameters of one fit (hashed into its key): the estimator's, the features, the
     method and the values' dtype -- the dtype only when set away from float64, so that the keys of
     configs written before it stay the same; a gradient learner's public count of its records."""
-    t = cfg.train
-    if method in GRADIENT_METHODS:
-        est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, n_records=n_records)
+    est = train_model(cfg, task, method, epsilon, n_records)
+    if get(method).counted:
         params = est.release_params(len(features) if features else 0, n_records)
         return {**params, "features": features, "method": method}
-    est = estimator(task, method, epsilon, t.delta, t.lam, t.iters, cfg.data.bounds, t.calibration, None, t.screening())
     params = {**est.release_params(), "features": features, "method": method}
-    if t.dtype != "float64":
-        params["dtype"] = t.dtype
+    if cfg.train.dtype != "float64":
+        params["dtype"] = cfg.train.dtype
     return params
 
 
@@ -69,6 +64,11 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
     n_records = cfg.train_records((stores.get("counts") or {}).get("result"))
     out: list[dict] = []
     for method in cfg.train_methods():
+        entry = get(method)
+        if entry.counted and n_records is None:
+            raise ParameterError(
+                f"{method} needs a public count of the training records (train.n_records, or a synthetic source's n)"
+            )
         for eps in t.epsilon:
             params = fit_params(cfg, train_store["task"], method, eps, features, n_records)
             key = cfg.step_key("train", method, params)
@@ -81,38 +81,30 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
             )
             # the private search's validation split: a secret key derived from the dataset's (never logged)
             split_key = (
-                derive_key(Accountant(cfg.ledger).split_key(dataset), f"{key} validation")
-                if method == "private-search"
-                else None
+                derive_key(Accountant(cfg.ledger).split_key(dataset), f"{key} validation") if entry.own_split else None
+            )
+            job = FitJob(
+                train_store["store"],
+                method,
+                train_params(cfg, train_store["task"], method, eps, n_records, seed),
+                features=features,
+                dtype=t.dtype,
+                split_key=split_key,
             )
 
-            def compute(
-                method: str = method, eps: float = eps, seed: int | None = seed, split_key: bytes | None = split_key
-            ) -> dict[str, Any]:
-                if method in DASK_METHODS and features is None:  # full-batch steps over the cluster's row blocks
-                    model = estimator(train_store["task"], method, eps, t.delta, t.lam, t.iters, n_records=n_records)
-                    classes = None if train_store["task"] == "regression" else [-1.0, 1.0]
-                    shown = functools.partial(run_display.work, f"train {method} at epsilon={eps:g}")  # steps
-                    return fit_dask(client, train_store["store"], model, n_records, seed, classes, shown)
-                job = FitJob(
-                    train_store["store"],
-                    method,
-                    eps,
-                    t.delta,
-                    t.lam,
-                    t.iters,
-                    features=features,
-                    bounds=cfg.data.bounds,
-                    seed=seed,
-                    calibration=t.calibration,
-                    screening=t.screening(),
-                    dtype=t.dtype,
-                    n_records=n_records,
-                    split_key=split_key,
-                )
+            def compute(job: FitJob = job) -> dict[str, Any]:
+                if get(job.method).row_blocks and job.features is None:  # full-batch steps over the row blocks
+                    model = get(job.method).build(train_store["task"], **job.params)
+                    classes = model.get_params().get("classes")
+                    shown = functools.partial(run_display.work, f"train {job.method} at epsilon={model.epsilon:g}")
+                    return fit_dask(
+                        client, train_store["store"], model, n_records, job.params["random_state"], classes, shown
+                    )
                 return fit_on_solver(client, job)
 
-            run_display.work(f"train {method} at epsilon={eps:g}")  # its iterations follow from the worker
+            # its iterations follow from the worker; no clock for the private search (its duration is secret)
+            run_display.work(f"train {method} at epsilon={eps:g}", timed=not entry.secret_duration)
+            train_model(cfg, train_store["task"], method, eps, n_records).check_width(n_features)  # before the charge
             charge = train_charge(cfg, train_store["task"], method, eps, n_features, n_records)
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, dataset, charge, key, compute, params)

@@ -151,7 +151,7 @@ def select_store(
     ``ReleaseRefused`` (recorded as the release); a solver limit raises ``SolverAborted`` before
     any noise is drawn (recorded as the release's outcome: the charge stands, a retry replays it).
     """
-    selector._validate()
+    selector.check_params()
     executor = DaskExecutor(client, ProblemSpec.of(path, selector))
     selector.fit_executor(executor, accountant, dataset, key)
     support = selector.support_

@@ -6,7 +6,8 @@ The same steps as ``dpdist.solvers.dp_sgd.dp_sgd`` with q = 1 (``DPGDClassifier`
 1. Once: the store's row blocks are read by tasks pinned to the workers, a few groups per worker,
    each group's rows prepared as the estimator prepares them (each row normalised, a per-record
    map; targets mapped to -1/+1 or clipped) and held in its worker's memory for the whole fit.
-2. Each step: the iterate (w, b) is sent to the workers once (``scatter``, broadcast); each group's
+2. Each step: the iterate w is sent to one worker once, as a task holding it (``_iterate``), and
+   copied from there to the workers that need it; each group's
    task sums the clipped per-record gradients of its rows (the numba kernel
    ``clipped_gradient_sum``); the sums are added on the workers, two at a time; the central
    process -- the flow's release task, after the charge -- adds the Gaussian noise N(0, (z C)^2)
@@ -25,6 +26,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import dask
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
@@ -52,6 +54,14 @@ def _load_group(
     if loss == "squared":
         y = np.clip(y, -y_bound, y_bound)
     return csr_parts(X), np.ascontiguousarray(y, dtype=np.float64)
+
+
+def _iterate(w: np.ndarray) -> np.ndarray:
+    """The step's iterate on the cluster. A task rather than scattered data: the scheduler holds its
+    input, so a worker lost with the only copy makes Dask run it again, where a broadcast scatter's
+    replication went on asking the lost worker for ever (``Scheduler.replicate`` keeps the workers it
+    started with) and the fit hung."""
+    return w
 
 
 def _group_sum(
@@ -111,8 +121,9 @@ def dp_gd_store(
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
     for t in range(plan.steps):
-        w_f = client.scatter(w, broadcast=True, hash=False)
         tag = os.urandom(3).hex()  # task names the dashboard shows: the step and the group
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": f"{w.nbytes + (1 << 20)}B"}):
+            w_f = client.submit(_iterate, w, pure=False, key=f"dp-gd-step{t}-iterate-{tag}")  # the step's data
         sums = [
             client.submit(_group_sum, grp, w_f, b, hyper, pure=False, key=f"dp-gd-step{t}-group{g}-{tag}")
             for g, grp in enumerate(groups)
@@ -161,7 +172,7 @@ def fit_dask(
     from dpdist.utils.random import check_random_state
 
     charge = model.privacy_charge(n_records)
-    plan = model._sgd_plan(n_records, charge.details["noise_multiplier"])
+    plan = model.sgd_plan(n_records, charge.details["noise_multiplier"])
     s = int(model.s) if hasattr(model, "s") else None
     w, b = dp_gd_store(
         client, path, plan, check_random_state(seed), model.row_norm, float(getattr(model, "y_bound", 1.0)), s, progress

@@ -18,9 +18,8 @@ per-worker block cache (``open_store(path, cache=True)``), and each range is pin
 worker (round robin over the workers in address order, other workers allowed if it dies).
 Holding the decompressed ranges instead, for later passes, cost more than it saved: on this
 kind of VM the first touch of fresh memory is dearer than the decompression (see
-``ColumnStream``). On the full KDDA shape, on 1 and 2 workers, held ranges took 1.5-1.9 s for a
-cold pass (against 1.05-1.3 s streamed in 4 ranges) and 0.54-0.73 s for a warm one (against
-0.68-0.77 s), and 1.4 GB of memory (``benchmarks/results/full_size.md``).
+``ColumnStream``); benchmarks/sis_scale.py and full_size.py measured the two on the full KDDA shape
+(their dated results under ``benchmarks/results/scale/``).
 
 y is read through one-byte codes into its distinct values when it has few (labels), so the
 random reads of y stay in the cache (``_coded_target``); the products and sums are the same.
@@ -51,8 +50,7 @@ from dpdist.selection.sis import store_target
 # Non-zeros per task on average (ranges are of equal width). A task holds only its column pointers
 # and scores (8 bytes a column each), so fewer, larger tasks cost no memory and pay less per task
 # and per transfer: on the full KDDA shape (308M non-zeros; 2^26 makes 5 ranges, 6 on 2 workers)
-# 4 ranges took 1.05-1.3 s cold and 0.68-0.77 s warm on 1 and 2 workers, 19 ranges 1.22-1.66 s
-# and 0.74-1.25 s, 40 ranges 1.7-2.0 s and 1.0-1.1 s (benchmarks/results/full_size.md).
+# a few ranges per worker were faster than tens (benchmarks/sis_scale.py, full_size.py).
 COLUMN_BLOCK_NNZ = 1 << 26
 _NO_VALUES = np.empty(0)  # every x_ij of the range is 1 (``ColumnStream.binary``)
 _NO_ROWS = np.empty(0, dtype=np.int32)  # the empty piece of a span's closing call
@@ -100,9 +98,8 @@ def _piece_xty(
     s, v = sums[0], sums[1]
     ok = True
     for e in range(rows.shape[0]):
-        # the entry is past column j: finish it (as the closing loop below does; on a KDDA range a
-        # shared helper, even inlined, made this loop 38% slower, 0.120 against 0.087 s, and one
-        # loop over the entries and the close 8% slower, 0.092-0.093 against 0.085-0.087 s)
+        # the entry is past column j: finish it (as the closing loop below does; written out twice:
+        # a shared helper, even inlined, made this loop slower on a KDDA range)
         while indptr[j + 1] - base <= p + e:
             if pending >= 0:
                 ok, s = _add_entry(s, v, values[codes[pending]] if coded else values[pending], clip)
@@ -179,10 +176,9 @@ def _coded_target(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     The gather reads y at a random row for every entry of a column; y as float64 (67 MB at
     KDDA's 8.4M rows) does not stay in the cache, its one-byte codes (8.4 MB) do: the
-    reduction over KDDA's columns runs ~4x faster, with the same products and sums. Up to 256
-    values are coded without sorting y (``_small_codes``: 0.015 s for KDDA's 8.4M labels, with
-    8 MB of fresh memory; 0.11 s by binary search alone; ``np.unique`` took 0.07-0.8 s there, most
-    of it the first touch of the ~200 MB its sort allocates, which a new worker pays in full).
+    reduction over KDDA's columns runs faster, with the same products and sums. Up to 256
+    values are coded without sorting y (``_small_codes``: one pass and the codes' memory, where
+    ``np.unique``'s sort allocates and touches many times y's size, which a new worker pays in full).
     """
     if y.dtype == np.float64:  # what the callers pass (an int64 or float32 y would compare wrongly)
         codes = np.empty(y.shape[0], dtype=np.uint8)
@@ -205,7 +201,7 @@ def _bounded_target(store: SparseStore, bounds: str) -> tuple[np.ndarray, np.nda
     so values[codes] is the mapped, bounded y (up to which of 0.0 and -0.0 stands for both, as
     in ``_coded_target``: no sum changes), and every distinct value occurs in y, so checking
     them checks y. With at most 256 distinct labels no y-sized temporary is made (on a Dask
-    worker each would be fresh memory: 0.2-0.3 s at KDDA's 8.4M rows, against 0.05 s)."""
+    worker each would be fresh memory, slow to touch the first time)."""
 
     def bounded(y: np.ndarray) -> np.ndarray:
         y = store_target(store, y)
@@ -245,10 +241,9 @@ def _spans_per_task(host_threads: dict[str, int] | None = None) -> int:
     built, keyed by the host of each worker's address), else this worker's own; outside a
     worker's task, all the CPUs. A host whose Dask threads already fill its CPUs runs one span a
     task. Sized by the worker alone, 2 workers of one thread on this 2-CPU machine ran four
-    threads on two cores, and a node of 4 workers of 8 threads on 32 CPUs would run 128. Here the
-    two rules measured the same within the noise (KDDA's shape, 2 workers cold, medians of 6
-    rounds: 0.86x and 0.97x of scipy's pass against 0.84x and 1.06x,
-    ``benchmarks/results/full_size.md``). Workers of one cluster that share a host but not its
+    threads on two cores, and a node of 4 workers of 8 threads on 32 CPUs would run 128 (on this
+    2-CPU machine the two rules measure the same within the noise: benchmarks/sis_scale.py). Workers
+    of one cluster that share a host but not its
     CPUs (two SLURM jobs' cpusets on one node) are counted together, so leave CPUs idle there."""
     from distributed import get_worker
     from distributed.comm import get_address_host
@@ -305,9 +300,9 @@ def xty_graph(path: str | os.PathLike[str], bounds: str = "check", n_blocks: int
     """Delayed signed x_j^T y, one task per column range (in column order; concatenate them).
 
     ``n_blocks`` defaults to the first multiple of the number of workers at or above
-    nnz / COLUMN_BLOCK_NNZ, so each worker gets as many ranges when there are enough columns
-    (on KDDA's shape with 2 workers, 6 ranges took 1.05-1.36 s cold and 5 ranges 1.14-2.07 s:
-    within the spread of identical runs, so the rule stands on the balance alone).
+    nnz / COLUMN_BLOCK_NNZ, so each worker gets as many ranges when there are enough columns (the
+    number of ranges near it changes the time within the spread of identical runs: the rule stands
+    on the balance alone).
     """
     return _range_tasks(str(path), bounds, n_blocks)[1]
 
@@ -316,14 +311,9 @@ def correlation_scores(path: str | os.PathLike[str], bounds: str = "check", n_bl
     """|X^T y| computed on the active Dask scheduler (a distributed Client if one is set).
 
     On a distributed Client each range's scores are copied into place as soon as its task ends,
-    while the other tasks run, rather than all gathered after the last one. On KDDA's shape with
-    2 workers, gathered after the last task, the transfer of the 160 MB of scores took 0.08-0.36 s
-    and their assembly 0.02-0.20 s of a cold pass, more in a client process that had run a
-    cluster before. In processes that ran three clusters each, 15 cold passes copied as they
-    came took a median 1.05 s against 1.22 s gathered. With each cluster in a client process of
-    its own, this code and the gathering variant (which also ran two spans a task) took the same,
-    0.82-1.03 s against 0.84-0.88 s (``benchmarks/results/full_size.md``). The scores are the
-    same bits either way."""
+    while the other tasks run, rather than all gathered after the last one (the transfer and
+    assembly of the scores then overlap the other tasks; benchmarks/sis_scale.py measures the pass).
+    The scores are the same bits either way."""
     ranges, parts = _range_tasks(str(path), bounds, n_blocks)
     scores = np.empty(open_store(path).shape[1])
     client = getattr(get_scheduler(), "__self__", None)

@@ -16,22 +16,20 @@ import ctypes
 import gc
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from dpdist.data.store import BLOCK_CACHE, open_store
-from dpdist.exceptions import ParameterError
-from dpdist.methods import get, names
+from dpdist.methods import get
 from dpdist.pipelines.fit_progress import relay, reporter
 from dpdist.privacy.guard import charged_by_caller
 from dpdist.released import widen
 from dpdist.selection.sis import store_target
 from dpdist.solvers.frank_wolfe import Progress
 from dpdist.utils.operator_log import timing
-from dpdist.utils.random import RandomState
 
 SOLVER_RESOURCE = "solver"
 # the best-subset OA master (``dpdist.pipelines.best_subset``): one SCIP process per worker holding it.
@@ -40,53 +38,11 @@ MIP_RESOURCE = "mip"
 STORE_CLASSES = [-1.0, 1.0]  # a binary store's public labels (``store_target``'s mapping)
 
 
-def estimator(
-    task: str,
-    method: str,
-    epsilon: float,
-    delta: float,
-    lam: float,
-    max_iter: int,
-    bounds: str = "check",
-    calibration: str = "safe",
-    random_state: RandomState = None,
-    screening: dict[str, Any] | None = None,
-    n_records: int | None = None,
-) -> Any:
-    """The estimator of the registered ``method`` (:mod:`dpdist.methods`) for a store's task (binary
-    classification or regression), with the store's public classes (``store_target``'s -1/+1).
-
-    The Frank-Wolfe learners take ``lam``, ``max_iter``, ``bounds`` and ``calibration``, the screening
-    ones (rnm-screen, adp-screen: fast DP-FW with a screening) the options ``screening`` too; the
-    gradient learners (and ``private-search``) run at their defaults with the public count
-    ``n_records`` of the training records (they take no lambda, T or bounds: they clip per record);
-    objective perturbation is pure epsilon-DP."""
-    entry = get(method)
-    if entry.family in ("gradient", "search"):
-        return gradient_learner(task, method, epsilon, delta, n_records, random_state)
-    if entry.family == "objective-perturbation":
-        return entry.build(task, epsilon=epsilon, random_state=random_state, classes=STORE_CLASSES)
-    screen = (screening or {}) if entry.kind == "screening" else {}
-    # the classes are store_target's public mapping, never those the (train half of the) data happens to hold
-    return entry.build(
-        task,
-        classes=STORE_CLASSES,
-        epsilon=epsilon,
-        delta=delta,
-        lam=lam,
-        max_iter=max_iter,
-        calibration=calibration,
-        bounds=bounds,
-        random_state=random_state,
-        **screen,
-    )
-
-
 def _release_heap() -> None:
     """Collect garbage and return the C heap's free pages to the system (glibc ``malloc_trim``).
 
     A Dask worker that ran the select stage holds GBs of freed but unreturned heap (Dask's
-    "unmanaged memory"): the KDDA train worker started its fit at ~5 GiB. A no-op where there is
+    "unmanaged memory"), which a KDDA-sized fit would start on top of. A no-op where there is
     no glibc."""
     gc.collect()
     try:
@@ -115,97 +71,95 @@ def _fit_copies(store: Any, X: sp.csr_matrix, bounds: str, dtype: str = "float64
 
 @dataclass(frozen=True)
 class FitJob:
-    """One model fit on a store, as a picklable unit of work (:func:`fit_store`).
+    """One model fit on a store, as a picklable unit of work (:func:`fit_store`): the registered
+    ``method`` and its estimator's ``params`` (the registry builds it, :meth:`dpdist.methods.Method.build`,
+    for the store's task).
 
     ``path``: the store; ``features``: the columns to fit on (None: all); ``dtype``: the values' type
-    ("float32": half the memory, :meth:`SparseStore.csr`); ``n_records``: a public count of the
-    training records (the gradient learners); ``split_key``: the keyed split's key (the private
-    search's own split); the rest are :func:`estimator`'s parameters.
+    ("float32": half the memory, :meth:`SparseStore.csr`); ``split_key``: the key of the search's own
+    split (a secret: never in the job's repr, which Dask logs with a failed task).
     """
 
     path: str
     method: str
-    epsilon: float
-    delta: float
-    lam: float
-    max_iter: int
+    params: dict[str, Any]
     features: list[int] | None = None
-    bounds: str = "check"
-    seed: int | None = None
-    calibration: str = "safe"
-    screening: dict[str, Any] | None = None
     dtype: str = "float64"
-    n_records: int | None = None
-    split_key: bytes | None = None
+    split_key: bytes | None = field(default=None, repr=False)  # a secret: not in Dask's log of a failed task
 
 
 def fit_store(job: FitJob, show: bool = False) -> dict[str, Any]:
     """On a worker: run ``job``; with ``show``, its iterations go to the run's terminal display
     (:mod:`dpdist.pipelines.fit_progress`).
 
-    Returns the released form of the model: the non-zero weights (indices in the store's
-    columns) and the signed vertex path (a function of the private selections only). The
-    fit's time goes to the worker's log, never into the release.
+    Returns the released form of the model in the store's columns: the non-zero weights, the
+    intercept of a gradient learner, the signed vertex path of a Frank-Wolfe learner (a function of
+    the private selections only), the search's chosen candidate. The fit's time goes to the worker's
+    log, never into the release (and the search's nowhere: its duration is secret).
     """
+    epsilon = job.params.get("epsilon")
     with charged_by_caller():  # a task of the flow's central release, which charged it first
-        return _fit_store(job, reporter(f"train {job.method} at epsilon={job.epsilon:g}", show))
+        return _fit_store(job, reporter(f"train {job.method} at epsilon={epsilon:g}", show))
 
 
 def _fit_store(job: FitJob, progress: Progress | None) -> dict[str, Any]:
     store = open_store(job.path)
     entry = get(job.method)
-    if entry.family in ("gradient", "search"):
-        return _fit_gradient(store, job, progress)
-    X, X_csc = store.csr(job.dtype), None
+    model = entry.build(store.task, **job.params)
+    X, y, X_csc = store.csr(job.dtype), store_target(store), None
     if job.features is not None:
         X = X[:, np.asarray(job.features, dtype=np.int64)]
-    elif entry.defaults.get("method") in ("fast-dp-fw", "fast-fw"):  # the solvers that read columns (screening too)
-        X_csc = _fit_copies(store, X, job.bounds, job.dtype)
-    y = store_target(store)
-    model = estimator(
-        store.task,
-        job.method,
-        job.epsilon,
-        job.delta,
-        job.lam,
-        job.max_iter,
-        job.bounds,
-        job.calibration,
-        job.seed,
-        job.screening,
-    )
-    t0 = time.perf_counter()
-    shown = {"progress": progress} if entry.family == "frank-wolfe" else {}  # the iterative solvers report it
-    if X_csc is None:
-        model.fit(X, y, **shown)
+    elif entry.column_copy:  # the solvers that read columns (screening too)
+        X_csc = _fit_copies(store, X, str(job.params.get("bounds", "check")), job.dtype)
+    if entry.own_split:  # not timed, no progress: the search's duration tells how many runs it made
+        model.fit(X, y, split_key=job.split_key)
     else:
-        model.fit(X, y, X_csc=X_csc, **shown)
-    timing("%s fit on %s: %.3f s", job.method, job.path, time.perf_counter() - t0)
-    classes = [-1.0, 1.0] if store.task != "regression" else None  # store_target's public mapping
-    if entry.family == "objective-perturbation":  # fitted on a released selection (the run config requires one)
+        t0 = time.perf_counter()
+        kwargs: dict[str, Any] = {"X_csc": X_csc} if X_csc is not None else {}
+        model.fit(X, y, **kwargs, **({"progress": progress} if entry.path or entry.counted else {}))
+        timing("%s fit on %s: %.3f s", job.method, job.path, time.perf_counter() - t0)
+    return _released_form(entry, model, job, store)
+
+
+def _released_form(entry: Any, model: Any, job: FitJob, store: Any) -> dict[str, Any]:
+    """The model ``fit_store`` returns (and the flow records): in the store's columns, with its
+    public labels (``store_target``'s -1/+1 for a binary store, None for a regression)."""
+    width = int(store.shape[1])
+    if entry.on_selection:  # objective perturbation: fitted on a released selection (the run config requires one)
         return {
             "indices": [int(j) for j in job.features or ()],
             "values": model.coef_.ravel().tolist(),
             "path": [],
-            "n_features": int(store.shape[1]),
+            "n_features": width,
             "iterations": 0,
-            "classes": classes,
+            "classes": STORE_CLASSES if store.task != "regression" else None,
         }
-    w = model.coef_.ravel()  # (1, d) for a classifier
-    nz = np.flatnonzero(w)
+    if not entry.path:  # a gradient learner, or the search's best run
+        record = model.release_record_
+        result = record["model"] if entry.own_split else record
+        out = {**widen(result, job.features, width), "path": [], "iterations": 0}
+        if entry.own_split:
+            chosen = model.best_params_["learner"]
+            out["search"] = {
+                "candidate": record["candidate"],
+                "validation_score": record["validation_score"],
+                "learner": chosen,
+            }
+        return out
+    record = model.release_record_
     out = {
-        "indices": nz.tolist(),
-        "values": w[nz].tolist(),
-        "path": [int(v) for v in model.path_] if model.path_ is not None else [],
-        "n_features": int(X.shape[1]),
-        "iterations": int(job.max_iter),
-        "classes": classes,
+        "indices": [int(j) for j in record["indices"]],
+        "values": list(record["values"]),
+        "path": [int(v) for v in record["path"]],
+        "n_features": int(record["n_features"]),
+        "iterations": int(model.max_iter),
+        "classes": STORE_CLASSES if store.task != "regression" else None,
     }
-    if entry.kind == "screening":
-        out["screened"] = [[int(t), int(j)] for t, j in model.screened_ or []]
-    if job.bounds == "clip":  # the per-record map the model was fitted under (``from_release`` applies it again)
+    if model.screening is not None:
+        out["screened"] = [[int(t), int(j)] for t, j in record.get("screened", [])]
+    if record.get("clip"):  # the per-record map the model was fitted under (``from_release`` applies it again)
         out["clip"] = 1.0
-    return widen(out, job.features, int(store.shape[1]))  # back to store columns (signed 1-based vertices)
+    return widen(out, job.features, width)  # back to store columns (signed 1-based vertices)
 
 
 def fit_on_solver(client: Any, job: FitJob) -> dict[str, Any]:
@@ -221,51 +175,3 @@ def fit_on_solver(client: Any, job: FitJob) -> dict[str, Any]:
             key=f"train-{job.method}-{os.urandom(6).hex()}",
         )
         return fut.result()
-
-
-def gradient_learner(
-    task: str, method: str, epsilon: float, delta: float, n_records: int | None, random_state: RandomState = None
-) -> Any:
-    """A gradient learner (or the private search over the default grid) for a store's task, with the
-    store's public classes (``store_target``'s -1/+1) and a public count of its records."""
-    if n_records is None:
-        raise ParameterError(
-            f"{method} needs a public count of the training records (train.n_records, or a synthetic source's n)"
-        )
-    entry = get(method)
-    if entry.family not in ("gradient", "search"):
-        raise ParameterError(f"{method} is not a gradient learner (one of {names(family=('gradient', 'search'))})")
-    return entry.build(
-        task, epsilon=epsilon, delta=delta, n_records=int(n_records), random_state=random_state, classes=STORE_CLASSES
-    )
-
-
-def _fit_gradient(store: Any, job: FitJob, progress: Progress | None = None) -> dict[str, Any]:
-    """On a worker: the released model of a gradient learner (or the private search), in store columns.
-    Runs inside the central release, after the charge (no accountant here). ``progress`` shows a
-    learner's steps (not the search's: how many runs it made is secret, dpdist.tuning)."""
-    method, features = job.method, job.features
-    X, y = store.csr(), store_target(store)
-    if features is not None:
-        X = X[:, np.asarray(features, dtype=np.int64)]
-    model = gradient_learner(store.task, method, job.epsilon, job.delta, job.n_records, job.seed)
-    if get(method).family == "search":  # not timed: the search's duration tells how many runs it made (dpdist.tuning)
-        model.fit(X, y, split_key=job.split_key)
-        out = dict(model.release_record_)
-        result = out["model"]
-    else:
-        t0 = time.perf_counter()
-        model.fit(X, y, progress=progress)
-        result = model.release_record_
-        timing("%s fit on %s: %.3f s", method, store.path, time.perf_counter() - t0)
-    result = {**widen(result, features, int(store.shape[1])), "path": [], "iterations": 0}  # in the store's columns
-    if get(method).family == "search":
-        return {
-            **result,
-            "search": {
-                "candidate": out["candidate"],
-                "validation_score": out["validation_score"],
-                "learner": type(model.candidates[out["candidate"]]).__name__,
-            },
-        }
-    return result

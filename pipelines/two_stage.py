@@ -4,8 +4,8 @@ The store's row blocks are read once each, by tasks pinned to workers (round rob
 allowed if one dies), and cut into one piece per group of blocks; a group's task stacks its
 pieces and fits its blocks one after the other. The pieces stay in worker memory until their
 group has been fitted. Groups (a few per worker), not single blocks, are the tasks: with one
-task per block, KDDA's train half (103 row blocks x 2,593 LASSO blocks) made 267k pieces and
-edges, and the graph's overhead cost twice the fits (133 s against ~45 s on 2 workers).
+task per block, KDDA's train half (103 row blocks x 2,593 LASSO blocks) makes 267k pieces and
+edges, and the graph's overhead would cost more than the fits.
 
 Each row's block is drawn uniformly and independently (``block_labels``), by the task that reads
 its chunk, from a 128-bit seed per chunk: the distribution of ``assign_blocks``, not its draws.
@@ -46,11 +46,11 @@ def _split_chunk(
     """Rows r0..r1 of the store cut by group of their block (block b is in group b mod ``groups``):
     per group, its rows (ascending), their targets and their block labels (drawn here, from the
     chunk's seed: the graph carries 16 bytes a chunk, not 4 a row -- 27 MB at KDDA's train half,
-    which Dask warned about on every run).
+    past Dask's warning on a graph's size).
 
     Read past the block cache: these pieces are held by Dask until their group's fits have read
-    them, so a cached copy of the rows would double the memory (at full KDDA shape, 6.9 GiB
-    per worker and a worker lost to the OOM killer on a 24 GiB machine). A group's fit holds its
+    them, so a cached copy of the rows would double the memory (at full KDDA shape, more than a
+    24 GiB machine's workers hold). A group's fit holds its
     pieces and their stack at once, about 1 / (4 workers) of the data each: 0.4 GB at KDDA's
     train half on 2 workers."""
     store = open_store(path)

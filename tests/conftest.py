@@ -10,6 +10,24 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` under pytest 9: pytest-xdist (3.8) marks a test of an ``xdist_group`` by
+    appending ``@<group>`` to ``item._nodeid``, which pytest 9 no longer reads (a node id is built from
+    ``item._id``), so the groups were spread over the test processes as single tests. The suffix is
+    set where pytest 9 reads it; the tests of one group then run in one process, as README says."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        }
+        if names and not item.nodeid.endswith("@" + "_".join(sorted(names))):
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(sorted(names))}")
+
+
 def shared_data_dir() -> Path | None:
     env = os.environ.get("DPDIST_SHARED_DATA")
     candidates = [Path(env)] if env else []

@@ -455,3 +455,153 @@ def test_run_names_its_console_handler_for_prefect_before_prefect_loads(capsys, 
     code, out, err = run(capsys, "run", "--plan", "--ledger", str(tmp_path / "l.sqlite"))
     assert code == 0, err
     assert os.environ[_CONSOLE_HANDLER[0]] == _CONSOLE_HANDLER[1]  # the flow's child and its workers inherit it
+
+
+RELEASING = {
+    "select": ["select", "STORE", "--method", "dp-sis", "--k", "1", "--epsilon", "0.5", "--clip"],
+    "train-gradient": ["train", "STORE", "--method", "dp-sgd", "--epsilon", "0.5"],
+    "train-frank-wolfe": ["train", "STORE", "--method", "fast-dp-fw", "--lam", "5", "--iters", "10", "--epsilon", "1"],
+    "train-tune": ["train", "STORE", "--tune", "--epsilon", "1"],
+}
+
+
+def _unwritable(tmp_path: Path, where: str) -> str:
+    """An output path that cannot be written: an existing directory, a path under a regular file, or /proc."""
+    if where == "a directory":
+        (tmp_path / "exdir").mkdir()
+        return str(tmp_path / "exdir")
+    if where == "under a file":
+        (tmp_path / "afile").write_text("")
+        return str(tmp_path / "afile" / "x.json")
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here")
+    return "/proc/dpdist-x.json"
+
+
+@pytest.mark.parametrize("where", ["a directory", "under a file", "/proc"])
+@pytest.mark.parametrize("command", sorted(RELEASING))
+def test_an_out_that_cannot_be_written_is_refused_before_anything_is_charged(capsys, tmp_path, store, command, where):
+    """A charge never precedes a check that its result can be delivered: the output file is prepared
+    (its temporary made where it will be renamed) before anything is read or charged."""
+    from dpdist.data.store import open_store
+
+    ledger = str(tmp_path / "l.sqlite")
+    assert run(capsys, "budget", "init", store, "--epsilon", "10", "--delta", "1e-6", "--ledger", ledger)[0] == 0
+    bad = _unwritable(tmp_path, where)
+    argv = [store if a == "STORE" else a for a in RELEASING[command]]
+    code, out, err = run(capsys, *argv, "--out", bad, "--ledger", ledger)
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"dpdist: error: --out {bad}: cannot be written (") and "nothing was read or charged" in line
+    assert Accountant(ledger).status(open_store(store).budget_id).releases == 0  # nothing charged
+    assert not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name]
+
+
+def test_an_out_is_written_atomically_with_its_directories_and_none_is_left_by_a_refusal(capsys, tmp_path, store):
+    ledger = str(tmp_path / "l.sqlite")
+    run(capsys, "budget", "init", store, "--epsilon", "1", "--delta", "1e-6", "--ledger", ledger)
+    select = [a if a != "STORE" else store for a in RELEASING["select"]]
+    out = tmp_path / "new" / "sub" / "sel.json"
+    code, printed, err = run(capsys, *select, "--out", str(out), "--ledger", ledger, "--json")
+    assert code == 0, err
+    assert json.loads(out.read_text()) == json.loads(printed) and os.listdir(out.parent) == ["sel.json"]
+    # a budget refusal (exit 3) after the output was prepared: no temporary, no directory made for it
+    code, _, err = run(capsys, *select[:-2], "5", "--out", str(tmp_path / "more" / "x.json"), "--ledger", ledger)
+    assert code == 3, err
+    assert not (tmp_path / "more").exists() and not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize("where", ["a directory", "under a file", "/proc"])
+def test_every_other_output_that_cannot_be_written_is_refused_before_the_work(capsys, tmp_path, store, where):
+    """models export, ingest's and synth's stores, and the run's output directory: exit 2 in one line
+    naming the output, before any input is read (a run: before anything is charged)."""
+    ledger = str(tmp_path / "l.sqlite")
+    acc = Accountant(ledger)
+    acc.init_budget("h", 10.0, 1e-6, name="m")
+    acc.release("h", Charge(PrivacyLoss.bounded_range(0.5), "dp_sis/canonical_topk"), "sel", lambda: [1, 2])
+    table = tmp_path / "t.csv"
+    table.write_text("a,y\n1,0\n2,1\n")
+    bad = _unwritable(tmp_path, where)
+    # a store or a run's output in an existing directory is fine: there, a path under a regular file instead
+    (tmp_path / "afile2").write_text("")
+    elsewhere = bad if where != "a directory" else str(tmp_path / "afile2" / "s")
+    commands = {
+        "models export": (["models", "export", "sel", "--out", bad], f"--out {bad}: cannot be written ("),
+        "ingest": (["ingest", str(table), "--out", elsewhere, "--task", "regression"], f"--out {elsewhere}: cannot"),
+        "synth": (["synth", "rcv1", "--n", "100", "--out", elsewhere], f"--out {elsewhere}: cannot be written ("),
+        "run": (["run", "--output", elsewhere], f"output: {elsewhere}: the run could not write its results there"),
+    }
+    for name, (argv, needle) in commands.items():
+        code, out, err = run(capsys, *argv, "--ledger", ledger)
+        assert code == 2 and out == "", (name, err)
+        [line] = err.splitlines()
+        assert line.startswith("dpdist: error: ") and needle in line, (name, line)
+    assert [r.key for r in acc.history("h")] == ["sel"]
+    code, _, err = run(capsys, "ingest", str(table), "--out", store, "--task", "regression", "--ledger", ledger)
+    assert code == 2 and err.splitlines() == [f"dpdist: error: --out {store}: the store already exists; pass --force"]
+
+
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("empty.svm", b"", "no data rows"),
+        ("latin1.svm", "1 1:0.5\n-1 1:0.é\n".encode("latin-1"), ":2: malformed svmlight line"),
+        ("corrupt.svm.gz", b"not gzip", r"corrupt or truncated \(its gz data"),
+        ("wide.svm", b"1 1:0.5 3:0.1\n", ":1: a column index outside the model's 2 columns"),
+        ("latin1.csv", "a,b,y\n1,2,é\n".encode("latin-1"), r":2: byte 5 of the line .* not UTF-8"),
+    ],
+    ids=["empty", "latin1", "corrupt-gz", "too-wide", "latin1-table"],
+)
+def test_a_public_test_file_that_cannot_be_read_exits_2_in_one_line(capsys, tmp_path, name, data, says):
+    import re
+
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"indices": [0], "values": [1.0], "n_features": 2, "intercept": 0.0}))
+    (tmp_path / name).write_bytes(data)
+    code, out, err = run(capsys, "evaluate", str(model), "--public-test", str(tmp_path / name))
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"dpdist: error: {tmp_path / name}") and re.search(says, line), line
+
+
+def test_timings_reach_the_terminal_only_with_v_and_never_the_searchs(capsys, tmp_path, monkeypatch):
+    """A private fit's duration is shown only when the operator asks (-v), best subset's included; the
+    private search's never (its duration tells its number of runs): not on the terminal, not in the
+    operator log, not in the ledger, the model or the JSON result."""
+    import re
+
+    import numpy as np
+
+    from dpdist.data.store import open_store, write_store
+    from dpdist.data.synthetic import write_synthetic
+    from dpdist.utils import operator_log
+
+    monkeypatch.setenv(operator_log.ON_ENV, "")  # not asked (main sets it with -v; undone after the test)
+    monkeypatch.setenv(operator_log.FILE_ENV, str(tmp_path / "operator.log"))
+    ledger = str(tmp_path / "l.sqlite")
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 120)) * (rng.random((300, 120)) < 0.1)
+    write_store(tmp_path / "s", X, np.where(X[:, 0] > 0, 1.0, -1.0), task="binary", labels=[-1.0, 1.0])
+    write_synthetic("bss", tmp_path / "b", seed=1, n=500, d=10, s=2)
+    for s in ("s", "b"):
+        Accountant(ledger).init_budget(open_store(tmp_path / s).budget_id, 50.0, 1e-5, name=s)
+    timed = re.compile(r"\(operator only\)|\d\.\d+ s\b")
+    sis = ["select", str(tmp_path / "s"), "--method", "dp-sis", "--k", "2", "--epsilon", "1", "--clip"]
+    bss = ["select", str(tmp_path / "b"), "--method", "bss-top-r", "--k", "2", "--epsilon", "4", "--clip"]
+    for argv in (sis, bss):
+        monkeypatch.setenv(operator_log.ON_ENV, "")  # (a command is a process of its own: -v's setting ends)
+        code, _, err = run(capsys, *argv, "--ledger", ledger, "--fresh")
+        assert code == 0 and not timed.search(err), err  # not asked: no duration
+        code, _, err = run(capsys, *argv, "--ledger", ledger, "--fresh", "-v")
+        assert code == 0 and re.search(rf"operator only\): {argv[3]}: \d+\.\d\d s", err), err  # asked: shown
+    before = (tmp_path / "operator.log").read_text()
+    out = tmp_path / "m.json"
+    tune = ["train", str(tmp_path / "s"), "--tune", "--epsilon", "2", "--n-records", "300", "--out", str(out)]
+    code, printed, err = run(capsys, *tune, "--ledger", ledger, "--json", "-v")
+    assert code == 0, err
+    assert not timed.search(err) and (tmp_path / "operator.log").read_text() == before  # never the search's
+    records = [h for h in Accountant(ledger).history(open_store(tmp_path / "s").budget_id) if h.key.startswith("train")]
+    assert [h.mechanism for h in records] == ["private-search", "evaluation/binary"]
+    for body in (printed, out.read_text(), *(h.result for h in records), *(h.params or "" for h in records)):
+        assert not re.search(r"second|duration|elapsed|took|runs_", body), body
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", h.time) for h in records)  # a date, not a time of day

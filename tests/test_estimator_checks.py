@@ -41,8 +41,8 @@ ESTIMATORS = [
     DPFrankWolfeRegressor(method="fast-fw", lam=5.0, max_iter=200, screening="exact"),
     DPSIS(k=1, bounds="clip"),
     TwoStageSelector(k=1, n_blocks=2),
-    ObjectivePerturbation("squared", epsilon=1.0),
-    ObjectivePerturbation("logistic", epsilon=1.0),
+    ObjectivePerturbation(loss="squared", epsilon=1.0),
+    ObjectivePerturbation(loss="logistic", epsilon=1.0),
 ]
 
 

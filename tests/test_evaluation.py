@@ -198,3 +198,13 @@ def test_balanced_accuracy_and_the_one_class_flag_come_from_the_released_histogr
     assert not out["predicts_one_class"] and out["balanced_accuracy"] == pytest.approx(0.8, abs=0.02)
     odd = PrivateEvaluation("binary", 1.0, bins=41, random_state=0, curve=False)
     assert odd._released(margins, y, [], 0.0, sp.csr_matrix((y.size, 1)), None)["balanced_accuracy"] is None
+
+
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_an_empty_held_out_side_is_evaluated_not_failed(task) -> None:
+    """The keyed split leaves no held-out record with probability (1 - test_fraction)^n: a gradient model's
+    metrics on no rows are their noise alone, released as on any other held-out side (scikit-learn's
+    row normalisation refused no rows: the release failed, a failure the data made)."""
+    model = {"indices": [0], "values": [1.0], "intercept": 0.0, "n_features": 3, "row_norm": "l2"}
+    out = PrivateEvaluation(task, 0.5, random_state=0).evaluate_model(model, sp.csr_matrix((0, 3)), np.zeros(0))
+    assert out["private"] and "rows" in out and ("accuracy" in out if task == "binary" else "mse" in out)

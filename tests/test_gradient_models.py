@@ -161,7 +161,7 @@ def test_the_default_learner_chooses_from_public_values_and_charges_the_chosen_l
     assert type(cls(**budget, screen_noise_limit=0.0).chosen(10**9)) is pair[1]
     for bad in (-1.0, float("nan"), True, "1e-4"):
         with pytest.raises(ParameterError, match="screen_noise_limit"):
-            cls(screen_noise_limit=bad)._validate()
+            cls(screen_noise_limit=bad).check_params()
 
 
 def test_the_default_learner_records_which_learner_ran_and_replays(tmp_path):

@@ -13,8 +13,9 @@ from dpdist.data.store import open_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import ParameterError
 from dpdist.flows.config import ConfigError, load_config
+from dpdist.flows.plan import train_model, train_params
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
-from dpdist.pipelines.train import estimator
+from dpdist.methods import get
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.frank_wolfe import privacy_plan
@@ -68,13 +69,13 @@ def test_rho_form_and_paper_mode(raj):
     kw = {**COMMON, "screen_epsilon": None, "screen_delta": None, "screen_rho": 0.05}
     reg = DPFrankWolfeRegressor(screening="rnm", **kw)
     assert (
-        reg.privacy_charge(80).loss.parts[-2:]
+        reg.privacy_charge(n_features=80).loss.parts[-2:]
         == screening_plan(
             "rnm", "squared", 5.0, 80, 200, 10, rho=0.05, y_bound=8.0, n_max=2000, standalone_delta=1e-6
         ).loss.parts
     )
     paper = DPFrankWolfeRegressor(screening="adp", calibration="paper", screen_rule="seed", **COMMON)
-    charge = paper.privacy_charge(80)
+    charge = paper.privacy_charge(n_features=80)
     assert charge.details["screen_claimed_epsilon"] == 0.5 and charge.details["calibration"] == "paper"
     # the seeds' FW noise takes squared loss as 1-Lipschitz: charged with the true L = lam + y_bound
     fw = privacy_plan(2.0, 1e-6, 200, "squared", 5.0, 8.0, "exponential", "paper", lipschitz_noise=1.0)
@@ -107,7 +108,7 @@ def test_bad_screening_parameters_name_themselves(raj, kw, needle):
         est.fit(*raj)
     if est.method != "fw":
         with pytest.raises(ParameterError, match=needle):
-            est.privacy_charge(80)
+            est.privacy_charge(n_features=80)
 
 
 def test_unbounded_data_is_refused_unless_clipped(raj):
@@ -200,17 +201,9 @@ def test_run_config_and_pipeline_estimator(tmp_path: Path):
     )
     cfg = load_config(path)
     assert cfg.train.screening()["screen_schedule"] == 50
-    est = estimator(
-        "regression",
-        "rnm-screen",
-        1.0,
-        cfg.train.delta,
-        cfg.train.lam,
-        cfg.train.iters,
-        screening=cfg.train.screening(),
-    )
+    est = train_model(cfg, "regression", "rnm-screen", 1.0, None)
     assert est.method == "fast-dp-fw" and est.screening == "rnm" and est.n_max == 200000
-    assert estimator("binary", "adp-screen", 1.0, 1e-7, 50.0, 1000, screening=cfg.train.screening()).screening == "adp"
+    assert train_model(cfg, "binary", "adp-screen", 1.0, None).screening == "adp"
     good = {"screen_epsilon": "0.5", "screen_delta": "1e-7", "n_max": "10"}
     for change, key in [
         ({"n_max": "0"}, "train.n_max"),
@@ -250,17 +243,7 @@ def test_run_plan_lists_the_screening_charges_the_fits_make(tmp_path: Path, raj,
     # with the fit's zCDP steps, count by their rho (epsilon^2 / 2 each) in the ledger's filter
     acc.init_budget("ds", 1e5, 1e-5)
     for method in ("rnm-screen", "adp-screen"):
-        est = estimator(
-            "binary",
-            method,
-            2.0,
-            1e-6,
-            5.0,
-            200,
-            calibration=calibration,
-            random_state=0,
-            screening=cfg.train.screening(),
-        )
+        est = get(method).build("binary", **train_params(cfg, "binary", method, 2.0, None, 0))
         est.fit(X, np.where(y > 0, 1.0, -1.0), acc, "ds", key=method)  # the public classes -1, +1
         (rec,) = [h for h in acc.history("ds") if h.key == method]
         assert planned[f"{method} eps=2"].loss == rec.privacy_loss

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from dpdist.cli import budget, evaluate, ingest, ledger, models, run, select, synth, train
-from dpdist.cli._common import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from dpdist.cli._common import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, _prepared_out
 from dpdist.cli._logs import _logging, _one_line_warning
 from dpdist.exceptions import (
     SPACE_ERRNOS,
@@ -74,9 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         import warnings
 
         warnings.formatwarning = _one_line_warning
-    os.environ.setdefault(operator_log.ON_ENV, "1")  # timings on this terminal (and its children's) only
+    if args.verbose:  # timings of private work on this terminal (and its children's), when the operator asks
+        os.environ[operator_log.ON_ENV] = "1"
     try:
-        return int(args.func(args))
+        with _prepared_out(args):  # an output that cannot be written: refused before anything is read or charged
+            return int(args.func(args))
     except KeyboardInterrupt:
         print("dpdist: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

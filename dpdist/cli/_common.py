@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant, default_ledger_path
+from dpdist.utils.io import AtomicFile, check_directory
 from dpdist.utils.random import derive_seed
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -51,6 +52,8 @@ _NOT_THE_RELEASE = frozenset(
         "store",
         "budget_command",
         "models_command",
+        "out_kind",
+        "out_file",
     }
 )
 
@@ -83,7 +86,51 @@ def _release_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true", help="a new release (a new key): charged again, with new noise")
     parser.add_argument("--out", default=None, help="also write the JSON result to this file (atomically)")
     parser.add_argument("--seed", type=int, default=None, help="reproducible noise (experiments only)")
+    parser.set_defaults(out_kind="file")
     _common_args(parser)
+
+
+def _unwritable(option: str, path: str, e: OSError) -> ParameterError:
+    """The one-line refusal of an output ``option`` naming ``path`` that cannot be written."""
+    reason = os.strerror(e.errno) if e.errno else type(e).__name__
+    return ParameterError(f"{option} {path}: cannot be written ({reason}); nothing was read or charged")
+
+
+@contextlib.contextmanager
+def _prepared_out(args: argparse.Namespace) -> Iterator[None]:
+    """Check ``--out`` before the command reads or charges anything (a charge never precedes a check that
+    its result can be delivered): a result file (``out_kind`` "file") is prepared as ``args.out_file``
+    (:class:`dpdist.utils.io.AtomicFile`: its temporary made where it will be renamed; removed unless the
+    command writes it); a store (``out_kind`` "store") must not exist without ``--force``, and its
+    directory must take new files. Refused: a ParameterError naming ``--out`` and the path (exit 2)."""
+    kind, path = getattr(args, "out_kind", None), getattr(args, "out", None)
+    args.out_file = None
+    if kind is None or path is None:
+        yield
+        return
+    if kind == "store":
+        if os.path.lexists(path) and not args.force:
+            raise ParameterError(f"--out {path}: the store already exists; pass --force")
+        try:
+            check_directory(os.path.dirname(os.path.abspath(path)))
+        except OSError as e:
+            raise _unwritable("--out", path, e) from None
+        yield
+        return
+    try:
+        args.out_file = AtomicFile(path)
+    except OSError as e:
+        raise _unwritable("--out", path, e) from None
+    try:
+        yield
+    finally:
+        args.out_file.discard()  # a command that failed before writing it leaves no temporary
+
+
+def _write_out(args: argparse.Namespace, payload: dict[str, Any]) -> None:
+    """The command's JSON result into its prepared ``--out`` file, if it has one."""
+    if args.out_file is not None:
+        args.out_file.write_json(payload)
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], str]) -> None:
@@ -212,12 +259,13 @@ def _dataset(acc: Accountant, ref: str) -> str:
 
 @contextlib.contextmanager
 def _progress_bar(
-    args: argparse.Namespace, what: str, total: float | None, count: bool = False
+    args: argparse.Namespace, what: str, total: float | None, count: bool = False, private: bool = True
 ) -> Iterator[ProgressUpdate]:
     """A progress bar on stderr when it is a terminal (and not --json); silent otherwise.
 
     Yields ``update(done)``; ``total`` is in bytes, or in items (``count``: shown as "done/total").
-    The bar is the operator's own view of their data (never a release).
+    The bar is the operator's own view of their data (never a release); its clock, for ``private``
+    work (a fit, a selection: its duration is a function of the data), only with ``-v``.
     """
     if args.json or not sys.stderr.isatty():
 
@@ -230,7 +278,7 @@ def _progress_bar(
     from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     amount = MofNCompleteColumn() if count else DownloadColumn() if total else TextColumn("")
-    columns = [TextColumn(what), BarColumn(), amount, TimeElapsedColumn()]
+    columns = [TextColumn(what), BarColumn(), amount, *([TimeElapsedColumn()] if args.verbose or not private else [])]
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(what, total=total)
 

@@ -1,14 +1,14 @@
-"""``dpdist budget init / show / history``: privacy budgets and the audit trail of the ledger."""
+"""``dpdist budget init / show / verify / history``: privacy budgets and the audit trail of the ledger."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit
+from dpdist.cli._common import EXIT_ERROR, EXIT_OK, _common_args, _dataset, _emit
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import UNCOVERED_MARK, Accountant, default_ledger, spend_text, status_table
-from dpdist.privacy.ledger.postgres import is_url
+from dpdist.privacy.ledger.backend import parse_location
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,6 +28,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
     _common_args(p)
     p.set_defaults(func=_budget_show)
+
+    p = bsub.add_parser(
+        "verify", help="check every budget's kept composed state against a full recomposition of its releases"
+    )
+    _common_args(p)
+    p.set_defaults(func=_budget_verify)
 
     p = bsub.add_parser("history", help="every release charged to a dataset, with its recorded result")
     p.add_argument("--dataset", required=True, help="a dataset's public name, or a store")
@@ -62,8 +68,9 @@ def _budget_init(args: argparse.Namespace) -> int:
 
 def _budget_show(args: argparse.Namespace) -> int:
     """``dpdist budget show``: spent and remaining budget of one dataset, or of all of them."""
-    path = args.ledger or str(default_ledger())
-    if args.dataset is None and not is_url(path) and not os.path.isfile(path):  # nothing to show, nothing created
+    location = parse_location(args.ledger or default_ledger())  # a mistyped URL: refused (exit 2), nothing made
+    path = location.text
+    if args.dataset is None and not location.is_url and not os.path.isfile(path):  # nothing to show, nothing created
         _emit(args, {"ledger": path, "datasets": []}, lambda: f"no budgets: there is no ledger at {path} yet")
         return EXIT_OK
     acc = Accountant(args.ledger, create=False)
@@ -103,3 +110,38 @@ def _budget_history(args: argparse.Namespace) -> int:
 
     _emit(args, payload, human)
     return EXIT_OK
+
+
+def _budget_verify(args: argparse.Namespace) -> int:
+    """``dpdist budget verify``: each budget's kept composed state (what a charge checks) recomposed from
+    its releases and compared, bit for bit; exit 1 when any differs."""
+    acc = Accountant(args.ledger, create=False)
+    names = {s.dataset: s.name for s in acc.datasets()}
+    verdicts = acc.verify()
+    bad = [v for v in verdicts if not v.equal]
+
+    def human() -> str:
+        lines = [
+            f"{names[v.dataset]}: {v.recomposed.sums.releases} release(s); "
+            + ("the kept state equals the recomposition" if v.equal else f"DIFFERS ({', '.join(v.differences())})")
+            for v in verdicts
+        ]
+        if bad:
+            lines.append(
+                f"{len(bad)} budget(s) differ from their releases: the ledger was written around dpdist. A state "
+                "that is not current (last_id, filter: releases written by an older dpdist, or by hand) is "
+                "recomposed by every charge; any other difference is a table edited by hand"
+            )
+        return "\n".join(lines) or f"no budgets in {acc.path}"
+
+    rows = [
+        {
+            "dataset": names[v.dataset],
+            "releases": v.recomposed.sums.releases,
+            "equal": v.equal,
+            "differences": v.differences(),
+        }
+        for v in verdicts
+    ]
+    _emit(args, {"ledger": str(acc.path), "budgets": rows, "equal": not bad}, human)
+    return EXIT_ERROR if bad else EXIT_OK

@@ -110,12 +110,27 @@ def _public_test(args: argparse.Namespace, result: dict[str, Any], d: int) -> tu
                 f"{schema['feature_names'][:10]} (same order, same declared categories)"
             )
         return t.X, (np.asarray(t.classes, dtype=object)[t.y.astype(int)] if t.classes else t.y)
-    import lzma
-
-    from sklearn.datasets import load_svmlight_file
-
-    src: Any = lzma.open(args.public_test) if args.public_test.endswith(".xz") else args.public_test
     recorded = (result.get("schema") or {}).get("index_base")
     zero_based = args.zero_based == "yes" if args.zero_based is not None else recorded == 0
-    X, y = load_svmlight_file(src, n_features=d, zero_based=zero_based)
-    return X, y
+    return _svmlight(args.public_test, d, 0 if zero_based else 1)
+
+
+def _svmlight(path: str, d: int, base: int) -> tuple[Any, Any]:
+    """(X, y) of a public svmlight file of ``d`` columns indexed from ``base``, read by dpdist's reader (a
+    malformed line, an index outside the columns, an empty or corrupt file: exit 2 naming the file)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dpdist.data.svmlight import find_line, iter_svmlight_blocks
+
+    parts, labels = [], []
+    for b in iter_svmlight_blocks(path):
+        idx = np.asarray(b.indices, dtype=np.int64) - base
+        if idx.size and (idx.min() < 0 or idx.max() >= d):
+            line = find_line(path, b.first_line, lambda i: not base <= i < d + base)
+            raise ParameterError(f"{path}:{line}: a column index outside the model's {d} columns ({base}-based)")
+        parts.append(sp.csr_matrix((b.data, idx, b.indptr), shape=(b.y.shape[0], d)))
+        labels.append(b.y)
+    if not parts or not sum(p.shape[0] for p in parts):
+        raise ParameterError(f"{path}: no data rows")
+    return sp.vstack(parts, format="csr"), np.concatenate(labels)

@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "need them, or --task regression, so that no record's label can recode the others)",
     )
     _common_args(p)
-    p.set_defaults(func=_ingest)
+    p.set_defaults(out_kind="store", func=_ingest)
 
 
 def _add_table_args(p: argparse.ArgumentParser) -> None:
@@ -103,7 +103,7 @@ def _ingest(args: argparse.Namespace) -> int:
             raise ParameterError(f"--categories {spec!r}: write COLUMN=value1,value2,... (the column's public values)")
         categories[col] = [v for v in values.split(",") if v]
     if is_table(args.src):  # read whole (the bar's clock runs), then written block by block (rows done / rows)
-        with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None, count=True) as update:
+        with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None, count=True, private=False) as update:
             meta = ingest_table(
                 args.src,
                 args.out,
@@ -135,7 +135,8 @@ def _ingest(args: argparse.Namespace) -> int:
             )
         size = os.path.getsize(args.src) if os.path.isfile(args.src) else None
         compressed = str(args.src).endswith((".bz2", ".xz", ".gz"))
-        with _progress_bar(args, f"ingest {os.path.basename(args.src)}", None if compressed else size) as update:
+        what = f"ingest {os.path.basename(args.src)}"
+        with _progress_bar(args, what, None if compressed else size, private=False) as update:
             meta = ingest_svmlight(
                 args.src,
                 args.out,

@@ -6,10 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit
+from dpdist.cli._common import EXIT_OK, _common_args, _dataset, _emit, _write_out
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
-from dpdist.utils.io import write_json_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p.add_argument("--dataset", default=None, help="a dataset's public name, or a store")
         if name == "export":
             p.add_argument("--out", required=True, help="JSON file to write (atomically)")
+            p.set_defaults(out_kind="file")
         _common_args(p)
         p.set_defaults(func=_models)
 
@@ -73,7 +73,7 @@ def _models(args: argparse.Namespace) -> int:
     name, rec = _find_release(acc, args.key, args.dataset)
     record = rec.to_dict(name)
     if args.models_command == "export":
-        write_json_atomic(args.out, record)
+        _write_out(args, record)
         hint = (
             " (a model: `dpdist evaluate` scores it on a public file; in Python, the estimator's "
             "from_release(json.load(open(...))) predicts on your whole matrix)"

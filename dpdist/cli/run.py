@@ -51,6 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ.setdefault(*_CONSOLE_HANDLER)
     from dpdist.flows.config import load_config
     from dpdist.flows.plan import preflight
+    from dpdist.flows.results import check_output
 
     overrides: dict[str, Any] = {}
     if args.ledger:
@@ -62,6 +63,8 @@ def _run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides)  # bad config: exit 2 before anything starts
     args.run_output = cfg.output  # for main's line on a full disk
     if os.environ.get(_RUN_CHILD) != "1":
+        if not args.plan:
+            check_output(cfg)  # results that could not be written: exit 2 before anything starts
         checked = preflight(cfg)  # no budget (exit 2) or not enough (exit 3): before any work
         if args.plan:
             _emit(args, {"plan": checked}, lambda: _format_plan(checked))

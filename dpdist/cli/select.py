@@ -18,11 +18,11 @@ from dpdist.cli._common import (
     _progress_bar,
     _release_args,
     _release_key,
+    _write_out,
 )
 from dpdist.exceptions import ParameterError
 from dpdist.methods import BSS_RIDGE, bss_ridge, get, names
 from dpdist.privacy.accountant import Accountant
-from dpdist.utils.io import write_json_atomic
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dpdist.selection.best_subset.base import BSSSelectorBase
 
 BSS_METHODS = names("best-subset", front_end="cli")
+SECOND_STAGE = names(family="objective-perturbation")[0]  # --stage2: a model on the released features
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -155,7 +156,7 @@ def _select(args: argparse.Namespace) -> int:
         raise ParameterError(f"--stage2 must be an epsilon > 0, got {args.stage2:g}")
     selector = _bss_selector(args) if args.method in BSS_METHODS else None
     if selector is not None:
-        selector._validate()  # bad parameters: exit 2 before the store is read
+        selector.check_params()  # bad parameters: exit 2 before the store is read
     store = open_store(args.store)
     check_schema(store)
     acc = Accountant(args.ledger)
@@ -166,7 +167,7 @@ def _select(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if selector is not None:
         features = _select_bss(args, selector, store, acc, key)
-    elif args.method == "dp-sis":
+    elif get(args.method).family == "sis":
         features = _select_dp_sis(args, store, acc, key)
     else:
         features = _select_two_stage(args, store, acc, key, extra)
@@ -198,8 +199,7 @@ def _select(args: argparse.Namespace) -> int:
             f"{_charged_text(replayed, key, args.epsilon, args.delta, also, 'the selection')})"
         )
 
-    if args.out:
-        write_json_atomic(args.out, payload)
+    _write_out(args, payload)
     _emit(args, payload, human)
     return EXIT_OK
 
@@ -211,7 +211,7 @@ def _select_bss(
     from dpdist.selection.best_subset.executor import LocalExecutor
     from dpdist.selection.best_subset.objective import store_problem
 
-    acc.check(store.budget_id, selector.privacy_charge())  # a refusal before any work
+    acc.check(store.budget_id, *selector.charges())  # a refusal before any work
     problem = store_problem(
         store,
         selector.s,
@@ -228,15 +228,15 @@ def _select_bss(
 
 def _select_dp_sis(args: argparse.Namespace, store: SparseStore, acc: Accountant, key: str) -> Any:
     """DP-SIS: the released top-k of the private marginal scores X^T y."""
-    from dpdist.selection.sis import DPSIS, store_scores
+    from dpdist.selection.sis import store_scores
 
-    sis = DPSIS(
-        args.k,
-        args.epsilon,
+    sis = get(args.method).build(
+        k=args.k,
+        epsilon=args.epsilon,
         bounds="clip" if args.clip else "check",
         random_state=_noise_seed(args, "select/dp-sis"),
     )
-    acc.check(store.budget_id, sis.privacy_charge())  # a refusal before any work
+    acc.check(store.budget_id, *sis.charges())  # a refusal before any work
     with _progress_bar(args, "dp-sis: X^T y", None) as update:
         scores = store_scores(store, bounds=sis.bounds, progress=lambda done, total: update(done))
     return sis.fit_scores(scores, acc, store.budget_id, key).features_
@@ -247,11 +247,10 @@ def _select_two_stage(
 ) -> Any:
     """The two-stage selector: the released features; its number of blocks goes into ``extra``."""
     from dpdist.selection.sis import store_target
-    from dpdist.selection.two_stage import TwoStageSelector
 
-    sel = TwoStageSelector(
-        args.k,
-        args.epsilon,
+    sel = get(args.method).build(
+        k=args.k,
+        epsilon=args.epsilon,
         alpha=args.alpha,
         n_blocks=args.n_blocks,
         random_state=_noise_seed(args, "select/two-stage"),
@@ -267,14 +266,13 @@ def _stage2(
     """``--stage2``: a model on the selected features by objective perturbation, released under ``key/stage2``."""
     from dpdist.selection.sis import store_target
     from dpdist.selection.two_stage import fit_on_support
-    from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 
-    model = ObjectivePerturbation(
-        "squared" if store.task == "regression" else "logistic",
-        args.stage2,
+    model = get(SECOND_STAGE).build(
+        store.task,
+        epsilon=args.stage2,
         random_state=_noise_seed(args, "select/stage2"),
-        classes=None if store.task == "regression" else [-1.0, 1.0],
-    )  # store_target's
+        classes=[-1.0, 1.0],  # store_target's (dropped for a regression)
+    )
     coef = fit_on_support(model, store.csr(), store_target(store), features, acc, store.budget_id, f"{key}/stage2")
     return {
         "key": f"{key}/stage2",

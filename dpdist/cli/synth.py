@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--hinge", action="store_true", help="bss: binary labels y = +1 w.p. sigmoid(z)")
     p.add_argument("--force", action="store_true", help="replace an existing store")
     _common_args(p)
-    p.set_defaults(func=_synth)
+    p.set_defaults(out_kind="store", func=_synth)
 
 
 def _synth(args: argparse.Namespace) -> int:

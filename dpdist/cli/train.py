@@ -11,23 +11,23 @@ import argparse
 from dpdist.cli._common import _release_args
 from dpdist.cli.train_frank_wolfe import _train_frank_wolfe
 from dpdist.cli.train_gradient import _train_gradient
+from dpdist.defaults import FW_ITERS, FW_LAM
 from dpdist.exceptions import ParameterError
-from dpdist.methods import DEFAULT_LEARNER, FW_ITERS, FW_LAM, GRADIENT_METHODS, names
+from dpdist.methods import DEFAULT_LEARNER, get, names
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``train`` command's arguments."""
     p = sub.add_parser("train", help="a private linear model (charges the ledger before output)")
     p.add_argument("store")
+    learners = names(("learner", "screening"), front_end="cli")
     p.add_argument(
         "--method",
         default=DEFAULT_LEARNER,
-        choices=names(("learner", "screening"), front_end="cli"),
-        help="auto (default: the best measured over the benchmark's data sets, benchmarks/utility.py; "
-        "select-train when its screening's noise is small beside the public count of rows, else dp-sgd), "
-        "dp-sgd, select-train, dp-gd, dp-iht; "
-        "the Frank-Wolfe methods (need --lam, --iters); rnm-screen / adp-screen: fast DP-FW with "
-        "RNM-Screen / ADP-Screen ([KLR23], [KLR25])",
+        choices=learners,
+        help=f"the learner, one of {', '.join(learners)} (docs/reference/config.md: what each releases); default "
+        f"{DEFAULT_LEARNER}, the best measured over the benchmark's data sets (benchmarks/utility.py); the "
+        "Frank-Wolfe ones need --lam and --iters",
     )
     p.add_argument(
         "--tune",
@@ -131,6 +131,6 @@ def _train(args: argparse.Namespace) -> int:
             "--epsilon is required: the privacy loss of a release is the user's choice, never a "
             "default (a non-private baseline takes --non-private instead)"
         )
-    if args.tune or args.method in GRADIENT_METHODS:
+    if args.tune or not get(args.method).path:  # every learner but the Frank-Wolfe ones (--tune: the search)
         return _train_gradient(args)
     return _train_frank_wolfe(args)

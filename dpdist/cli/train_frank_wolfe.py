@@ -22,10 +22,11 @@ from dpdist.cli._common import (
     _progress_bar,
     _release_key,
     _selected,
+    _write_out,
 )
 from dpdist.exceptions import ParameterError
+from dpdist.methods import get
 from dpdist.privacy.accountant import Accountant
-from dpdist.utils.io import write_json_atomic
 from dpdist.utils.operator_log import timing
 
 if TYPE_CHECKING:
@@ -100,8 +101,7 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
         payload.update(seconds=round(seconds, 4), seconds_per_iter=seconds / args.iters)
     if args.test_fraction > 0:
         payload.update(_held_out_metrics(args, model, coef, n_features, Xte, yte, acc, store.budget_id, key))
-    if args.out:
-        write_json_atomic(args.out, {**payload, "coef": coef})
+    _write_out(args, {**payload, "coef": coef})
     _emit(args, payload, lambda: _frank_wolfe_text(args, payload, acc, key, replayed))
     return EXIT_OK
 
@@ -157,12 +157,10 @@ def _split(
 
 def _frank_wolfe_options(args: argparse.Namespace) -> _Options:
     """Check the Frank-Wolfe and screening options (exit 2 before anything is read)."""
-    from dpdist.linear_model import PRIVATE, SCREEN_METHODS
-
     if args.lam is None or args.iters is None:
         raise ParameterError(f"--method {args.method} (Frank-Wolfe) needs --lam and --iters")
-    screening = SCREEN_METHODS.get(args.method)
-    private = args.method in PRIVATE or screening is not None
+    entry = get(args.method)
+    screening, private = entry.defaults.get("screening"), entry.private
     if not private and not args.non_private:
         raise ParameterError(
             f"--method {args.method} releases an un-noised model of the data; "
@@ -192,26 +190,25 @@ def _frank_wolfe_options(args: argparse.Namespace) -> _Options:
 
 
 def _frank_wolfe_model(args: argparse.Namespace, opts: _Options, classes: Any) -> Any:
-    """The Frank-Wolfe estimator the options describe: a classifier for the logistic loss, else a regressor."""
-    from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
-
-    common: dict[str, Any] = dict(
+    """The Frank-Wolfe estimator the options describe (the registry's entry of ``--method``): a classifier
+    for the logistic loss, else a regressor; its parameters checked (bad parameters: exit 2)."""
+    params: dict[str, Any] = dict(
         epsilon=args.epsilon,
         delta=args.delta,
         lam=args.lam,
         max_iter=args.iters,
-        method="fast-dp-fw" if opts.screening else args.method,
         calibration=args.calibration,
         bounds="clip" if args.clip else "check",
         random_state=_noise_seed(args, "train/model"),
     )
     if opts.screening:
-        common.update(
-            screening=opts.screening, screen_schedule=opts.schedule, screen_rule=args.screen_rule, **opts.screen_opts
-        )
+        params.update(screen_schedule=opts.schedule, screen_rule=args.screen_rule, **opts.screen_opts)
     if args.loss == "logistic":
-        return DPFrankWolfeClassifier(**common, classes=classes)
-    return DPFrankWolfeRegressor(**common, y_bound=args.y_bound)
+        model = get(args.method).build("binary", **params, classes=classes)
+    else:
+        model = get(args.method).build("regression", **params, y_bound=args.y_bound)
+    model.check_params()
+    return model
 
 
 def _precheck(
@@ -226,7 +223,9 @@ def _precheck(
         if args.test_fraction > 0
         else []
     )
-    acc.check(store.budget_id, model.privacy_charge(len(chosen) if chosen is not None else store.shape[1]), *evaluation)
+    acc.check(
+        store.budget_id, *model.charges(n_features=len(chosen) if chosen is not None else store.shape[1]), *evaluation
+    )
 
 
 def _frank_wolfe_payload(
@@ -254,7 +253,7 @@ def _add_charge(
     replayed: bool,
 ) -> None:
     """A private fit's charge into ``payload``: its epsilon and delta, the true epsilon, the key; the screening's."""
-    charge = model.privacy_charge()
+    charge = model.charge_  # what the fit charged
     payload.update(
         epsilon=args.epsilon,
         delta=args.delta,

@@ -1,7 +1,9 @@
-"""``dpdist train`` with a gradient learner (dpdist.gradient_models) or ``--tune`` (dpdist.tuning).
+"""``dpdist train`` with a gradient learner (dpdist.gradient_models), ``--tune`` (dpdist.tuning), or any
+other registered learner that is not a Frank-Wolfe one (:mod:`dpdist.cli.train_frank_wolfe`).
 
-The options are checked, the learner built and the whole charge (the noisy count when no public
-count is given, the model, the held-out metrics) checked against the budget before the data is read.
+The options are checked, the learner built by the registry and the whole charge (its own plan of
+charges: the noisy count when no public count is given, the model; the held-out metrics) checked
+against the budget before the data is read.
 """
 
 from __future__ import annotations
@@ -20,19 +22,17 @@ from dpdist.cli._common import (
     _progress_bar,
     _release_key,
     _selected,
+    _write_out,
 )
 from dpdist.exceptions import ParameterError
-from dpdist.methods import get, names
+from dpdist.methods import SEARCH, Method, get, names
 from dpdist.privacy.accountant import Accountant
-from dpdist.utils.io import write_json_atomic
 
 if TYPE_CHECKING:
     import numpy as np
 
     from dpdist.data.store import SparseStore
     from dpdist.evaluation import PrivateEvaluation
-
-_PRECHECK_RECORDS = 100_000  # the public count a gradient learner's pre-check charge is taken at
 
 
 def _train_gradient(args: argparse.Namespace) -> int:
@@ -50,7 +50,8 @@ def _train_gradient(args: argparse.Namespace) -> int:
     loss = args.loss or ("squared" if task == "regression" else "logistic")
     if (loss == "logistic") != (task == "binary"):
         raise ParameterError(f"--loss {loss} does not fit {args.store}, a {store.task} store")
-    method = "private-search" if args.tune else args.method
+    method = SEARCH if args.tune else args.method
+    entry = get(method)
     model, labels = _gradient_learner(args, store, task, method)
     acc = Accountant(args.ledger)
     dataset = acc.budget_of(store)
@@ -61,24 +62,12 @@ def _train_gradient(args: argparse.Namespace) -> int:
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
     key = _release_key(args, "train", method, name)
     replayed = acc.recorded(dataset, key)
-    extra: dict[str, Any] = {"split_key": derive_key(split_key, key)} if method == "private-search" else {}
     Xtr, ytr = X[~test], (labels[~test] if labels is not None else y[~test])
-    if args.features:
-        chosen = _selected(args.features)
-        Xtr, extra["columns"] = Xtr[:, np.asarray(chosen, dtype=np.int64)], (chosen, int(X.shape[1]))
-    if method != "private-search":
-        from dpdist.released import table_schema
-
-        extra["schema"] = table_schema(store.meta)
-    if method == "private-search":  # no progress: how far the search is tells how many runs it makes
-        model.fit(Xtr, ytr, acc, dataset, key, **extra)
-    else:
-        with _progress_bar(args, f"{method}: steps", None, count=True) as update:
-            model.fit(Xtr, ytr, acc, dataset, key, progress=update, **extra)
-    coef = _coef(model.best_estimator_ if method == "private-search" else model)
-    payload = _gradient_payload(args, model, method, loss, coef, int(X.shape[1]), name, key, str(acc.path), replayed)
+    _fit(args, entry, model, (Xtr, ytr), (acc, dataset, key), store, derive_key(split_key, key))
+    coef = _coef(model)
+    payload = _gradient_payload(args, model, entry, loss, coef, int(X.shape[1]), name, key, str(acc.path), replayed)
     if args.test_fraction > 0:
-        result = model.release_record_["model"] if method == "private-search" else model.release_record_
+        result = model.release_record_["model"] if entry.own_split else model.release_record_
         metrics = acc.release(
             dataset,
             evaluation.privacy_charge(),
@@ -91,8 +80,7 @@ def _train_gradient(args: argparse.Namespace) -> int:
             eval_epsilon=args.eval_epsilon,
             eval_key=f"{key}/evaluation",
         )
-    if args.out:
-        write_json_atomic(args.out, {**payload, "coef": coef})
+    _write_out(args, {**payload, "coef": coef})
 
     def human() -> str:
         metric = _metric_text(payload)
@@ -107,6 +95,33 @@ def _train_gradient(args: argparse.Namespace) -> int:
 
     _emit(args, payload, human)
     return EXIT_OK
+
+
+def _fit(
+    args: argparse.Namespace,
+    entry: Method,
+    model: Any,
+    train: tuple[Any, Any],
+    release: tuple[Accountant, str, str],
+    store: SparseStore,
+    split_key: bytes,
+) -> None:
+    """Fit ``model`` on the train rows and release it: the search with its own split's key and no
+    progress (how far it is tells how many runs it makes), a learner on the ``--features`` columns."""
+    import numpy as np
+
+    from dpdist.released import table_schema
+
+    (Xtr, ytr), (acc, dataset, key) = train, release
+    if entry.own_split:
+        model.fit(Xtr, ytr, acc, dataset, key, split_key=split_key)
+        return
+    extra: dict[str, Any] = {"schema": table_schema(store.meta)}
+    if args.features:
+        chosen = _selected(args.features)
+        Xtr, extra["columns"] = Xtr[:, np.asarray(chosen, dtype=np.int64)], (chosen, int(store.shape[1]))
+    with _progress_bar(args, f"{entry.name}: steps", None, count=True) as update:
+        model.fit(Xtr, ytr, acc, dataset, key, progress=update, **extra)
 
 
 def _check_gradient_options(args: argparse.Namespace) -> None:
@@ -127,29 +142,27 @@ def _check_gradient_options(args: argparse.Namespace) -> None:
 def _gradient_learner(args: argparse.Namespace, store: SparseStore, task: str, method: str) -> tuple[Any, Any]:
     """(the learner, the store's declared labels or None) of ``--method`` / ``--tune``, its parameters
     checked (bad parameters: exit 2 before the data is read)."""
-    from dpdist.gradient_models import make_learner
     from dpdist.released import user_labels
 
-    params: dict[str, Any] = dict(
-        epsilon=args.epsilon,
-        delta=args.delta,
-        n_records=args.n_records,
-        count_epsilon=args.count_epsilon,
-        random_state=_noise_seed(args, "train/model"),
-    )
+    entry = get(method)
+    params: dict[str, Any] = {"epsilon": args.epsilon, "random_state": _noise_seed(args, "train/model")}
+    if entry.param("delta") is not None:
+        params["delta"] = args.delta
+    if entry.counted:  # a public count of the train rows, or its own noisy count
+        params.update(n_records=args.n_records, count_epsilon=args.count_epsilon)
     labels = None
     if task == "binary":  # the store's declared labels, never those the train rows happen to hold
         labels, params["classes"] = user_labels(store)
-    if args.features and method == "private-search":
+    if args.features and entry.own_split:
         raise ParameterError("--features with --tune: the search's candidates train on all the columns")
     if args.k is not None:
-        target = get(method).sparsity
+        target = entry.sparsity
         if target is None:
             sparse = [m for m in names("learner") if get(m).sparsity]
             raise ParameterError(f"--k is an option of {', '.join(sparse)}, not of {method}")
         params[target] = args.k
-    model = make_learner(task, method, **params)
-    model._validate()  # bad parameters: exit 2 before the data is read
+    model = entry.build(task, **params)
+    model.check_params()  # bad parameters: exit 2 before the data is read
     return model, labels
 
 
@@ -164,16 +177,9 @@ def _precheck(args: argparse.Namespace, model: Any, acc: Accountant, dataset: st
         random_state=_noise_seed(args, "train/evaluation"),
         curve=False,
     )
-    # a refused budget: exit 3 before the data is read. Without a public count the model's loss waits for the
-    # count's release (it sets q and T); the check takes it at a fixed public count (the loss's epsilon is the
-    # target whatever the count), and the ledger checks the exact charge again when it is made
-    model_charge = model.privacy_charge(args.n_records or _PRECHECK_RECORDS)
-    acc.check(
-        dataset,
-        *([] if args.n_records is not None else [model.count_charge()]),
-        model_charge,
-        *([evaluation.privacy_charge()] if args.test_fraction > 0 else []),
-    )
+    # a refused budget: exit 3 before the data is read: the fit's own plan of charges (dpdist.base: the count's
+    # release when no public count is given, then the model's), and the held-out metrics'
+    acc.check(dataset, *model.charges(), *([evaluation.privacy_charge()] if args.test_fraction > 0 else []))
     return evaluation
 
 
@@ -188,7 +194,7 @@ def _coef(fitted: Any) -> dict[str, Any]:
 def _gradient_payload(
     args: argparse.Namespace,
     model: Any,
-    method: str,
+    entry: Method,
     loss: str,
     coef: dict[str, Any],
     n_features: int,
@@ -199,7 +205,7 @@ def _gradient_payload(
 ) -> dict[str, Any]:
     """The JSON result of a gradient learner's (or the search's) release, before its held-out metrics."""
     payload: dict[str, Any] = {
-        "method": method,
+        "method": entry.name,
         "loss": loss,
         "nnz_weights": len(coef["indices"]),
         "density": len(coef["indices"]) / n_features,
@@ -210,10 +216,10 @@ def _gradient_payload(
         "key": key,
         "ledger": ledger,
         "true_epsilon": model.release_["epsilon"],
-        "n_public": model.n_public_,
+        "n_public": getattr(model, "n_public_", None),  # the count a counted learner trained on
         "replayed": replayed,
     }
-    if method == "private-search":
+    if entry.own_split:  # the search: the candidate its best run was
         payload["chosen"] = {k: v for k, v in model.best_params_.items() if k != "random_state"}
     elif "learner" in model.release_record_:  # auto: the learner its public rule ran
         payload["chosen"] = {"learner": model.release_record_["learner"]}

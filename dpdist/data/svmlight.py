@@ -30,6 +30,8 @@ import lzma
 import os
 import queue
 import threading
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,7 +43,14 @@ import numpy as np
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["SvmlightBlock", "SvmlightFormatError", "iter_svmlight_blocks", "open_text", "parse_block"]
+__all__ = [
+    "SvmlightBlock",
+    "SvmlightFormatError",
+    "iter_svmlight_blocks",
+    "open_text",
+    "parse_block",
+    "undecompressable",
+]
 
 DEFAULT_BLOCK_BYTES = 16 << 20
 
@@ -422,6 +431,17 @@ def _read_blocks(f: IO[bytes], block_bytes: int) -> Iterator[tuple[bytes, int]]:
             return
 
 
+def undecompressable(path: str | os.PathLike[str], e: BaseException) -> ParameterError | None:
+    """The one-line refusal of a compressed file (``.gz``, ``.bz2``, ``.xz``, ``.zip``) that cannot be
+    decompressed -- corrupt, truncated, not of its suffix's format -- naming it; None for any other
+    failure (a machine's I/O error keeps its errno)."""
+    if isinstance(e, OSError) and e.errno is not None:
+        return None
+    if isinstance(e, (EOFError, lzma.LZMAError, zlib.error, zipfile.BadZipFile, OSError)):  # gzip's, bz2's: OSError
+        return ParameterError(f"{path}: corrupt or truncated (its {Path(path).suffix.lstrip('.')} data cannot be read)")
+    return None
+
+
 def _n_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -461,7 +481,7 @@ def iter_svmlight_blocks(
             pending.put(_DONE)
         except BaseException as e:  # an I/O or decompression error: raised by the consumer
             failed: Future[Any] = Future()
-            failed.set_exception(e)
+            failed.set_exception(undecompressable(path, e) or e)
             pending.put(failed)
 
     with f, ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="svmlight-parse") as pool:

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from dpdist.data.store import feature_schema, write_store
+from dpdist.data.svmlight import open_text, undecompressable
 from dpdist.data.transforms import DataDependentWarning
 from dpdist.exceptions import ParameterError
 
@@ -111,11 +112,17 @@ def _frame_to_xy(
     fill_value: float | None = None,
 ) -> Table:
     notes: dict[str, Any] = {}
+    if df.shape[0] == 0:  # before the columns' types: an empty column reads as text
+        raise ParameterError(f"{source}: no data rows (only a header)")
     if drop:
         df = df.drop(columns=[df.columns[i] for i in drop])
         notes["dropped_columns"] = drop
     tcol = _target_column(df, target, source)
     y_raw = df[tcol]
+    if df.shape[1] < 2:
+        raise ParameterError(
+            f"{source}: no feature column beside the target {tcol!r} (a table's columns are separated by commas)"
+        )
     Xdf = _feature_frame(df.drop(columns=[tcol]), source, encode, categories, notes)
     X = Xdf.to_numpy(dtype=np.float64)
     if pd.api.types.is_numeric_dtype(y_raw):
@@ -247,6 +254,63 @@ def _read_rdata(path: Path) -> Table:
     return Table(X, y, names, "binary" if len(classes) == 2 else "multiclass", classes, notes)
 
 
+def _read_frame(path: Path, low: str, preset: dict[str, Any]) -> tuple[pd.DataFrame, str | None]:
+    """(the file's table as pandas reads it, the zip member read or None): an Excel sheet, a zip's CSV
+    member or a CSV (plain or compressed); the presets' own layouts."""
+    if preset.get("residential"):
+        df = pd.read_excel(path, header=[0, 1])
+        df.columns = [c[1] for c in df.columns]
+        return df, None
+    if low.endswith(".xlsx"):
+        return pd.read_excel(path), None
+    if low.endswith(".zip"):
+        with zipfile.ZipFile(path) as z:
+            members = [m for m in z.namelist() if m.lower().endswith(".csv")]
+            member = preset.get("member") or (members[0] if len(members) == 1 else None)
+            if member is None:
+                raise ParameterError(f"{path}: the zip holds {len(members)} CSV files; no preset says which to read")
+            try:
+                return pd.read_csv(io.BytesIO(z.read(member)), header=preset.get("header", "infer")), member
+            except UnicodeDecodeError:
+                raise _not_utf8(z.read(member), f"{path} ({member})") from None
+    return pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values")), None
+
+
+def _not_utf8(raw: bytes, where: str) -> ParameterError:
+    """The refusal of text that is not UTF-8, naming the line and byte of its first invalid sequence."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        at = f"{where}:{line}: byte {column} of the line (byte {e.start + 1} of its text)"
+    else:  # pandas decodes in its own pieces; the whole text decodes: no position to name
+        at = where
+    return ParameterError(
+        f"{at} is not UTF-8 text; save the file as UTF-8 (a Latin-1 file: iconv -f latin1 -t utf-8 IN > OUT)"
+    )
+
+
+def _unreadable(path: Path, e: BaseException) -> ParameterError | None:
+    """One line for a file its reader cannot parse (empty, corrupt, truncated, another format), naming the
+    file and the kind of failure (never a value of the data); None for a failure of the machine (an
+    ``OSError`` with an errno: main's one line) or of dpdist."""
+    if isinstance(e, OSError) and e.errno is not None:
+        return None
+    if isinstance(e, pd.errors.EmptyDataError):
+        return ParameterError(f"{path}: empty: no header and no data rows")
+    if isinstance(e, pd.errors.ParserError):  # pandas names the line and its number of fields, never a value
+        return ParameterError(f"{path}: not a well-formed table: {str(e).strip().splitlines()[-1]}")
+    refusal = undecompressable(path, e)
+    if refusal is not None:
+        return refusal
+    low = _base_name(path).lower()
+    if low.endswith((".xlsx", ".rdata", ".rda")):  # their readers raise many kinds on a file of another format
+        kind = "Excel workbook (.xlsx)" if low.endswith(".xlsx") else "R data file (.RData/.rda)"
+        return ParameterError(f"{path}: not a readable {kind} ({type(e).__name__})")
+    return None
+
+
 def read_table(
     path: str | os.PathLike[str],
     target: str | int | None = None,
@@ -256,7 +320,10 @@ def read_table(
     fill_value: float | None = None,
 ) -> Table:
     """Read a table into (X, y) with the conventions of the module docstring (``categories``: declared
-    values per column, one-hot; ``fill_value``: a public constant for gaps)."""
+    values per column, one-hot; ``fill_value``: a public constant for gaps).
+
+    A file that cannot be read as its suffix says -- empty, only a header, not UTF-8 (the line and byte
+    named), corrupt or truncated, of another format -- raises a ParameterError naming it."""
     if impute not in (None, "mean"):
         raise ParameterError(f"impute must be None or 'mean', got {impute!r}")
     path = Path(path)
@@ -265,30 +332,28 @@ def read_table(
     base = _base_name(path)
     preset = dict(PRESETS.get(base, {}))
     target = target if target is not None else preset.get("target")
-    low = base.lower()
-    if low.endswith((".rdata", ".rda")):
-        return _read_rdata(path)
+    try:
+        if base.lower().endswith((".rdata", ".rda")):
+            return _read_rdata(path)
+        df, member = _read_frame(path, base.lower(), preset)
+    except UnicodeDecodeError:
+        with open_text(path) as f:
+            raise _not_utf8(f.read(), str(path)) from None
+    except ParameterError:
+        raise
+    except Exception as e:
+        refusal = _unreadable(path, e)
+        if refusal is None:
+            raise
+        raise refusal from None
     if preset.get("residential"):
-        df = pd.read_excel(path, header=[0, 1])
-        df.columns = [c[1] for c in df.columns]
         df = df.copy().drop(columns=["START YEAR", "START QUARTER", "COMPLETION YEAR", "COMPLETION QUARTER"])
         df["PROFIT"] = df.pop("V-9") - df.pop("V-10")
         table = _frame_to_xy(df, "PROFIT", [], impute, str(path), encode, categories, fill_value)
         table.notes["target"] = "profit = V-9 (sale price) - V-10 (construction cost)"
         return table
-    if low.endswith(".xlsx"):
-        df = pd.read_excel(path)
-    elif low.endswith(".zip"):
-        with zipfile.ZipFile(path) as z:
-            members = [m for m in z.namelist() if m.lower().endswith(".csv")]
-            member = preset.get("member") or (members[0] if len(members) == 1 else None)
-            if member is None:
-                raise ParameterError(f"{path}: the zip holds {len(members)} CSV files; no preset says which to read")
-            df = pd.read_csv(io.BytesIO(z.read(member)), header=preset.get("header", "infer"))
-    else:
-        df = pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values"))
     table = _frame_to_xy(df, target, preset.get("drop", []), impute, str(path), encode, categories, fill_value)
-    if "member" in preset:
+    if member is not None and "member" in preset:
         table.notes["member"] = preset["member"]
     return table
 

@@ -32,20 +32,18 @@ The learners, one module each:
   public values, charged as the chosen learner (:mod:`.auto`).
 
 Without an accountant the same noisy fit runs and nothing is recorded (experiments); with one,
-``fit`` charges it first and a retried ``key`` replays the recorded model. ``from_release``
-rebuilds a fitted estimator from a recorded model. ``LEARNERS`` names them by method and
-``make_learner`` builds one (:mod:`.learners`).
+``fit`` charges it first and a retried ``key`` replays the recorded model (the release skeleton of
+:mod:`dpdist.base`). ``from_release`` rebuilds a fitted estimator from a recorded model. The method
+registry (:mod:`dpdist.methods`) names each learner and builds it.
 """
 
 from __future__ import annotations
 
 from dpdist.gradient_models.auto import AutoClassifier, AutoRegressor
-from dpdist.gradient_models.base import GradientModel, noisy_count
+from dpdist.gradient_models.base import GradientModel, SteppedModel, noisy_count
 from dpdist.gradient_models.iht import DPIHTClassifier, DPIHTRegressor
-from dpdist.gradient_models.learners import LEARNERS, make_learner
 from dpdist.gradient_models.select_train import SelectTrainClassifier, SelectTrainRegressor
 from dpdist.gradient_models.sgd import DPGDClassifier, DPGDRegressor, DPSGDClassifier, DPSGDRegressor
-from dpdist.methods import GRADIENT_METHODS, SEARCH
 
 __all__ = [
     "AutoClassifier",
@@ -56,12 +54,9 @@ __all__ = [
     "DPIHTRegressor",
     "DPSGDClassifier",
     "DPSGDRegressor",
-    "GRADIENT_METHODS",
     "GradientModel",
-    "LEARNERS",
-    "SEARCH",
-    "make_learner",
     "SelectTrainClassifier",
     "SelectTrainRegressor",
+    "SteppedModel",
     "noisy_count",
 ]

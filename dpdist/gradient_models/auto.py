@@ -1,44 +1,45 @@
 """The default learner: select-then-train when its screening can see the signal, else DP-SGD.
 
-Neither learner is best everywhere (the measurements: ``benchmarks/results/utility/``): on many
-records per unit of budget a private screening of 100 columns followed by DP-SGD on them is ahead of
-DP-SGD on every column (the main job's synthetic set); on few, the screening's noise buries the
-signal and it picks columns at random (News20, the real RCV1 subset). What tells them apart is
-public: the standard deviation sigma of the Gaussian noise the screening adds to each score
-|x_j^T y| (rows of unit norm, |y| <= 1, so a score is at most n), beside the public count n~ of the
-records. This learner runs select-then-train when sigma <= ``screen_noise_limit`` n~ and DP-SGD on
+Neither learner is best everywhere (``benchmarks/results/utility/``): with many records per unit of
+budget a private screening of 100 columns followed by DP-SGD on them is ahead of DP-SGD on every
+column; with few, the screening's noise buries the signal and it picks columns at random. What tells
+them apart is public: the standard deviation sigma of the Gaussian noise the screening adds to each
+score |x_j^T y| (rows of unit norm, |y| <= 1, so a score is at most n), beside the public count n~ of
+the records. This learner runs select-then-train when sigma <= ``screen_noise_limit`` n~ and DP-SGD on
 every column otherwise, each at its own defaults. On data with no more columns than select-then-train's
 k there is nothing to screen: its DP-SGD phase runs on every column, charged as select-then-train (the
 screening's share unspent).
 
-Privacy. The choice is a function of public values only -- the released count n~ (itself a charged
-Laplace release), epsilon, delta and the two learners' parameters -- so it
-is post-processing of what was already released: the fit is exactly the chosen learner's mechanism,
-charged as that learner charges it (``SelectTrainClassifier``'s composed screening + DP-SGD loss, or
-``DPSGDClassifier``'s subsampled Gaussian), and the record names which one ran.
+Privacy: the choice is a function of public values only (the released count n~, epsilon, delta and the
+two learners' parameters): post-processing of what was already released, so the fit is exactly the
+chosen learner's mechanism, charged as that learner charges it; the record names which one ran.
 
-The limit 2.5e-4 (sigma at most 1/4,000 of n~) lies between the benchmark's cells: the screening won
-where sigma / n~ was at most 1.6e-4 (the main job's set at epsilon >= 0.5) and lost where it was
-4.5e-4 or more (News20 and the RCV1 subset at every epsilon <= 10). Data between the two are not
-measured: there the rule is a guess, and the two learners stay available by name.
+The limit 2.5e-4 (sigma at most 1/4,000 of n~) lies between the benchmark's cells where each learner
+won (the dated results under ``benchmarks/results/utility/``); between them the rule is a guess, and
+the two learners stay available by name.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, GradientRegressorMixin, Progress
+from dpdist.gradient_models.base import (
+    GradientClassifierMixin,
+    GradientModel,
+    GradientRegressorMixin,
+    Progress,
+    SteppedModel,
+)
 from dpdist.gradient_models.select_train import SelectTrainClassifier, SelectTrainRegressor
 from dpdist.gradient_models.sgd import DPSGDClassifier, DPSGDRegressor
 from dpdist.privacy.loss import Charge
 from dpdist.solvers.dp_sgd import dp_sgd
 from dpdist.utils.random import RandomState
-from dpdist.utils.validation import check_count
+from dpdist.utils.validation import AtLeast, check_count
 
 __all__ = ["AutoClassifier", "AutoRegressor"]
 
@@ -50,9 +51,10 @@ class _Auto(GradientModel):
 
     mechanism = "auto"
     row_norm = "l2"  # both learners' default (cosine-normalised rows)
-    _pair: tuple[type[GradientModel], type[GradientModel]]
+    _pair: tuple[type[SteppedModel], type[SteppedModel]]
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"screen_noise_limit": [AtLeast(0.0, finite=False)]}
 
-    def _learners(self) -> tuple[GradientModel, GradientModel]:
+    def _learners(self) -> tuple[SteppedModel, SteppedModel]:
         """(select-then-train, DP-SGD) at their defaults and this learner's budget, count and labels
         (kept while the parameters stay: their noise calibrations are cached on them)."""
         params = {k: v for k, v in self.get_params().items() if k != "screen_noise_limit"}
@@ -63,14 +65,11 @@ class _Auto(GradientModel):
             cache[key] = (self._pair[0](**params), self._pair[1](**params))
         return cache[key]
 
-    def _validate(self) -> None:
-        limit = self.screen_noise_limit
-        if isinstance(limit, bool) or not isinstance(limit, (int, float, np.integer, np.floating)) or not limit >= 0:
-            raise ParameterError(f"screen_noise_limit must be a number >= 0, got {limit!r}")
+    def _check_params(self) -> None:
         for learner in self._learners():
-            learner._validate()
+            learner.check_params()
 
-    def chosen(self, n_public: int) -> GradientModel:
+    def chosen(self, n_public: int) -> SteppedModel:
         """The learner a fit on ``n_public`` (public) records runs: select-then-train when its
         screening's noise sigma is at most ``screen_noise_limit`` n~, DP-SGD otherwise. A function of
         n~ and the parameters alone (not of the width: every charge of this fit -- the CLI's and the
@@ -83,14 +82,15 @@ class _Auto(GradientModel):
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         return self.chosen(n_public)._steps(n_public)
 
-    def privacy_charge(self, n_public: int, noise_scale: float = 1.0) -> Charge:
-        self._validate()
+    def _scaled_charge(self, n_public: int, noise_scale: float) -> Charge:
         inner = self.chosen(n_public)
-        charge = inner.privacy_charge(n_public, noise_scale)
+        charge = inner.privacy_charge(n_public, noise_scale=noise_scale)
         return Charge(charge.loss, f"{self.mechanism}/{self._loss}", {**charge.details, "learner": inner.mechanism})
 
-    def _released(self, X: sp.csr_matrix, y: np.ndarray, n_public: int, charge: Charge, *args: Any) -> dict[str, Any]:
-        return {**super()._released(X, y, n_public, charge, *args), "learner": charge.details["learner"]}
+    def release_on(
+        self, X: sp.csr_matrix, y: np.ndarray, n_public: int | None, charge: Charge, *args: Any
+    ) -> dict[str, Any]:
+        return {**super().release_on(X, y, n_public, charge, *args), "learner": charge.details["learner"]}
 
     def _train(
         self,
@@ -109,7 +109,7 @@ class _Auto(GradientModel):
             # no more columns than k: nothing to screen. Its DP-SGD phase runs on every column; the
             # screening's share is charged and not spent (the charge's Renyi curve, the screening's
             # zCDP composed with this DP-SGD's, is above the curve of what runs).
-            return dp_sgd(X, y, inner._sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+            return dp_sgd(X, y, inner.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
         return inner._train(X, y, n_public, noise, rng, progress)
 
 
@@ -132,6 +132,7 @@ class AutoClassifier(GradientClassifierMixin, _Auto):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         screen_noise_limit: float = SCREEN_NOISE_LIMIT,
@@ -140,13 +141,13 @@ class AutoClassifier(GradientClassifierMixin, _Auto):
         classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.screen_noise_limit = epsilon, delta, screen_noise_limit
-        self.n_records, self.count_epsilon, self.classes, self.random_state = (
-            n_records,
-            count_epsilon,
-            classes,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.screen_noise_limit = screen_noise_limit
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.classes = classes
+        self.random_state = random_state
 
 
 class AutoRegressor(GradientRegressorMixin, _Auto):
@@ -158,6 +159,7 @@ class AutoRegressor(GradientRegressorMixin, _Auto):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         screen_noise_limit: float = SCREEN_NOISE_LIMIT,
@@ -166,10 +168,10 @@ class AutoRegressor(GradientRegressorMixin, _Auto):
         y_bound: float = 1.0,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.screen_noise_limit = epsilon, delta, screen_noise_limit
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
-            n_records,
-            count_epsilon,
-            y_bound,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.screen_noise_limit = screen_noise_limit
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.y_bound = y_bound
+        self.random_state = random_state

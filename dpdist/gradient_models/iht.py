@@ -5,33 +5,30 @@ s-sparse models.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, GradientRegressorMixin, Progress
+from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
 from dpdist.solvers.dp_iht import dp_iht
 from dpdist.utils.random import RandomState
-from dpdist.utils.validation import check_count
+from dpdist.utils.validation import Count
 
 __all__ = ["DPIHTClassifier", "DPIHTRegressor"]
 
 
-class _IHT(GradientModel):
+class _IHT(SteppedModel):
     """Full-batch DP-GD projected on s-sparse vectors after every step."""
 
     mechanism = "dp-iht"
-
-    def _validate_extra(self) -> None:
-        check_count(self.s, "s")
-        check_count(self.max_iter, "max_iter")
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"s": [Count()], "max_iter": [Count()]}
 
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         return 1.0, int(self.max_iter), float(n_public)
 
-    def _check_width(self, n_features: int) -> None:
+    def check_width(self, n_features: int) -> None:
         if self.s >= n_features:
             raise ParameterError(f"s={self.s} must be smaller than the number of features ({n_features})")
 
@@ -44,7 +41,7 @@ class _IHT(GradientModel):
         rng: np.random.Generator,
         progress: Progress | None,
     ) -> tuple[np.ndarray, float]:
-        return dp_iht(X, y, self._sgd_plan(n_public, noise["noise_multiplier"]), int(self.s), rng, progress)
+        return dp_iht(X, y, self.sgd_plan(n_public, noise["noise_multiplier"]), int(self.s), rng, progress)
 
 
 _IHT_DOC = """
@@ -61,6 +58,7 @@ class DPIHTClassifier(GradientClassifierMixin, _IHT):
 
     def __init__(
         self,
+        *,
         s: int = 100,
         epsilon: float = 1.0,
         delta: float = 1e-6,
@@ -76,22 +74,20 @@ class DPIHTClassifier(GradientClassifierMixin, _IHT):
         classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
-        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = (
-            s,
-            epsilon,
-            delta,
-            max_iter,
-            lr,
-            clip,
-            l2,
-        )
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = (
-            n_records,
-            count_epsilon,
-            classes,
-            random_state,
-        )
+        self.s = s
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_iter = max_iter
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.classes = classes
+        self.random_state = random_state
 
 
 class DPIHTRegressor(GradientRegressorMixin, _IHT):
@@ -103,6 +99,7 @@ class DPIHTRegressor(GradientRegressorMixin, _IHT):
 
     def __init__(
         self,
+        *,
         s: int = 100,
         epsilon: float = 1.0,
         delta: float = 1e-6,
@@ -118,19 +115,17 @@ class DPIHTRegressor(GradientRegressorMixin, _IHT):
         y_bound: float = 1.0,
         random_state: RandomState = None,
     ) -> None:
-        self.s, self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = (
-            s,
-            epsilon,
-            delta,
-            max_iter,
-            lr,
-            clip,
-            l2,
-        )
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
-            n_records,
-            count_epsilon,
-            y_bound,
-            random_state,
-        )
+        self.s = s
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_iter = max_iter
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.y_bound = y_bound
+        self.random_state = random_state

@@ -5,24 +5,24 @@ then DP-SGD on those k columns, charged as one release. k-sparse models.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, GradientRegressorMixin, Progress
+from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.gaussian import GaussianTopK
 from dpdist.solvers.dp_sgd import dp_sgd
 from dpdist.utils.random import RandomState
-from dpdist.utils.validation import check_count, check_positive
+from dpdist.utils.validation import Between, Count, Positive
 
 __all__ = ["SelectTrainClassifier", "SelectTrainRegressor"]
 
 
-class _SelectTrain(GradientModel):
+class _SelectTrain(SteppedModel):
     """Private screening of k columns (Gaussian noise on |X^T y|), then DP-SGD on them.
 
     The two phases are one release: the screening's loss (zCDP, ``GaussianTopK``) composed with
@@ -34,19 +34,18 @@ class _SelectTrain(GradientModel):
     """
 
     mechanism = "select-train"
-
-    def _validate_extra(self) -> None:
-        check_count(self.k, "k")
-        if not 0.0 < float(self.selection_share) < 1.0:
-            raise ParameterError(f"selection_share must lie in (0, 1), got {self.selection_share!r}")
-        check_positive(self.epochs, "epochs")
-        check_count(self.batch_size, "batch_size")
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "k": [Count()],
+        "selection_share": [Between(0.0, 1.0)],
+        "epochs": [Positive()],
+        "batch_size": [Count()],
+    }
 
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         q = min(1.0, self.batch_size / n_public)
         return q, max(1, int(round(self.epochs / q))), q * n_public
 
-    def _check_width(self, n_features: int) -> None:
+    def check_width(self, n_features: int) -> None:
         if self.k >= n_features:
             raise ParameterError(f"k={self.k} must be smaller than the number of features ({n_features})")
 
@@ -80,10 +79,8 @@ class _SelectTrain(GradientModel):
             cache[key] = hi
         return cache[key]
 
-    def privacy_charge(self, n_public: int, noise_scale: float = 1.0) -> Charge:
-        self._validate()
-        n_public = check_count(n_public, "n_public")
-        scale = check_positive(noise_scale, "noise_scale") * self._joint_scale(n_public)
+    def _scaled_charge(self, n_public: int, noise_scale: float) -> Charge:
+        scale = noise_scale * self._joint_scale(n_public)
         loss, rho, z = self._loss_at(n_public, scale)
         return Charge(loss, f"{self.mechanism}/{self._loss}", {"noise_multiplier": z, "screening_rho": rho})
 
@@ -102,7 +99,7 @@ class _SelectTrain(GradientModel):
         Xs = normalize(X, norm="l2") if self.row_norm != "l2" else X
         screen = GaussianTopK(int(self.k), noise["screening_rho"], float(self.selection_share) * self.delta)
         cols = screen.select(np.abs(Xs.T @ yb), rng)
-        w_k, b = dp_sgd(X[:, cols], y, self._sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+        w_k, b = dp_sgd(X[:, cols], y, self.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
         w = np.zeros(X.shape[1])
         w[cols] = w_k
         return w, b
@@ -126,6 +123,7 @@ class SelectTrainClassifier(GradientClassifierMixin, _SelectTrain):
 
     def __init__(
         self,
+        *,
         k: int = 100,
         selection_share: float = 0.3,
         epsilon: float = 1.0,
@@ -143,15 +141,22 @@ class SelectTrainClassifier(GradientClassifierMixin, _SelectTrain):
         classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
-        self.k, self.selection_share, self.epsilon, self.delta = k, selection_share, epsilon, delta
-        self.epochs, self.batch_size, self.lr, self.clip, self.l2 = epochs, batch_size, lr, clip, l2
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = (
-            n_records,
-            count_epsilon,
-            classes,
-            random_state,
-        )
+        self.k = k
+        self.selection_share = selection_share
+        self.epsilon = epsilon
+        self.delta = delta
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.classes = classes
+        self.random_state = random_state
 
 
 class SelectTrainRegressor(GradientRegressorMixin, _SelectTrain):
@@ -163,6 +168,7 @@ class SelectTrainRegressor(GradientRegressorMixin, _SelectTrain):
 
     def __init__(
         self,
+        *,
         k: int = 100,
         selection_share: float = 0.3,
         epsilon: float = 1.0,
@@ -180,12 +186,19 @@ class SelectTrainRegressor(GradientRegressorMixin, _SelectTrain):
         y_bound: float = 1.0,
         random_state: RandomState = None,
     ) -> None:
-        self.k, self.selection_share, self.epsilon, self.delta = k, selection_share, epsilon, delta
-        self.epochs, self.batch_size, self.lr, self.clip, self.l2 = epochs, batch_size, lr, clip, l2
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
-            n_records,
-            count_epsilon,
-            y_bound,
-            random_state,
-        )
+        self.k = k
+        self.selection_share = selection_share
+        self.epsilon = epsilon
+        self.delta = delta
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.y_bound = y_bound
+        self.random_state = random_state

@@ -6,27 +6,24 @@ algorithm and its proof. Dense models.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientModel, GradientRegressorMixin, Progress
+from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
 from dpdist.solvers.dp_sgd import dp_sgd
 from dpdist.utils.random import RandomState
-from dpdist.utils.validation import check_count, check_positive
+from dpdist.utils.validation import Count, Positive
 
 __all__ = ["DPGDClassifier", "DPGDRegressor", "DPSGDClassifier", "DPSGDRegressor"]
 
 
-class _SGD(GradientModel):
+class _SGD(SteppedModel):
     """DP-SGD: Poisson batches of expected size ``batch_size`` for ``epochs`` passes, on all columns."""
 
     mechanism = "dp-sgd"
-
-    def _validate_extra(self) -> None:
-        check_positive(self.epochs, "epochs")
-        check_count(self.batch_size, "batch_size")
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"epochs": [Positive()], "batch_size": [Count()]}
 
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         q = min(1.0, self.batch_size / n_public)
@@ -41,7 +38,7 @@ class _SGD(GradientModel):
         rng: np.random.Generator,
         progress: Progress | None,
     ) -> tuple[np.ndarray, float]:
-        return dp_sgd(X, y, self._sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+        return dp_sgd(X, y, self.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
 
 
 class _GD(_SGD):
@@ -49,9 +46,7 @@ class _GD(_SGD):
     as a Dask reduction over a store's row blocks)."""
 
     mechanism = "dp-gd"
-
-    def _validate_extra(self) -> None:
-        check_count(self.max_iter, "max_iter")
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"max_iter": [Count()]}
 
     def _steps(self, n_public: int) -> tuple[float, int, float]:
         return 1.0, int(self.max_iter), float(n_public)
@@ -85,6 +80,7 @@ class DPSGDClassifier(GradientClassifierMixin, _SGD):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         epochs: float = 40.0,
@@ -100,15 +96,20 @@ class DPSGDClassifier(GradientClassifierMixin, _SGD):
         classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
-        self.lr, self.clip, self.l2 = lr, clip, l2
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = (
-            n_records,
-            count_epsilon,
-            classes,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.classes = classes
+        self.random_state = random_state
 
 
 class DPSGDRegressor(GradientRegressorMixin, _SGD):
@@ -116,6 +117,7 @@ class DPSGDRegressor(GradientRegressorMixin, _SGD):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         epochs: float = 40.0,
@@ -131,15 +133,20 @@ class DPSGDRegressor(GradientRegressorMixin, _SGD):
         y_bound: float = 1.0,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
-        self.lr, self.clip, self.l2 = lr, clip, l2
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
-            n_records,
-            count_epsilon,
-            y_bound,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.y_bound = y_bound
+        self.random_state = random_state
 
 
 class DPGDClassifier(GradientClassifierMixin, _GD):
@@ -147,6 +154,7 @@ class DPGDClassifier(GradientClassifierMixin, _GD):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         max_iter: int = 100,
@@ -161,14 +169,19 @@ class DPGDClassifier(GradientClassifierMixin, _GD):
         classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = epsilon, delta, max_iter, lr, clip, l2
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.classes, self.random_state = (
-            n_records,
-            count_epsilon,
-            classes,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_iter = max_iter
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.classes = classes
+        self.random_state = random_state
 
 
 class DPGDRegressor(GradientRegressorMixin, _GD):
@@ -176,6 +189,7 @@ class DPGDRegressor(GradientRegressorMixin, _GD):
 
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         max_iter: int = 100,
@@ -190,11 +204,16 @@ class DPGDRegressor(GradientRegressorMixin, _GD):
         y_bound: float = 1.0,
         random_state: RandomState = None,
     ) -> None:
-        self.epsilon, self.delta, self.max_iter, self.lr, self.clip, self.l2 = epsilon, delta, max_iter, lr, clip, l2
-        self.intercept_scaling, self.average, self.row_norm = intercept_scaling, average, row_norm
-        self.n_records, self.count_epsilon, self.y_bound, self.random_state = (
-            n_records,
-            count_epsilon,
-            y_bound,
-            random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_iter = max_iter
+        self.lr = lr
+        self.clip = clip
+        self.l2 = l2
+        self.intercept_scaling = intercept_scaling
+        self.average = average
+        self.row_norm = row_norm
+        self.n_records = n_records
+        self.count_epsilon = count_epsilon
+        self.y_bound = y_bound
+        self.random_state = random_state

@@ -3,13 +3,15 @@
 Every release of a private result is charged to the ledger *before* the result leaves. The ledger
 is an SQLite file on a local disk (:mod:`dpdist.privacy.ledger.sqlite`: the default, for one person
 on one machine) or a PostgreSQL database a team shares (:mod:`dpdist.privacy.ledger.postgres`),
-chosen by its location: a path, or a ``postgresql://`` URL. Both hold the same tables
+chosen by its location: a path, or a ``postgresql://`` URL (read once, a mistyped URL refused:
+:mod:`dpdist.privacy.ledger.backend`). Both hold the same tables
 (:mod:`dpdist.privacy.ledger.schema`) and answer the same SQL, and on both a charge is:
 
 * atomic: one transaction; a process killed in the middle leaves it wholly recorded or wholly absent;
 * serialised: the budget check and the charge are one transaction that runs as if alone (SQLite's
-  ``BEGIN IMMEDIATE`` write lock; PostgreSQL's ``SERIALIZABLE``), so processes charging the same
-  ledger at once, from one machine or many, can never overspend;
+  ``BEGIN IMMEDIATE`` write lock; PostgreSQL's locks on the budget), so processes charging the same
+  ledger at once, from one machine or many, can never overspend (proof:
+  [docs/proofs/ledger.md][proof-ledger-serialised]);
 * idempotent: a release is identified by ``(dataset, key)``. Charging the same key again
   with the same parameters returns the recorded charge without spending anything; reusing
   a key with different parameters (a hash of the mechanism, its privacy loss and every
@@ -21,7 +23,11 @@ chosen by its location: a path, or a ``postgresql://`` URL. Both hold the same t
   an order fixed by the budget, or basic composition with the deltas within a quarter of the
   budget's), checked inside the charge's transaction. The filter holds when each release is
   chosen after seeing the earlier ones.
-  Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it.
+  Basic composition (the sum of each release's standalone (eps, delta)) is kept beside it;
+* of constant cost: the filter's running sums are kept per budget (:mod:`dpdist.privacy.ledger.composed`,
+  exact, updated in the charge's transaction), so a charge reads one row, not the dataset's history;
+  :meth:`Accountant.verify` (``dpdist budget verify``) recomposes every budget from its releases and
+  compares.
 
 Datasets are keyed by the content hash of their store (``dataset``), which is private: it
 tells two neighbouring datasets apart. What is printed, logged and reported is the
@@ -33,9 +39,10 @@ which :mod:`dpdist.data.split` decides each record's side of the train/test spli
 noisy result, records its outcome in the same ledger and only then returns it. The outcome is
 the result or, when the computation raises an ``Exception`` other than the machine's own
 (a lost connection, memory, a killed worker), the failure -- recorded by its class and a fixed
-public message, never the exception's own text (:mod:`dpdist.privacy.ledger.outcomes`, with the
-claim and its proof). A retried release with the same key replays the recorded outcome and never
-draws fresh noise (nor re-runs a solver) for a charge whose outcome was already recorded.
+public message, never the exception's own text (:mod:`dpdist.privacy.ledger.outcomes`). A retried
+release with the same key replays the recorded outcome and never draws fresh noise (nor re-runs a
+solver) for a charge whose outcome was already recorded (the claim's proof:
+[docs/proofs/recorded-outcomes.md][proof-recorded-outcomes]).
 
 The schema's versions and the upgrades between them are in :mod:`dpdist.privacy.ledger.schema`;
 an older ledger is upgraded in place, in one transaction, when opened, and every row is kept.
@@ -45,10 +52,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,21 +67,19 @@ from dpdist.exceptions import (
     ReleaseKeyConflict,
     UnknownDataset,
 )
-from dpdist.privacy.filter import PrivacyFilter
+from dpdist.privacy.filter import FilterSums, PrivacyFilter
 from dpdist.privacy.guard import charged_by_caller
+from dpdist.privacy.ledger import composed, queries
+from dpdist.privacy.ledger.backend import LedgerBackend, open_backend, parse_location
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.outcomes import UNWRITTEN, failure_record, machine_failure, replay
-from dpdist.privacy.ledger.postgres import PostgresLedger, is_url
 from dpdist.privacy.ledger.records import (
-    RELEASE_COLUMNS,
     UNCOVERED_MARK,
     BudgetStatus,
     Release,
-    release_row,
     spend_text,
     status_table,
 )
-from dpdist.privacy.ledger.schema import LedgerConnection
-from dpdist.privacy.ledger.sqlite import SQLiteLedger
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import random_name
 from dpdist.utils.validation import check_delta, check_epsilon
@@ -100,9 +105,13 @@ def default_ledger_path() -> Path:
 
 def default_ledger() -> str | Path:
     """The ledger used when none is named: ``$DPDIST_LEDGER`` (a path, or a ``postgresql://`` URL),
-    else ``~/.dpdist/ledger.sqlite``."""
+    else ``~/.dpdist/ledger.sqlite``. A mistyped URL there is refused (``ParameterError``), never taken
+    as a path (:func:`dpdist.privacy.ledger.backend.parse_location`)."""
     env = os.environ.get("DPDIST_LEDGER")
-    return env if is_url(env) and env is not None else default_ledger_path()
+    if not env:
+        return default_ledger_path()
+    location = parse_location(env)
+    return location.text if location.is_url else Path(location.text)
 
 
 def _check_name(value: object, name: str) -> str:
@@ -128,21 +137,34 @@ def params_hash(charge: Charge, params: dict[str, Any] | None) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _find(con: LedgerConnection, dataset: str, key: str) -> Release | None:
-    row = con.execute(
-        f"SELECT {RELEASE_COLUMNS} FROM releases WHERE dataset = ? AND key = ?", (dataset, key)
-    ).fetchone()
-    return None if row is None else release_row(row)
+@dataclass(frozen=True)
+class _Budget:
+    """A budget as a charge's transaction reads it: its totals, public name and privacy filter."""
 
+    dataset: str
+    name: str
+    epsilon_total: float
+    delta_total: float
+    pf: PrivacyFilter
+    filter_json: str
 
-def _releases(con: LedgerConnection, dataset: str) -> list[Release]:
-    """The releases charged to ``dataset`` and to the budgets linked to it (:meth:`Accountant.budget_of`)."""
-    rows = con.execute(
-        f"SELECT {RELEASE_COLUMNS} FROM releases "
-        "WHERE dataset = ? OR dataset IN (SELECT alias FROM links WHERE dataset = ?) ORDER BY id",
-        (dataset, dataset),
-    ).fetchall()
-    return [release_row(r) for r in rows]
+    def status(self, state: composed.Composed, extra: list[FilterSums] | None = None) -> BudgetStatus:
+        """The budget's status with its composed ``state`` and the terms of ``extra`` releases."""
+        sums = sum(extra or [], state.sums)
+        epsilon_spent, delta_spent = self.pf.measure(sums)
+        return BudgetStatus(
+            dataset=self.dataset,
+            name=self.name,
+            epsilon_total=self.epsilon_total,
+            delta_total=self.delta_total,
+            epsilon_spent=epsilon_spent,
+            delta_spent=delta_spent,
+            epsilon_basic=float(sums.epsilon),
+            delta_basic=float(sums.delta),
+            releases=sums.releases,
+            privacy_filter=self.pf,
+            uncovered=state.uncovered,
+        )
 
 
 class Accountant:
@@ -153,21 +175,15 @@ class Accountant:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 120.0, create: bool = True) -> None:
-        """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none): for
-        commands that only read, so a mistyped path creates nothing."""
-        location = path if path is not None else default_ledger()
+        """``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none), to read:
+        for commands that only read, so a mistyped path creates nothing and a read-only SQLite ledger
+        reads and keeps its mode (:mod:`dpdist.privacy.ledger.sqlite`). A location that looks like a URL
+        but is none dpdist reads is refused before anything is made
+        (:func:`dpdist.privacy.ledger.backend.parse_location`)."""
+        location = parse_location(path if path is not None else default_ledger())
         self.timeout = float(timeout)
-        # Test hook: called inside a charge's transaction, after the insert and before the
-        # commit (used to kill a process mid-charge). Never set in production code.
-        self._before_commit: Callable[[], None] | None = None
-        self._ledger: SQLiteLedger | PostgresLedger
-        self.path: Path | str
-        if is_url(location):
-            self.path = str(location)
-            self._ledger = PostgresLedger(self.path, self.timeout, create)
-        else:
-            self.path = Path(location)
-            self._ledger = SQLiteLedger(self.path, self.timeout, create)
+        self.path: Path | str = location.text if location.is_url else Path(location.text)
+        self._ledger: LedgerBackend = open_backend(location, self.timeout, create)
 
     @property
     def backend(self) -> str:
@@ -191,26 +207,14 @@ class Accountant:
 
         def body(con: LedgerConnection) -> BudgetStatus:
             self._ledger.refuse_if_moved(con)
-            row = con.execute(
-                "SELECT epsilon_total, delta_total, name FROM budgets WHERE dataset = ?", (dataset,)
-            ).fetchone()
+            row = queries.budget_row(con, dataset)
             if row is None:
                 chosen = name or random_name()
-                if con.execute("SELECT 1 FROM budgets WHERE name = ?", (chosen,)).fetchone():
+                if queries.name_used(con, chosen):
                     raise ParameterError(f"the name {chosen!r} is already used by another dataset in {self.path}")
-                con.execute(
-                    "INSERT INTO budgets (dataset, epsilon_total, delta_total, created, name, split_key, filter) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        dataset,
-                        epsilon,
-                        delta,
-                        _now(),
-                        chosen,
-                        secrets.token_hex(32),
-                        PrivacyFilter.for_budget(epsilon, delta).to_json(),
-                    ),
-                )
+                text = PrivacyFilter.for_budget(epsilon, delta).to_json()
+                queries.insert_budget(con, dataset, epsilon, delta, _now(), chosen, secrets.token_hex(32), text)
+                composed.store(con, dataset, composed.Composed(text, 0, 0, FilterSums()), None)
             elif tuple(row[:2]) != (epsilon, delta):
                 raise ParameterError(
                     f"dataset {row[2]!r} already has a budget (epsilon={row[0]:g}, delta={row[1]:g}) in "
@@ -221,23 +225,17 @@ class Accountant:
         return self._ledger.write(body)
 
     def has_budget(self, dataset: str) -> bool:
-        return self._ledger.read(
-            lambda con: con.execute("SELECT 1 FROM budgets WHERE dataset = ?", (dataset,)).fetchone() is not None
-        )
+        return self._ledger.read(lambda con: queries.has_budget(con, dataset))
 
     def resolve(self, name_or_dataset: str) -> str:
         """The dataset (content hash) of a public name (or of the hash itself)."""
-        row = self._ledger.read(
-            lambda con: con.execute(
-                "SELECT dataset FROM budgets WHERE name = ? OR dataset = ?", (name_or_dataset, name_or_dataset)
-            ).fetchone()
-        )
-        if row is None:
+        found = self._ledger.read(lambda con: queries.dataset_named(con, name_or_dataset))
+        if found is None:
             raise UnknownDataset(
                 f"no dataset named {name_or_dataset!r} in ledger {self.path}; "
                 "`dpdist budget show` lists the datasets it has"
             )
-        return str(row[0])
+        return found
 
     def name(self, dataset: str) -> str:
         """The public name of ``dataset``."""
@@ -247,7 +245,7 @@ class Accountant:
         """The dataset a store's releases are charged to (``store.budget_id``: a split half's is
         its source's), after linking a budget the ledger holds for a half's own content.
 
-        Ledgers of dpdist before 4cadcda let a train/test half have a budget of its own (its
+        Ledgers of older dpdist releases let a train/test half have a budget of its own (its
         content hash) and charged its releases there. Those records are records of the source:
         the first time the half is used, that budget is linked to the source's (table ``links``,
         schema 3), and from then on the source's status and history include its releases, so
@@ -259,11 +257,13 @@ class Accountant:
         def link(con: LedgerConnection) -> None:
             self._ledger.refuse_if_moved(con)
             self._ledger.lock_budget(con, target, own)  # the link changes what the target's charges count
-            legacy = con.execute("SELECT 1 FROM budgets WHERE dataset = ?", (own,)).fetchone()
-            linked = con.execute("SELECT 1 FROM links WHERE alias = ?", (own,)).fetchone()
-            if legacy and not linked:
-                self._budget_row(con, target)
-                con.execute("INSERT INTO links (alias, dataset, created) VALUES (?, ?, ?)", (own, target, _now()))
+            if queries.has_budget(con, own) and not queries.is_linked(con, own):
+                eps_total, delta_total, _, text = self._budget_row(con, target)
+                stored = composed.kept(con, target)
+                queries.insert_link(con, own, target, _now())
+                # the target now counts the half's releases too: its state composed again, once
+                pf = PrivacyFilter.from_json(eps_total, delta_total, text)
+                composed.store(con, target, composed.recompose(con, target, pf, str(text)), stored)
 
         if own != target:
             self._ledger.write(link)
@@ -274,9 +274,7 @@ class Accountant:
 
         def body(con: LedgerConnection) -> bytes:
             self._budget_row(con, dataset)
-            return bytes.fromhex(
-                con.execute("SELECT split_key FROM budgets WHERE dataset = ?", (dataset,)).fetchone()[0]
-            )
+            return bytes.fromhex(queries.split_key(con, dataset))
 
         return self._ledger.read(body)
 
@@ -288,8 +286,7 @@ class Accountant:
         """The status of every dataset in the ledger (ordered by name)."""
 
         def body(con: LedgerConnection) -> list[BudgetStatus]:
-            names = [r[0] for r in con.execute("SELECT dataset FROM budgets ORDER BY name").fetchall()]
-            return [self._status(con, n) for n in names]
+            return [self._status(con, n) for n in queries.datasets(con)]
 
         return self._ledger.read(body)
 
@@ -299,43 +296,48 @@ class Accountant:
 
         def body(con: LedgerConnection) -> list[Release]:
             self._budget_row(con, dataset)
-            return _releases(con, dataset)
+            return queries.releases(con, dataset)
+
+        return self._ledger.read(body)
+
+    def verify(self) -> list[composed.Verdict]:
+        """Every budget's kept composed state beside a full recomposition of its releases (ordered by
+        name): equal, bit for bit, unless the ledger was written around dpdist (``dpdist budget verify``).
+        Reads every release: the check a charge no longer needs to make."""
+
+        def body(con: LedgerConnection) -> list[composed.Verdict]:
+            out = []
+            for dataset in queries.datasets(con):
+                eps_total, delta_total, _, text = self._budget_row(con, dataset)
+                pf = PrivacyFilter.from_json(eps_total, delta_total, text)
+                out.append(composed.verify(con, dataset, pf, str(text)))
+            return out
 
         return self._ledger.read(body)
 
     def _budget_row(self, con: LedgerConnection, dataset: str) -> tuple[float, float, str, str | None]:
         """(epsilon_total, delta_total, name, the stored filter's JSON) of ``dataset``'s budget."""
-        row = con.execute(
-            "SELECT epsilon_total, delta_total, name, filter FROM budgets WHERE dataset = ?", (dataset,)
-        ).fetchone()
+        row = queries.budget_row(con, dataset)
         if row is None:
             raise UnknownDataset(
                 f"no privacy budget for this dataset in ledger {self.path}; set one with: "
                 "dpdist budget init STORE --epsilon E --delta D"
             )
-        return float(row[0]), float(row[1]), str(row[2]), row[3]
+        return row
+
+    def _state(
+        self, con: LedgerConnection, dataset: str
+    ) -> tuple[_Budget, composed.Composed, composed.Composed | None]:
+        """``dataset``'s budget, its composed state now (:func:`composed.current`) and its stored row."""
+        eps_total, delta_total, name, text = self._budget_row(con, dataset)
+        pf = PrivacyFilter.from_json(eps_total, delta_total, text)
+        budget = _Budget(dataset, name, eps_total, delta_total, pf, str(text))
+        state, stored = composed.current(con, dataset, pf, budget.filter_json)
+        return budget, state, stored
 
     def _status(self, con: LedgerConnection, dataset: str, extra: list[PrivacyLoss] | None = None) -> BudgetStatus:
-        eps_total, delta_total, name, text = self._budget_row(con, dataset)
-        releases = _releases(con, dataset)
-        losses = [r.privacy_loss for r in releases] + (extra or [])
-        eps_basic = math.fsum(loss.epsilon for loss in losses)
-        delta_basic = math.fsum(loss.delta for loss in losses)
-        pf = PrivacyFilter.from_json(eps_total, delta_total, text)
-        eps_spent, delta_spent = pf.spent(losses)
-        return BudgetStatus(
-            dataset=dataset,
-            name=name,
-            epsilon_total=eps_total,
-            delta_total=delta_total,
-            epsilon_spent=eps_spent,
-            delta_spent=delta_spent,
-            epsilon_basic=eps_basic,
-            delta_basic=delta_basic,
-            releases=len(losses),
-            privacy_filter=pf,
-            uncovered=sum(not r.covered for r in releases),
-        )
+        budget, state, _ = self._state(con, dataset)
+        return budget.status(state, [budget.pf.sums(loss) for loss in extra or []])
 
     # ---------------------------------------------------------------------- charges
 
@@ -389,7 +391,7 @@ class Accountant:
         self._ledger.refuse_if_moved(con)
         self._ledger.lock_budget(con, dataset)  # the charges of one budget one after another
         mechanism, loss = charge.mechanism, charge.loss
-        existing = _find(con, dataset, key)
+        existing = queries.find_release(con, dataset, key)
         if existing is not None:
             same = (
                 existing.params == digest
@@ -404,9 +406,11 @@ class Accountant:
                     "give the new release its own key"
                 )
             return existing
-        status = self._status(con, dataset, [loss])
+        budget, state, stored = self._state(con, dataset)
+        term = budget.pf.sums(loss)
+        status = budget.status(state, [term])
         if not status.epsilon_spent <= status.epsilon_total:
-            before = self._status(con, dataset)
+            before = budget.status(state)
             raise BudgetExceeded(
                 status.name,
                 loss.epsilon,
@@ -416,21 +420,23 @@ class Accountant:
                 before.epsilon_total,
                 before.delta_total,
             )
+        # a budget this one is linked to counts its releases too (Accountant.budget_of): its state grows as well
+        target = queries.link_target(con, dataset)
+        linked = self._state(con, target) if target is not None else None
         covered = bool(charge.covered)
         release = Release(dataset, key, _today(), mechanism, loss.epsilon, loss.delta, None, loss, digest, covered)
-        con.execute(
-            "INSERT INTO releases (dataset, key, time, mechanism, epsilon, delta, loss, params, covered) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (dataset, key, release.time, mechanism, loss.epsilon, loss.delta, loss.to_json(), digest, int(covered)),
-        )
-        if self._before_commit is not None:
-            self._before_commit()
+        release_id = queries.insert_release(con, release)
+        composed.store(con, dataset, state.plus(term, covered, release_id), stored)
+        if linked is not None:
+            other, other_state, other_stored = linked
+            new = other_state.plus(other.pf.sums(loss), covered, release_id)
+            composed.store(con, other.dataset, new, other_stored)
         return release
 
     def recorded(self, dataset: str, key: str) -> bool:
         """Whether ``key`` was released on ``dataset`` with a recorded outcome (a release under it replays)."""
         dataset, key = _check_name(dataset, "dataset"), _check_name(key, "key")
-        rel = self._ledger.read(lambda con: _find(con, dataset, key))
+        rel = self._ledger.read(lambda con: queries.find_release(con, dataset, key))
         return rel is not None and rel.result is not None
 
     def release(
@@ -449,30 +455,13 @@ class Accountant:
         was charged but interrupted before recording anything (a killed worker or process, a
         ``KeyboardInterrupt``), nothing left it, and ``compute`` runs again under the same charge.
 
-        **Every outcome is recorded.** Whatever ``compute`` ends with -- a result, or any
-        ``Exception``: a dpdist error (``SolverFailure``, ``ReleaseRefused``, ``SolverAborted``,
-        ``ParameterError``, ...), a ``ValueError``/``LinAlgError`` from numpy or scikit-learn, a
-        ``TypeError``, ``ZeroDivisionError``, ``FloatingPointError``, a numba error -- is the release's
-        outcome: it is recorded under ``key``, the charge stands, and every retry under the key
-        returns or raises the recorded outcome without calling ``compute``. A result that cannot be
-        recorded (not JSON-serialisable, or not finite) is a failure of the release and is recorded
-        as one; so is a result the ledger refuses (any error writing it but a lock, a permission, a lost
-        server or a moved ledger: a full disk, a size limit, a statement timeout, a server's internal
-        error): whether the ledger takes the result can depend on its size, so on the output, and a retry that
-        drew again would publish the draws that fit. The fixed-size failure record is written in its
-        place (if the disk refuses that too, the error propagates unrecorded: a refusal of a
-        fixed-size write does not depend on the output), and every retry replays it. What propagates
-        unrecorded, as an interrupted run, is a ``BaseException`` that is not an ``Exception``
-        (``KeyboardInterrupt``, ``SystemExit``) and the machine's own failures
-        (:func:`machine_failure`: an ``OSError`` -- a lost connection or file, a ledger server that
-        is down --, ``MemoryError``, a worker's ``ImportError``, a cancelled future, Dask's
-        ``KilledWorker``): these do not depend on the noise drawn, so a retry that follows one draws
-        anew unconditioned, and a run that re-uses the key after fixing the machine is not stuck
-        replaying it. Why this is private: :mod:`dpdist.privacy.ledger.outcomes` (the claim and its
-        proof); the error the caller sees is built from the record alone and chains no exception.
-
-        To debug a ``compute`` that fails, call it without an accountant (every estimator runs
-        ``compute`` directly when none is given), on data the debugger may see.
+        **Every outcome is recorded**: a result, or any ``Exception`` of ``compute`` (a dpdist error, a
+        numpy or scikit-learn error, ...) recorded by its class and a fixed public message; a result that
+        cannot be recorded, or that the ledger refuses for its size, is recorded as a failure. The charge
+        stands and every retry under the key replays the outcome without calling ``compute``. What
+        propagates unrecorded, as an interrupted run, is a ``BaseException`` that is not an ``Exception``
+        and the machine's own failures (:func:`machine_failure`). The claim that this keeps a retry from
+        drawing twice, and its proof: [docs/proofs/recorded-outcomes.md][proof-recorded-outcomes].
         """
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
@@ -507,10 +496,10 @@ class Accountant:
 
         def body(con: LedgerConnection) -> str:
             self._ledger.refuse_if_moved(con)
-            row = con.execute("SELECT result FROM releases WHERE dataset = ? AND key = ?", (dataset, key)).fetchone()
-            if row[0] is not None:  # a concurrent attempt recorded first: its result stands
-                return str(row[0])
-            con.execute("UPDATE releases SET result = ? WHERE dataset = ? AND key = ?", (encoded, dataset, key))
+            stored = queries.result_of(con, dataset, key)
+            if stored is not None:  # a concurrent attempt recorded first: its result stands
+                return stored
+            queries.record_result(con, dataset, key, encoded)
             return encoded
 
         return self._ledger.write(body)

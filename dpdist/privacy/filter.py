@@ -1,109 +1,34 @@
 """The ledger's admission rule: a privacy *filter* for releases chosen after seeing earlier ones.
 
-A dataset's budget (epsilon, delta) is spent by a sequence of releases whose mechanisms and
-parameters may each depend on every earlier output (a user looks at a model, then asks for
-another). Composition theorems stated for parameters fixed in advance do not cover that, nor
-does choosing the Renyi order of the conversion after the sequence is known (Rogers et al.
-2016; Feldman & Zrnic 2021). :class:`PrivacyFilter` is a rule whose guarantee holds under
-such fully adaptive choice: the ledger charges a release only if the sequence with it
-:meth:`~PrivacyFilter.admits`, and then the whole interaction, refusals included, is
-(epsilon, delta)-DP under ADD/REMOVE one record.
+A dataset's budget (epsilon, delta) is spent by releases whose mechanisms and parameters may each
+depend on every earlier output; composition theorems for parameters fixed in advance do not cover
+that. The ledger charges a release only if the sequence with it :meth:`~PrivacyFilter.admits`: either
+(P) the releases' standalone epsilons add to at most epsilon and their deltas to at most delta/4, or
+(R) their Renyi divergences at an order alpha* fixed with the budget, plus the approximate parts'
+epsilons, convert (Balle et al. 2020, Thm. 21, at delta/2) to at most epsilon, the approximate parts'
+deltas adding to at most delta/4. The decision depends on the releases through a few exact sums only
+(:class:`FilterSums`), which the ledger keeps per budget.
 
-The rule. delta is split once, when the budget is set: ``delta_conversion = delta / 2`` for
-the Renyi conversion, ``delta_basic = delta / 4`` for the releases' deltas under basic
-composition and ``delta_approx = delta / 4`` for the approximate parts' deltas beside the Renyi
-ones. The Renyi order ``order`` (alpha*) is fixed by (epsilon, delta) alone
-(:meth:`PrivacyFilter.for_budget`): the order of the grid at which the largest zCDP composition
-still converts to epsilon (the order a sequence that spends the whole budget is converted at).
-The ledger stores both with the budget (:meth:`PrivacyFilter.to_json`), so a later dpdist with
-another grid keeps a budget's order and split as they were. A sequence of releases passes when
-one of two routes holds:
-
-* (P) basic composition: the releases' standalone epsilons add to at most epsilon and their
-  standalone deltas to at most ``delta_basic``;
-* (R) Renyi composition: the approximate parts' deltas add to at most ``delta_approx``, and
-  S = sum over releases of their Renyi divergence at alpha* (zCDP rho alpha*, the exact
-  Laplace curve and the repeat-and-select bound of Google's ``dp-accounting``, read at alpha*
-  from its composition on the whole grid) plus the approximate parts' epsilons is at most
-  B = epsilon - ln(1 - 1/alpha*) + ln(delta_conversion alpha*) / (alpha* - 1), i.e. Balle et
-  al. 2020 (Thm. 21) convert S at alpha* to at most epsilon.
-
-``spent`` shows the same test as a number: the smaller of route (P)'s sum and route (R)'s S
-converted at alpha* (infinite for a route whose deltas do not fit); a release is admitted when
-it stays at most epsilon. It is the filter's measure of use, not a guarantee of the releases
-so far (the guarantee is the budget's, at the end): route (R)'s figure starts near
-ln(1/delta_conversion) / (alpha* - 1) with the first release and reaches epsilon exactly when
-a zCDP sequence spends the budget.
-
-Proof that an interaction under this filter is (epsilon, delta)-DP. The interaction: a user
-asks for any finite number of releases, one at a time, each chosen after seeing every earlier
-output and refusal; a refused request runs nothing (a constant, zero-cost step) and the user
-may go on asking. Releases are taken in the order they are charged: a release's loss is fixed
-when it is charged, before its computation runs (concurrent computations, or a computation
-re-run after a machine failure, release what was charged, and replay its recorded outcome).
-The claim covers a dataset all of whose releases this filter admitted (releases admitted by an
-earlier dpdist's rule, or charged to a legacy split-half budget before it was linked, are
-outside it; they still count in every later check), and the outputs each charge covers:
-failures a release records by class (``Accountant.release``) and the timing of concurrent
-charges (which of two racing requests is refused) are outside it, as before this rule.
-
-Fix neighbours x, x' and an event E of the transcript (every output and every refusal). Each
-release is a sequence of steps (its parts); before a step runs, its parameters, hence its
-bounds, are fixed by the transcript so far. Let C_P be the transcripts whose admitted releases
-pass (P) at the end and C_R the others (they pass (R) at the end; C_R is empty when delta is 0,
-which has no route (R)).
-
-1. Coupling. For an (e, d)-DP step with output laws P on x and Q on x', let
-   m = int (P - e^e Q)_+ <= d and P' = min(P, e^e Q) + m (e^e Q - min(P, e^e Q)) / (e^e - 1 + m)
-   (the added mass fits: the slack e^e Q - min(P, e^e Q) has total e^e - 1 + m >= m; when
-   m = 0, P' = P). Then P' <= e^e Q everywhere and TV(P, P') = m <= d. Given a set of steps
-   to replace, let H be the run on x with each of them drawn from its P' (given the transcript
-   so far), coupled to the run on x step by step. They first differ at a replaced step t with
-   probability at most its d_t given the common past, and d_t is fixed by that past. A run
-   that ends in C has every partial sum of the replaced steps' d_t within C's allowance D, so
-   P_x(E and C) <= P_H(E and C) + E[sum of d_t while their sum stays <= D] <= P_H(E and C) + D.
-2. Route (P). Replace every release with a standalone delta > 0 as one (epsilon_i, delta_i)-DP
-   step (D = delta_basic). On C_P every step of H then has a likelihood ratio against the run
-   on x' of at most e^{epsilon_i}, and these add to at most epsilon:
-   P_x(E and C_P) <= e^epsilon P_x'(E and C_P) + delta_basic.
-3. Route (R). Replace the approximate parts (D = delta_approx). Let Pi be the same user under
-   the filter with route (R) only. In Pi's H-run, each step's Renyi divergence at alpha* from
-   the run on x', given the transcript so far, is at most the bound the filter computed before
-   the step ran (a replaced step is e-bounded, so at most e; any valid bound will do, so a later
-   grid that bounds a past release differently changes nothing), and these bounds add to at
-   most B on every path (refusals add nothing; only this is used, not the filter halting at
-   the first one). By the Renyi filter of Feldman & Zrnic 2021 (Thm. 3.1) Pi's whole H-run is
-   within B of Pi's run on x' at alpha*, and by Balle et al. 2020 (Thm. 21)
-   P(F) <= e^epsilon P'(F) + delta_conversion for every event F. S and the approximate deltas
-   only grow, so on C_R every release admitted passed (R) when it was asked for and every
-   refused one failed it: Pi and the filter decide alike and give every transcript in C_R the
-   same probability (in H and on x'). With step 1:
-   P_x(E and C_R) <= e^epsilon P_x'(E and C_R) + delta_conversion + delta_approx.
-4. Adding 2 and 3: P_x(E) <= e^epsilon P_x'(E) + delta.
-
-Both directions of ADD/REMOVE are covered (every bound used is stated for both). Route (P)
-keeps a few releases at the sum of their epsilons; route (R) lets many Gaussian/exponential
-releases add up as rho does. Taking for each sequence the better of basic and tight
-composition at the best order, the rule the ledger used before, is valid only for releases
-fixed in advance. This rule is never looser than it: route (P) is basic composition with
-delta/4 <= delta; route (R) converts at delta/2 <= delta - delta_approx (where the old rule
-converted), at one order of the old rule's grid instead of the best, and a conversion only
-falls as its delta grows (tests/privacy/test_filter.py checks it on random sequences).
+Claim: the whole interaction under this filter, refusals included, is (epsilon, delta)-DP under
+ADD/REMOVE one record, and the filter is never looser than composing releases fixed in advance.
+The rule in full and the proof: [docs/proofs/privacy-filter.md][proof-privacy-filter].
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from fractions import Fraction
 from typing import Any
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.loss import ORDERS, PrivacyLoss, rdp_curve
+from dpdist.privacy.loss import ORDERS, Part, PrivacyLoss, rdp_curve
 from dpdist.utils.validation import check_delta, check_epsilon
 
-__all__ = ["PrivacyFilter"]
+__all__ = ["FilterSums", "PrivacyFilter"]
 
 
 def _conversion_offset(alpha: float, delta: float) -> float:
@@ -111,7 +36,7 @@ def _conversion_offset(alpha: float, delta: float) -> float:
     return math.log1p(-1.0 / alpha) - math.log(delta * alpha) / (alpha - 1.0)
 
 
-def _rdp_at(losses: list[PrivacyLoss], alpha: float) -> float:
+def _rdp_at(losses: Iterable[PrivacyLoss], alpha: float) -> float:
     """The Renyi divergence at ``alpha`` of the losses' RDP parts composed (dp-accounting's curves).
 
     Composed on the whole grid and read at ``alpha``: repeat-and-select's bound at one order uses
@@ -124,6 +49,47 @@ def _rdp_at(losses: list[PrivacyLoss], alpha: float) -> float:
     return float(rdp_curve(parts, orders)[orders.index(alpha)])
 
 
+@functools.lru_cache(maxsize=4096)
+def _release_rdp_at(parts: tuple[Part, ...], alpha: float) -> float:
+    """:func:`_rdp_at` of one release's parts (a ledger charges the same few losses again and again)."""
+    return _rdp_at([PrivacyLoss(parts, 1.0)], alpha)
+
+
+@dataclass(frozen=True)
+class FilterSums:
+    """What a :class:`PrivacyFilter` decides from: running sums over a sequence of releases, exact.
+
+    Every sum is of floats (each release's figures) and is kept as an exact ``Fraction``, so the sums
+    of a sequence do not depend on the order or the grouping of their terms, and a sum kept up to date
+    one release at a time equals the sum of the whole sequence bit for bit (the ledger keeps one per
+    budget: :mod:`dpdist.privacy.ledger.composed`). Each is rounded once, to the nearest float
+    (``math.fsum``'s result), where the filter compares it with a bound.
+    """
+
+    releases: int = 0
+    epsilon: Fraction = Fraction(0)  # the releases' standalone epsilons (route (P))
+    delta: Fraction = Fraction(0)  # and their standalone deltas
+    approx_epsilon: Fraction = Fraction(0)  # the approximate parts' epsilons (route (R))
+    approx_delta: Fraction = Fraction(0)  # and their deltas
+    renyi: Fraction = Fraction(0)  # the releases' Renyi divergences at alpha*, each counted at least 0
+    unbounded: int = 0  # releases whose divergence at alpha* is not finite: route (R) never holds again
+
+    def __add__(self, other: FilterSums) -> FilterSums:
+        return FilterSums(
+            self.releases + other.releases,
+            self.epsilon + other.epsilon,
+            self.delta + other.delta,
+            self.approx_epsilon + other.approx_epsilon,
+            self.approx_delta + other.approx_delta,
+            self.renyi + other.renyi,
+            self.unbounded + other.unbounded,
+        )
+
+    def covers(self, other: FilterSums) -> bool:
+        """Whether every sum and count is at least ``other``'s (a later state of the same sequence is)."""
+        return all(a >= b for a, b in zip(astuple(self), astuple(other), strict=True))
+
+
 # route (R)'s figure is rounded up by this relative amount: a sum a few ulps below its bound in
 # floating point but above it in exact arithmetic is not admitted (the float error of the sums
 # themselves is ~1e-15 relative, well inside it)
@@ -132,7 +98,7 @@ _ROUND_UP = 1e-12
 
 @dataclass(frozen=True)
 class PrivacyFilter:
-    """The admission rule of a budget (epsilon, delta): module doc, with its proof.
+    """The admission rule of a budget (epsilon, delta): the module doc, and its proof page.
 
     Build it with :meth:`for_budget` when a budget is set, and from the ledger's record
     (:meth:`from_json`) after that.
@@ -216,29 +182,53 @@ class PrivacyFilter:
         """The most the approximate parts' deltas may add to in route (R)."""
         return self.approx_share * self.delta
 
-    def spent(self, losses: Iterable[PrivacyLoss]) -> tuple[float, float]:
-        """(epsilon, delta) the filter counts for ``losses``: admitted while epsilon <= the budget's.
+    def sums(self, loss: PrivacyLoss) -> FilterSums:
+        """One release's terms of the sums this filter decides from (its divergence at alpha* computed
+        now, once: the bound the filter counts for it from then on)."""
+        approx = [p for p in loss.parts if p[0] == "approx"]
+        renyi, unbounded = Fraction(0), 0
+        if self.order is not None:
+            r = _release_rdp_at(loss.parts, self.order)
+            if math.isfinite(r):
+                renyi = Fraction(max(r, 0.0))  # a divergence is >= 0: a rounding below it is counted as 0
+            else:
+                unbounded = 1  # a divergence dp-accounting cannot bound (or NaN): route (R) does not hold
+        return FilterSums(
+            1,
+            Fraction(loss.epsilon),
+            Fraction(loss.delta),
+            sum((Fraction(p[1]) for p in approx), Fraction(0)),
+            sum((Fraction(p[2]) for p in approx), Fraction(0)),
+            renyi,
+            unbounded,
+        )
+
+    def measure(self, sums: FilterSums) -> tuple[float, float]:
+        """(epsilon, delta) the filter counts for a sequence with these sums: admitted while epsilon <= the
+        budget's.
 
         epsilon is the smaller of route (P)'s sum and route (R)'s S converted at alpha* (inf for a
         route whose deltas do not fit); delta is that route's: the standalone deltas, or the
         approximate parts' deltas plus ``delta_conversion``.
         """
-        losses = list(losses)
-        if not losses:
+        if sums.releases == 0:
             return 0.0, 0.0
-        basic_delta = math.fsum(loss.delta for loss in losses)
-        basic = math.fsum(loss.epsilon for loss in losses) if basic_delta <= self.delta_basic else math.inf
-        approx = [p for loss in losses for p in loss.parts if p[0] == "approx"]
-        approx_delta = math.fsum(p[2] for p in approx)
+        basic_delta = float(sums.delta)
+        basic = float(sums.epsilon) if basic_delta <= self.delta_basic else math.inf
+        approx_delta = float(sums.approx_delta)
         renyi = math.inf
         if self.order is not None and approx_delta <= self.delta_approx:
-            s = _rdp_at(losses, self.order) + math.fsum(p[1] for p in approx)
+            s = math.inf if sums.unbounded else float(sums.renyi) + float(sums.approx_epsilon)
             if not math.isfinite(s):
-                s = math.inf  # a divergence dp-accounting cannot bound (or NaN): route (R) does not hold
+                s = math.inf
             renyi = max(0.0, s + _conversion_offset(self.order, self.delta_conversion)) * (1.0 + _ROUND_UP)
         if basic <= renyi:
             return basic, (basic_delta if basic < math.inf else self.delta)
         return renyi, approx_delta + self.delta_conversion
+
+    def spent(self, losses: Iterable[PrivacyLoss]) -> tuple[float, float]:
+        """(epsilon, delta) the filter counts for ``losses`` (:meth:`measure` of their :meth:`sums`)."""
+        return self.measure(sum((self.sums(loss) for loss in losses), FilterSums()))
 
     def admits(self, losses: Iterable[PrivacyLoss]) -> bool:
         """Whether the sequence ``losses`` passes the filter."""

@@ -3,54 +3,18 @@
 Neighbouring relation (the one dpdist holds everywhere): ADD/REMOVE one record; the number of
 records n is private. Every loss below is stated for that relation.
 
-A release's loss is a list of *parts*, each in the strongest form its mechanism has:
+A release's loss (:class:`PrivacyLoss`) is a list of *parts*, each in the strongest form its mechanism
+has: ``zcdp`` (rho: Gaussian noise, bounded-range and pure mechanisms), ``laplace`` (the exact Laplace
+Renyi curve), ``approx`` ((epsilon, delta) only), ``sgm`` (Poisson-subsampled Gaussians: DP-SGD),
+``rdp`` (a tabulated Renyi curve: the best of a random number of runs) and ``repeat`` (older records
+of repeat-and-select). Each loss also carries a *standalone* (epsilon, delta): what the release alone
+is. :func:`compose_epsilon` composes losses whose parameters are all fixed in advance (the parts of one
+release, a calibration): the approximate parts add, the Renyi curves add and are converted at the
+remaining delta (Google's ``dp-accounting``), and the result is never above basic composition. A
+dataset's ledger admits releases chosen one after another by :mod:`dpdist.privacy.filter` instead.
 
-* ``zcdp`` (rho): rho-zCDP (Bun & Steinke 2016), i.e. (alpha, alpha rho)-RDP for all alpha > 1.
-  - Gaussian noise N(0, sigma^2) on a query of l2-sensitivity Delta: rho = Delta^2 / (2 sigma^2)
-    (Bun & Steinke 2016, Prop. 1.6); its Renyi divergence is exactly alpha rho.
-  - An eps0-bounded-range mechanism, in particular the exponential mechanism
-    exp(eps0 u / (2 Delta)) over any utility of sensitivity Delta, or exp(eps0 u / Delta) over a
-    monotone one: rho = eps0^2 / 8 (Durfee & Rogers 2019, Lemma 3.2; Cesar & Rogers 2021,
-    Lemma 3.4). T adaptive ones are T eps0^2 / 8-zCDP (zCDP composes additively).
-  - Any pure eps-DP mechanism: rho = eps^2 / 2 (Bun & Steinke 2016, Prop. 1.4).
-* ``laplace`` (eps, count): ``count`` Laplace mechanisms, each with scale Delta_1 / eps on a query
-  of l1-sensitivity Delta_1. Composed with its exact Renyi-divergence curve (Mironov 2017,
-  Table II), which is below both eps and alpha eps^2 / 2.
-* ``approx`` (eps, delta): a mechanism with only an approximate guarantee (objective
-  perturbation with Gaussian noise, propose-test-release, legacy ledger records).
-* ``sgm`` (z, q, steps): ``steps`` adaptive Poisson-subsampled Gaussian mechanisms (DP-SGD:
-  each record in a step's batch with probability q, the clipped sum plus N(0, (z C)^2) noise,
-  C the clipping norm). Its Renyi curve is dp-accounting's (Mironov, Talwar & Zhang 2019) at the
-  integer orders up to ``SGM_MAX_ORDER``; a fractional order takes the next integer order's value and
-  a larger order infinity (both valid upper bounds: Renyi divergence does not decrease with the
-  order; the fractional and very large orders' series converge slowly or not at all).
-* ``rdp`` (label, orders, values): a Renyi curve given as a table, for a mechanism whose curve
-  was computed when it was charged: the best of a random number of runs among candidate fits
-  (Papernot & Steinke 2022; ``best_of_runs``). At an order between the table's the next larger
-  tabulated order's value is used (Renyi divergence does not decrease with the order).
-* ``repeat`` (inner parts, mean, shape): the best of a random number of runs of an inner
-  mechanism, as older dpdist recorded it (read, no longer written: ``best_of_runs`` writes a
-  table).
-
-Each loss also carries a *standalone* (epsilon, delta) guarantee: what the release alone is
-(its target for a calibrated mechanism). Basic composition adds those.
-
-Tight composition (:func:`compose_epsilon`) of a sequence of losses at a total delta:
-
-* the approx parts add: (eps_a, delta_a) = (sum eps_i, sum delta_i) (basic composition);
-* every other part is an RDP curve; the curves add (RDP composes additively, Mironov 2017,
-  Prop. 1) and the sum is converted at the remaining delta_r = delta - delta_a with the
-  conversion of Canonne, Kamath & Steinke 2020 (Prop. 12) / Balle et al. 2020 (Thm. 21),
-  eps = min_alpha [R(alpha) + ln(1 - 1/alpha) - (ln delta_r + ln alpha)/(alpha - 1)]. The
-  curves and the conversion are Google's ``dp-accounting`` (``RdpAccountant``) on a grid of
-  orders extended to 1e6 (for very small rho);
-* the result is eps_a + eps_r, and the composed epsilon is the smaller of that and basic
-  composition of the standalone guarantees (both are valid (eps, delta) bounds of the same
-  sequence of releases, so their minimum is one too).
-
-That is the guarantee of losses whose parameters are all fixed in advance: the parts of one
-release, a calibration. A dataset's ledger admits releases chosen one after another, each after
-seeing the earlier ones, by the filter of :mod:`dpdist.privacy.filter` instead.
+Claims (each form's guarantee, the best of runs, disjoint parts, the composition) and their proofs:
+[docs/proofs/privacy-loss.md][proof-privacy-loss].
 """
 
 from __future__ import annotations
@@ -250,12 +214,8 @@ class PrivacyLoss:
         0 logarithmic, 1 geometric, inf Poisson) a mechanism that picks one of ``candidates`` at
         random (independently of the data) and runs it, and release the best run (Papernot &
         Steinke 2022, Thm. 2; dp-accounting's formula on the whole grid): one release whatever
-        the number of runs.
-
-        The picked mechanism's Renyi divergence is at most the largest of the candidates' at each
-        order: Renyi divergence is jointly quasi-convex (van Erven & Harremoes 2014, Thm. 13), and
-        a mixture with weights that do not depend on the data is such a combination. So the inner
-        curve is the candidates' pointwise maximum.
+        the number of runs. Its inner curve is the candidates' pointwise maximum (proof:
+        [docs/proofs/privacy-loss.md][proof-privacy-loss]).
         """
         if not candidates:
             raise ParameterError("best_of_runs needs at least one candidate")

@@ -275,12 +275,7 @@ class ExponentialMechanism(_Selection):
     @property
     def privacy_loss(self) -> PrivacyLoss:
         """k = ``count`` independent epsilon-bounded-range selections: k epsilon^2/8-zCDP, and
-        (k epsilon, 0)-DP standalone.
-
-        Proof: each selection is epsilon-bounded-range, hence epsilon^2/8-zCDP (Cesar & Rogers
-        2021, Lemma 3.4) and epsilon-DP; the k selections use independent Gumbel noise on the same
-        scores, and zCDP (resp. pure DP) composes additively over them (Bun & Steinke 2016,
-        Lemma 2.3; Dwork & Roth 2014, Thm 3.14).
+        (k epsilon, 0)-DP standalone. Proof: [docs/proofs/mechanisms.md][proof-exponential-mechanism].
         """
         return PrivacyLoss.bounded_range(self.epsilon, count=self.count)
 
@@ -342,13 +337,8 @@ class ReportNoisyMax(_Selection):
     @property
     def privacy_loss(self) -> PrivacyLoss:
         """k = ``count`` independent selections, each pure ``true_epsilon``-DP: k true_epsilon^2/2-zCDP,
-        and (k true_epsilon, 0)-DP standalone.
-
-        Proof: one selection is pure true_epsilon-DP (the calibration above), hence
-        true_epsilon^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4); the k selections use independent
-        Laplace noise on the same scores, and zCDP (resp. pure DP) composes additively over them
-        (Bun & Steinke 2016, Lemma 2.3; Dwork & Roth 2014, Thm 3.14). For k = 1 this is
-        ``PrivacyLoss.pure(true_epsilon)``.
+        and (k true_epsilon, 0)-DP standalone (for k = 1, ``PrivacyLoss.pure(true_epsilon)``). Proof:
+        [docs/proofs/mechanisms.md][proof-report-noisy-max].
         """
         return PrivacyLoss.pure_steps(self.true_epsilon, count=self.count)
 

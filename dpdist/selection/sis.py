@@ -16,25 +16,23 @@ about it, and is not done here.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
+from dpdist.base import PrivateEstimator, charged_to
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge
 from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
 from dpdist.selection.topk import CanonicalTopK
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count
+from dpdist.utils.validation import Count, Delta, Options
 
 __all__ = ["MECHANISMS", "DPSIS", "correlation_scores", "store_scores", "store_target"]
 
@@ -92,7 +90,7 @@ def store_scores(
     return np.abs(acc)
 
 
-class DPSIS(SelectorMixin, BaseEstimator):
+class DPSIS(SelectorMixin, PrivateEstimator):
     """Private feature screening: the k features with the largest |x_(j)^T y|, by a DP top-k.
 
     Parameters
@@ -113,8 +111,20 @@ class DPSIS(SelectorMixin, BaseEstimator):
     ``n_features_in_``, ``release_`` (the ledger record when an accountant was given).
     """
 
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "k": [Count()],
+        "epsilon": "no_validation",  # by the top-k mechanism, as its budget (_make_mechanism)
+        "delta": [Delta()],
+        "mechanism": [Options(*MECHANISMS)],
+        "gamma": "no_validation",  # by the canonical mechanism
+        "noise": "no_validation",
+        "bounds": [Options(*BOUND_MODES)],
+        "random_state": "no_validation",
+    }
+
     def __init__(
         self,
+        *,
         k: int = 10,
         epsilon: float = 1.0,
         delta: float = 0.0,
@@ -124,17 +134,24 @@ class DPSIS(SelectorMixin, BaseEstimator):
         bounds: str = "check",
         random_state: RandomState = None,
     ) -> None:
-        self.k, self.epsilon, self.delta = k, epsilon, delta
-        self.mechanism, self.gamma, self.noise, self.bounds = mechanism, gamma, noise, bounds
+        self.k = k
+        self.epsilon = epsilon
+        self.delta = delta
+        self.mechanism = mechanism
+        self.gamma = gamma
+        self.noise = noise
+        self.bounds = bounds
         self.random_state = random_state
 
+    def _check_params(self) -> None:
+        self._make_mechanism()
+
+    def _key_prefix(self) -> str:
+        return "dp-sis"
+
     def _make_mechanism(self, rng: np.random.Generator | None = None) -> Any:
-        """The top-k mechanism (validates every parameter)."""
-        if self.mechanism not in MECHANISMS:
-            raise ParameterError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
-        if self.bounds not in BOUND_MODES:
-            raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
-        k = check_count(self.k, "k")
+        """The top-k mechanism (it checks its budget and the canonical mechanism's gamma and noise)."""
+        k = int(self.k)
         if self.mechanism == "canonical":
             return CanonicalTopK(k, self.epsilon, 1.0, gamma=self.gamma, noise=self.noise, random_state=rng)
         if self.mechanism == "laplace":
@@ -151,14 +168,14 @@ class DPSIS(SelectorMixin, BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What a release is charged (exactly what ``fit`` charges itself): the top-k mechanism's
         loss -- the canonical mechanism with Gumbel noise is an exponential mechanism, so it is
         epsilon-bounded-range (epsilon^2/8-zCDP) as well as epsilon-DP."""
         mech = self._make_mechanism()
         return Charge(mech.privacy_loss, f"dp_sis/{mech.name}")
 
-    def release_params(self, n_features: int) -> dict[str, Any]:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a release, for the ledger's release identity."""
         return {
             "k": self.k,
@@ -168,7 +185,7 @@ class DPSIS(SelectorMixin, BaseEstimator):
             "gamma": self.gamma,
             "noise": self.noise,
             "bounds": self.bounds,
-            "n_features": int(n_features),
+            "n_features": n_features,
         }
 
     def fit(
@@ -180,8 +197,8 @@ class DPSIS(SelectorMixin, BaseEstimator):
         key: str | None = None,
     ) -> DPSIS:
         """Screen (X, y) and release the k features (charged to ``accountant`` first when given)."""
-        self._make_mechanism()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
+        self.check_params()
+        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=np.float64, y_numeric=True)
         X, y = enforce_bounds(X, np.asarray(y, dtype=np.float64), mode=self.bounds)
         return self.fit_scores(correlation_scores(X, y), accountant, dataset, key)
 
@@ -193,27 +210,23 @@ class DPSIS(SelectorMixin, BaseEstimator):
         key: str | None = None,
     ) -> DPSIS:
         """Release from scores |X^T y| that the caller computed under the bounds (stores, Dask)."""
+        self.check_params()
+        ledger = charged_to(accountant, dataset)
         mech = self._make_mechanism(check_random_state(self.random_state))
         scores = np.asarray(scores, dtype=np.float64)
         if mech.k >= scores.shape[0]:
             raise ParameterError(
                 f"k={mech.k} must be smaller than the number of features (n_features = {scores.shape[0]})"
             )
+        if ledger is not None and self.mechanism == "laplace":  # docs/algorithms.md §4.3: recalled, not verified
+            raise ParameterError(
+                "mechanism 'laplace' (the oneshot Laplace top-k, whose constant and conditions "
+                "are unverified) is for experiments only: no release through an accountant"
+            )
         compute = lambda: [int(i) for i in mech.select(scores)]  # noqa: E731
-        if accountant is None:
-            require_accountant(self)
-            self.features_, self.release_ = np.asarray(compute(), dtype=np.int64), None
-        else:
-            if dataset is None:
-                raise ParameterError("dataset is required to charge the accountant")
-            if self.mechanism == "laplace":  # docs/algorithms.md §4.3: its constant is recalled, not verified [R/U]
-                raise ParameterError(
-                    "mechanism 'laplace' (the oneshot Laplace top-k, whose constant and conditions "
-                    "are unverified) is for experiments only: no release through an accountant"
-                )
-            key = key or f"dp-sis-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(scores.shape[0]))
-            self.features_, self.release_ = np.asarray(out, dtype=np.int64), {"key": key}
+        charge = self.privacy_charge() if ledger is not None else None
+        out = self._release(charge, self._release_key(key), compute, self.release_params(scores.shape[0]), ledger)
+        self.features_ = np.asarray(out, dtype=np.int64)
         self.n_features_in_ = scores.shape[0]
         return self
 

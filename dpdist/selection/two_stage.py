@@ -1,26 +1,10 @@
 """Two-stage private sparse regression (Kifer, Smith, Thakurta 2012; docs/algorithms.md §5): the paper-003 baseline.
 
-Neighbouring relation: ADD/REMOVE one record, n private.
-
-Stage 1 ("Samp-Agg" support selection, pure epsilon_1-DP):
-
-1. m disjoint blocks, m public: ``n_blocks`` given by the caller (e.g. floor(sqrt(n~)) of a
-   row count released earlier), or, by default, m = floor(sqrt(n~)) with n~ = n + Lap(1/eps_c)
-   released first inside the same charge (eps_c = ``count_fraction`` * epsilon_1). The papers'
-   m = floor(sqrt(n)) of the exact n is not used: n is private, and when it crosses a perfect
-   square m changes and every block changes with it.
-2. Each record draws its block uniformly at random, independently of every other record,
-   from secret randomness (OS entropy; a fixed seed only for experiments). Given m, the
-   labels of D's records can be coupled between D and a neighbour D' (the extra record draws
-   its own), and then the blocks of D and D' differ in exactly one block, by one record.
-3. On each block a LASSO, (1/(2 n_b))||y_b - X_b beta||^2 + alpha ||beta||_1 (scikit-learn's
-   coordinate descent; [SKDRR24] uses alpha = 0.1), and the vote v^(b) = indicator of the
-   s largest |beta_j| among its non-zeros. The truncation to s is what bounds the sensitivity:
-   changing one block moves the vote sum by at most 2 s in l1 norm (s votes out, s in).
-4. a = (1/m) sum_b v^(b) has l1-sensitivity 2s/m; release the top-s of a + Lap(2s/(m eps_v))^p
-   (eps_v = epsilon_1 - eps_c, or all of epsilon_1 when m is given): a Laplace mechanism, so
-   the accountant charges it with the exact Laplace Renyi curve; the coupling of step 2 holds for
-   every realisation of the labels, so the guarantee holds averaged over them.
+Stage 1 ("Samp-Agg" support selection, pure epsilon_1-DP under ADD/REMOVE): m disjoint blocks (m public, or
+floor(sqrt(n~)) of a Laplace count n~ released in the same charge), each record's block drawn at random from
+secret randomness; a LASSO on each block and its vote for its s largest |beta_j|; the top-s of the mean vote
+plus Laplace noise of scale 2s/(m eps_v). The procedure and its proof:
+[docs/proofs/selection-two_stage.md][proof-two-stage].
 
 Stage 2 fits :class:`dpdist.solvers.objective_perturbation.ObjectivePerturbation` on the
 selected columns with epsilon_2 (a release of its own); the two releases compose in the ledger
@@ -36,24 +20,25 @@ from __future__ import annotations
 import math
 import uuid
 import warnings
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import Lasso
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
+from dpdist.base import PrivateEstimator, charged_to
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
-from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
-from dpdist.solvers.objective_perturbation import ObjectivePerturbation
+from dpdist.solvers.objective_perturbation import LOSSES, ObjectivePerturbation
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_epsilon, check_positive
+from dpdist.utils.validation import Between, Count, Delta, Epsilon, Options, Positive, check_count
 
 __all__ = [
     "TwoStageRegression",
@@ -141,17 +126,26 @@ def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarra
     return vote if cols is None else cols[vote]
 
 
-class TwoStageSelector(SelectorMixin, BaseEstimator):
+class TwoStageSelector(SelectorMixin, PrivateEstimator):
     """Stage 1: private selection of the k features most often chosen by per-block LASSOs.
 
     ``n_blocks``: a public number of blocks m; None (default) releases a noisy row count with
     ``count_fraction`` of epsilon and uses m = floor(sqrt(n~)) (module doc).
     """
 
-    name = "two_stage/samp_agg"
+    mechanism = "two_stage/samp_agg"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "k": [Count()],
+        "epsilon": [Epsilon()],
+        "alpha": [Positive()],
+        "n_blocks": [None, Count()],
+        "count_fraction": [Between(0.0, 1.0)],
+        "random_state": "no_validation",
+    }
 
     def __init__(
         self,
+        *,
         k: int = 10,
         epsilon: float = 1.0,
         alpha: float = 0.1,
@@ -166,14 +160,8 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         self.count_fraction = count_fraction
         self.random_state = random_state
 
-    def _validate(self) -> None:
-        check_count(self.k, "k")
-        check_epsilon(self.epsilon)
-        check_positive(self.alpha, "alpha")
-        if self.n_blocks is not None:
-            check_count(self.n_blocks, "n_blocks")
-        elif not 0.0 < float(self.count_fraction) < 1.0:
-            raise ParameterError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
+    def _key_prefix(self) -> str:
+        return "two-stage"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -184,21 +172,20 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
     def _eps_count(self) -> float:
         return 0.0 if self.n_blocks is not None else float(self.epsilon) * float(self.count_fraction)
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What a release is charged: the Laplace vote release (and the Laplace row count when m is not given)."""
-        self._validate()
         votes = PrivacyLoss.laplace(float(self.epsilon) - self._eps_count)
         loss = votes if self.n_blocks is not None else PrivacyLoss.compose(PrivacyLoss.laplace(self._eps_count), votes)
-        return Charge(loss, self.name)
+        return Charge(loss, self.mechanism)
 
-    def release_params(self, n_features: int) -> dict:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         return {
             "k": self.k,
             "epsilon": self.epsilon,
             "alpha": self.alpha,
             "n_blocks": self.n_blocks,
             "count_fraction": self.count_fraction,
-            "n_features": int(n_features),
+            "n_features": n_features,
         }
 
     def fit(
@@ -210,8 +197,8 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         key: str | None = None,
     ) -> TwoStageSelector:
         """Select from (X, y); everything that touches the data runs after the charge."""
-        self._validate()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
+        self.check_params()
+        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=np.float64, y_numeric=True)
         if self.k >= X.shape[1]:
             raise ParameterError(f"k={self.k} must be smaller than the number of features (n_features = {X.shape[1]})")
         rng = check_random_state(self.random_state)
@@ -229,7 +216,7 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
             out.update(features=self._noisy_top_k(counts, m, rng), n_blocks=int(m))
             return out
 
-        self._release(compute, X.shape[1], accountant, dataset, key)
+        self._select(compute, X.shape[1], accountant, dataset, key)
         return self
 
     def fit_votes(
@@ -243,7 +230,7 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         """Release the top-k of counts/m + Lap(2k/(m epsilon)) (counts = votes summed over the public m blocks)."""
         if self.n_blocks is None or int(n_blocks) != int(self.n_blocks):
             raise ParameterError("fit_votes needs the selector's public n_blocks, and votes over that many blocks")
-        self._validate()
+        self.check_params()
         counts = np.asarray(counts, dtype=np.float64)
         if self.k >= counts.shape[0]:
             raise ParameterError(
@@ -254,7 +241,7 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         if counts.min() < 0 or counts.max() > m or counts.sum() > self.k * m or np.any(counts != np.round(counts)):
             raise ParameterError(f"counts are not the sum of {m} block votes of at most k={self.k} features each")
         rng = check_random_state(self.random_state)
-        self._release(
+        self._select(
             lambda: {"features": self._noisy_top_k(counts, m, rng), "n_blocks": m},
             counts.shape[0],
             accountant,
@@ -268,18 +255,17 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         noisy = lap.randomise(counts / m)
         return sorted(int(i) for i in np.argpartition(-noisy, self.k - 1)[: self.k])
 
-    def _release(
-        self, compute, n_features: int, accountant: Accountant | None, dataset: str | None, key: str | None
+    def _select(
+        self,
+        compute: Callable[[], dict[str, Any]],
+        n_features: int,
+        accountant: Accountant | None,
+        dataset: str | None,
+        key: str | None,
     ) -> None:
-        if accountant is None:
-            require_accountant(self)
-            out, self.release_ = compute(), None
-        else:
-            if dataset is None:
-                raise ParameterError("dataset is required to charge the accountant")
-            key = key or f"two-stage-{uuid.uuid4().hex}"
-            out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(n_features))
-            self.release_ = {"key": key}
+        ledger = charged_to(accountant, dataset)
+        charge = self.privacy_charge() if ledger is not None else None
+        out = self._release(charge, self._release_key(key), compute, self.release_params(n_features), ledger)
         self.features_ = np.asarray(out["features"], dtype=np.int64)
         self.n_blocks_ = int(out["n_blocks"])
         self.n_features_in_ = int(n_features)
@@ -291,7 +277,7 @@ class TwoStageSelector(SelectorMixin, BaseEstimator):
         return mask
 
 
-class TwoStageRegression(BaseEstimator):
+class TwoStageRegression(PrivateEstimator):
     """Both stages: private support (epsilon_1) then objective perturbation on it (epsilon_2).
 
     ``epsilon`` is split as ``epsilon_split`` : 1 - ``epsilon_split`` (50/50 as in the paper-002
@@ -299,8 +285,21 @@ class TwoStageRegression(BaseEstimator):
     With an accountant the two stages are two releases, ``key`` and ``key + "/stage2"``.
     """
 
+    mechanism = "two_stage/regression"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "k": [Count()],
+        "epsilon": [Epsilon()],
+        "delta": [Delta()],
+        "loss": [Options(*LOSSES)],
+        "alpha": [Positive()],
+        "epsilon_split": [Between(0.0, 1.0)],
+        "n_blocks": [None, Count()],
+        "random_state": "no_validation",
+    }
+
     def __init__(
         self,
+        *,
         k: int = 10,
         epsilon: float = 1.0,
         delta: float = 0.0,
@@ -310,23 +309,31 @@ class TwoStageRegression(BaseEstimator):
         n_blocks: int | None = None,
         random_state: RandomState = None,
     ) -> None:
-        self.k, self.epsilon, self.delta, self.loss, self.alpha = k, epsilon, delta, loss, alpha
-        self.epsilon_split, self.n_blocks, self.random_state = epsilon_split, n_blocks, random_state
+        self.k = k
+        self.epsilon = epsilon
+        self.delta = delta
+        self.loss = loss
+        self.alpha = alpha
+        self.epsilon_split = epsilon_split
+        self.n_blocks = n_blocks
+        self.random_state = random_state
 
     def _stages(self) -> tuple[TwoStageSelector, ObjectivePerturbation]:
-        eps = check_epsilon(self.epsilon)
-        if not 0.0 < float(self.epsilon_split) < 1.0:
-            raise ParameterError(f"epsilon_split must lie in (0, 1), got {self.epsilon_split!r}")
-        rng = check_random_state(self.random_state)
+        self.check_params()
+        eps, rng = float(self.epsilon), check_random_state(self.random_state)
         return (
-            TwoStageSelector(self.k, eps * self.epsilon_split, self.alpha, self.n_blocks, random_state=rng),
-            ObjectivePerturbation(self.loss, eps * (1.0 - self.epsilon_split), self.delta, random_state=rng),
+            TwoStageSelector(
+                k=self.k, epsilon=eps * self.epsilon_split, alpha=self.alpha, n_blocks=self.n_blocks, random_state=rng
+            ),
+            ObjectivePerturbation(
+                loss=self.loss, epsilon=eps * (1.0 - self.epsilon_split), delta=self.delta, random_state=rng
+            ),
         )
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """Both stages composed (what the two releases together cost)."""
         selector, model = self._stages()
-        return Charge(PrivacyLoss.compose(selector.privacy_charge().loss, model.privacy_loss), "two_stage/regression")
+        return Charge(PrivacyLoss.compose(selector.privacy_charge().loss, model.privacy_loss), self.mechanism)
 
     def fit(
         self,

@@ -390,7 +390,7 @@ def _csr_matvec(ptr, idx, val, g):
 
 def _matvec(A: sp.csr_matrix, g: np.ndarray) -> np.ndarray:
     """A @ g in float64 for a CSR matrix of float64 or float32 values: scipy's product for float64
-    (0.51-0.58 s against the kernel's 0.59-0.62 s for X^T g on URL's train half), the numba kernel
+    (a little faster than the kernel on URL's train half), the numba kernel
     for float32, which adds each row's products in scipy's order (the same bits as scipy on the
     float64 values) without the float64 copy of all the values scipy makes for float32 (a
     Webspam-sized train half: 8 GB an iteration)."""

@@ -11,72 +11,34 @@ On the s = |S| selected columns, with the per-record bounds enforced by clipping
   zeta = 2 s^{3/2}; the Hessian of one record is at most lambda_H = s;
 * logistic loss (labels in {0, 1} or {-1, +1}): zeta = sqrt(s), lambda_H = s/4; theta free.
 
-The mechanism (ADD/REMOVE neighbours; n never enters it): release the minimiser of
-
-    F_D(theta; b) = sum_i l(theta; d_i) + (Delta/2) ||theta||^2 + b.theta,   Delta = 2 lambda_H / eps1,
-
-with b of density ∝ exp(-eps1 ||b|| / (2 zeta)) (pure: norm ~ Gamma(s, 2 zeta / eps1), uniform
-direction) or b ~ N(0, zeta^2 (8 ln(2/delta) + 4 eps1) / eps1^2 I) when delta > 0. Kifer et al.
-(Thm. 1 and its Gaussian variant) show the *exact* minimiser is eps1-DP ((eps1, delta)-DP):
-one record changes the gradient by at most zeta (the density of b by at most e^{eps1/2}) and
-adds a Hessian of rank one and norm at most lambda_H (the Jacobian of the noise-to-minimiser
-map by a factor at most 1 + lambda_H/Delta <= e^{eps1/2}). Dividing F by n does not change the
-minimiser, so this is the papers' normalised objective.
-
-The proof needs the exact minimiser; a solver stops at a tolerance. dpdist accounts for that:
-
-* squared loss (a trust-region problem: a quadratic on a ball): solved exactly, up to floating
-  point, by an eigendecomposition of X^T X + Delta I and bisection on the ball's multiplier to
-  machine precision (Moré & Sorensen 1983); the KKT conditions are checked, and a solve that
-  misses them is refined (iterative refinement and Newton on the multiplier) until it meets them,
-  with no cap on the rounds. The whole budget goes to b.
-* logistic loss (unconstrained): approximate minima perturbation (Iyengar et al. 2019). Newton's
-  method runs until the distance to the exact minimiser is *certified* below the public
-  ``tolerance`` r: F is Delta-strongly convex, so ||theta - theta*|| <= ||grad F(theta)|| / Delta.
-  Then theta + Z is released, Z of density ∝ exp(-eps2 ||z|| / (2 r)), eps2 = ``output_fraction``
-  * epsilon and eps1 = epsilon - eps2. Proof: F_D is strictly convex, so b = -grad G_D(t) (G_D the
-  unperturbed part) is a function of the exact minimiser t and D; the released value is
-  M2(D, M1(D)) with M1(D) = t the exact objective perturbation (eps1-DP) and
-  M2(D, t) = theta_hat(D, b_D(t)) + Z. For every t, ||theta_hat(D, .) - t|| <= r and
-  ||theta_hat(D', .) - t|| <= r, so the two means differ by at most 2 r and M2(., t) is
-  eps2-DP (the density ratio of Z is at most exp(eps2 2r / (2r))). Adaptive composition gives
-  (eps1 + eps2)-DP ((eps1 + eps2, delta) with Gaussian b), and dropping t is post-processing.
-  Newton runs with no cap on its steps: a private release must not stop on a condition of the
-  data, so the solve returns certified or not at all. It ends: F is strongly convex with a
-  Lipschitz Hessian, so Newton with backtracking on ||grad F||^2 converges (globally, then
-  quadratically; ``_solve_logistic``) and ||grad F|| falls below any positive bound in exact
-  arithmetic. In doubles the computed
-  gradient carries a rounding error of about n sqrt(s) 2^-53; ``tolerance`` >= ``MIN_TOLERANCE``
-  (checked before the charge) keeps Delta r / 2 above it for every n a machine holds at the
-  usual epsilons. Were rounding ever to keep the certificate out of reach, the solve would go on
-  and nothing would be published: its time (the operator's terminal) is the only trace, the
-  channel docs/privacy.md lists.
-
-The squared loss's KKT check guards the closed-form solve against a numerical breakdown (a
-residual above 1e-8 of the problem's scale, far above the solve's rounding). A solve that misses
-it is not an outcome: the refinement rounds go on until it is met, so, as for the logistic loss,
-only the solve's time could show it.
+The mechanism (ADD/REMOVE; n never enters it) releases the minimiser of the objective perturbed by a
+linear term b.theta with b of density ∝ exp(-eps1 ||b|| / (2 zeta)) (or Gaussian when delta > 0) and a
+ridge Delta = 2 lambda_H / eps1 (Kifer et al. 2012, Thm. 1). The squared loss is solved exactly (a
+trust-region problem, its KKT conditions checked and refined with no cap on the rounds); the logistic loss by
+Newton, certified within the public ``tolerance`` r of the exact minimiser, then released plus noise of density
+∝ exp(-eps2 ||z|| / (2 r)) (approximate minima perturbation, Iyengar et al. 2019), eps2 = ``output_fraction``
+epsilon. The claims and their proofs: [docs/proofs/solvers-objective_perturbation.md][proof-objective-perturbation].
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dpdist.base import PrivateEstimator
 from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_delta, check_epsilon, check_positive
+from dpdist.utils.validation import Between, Delta, Epsilon, Options, Positive
 
 __all__ = ["LOSSES", "MIN_TOLERANCE", "ObjectivePerturbation"]
 
@@ -151,7 +113,7 @@ def _refine_trust_region(
     return theta, nu
 
 
-class ObjectivePerturbation(BaseEstimator):
+class ObjectivePerturbation(PrivateEstimator):
     """Private linear or logistic regression on few features by objective perturbation.
 
     ``tolerance`` (logistic only) is the public bound r on the distance between the released
@@ -163,8 +125,20 @@ class ObjectivePerturbation(BaseEstimator):
     {-1, +1}, else the two labels seen), ``predict`` the class on X theta's side.
     """
 
+    mechanism = "objective_perturbation"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "loss": [Options(*LOSSES)],
+        "epsilon": [Epsilon()],
+        "delta": [Delta()],
+        "tolerance": [Positive()],  # and at least MIN_TOLERANCE (_check_params)
+        "output_fraction": [Between(0.0, 1.0)],
+        "random_state": "no_validation",
+        "classes": "no_validation",  # _binary_target
+    }
+
     def __init__(
         self,
+        *,
         loss: str = "squared",
         epsilon: float = 1.0,
         delta: float = 0.0,
@@ -173,22 +147,20 @@ class ObjectivePerturbation(BaseEstimator):
         random_state: RandomState = None,
         classes: Any = None,
     ) -> None:
-        self.loss, self.epsilon, self.delta, self.tolerance = loss, epsilon, delta, tolerance
-        self.output_fraction, self.random_state, self.classes = output_fraction, random_state, classes
+        self.loss = loss
+        self.epsilon = epsilon
+        self.delta = delta
+        self.tolerance = tolerance
+        self.output_fraction = output_fraction
+        self.random_state = random_state
+        self.classes = classes
 
-    def _validate(self) -> None:
-        if self.loss not in LOSSES:
-            raise ParameterError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_positive(self.tolerance, "tolerance")
+    def _check_params(self) -> None:
         if float(self.tolerance) < MIN_TOLERANCE:
             raise ParameterError(
                 f"tolerance must be >= {MIN_TOLERANCE:g}: below it rounding can keep the certificate out of "
                 f"reach (got {self.tolerance!r})"
             )
-        if not 0.0 < float(self.output_fraction) < 1.0:
-            raise ParameterError(f"output_fraction must lie in (0, 1), got {self.output_fraction!r}")
 
     @property
     def _eps_output(self) -> float:
@@ -201,7 +173,7 @@ class ObjectivePerturbation(BaseEstimator):
     @property
     def privacy_loss(self) -> PrivacyLoss:
         """eps1 (objective) + eps2 (output noise, logistic): pure epsilon-DP, or (epsilon, delta)."""
-        self._validate()
+        self.check_params()
         first = (
             PrivacyLoss.approx(self._eps_objective, self.delta)
             if self.delta > 0
@@ -211,11 +183,11 @@ class ObjectivePerturbation(BaseEstimator):
             return first
         return PrivacyLoss.compose(first, PrivacyLoss.pure(self._eps_output))
 
-    def privacy_charge(self) -> Charge:
-        return Charge(self.privacy_loss, f"objective_perturbation/{self.loss}")
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
+        return Charge(self.privacy_loss, f"{self.mechanism}/{self.loss}")
 
-    def release_params(self) -> dict:
-        self._validate()
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
+        self.check_params()
         return {
             "loss": self.loss,
             "epsilon": float(self.epsilon),
@@ -275,10 +247,10 @@ class ObjectivePerturbation(BaseEstimator):
         """The private minimiser. It charges nothing itself: call it inside a charged release
         (:func:`dpdist.selection.two_stage.fit_on_support` charges an accountant first), or inside
         ``dpdist.unaccounted()`` for an experiment; anywhere else it refuses."""
-        self._validate()
+        self.check_params()
         require_accountant(self)
         logistic = self.loss == "logistic"
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=not logistic)
+        X, y = self._check_data(X, y, None, accept_sparse="csr", dtype=np.float64, y_numeric=not logistic)
         X = sp.csr_matrix(X).toarray() if sp.issparse(X) else X
         s = X.shape[1]
         rng = check_random_state(self.random_state)

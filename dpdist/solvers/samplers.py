@@ -34,8 +34,8 @@ additions) when that bound exceeds 1e-12 c_b -- this covers the cancellation doc
   argmax_j v_j - ln E_j written with the same weights.
 
 The kernels draw from the caller's ``numpy`` Generator itself (passed into the njit functions), so its
-whole 128-bit PCG64 state drives the noise (review finding 1: a seed handed to numba's legacy
-generator was truncated to 32 bits).
+whole 128-bit PCG64 state drives the noise (a seed handed to numba's legacy generator would be
+truncated to 32 bits).
 """
 
 from __future__ import annotations

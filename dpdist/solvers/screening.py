@@ -41,43 +41,11 @@ pieces cost O(n) (u^T g, ||u||, ||g||) plus O(d) (|alpha_j|, ||alpha||_inf); the
 computed once (O(nnz)). The fast solver takes alpha and the margins from its state (for logistic
 loss the same stale derivatives its vertex selection uses, exact after a refresh; docs/algorithms.md §2.4).
 
-Sensitivity (ADD/REMOVE one record z_0 = (x_0, y_0), n private). The iterate w in C is fixed by
-the public history (earlier private vertices and screening outcomes), as in the composition
-proof of DP-FW. Take D' = D + z_0 with n + 1 <= N records. For the added record |x_0j| <= 1,
-|u_0| = |x_0 . w| <= lambda and |g_0| <= L_g (in the fast logistic solver g_0 is l' at a past
-iterate of C: the same bound; every other record's g_i is a function of that record and the
-public history, so it is the same in D and D'). Step by step:
-
-1. alpha_j changes by x_0j g_0: |d alpha_j| <= L_g; so |d ||alpha||_inf| <= L_g.
-2. u^T g changes by u_0 g_0: |d u^T g| <= lambda L_g.
-3. |d G+| <= |d G| <= lambda L_g + lambda L_g = 2 lambda L_g (1., 2.; max(., 0) is 1-Lipschitz).
-4. |sqrt(a) - sqrt(b)| <= sqrt(|a - b|) (docs/algorithms.md §3.2 d), so |d r| <= rho_1 = sqrt(k_r 2 lambda L_g / mu).
-5. a_j, ||u||, ||g|| are l2 norms of vectors that gain the entry x_0j, u_0, g_0: they change by at
-   most 1, lambda, L_g; so |d B_j| <= b_1 = b_a + b_u lambda + b_g L_g.
-6. The papers multiply sensitivities (docs/algorithms.md §3.2 a); that is not a bound. For a product,
-   |r'B' - rB| <= |r' - r| B' + r |B' - B|, which needs the sizes of r and B: with n <= N,
-   0 <= G+ <= 2 lambda L_g N (every record adds at most (lambda + lambda) L_g), so r <= R =
-   rho_1 sqrt(N), and a_j <= sqrt(N), ||u|| <= lambda sqrt(N), ||g|| <= L_g sqrt(N), so
-   B_j <= B_max = b_1 sqrt(N). Then |d (r B_j)| <= rho_1 B_max + R b_1 = 2 rho_1 b_1 sqrt(N).
-7. c_r r^2 = c_r k_r G+ / mu changes by at most c_r k_r 2 lambda L_g / mu.
-
-   Delta(N) = c_a L_g + lambda L_g + 2 rho_1 b_1 sqrt(N) + 2 c_r k_r lambda L_g / mu   (per coordinate)
-
-   and Delta_2 = sqrt(d) Delta(N) in l2 over the d coordinates (each moves by at most Delta).
-
-No bound without N exists: at an exact fit (g = 0, G = 0) one added record makes G = Theta(lambda
-L_g) and r B_j jumps by Theta(sqrt(n)) (the square root is not Lipschitz at 0; the fuzz test
-builds such neighbours). dpdist therefore takes a public upper bound ``n_max`` = N on the number
-of records and enforces the bound by clipping, not by refusing: the private score uses
-r~ = min(r, R), B~_j = min(B_j, B_max), r~^2 = min(r^2, R^2). Steps 4-7 hold for the clipped
-pieces whatever n is, so the guarantee never depends on n; when n <= n_max nothing is clipped
-and the private score is exactly the rule (a too small n_max only makes the rule unsafe, never
-the release). A noisy row count released through the accountant is a valid source of n_max
-(post-processing).
-
-With the papers' own assumptions (|y| <= lambda, so L_g = 2 lambda; L_f = mu = 1) the bound for
-the printed rule is 2 lambda + 2 lambda^2 + 4 lambda (1 + lambda) sqrt(N), i.e. sqrt(N) + 1/2
-times their 4 lambda (1 + lambda) ([KLR25] Thm 3.1 times n): about 55x at N = 3000.
+Sensitivity (ADD/REMOVE): with a public upper bound N = ``n_max`` on the number of records, enforced by
+clipping the score's pieces (never by refusing), each score moves by at most
+Delta(N) = c_a L_g + lambda L_g + 2 rho_1 b_1 sqrt(N) + 2 c_r k_r lambda L_g / mu, and the d scores by
+sqrt(d) Delta(N) in l2; no bound without N exists. The claim and its proof, with the paper calibration's
+true loss: [docs/proofs/solvers-screening.md][proof-screening].
 
 Mechanisms (``MODES``), each screening pass at the iterations of a public schedule I (l = |I|):
 
@@ -105,14 +73,9 @@ sqrt(8 l ln(1/delta2)), Laplace scale b = Delta_seed / eps_it and the threshold 
 noisy minimum itself. The true loss, from the valid Delta(N), is charged:
 
 * ADP: l Delta_2(N)^2 / (2 sigma^2)-zCDP.
-* RNM with the test on the noisy minimum: each pass releases (j*, screened or not). An outcome
-  (j, screened) is the event Z_j < min(m_-j, 0) - s_j (m_-j the rivals' noisy minimum); on a
-  neighbour the right side moves by at most 2 Delta, so its probability by at most e^(2 Delta/b).
-  The outcome "nothing screened" is the event s_k + Z_k >= 0 for all k, of probability
-  prod_k P(Z_k >= -s_k); each factor moves by up to e^(Delta/b) and all d can move together,
-  so up to e^(d Delta/b) (attained when every score is far below 0). Each pass is therefore
-  pure max(2, d) Delta(N) / b-DP (``PrivacyLoss.pure_steps``) -- d times more than the index
-  alone, which is the leak docs/algorithms.md §3.4 names.
+* RNM with the test on the noisy minimum: each pass is pure max(2, d) Delta(N) / b-DP
+  (``PrivacyLoss.pure_steps``), d times more than the index alone: the leak docs/algorithms.md §3.4
+  names ([proof][proof-screening]).
 """
 
 from __future__ import annotations
@@ -139,6 +102,7 @@ __all__ = [
     "rule_scores",
     "schedule_mask",
     "scores_at",
+    "screening_budget",
     "screening_plan",
     "seed_sensitivity",
     "sensitivity",
@@ -291,7 +255,8 @@ class ScreeningPlan:
         }
 
 
-def _budget(epsilon: float | None, delta: float | None, rho: float | None) -> tuple:
+def screening_budget(epsilon: float | None, delta: float | None, rho: float | None) -> tuple:
+    """(eps2, delta2, None) or (None, None, rho): the screening's budget, checked (ParameterError naming it)."""
     if rho is not None:
         if epsilon is not None:
             raise ParameterError("give screen_epsilon/screen_delta or screen_rho, not both")
@@ -339,7 +304,7 @@ def screening_plan(
             "(the score's sensitivity grows as sqrt(n_max); see dpdist.solvers.screening)"
         )
     y_bound = check_positive(y_bound, "y_bound")
-    eps, dlt, rho = _budget(epsilon, delta, rho)
+    eps, dlt, rho = screening_budget(epsilon, delta, rho)
     Delta, R, Bmax = sensitivity(rule, loss, lam, y_bound, n_max)
     coef = np.array([ca, kr_mu, ba, bu, bg, cr, R, Bmax, lam])
     at = dlt if dlt is not None else standalone_delta

@@ -13,7 +13,17 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["BinaryLinearClassifierMixin"]
+__all__ = ["BinaryLinearClassifierMixin", "require_public_classes"]
+
+
+def require_public_classes(classes: Any, accountant: object) -> None:
+    """A release (through ``accountant``) of a classifier needs its two classes given: read from y,
+    the released model's classes would be a function of the data."""
+    if accountant is not None and classes is None:
+        raise ParameterError(
+            "classes are public schema: pass classes=[negative, positive] (the labels declared "
+            "for the data); read from y, the released model's classes would be a function of it"
+        )
 
 
 class BinaryLinearClassifierMixin(ClassifierMixin):
@@ -43,6 +53,19 @@ class BinaryLinearClassifierMixin(ClassifierMixin):
             raise ParameterError("y has labels outside the given classes")
         self.classes_ = classes
         return classes
+
+    def _coded_labels(
+        self, y: np.ndarray, accountant: object, negative: float, public_classes: bool = True
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """(y coded ``negative`` / 1.0 by the two classes, the released model's ``{"classes": [...]}``).
+
+        With an accountant (``public_classes``) the classes must be given: read from y, the released
+        model's classes would be a function of the data."""
+        if public_classes:
+            require_public_classes(self.classes, accountant)
+        classes = self._binary_classes(y)
+        coded = np.where(y == classes[1], 1.0, negative)
+        return coded, {"classes": [c.item() if hasattr(c, "item") else c for c in classes]}
 
     def _from_result(self, result: dict[str, Any]) -> None:
         classes = result.get("classes") or self.classes

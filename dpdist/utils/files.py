@@ -6,8 +6,9 @@ The mode is set explicitly after creation, so a permissive umask (0000) cannot w
 strict one cannot lock the owner out. Published outputs (report, plots, released models) are
 not made here; they keep the umask's mode (``dpdist.utils.io``).
 
-An existing path is tightened (group/other bits dropped) only when it belongs to the current
-user; a path owned by someone else is left as it is (changing it is the operator's call).
+An existing path is tightened (group/other bits dropped; no bit is ever added, so a read-only
+ledger stays read-only) only when it belongs to the current user; a path owned by someone else is
+left as it is (changing it is the operator's call).
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ _SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 
 
 def _tighten(path: Path, mode: int) -> None:
+    """Drop from ``path``'s mode every bit ``mode`` lacks (group/other); never add one (a read-only
+    file stays read-only)."""
     st = path.lstat()
     if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
         return
-    if stat.S_IMODE(st.st_mode) != mode:
-        os.chmod(path, mode)
+    current = stat.S_IMODE(st.st_mode)
+    if current & ~mode:
+        os.chmod(path, current & mode)
 
 
 def private_dir(path: str | os.PathLike[str]) -> Path:
@@ -99,14 +103,17 @@ def private_sqlite(path: str | os.PathLike[str]) -> Path:
     Creates the parent directory 0700 when it does not exist (an existing one, which may hold
     other things, is left alone) and the database file 0600, and tightens leftover
     ``-wal``/``-shm``/``-journal`` files. SQLite creates those with the database file's own
-    permissions (unix VFS ``findCreateFileMode``), so they stay 0600 too.
+    permissions (unix VFS ``findCreateFileMode``), so they stay 0600 too. Through a symbolic link
+    (a dangling one included) all of this is done where the link leads, where SQLite opens and
+    creates the file.
     """
     p = Path(path)
-    if not p.parent.exists():
-        private_dir(p.parent)
-    private_file(p)
+    real = Path(os.path.realpath(p))
+    if not real.parent.exists():
+        private_dir(real.parent)
+    private_file(real)
     for suffix in _SQLITE_SIDECARS:
-        side = Path(f"{p}{suffix}")
+        side = Path(f"{real}{suffix}")
         try:
             _tighten(side, PRIVATE_FILE)
         except FileNotFoundError:  # none, or another connection's close removed it just now

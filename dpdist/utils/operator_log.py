@@ -1,19 +1,24 @@
 """The operator's log: how long private computations took, for the operator's terminal only.
 
-A private fit's or release's duration is a function of the data (one added record turned a
-0.02 s best-subset certificate into a 2 s one), and it is not noised. So it never enters the
-ledger, a release, models.json, the report, an artifact or Prefect's run logger -- whose lines
-Prefect stores in its server's database and shows in its UI to everyone who can reach it. It
-goes here instead:
+A private fit's or release's duration is a function of the data (one added record can make a
+best-subset certificate take many times longer: tests/privacy/test_bss_no_abort.py), and it is not
+noised. So it never enters the ledger, a release, models.json, the report, an artifact or
+Prefect's run logger -- whose lines Prefect stores in its server's database and shows in its UI
+to everyone who can reach it. It goes here instead:
 
 * to the standard error of the process that measured it (the terminal of ``dpdist``; a local
   Dask worker's is the run's terminal too, a SLURM worker's is its job's output file), when
-  ``$DPDIST_TIMINGS`` is set -- the ``dpdist`` command sets it for itself and its children; a
-  library user's fits stay silent, as scikit-learn's do;
+  ``$DPDIST_TIMINGS`` is set -- ``dpdist -v`` sets it for itself and its children (timings are
+  the operator's to ask for); a library user's fits stay silent, as scikit-learn's do;
 * and, when ``$DPDIST_OPERATOR_LOG`` names a file, appended to it (created owner-only).
 
 The logger does not propagate: no handler attached to the root logger (Prefect's included)
 sees its records.
+
+A release whose duration reveals a secret of its own guarantee (a method the registry flags
+``secret_duration``: the private search, whose duration tells how many runs it made,
+``dpdist.tuning``) is never timed, not even here: nor is a sum of durations that holds it (a run's
+step, its running total: ``dpdist.flows.release.SECRET_DURATION``).
 """
 
 from __future__ import annotations

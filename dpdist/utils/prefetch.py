@@ -5,9 +5,8 @@ for are updated; a line only read is loaded all the same; high temporal locality
 It is a hint: it reads nothing into the program, never faults (an x86 or ARM prefetch of any
 address is dropped silently) and changes no result, only when memory arrives. The solvers' scattered
 updates (a move's rows in [RKL23] Alg. 2, the sampler weights of the moved coordinates) wait on one
-random access each; issued some entries ahead, the loads overlap instead (fast DP-FW on Webspam's
-train half at full shape: 6.6 -> 4.0 ms a step at epsilon = 0.1; benchmarks/fw_prefetch.py and
-fw_full_shape_steps.py).
+random access each; issued some entries ahead, the loads overlap instead (benchmarks/fw_prefetch.py
+and fw_full_shape_steps.py measure the steps with and without).
 
 The intrinsic is declared by its base name ``llvm.prefetch``, which LLVM's intrinsic upgrade maps
 to the mangling of the running LLVM (``.p0i8`` before opaque pointers, ``.p0`` after): checked with

@@ -74,3 +74,131 @@ def check_scores(scores: object, name: str = "scores") -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ParameterError(f"{name} must be finite (every entry)")
     return arr
+
+
+# ------------------------------------------------------------------------------ declared constraints
+#
+# An estimator declares each parameter's constraints in ``_parameter_constraints`` (scikit-learn's
+# style): a list of the constraints the value must meet; ``None`` in the list admits None, and
+# "no_validation" skips the parameter (its estimator checks it where it is used, e.g. against another
+# parameter). The messages name the parameter and its value (a parameter's value is public, never the data's).
+
+
+class Constraint:
+    """One rule a parameter's value must follow; ``check`` raises ParameterError naming the parameter."""
+
+    def check(self, value: object, name: str) -> None:
+        raise NotImplementedError
+
+
+class Epsilon(Constraint):
+    """A finite epsilon > 0 (:func:`check_epsilon`)."""
+
+    def check(self, value: object, name: str) -> None:
+        check_epsilon(value, name)
+
+
+class Delta(Constraint):
+    """A delta in [0, 1), or in (0, 1) with ``zero=False`` (:func:`check_delta`)."""
+
+    def __init__(self, *, zero: bool = True) -> None:
+        self.zero = zero
+
+    def check(self, value: object, name: str) -> None:
+        check_delta(value, name, allow_zero=self.zero)
+
+
+class Positive(Constraint):
+    """A finite number > 0 (:func:`check_positive`)."""
+
+    def check(self, value: object, name: str) -> None:
+        check_positive(value, name)
+
+
+class Count(Constraint):
+    """An integer >= ``minimum`` (:func:`check_count`)."""
+
+    def __init__(self, minimum: int = 1) -> None:
+        self.minimum = minimum
+
+    def check(self, value: object, name: str) -> None:
+        check_count(value, name, self.minimum)
+
+
+class AtLeast(Constraint):
+    """A number >= ``low``, finite unless ``finite=False``."""
+
+    def __init__(self, low: float, *, finite: bool = True) -> None:
+        self.low = low
+        self.finite = finite
+
+    def check(self, value: object, name: str) -> None:
+        what = "a finite number" if self.finite else "a number"
+        try:
+            x = _as_real(name, value)
+        except ParameterError:
+            raise ParameterError(f"{name} must be {what} >= {self.low:g}, got {value!r}") from None
+        if not (x >= self.low and (math.isfinite(x) or not self.finite)):
+            raise ParameterError(f"{name} must be {what} >= {self.low:g}, got {value!r}")
+
+
+class Between(Constraint):
+    """A number strictly between ``low`` and ``high`` (both ends included with ``closed=True``);
+    ``text``: how the message states the interval (default ``(low, high)`` or ``[low, high]``)."""
+
+    def __init__(self, low: float, high: float, *, closed: bool = False, text: str | None = None) -> None:
+        self.low = low
+        self.high = high
+        self.closed = closed
+        left, right = ("[", "]") if closed else ("(", ")")
+        self.text = text or f"{left}{low:g}, {high:g}{right}"
+
+    def check(self, value: object, name: str) -> None:
+        x = _as_real(name, value)
+        if not (self.low <= x <= self.high if self.closed else self.low < x < self.high):
+            raise ParameterError(f"{name} must lie in {self.text}, got {value!r}")
+
+
+class Boolean(Constraint):
+    """True or False (a numpy bool too)."""
+
+    def check(self, value: object, name: str) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise ParameterError(f"{name} must be True or False, got {value!r}")
+
+
+class Options(Constraint):
+    """One of the listed values."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = values
+
+    def check(self, value: object, name: str) -> None:
+        if not any(value is v or _equal(value, v) for v in self.values):
+            raise ParameterError(f"{name} must be one of {self.values}, got {value!r}")
+
+
+def _equal(value: object, option: object) -> bool:
+    if option is None or isinstance(value, bool) != isinstance(option, bool):
+        return False
+    try:
+        return bool(value == option)
+    except (TypeError, ValueError):  # an array compares element-wise: not an option
+        return False
+
+
+def validate_params(owner: object, constraints: dict[str, object]) -> None:
+    """Check every parameter of ``owner`` (an estimator) against its declared ``constraints``."""
+    for name, rules in constraints.items():
+        if rules == "no_validation":
+            continue
+        value = getattr(owner, name)
+        if not isinstance(rules, list):
+            raise TypeError(f"the constraints of {name} must be a list or 'no_validation'")
+        if value is None and None in rules:
+            continue
+        checks = [r for r in rules if isinstance(r, Constraint)]
+        if value is None and not checks:
+            raise ParameterError(f"{name} must not be None")
+        for rule in checks:
+            rule.check(value, name)

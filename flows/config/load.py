@@ -18,7 +18,6 @@ from dpdist.exceptions import ParameterError
 from dpdist.flows.config.schema import (
     CLUSTERS,
     DEFAULTS_FILE,
-    GRADIENT_METHODS,
     SCREEN_METHODS,
     SELECT_METHODS,
     SOURCES,
@@ -32,6 +31,7 @@ from dpdist.flows.config.schema import (
     SelectConfig,
     TrainConfig,
 )
+from dpdist.methods import REGISTRY, SEARCH
 
 __all__ = ["load_config", "memory_limit_bytes"]
 
@@ -435,7 +435,8 @@ def _check_run(c: _Checker, data: DataConfig, select: SelectConfig, train: Train
     """Across sections: something to run, and the gradient learners' public count of the train rows."""
     if not select.methods and not train.methods:
         c.fail("select.methods", "nothing to run: give select.methods or train.methods")
-    gradient = [m for m in train.methods if m in GRADIENT_METHODS] or (["private-search"] if train.tune else [])
+    methods = train.methods + ((SEARCH,) if train.tune else ())
+    gradient = [m for m in methods if m in REGISTRY and REGISTRY[m].counted]  # they take a public count of the rows
     if gradient and train.n_records is None and data.source != "synth" and data.count_epsilon == 0:
         c.fail(
             "train.n_records",

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dpdist.defaults import FW_ITERS, FW_LAM
 from dpdist.exceptions import ParameterError
-from dpdist.methods import FW_ITERS, FW_LAM, REGISTRY, names
+from dpdist.methods import GRADIENT_METHODS, REGISTRY, SEARCH, names
 from dpdist.utils.random import derive_seed
 
 __all__ = [
@@ -46,7 +47,6 @@ CLUSTERS = ("local", "address", "slurm")
 # the method names of [select] and [train], from the registry (dpdist.methods)
 BSS_METHODS = names("best-subset", front_end="run")
 SELECT_METHODS = names(("selection", "best-subset"), front_end="run")
-GRADIENT_METHODS = names(family=("gradient", "search"), front_end="run")  # dpdist.gradient_models, dpdist.tuning
 TRAIN_METHODS = names(("learner", "screening"), front_end="run")
 FW_METHODS = names(family="frank-wolfe", front_end="run")
 SCREEN_METHODS = names("screening", front_end="run")
@@ -168,7 +168,7 @@ class TrainConfig:
         "; default for a synthetic source its n times 1 - test_fraction, else the noisy train count; any value "
         "is private, a far one costs utility",
     )
-    tune: bool = _key(False, "adds private-search: the private choice among the default grid")
+    tune: bool = _key(False, f"adds {SEARCH}: the private choice among the default grid")
     lam: float = _method_key(FW_LAM, "lam")
     iters: int = _method_key(FW_ITERS, "iters")
     features: str = _key(
@@ -236,9 +236,9 @@ class RunConfig:
         return asdict(self)
 
     def train_methods(self) -> tuple[str, ...]:
-        """The learners the train stage releases: ``train.methods``, and ``private-search`` with ``tune``."""
+        """The learners the train stage releases: ``train.methods``, and the private search with ``tune``."""
         t = self.train
-        return t.methods + (("private-search",) if t.tune and "private-search" not in t.methods else ())
+        return t.methods + ((SEARCH,) if t.tune and SEARCH not in t.methods else ())
 
     def train_records(self, counts: dict[str, float] | None = None) -> int | None:
         """The gradient learners' public count of the train rows: ``train.n_records``, a synthetic

@@ -263,3 +263,34 @@ def test_one_record_does_not_recode_the_others(tmp_path, capsys):
     ingest_svmlight(tmp_path / "a.svm", tmp_path / "a3", n_features=8, task="multiclass", labels=[0, 1, 2, 3])
     ya, yb = store_target(open_store(tmp_path / "a3")), store_target(open_store(tmp_path / "b3"))
     assert np.array_equal(ya, yb[:-1]) and open_store(tmp_path / "a3").meta["schema"] == "declared"
+
+
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("empty.svm", b"", "no data rows"),
+        ("comments.svm", b"# nothing but a comment\n\n", "no data rows"),
+        ("latin1.svm", "1 1:0.5\n-1 1:0.é\n".encode("latin-1"), r":2: malformed svmlight line"),
+        ("utf16.svm", "1 1:0.5\n".encode("utf-16"), r":1: malformed svmlight line"),
+        ("empty.svm.gz", gzip.compress(b""), "no data rows"),
+        ("corrupt.svm.gz", b"not gzip", r"corrupt or truncated \(its gz data"),
+        ("truncated.svm.gz", gzip.compress(b"1 1:0.5\n" * 200)[:25], r"corrupt or truncated \(its gz data"),
+        ("corrupt.svm.bz2", b"not bzip2", r"corrupt or truncated \(its bz2 data"),
+        ("corrupt.svm.xz", b"not xz", r"corrupt or truncated \(its xz data"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and "." in v and " " not in v else "",
+)
+def test_an_svmlight_file_that_cannot_be_read_exits_2_in_one_line_and_leaves_no_store(
+    tmp_path, capsys, name, data, says
+):
+    import re
+
+    src = tmp_path / name
+    src.write_bytes(data)
+    argv = ["ingest", str(src), "--out", str(tmp_path / "new" / "s"), "--n-features", "2", "--zero-based", "no"]
+    code = main([*argv, "--task", "binary", "--labels=-1,1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"dpdist: error: {src}") and re.search(says, line), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no store, no temporary, no directory made

@@ -16,7 +16,7 @@ from dpdist.data.store import BLOCK_CACHE, StoreWriter, buckets, chunks, write_b
 from dpdist.data.store import cache as store_cache
 from dpdist.exceptions import ParameterError
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v1"  # the one fixture tree: tests/fixtures
 
 
 def fixture_matrix() -> tuple[sp.csr_matrix, np.ndarray]:

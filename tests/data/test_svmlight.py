@@ -18,6 +18,7 @@ from dpdist.data.svmlight import (
     iter_svmlight_blocks,
     parse_block,
 )
+from dpdist.exceptions import ParameterError
 
 TRICKY = [
     b"1 1:0.5 3:-2\n# a comment line\n-1 2:1.25\n1 1:1 2:2 3:3 # trailing comment\n\n-1 3:7e-3\n",
@@ -194,9 +195,22 @@ def test_first_error_in_file_order_wins(tmp_path):
     assert info.value.line == 41 and seen < 41
 
 
-def test_io_error_in_the_reader_thread_reaches_the_caller(tmp_path):
+def test_io_error_in_the_reader_thread_reaches_the_caller(tmp_path, monkeypatch):
     p = tmp_path / "broken.svm.bz2"
     p.write_bytes(bz2.compress(b"1 1:1\n" * 1000)[:-20])
-    with pytest.raises(EOFError):
+    # a truncated file's EOFError reaches the caller as the one-line refusal naming the file
+    with pytest.raises(ParameterError, match=f"{p}: corrupt or truncated"):
         for _ in iter_svmlight_blocks(p, 1 << 10, n_threads=2):
             pass
+    # the machine's I/O error (an errno) reaches it as it is
+    import errno
+
+    def failing(f, block_bytes):
+        yield b"1 1:1\n", 1
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("dpdist.data.svmlight._read_blocks", failing)
+    with pytest.raises(OSError) as e:
+        for _ in iter_svmlight_blocks(p, 1 << 10, n_threads=2):
+            pass
+    assert e.value.errno == errno.EIO

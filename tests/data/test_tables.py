@@ -176,3 +176,64 @@ def test_cli_ingests_tables(shared_data, tmp_path, capsys):
     assert main(["ingest", str(shared_data / "microarray/west.RData"), "--out", str(tmp_path / "w"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["n_features"], out["task"]) == (7129, "binary") and open_store(out["store"]).shape[0] == 49
+
+
+def _gz(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data)
+
+
+def _zip(member: bytes) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("t.csv", member)
+    return buf.getvalue()
+
+
+# (file name, its bytes, what the one line must say)
+BAD_TABLES = [
+    ("empty.csv", b"", r"empty: no header and no data rows"),
+    ("blank.csv", b"\n\n\n", r"empty: no header and no data rows"),
+    ("header.csv", b"age,income,y\n", r"no data rows \(only a header\)"),
+    (
+        "latin1.csv",
+        "age,town,y\n1,Köln,0\n2,Zürich,1\n".encode("latin-1"),
+        r"latin1\.csv:2: byte 4 of the line \(byte 15 of its text\) is not UTF-8",
+    ),
+    ("latin1.csv.gz", _gz("a,y\n1,0\n2,é\n".encode("latin-1")), r"latin1\.csv\.gz:3: byte 3 .* not UTF-8"),
+    ("latin1.zip", _zip("a,y\n1,é\n".encode("latin-1")), r"latin1\.zip \(t\.csv\):2: byte 3 .* not UTF-8"),
+    ("target-only.csv", b"y\n1\n2\n", r"no feature column beside the target 'y'"),
+    ("semicolons.csv", b"a;y\n1;0\n2;1\n", r"no feature column beside the target 'a;y'"),
+    ("ragged.csv", b"a,y\n1,0\n2,1,3\n", r"not a well-formed table: .*line 3"),
+    ("corrupt.csv.gz", b"not gzip at all", r"corrupt or truncated \(its gz data"),
+    ("truncated.csv.gz", _gz(b"a,y\n" + b"1,0\n" * 100)[:30], r"corrupt or truncated \(its gz data"),
+    ("corrupt.csv.bz2", b"not bzip2", r"corrupt or truncated \(its bz2 data"),
+    ("corrupt.csv.xz", b"not xz", r"corrupt or truncated \(its xz data"),
+    ("empty.zip", b"", r"corrupt or truncated \(its zip data"),
+    ("empty-member.zip", _zip(b""), r"empty: no header and no data rows"),
+    ("empty.xlsx", b"", r"not a readable Excel workbook"),
+    ("csv-named.xlsx", b"a,y\n1,0\n", r"not a readable Excel workbook"),
+    ("empty.rda", b"", r"not a readable R data file"),
+]
+
+
+@pytest.mark.parametrize("name, data, says", BAD_TABLES, ids=[b[0] for b in BAD_TABLES])
+def test_a_table_that_cannot_be_read_exits_2_in_one_line_naming_it_and_leaves_no_store(
+    tmp_path, capsys, name, data, says
+):
+    import re
+
+    src = tmp_path / name
+    src.write_bytes(data)
+    code = main(["ingest", str(src), "--out", str(tmp_path / "new" / "s"), "--task", "regression"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"dpdist: error: {src}") and re.search(says, line), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no store, no temporary, no directory made
+    with pytest.raises(ParameterError, match=says):  # the library says the same
+        read_table(src)

@@ -1,4 +1,5 @@
-"""Headless Chromium driven through the DevTools protocol, for checking the Prefect UI.
+"""Headless Chromium driven through the DevTools protocol, for checking the Prefect UI and the Dask
+dashboard.
 
 The UI is a single-page app: a page "loads" when its text appears, and what can go wrong is
 mostly in the API calls it makes and in uncaught script errors. ``Chromium.visit`` opens a URL,
@@ -10,6 +11,9 @@ Playwright: Playwright's driver is built against one Chromium revision and would
 here with Debian's, and the four protocol domains used (Page, Network, Runtime, Log) are
 stable across Chromium releases. Debian's ``chromium`` package provides the browser; nothing
 is downloaded.
+
+The Dask dashboard draws its plots and tables on canvases with Bokeh: what they show is read from
+the page's Bokeh documents (``Chromium.bokeh_sources``: the columns of each plot's data source).
 """
 
 from __future__ import annotations
@@ -45,6 +49,21 @@ FLAGS = [
     # machine (Prefect's V2 UI starts an analytics client that fetches its config from the internet)
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
 ]
+
+
+_BOKEH_SOURCES = """(() => {
+  if (typeof Bokeh === "undefined") return [];
+  const out = [];
+  for (const doc of Bokeh.documents) {
+    for (const m of doc._all_models.values()) {
+      if (m.type !== "ColumnDataSource") continue;
+      const cols = {};
+      for (const [k, v] of Object.entries(m.data)) cols[k] = Array.from(v);
+      out.push(cols);
+    }
+  }
+  return out;
+})()"""
 
 
 def find_chromium() -> str | None:
@@ -126,6 +145,18 @@ class Chromium:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
             self._pending.append(msg)
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page (JSON-serialisable values only)."""
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:80]}...: {result['exceptionDetails'].get('text')}")
+        return result["result"].get("value")
+
+    def bokeh_sources(self) -> list[dict[str, list[Any]]]:
+        """The data of every Bokeh ``ColumnDataSource`` in the page (one dict of columns each; typed
+        arrays as lists); none where the page has no Bokeh document."""
+        return self.evaluate(_BOKEH_SOURCES) or []
 
     def visit(self, url: str, expect: list[str], timeout: float = 60, settle: float = 3.0) -> PageReport:
         """Open ``url``; wait until every string of ``expect`` is in the page's text, then ``settle``

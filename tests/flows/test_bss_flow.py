@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import dpdist, flow_env, small_config, write_config
+from flow_helpers import dpdist, flow_env, small_config, write_config
 
 from dpdist.flows.config import load_config
 from dpdist.flows.plan import bss_selector, plan

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from browser import Chromium, find_chromium
-from conftest import REPO, flow_env, ledger_keys, prefect_cli, small_config, write_config
+from flow_helpers import REPO, flow_env, ledger_keys, prefect_cli, small_config, write_config
 from test_slurm import _slurm_ready
 
 from dpdist.privacy.accountant import Accountant

@@ -21,13 +21,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import (
+from flow_helpers import (
     REPO,
     dpdist,
     flow_env,
     ledger_keys,
     prefect_cli,
     small_config,
+    stored_logs,
     tls_credentials,
     tls_security,
     write_config,
@@ -77,23 +78,6 @@ def _artifacts(url: str) -> list[dict]:
     )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
-
-
-def _logs(url: str) -> list[dict]:
-    """Every log line the Prefect server stored (read back through its API, as its UI shows them)."""
-    logs: list[dict] = []
-    while True:
-        req = urllib.request.Request(
-            f"{url}/logs/filter",
-            method="POST",
-            headers={"Content-Type": "application/json"},
-            data=json.dumps({"limit": 200, "offset": len(logs)}).encode(),
-        )
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            page = json.loads(resp.read())
-        logs += page
-        if len(page) < 200:
-            return logs
 
 
 def _published(out_dir: Path, stdout: str, artifacts: list[dict]) -> dict[str, str]:
@@ -153,7 +137,7 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
     assert any("## Models" in (a.get("data") or "") for a in arts)
     # the server's stored logs name the steps, the releases and their public parameters, and hold no
     # duration of a private computation: those reach the operator's terminal only (above)
-    logs = [entry["message"] for entry in _logs(prefect_server["url"])]
+    logs = [entry["message"] for entry in stored_logs(prefect_server["url"])]
     assert any("step train done" in m for m in logs) and any(
         m.startswith("released frank_wolfe/fast-dp-fw") for m in logs
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import flow_env, small_config, write_config
+from flow_helpers import flow_env, small_config, write_config
 
 from dpdist.privacy.accountant import Accountant
 

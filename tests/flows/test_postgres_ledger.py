@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import flow_env, small_config, write_config
+from flow_helpers import flow_env, small_config, write_config
 
 from dpdist.privacy.accountant import Accountant
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import flow_env, small_config, write_config
+from flow_helpers import flow_env, small_config, write_config
 from terminal import on_a_terminal
 
 from dpdist.pipelines import fit_progress
@@ -82,3 +82,23 @@ def test_dpdist_run_on_a_terminal_shows_its_stages_and_fits(tmp_path):
         assert f"dpdist run: {stage}" in shown, stage
     assert "train dp-sgd at epsilon=1" in shown and re.search(r"\b(\d+)/\1\b", shown)
     assert "/5" in shown  # the stage bar's count
+
+
+def test_the_display_draws_clocks_only_when_timings_are_asked_and_never_the_searchs(capsys, monkeypatch):
+    from dpdist.utils import operator_log
+
+    monkeypatch.setenv(run_display.ENV, "100")
+    clock = re.compile(r"\d:\d\d:\d\d")
+    for timings in ("", "1"):
+        monkeypatch.setenv(operator_log.ON_ENV, timings)
+        with run_display.showing(["ingest", "train", "report"]):
+            run_display.stage("train")
+            run_display.work("train dp-sgd at epsilon=1", 3, 10)
+            run_display.work("train private-search at epsilon=1", timed=False)
+        lines = _ANSI.sub("", capsys.readouterr().err).splitlines()
+        stage = [ln for ln in lines if "dpdist run: train" in ln]
+        fit = [ln for ln in lines if "train dp-sgd" in ln]
+        search = [ln for ln in lines if "private-search" in ln]
+        assert stage and fit and search
+        assert all(bool(clock.search(ln)) == bool(timings) for ln in stage + fit)  # a clock only with -v
+        assert not any(clock.search(ln) for ln in search)  # the search's: never

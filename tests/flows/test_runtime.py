@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import tls_credentials, tls_security
+from flow_helpers import tls_credentials, tls_security
 
 from dpdist.flows.config import load_config
 from dpdist.flows.runtime import LOOPBACK, cluster_client, on_cluster
@@ -58,3 +58,20 @@ def test_a_scheduler_joined_by_address_is_left_as_it_is(prefect_server: dict, tm
             prefect_server["url"], {"kind": "address", "address": lc.scheduler_address, **creds}, tmp_path
         )
     assert names and LooseRestrictionRescue.name not in names
+
+
+@pytest.mark.parametrize("output", ["under a file", "report.md a directory"])
+def test_a_stage_whose_results_cannot_be_written_is_refused_before_its_cluster_or_any_charge(tmp_path, output):
+    """Every flow (the run, a deployment, a stage's own flow) starts its stages through on_cluster: an
+    output the results cannot be written to is refused there, before a cluster, a task or a charge."""
+    from dpdist.exceptions import ParameterError
+
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "out" if output == "under a file" else tmp_path / "out"
+    if output != "under a file":
+        (out / "report.md").mkdir(parents=True)
+    cfg = load_config(overrides={"output": str(out), "ledger": str(tmp_path / "l.sqlite")})
+    ran = []
+    with pytest.raises(ParameterError, match="output: .*nothing was charged"):
+        on_cluster(cfg, "never", lambda cfg: ran.append(cfg))
+    assert ran == [] and not (tmp_path / "l.sqlite").exists()

@@ -23,7 +23,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REPO, assert_refuses_strangers, flow_env, small_config, tls_credentials, tls_security, write_config
+from flow_helpers import (
+    REPO,
+    assert_refuses_strangers,
+    flow_env,
+    small_config,
+    tls_credentials,
+    tls_security,
+    write_config,
+)
 
 from dpdist.flows.config import ClusterConfig, load_config
 from dpdist.flows.runtime import (

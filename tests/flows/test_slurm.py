@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_refuses_strangers, dpdist, flow_env, ledger_keys, small_config, write_config
+from flow_helpers import REPO, assert_refuses_strangers, dpdist, flow_env, ledger_keys, small_config, write_config
 
 from dpdist.flows.config import ClusterConfig
 from dpdist.flows.runtime import LOOPBACK, cluster_security, task_runner

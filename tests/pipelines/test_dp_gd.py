@@ -39,8 +39,8 @@ def test_the_cluster_takes_the_in_process_steps(client, store, cls, s):
     path, X, y = store
     kw = {"s": s} if s else {}
     model = cls(epsilon=2.0, max_iter=15, lr=20.0, n_records=1200, classes=[-1.0, 1.0], **kw)
-    plan = model._sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
-    Xp = model._prepare(X)
+    plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    Xp = model.map_records(X, y)[0]
     local = dp_iht(Xp, y, plan, s, np.random.default_rng(3)) if s else dp_sgd(Xp, y, plan, np.random.default_rng(3))
     spread = dp_gd_store(client, path, plan, np.random.default_rng(3), "l2", 1.0, s)
     np.testing.assert_allclose(spread[0], local[0], rtol=1e-7, atol=1e-9)  # the same noise; sums in another order
@@ -49,3 +49,33 @@ def test_the_cluster_takes_the_in_process_steps(client, store, cls, s):
     out = fit_dask(client, str(path), model, 1200, 3, [-1.0, 1.0], lambda d, t: seen.append((d, t)))
     assert out["classes"] == [-1.0, 1.0] and out["path"] == [] and (s is None or len(out["indices"]) <= s)
     assert seen == [(t, plan.steps) for t in range(1, plan.steps + 1)]  # each step, for the run's display
+
+
+def test_a_worker_lost_between_steps_changes_nothing_in_the_fit(store):
+    """A worker killed as a step ends (its rows and the next iterate's copy lost with it) is survived: the
+    fit ends with the same weights as with no loss (its lost groups are read again, the iterate sent
+    again). The iterate was a broadcast scatter, whose replication asked the killed worker for ever."""
+    import os
+    import signal
+
+    path, X, _ = store
+    model = DPGDClassifier(epsilon=2.0, max_iter=12, lr=20.0, n_records=1200, classes=[-1.0, 1.0])
+    plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
+        reference = dp_gd_store(c, path, plan, np.random.default_rng(5), "l2", 1.0)
+        pids = c.run(os.getpid)
+        victim = sorted(pids)[-1]
+        killed: list[str] = []
+
+        def kill_once(done: int, steps: int) -> None:
+            if done == 4 and not killed:
+                os.kill(pids[victim], signal.SIGKILL)
+                killed.append(victim)
+
+        survived = dp_gd_store(c, path, plan, np.random.default_rng(5), "l2", 1.0, progress=kill_once)
+        assert killed and victim not in c.scheduler_info()["workers"]  # the worker was lost (its nanny restarts one)
+    np.testing.assert_allclose(survived[0], reference[0], rtol=1e-12, atol=0)
+    assert survived[1] == reference[1]

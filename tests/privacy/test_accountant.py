@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -346,7 +347,12 @@ if mode == "pause":
     def hook():
         flag.write_text("inside")
         time.sleep(120)
-    acc._before_commit = hook
+    from dpdist.privacy.ledger import queries
+    real = queries.insert_release
+    def paused(con, release):
+        real(con, release)
+        hook()
+    queries.insert_release = paused  # the fault-injection seam: inside the transaction, after the insert
     acc.charge("ds", C(0.3, 1e-7, "laplace"), "killed")
 elif mode == "compute":  # killed while the release computes, after its charge committed
     def compute():
@@ -520,7 +526,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     assert (
         con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset").fetchall()
         == before_budgets
@@ -576,6 +582,7 @@ def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.0])
     con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table, no filter or covered column
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("DROP TABLE links")
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
@@ -585,7 +592,7 @@ def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     after = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
     assert [row[:-1] for row in after[0]] == before[0] and [row[-1] for row in after[0]] == [1]
     assert [row[:-1] for row in after[1]] == before[1]
@@ -600,6 +607,7 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     Accountant(path).init_budget("pure", 1.0, 0.0)
     con = sqlite3.connect(path)  # as dpdist wrote schema 3: no filter column (nor covered)
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
@@ -607,7 +615,7 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
     assert stored == {
         "ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(),
@@ -657,6 +665,7 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     Accountant(path).init_budget("b", 2.0, 1e-6)
     con = sqlite3.connect(path)
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("ALTER TABLE budgets DROP COLUMN filter")
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 3")
@@ -677,11 +686,45 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     assert con.execute("SELECT * FROM budgets").fetchall() == before
-    con.execute("PRAGMA user_version = 7")  # a later dpdist's ledger: refused, not misread
+    con.execute("PRAGMA user_version = 8")  # a later dpdist's ledger: refused, not misread
     con.commit()
     con.close()
-    with pytest.raises(ParameterError, match="schema version 7"):
+    with pytest.raises(ParameterError, match="schema version 8"):
         Accountant(path)
+
+
+def test_a_v6_ledger_is_upgraded_with_each_budgets_state_and_keeps_every_row(tmp_path: Path):
+    path = tmp_path / "v6.sqlite"
+    acc = Accountant(path)
+    acc.init_budget("ds", 3.0, 1e-6, name="study")
+    acc.init_budget("half-own", 1.0, 1e-6)
+    acc.release("half-own", Charge(PrivacyLoss.pure(0.2), "l"), "old", lambda: [1.0])
+    acc.budget_of(SimpleNamespace(dataset_id="half-own", budget_id="ds"))
+    for i in range(12):
+        acc.charge("ds", Charge(PrivacyLoss.gaussian(8.0, 1e-8), "g", covered=i != 3), f"g{i}")
+    before = {s.dataset: s for s in acc.datasets()}
+    con = sqlite3.connect(path)  # as dpdist wrote schema 6
+    _drop_composed(con)  # no composed state before schema 7, no index on (dataset, id)
+    con.execute("PRAGMA user_version = 6")
+    con.commit()
+    rows = con.execute("SELECT * FROM releases ORDER BY id").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
+    con.close()
+    acc = Accountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert (
+        con.execute("SELECT * FROM releases ORDER BY id").fetchall(),
+        con.execute("SELECT * FROM budgets").fetchall(),
+    ) == rows
+    assert con.execute("SELECT count(*) FROM composed").fetchone()[0] == 2
+    con.close()
+    assert {s.dataset: s for s in acc.datasets()} == before
+    assert all(v.equal for v in acc.verify()) and acc.status("ds").uncovered == 1
+
+
+def _drop_composed(con: sqlite3.Connection) -> None:
+    con.execute("DROP TABLE composed")
+    con.execute("DROP INDEX releases_by_dataset")
 
 
 def _drop_release_guards(con: sqlite3.Connection) -> None:
@@ -695,6 +738,7 @@ def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "old", lambda: [1.0])
     con = sqlite3.connect(path)  # as dpdist wrote schema 4: no covered column
     _drop_release_guards(con)  # no release guards before schema 6
+    _drop_composed(con)  # no composed state before schema 7
     con.execute("ALTER TABLE releases DROP COLUMN covered")
     con.execute("PRAGMA user_version = 4")
     con.commit()
@@ -702,7 +746,7 @@ def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     assert [row[:-1] for row in con.execute("SELECT * FROM releases").fetchall()] == before
     con.close()
     assert [r.covered for r in acc.history("ds")] == [True] and acc.status("ds").uncovered == 0

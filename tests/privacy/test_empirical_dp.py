@@ -118,7 +118,7 @@ def _split_then_select(tmp, X, y, split: str, runs: int, rng_seed: int) -> np.nd
     else:
         test = _position_split(X.shape[0], 0.5, 0)
         scores = np.abs(X[~test].T @ y[~test])
-    sis = DPSIS(1, EPSILON, random_state=rng_seed)
+    sis = DPSIS(k=1, epsilon=EPSILON, random_state=rng_seed)
     return np.array([sis.fit_scores(scores).features_[0] for _ in range(runs)])
 
 

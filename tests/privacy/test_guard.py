@@ -37,7 +37,7 @@ def data():
         lambda: DPFrankWolfeClassifier(epsilon=1.0, max_iter=10),
         lambda: DPSGDClassifier(epochs=1, n_records=200),
         lambda: DPSIS(k=2, epsilon=1.0),
-        lambda: ObjectivePerturbation("logistic", epsilon=1.0),
+        lambda: ObjectivePerturbation(loss="logistic", epsilon=1.0),
     ],
 )
 def test_a_private_fit_without_an_accountant_refuses_unless_opted_out(strict, data, make, monkeypatch, tmp_path):

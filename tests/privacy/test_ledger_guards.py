@@ -59,13 +59,15 @@ def test_a_v5_ledger_gets_the_guards_and_keeps_every_row(tmp_path: Path):
     con = sqlite3.connect(path)  # as dpdist wrote schema 5: no triggers
     con.execute("DROP TRIGGER releases_append_only")
     con.execute("DROP TRIGGER releases_never_deleted")
+    con.execute("DROP TABLE composed")  # (schema 7's)
+    con.execute("DROP INDEX releases_by_dataset")
     con.execute("PRAGMA user_version = 5")
     con.commit()
     before = con.execute("SELECT * FROM releases").fetchall()
     con.close()
     acc = Accountant(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     assert con.execute("SELECT * FROM releases").fetchall() == before
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         con.execute("UPDATE releases SET result = NULL")

@@ -77,3 +77,23 @@ def test_the_cli_exits_2_with_the_refusal(tmp_path: Path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert code == 2, err
     assert "network filesystem (nfs4" in err and "local disk" in err and "postgresql://" in err
+
+
+@pytest.mark.parametrize("link", ["file", "directory"])
+def test_a_dangling_symlink_to_a_network_filesystem_is_refused(tmp_path: Path, monkeypatch, link: str):
+    """The link is on a local disk, the file it names on NFS and not made yet: SQLite would create it
+    there, so the mount of where the link leads decides."""
+    share = tmp_path / "share"
+    share.mkdir()
+    monkeypatch.setattr(netfs, "MOUNTINFO", _fake_table(tmp_path, "nfs4", share))
+    local = tmp_path / "local"
+    local.mkdir()
+    if link == "file":
+        ledger = local / "ledger.sqlite"
+        ledger.symlink_to(share / "dpdist" / "ledger.sqlite")  # dangling: nothing there yet
+    else:
+        (local / "dpdist").symlink_to(share / "dpdist")
+        ledger = local / "dpdist" / "ledger.sqlite"
+    with pytest.raises(ParameterError, match=r"network filesystem \(nfs4"):
+        Accountant(ledger)
+    assert list(share.iterdir()) == []  # nothing was made where the link leads

@@ -3,7 +3,10 @@ and the copy of an SQLite ledger into it (tests/privacy/test_accountant.py runs 
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -88,6 +91,10 @@ def test_the_documented_analysts_role_charges_and_cannot_change_a_budget_or_a_re
             "UPDATE releases SET epsilon = 0.001 WHERE key = 'pending'",
             "DELETE FROM releases",
             "DELETE FROM links",
+            "UPDATE composed SET epsilon = '0'",  # a budget's composed state lowered: spent again
+            "UPDATE composed SET releases = 0, last_id = 0",
+            "UPDATE composed SET filter = 'x'",
+            "DELETE FROM composed",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 con.execute(sql)
@@ -315,3 +322,226 @@ def test_sixteen_processes_in_two_network_namespaces_never_overspend(postgres_le
     assert sorted(results) == ["ok"] * 10 + ["refused"] * 6, results
     s = Accountant(postgres_ledger_url).status("ds")
     assert s.epsilon_spent == pytest.approx(1.0) and s.releases == 10
+
+
+# ------------------------------------------------------------ a server that cannot be reached
+
+
+def _connection_attempts(monkeypatch) -> list[str]:
+    """Every connection attempt psycopg makes from here on (the pool's too), by its conninfo."""
+    attempts: list[str] = []
+    real = psycopg.Connection.connect.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, conninfo="", **kwargs):
+        attempts.append(conninfo)
+        return real(cls, conninfo, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "connect", classmethod(counted))
+    monkeypatch.setattr(psycopg, "connect", psycopg.Connection.connect)  # (its module-level alias)
+    return attempts
+
+
+@pytest.mark.parametrize(
+    ("url", "cause"),
+    [
+        ("postgresql://dpdist@127.0.0.1:1/dpdist", "Connection refused"),
+        ("postgresql://dpdist@no-such-host.invalid/dpdist", "no-such-host.invalid"),
+    ],
+)
+def test_a_server_that_cannot_be_reached_is_named_at_once(url: str, cause: str, monkeypatch):
+    import time
+
+    attempts = _connection_attempts(monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(LedgerUnavailable) as err:
+        Accountant(url)
+    assert time.monotonic() - start < 15
+    assert cause in str(err.value) and "pool" not in str(err.value)
+    assert len(attempts) == 1  # one attempt, not the pool's retries
+
+
+def test_a_wrong_password_is_tried_once_and_named(postgres_ledger_url, tmp_path: Path, monkeypatch):
+    import re
+    import time
+
+    wrong = tmp_path / "pgpass"
+    wrong.write_text("*:*:*:*:not-the-password\n")
+    wrong.chmod(0o600)
+    url = re.sub(r"passfile=[^&]*", f"passfile={wrong}", postgres_ledger_url)
+    attempts = _connection_attempts(monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(LedgerUnavailable, match="password authentication failed") as err:
+        Accountant(url)
+    assert time.monotonic() - start < 15 and len(attempts) == 1
+    assert "not-the-password" not in str(err.value)
+
+
+def test_a_bad_sslmode_is_bad_input_naming_it(postgres_ledger_url, capsys):
+    from dpdist.cli import main
+
+    url = f"{postgres_ledger_url}&sslmode=requir"
+    with pytest.raises(ParameterError, match="sslmode='requir'"):
+        Accountant(url)
+    assert main(["budget", "show", "--ledger", url]) == 2
+    assert "sslmode='requir' is none libpq reads" in capsys.readouterr().err
+
+
+@pytest.fixture
+def own_server():
+    """A PostgreSQL server of this test's own (scripts/postgres-throwaway.sh), to be stopped while used."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "postgres-throwaway.sh"
+    res = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True, check=False)
+    env = dict(line.removeprefix("export ").split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+    if res.returncode != 0 or "DPDIST_TEST_POSTGRES" not in env:
+        pytest.skip(f"no throwaway PostgreSQL server: {(res.stderr.strip().splitlines() or ['?'])[-1]}")
+    directory = env["DPDIST_TEST_POSTGRES_DIR"].strip("'")
+
+    def stop() -> None:
+        subprocess.run(["bash", str(script), "stop", directory], capture_output=True, check=False)
+
+    try:
+        yield env["DPDIST_TEST_POSTGRES"].strip("'"), stop
+    finally:
+        stop()
+
+
+def test_a_server_that_goes_down_fails_each_call_in_seconds_naming_the_cause(own_server):
+    """A running client's server stops: each call raises ``LedgerUnavailable`` within seconds (not
+    after the ledger's 120 s timeout), naming why, and computes nothing."""
+    import time
+
+    url, stop = own_server
+    acc = Accountant(url)  # the default timeout, 120 s
+    acc.init_budget("ds", 1.0, 0.0)
+    acc.charge("ds", C(0.1), "before")
+    stop()
+    calls: list[int] = []
+    for call in (lambda: acc.status("ds"), lambda: acc.release("ds", C(0.1), "r", lambda: calls.append(1))):
+        start = time.monotonic()
+        with pytest.raises(LedgerUnavailable) as err:
+            call()
+        assert time.monotonic() - start < 20, "blocked on the pool"
+        assert "Connection refused" in str(err.value) or "terminating connection" in str(err.value), str(err.value)
+    assert calls == []
+
+
+# ---------------------------------------------- a migration killed at any point (dpdist.privacy.ledger.moves)
+
+# the child: a migration that SIGKILLs itself right after POINT
+_KILLED = r"""
+import os, signal, sys
+import psycopg
+import dpdist.privacy.ledger.migrate as m
+from dpdist.privacy.ledger.postgres import PostgresLedger, connection_parameters
+source, target, point = sys.argv[1:4]
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if point == "the target's commit":  # however the code is arranged: the first write that leaves releases there
+    real_write = PostgresLedger.write
+    def write(self, body):
+        out = real_write(self, body)
+        with psycopg.connect(**connection_parameters(target)) as pg:
+            if pg.execute("SELECT count(*) FROM releases").fetchone()[0]:
+                die()
+        return out
+    PostgresLedger.write = write
+else:  # a step of dpdist.privacy.ledger.migrate (its seams)
+    real = getattr(m, point)
+    def step(*args, **kwargs):
+        out = real(*args, **kwargs)
+        die()
+        return out
+    setattr(m, point, step)
+m.migrate(source, target)
+print("finished")
+"""
+
+# where the child dies, and which ledger takes charges then
+POINTS = {
+    "announce": "source",  # the source announced, nothing copied
+    "_copy": "source",  # inside the target's copy transaction, before its commit
+    "the target's commit": "target",  # the copy committed, the source not yet marked
+    "copy_into": "target",  # (the same, at the step's seam)
+    "mark_moved": "target",  # the source's mark written, its transaction not committed
+}
+
+
+def _takes_charges(location: Path | str, key: str) -> bool:
+    try:
+        Accountant(location).charge("ds", C(0.01), key)
+    except (ParameterError, UnknownDataset):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("point", list(POINTS))
+def test_a_migration_killed_at_any_point_leaves_one_ledger_taking_charges_and_a_rerun_finishes_it(
+    point: str, tmp_path: Path, postgres_ledger_url: str
+):
+    src = _sqlite_ledger(tmp_path / "l.sqlite")
+    res = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(src.path), postgres_ledger_url, point],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert res.returncode == -signal.SIGKILL, res.stderr
+    taking = [
+        name
+        for name, location in (("source", src.path), ("target", postgres_ledger_url))
+        if _takes_charges(location, f"after the kill, on the {name}")
+    ]
+    assert taking == [POINTS[point]]  # exactly one, never both
+
+    copied = migrate(src.path, postgres_ledger_url)  # the same command again finishes the move
+    assert (copied.budgets, copied.links, copied.releases) == (2, 1, 4 + taking.count("source"))
+    with pytest.raises(ParameterError, match="was moved to"):
+        Accountant(src.path).charge("ds", C(0.01), "after the rerun, on the source")
+    dst = Accountant(postgres_ledger_url)
+    dst.charge("ds", C(0.01), "after the rerun")
+    on_target = [r.key for r in dst.history("ds")]
+    on_source = [r.key for r in src.history("ds")]
+    assert on_target[: len(on_source)] == on_source  # every record of the source, in its order
+    assert on_target[len(on_source) :] == (["after the kill, on the target"] if taking == ["target"] else []) + [
+        "after the rerun"
+    ]
+    assert dst.status("half-own") == src.status("half-own") and dst.split_key("ds") == src.split_key("ds")
+
+
+def _another_schema(url: str) -> str:
+    """A ledger URL on the server of ``url``, in a new empty schema."""
+    import re
+    import secrets
+
+    import psycopg
+
+    from dpdist.privacy.ledger.postgres import connection_parameters
+
+    name = f"other_{secrets.token_hex(4)}"
+    with psycopg.connect(**connection_parameters(url), autocommit=True) as con:
+        con.execute(f'CREATE SCHEMA "{name}"')
+    return re.sub(r"search_path%3D[^&%]*", f"search_path%3D{name}", url)
+
+
+def test_a_source_announced_for_one_target_refuses_another(tmp_path: Path, postgres_ledger_url: str, monkeypatch):
+    import dpdist.privacy.ledger.migrate as m
+
+    src = _sqlite_ledger(tmp_path / "l.sqlite")
+
+    def broken(*args, **kwargs):
+        raise ParameterError("the target went away")
+
+    monkeypatch.setattr(m, "copy_into", broken)
+    with pytest.raises(ParameterError, match="went away"):
+        migrate(src.path, postgres_ledger_url)
+    monkeypatch.undo()
+    other = _another_schema(postgres_ledger_url)
+    with pytest.raises(ParameterError, match="is being moved to"):
+        migrate(src.path, other)
+    assert _takes_charges(src.path, "still the source's")  # nothing copied: the source keeps the budget
+    assert migrate(src.path, postgres_ledger_url).releases == 5

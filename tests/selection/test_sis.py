@@ -29,18 +29,18 @@ def test_scores_are_absolute_correlations_dense_and_sparse():
 def test_bounds_are_enforced():
     X, y = bounded()
     with pytest.raises(ParameterError, match=r"\|X_ij\| <= 1"):
-        DPSIS(3, 1.0).fit(2 * X, y)
+        DPSIS(k=3, epsilon=1.0).fit(2 * X, y)
     with pytest.raises(ParameterError, match=r"\|y_i\| <= 1"):
-        DPSIS(3, 1.0).fit(X, 3 * y)
+        DPSIS(k=3, epsilon=1.0).fit(X, 3 * y)
     # clipping is the per-record alternative
-    assert DPSIS(3, 1e4, bounds="clip", random_state=0).fit(2 * X, 3 * y).features_.size == 3
+    assert DPSIS(k=3, epsilon=1e4, bounds="clip", random_state=0).fit(2 * X, 3 * y).features_.size == 3
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_large_epsilon_finds_the_signal(mechanism):
     X, y = bounded()
     delta = 1e-6 if mechanism == "laplace" else 0.0
-    sis = DPSIS(3, 1e5, delta=delta, mechanism=mechanism, random_state=1).fit(X, y)
+    sis = DPSIS(k=3, epsilon=1e5, delta=delta, mechanism=mechanism, random_state=1).fit(X, y)
     assert sis.features_.tolist() == [3, 30, 100]
     assert sis.get_support().sum() == 3 and sis.transform(X).shape == (200, 3)
 
@@ -49,15 +49,15 @@ def test_accountant_charged_once_per_key_and_refusal(tmp_path):
     X, y = bounded()
     acc = Accountant(tmp_path / "ledger.sqlite")
     acc.init_budget("ds", 1.0, 0.0)
-    first = DPSIS(3, 0.6, random_state=2).fit(X, y, acc, "ds", key="k1").features_
-    again = DPSIS(3, 0.6, random_state=99).fit(X, y, acc, "ds", key="k1").features_  # retried: replayed
+    first = DPSIS(k=3, epsilon=0.6, random_state=2).fit(X, y, acc, "ds", key="k1").features_
+    again = DPSIS(k=3, epsilon=0.6, random_state=99).fit(X, y, acc, "ds", key="k1").features_  # retried: replayed
     assert first.tolist() == again.tolist()
     assert acc.status("ds").epsilon_spent == pytest.approx(0.6)
     with pytest.raises(BudgetExceeded):
-        DPSIS(3, 0.6).fit(X, y, acc, "ds", key="k2")
+        DPSIS(k=3, epsilon=0.6).fit(X, y, acc, "ds", key="k2")
     assert [r.key for r in acc.history("ds")] == ["k1"]
     with pytest.raises(ParameterError, match="dataset is required"):
-        DPSIS(3, 0.1).fit(X, y, acc)
+        DPSIS(k=3, epsilon=0.1).fit(X, y, acc)
 
 
 def test_parameters_are_validated_in_fit_and_it_is_a_scikit_learn_selector():
@@ -71,16 +71,16 @@ def test_parameters_are_validated_in_fit_and_it_is_a_scikit_learn_selector():
         ({"epsilon": 0.0}, "epsilon"),
         ({"delta": 1e-5, "mechanism": "peeling"}, "pure epsilon-DP"),
     ):
-        sel = DPSIS(3, **{"epsilon": 1.0, **kw})
+        sel = DPSIS(k=3, **{"epsilon": 1.0, **kw})
         with pytest.raises(ParameterError, match=needle):
             sel.fit(X, y)
         with pytest.raises(ParameterError, match=needle):
             sel.privacy_charge()
     with pytest.raises(ParameterError, match="smaller than the number of features"):
-        DPSIS(10, 1.0).fit(X[:, :10], y)
-    sel = DPSIS(3, 1e5, random_state=1)
+        DPSIS(k=10, epsilon=1.0).fit(X[:, :10], y)
+    sel = DPSIS(k=3, epsilon=1e5, random_state=1)
     assert clone(sel).get_params() == sel.get_params()
-    pipe = make_pipeline(DPSIS(3, 1e5, random_state=1), LinearRegression()).fit(X, y)
+    pipe = make_pipeline(DPSIS(k=3, epsilon=1e5, random_state=1), LinearRegression()).fit(X, y)
     assert pipe[0].get_support(indices=True).tolist() == [3, 30, 100] and pipe[1].coef_.shape == (3,)
 
 
@@ -98,6 +98,6 @@ def test_the_unverified_laplace_top_k_never_releases_through_an_accountant(tmp_p
     acc = Accountant(tmp_path / "ledger.sqlite")
     acc.init_budget("ds", 10.0, 1e-3)
     with pytest.raises(ParameterError, match="experiments only"):
-        DPSIS(3, 1.0, delta=1e-6, mechanism="laplace").fit(X, y, acc, "ds")
+        DPSIS(k=3, epsilon=1.0, delta=1e-6, mechanism="laplace").fit(X, y, acc, "ds")
     assert acc.history("ds") == [] and acc.status("ds").epsilon_spent == 0
-    assert DPSIS(3, 1e5, delta=1e-6, mechanism="laplace", random_state=1).fit(X, y).features_.size == 3
+    assert DPSIS(k=3, epsilon=1e5, delta=1e-6, mechanism="laplace", random_state=1).fit(X, y).features_.size == 3

@@ -50,19 +50,19 @@ def test_selector_finds_support_and_charges_a_count_and_the_votes(tmp_path):
     X, y = linear()
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 2e4, 0.0)
-    sel = TwoStageSelector(3, 1e4, alpha=0.1, random_state=0).fit(X, y, acc, "ds", key="a")
+    sel = TwoStageSelector(k=3, epsilon=1e4, alpha=0.1, random_state=0).fit(X, y, acc, "ds", key="a")
     assert sel.features_.tolist() == [1, 7, 20] and sel.n_blocks_ == 20  # floor(sqrt(400 + tiny noise))
     (rec,) = acc.history("ds")
     assert (rec.mechanism, rec.epsilon, rec.key) == ("two_stage/samp_agg", 1e4, "a")
     assert rec.privacy_loss.parts == (("laplace", 1e3, 1), ("laplace", 9e3, 1))
     # with a public number of blocks the whole epsilon goes to the votes, and n is never read
-    fixed = TwoStageSelector(3, 1.0, n_blocks=7)
+    fixed = TwoStageSelector(k=3, epsilon=1.0, n_blocks=7)
     assert fixed.privacy_charge().loss == PrivacyLoss.laplace(1.0)
 
 
 def test_release_noise_scale_is_2s_over_m_epsilon():
     """The noisy aggregate's top-k behaves like Lap(2s/(m eps)): compare with a simulation."""
-    sel = TwoStageSelector(2, 0.5, n_blocks=16, random_state=3)
+    sel = TwoStageSelector(k=2, epsilon=0.5, n_blocks=16, random_state=3)
     counts = np.zeros(50)
     counts[[4, 9]] = 8.0  # 8 of m=16 blocks vote for 4 and 9
     hits = sum(set(sel.fit_votes(counts, 16).features_) == {4, 9} for _ in range(4000)) / 4000
@@ -78,14 +78,14 @@ def test_two_stage_regression_releases_both_stages(tmp_path):
     X = X / np.abs(X).max()
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 2e4, 0.0)
-    model = TwoStageRegression(3, 1e4, alpha=0.01, random_state=5).fit(X, y / np.abs(y).max(), acc, "ds", "r")
+    model = TwoStageRegression(k=3, epsilon=1e4, alpha=0.01, random_state=5).fit(X, y / np.abs(y).max(), acc, "ds", "r")
     assert model.features_.tolist() == [1, 7, 20]
     assert np.count_nonzero(model.coef_) <= 3
     assert np.sign(model.coef_[[1, 7, 20]]).tolist() == [1.0, -1.0, 1.0]
     assert [(h.key, h.epsilon) for h in acc.history("ds")] == [("r", 5e3), ("r/stage2", 5e3)]
     assert json_result(acc, "r/stage2") == pytest.approx(model.stage2_.tolist())
     with pytest.raises(ParameterError, match="epsilon_split"):
-        TwoStageRegression(3, 1.0, epsilon_split=1.0).fit(X, y)
+        TwoStageRegression(k=3, epsilon=1.0, epsilon_split=1.0).fit(X, y)
 
 
 def json_result(acc, key):
@@ -95,13 +95,13 @@ def json_result(acc, key):
 
 
 def test_votes_outside_the_truncation_bound_are_refused():
-    sel = TwoStageSelector(2, 1.0, n_blocks=4, random_state=0)
+    sel = TwoStageSelector(k=2, epsilon=1.0, n_blocks=4, random_state=0)
     with pytest.raises(ParameterError, match="block votes"):
         sel.fit_votes(np.full(10, 3.0), 4)  # 30 votes from 4 blocks of at most 2
     with pytest.raises(ParameterError, match="block votes"):
         sel.fit_votes(np.array([5.0] + [0.0] * 9), 4)  # a feature voted by more blocks than exist
     with pytest.raises(ParameterError, match="public n_blocks"):
-        TwoStageSelector(2, 1.0).fit_votes(np.zeros(10), 4)  # votes need the public m they were cast over
+        TwoStageSelector(k=2, epsilon=1.0).fit_votes(np.zeros(10), 4)  # votes need the public m they were cast over
     assert math.isqrt(400) == 20
 
 

@@ -14,21 +14,21 @@ from dpdist.solvers.objective_perturbation import ObjectivePerturbation, _trust_
 
 
 def test_noise_norm_is_gamma_s_2zeta_over_epsilon():
-    op = ObjectivePerturbation("squared", epsilon=2.0, random_state=0)
+    op = ObjectivePerturbation(loss="squared", epsilon=2.0, random_state=0)
     s = 4
     lam_h, zeta = op.constants(s)
     assert (lam_h, zeta) == (4.0, 16.0)
     rng = np.random.default_rng(0)
     norms = np.array([np.linalg.norm(op._noise(s, zeta, rng)) for _ in range(20000)])
     assert norms.mean() == pytest.approx(s * 2 * zeta / 2.0, rel=0.02)  # Gamma(s, 2 zeta/eps) mean
-    assert ObjectivePerturbation("logistic").constants(4) == (1.0, 2.0)
+    assert ObjectivePerturbation(loss="logistic").constants(4) == (1.0, 2.0)
 
 
 def test_large_epsilon_approaches_the_constrained_fit():
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, size=(5000, 3))
     y = X @ np.array([0.5, -0.3, 0.2])
-    theta = ObjectivePerturbation("squared", epsilon=1e6, random_state=2).fit(X, y).coef_
+    theta = ObjectivePerturbation(loss="squared", epsilon=1e6, random_state=2).fit(X, y).coef_
     np.testing.assert_allclose(theta, [0.5, -0.3, 0.2], atol=1e-3)
     assert np.linalg.norm(theta) <= math.sqrt(3) + 1e-9
 
@@ -51,7 +51,7 @@ def test_logistic_minimiser_is_certified_within_the_tolerance_and_charged_for_it
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(4000, 2))
     y = (X @ np.array([3.0, -3.0]) + rng.logistic(size=4000) > 0).astype(float)
-    op = ObjectivePerturbation("logistic", epsilon=50.0, tolerance=1e-6, random_state=4)
+    op = ObjectivePerturbation(loss="logistic", epsilon=50.0, tolerance=1e-6, random_state=4)
     coef = op.fit(X, y).coef_
     assert coef.shape == (1, X.shape[1])  # scikit-learn's shape for a binary classifier
     theta = coef[0]
@@ -60,19 +60,19 @@ def test_logistic_minimiser_is_certified_within_the_tolerance_and_charged_for_it
     assert op.privacy_loss.epsilon == pytest.approx(50.0) and op.privacy_loss.delta == 0.0
     assert op.privacy_loss.parts == (("zcdp", 49.5**2 / 2), ("zcdp", 0.5**2 / 2))
     with pytest.raises(ParameterError, match="Only binary"):
-        ObjectivePerturbation("logistic").fit(X, y + (X[:, 0] > 0.5))  # three classes
+        ObjectivePerturbation(loss="logistic").fit(X, y + (X[:, 0] > 0.5))  # three classes
     with pytest.raises(ParameterError, match="outside the given classes"):
-        ObjectivePerturbation("logistic", classes=[0.0, 1.0]).fit(X, 3 * y + 2)
+        ObjectivePerturbation(loss="logistic", classes=[0.0, 1.0]).fit(X, 3 * y + 2)
     # any two labels: the first is the negative class, as scikit-learn's classifiers
-    other = ObjectivePerturbation("logistic", epsilon=50.0, random_state=4).fit(X, np.where(y > 0, "yes", "no"))
+    other = ObjectivePerturbation(loss="logistic", epsilon=50.0, random_state=4).fit(X, np.where(y > 0, "yes", "no"))
     assert list(other.classes_) == ["no", "yes"] and other.score(X, np.where(y > 0, "yes", "no")) > 0.8
     with pytest.raises(ParameterError, match="loss"):
-        ObjectivePerturbation("hinge").fit(X, y)  # validated in fit (a scikit-learn estimator)
+        ObjectivePerturbation(loss="hinge").fit(X, y)  # validated in fit (a scikit-learn estimator)
     with pytest.raises(ParameterError, match="loss"):
-        ObjectivePerturbation("hinge").privacy_charge()
+        ObjectivePerturbation(loss="hinge").privacy_charge()
     # squared loss: exact solve, the whole epsilon on b
-    assert ObjectivePerturbation("squared", 1.0).privacy_loss == PrivacyLoss.pure(1.0)
-    assert ObjectivePerturbation("squared", 1.0, delta=1e-6).privacy_loss == PrivacyLoss.approx(1.0, 1e-6)
+    assert ObjectivePerturbation(loss="squared", epsilon=1.0).privacy_loss == PrivacyLoss.pure(1.0)
+    assert ObjectivePerturbation(loss="squared", epsilon=1.0, delta=1e-6).privacy_loss == PrivacyLoss.approx(1.0, 1e-6)
 
 
 def test_the_logistic_solve_has_no_step_cap_and_an_unreachable_tolerance_is_refused_before_the_charge(
@@ -90,11 +90,13 @@ def test_the_logistic_solve_has_no_step_cap_and_an_unreachable_tolerance_is_refu
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 5.0, 0.0)
     with pytest.raises(ParameterError, match="tolerance"):
-        fit_on_support(ObjectivePerturbation("logistic", 1.0, tolerance=1e-300), X, y, np.arange(3), acc, "ds", "m")
+        fit_on_support(
+            ObjectivePerturbation(loss="logistic", epsilon=1.0, tolerance=1e-300), X, y, np.arange(3), acc, "ds", "m"
+        )
     assert acc.history("ds") == []
     solve, steps = np.linalg.solve, []
     monkeypatch.setattr(op_module.np.linalg, "solve", lambda H, g: steps.append(1) or 0.05 * solve(H, g))
-    op = ObjectivePerturbation("logistic", epsilon=1.0, tolerance=op_module.MIN_TOLERANCE)
+    op = ObjectivePerturbation(loss="logistic", epsilon=1.0, tolerance=op_module.MIN_TOLERANCE)
     reg = 2.0 * op.constants(3)[0] / op._eps_objective
     b = rng.normal(size=3)
     theta = op._solve_logistic(X, y, reg, b)
@@ -115,14 +117,14 @@ def test_a_squared_solve_that_misses_its_kkt_conditions_is_refined_not_refused(t
     rng = np.random.default_rng(5)
     X = rng.uniform(-1, 1, size=(200, 3))
     y = rng.uniform(-1, 1, size=200)
-    exact = ObjectivePerturbation("squared", epsilon=1.0, random_state=6).fit(X, y).coef_
+    exact = ObjectivePerturbation(loss="squared", epsilon=1.0, random_state=6).fit(X, y).coef_
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 5.0, 0.0)
     rounds = []
     refine = op_module._refine_trust_region
     monkeypatch.setattr(op_module, "_trust_region", lambda A, c, radius: np.zeros(A.shape[0]) + 0.1)
     monkeypatch.setattr(op_module, "_refine_trust_region", lambda *a: rounds.append(1) or refine(*a))
-    op = ObjectivePerturbation("squared", epsilon=1.0, random_state=6)
+    op = ObjectivePerturbation(loss="squared", epsilon=1.0, random_state=6)
     fit_on_support(op, X, y, np.array([0, 1, 2]), acc, "ds", "m")
     assert rounds and np.allclose(op.coef_, exact, rtol=1e-13, atol=1e-15)
     (rec,) = acc.history("ds")
@@ -154,5 +156,5 @@ def test_bad_labels_are_refused_before_the_charge(tmp_path):
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("ds", 5.0, 0.0)
     with pytest.raises(ParameterError, match="Only binary"):
-        fit_on_support(ObjectivePerturbation("logistic"), X, np.arange(60) % 3, np.array([0, 1]), acc, "ds", "m")
+        fit_on_support(ObjectivePerturbation(loss="logistic"), X, np.arange(60) % 3, np.array([0, 1]), acc, "ds", "m")
     assert acc.history("ds") == [] and acc.status("ds").epsilon_spent == 0.0

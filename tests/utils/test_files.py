@@ -162,3 +162,21 @@ def test_a_sidecar_removed_by_another_connections_close_is_no_error(tmp_path: Pa
 
     monkeypatch.setattr(files, "_tighten", racing)
     assert private_sqlite(db) == db and not Path(f"{db}-wal").exists()
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["dangling", "to-a-directory"])
+def test_a_ledger_made_through_a_symlink_is_owner_only(tmp_path: Path, umask: int, existing: bool) -> None:
+    """SQLite follows the link and creates the file where it leads: that file is made 0600 first."""
+    target = tmp_path / "elsewhere" / "ledger.sqlite"
+    if existing:
+        target.parent.mkdir()
+    link = tmp_path / "ledger.sqlite"
+    link.symlink_to(target)
+    acc = Accountant(link)
+    acc.init_budget("ds", epsilon=1.0, delta=0.0)
+    acc.charge("ds", Charge(PrivacyLoss.pure(0.5), "test"), key="k1")
+    assert link.is_symlink() and target.is_file()
+    assert mode(target) == 0o600
+    assert all(mode(p) == 0o600 for p in target.parent.iterdir() if p.name.startswith("ledger.sqlite"))
+    if not existing:
+        assert mode(target.parent) == 0o700  # the directory the ledger made

@@ -17,9 +17,8 @@ Format versions (``attrs["dpdist"]["format_version"]``; both are read):
 * 1: zarr's default codec (zstd level 0) on every array.
 * 2 (written now): the same arrays and attributes, compressed with Blosc LZ4 (over a byte
   shuffle for the integer arrays, ``CODEC``; plain for the values, ``VALUES_CODEC``), which
-  decodes 3-10x faster than zstd per core on KDDA- and Webspam-shaped arrays and encodes
-  ~10x faster, at a similar size (smaller CSC row indices, larger CSR column indices and
-  values); see benchmarks/store_codecs.py.
+  decodes and encodes faster than zstd per core at a similar size (benchmarks/store_codecs.py
+  measures both, its dated results under benchmarks/results/scale/).
 
 Writing is atomic: everything goes to a temporary directory beside the target that is
 renamed into place only when complete; a failure removes it and leaves no store behind.

@@ -77,7 +77,7 @@ def _raw_chunk(arr: Array, k: int) -> bytes | None:
 
 def read_range(arr: Array, a: int, b: int, dtype: npt.DTypeLike | None = None) -> np.ndarray:
     """arr[a:b] of a 1-d array, its chunks read and decompressed straight into the result in
-    threads (2-3x faster than zarr's generic path for our arrays: no intermediate buffers);
+    threads (faster than zarr's generic path for our arrays: no intermediate buffers);
     zarr's own read for any other layout. ``dtype``: the result's (default the array's); the
     chunks are converted one at a time, so no whole-range copy in the stored dtype is made."""
     dtype = arr.dtype if dtype is None else np.dtype(dtype)
@@ -217,9 +217,8 @@ class ColumnStream:
     entries at positions [lo, hi) of the range (counted from its first entry), in order: rows
     and values (None when binary) of the entries p, p+1, ... With our stores' codecs each piece
     is one stored chunk decompressed into a buffer of the calling thread that the next piece
-    overwrites: no fresh memory, which on this kind of VM costs more to touch the first time
-    than the decompression (1.23 GB of KDDA's row indices: 0.10 s decompressed by 2 threads
-    into reused buffers, 0.5-0.7 s into fresh ones). Any other layout yields one piece read
+    overwrites: no fresh memory, which on this kind of VM can cost more to touch the first time
+    than the decompression itself. Any other layout yields one piece read
     whole. Which ranges are binary depends on the data and changes only memory and time,
     never a value read through it.
     """

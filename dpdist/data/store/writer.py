@@ -36,6 +36,7 @@ from dpdist.data.store.schema import MAX_TRACKED_LABELS, check_task, schema
 from dpdist.data.store.schema import label_mapping as resolve_labels
 from dpdist.exceptions import ParameterError
 from dpdist.utils.files import private_dir, restrict_tree
+from dpdist.utils.io import make_parents, remove_made
 from dpdist.utils.random import random_name
 
 __all__ = ["DEFAULT_BLOCK_ROWS", "DEFAULT_MEMORY", "StoreWriter", "write_blocks", "write_store"]
@@ -126,7 +127,6 @@ class StoreWriter:
         self.out = Path(out)
         if self.out.exists() and not force:
             raise ParameterError(f"store {self.out} already exists; pass --force (force=True) to overwrite it")
-        self.out.parent.mkdir(parents=True, exist_ok=True)
         if not index_offsets or any(o < 0 for o in index_offsets):
             raise ParameterError(f"index_offsets must be non-negative offsets, got {index_offsets}")
         self.memory_bytes = int(memory_bytes)
@@ -134,7 +134,12 @@ class StoreWriter:
         self.index_offsets = tuple(dict.fromkeys(int(o) for o in index_offsets))
         self._guess = self.index_offsets[0]
         self.tmp = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex[:12]}"
-        private_dir(self.tmp)
+        self._made = make_parents(self.out.parent)  # removed again by abort: a failed store leaves no directory
+        try:
+            private_dir(self.tmp)
+        except BaseException:
+            remove_made(self._made)
+            raise
         try:  # a disk full already here leaves no temporary behind (the caller has no writer to abort)
             self.root = zarr.open_group(self.tmp, mode="w-", zarr_format=3)
             g = _sparse_group(self.root, "X", "csr_matrix")
@@ -240,6 +245,7 @@ class StoreWriter:
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+        remove_made(self._made)
 
     def finish(
         self,

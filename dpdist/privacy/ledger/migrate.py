@@ -1,18 +1,21 @@
 """Copying an SQLite ledger to a PostgreSQL one, every record kept and verified.
 
 A team moving from one person's SQLite ledger to a shared PostgreSQL ledger must not lose a record:
-a release forgotten in the copy is budget spent twice. :func:`migrate` copies every budget, link and
-release (with its id, so the order of the history is kept) in one transaction on the target, reads
-the copy back inside that transaction and commits only if the target holds the same number of rows
-of each table and the same SHA-256 digest of every release (every column); it then reads the
-committed copy back once more. The target must hold no ledger records yet. The digests are compared,
-never shown: a release's row holds the dataset's content hash, which is private (so is an error of
-the copy: it names the table, never the server's detail, which can quote a row).
+a release forgotten in the copy is budget spent twice. :func:`migrate` copies every budget, link,
+release (with its id, so the order of the history is kept) and budget's composed state in one
+transaction on the target, reads the copy back inside that transaction and commits only if the
+target holds the same number of rows of each table and the same SHA-256 digest of every row (every
+column); it then reads the committed copy back once more. The target must hold no ledger records
+yet. The digests are compared, never shown: a release's row holds the dataset's content hash, which
+is private (so is an error of the copy: it names the table, never the server's detail, which can
+quote a row).
 
-The source's write lock is held from before its rows are read until after the committed copy was
-verified, and in that same transaction the source is marked moved (table ``moved_to``: the target's
-URL, which holds no password -- one is refused): from then on the SQLite ledger refuses every charge
-and outcome, naming the target (:meth:`SQLiteLedger.refuse_if_moved`), so no budget is spent in both.
+The move is three commits (:mod:`.moves`): the source announced (:func:`announce`), the copy with the
+move's token on the target (:func:`copy_into`), the source marked moved (:func:`mark_moved`, in the
+transaction that holds the source's write lock from before its rows are read). At every point between
+them exactly one of the two ledgers takes charges, and a run killed anywhere is finished by running it
+again. The URLs hold no password (one is refused). These three functions are the points a test kills
+a migration at.
 """
 
 from __future__ import annotations
@@ -20,18 +23,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.ledger.postgres import PostgresLedger, is_url
-from dpdist.privacy.ledger.schema import LedgerConnection
+from dpdist.privacy.ledger import composed, moves
+from dpdist.privacy.ledger.backend import parse_location
+from dpdist.privacy.ledger.connection import LedgerConnection
+from dpdist.privacy.ledger.postgres import PostgresLedger
 from dpdist.privacy.ledger.sqlite import SQLiteLedger
 
-__all__ = ["Copied", "digest", "migrate"]
+__all__ = ["Copied", "announce", "copy_into", "digest", "mark_moved", "migrate"]
 
 # every column of each table, in the order they are copied and digested
 _COLUMNS = {
@@ -50,8 +54,9 @@ _COLUMNS = {
         "params",
         "covered",
     ),
+    "composed": composed.COLUMNS,  # each budget's composed state (its sums' exact text)
 }
-_ORDER = {"budgets": "dataset", "links": "alias", "releases": "id"}
+_ORDER = {"budgets": "dataset", "links": "alias", "releases": "id", "composed": "dataset"}
 
 
 @dataclass(frozen=True)
@@ -74,9 +79,13 @@ def _rows(con: LedgerConnection, table: str) -> list[tuple[Any, ...]]:
 def digest(con: LedgerConnection) -> dict[str, tuple[int, str]]:
     """Per table, its row count and the SHA-256 of its rows in order (each row's every column, as JSON:
     a float by its shortest exact text, so a copy that changed a bit of an epsilon differs)."""
+    return _digest_rows({table: _rows(con, table) for table in _COLUMNS})
+
+
+def _digest_rows(tables: dict[str, list[tuple[Any, ...]]]) -> dict[str, tuple[int, str]]:
     out = {}
     for table in _COLUMNS:
-        rows = _rows(con, table)
+        rows = tables[table]
         h = hashlib.sha256()
         for row in rows:
             h.update(
@@ -88,7 +97,7 @@ def digest(con: LedgerConnection) -> dict[str, tuple[int, str]]:
 
 def _copy(con: LedgerConnection, rows: dict[str, list[tuple[Any, ...]]]) -> None:
     """Insert every row (the releases with their ids; the id sequence set past them)."""
-    for table in ("budgets", "links", "releases"):  # links and releases refer to budgets
+    for table in ("budgets", "links", "releases", "composed"):  # the others refer to budgets
         columns = _COLUMNS[table]
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         try:
@@ -105,18 +114,15 @@ def _copy(con: LedgerConnection, rows: dict[str, list[tuple[Any, ...]]]) -> None
     )
 
 
-def migrate(source: str | Path, target: str, timeout: float = 120.0) -> Copied:
-    """Copy the SQLite ledger at ``source`` into the PostgreSQL ledger at ``target`` (a URL).
+def announce(src: SQLiteLedger, target: str) -> str:
+    """Step 1 (:mod:`.moves`), committed on the source: the move's token."""
+    return src.write(lambda con: moves.announce(con, src.path, target))
 
-    The source is opened as a ledger (upgraded in place first if an older dpdist wrote it), read under
-    its write lock, and marked moved in the same transaction once the copy is committed and verified.
-    Raises ``ParameterError`` when ``target`` is not a PostgreSQL URL or already holds records,
-    and when the copy read back differs (then nothing was committed).
-    """
-    if not is_url(target):
-        raise ParameterError(f"--to must be a PostgreSQL URL (postgresql://user@host/db), got {target!r}")
-    src = SQLiteLedger(Path(source), timeout, create=False)
-    dst = PostgresLedger(target, timeout, create=True)
+
+def copy_into(dst: PostgresLedger, target: str, rows: dict[str, list[tuple[Any, ...]]], token: str) -> None:
+    """Step 2, committed on the target: every row, and the move's token, in one transaction that commits
+    only if the copy reads back with the source's counts and digests."""
+    expected = _digest_rows(rows)
 
     def copy(con: LedgerConnection) -> None:
         held = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _COLUMNS}
@@ -127,19 +133,47 @@ def migrate(source: str | Path, target: str, timeout: float = 120.0) -> Copied:
             )
         _copy(con, rows)
         if digest(con) != expected:
-            raise ParameterError(f"the copy of {source} in {target} read back differently: nothing was committed")
+            raise ParameterError(f"the copy in {target} read back differently: nothing was committed")
+        moves.record_copy(con, token)
 
-    def move(con: LedgerConnection) -> None:
-        src.refuse_if_moved(con)  # copied once already: its records are the target's
-        rows.update({t: _rows(con, t) for t in _COLUMNS})
-        expected.update(digest(con))
-        dst.write(copy)
-        if dst.read(digest) != expected:
-            raise ParameterError(f"the committed copy of {source} in {target} reads back differently from the source")
-        con.execute("CREATE TABLE IF NOT EXISTS moved_to (url TEXT NOT NULL, time TEXT NOT NULL)")
-        con.execute("INSERT INTO moved_to (url, time) VALUES (?, ?)", (target, datetime.now(UTC).date().isoformat()))
+    dst.write(copy)
 
-    rows: dict[str, list[tuple[Any, ...]]] = {}
-    expected: dict[str, tuple[int, str]] = {}
-    src.write(move)  # one transaction holding the write lock: no charge lands in the source mid-copy or after
-    return Copied(expected["budgets"][0], expected["links"][0], expected["releases"][0])
+
+def mark_moved(con: LedgerConnection, target: str) -> None:
+    """Step 3, in the source's transaction (committed when :func:`migrate`'s returns)."""
+    moves.mark_moved(con, target)
+
+
+def migrate(source: str | Path, target: str, timeout: float = 120.0) -> Copied:
+    """Copy the SQLite ledger at ``source`` into the PostgreSQL ledger at ``target`` (a URL).
+
+    The source is opened as a ledger (upgraded in place first if an older dpdist wrote it) and
+    announced; then, holding its write lock from before its rows are read until it is marked moved,
+    its rows are copied and verified in one transaction on the target, and it is marked moved
+    (:mod:`.moves`: at every point exactly one of the two takes charges). Raises ``ParameterError``
+    when ``target`` is not a PostgreSQL URL or already holds records, and when the copy read back
+    differs (then nothing was committed on the target). A run killed at any point is finished by
+    running it again.
+    """
+    if not parse_location(target).is_url:
+        raise ParameterError(f"--to must be a PostgreSQL URL (postgresql://user@host/db), got {target!r}")
+    if parse_location(source).is_url:
+        raise ParameterError(f"--from must be an SQLite ledger's path, got the URL {source!r}")
+    src = SQLiteLedger(Path(source), timeout, create=False)
+    dst = PostgresLedger(target, timeout, create=True)
+    announce(src, target)
+
+    def move(con: LedgerConnection) -> Copied:
+        token = moves.announce(con, src.path, target)  # step 1's (refuses a source another run finished meanwhile)
+        rows = {t: _rows(con, t) for t in _COLUMNS}
+        expected = _digest_rows(rows)
+        if not moves.holds_copy(target, token):  # else a killed run's copy committed: only the mark is left
+            copy_into(dst, target, rows, token)
+            if dst.read(digest) != expected:
+                raise ParameterError(
+                    f"the committed copy of {source} in {target} reads back differently from the source"
+                )
+        mark_moved(con, target)
+        return Copied(expected["budgets"][0], expected["links"][0], expected["releases"][0])
+
+    return src.write(move)  # one transaction holding the source's write lock: no charge lands mid-copy

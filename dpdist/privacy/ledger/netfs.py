@@ -6,9 +6,9 @@ two hosts sharing one ledger file could both pass the budget check, or corrupt t
 ledger on such a filesystem is refused (:mod:`dpdist.privacy.ledger.sqlite`); a team ledger belongs
 on PostgreSQL (:mod:`dpdist.privacy.ledger.postgres`).
 
-The mount of a path is the mount-table entry with the longest mount point that contains the path's
-nearest existing ancestor (resolved through symbolic links). Where there is no mount table (not
-Linux), nothing is detected.
+The mount of a path is the mount-table entry with the longest mount point that contains the nearest
+existing ancestor of where the path leads (every symbolic link followed, a dangling one included).
+Where there is no mount table (not Linux), nothing is detected.
 """
 
 from __future__ import annotations
@@ -89,11 +89,12 @@ def _mounts(table: Path) -> list[Mount]:
 
 
 def _existing(path: Path) -> Path:
-    """``path``'s nearest existing ancestor (itself if it exists), resolved."""
-    path = Path(os.path.abspath(path))
-    for candidate in (path, *path.parents):
+    """The nearest existing ancestor of where ``path`` leads (itself if it exists): its symbolic links
+    followed first, a dangling one's too, since SQLite creates the file where the link points."""
+    target = Path(os.path.realpath(path))
+    for candidate in (target, *target.parents):
         if candidate.exists():
-            return candidate.resolve()
+            return candidate
     return Path("/")
 
 

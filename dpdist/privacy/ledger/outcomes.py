@@ -1,37 +1,17 @@
 """What a ledger records as a release's outcome: its result, or its failure by class and a fixed message.
 
 :meth:`dpdist.privacy.accountant.Accountant.release` records the outcome of every release's
-computation (its docstring has the claim and its proof). A failure is recorded as
-``{"__dpdist_failure__": {"type", "raised", "message"}}``: the public dpdist class it is replayed
-as, the name of the exception's class, and a fixed public message chosen by that class -- never
-the exception's own text, which can hold values, counts, shapes or times of the data. A replay
-raises the recorded failure again, built from the record alone. The machine's own failures
-(:func:`machine_failure`) are not an outcome: they propagate unrecorded, as an interrupted run.
+computation. A failure is recorded as ``{"__dpdist_failure__": {"type", "raised", "message"}}``: the
+public dpdist class it is replayed as, the name of the exception's class, and a fixed public message
+chosen by that class -- never the exception's own text, which can hold values, counts, shapes or times
+of the data. A replay raises the recorded failure again, built from the record alone. The machine's
+own failures (:func:`machine_failure`) are not an outcome: they propagate unrecorded, as an interrupted
+run.
 
-Why (the claim and its proof). Let M be the charged mechanism and F(D) in {ok, failed} whether an
-attempt on the dataset D fails; F can depend on D, on a solver's time and on noise already drawn.
-(i) *No resampling.* If a failure were not recorded, a caller retrying under the same key until
-success would publish a draw of M(D) conditioned on F = ok, a distribution the charge does not cover
-(conditioning on an event of data-dependent probability p(D) can multiply an outcome's probability
-by 1/p(D), unbounded over neighbours). Because the first outcome is recorded before it is returned
-and every later call under the key replays it, what leaves under one key is one draw of the pair
-(F, M) -- M's output only if F = ok -- never a draw of M selected by retrying. (ii) *No
-re-measurement.* A failure that happens before any noise (``SolverAborted``: a MIP time limit) is a
-function of the data and of the solver's time; replaying it means one charge exposes that event
-once, never a fresh measurement per retry. The failure event itself is not made private by the
-ledger (its only data-dependent content is which of a fixed list of outcomes occurred): it is
-bounded to one observation per charge, after the charge. (iii) *Nothing else leaves.* A recorded
-failure is ``{"type", "raised", "message"}``: the public dpdist exception class it is replayed as,
-the name of the exception's class, and a fixed public message chosen by that class
-(:data:`_PUBLIC_MESSAGES`). The exception's own message (``str(e)``), which can hold values, counts,
-shapes or indices of the data (numpy, scikit-learn and solver messages do) and times, is neither
-stored nor shown; the error the caller sees, first time and on replay alike, is built from the
-record alone and carries no chained exception.
-
-The machine's failures do not depend on the noise drawn, so a retry that follows one draws M(D)
-unconditioned (F independent of M's randomness). The same holds for a ledger transaction that a
-PostgreSQL server aborts and the ledger runs again (:mod:`dpdist.privacy.ledger.postgres`): the
-transactions read and write the ledger only, and the noise is drawn outside them, once per charge.
+Claim: with every outcome recorded and replayed under its key, one charge never yields two draws of its
+mechanism nor measures a data-dependent failure twice, and nothing of the data leaves but the
+mechanism's output and which of a fixed list of outcomes occurred. Proof:
+[docs/proofs/recorded-outcomes.md][proof-recorded-outcomes].
 """
 
 from __future__ import annotations

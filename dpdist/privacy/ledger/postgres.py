@@ -7,19 +7,13 @@ spend the same budget from different hosts, where an SQLite file on a shared fil
 (``postgresql://user@host:port/db?...``: ``--ledger``, ``DPDIST_LEDGER``, ``ledger =`` in a run config).
 
 * Serialised: the budget check and the charge are one transaction
-  (:meth:`dpdist.privacy.accountant.Accountant.charge`) that first locks the budget's row and the
-  budgets linked to it (:meth:`PostgresLedger.lock_budget`, transaction-level advisory locks, which
-  need no right on any table: an analyst's role that may not change a budget can still charge one),
-  in read-committed mode: every charge that can change what the check reads (a charge to the budget
-  or to a budget linked to it) holds one of those locks until it commits, so the check, whose
-  statements each read what was committed when they start, sees every earlier charge and no later
-  one can land before this one commits -- the charges of one budget run one after another, from any
-  number of machines, and no interleaving overspends. Every other transaction is ``SERIALIZABLE``.
-  A transaction the server aborts as a serialisation failure (or a deadlock) changed nothing and is
-  run again, after a random back-off, until the ledger's ``timeout``. A transaction reads and
-  writes the ledger only: the noise of a release is drawn outside it, after its charge committed
-  (:meth:`Accountant.release`), so a retry never draws noise twice; a retried charge of a key that a
-  lost connection's commit recorded is answered from the ledger (a release key is idempotent).
+  (:meth:`dpdist.privacy.accountant.Accountant.charge`) that first takes the advisory locks of the
+  budget and of the budgets linked to it (:meth:`PostgresLedger.lock_budget`: no right on any table is
+  needed), in read-committed mode; every other transaction is ``SERIALIZABLE``, and one the server
+  aborts as a serialisation failure (or a deadlock) changed nothing and is run again, after a random
+  back-off, until the ledger's ``timeout``. Claim: the charges of one budget run one after another,
+  from any number of machines, and a retry never draws noise twice. Proof:
+  [docs/proofs/ledger.md][proof-ledger-serialised].
 * Atomic: a client killed in the middle of a transaction leaves it wholly absent (the server rolls
   back the transaction of a connection that drops); a committed charge is durable on the server.
 * Credentials never in argv or logs: a password in the URL is refused; the password comes from a
@@ -29,7 +23,11 @@ spend the same budget from different hosts, where an SQLite file on a shared fil
   honoured).
 * Server down: a call that cannot reach the server raises ``LedgerUnavailable`` (an ``OSError``,
   the machine's failure) and releases nothing, because a release is computed only after its
-  charge has committed.
+  charge has committed. It fails fast and names the cause: the first use of a ledger in a process
+  makes one connection attempt of its own (a refused port, an unknown host, a wrong password:
+  libpq's own message, at once, the password tried once), and a call that finds no working
+  connection within a few seconds (:data:`_WAIT`) asks the server once more, directly, instead of
+  waiting out the pool's timeout.
 
 Each process keeps one connection pool (:mod:`psycopg_pool`) per ledger URL.
 """
@@ -52,13 +50,13 @@ from psycopg import IsolationLevel, errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dpdist.exceptions import LedgerUnavailable, ParameterError, UnknownDataset
-from dpdist.privacy.ledger.schema import Cursor, LedgerConnection, prepare
+from dpdist.privacy.ledger.connection import Cursor, LedgerConnection
+from dpdist.privacy.ledger.schema import prepare
 
-__all__ = ["PostgresLedger", "connection_parameters", "is_url"]
+__all__ = ["PostgresLedger", "connection_parameters"]
 
 T = TypeVar("T")
 
-_SCHEMES = ("postgresql://", "postgres://")
 # serialises the schema's creation and upgrades between clients (any number the same on all of them)
 _SETUP_LOCK = 0x6470646973740001
 # what the server's SQLSTATE says when a write is refused for its size: a full disk, memory, a limit,
@@ -66,15 +64,14 @@ _SETUP_LOCK = 0x6470646973740001
 _SIZE_REFUSALS = frozenset({"53100", "53200", "54000", "57014"})
 # libpq's keys whose value is a secret: never in a URL
 _SECRETS = ("password", "sslpassword")
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+# how long a call waits for a working pooled connection before it asks the server directly (a server
+# that went down is then named at once; a pool that is only busy is waited for, up to the timeout)
+_WAIT = 5.0
 
 _pools: dict[tuple[int, str], psycopg_pool.ConnectionPool] = {}
 _prepared: set[tuple[int, str]] = set()
 _lock = threading.Lock()
-
-
-def is_url(location: object) -> bool:
-    """Whether a ledger location is a PostgreSQL URL (else it is an SQLite file's path)."""
-    return isinstance(location, str) and location.startswith(_SCHEMES)
 
 
 def connection_parameters(url: str) -> dict[str, Any]:
@@ -96,6 +93,10 @@ def connection_parameters(url: str) -> dict[str, Any]:
             "PGPASSWORD in the ledger process's environment"
         )
     params.setdefault("sslmode", "prefer")
+    if params["sslmode"] not in _SSLMODES:
+        raise ParameterError(
+            f"the ledger URL's sslmode={params['sslmode']!r} is none libpq reads: one of {', '.join(_SSLMODES)}"
+        )
     params.setdefault("connect_timeout", "10")
     params.setdefault("application_name", "dpdist-ledger")
     return params
@@ -182,14 +183,15 @@ class PostgresLedger:
         return bool(row[0])
 
     def lock_budget(self, con: LedgerConnection, dataset: str, *also: str) -> None:
-        """Lock the budget of ``dataset`` (and of ``also``) and the budgets linked to it for this
-        transaction (its first statement: the transaction is read committed from here, each later
-        statement reading what was committed when it starts).
+        """Lock the budget of ``dataset`` (and of ``also``), the budgets linked to it and the budget it is
+        linked to (whose composed state its charges change too) for this transaction (its first
+        statement: the transaction is read committed from here, each later statement reading what was
+        committed when it starts).
 
         Each budget's lock is a transaction-level advisory lock on a 64-bit key of its dataset
         (:func:`_budget_lock`), taken in sorted order: no right on any table is needed (``SELECT ...
         FOR UPDATE`` would need ``UPDATE`` on ``budgets``, which would let an analyst raise a total).
-        After the locks are held the links are read again, and any alias linked meanwhile is locked
+        After the locks are held the links are read again, and any budget linked meanwhile is locked
         too, until the set is stable: a link committed while this waited is never missed."""
         con.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         locked: set[str] = set()
@@ -198,8 +200,11 @@ class PostgresLedger:
             for name in sorted(wanted - locked):
                 con.execute("SELECT pg_advisory_xact_lock(?)", (_budget_lock(name),))
                 locked.add(name)
+            marks = ", ".join("?" * len(locked))
             rows = con.execute(
-                f"SELECT alias FROM links WHERE dataset IN ({', '.join('?' * len(locked))})", sorted(locked)
+                f"SELECT alias FROM links WHERE dataset IN ({marks}) "
+                f"UNION SELECT dataset FROM links WHERE alias IN ({marks})",
+                [*sorted(locked), *sorted(locked)],
             ).fetchall()
             wanted = locked | {str(r[0]) for r in rows}
 
@@ -213,7 +218,7 @@ class PostgresLedger:
         deadline = time.monotonic() + self.timeout
         for attempt in range(1 << 30):
             try:
-                with self._errors(), self._pool().connection() as conn, conn.transaction():
+                with self._errors(), self._connection() as conn, conn.transaction():
                     return body(_Statements(conn))
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 if time.monotonic() > deadline:
@@ -238,6 +243,7 @@ class PostgresLedger:
         with _lock:
             pool = _pools.get(key)
             if pool is None:
+                self._reach()  # one attempt, its cause named (the pool would retry in the background)
                 pool = psycopg_pool.ConnectionPool(
                     self.conninfo,
                     min_size=1,
@@ -248,9 +254,50 @@ class PostgresLedger:
                     name="dpdist-ledger",
                     open=False,
                 )
-                pool.open(wait=True, timeout=min(self.timeout, 30.0))  # a server that is down: raised at once
+                try:
+                    pool.open(wait=True, timeout=min(self.timeout, 30.0))
+                except psycopg_pool.PoolTimeout:
+                    pool.close(timeout=0)
+                    self._reach()  # gone since: its cause
+                    raise LedgerUnavailable(
+                        f"ledger {self.location}: no connection to the server opened within "
+                        f"{min(self.timeout, 30.0):g} s; nothing was charged or released"
+                    ) from None
                 _pools[key] = pool
         return pool
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A working connection of the pool; the server asked directly (:meth:`_reach`) each time none
+        comes within :data:`_WAIT`, so a server that went down is named in seconds, not at the timeout."""
+        pool = self._pool()
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn = pool.getconn(timeout=max(0.1, min(_WAIT, deadline - time.monotonic())))
+                break
+            except psycopg_pool.PoolTimeout:
+                self._reach()
+                if time.monotonic() >= deadline:
+                    raise LedgerUnavailable(
+                        f"ledger {self.location}: no connection of this process's pool came free within "
+                        f"{self.timeout:g} s; this call released nothing, a charge it made stands"
+                    ) from None
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _reach(self) -> None:
+        """Open and close one connection; ``LedgerUnavailable`` naming libpq's reason when it fails."""
+        try:
+            psycopg.connect(self.conninfo).close()
+        except psycopg.Error as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise LedgerUnavailable(
+                f"ledger {self.location} could not be read or written: {first} (the server could not be reached); "
+                "this call released nothing, a charge it made stands"
+            ) from None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

@@ -7,7 +7,14 @@ The file is in WAL mode with ``synchronous=FULL``:
 * serialised: ``BEGIN IMMEDIATE`` takes the write lock before anything is read, so processes
   charging the same ledger at once can never overspend (the budget check and the charge are
   one transaction, :meth:`dpdist.privacy.accountant.Accountant.charge`);
-* owner-only: the file (and its ``-wal``/``-shm``) is made readable by its owner alone.
+* owner-only: the file (and its ``-wal``/``-shm``) is made readable by its owner alone;
+* read-only for reading commands: a ledger opened to read only (``create=False``: ``budget show``,
+  ``budget history``, ``models``) is opened with SQLite's ``mode=ro``, never made or re-moded, so a
+  read-only ledger (a ``0444`` file, a read-only mount) reads and keeps its mode. A file no one can
+  write with no WAL content left is read as ``immutable`` (no ``-shm`` is needed, none is made).
+
+A file that is not an SQLite database, or a damaged one, is refused in one line naming it
+(``ParameterError``: exit 2).
 
 SQLite's own documentation says WAL mode does not work over a network filesystem (its index is
 shared memory on one host) and that POSIX locks over NFS are unreliable: two processes on two hosts
@@ -18,16 +25,20 @@ out: a path on a local disk, or a PostgreSQL ledger (:mod:`dpdist.privacy.ledger
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import quote
 
 from dpdist.exceptions import LedgerUnavailable, ParameterError, UnknownDataset
+from dpdist.privacy.ledger import moves
+from dpdist.privacy.ledger.connection import LedgerConnection
 from dpdist.privacy.ledger.netfs import network_mount
-from dpdist.privacy.ledger.schema import LedgerConnection, prepare
+from dpdist.privacy.ledger.schema import SCHEMA_VERSION, prepare
 from dpdist.utils.files import private_sqlite
 
 __all__ = ["SQLiteLedger", "network_filesystem_refusal"]
@@ -75,11 +86,27 @@ def network_filesystem_refusal(path: Path) -> ParameterError | None:
     )
 
 
+def _unwritable_without_wal(path: Path) -> bool:
+    """Whether no process can write ``path`` (no write bit, or a read-only location) and no ``-wal``
+    content is left beside it: then the file alone holds the ledger and reads as ``immutable``."""
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return False
+    try:
+        read_only_mount = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only_mount = False
+    no_write_bit = not path.stat().st_mode & 0o222
+    return read_only_mount or no_write_bit or not os.access(path.parent, os.W_OK)
+
+
 class SQLiteLedger:
     """The SQLite backend of :class:`dpdist.privacy.accountant.Accountant` (a file at ``path``).
 
     Every call opens its own connection, so one ledger is safe to share between threads and
-    processes. ``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none).
+    processes. ``create=False`` opens an existing ledger only (``UnknownDataset`` if there is none), to
+    read: its reads use read-only connections and nothing changes the file or its mode (an older
+    dpdist's ledger is still upgraded, which needs it writable).
     """
 
     dialect = "sqlite"
@@ -88,12 +115,19 @@ class SQLiteLedger:
         self.path = path
         self.location = str(path)
         self.timeout = timeout
+        self.read_only = not create
         refusal = network_filesystem_refusal(path)
         if refusal is not None:
             raise refusal
-        if not create and not path.is_file():
+        if create:
+            private_sqlite(path)  # owner-only ledger (and its -wal/-shm), whatever the umask
+        elif not path.is_file():
             raise UnknownDataset(f"there is no ledger at {path} (nothing has been charged there yet)")
-        private_sqlite(path)  # owner-only ledger (and its -wal/-shm), whatever the umask
+        self._immutable = self.read_only and _unwritable_without_wal(path)
+        if not create and self.read(self.version) == SCHEMA_VERSION:
+            return  # nothing to make or upgrade: the file is left as it is
+        if not create and self.read(self.version) == 0 and not self.read(self.has_tables):
+            raise UnknownDataset(f"there is no ledger at {path} (an empty file: nothing has been charged there)")
         self.write(lambda con: prepare(con, self))
 
     # ---------------------------------------------------------------- schema version
@@ -113,18 +147,10 @@ class SQLiteLedger:
         """Nothing to do: ``BEGIN IMMEDIATE`` took the ledger's write lock before the transaction read anything."""
 
     def refuse_if_moved(self, con: LedgerConnection) -> None:
-        """Refuse a write to a ledger copied to PostgreSQL (:func:`dpdist.privacy.ledger.migrate.migrate`
-        marks it, table ``moved_to``, in the transaction that copied it): a charge here would spend
-        again a budget the copy also holds. ``ParameterError`` naming where the ledger went."""
-        if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'moved_to'").fetchone() is None:
-            return
-        row = con.execute("SELECT url FROM moved_to").fetchone()
-        if row is not None:
-            raise ParameterError(
-                f"ledger {self.path} was moved to {row[0]} (dpdist ledger migrate): it takes no more charges or "
-                f"outcomes, so no budget is spent twice; use --ledger {row[0]} (or DPDIST_LEDGER). Its records "
-                "still read"
-            )
+        """Refuse a write to a ledger copied to PostgreSQL (:mod:`dpdist.privacy.ledger.moves`: marked moved,
+        or announced and its copy committed): a charge here would spend again a budget the copy also
+        holds. ``ParameterError`` naming where the ledger went."""
+        moves.refuse_if_moved(con, self.path)
 
     # ------------------------------------------------------------------ transactions
 
@@ -134,9 +160,10 @@ class SQLiteLedger:
             return body(con)
 
     def read(self, body: Callable[[LedgerConnection], T]) -> T:
-        """``body`` on a connection of its own, outside a write transaction."""
+        """``body`` on a connection of its own, outside a write transaction (a read-only one for a ledger
+        opened to read)."""
         with self._errors():
-            con = self._connect()
+            con = self._connect_read_only() if self.read_only else self._connect()
             try:
                 return body(con)
             finally:
@@ -147,6 +174,15 @@ class SQLiteLedger:
         can depend on the size of a release's result -- not a lock or a permission."""
         cause = getattr(e.__cause__, "sqlite_errorcode", None)
         return cause is not None and cause & 0xFF in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A reading command's connection: SQLite's read-only mode, nothing written (module doc)."""
+        flags = "mode=ro&immutable=1" if self._immutable else "mode=ro"
+        con = sqlite3.connect(
+            f"file:{quote(str(self.path))}?{flags}", uri=True, timeout=self.timeout, isolation_level=None
+        )
+        con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return con
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -205,5 +241,10 @@ class SQLiteLedger:
                 raise ParameterError(
                     f"ledger {self.path} is not an SQLite database (a ledger is written by "
                     f"dpdist: pass its path, or a new path to start one)"
+                ) from e
+            if code == sqlite3.SQLITE_CORRUPT:
+                raise ParameterError(
+                    f"ledger {self.path} is damaged ({e}): dpdist changed nothing in it; restore it from a "
+                    "backup (a ledger's records are what has been spent: never start a new one in its place)"
                 ) from e
             raise

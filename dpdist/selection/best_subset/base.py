@@ -9,33 +9,10 @@ refusal is a failed propose-test-release check (mistakes method), a charged outp
 mechanism: it is raised inside ``compute`` as ``ReleaseRefused``, the accountant records it as
 the release's outcome, the charge stands, and a retry with the same key raises it again.
 
-No data-dependent stop (the design, and why the release is covered by its charge)
---------------------------------------------------------------------------------
-Whether a solver stops early is a function of the data: one added record can turn a 0.02 s
-top-R certificate into a 2 s one (``tests/privacy/test_bss_no_abort.py``). A release that
-aborted at a time limit would publish that bit un-noised -- an abort on D' and none on D tells
-the two apart with certainty, whatever epsilon was charged. So by default nothing stops the
-solver work: there is no time limit, no iteration cap and no list-size cap, and every solve
-runs to its certificate:
-
-* the master MIPs (``oa.solve_master``) run with no SCIP time limit to "optimal" or
-  "infeasible", the certificates the mechanisms' proofs use;
-* the restarts of both methods terminate because each strictly lowers F (``top_r``, step 4;
-  ``mistakes``, step 2), and the one-swap descent because each move does (``iht``);
-* the inner solves iterate until certified, with no cap on their rounds (``hinge._hinge_solve``
-  shrinks its smoothing and goes on; ``least_squares.ls_certify`` refines its closed-form solve
-  and its multiplier and goes on): each returns certified or not at all;
-* a master that SCIP ends in numerical trouble (a status other than optimal, infeasible or the
-  operator's limit) is solved again in a fresh tree with another random seed, seeded with every
-  cut and no-good found so far (all stay valid), until it ends certified (``oa.solve_master``).
-
-Every run therefore ends in the mechanism's own output distribution -- a support drawn by the
-exponential mechanism, or the mistakes method's charged refusal -- which the proofs in
-``top_r`` and ``mistakes`` bound by the charged loss. What the solver's work reveals besides is
-its *time*: that goes to the operator's terminal only (``seconds_`` stays on the estimator,
-never in the ledger or a release), a channel the README's privacy section lists as not covered.
-No numerical condition stops a release either: a breakdown of rounding only makes a solve
-take longer (more refinement rounds, another tree), which again shows only in its time.
+No data-dependent stop: nothing stops the solver work (no time limit, iteration or list cap; every solve runs
+to its certificate, a master in numerical trouble is solved again), so every run ends in the mechanism's own
+output distribution and the charged loss covers it. The claim and why it holds:
+[docs/proofs/selection-best_subset-no-stop.md][proof-bss-no-stop].
 
 The operator's opt-in guard. ``nonprivate_time_limit`` (seconds per MIP; None by default) is
 for an operator who prefers a bounded wait to the guarantee. A MIP that hits it aborts the
@@ -51,23 +28,20 @@ estimator for the operator; they are statistics of the data and are never part o
 from __future__ import annotations
 
 import time
-import uuid
 from abc import ABCMeta, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
-from sklearn.utils.validation import validate_data
 
+from dpdist.base import PrivateEstimator, charged_to
+from dpdist.defaults import bss_ridge
 from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverAborted, SolverFailure
-from dpdist.methods import bss_ridge
-from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge
 from dpdist.selection.best_subset.executor import LocalExecutor
 from dpdist.selection.best_subset.objective import BOUND_MODES, LOSSES, make_problem
 from dpdist.utils.random import check_random_state
-from dpdist.utils.validation import check_count, check_epsilon, check_positive
+from dpdist.utils.validation import Between, Count, Epsilon, Options, Positive, check_positive
 
 __all__ = ["BSSSelectorBase", "Refusal"]
 
@@ -82,70 +56,57 @@ class Refusal(DPDistError):
         self.kind = kind
 
 
-class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
+class BSSSelectorBase(SelectorMixin, PrivateEstimator, metaclass=ABCMeta):
     """Shared parameters and the release logic of the top-R and mistakes selectors."""
 
     mechanism = "bss"
-
-    def __init__(
-        self,
-        s: int = 5,
-        epsilon: float = 1.0,
-        loss: str = "squared",
-        r: float = 1.1,
-        ridge: float | None = None,
-        x_bound: float = 0.5,
-        y_bound: float = 0.5,
-        bounds: str = "check",
-        tol: float = 1e-3,
-        nonprivate_time_limit: float | None = None,
-        random_state: Any = None,
-    ) -> None:
-        self.s = s
-        self.epsilon = epsilon
-        self.loss = loss
-        self.r = r
-        self.ridge = ridge
-        self.x_bound = x_bound
-        self.y_bound = y_bound
-        self.bounds = bounds
-        self.tol = tol
-        self.nonprivate_time_limit = nonprivate_time_limit
-        self.random_state = random_state
+    s: int
+    epsilon: float
+    loss: str
+    r: float
+    ridge: float | None
+    x_bound: float
+    y_bound: float
+    bounds: str
+    tol: float
+    nonprivate_time_limit: float | None
+    random_state: Any
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "s": [Count()],
+        "epsilon": [Epsilon()],
+        "loss": [Options(*LOSSES)],
+        "r": [Positive()],
+        "ridge": [None, Positive()],
+        "x_bound": [Positive()],
+        "y_bound": [Positive()],
+        "bounds": [Options(*BOUND_MODES)],
+        # the floor keeps every certificate above the inner solves' rounding
+        "tol": [Positive(), Between(1e-6, 0.05, closed=True, text="[1e-6, 0.05] (a fraction of Delta)")],
+        "nonprivate_time_limit": [None, Positive()],
+        "random_state": "no_validation",
+    }
 
     # ------------------------------------------------------------------ validation
 
-    def _validate(self) -> None:
-        check_count(self.s, "s")
-        check_epsilon(self.epsilon)
-        if self.loss not in LOSSES:
-            raise ParameterError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        if self.bounds not in BOUND_MODES:
-            raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {self.bounds!r}")
-        for name in ("r", "x_bound", "y_bound"):
-            check_positive(getattr(self, name), name)
+    def _check_params(self) -> None:
         check_positive(self.ridge_value(), "ridge")
-        if self.nonprivate_time_limit is not None:
-            check_positive(self.nonprivate_time_limit, "nonprivate_time_limit")
-        tol = check_positive(self.tol, "tol")
-        if not 1e-6 <= tol <= 0.05:  # the floor keeps every certificate above the inner solves' rounding
-            raise ParameterError(f"tol must lie in [1e-6, 0.05] (a fraction of Delta), got {tol!r}")
-        self._validate_extra()
 
     def ridge_value(self) -> float:
         """The ridge of F: ``ridge``, or the loss's default when it is None (120 squared, 100 hinge:
-        ``dpdist.methods.BSS_RIDGE``, [DPBSS25]'s values)."""
+        ``dpdist.defaults.BSS_RIDGE``, [DPBSS25]'s values)."""
         return bss_ridge(self.loss) if self.ridge is None else self.ridge
-
-    def _validate_extra(self) -> None:
-        """Subclass parameters."""
 
     def make_problem(self, X: Any, y: Any) -> Any:
         """The validated instance (Assumption 1 enforced); raises ParameterError before any charge."""
-        self._validate()
+        self.check_params()
         return make_problem(
             X, y, self.s, self.loss, self.r, self.ridge_value(), self.x_bound, self.y_bound, self.bounds
         )
+
+    @property
+    def private(self) -> bool:
+        """Whether a release is private: not in the mistakes method's paper mode (no guarantee)."""
+        return getattr(self, "mode", "ptr") != "paper"
 
     @property
     def covered(self) -> bool:
@@ -155,18 +116,18 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
     # --------------------------------------------------------------------- release
 
     @abstractmethod
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What one release costs (top-R: bounded-range epsilon; mistakes: (epsilon, delta))."""
 
-    def release_params(self, n_features: int) -> dict[str, Any]:
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
         """Every parameter of a release, for the ledger's release identity."""
         params = self.get_params()
         params.pop("random_state", None)
         params["ridge"] = self.ridge_value()  # the value the release used, whether given or the loss's default
-        return {**params, "method": self.mechanism, "n_features": int(n_features)}
+        return {**params, "method": self.mechanism, "n_features": n_features}
 
     @abstractmethod
-    def _release(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:
+    def _mechanism(self, executor: Any, rng: np.random.Generator) -> tuple[int, ...]:
         """The mechanism: all solver work on ``executor`` first, then every draw from ``rng``."""
 
     def fit(
@@ -177,9 +138,9 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         X and y are validated (scikit-learn's ``validate_data``: finite, numeric, 2-d X) before
         anything is charged; a failure is a ``ParameterError``.
         """
-        self._validate()
+        self.check_params()
         try:
-            X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64, y_numeric=True)
+            X, y = self._check_data(X, y, accountant, accept_sparse=("csr", "csc"), dtype=np.float64, y_numeric=True)
         except ParameterError:
             raise
         except ValueError as e:
@@ -196,7 +157,8 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
         self, executor: Any, accountant: Any = None, dataset: str | None = None, key: str | None = None
     ) -> BSSSelectorBase:
         """Release from an instance behind ``executor`` (in-process or a Dask cluster)."""
-        self._validate()
+        self.check_params()
+        ledger = charged_to(accountant, dataset)
         if executor.meta.s != self.s or executor.meta.loss != self.loss:
             raise ParameterError("the executor's instance was built with other parameters than this selector's")
         rng = check_random_state(self.random_state)
@@ -206,7 +168,7 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
 
         def compute() -> dict[str, Any]:
             try:
-                support = self._release(executor, rng)
+                support = self._mechanism(executor, rng)
             except Refusal as e:  # raised inside the release: the accountant records it as the outcome
                 error = ReleaseRefused if e.kind == "test" else SolverFailure
                 raise error(
@@ -218,18 +180,11 @@ class BSSSelectorBase(SelectorMixin, BaseEstimator, metaclass=ABCMeta):
             return {"support": [int(j) for j in support]}
 
         self.support_ = None
-        if accountant is None:
-            if getattr(self, "mode", "ptr") != "paper":  # paper mode has no guarantee and refuses an accountant
-                require_accountant(self)
-            out, self.release_ = compute(), None
-        else:
-            if dataset is None:
-                raise ParameterError("dataset is required to charge the accountant")
-            key = key or f"{self.mechanism.replace('/', '-')}-{uuid.uuid4().hex}"
-            self.release_ = {"key": key}
-            # a refusal or abort recorded by an earlier attempt under this key is raised again here (never
-            # redrawn, never re-solved)
-            out = accountant.release(dataset, self.privacy_charge(), key, compute, self.release_params(executor.meta.p))
+        # a refusal or abort recorded by an earlier attempt under this key is raised again here (never
+        # redrawn, never re-solved); paper mode has no guarantee (and refuses an accountant): no guard
+        charge = self.privacy_charge() if ledger is not None else None
+        params = self.release_params(executor.meta.p)
+        out = self._release(charge, self._release_key(key), compute, params, ledger, private=self.private)
         self.seconds_ = time.perf_counter() - t0
         self.n_features_in_ = int(executor.meta.p)
         self.support_ = np.asarray(sorted(out["support"]), dtype=np.int64)

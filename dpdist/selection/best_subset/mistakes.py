@@ -29,50 +29,10 @@ P(output = S*) by at most (number of buckets) * e^-horizon (4.5e-5 per bucket at
 horizon 10); it spares the MIP from proving the minimum of buckets too far away to matter.
 The seed computes every bucket to OA tolerance 5e-3 (relative) instead.
 
-Privacy (ADD/REMOVE): (epsilon, delta)-DP, unconditionally
-----------------------------------------------------------
-Notation: F_D as in ``objective`` (monotone, 0 <= F_D' - F_D <= Delta for D' = D + {d});
-S*(D) its minimiser; gamma(D) = min_{S != S*(D)} F_D(S) - F_D(S*(D)) >= 0 (0 on ties).
-
-(a) If gamma(D) > Delta then S*(D') = S*(D) for every neighbour D'. For D' = D + {d} and
-    S != S*: F_D'(S) - F_D'(S*) >= F_D(S) - F_D(S*) - Delta > 0; for D' = D - {d}:
-    F_D'(S) - F_D'(S*) >= (F_D(S) - Delta) - F_D(S*) > 0. (Seed Theorem 2 states 2 Delta for
-    REPLACE; ADD/REMOVE needs Delta.)
-(b) gamma is Delta-sensitive. If S*(D) = S*(D'), each difference F(S) - F(S*) moves by at
-    most Delta (both terms move the same way by amounts in [0, Delta]). If S*(D) = A !=
-    B = S*(D'), then by (a) gamma(D) <= Delta and gamma(D') <= Delta, and both are >= 0.
-(c) Given a common centre, every bucket minimum f_j = min_{S in P_j} F(S) is monotone and
-    Delta-sensitive (a minimum over a fixed set of monotone Delta-sensitive values), so is
-    F(C) + M_j, and so is their minimum u_j: the bucket EM at rate c = epsilon_2/Delta is
-    epsilon_2-DP (monotone utilities).
-(d) Centre certificate. Computed values satisfy F <= F^ <= F + tau/10. The returned centre C
-    is a one-swap local minimum: f_1 = min of F^ over its one-swaps >= F^(C) - tau/10
-    (``iht.local_search`` stops only there; a capped descent could return a C with a
-    one-swap far below it, a negative gamma^ and C != S* on data where a neighbour's
-    descent ends at S*, which the test below would tell apart). So every S != C has
-    F(S) >= F(C) - 1.6 tau: a one-swap, F(S) >= F^(S) - tau/10 >= F(C) - 0.2 tau; with >= 2
-    mistakes, F(S) >= f_1 >= F(C) - tau/10 when the master is infeasible (and when s < 2 or
-    p - s < 2 there is no such S), else F(S) >= v - 0.6 tau >= F(C) - 1.6 tau, where v >=
-    F^(C) - tau (no restart) is F^ at the master's support: SCIP stops within its absolute
-    gap tau/2 of its dual bound, which is below F on the region (cuts are lower bounds), at
-    a support whose master value is at least its own cut, tight to tau/10. Likewise gamma^ =
-    min(f_1, v) - F^(C) (f_1 - F^(C) without v) lies in [gamma - tau/10, gamma + 0.6 tau]
-    when C = S*, and gamma^ <= F(S*) + 0.6 tau - F(C) <= 0.6 tau when C != S*.
-    PTR. Call D safe when gamma(D) > Delta + 2 tau. If D is safe, then for any neighbour D'
-    S*(D') = S*(D) and gamma(D') > 2 tau by (a) and (b), so a centre C != S* would have
-    F(C) > F(S*) + 2 tau, against the certificate: the computed centres of D and D' are both
-    S*(D), and the test (epsilon_1-DP by (b) and (e)) composed with the EM (epsilon_2-DP by
-    (c) and (e)) gives P_D(E) <= e^epsilon P_D'(E) and back, for every event E. If neither D
-    nor D' is safe, gamma^(D) <= gamma(D) + 0.6 tau, so gamma^(D)/Delta <= 1 + 4 tol and
-    P_D(pass) <= P(Lap(1/epsilon_1') > ln(1/(2 delta))/epsilon_1') = delta and
-    P_D(E) <= P_D(E and fail) + delta <= e^epsilon_1 P_D'(E) + delta (failing is a
-    post-processing of the epsilon_1-DP test). So the release is (epsilon, delta)-DP with
-    epsilon = epsilon_1 + epsilon_2.
-(e) Certified tolerance: all values are certified within tau = tol * Delta (gamma^ within
-    0.6 tau <= 2 tau of gamma at a common centre, (d)). The test's statistic then has
-    sensitivity Delta (1 + 4 tol) and the EM's utilities are within tau of (c); both run at
-    rate epsilon_i / (1 + 4 tol), so each spends exactly its epsilon_i (see ``top_r`` for
-    the EM factor).
+Privacy (ADD/REMOVE): (epsilon, delta)-DP unconditionally -- the gap gamma is Delta-sensitive, the test
+passes with probability at most delta unless the centres of D and of every neighbour are the optimum, and
+then the bucket exponential mechanism is epsilon_2-DP. The claim and its proof:
+[docs/proofs/selection-best_subset-mistakes.md][proof-bss-mistakes].
 
 Without the test ("paper" mode: the paper's public code -- all of epsilon on the EM at the
 seed's calibration exp(-epsilon F/(2 Delta)), buckets ">= j mistakes", the bucket's best
@@ -91,7 +51,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -102,7 +62,7 @@ from dpdist.selection.best_subset.iht import iht_unit, local_search
 from dpdist.selection.best_subset.oa import MasterJob, drop_sets, master_unit, oracle_for, solve_master
 from dpdist.selection.best_subset.objective import Problem
 from dpdist.selection.best_subset.samplers import log_comb, mistakes_sample
-from dpdist.utils.validation import check_delta, check_positive
+from dpdist.utils.validation import Options, Positive, check_delta
 
 __all__ = ["BSSMistakesSelector", "BucketJob", "Buckets", "bucket_unit", "center_and_gap", "mistakes_buckets"]
 
@@ -245,9 +205,16 @@ class BSSMistakesSelector(BSSSelectorBase):
     """
 
     mechanism = "bss/mistakes-ptr"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "delta": "no_validation",  # with mode "ptr" only (_check_params)
+        "ptr_fraction": "no_validation",
+        "horizon": [Positive()],
+        "mode": [Options(*MODES)],
+    }
 
     def __init__(
         self,
+        *,
         s: int = 5,
         epsilon: float = 1.0,
         delta: float = 1e-6,
@@ -264,28 +231,24 @@ class BSSMistakesSelector(BSSSelectorBase):
         nonprivate_time_limit: float | None = None,
         random_state: Any = None,
     ) -> None:
-        super().__init__(
-            s=s,
-            epsilon=epsilon,
-            loss=loss,
-            r=r,
-            ridge=ridge,
-            x_bound=x_bound,
-            y_bound=y_bound,
-            bounds=bounds,
-            tol=tol,
-            nonprivate_time_limit=nonprivate_time_limit,
-            random_state=random_state,
-        )
+        self.s = s
+        self.epsilon = epsilon
         self.delta = delta
+        self.loss = loss
+        self.r = r
+        self.ridge = ridge
+        self.x_bound = x_bound
+        self.y_bound = y_bound
+        self.bounds = bounds
+        self.tol = tol
         self.ptr_fraction = ptr_fraction
         self.horizon = horizon
         self.mode = mode
+        self.nonprivate_time_limit = nonprivate_time_limit
+        self.random_state = random_state
 
-    def _validate_extra(self) -> None:
-        if self.mode not in MODES:
-            raise ParameterError(f"mode must be one of {MODES}, got {self.mode!r}")
-        check_positive(self.horizon, "horizon")
+    def _check_params(self) -> None:
+        super()._check_params()
         if self.mode == "ptr":
             delta = check_delta(self.delta)
             if not 0.0 < delta < 0.5:
@@ -293,12 +256,11 @@ class BSSMistakesSelector(BSSSelectorBase):
             if not 0.0 < float(self.ptr_fraction) < 1.0:
                 raise ParameterError(f"ptr_fraction must lie in (0, 1), got {self.ptr_fraction!r}")
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What ``fit`` charges: (epsilon, delta)-DP (propose-test-release has no stronger form).
 
         Paper mode has no guarantee to charge and raises ParameterError.
         """
-        self._validate()
         if self.mode == "paper":
             raise ParameterError(
                 "mode='paper' (the paper's unchecked mistakes method) has no privacy guarantee; "
@@ -319,7 +281,7 @@ class BSSMistakesSelector(BSSSelectorBase):
         eps1, _ = self.rates(1.0)
         return 1.0 + 4.0 * self.tol + math.log(1.0 / (2.0 * self.delta)) / eps1
 
-    def _release(self, executor: Any, rng: np.random.Generator) -> Support:
+    def _mechanism(self, executor: Any, rng: np.random.Generator) -> Support:
         meta = executor.meta
         tau = self.tol * meta.delta
         eps1, scale = self.rates(meta.delta)

@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.defaults import bss_ridge
 from dpdist.exceptions import ParameterError
-from dpdist.methods import bss_ridge
 from dpdist.utils.validation import check_count, check_positive
 
 __all__ = ["BOUND_MODES", "LOSSES", "Problem", "make_problem", "sensitivity", "store_problem"]
@@ -217,7 +217,7 @@ def make_problem(
         raise ParameterError(f"bounds must be one of {BOUND_MODES}, got {bounds!r}")
     s = check_count(s, "s")
     r = check_positive(r, "r")
-    # None: the loss's default (dpdist.methods.BSS_RIDGE); the OA relaxation's z_j = 0 gradient divides by it
+    # None: the loss's default (dpdist.defaults.BSS_RIDGE); the OA relaxation's z_j = 0 gradient divides by it
     ridge = check_positive(bss_ridge(loss) if ridge is None else ridge, "ridge")
     x_bound = check_positive(x_bound, "x_bound")
     y_bound = check_positive(y_bound, "y_bound")
@@ -226,8 +226,7 @@ def make_problem(
     n, p = X.shape
     if s >= p:
         raise ParameterError(f"s must be smaller than the number of features p (n_features = {p}), got s={s}")
-    if n < 1:
-        raise ParameterError("X has no rows")
+    # no rows is no refusal: a release is the mechanism's output on whatever the data holds (dpdist.base)
     if sp.issparse(X):
         X = sp.csc_matrix(X, dtype=np.float64, copy=True)
         X.sum_duplicates()

@@ -26,45 +26,9 @@ Procedure (R = 1 + s(p - s), public):
 The paper's "practical R" is s(p - s) + 2 (one more: the best support with >= 2 mistakes);
 ours is s(p - s) + 1 because the certificate replaces that entry.
 
-Privacy (ADD/REMOVE, pure epsilon-DP)
--------------------------------------
-Let F_(R)(D) be the R-th smallest value of F_D over all supports and u_D(S) =
-min(F_D(S), F_(R)(D)). For neighbours D' = D + {d} we have, for every S,
-0 <= F_D'(S) - F_D(S) <= Delta (``objective``). Then
-
-* F_(R) is monotone and Delta-sensitive: F_D' >= F_D pointwise, so every order statistic
-  can only increase; F_D' <= F_D + Delta pointwise, so it increases by at most Delta;
-* min(a, b) is non-decreasing in each argument and 1-Lipschitz in the sup norm, so
-  0 <= u_D'(S) - u_D(S) <= Delta for every S.
-
-So the exponential mechanism P(S) ∝ exp(-epsilon u(S)/Delta) is epsilon-DP (monotone
-utilities; ``objective``). The procedure samples exactly this distribution when L is an
-exact top-R list: listed supports have u = F, unlisted ones have F >= F_(R) hence u = F_(R) =
-t, and ties at the R-th place do not matter (tied supports have the same u either way). The
-rejection loop is unbounded, so the outside category is exactly uniform.
-
-Certified tolerance. Every evaluated support has a certified lower bound B and a computed
-value F^ (the objective at a feasible beta) with B <= F <= F^ <= B + tau/10 (a duality
-gap). The sampler uses F^ on L and t^ = max_L F^. The certificate gives F(S) >= t^ - tau for
-every unlisted S (SCIP's tolerances, 1e-9 relative, are far below tau), as the threshold t
-only falls to t^ during the solve:
-
-* a support the tree never evaluates was pruned at an objective limit t - tau >= t^ - tau
-  (the cuts are lower bounds of F);
-* a support evaluated and left out has B(S) >= t - tau >= t^ - tau. Listing is decided on
-  B, not on F^: a support with F^(S) >= t - tau > B(S) can have F(S) as low as t - 1.1 tau,
-  and dropping it would widen the tolerance below to 1.1 tau while only tau is paid for;
-* an entry pushed out of L had F^ = t (the threshold then) >= t^, so F >= t^ - tau/10.
-
-Then F_(R) lies in [t^ - tau, t^]: the R listed supports have F <= F^ <= t^, and only
-listed supports can lie below t^ - tau, the one at t^ not among them, so at most R - 1 do.
-Writing u^ for the utility the sampler uses, |u^ - u| <= tau everywhere: off L, u^ = t^ and
-u = min(F(S), F_(R)) lies in [t^ - tau, t^]; on L, u^ = F^(S) lies in [F(S), F(S) + tau/10]
-and either u = F(S) or u = F_(R) < F(S) <= u^ <= t^ <= F_(R) + tau. For an EM at rate c on a
-utility within tau of a monotone Delta-sensitive one, P_D(S)/P_D'(S) <= exp(c (Delta + 4 tau))
-(each of the two factors of the ratio moves by at most exp(2 c tau)). With tau = tol * Delta
-(``tol`` public) we sample at c = epsilon / (Delta (1 + 4 tol)), so the release is
-epsilon-DP as charged.
+Privacy (ADD/REMOVE): pure epsilon-DP -- the exponential mechanism on the monotone, Delta-sensitive utility
+min(F(S), F_(R)), which the procedure samples from a list certified to tau = tol Delta at the rate
+epsilon / (Delta (1 + 4 tol)). The claim and its proof: [docs/proofs/selection-best_subset-top_r.md][proof-bss-top-r].
 
 No data-dependent stop. Every run publishes a support sampled as above, so the output
 distribution is exactly the epsilon-DP one: there is no refusal outcome to account for, and
@@ -264,6 +228,7 @@ class BSSTopRSelector(BSSSelectorBase):
 
     def __init__(
         self,
+        *,
         s: int = 5,
         epsilon: float = 1.0,
         loss: str = "squared",
@@ -276,21 +241,19 @@ class BSSTopRSelector(BSSSelectorBase):
         nonprivate_time_limit: float | None = None,
         random_state: Any = None,
     ) -> None:
-        super().__init__(
-            s=s,
-            epsilon=epsilon,
-            loss=loss,
-            r=r,
-            ridge=ridge,
-            x_bound=x_bound,
-            y_bound=y_bound,
-            bounds=bounds,
-            tol=tol,
-            nonprivate_time_limit=nonprivate_time_limit,
-            random_state=random_state,
-        )
+        self.s = s
+        self.epsilon = epsilon
+        self.loss = loss
+        self.r = r
+        self.ridge = ridge
+        self.x_bound = x_bound
+        self.y_bound = y_bound
+        self.bounds = bounds
+        self.tol = tol
+        self.nonprivate_time_limit = nonprivate_time_limit
+        self.random_state = random_state
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
 
         The sampled distribution is an exponential mechanism on a monotone utility within
@@ -299,10 +262,9 @@ class BSSTopRSelector(BSSSelectorBase):
         utilities' differences lie in an interval of width Delta + 4 tau), which is the
         bounded-range property (Durfee and Rogers 2019).
         """
-        self._validate()
         return Charge(PrivacyLoss.bounded_range(float(self.epsilon)), self.mechanism, covered=self.covered)
 
-    def _release(self, executor: Any, rng: np.random.Generator) -> Support:
+    def _mechanism(self, executor: Any, rng: np.random.Generator) -> Support:
         meta = executor.meta
         tau = self.tol * meta.delta
         lst = top_r_list(executor, tau, self.nonprivate_time_limit)  # all solver work first; no noise drawn yet

@@ -45,8 +45,7 @@ def _column_dots(c_ptr, c_idx, c_val, g, parts):  # a body: built by _serial_and
     ``X.T @ g`` (the same bits); the threads take ``parts`` runs of columns of about equal work.
     The threaded form of :func:`dpdist.solvers.frank_wolfe._csr_matvec` (Alg. 1 keeps that serial
     one, its baseline). Not :func:`~dpdist.solvers.fast_fw.columns._single_pass_sums`: its test for
-    g_i = 0 mispredicts on a 0/1 y (Webspam's train half, measured: 5.0 s for X^T y, against
-    2.9-3.0 s serially and 1.4 s here)."""
+    g_i = 0 mispredicts on a 0/1 y (benchmarks/fw_full_shape_steps.py measures the passes)."""
     D = c_ptr.shape[0] - 1
     out = np.empty(D)
     bounds = _even_ranges(c_ptr, parts)

@@ -48,9 +48,8 @@ def _full_gradient(data: Data, wm, it: Iterate, buf: Scratch, lay: Layout, threa
     """Exact qbar_i = l'(w_m vbar_i; y_i) (logistic) on every row and alpha = X^T qbar: O(nnz).
     Whenever the kernel keeps the column buffers (``buf.fcol`` non-empty: the column-order moves
     are on) alpha comes from the column passes (:func:`~dpdist.solvers.fast_fw.columns._by_columns`,
-    on the threads): KDDA's train half ~0.4 s from the layout once built, ~0.9 s from CSC alone,
-    ~3 s by rows; Webspam's (280k rows in one band, 16.6M columns) 1.6 s instead of 7.3 s, where
-    the row pass scatters into an alpha of 133 MB. The same terms in the same order (ascending
+    on the threads), faster than by rows on wide data, where the row pass scatters into a D-long
+    alpha (benchmarks/fw_full_shape_steps.py measures both). The same terms in the same order (ascending
     rows) except the q_i = 0 ones, which add +-0 to a sum that starts at +0 and so leave its bits
     as they are (a sum of non-zero terms that cancels is +0 too). ``buf.fcol`` is scratch then."""
     alpha, q, y = it.alpha, it.q, data.y

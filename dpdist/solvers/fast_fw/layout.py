@@ -1,7 +1,7 @@
 """The row-order copies of X that the column passes read when g is longer than the cache.
 
 A column pass from CSC reads g at scattered rows, a memory access each when g does not fit in
-cache (KDDA's train half: 0.88 s a pass on two cores). :func:`_column_layout` copies X once, at the
+cache (on KDDA's train half most of a pass's time). :func:`_column_layout` copies X once, at the
 fit's first move by columns, in row order by ranges of columns whose sums stay in cache: the
 frequent columns in CSR form per range, the rare ones in tiles of (range of columns, band of
 rows). Each column's entries still come in ascending rows, so its sum adds the same terms in the
@@ -206,13 +206,13 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
     :class:`~dpdist.solvers.fast_fw.state.Layout` ``(band, hot, hbounds, hptr, h_col, h_val, rc,
     bounds, tptr, e_row, e_col, e_val, acc, fc)``, built by the kernel at the fit's first
     move by columns (``band`` 0: not built, empty; the passes read CSC alone until then, and a fit
-    whose moves all go by rows never builds it: on URL's train half the build took 2.7 s of a
-    3.4 s run of 4,000 sparse steps). With g in one band of ``band`` rows (n <= band) it holds
+    whose moves all go by rows never builds it: on URL's train half the build took most of a run
+    of 4,000 sparse steps). With g in one band of ``band`` rows (n <= band) it holds
     nothing: every column goes in one pass over its CSC entries
     (:func:`~dpdist.solvers.fast_fw.columns._single_pass_sums`).
 
     Otherwise a column's reads of g from CSC are at scattered rows of a g larger than the cache,
-    a memory access each (KDDA's train half: 0.88 s a pass on two cores), so X is copied here in
+    a memory access each, so X is copied here in
     row order, by ranges of columns whose sums ``acc`` (and first rows ``fc``) stay in cache:
 
     * the columns with at least ``min_count`` = 8 entries per band (``hot``, ascending; KDDA's
@@ -220,14 +220,14 @@ def _column_layout(r_ptr, r_idx, r_val, c_ptr, c_val, band, threads):
       equal work (``hbounds`` into ``hot``; fewer when their row pointers would take more
       memory than half the copy: each range has n + 1), each range in CSR form: row i's entries
       in range r from ``hptr[r * (n + 1) + i]``, their position in ``hot`` and value (``h_col``,
-      ``h_val``; 12 bytes an entry; binary X, no ``h_val``: 4 bytes). :func:`~dpdist.solvers.fast_fw.columns._hot_sums`:
-      0.13 s.
+      ``h_val``; 12 bytes an entry; binary X, no ``h_val``: 4 bytes), summed by
+      :func:`~dpdist.solvers.fast_fw.columns._hot_sums`.
     * the others, non-empty (``rc``, ascending: the rare ones, a few entries each), numbered
       0..C-1 and cut into ranges of about equal work (``bounds``, at most about ``_RANGE_COLS``
       columns each), a range's entries cut by band of rows: tile (range r, band b) holds its
       entries in ascending rows, from ``tptr[r * bands + b]``: their row, number in ``rc`` and
-      value (``e_row``, ``e_col``, ``e_val``; 16 bytes an entry; binary X, no ``e_val``: 8 bytes).
-      :func:`~dpdist.solvers.fast_fw.columns._tiled_sums`: 0.12 s.
+      value (``e_row``, ``e_col``, ``e_val``; 16 bytes an entry; binary X, no ``e_val``: 8 bytes),
+      summed by :func:`~dpdist.solvers.fast_fw.columns._tiled_sums`.
 
     Either way each column's entries come in ascending rows, so its sum adds the same terms in
     the same order as one pass over the column (the same bits). ``acc``, ``fc``: scratch for

@@ -20,9 +20,8 @@ columns than in row order (``benchmarks/fw_full_shape_steps.py`` measures it).
 Memory stalls. The row pass reads and writes alpha_k (a D-long array: 133 MB at Webspam's 16.6M
 columns) and a mark at scattered coordinates, one cache miss each when D is large, so it asks for
 these loads some entries ahead (software prefetch, :mod:`dpdist.utils.prefetch`, through the
-cursor :func:`_ahead`): on a Webspam-shaped set of 60,000 rows a step at epsilon = 0.1 went from
-1.02 to 0.56 ms, on News20's shape from 0.127 to 0.091 ms (benchmarks/fw_prefetch.py; the same
-path and weights to the bit).
+cursor :func:`_ahead`): the steps are faster for it on wide data, with the same path and weights
+to the bit (benchmarks/fw_prefetch.py measures both; its dated results under benchmarks/results/).
 """
 
 from __future__ import annotations

@@ -69,8 +69,7 @@ logger = logging.getLogger(__name__)
 # A move whose row-order update (Alg. 2 of [RKL23]) would visit more entries than this share of
 # nnz + D + n, divided by the column passes' threads (the row scatter stays on one), goes through
 # X by columns instead (:func:`dpdist.solvers.fast_fw.move._move`; the same state to the bit). Set
-# from benchmarks/fw_heavy_steps.py (one thread); on KDDA's train half with 2 threads a step by rows
-# cost ~22 ns per entry visited and one by columns ~0.36 s: even at a work share of ~0.055;
+# from benchmarks/fw_heavy_steps.py (one thread; its dated results say where the two break even);
 # math.inf: always by rows, as [RKL23].
 _HEAVY_SHARE = 0.1
 _ROW_BAND = 1 << 19  # rows per band of g in the column layout's tiles: 4 MB, held in the last-level cache
@@ -78,7 +77,7 @@ _ROW_BAND = 1 << 19  # rows per band of g in the column layout's tiles: 4 MB, he
 
 def _load_kernel(args: tuple) -> None:
     """Compile (or load from numba's cache) the solver kernel for these arguments' types, so
-    that the timed solve measures iterations only (the first load in a process takes ~0.4 s)."""
+    that the timed solve measures iterations only (not the first load in a process)."""
     sig = tuple(numba.typeof(a) for a in args)
     if sig in _fast_fw.overloads:
         return

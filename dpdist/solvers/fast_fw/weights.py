@@ -106,8 +106,7 @@ def _reweight(alpha, touched, n_touched, smp, scale, shift, threads):
     when a weight would pass the headroom or when at least a sixteenth of the D coordinates moved
     (a step on a column in many rows): one sequential vectorised pass on the threads is then
     cheaper than the scattered updates and, after a column pass, the listing of the moved
-    coordinates it spares (KDDA's 20.2M, 2 threads: 0.04 s against 0.03 s + 0.08 s for 1.3M
-    moved, 0.05 s + 0.09 s for 2.1M). Setting each, alpha_k and W_k are asked for ``_AHEAD``
+    coordinates it spares (benchmarks/fw_full_shape_steps.py). Setting each, alpha_k and W_k are asked for ``_AHEAD``
     coordinates ahead (a prefetch, as :func:`dpdist.solvers.fast_fw.move._move`). Either way the
     weights are 2 cosh(scale alpha_k) up to the shared factor e^-ref; the choice depends on the
     number of moved coordinates, a function of the data that changes only the step's time and
