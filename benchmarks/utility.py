@@ -33,7 +33,7 @@ at their defaults (``auto``, the current default; dp-sgd, select-train, dp-iht, 
 the new learners (AdaSSP, the screened centroid, DP-SGD with a private balanced threshold, select-
 then-train with half the budget on its screening) and ``proposed default``
 (``dpdist.default_learner.plan_default``: the public rule that picks one of them); for the
-regression also DP-GD as it is (its step size 30) and with a step from the public bound, objective
+regression also DP-GD at its default step (1 / (1 + c^2), from the public bound) and with c = 1, objective
 perturbation and DP-FW; the non-private ceilings (L2 logistic C = 1; ridge alpha = 1 on the l2 rows
 and on the sqrt-l2 rows).
 
@@ -308,7 +308,7 @@ def _regressors() -> dict[str, Callable[[Ctx], Any]]:
         BASELINE: lambda c: _plain(True)(epochs=5, batch_size=_batch(c), lr=0.05, clip=1.0, **c.common, **yb),
         "auto (current default)": lambda c: AutoRegressor(**c.common, **yb),
         "dp-sgd": lambda c: DPSGDRegressor(**c.common, **yb),
-        "dp-gd (step 30, as it is)": lambda c: DPGDRegressor(**c.common, **yb),
+        "dp-gd (its step 1/(1+c^2), c = 0.1)": lambda c: DPGDRegressor(**c.common, **yb),
         "dp-gd (step 1/(1+c^2), c = 1)": lambda c: DPGDRegressor(lr=0.5, intercept_scaling=1.0, **c.common, **yb),
         "objective perturbation (squared)": lambda c: _ObjPert(c.epsilon),
         "dp-fw (lambda 50, T 1000)": lambda c: DPFrankWolfeRegressor(

@@ -18,8 +18,8 @@ so the choice is post-processing of what was released and costs nothing. The rul
   on the 5%-positive set, and the shift keeps it from predicting the majority class everywhere. The
   private balanced threshold (``dpdist.solvers.threshold``, ``threshold_share`` > 0) is the
   alternative for a model whose margins are not calibrated;
-* **binary, otherwise** -> select-then-train when n~ >= ``SCREEN_MIN_N`` and its screening's noise
-  sigma <= ``SCREEN_NOISE_LIMIT`` n~ (selection share 0.5 below epsilon ``SMALL_EPSILON``, else 0.3),
+* **binary, otherwise** -> select-then-train when n~ >= ``SCREEN_MIN_N``, d > its k (``SELECT_K``) and its
+  screening's noise sigma <= ``SCREEN_NOISE_LIMIT`` n~ (selection share 0.5 below epsilon ``SMALL_EPSILON``, else 0.3),
   else DP-SGD on every column.
 """
 
@@ -54,6 +54,7 @@ IMBALANCED = 0.2
 THRESHOLD_SHARE = 0.05
 SCREEN_MIN_N, SCREEN_NOISE_LIMIT = 20_000, 1e-3
 SMALL_EPSILON = 0.3
+SELECT_K = 100  # select-then-train's default k: it needs more columns than that to screen
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def plan_default(
             f"imbalanced: the smaller class is {share:.1%} < {IMBALANCED:.0%} of n~; threshold at the noisy prior",
         )
     sel = 0.5 if eps < SMALL_EPSILON else 0.3
-    if n >= SCREEN_MIN_N:
+    if n >= SCREEN_MIN_N and d > SELECT_K:
         sigma = _screening_sigma(eps, delta, sel, n)
         if sigma <= SCREEN_NOISE_LIMIT * n:
             return LearnerPlan(

@@ -50,8 +50,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logit
 from sklearn.metrics import roc_auc_score
-from sklearn.preprocessing import normalize
 
+from dpdist.data.record_maps import map_rows
 from dpdist.data.transforms import clip_rows, clip_target
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -156,10 +156,10 @@ def path_losses(
 
 def released_margins(result: dict[str, Any], X: sp.spmatrix) -> np.ndarray:
     """x.w (+ b) of a released model on the rows of X, with the model's per-record preprocessing
-    (a gradient model's row normalisation and intercept; a Frank-Wolfe model has neither)."""
+    (a gradient model's row map, ``dpdist.data.record_maps``, and intercept; a Frank-Wolfe model has neither)."""
     w = sparse_coef(result["indices"], result["values"], X.shape[1])
     if result.get("row_norm") and X.shape[0]:  # (no rows: no margins; scikit-learn's normalize refuses them)
-        X = normalize(sp.csr_matrix(X, dtype=np.float64), norm=result["row_norm"])
+        X = map_rows(X, result["row_norm"])
     return np.asarray(X @ w).ravel() + float(result.get("intercept", 0.0))
 
 
@@ -330,11 +330,21 @@ class PrivateEvaluation:
             n = float(correct + wrong)
             hist = self.noisy_histogram(margins, y)
             raw = _auc(hist[None])[0]
-            auc = None if raw is None else min(max(raw, 0.0), 1.0)
+            fresh = _side(self._rng).laplace(scale=self._parts / self.epsilon, size=(_INTERVAL_DRAWS, *hist.shape))
+            auc_interval = _around(raw, _auc(hist + fresh), (0.0, 1.0))
+            # an unclipped AUC outside [0, 1] by more than the noise's spread: the noise dominates the
+            # histograms. Released as swamped (no value, no interval), never as 1.000 within [1, 1]
+            swamped = bool(
+                raw is not None
+                and not 0.0 <= raw <= 1.0
+                and auc_interval is not None
+                and auc_interval[0] == auc_interval[1]
+            )
+            auc = None if raw is None or swamped else min(max(raw, 0.0), 1.0)
             out: dict[str, Any] = {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
             out.update(self._balanced(hist))
-            fresh = _side(self._rng).laplace(scale=self._parts / self.epsilon, size=(_INTERVAL_DRAWS, *hist.shape))
-            out["auc_interval"] = _around(raw, _auc(hist + fresh), (0.0, 1.0))
+            out["auc_interval"] = None if swamped else auc_interval
+            out["auc_swamped"] = swamped
             # the noise's 95% interval: each count within +-t of its exact value with probability 0.975
             t = math.log(1.0 / 0.025) / eps
             lo_c, hi_c, lo_w, hi_w = max(correct - t, 0.0), correct + t, max(wrong - t, 0.0), wrong + t
@@ -343,7 +353,9 @@ class PrivateEvaluation:
                 hi_c / (hi_c + lo_w) if hi_c + lo_w > 0 else 1.0,
             ]
             out["accuracy_interval"] = interval
-            out["noise_swamps"] = bool(interval[1] - interval[0] > SWAMPED or _wider(out["auc_interval"], SWAMPED))
+            out["noise_swamps"] = bool(
+                swamped or interval[1] - interval[0] > SWAMPED or _wider(out["auc_interval"], SWAMPED)
+            )
             return out
         c = 2.0 * self.y_bound
         r = np.clip(y - margins, -c, c)

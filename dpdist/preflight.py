@@ -21,6 +21,7 @@ inside the y bound. Nothing in it reads the user's data.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.default_learner import LearnerPlan, build_default, plan_default
+from dpdist.exceptions import UnaccountedReleaseWarning
 from dpdist.privacy.guard import unaccounted
 
 __all__ = ["Estimate", "estimate", "synthetic_like"]
@@ -118,7 +120,8 @@ def estimate(
             plan, epsilon, delta, sim_counts, n_records=ytr.size, classes=[-1.0, 1.0], random_state=rng
         )
         ceiling_model = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced")
-    with unaccounted():
+    with unaccounted(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnaccountedReleaseWarning)  # the set is public: nothing to charge
         model.fit(Xtr, ytr)
     ceiling_model.fit(Xtr, ytr)
     if task == "regression":

@@ -31,7 +31,7 @@ from sklearn.preprocessing import normalize
 
 from dpdist.exceptions import ParameterError
 
-__all__ = ["ROW_MAPS", "apply_row_map", "check_row_map", "row_lengths"]
+__all__ = ["ROW_MAPS", "apply_row_map", "check_row_map", "map_rows", "row_lengths"]
 
 ROW_MAPS = ("l2", "max", "sqrt-l2", "rank", None)
 
@@ -67,7 +67,7 @@ def apply_row_map(X: Any, name: str | None) -> Any:
     Sparse input stays sparse (CSR) for every map but ``"rank"``, which needs dense rows (it is
     for dense tables such as microarrays, whose every entry is a measurement)."""
     check_row_map(name)
-    if name is None:
+    if name is None or X.shape[0] == 0:  # no rows: nothing to map (scikit-learn's normalize refuses them)
         return sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.array(X, dtype=np.float64)
     if name == "rank":
         if sp.issparse(X):
@@ -88,3 +88,11 @@ def row_lengths(X: Any) -> np.ndarray:
         squares = np.sum(np.asarray(X, dtype=np.float64) ** 2, axis=1)
     out: np.ndarray = np.sqrt(squares)
     return out
+
+
+def map_rows(X: Any, name: str | None) -> Any:
+    """The rows of ``X`` as a released model reads them: :func:`apply_row_map`, sparse rows made dense
+    first for ``"rank"`` (which reads every entry of a record)."""
+    if name == "rank" and sp.issparse(X):
+        X = X.toarray()
+    return apply_row_map(X, name)

@@ -35,6 +35,7 @@ from dpdist.base import (
     charged_to,
     noisy_count,
 )
+from dpdist.data.record_maps import map_rows
 from dpdist.data.transforms import Matrix
 from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
@@ -204,8 +205,8 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
     def _margins(self, X: Matrix) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", reset=False)
-        if self.row_norm_ is not None:
-            X = normalize(sp.csr_matrix(X, dtype=np.float64), norm=self.row_norm_)
+        if self.row_norm_ is not None and X.shape[0]:
+            X = map_rows(sp.csr_matrix(X, dtype=np.float64), self.row_norm_)
         return np.asarray(X @ self.coef_.ravel()).ravel() + self.intercept_
 
     def __sklearn_tags__(self):  # noqa: ANN204
@@ -226,6 +227,10 @@ class SteppedModel(GradientModel):
         "row_norm": [Options(*ROW_NORMS)],
     }
 
+    def step_size(self) -> float:
+        """The step size of the noisy steps (its ``lr``)."""
+        return float(self.lr)
+
     def sgd_plan(self, n_public: int, noise_multiplier: float) -> SGDPlan:
         """The public parameters of the steps for a public count and the charge's noise multiplier."""
         q, steps, normaliser = self._steps(n_public)
@@ -235,7 +240,7 @@ class SteppedModel(GradientModel):
             noise_multiplier,
             q,
             steps,
-            float(self.lr),
+            self.step_size(),
             normaliser,
             float(self.l2),
             float(self.intercept_scaling),

@@ -37,21 +37,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.data.record_maps import apply_row_map, check_row_map, row_lengths
+from dpdist.base import PrivateEstimator, PrivateRegressorMixin, Progress
+from dpdist.data.record_maps import ROW_MAPS, apply_row_map, row_lengths
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.gaussian import GaussianTopK, zcdp_for
-from dpdist.solvers._release import release_once
-from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive
+from dpdist.utils.random import RandomState
+from dpdist.utils.validation import AtLeast, Between, Count, Delta, Epsilon, Options, Positive
 
 __all__ = ["AdaSSPRegressor", "SSPPlan", "adassp_solve", "bounded_records", "noisy_statistics"]
 
@@ -126,7 +124,7 @@ def adassp_solve(lam_min: float, A: np.ndarray, b: np.ndarray, plan: SSPPlan, be
     return theta, lam
 
 
-class AdaSSPRegressor(RegressorMixin, BaseEstimator):
+class AdaSSPRegressor(PrivateRegressorMixin, PrivateEstimator):
     """Private least squares by AdaSSP (module docstring), with an unpenalised intercept.
 
     Parameters
@@ -142,8 +140,23 @@ class AdaSSPRegressor(RegressorMixin, BaseEstimator):
     random_state : None (OS entropy) or a seed (experiments only).
     """
 
+    mechanism = "adassp"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "epsilon": [Epsilon()],
+        "delta": [Delta(zero=False)],
+        "y_bound": [Positive()],
+        "row_norm": [Options(*ROW_MAPS)],
+        "intercept_scaling": [AtLeast(0.0)],
+        "shares": "no_validation",  # _check_params: three shares summing to 1
+        "k": [None, Count()],
+        "screen_share": [Between(0.0, 1.0)],
+        "beta": [Between(0.0, 1.0)],
+        "random_state": "no_validation",
+    }
+
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         y_bound: float = 1.0,
@@ -166,22 +179,17 @@ class AdaSSPRegressor(RegressorMixin, BaseEstimator):
         self.beta = beta
         self.random_state = random_state
 
-    def _validate(self) -> None:
-        check_epsilon(self.epsilon)
-        check_delta(self.delta, allow_zero=False)
-        check_positive(self.y_bound, "y_bound")
-        check_row_map(self.row_norm)
-        if not (self.intercept_scaling >= 0 and math.isfinite(self.intercept_scaling)):
-            raise ParameterError(f"intercept_scaling must be a finite number >= 0, got {self.intercept_scaling!r}")
-        shares = tuple(float(s) for s in self.shares)
+    def _check_params(self) -> None:
+        try:
+            shares = tuple(float(s) for s in self.shares)
+        except (TypeError, ValueError):
+            shares = ()
         if len(shares) != 3 or shares[0] < 0 or min(shares[1:]) <= 0 or abs(sum(shares) - 1.0) > 1e-9:
             raise ParameterError(f"shares must be 3 numbers summing to 1, the last two > 0, got {self.shares!r}")
-        if self.k is not None:
-            check_count(self.k, "k")
-            if not 0.0 < float(self.screen_share) < 1.0:
-                raise ParameterError(f"screen_share must lie in (0, 1), got {self.screen_share!r}")
-        if not 0.0 < float(self.beta) < 1.0:
-            raise ParameterError(f"beta must lie in (0, 1), got {self.beta!r}")
+
+    def check_width(self, n_features: int) -> None:
+        if self.k is not None and self.k >= n_features:
+            raise ParameterError(f"k={self.k} must be smaller than the number of features ({n_features})")
 
     def _rhos(self) -> tuple[float, float]:
         """(the screening's rho (0 without k), the three releases' rho)."""
@@ -192,45 +200,31 @@ class AdaSSPRegressor(RegressorMixin, BaseEstimator):
 
     def plan(self) -> SSPPlan:
         """The public noise scales of the three releases."""
-        self._validate()
+        self.check_params()
         return SSPPlan.for_rho(self._rhos()[1], tuple(self.shares), float(self.y_bound))  # type: ignore[arg-type]
 
-    def privacy_charge(self) -> Charge:
-        """What a fit charges: rho-zCDP at the budget (no count of the records is needed)."""
-        self._validate()
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
+        """rho-zCDP at the budget (no count of the records is needed)."""
         screen, ssp = self._rhos()
         details = {"rho": screen + ssp, "screen_rho": screen}
         return Charge(PrivacyLoss.zcdp(screen + ssp, float(self.delta)), "adassp/squared", details)
 
-    def release_params(self, n_features: int) -> dict[str, Any]:
-        params = {k: v for k, v in self.get_params().items() if k != "random_state"}
+    def release_params(self, n_features: int | None = None, n_public: int | None = None) -> dict[str, Any]:
+        params = super().release_params(n_features, n_public)
         params["shares"] = [float(s) for s in self.shares]
-        return {**params, "method": "adassp", "n_features": int(n_features)}
+        return params
 
-    def fit(
+    def release_on(
         self,
         X: Any,
-        y: Any,
-        accountant: Accountant | None = None,
-        dataset: str | None = None,
-        key: str | None = None,
-    ) -> AdaSSPRegressor:
-        """Release the model (charged to ``accountant`` first when given)."""
-        self._validate()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
-        d = X.shape[1]
-        if self.k is not None and self.k >= d:
-            raise ParameterError(f"k={self.k} must be smaller than the number of features ({d})")
-        charge = self.privacy_charge()
-        rng = check_random_state(self.random_state)
-        out, self.release_ = release_once(
-            self, charge, lambda: self._released(X, np.ravel(y), rng), self.release_params(d), accountant, dataset, key
-        )
-        self.release_record_ = out
-        self._set_released(out)
-        return self
-
-    def _released(self, X: Any, y: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
+        y: np.ndarray,
+        n_public: int | None,
+        charge: Charge,
+        rng: np.random.Generator,
+        progress: Progress | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The four (or three) Gaussian releases and their post-processing: the released model."""
         c = float(self.intercept_scaling)
         Z, yc = bounded_records(X, y, self.row_norm, c, float(self.y_bound))
         d = X.shape[1]
@@ -253,8 +247,9 @@ class AdaSSPRegressor(RegressorMixin, BaseEstimator):
             "intercept": float(a * c * theta[-1]) if c > 0 else 0.0,
             "n_features": int(d),
             "row_norm": self.row_norm,
-            "method": "adassp",
+            "method": self.mechanism,
             "ridge": float(lam),
+            **(extra or {}),
         }
 
     def _set_released(self, out: dict[str, Any]) -> None:

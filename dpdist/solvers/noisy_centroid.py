@@ -30,21 +30,19 @@ before anything is charged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.data.record_maps import apply_row_map, check_row_map
+from dpdist.base import PrivateClassifierMixin, PrivateEstimator, Progress
+from dpdist.data.record_maps import ROW_MAPS, apply_row_map
 from dpdist.exceptions import ParameterError
-from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.selection.baselines import PeelingTopK
-from dpdist.solvers._release import release_once
-from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_delta, check_epsilon
+from dpdist.utils.random import RandomState
+from dpdist.utils.validation import Between, Count, Delta, Epsilon, Options
 
 __all__ = ["CentroidPlan", "ScreenedCentroidClassifier", "balanced_scores", "noisy_class_counts", "noisy_class_sums"]
 
@@ -88,7 +86,7 @@ def noisy_class_sums(
     return neg, pos
 
 
-class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
+class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateEstimator):
     """Private nearest-centroid classifier on k privately screened columns (module docstring).
 
     Parameters
@@ -104,8 +102,21 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
     random_state : None (OS entropy) or a seed (experiments only).
     """
 
+    mechanism = "screened-centroid"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "epsilon": [Epsilon()],
+        "delta": [Delta(zero=False)],
+        "k": [Count()],
+        "count_share": [Between(0.0, 1.0)],
+        "select_share": [Between(0.0, 1.0)],
+        "row_norm": [Options(*ROW_MAPS)],
+        "classes": "no_validation",  # the fit's coding of the labels
+        "random_state": "no_validation",
+    }
+
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
         k: int = 1,
@@ -124,68 +135,28 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.random_state = random_state
 
-    def _validate(self) -> None:
-        check_epsilon(self.epsilon)
-        check_delta(self.delta, allow_zero=False)
-        check_count(self.k, "k")
-        check_row_map(self.row_norm)
+    def _check_params(self) -> None:
         c, s = float(self.count_share), float(self.select_share)
-        if not (c > 0 and s > 0 and c + s < 1):
+        if not c + s < 1:
             raise ParameterError(f"count_share and select_share must be > 0 with a sum < 1, got {c!r}, {s!r}")
+
+    def check_width(self, n_features: int) -> None:
+        if self.k >= n_features:
+            raise ParameterError(f"k={self.k} must be smaller than the number of features ({n_features})")
 
     def plan(self) -> CentroidPlan:
         """The public noise: the counts' and the screening's epsilons, and the largest rho for the sums
         (the smallest sigma) whose composition with them meets (epsilon, delta). Public values only."""
-        self._validate()
+        self.check_params()
         eps, delta, k = float(self.epsilon), float(self.delta), int(self.k)
         ec, es = eps * float(self.count_share), eps * float(self.select_share)
         inv = calibrate(lambda x: CentroidPlan(ec, es, k, 1.0 / x).loss(delta), eps, delta, 1e3, tol=1e-6)
         return CentroidPlan(ec, es, k, 1.0 / inv)
 
-    def privacy_charge(self) -> Charge:
+    def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         plan = self.plan()
         details = {"count_epsilon": plan.count_epsilon, "select_epsilon": plan.select_epsilon, "sigma": plan.sigma}
         return Charge(plan.loss(float(self.delta)), "screened-centroid/balanced", details)
-
-    def release_params(self, n_features: int) -> dict[str, Any]:
-        params = {k: v for k, v in self.get_params().items() if k != "random_state"}
-        params["classes"] = None if self.classes is None else [_plain(c) for c in self.classes]
-        return {**params, "method": "screened-centroid", "n_features": int(n_features)}
-
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        accountant: Accountant | None = None,
-        dataset: str | None = None,
-        key: str | None = None,
-    ) -> ScreenedCentroidClassifier:
-        """Release the model (charged to ``accountant`` first when given)."""
-        self._validate()
-        if accountant is not None and self.classes is None:
-            raise ParameterError("classes are public schema: pass classes=[negative, positive]")
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
-        classes = np.asarray(self.classes if self.classes is not None else np.unique(y))
-        if classes.size != 2 or not np.isin(y, classes).all():
-            raise ParameterError("y must hold two classes, named by classes=[negative, positive]")
-        if self.k >= X.shape[1]:
-            raise ParameterError(f"k={self.k} must be smaller than the number of features ({X.shape[1]})")
-        charge = self.privacy_charge()
-        rng = check_random_state(self.random_state)
-        signs = np.where(y == classes[1], 1.0, -1.0)
-        out, self.release_ = release_once(
-            self,
-            charge,
-            lambda: self._released(X, signs, rng),
-            self.release_params(X.shape[1]),
-            accountant,
-            dataset,
-            key,
-        )
-        self.classes_ = classes
-        self.release_record_ = out
-        self._set_released(out)
-        return self
 
     def _bounded(self, X: Any) -> Any:
         Xm = apply_row_map(X, self.row_norm)
@@ -194,13 +165,24 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
             return Xm
         return np.clip(Xm, -1.0, 1.0)
 
-    def _released(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
+    def release_on(
+        self,
+        X: Any,
+        y: np.ndarray,
+        n_public: int | None,
+        charge: Charge,
+        rng: np.random.Generator,
+        progress: Progress | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The three steps (module docstring) on the records, y > 0 the positive class: the released model."""
         plan = self.plan()
+        signs = np.where(np.asarray(y) > 0, 1.0, -1.0)
         Xb = self._bounded(X)
-        counts = noisy_class_counts(y, plan.count_epsilon, rng)
-        scores = balanced_scores(Xb, y, counts)
+        counts = noisy_class_counts(signs, plan.count_epsilon, rng)
+        scores = balanced_scores(Xb, signs, counts)
         cols = PeelingTopK(int(self.k), plan.select_epsilon, random_state=rng).select(scores)
-        neg, pos = noisy_class_sums(Xb[:, cols], y, plan.sigma, rng)
+        neg, pos = noisy_class_sums(Xb[:, cols], signs, plan.sigma, rng)
         mu_neg, mu_pos = neg / counts[0], pos / counts[1]
         w = mu_pos - mu_neg
         return {
@@ -209,8 +191,9 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
             "intercept": float(-0.5 * (mu_pos + mu_neg) @ w),
             "n_features": int(X.shape[1]),
             "row_norm": self.row_norm,
-            "method": "screened-centroid",
+            "method": self.mechanism,
             "class_counts": [counts[0], counts[1]],
+            **(extra or {}),
         }
 
     def _set_released(self, out: dict[str, Any]) -> None:
@@ -219,15 +202,14 @@ class ScreenedCentroidClassifier(ClassifierMixin, BaseEstimator):
         w[np.asarray(out["indices"], dtype=np.int64)] = out["values"]
         self.coef_ = w[np.newaxis, :]
         self.intercept_ = float(out["intercept"])
+        self._from_result(out)
 
-    def decision_function(self, X: Any) -> np.ndarray:
+    def _margins(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return np.asarray(self._bounded(X) @ self.coef_.ravel()).ravel() + self.intercept_
 
-    def predict(self, X: Any) -> np.ndarray:
-        return np.asarray(self.classes_[(self.decision_function(X) > 0).astype(np.int64)])
-
-
-def _plain(v: Any) -> Any:  # noqa: D103
-    return v.item() if hasattr(v, "item") else v
+    def __sklearn_tags__(self):  # noqa: ANN204
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
