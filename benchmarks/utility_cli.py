@@ -131,6 +131,9 @@ def main() -> None:
         "ledger, a fresh random public test side; the released model scored exactly on the public rows by",
         "`dpdist evaluate --public-test`.",
         "",
+        f"Command: `nice -n 5 .venv/bin/python benchmarks/utility_cli.py --cases {' '.join(ran)} --reps {args.reps}`",
+        "(each case's runs are kept for the day: a case run alone keeps the others' rows).",
+        "",
         "| case | command | learner chosen | pre-flight estimate | metric | runs | mean +- sd | target | met |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
