@@ -369,6 +369,8 @@ def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
 
 def utility(md: Path) -> list[str]:
     csv = md.with_suffix(".csv")
+    if not csv.exists():  # a file whose runs stand in its own table (utility_cli.py's)
+        return _no_trials([], "Each run's value is listed in the table above, with the mean and sd over them.")
     rows = read_rows(csv)
     return [
         f"CSV: `{csv.name}` (one row per repetition). No paper: this is dpdist's own benchmark. Seeds: the "

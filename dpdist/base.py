@@ -29,6 +29,7 @@ that is not (an experiment) refuses 0 rows as scikit-learn's estimators do.
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 from abc import ABCMeta, abstractmethod
@@ -43,7 +44,11 @@ from dpdist.exceptions import ParameterError, UnaccountedReleaseWarning
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
+from dpdist.released import widen
 from dpdist.utils.classifier import BinaryLinearClassifierMixin, plain_classes
+from dpdist.utils.model_selection import warn_if_exact_model_selection
+from dpdist.utils.operator_log import timing
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import check_count, validate_params
 
 __all__ = [
@@ -51,6 +56,7 @@ __all__ = [
     "Ledger",
     "PrivateClassifierMixin",
     "PrivateEstimator",
+    "PrivateLearner",
     "PrivateRegressorMixin",
     "Progress",
     "ReleaseFitMixin",
@@ -109,8 +115,8 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
     depends on a public count of its records (``counted``: it then takes ``n_records`` and
     ``count_epsilon``), and computes its charge in ``_charge`` (abstract: every private estimator states its own). The
     learners' fit (:class:`ReleaseFitMixin`: :class:`PrivateClassifierMixin`, :class:`PrivateRegressorMixin`)
-    runs on ``dpdist.gradient_models.base.GradientModel``, which gives the mechanism (``release_on``),
-    steps 3-6 (``_fit_release``) and the released model read back (``_set_released``).
+    runs on :class:`PrivateLearner` (steps 3-6, ``_fit_release``), whose subclass gives the mechanism
+    (``release_on``) and reads the released model back (``_set_released``).
     """
 
     mechanism: str = "release"
@@ -202,16 +208,19 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
         if n_records is not None:
             return int(n_records)
         epsilon = float(getattr(self, "count_epsilon"))
+        return int(self._release_count(ledger, key, lambda: noisy_count(n_rows, epsilon, rng)))
 
-        def compute() -> int:
-            return noisy_count(n_rows, epsilon, rng)
-
+    def _release_count(self, ledger: Ledger | None, key: str, compute: Callable[[], Any], of: str | None = None) -> Any:
+        """Release the count ``compute`` draws (at :meth:`count_charge`, key ``{key}/count``; ``of``: what it
+        counts, default ``_count_of``), its model's charge checked with it as one plan first: a budget that
+        cannot take both charges neither (not the count alone)."""
         if ledger is None:
             return compute()
         if not ledger[0].recorded(ledger[1], f"{key}/count"):  # the count and the model: one plan, checked whole
             ledger[0].check(ledger[1], *self.charges())  # refused, nothing is charged: not the count alone
-        params = {"count_epsilon": getattr(self, "count_epsilon"), **({"of": self._count_of} if self._count_of else {})}
-        return int(ledger[0].release(ledger[1], self.count_charge(), f"{key}/count", compute, params))
+        of = of or self._count_of
+        params = {"count_epsilon": getattr(self, "count_epsilon"), **({"of": of} if of else {})}
+        return ledger[0].release(ledger[1], self.count_charge(), f"{key}/count", compute, params)
 
     def _release(
         self,
@@ -247,6 +256,72 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
         if params.get("classes") is not None:
             params["classes"] = plain_classes(params["classes"])
         return {**params, "method": self.mechanism, "n_features": n_features, "n_public": n_public}
+
+
+class PrivateLearner(PrivateEstimator):
+    """A private estimator whose fit is the skeleton's steps 3-6 (:meth:`_fit_release`): it gives its
+    mechanism's output on the mapped records (:meth:`release_on`) and reads its released model back
+    (:meth:`_set_released`); its ``fit`` is :class:`ReleaseFitMixin`'s (steps 1-2)."""
+
+    def map_records(self, X: Any, y: np.ndarray) -> tuple[Any, np.ndarray]:
+        """The records as the mechanism reads them (maps of one record at a time: no privacy cost); as
+        given, unless the learner bounds them itself."""
+        return X, y
+
+    @abstractmethod
+    def release_on(
+        self,
+        X: Any,
+        y: np.ndarray,
+        n_public: int | None,
+        charge: Charge,
+        rng: np.random.Generator,
+        progress: Progress | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge`` (computed by
+        :meth:`privacy_charge` at ``n_public``): the released model, a dict of public values with
+        ``extra`` in it (a classifier's classes). It charges nothing: its caller does."""
+
+    @abstractmethod
+    def _set_released(self, out: dict[str, Any]) -> None:
+        """The fitted attributes (``coef_``, ...) from the released model."""
+
+    def _fit_release(
+        self,
+        X: Any,
+        y: np.ndarray,
+        ledger: Ledger | None,
+        key: str | None,
+        extra: dict[str, Any],
+        progress: Progress | None = None,
+        columns: tuple[Any, int] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> None:
+        """Steps 3-6 of a fit (module docstring) on checked (X, y), y coded: the public count, the charge,
+        the release of :meth:`release_on` (stated in a wider matrix's columns with ``columns`` = (the
+        columns X holds, the width); with ``schema``, the public facts a model needs to read new records:
+        ``dpdist.released.widen``), the release attributes."""
+        warn_if_exact_model_selection(self)
+        rng = check_random_state(getattr(self, "random_state", None))
+        key = self._release_key(key)
+        X, y = self.map_records(X, y)
+        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
+        n_public = self._public_count(X.shape[0], ledger, key, rng)
+        charge = self.privacy_charge(n_public, n_features=int(X.shape[1]))
+        held, width = columns if columns is not None else (None, None)
+
+        def compute() -> dict[str, Any]:
+            return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
+
+        params = self.release_params(int(X.shape[1]), n_public)
+        if held is not None:
+            params["columns"] = [int(j) for j in held]
+        t0 = time.perf_counter()
+        out = self._release(charge, key, compute, params, ledger)
+        timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)  # the operator's, never released
+        self.n_public_ = n_public
+        self._set_released(out)
 
 
 class ReleaseFitMixin:

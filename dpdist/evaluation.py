@@ -20,7 +20,9 @@ it costs nothing).
   Adding or removing a record changes one count by 1 and one cell by 1: each release has
   l1-sensitivity 1 and gets Laplace noise of scale 1/eps_part, eps_part = epsilon / 3.
   Accuracy and the number of test rows come from the two counts, AUC from the histograms
-  (the noisy counts as they are, the result clipped to [0, 1]; pairs within a bin count as ties).
+  (the noisy counts as they are, the result clipped to [0, 1]; pairs within a bin count as ties), and
+  so do the balanced accuracy (the margin 0 is a bin edge) and ``predicts_one_class``, the flag of a
+  model whose noisy share of positive predictions is under 1% or over 99% (post-processing).
 * regression: (n, sum r_i^2, sum y_i, sum y_i^2) with r_i = y_i - x_i.w clipped to
   [-c, c], c = 2 y_bound, and y clipped to [-y_bound, y_bound]: sensitivities 1, c^2,
   y_bound, y_bound^2; each coordinate gets eps_h/4 (Laplace). MSE (of the clipped residuals)
@@ -48,8 +50,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logit
 from sklearn.metrics import roc_auc_score
-from sklearn.preprocessing import normalize
 
+from dpdist.data.record_maps import map_rows
 from dpdist.data.transforms import clip_rows, clip_target
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -154,10 +156,10 @@ def path_losses(
 
 def released_margins(result: dict[str, Any], X: sp.spmatrix) -> np.ndarray:
     """x.w (+ b) of a released model on the rows of X, with the model's per-record preprocessing
-    (a gradient model's row normalisation and intercept; a Frank-Wolfe model has neither)."""
+    (a gradient model's row map, ``dpdist.data.record_maps``, and intercept; a Frank-Wolfe model has neither)."""
     w = sparse_coef(result["indices"], result["values"], X.shape[1])
     if result.get("row_norm") and X.shape[0]:  # (no rows: no margins; scikit-learn's normalize refuses them)
-        X = normalize(sp.csr_matrix(X, dtype=np.float64), norm=result["row_norm"])
+        X = map_rows(X, result["row_norm"])
     return np.asarray(X @ w).ravel() + float(result.get("intercept", 0.0))
 
 
@@ -301,6 +303,24 @@ class PrivateEvaluation:
         hist = self.histogram(margins, y)
         return hist + self._rng.laplace(scale=self._parts / self.epsilon, size=hist.shape)
 
+    def _balanced(self, hist: np.ndarray) -> dict[str, Any]:
+        """Balanced accuracy and the one-class flag from the released histograms (post-processing): with
+        an even number of bins the margin 0 is an edge (logit(1/2)), so the cells above it are the
+        positive predictions of each class. ``predicts_one_class``: the noisy share of positive predictions
+        is below ``ONE_CLASS`` or above 1 - ``ONE_CLASS``."""
+        if self.bins % 2:
+            return {"balanced_accuracy": None, "predicts_one_class": None}
+        h = np.maximum(hist, 0.0)
+        half = self.bins // 2
+        neg, pos = h[0].sum(), h[1].sum()
+        tnr = h[0, :half].sum() / neg if neg > 0 else None
+        tpr = h[1, half:].sum() / pos if pos > 0 else None
+        share = h[:, half:].sum() / max(h.sum(), 1.0)
+        return {
+            "balanced_accuracy": None if tnr is None or tpr is None else float(0.5 * (tnr + tpr)),
+            "predicts_one_class": bool(share < ONE_CLASS or share > 1.0 - ONE_CLASS),
+        }
+
     def _metrics(self, margins: np.ndarray, y: np.ndarray, eps: float) -> dict[str, Any]:
         if self.task == "binary":
             right = float(np.count_nonzero((margins > 0) == (y > 0)))
@@ -310,10 +330,21 @@ class PrivateEvaluation:
             n = float(correct + wrong)
             hist = self.noisy_histogram(margins, y)
             raw = _auc(hist[None])[0]
-            auc = None if raw is None else min(max(raw, 0.0), 1.0)
-            out: dict[str, Any] = {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
             fresh = _side(self._rng).laplace(scale=self._parts / self.epsilon, size=(_INTERVAL_DRAWS, *hist.shape))
-            out["auc_interval"] = _around(raw, _auc(hist + fresh), (0.0, 1.0))
+            auc_interval = _around(raw, _auc(hist + fresh), (0.0, 1.0))
+            # an unclipped AUC outside [0, 1] by more than the noise's spread: the noise dominates the
+            # histograms. Released as swamped (no value, no interval), never as 1.000 within [1, 1]
+            swamped = bool(
+                raw is not None
+                and not 0.0 <= raw <= 1.0
+                and auc_interval is not None
+                and auc_interval[0] == auc_interval[1]
+            )
+            auc = None if raw is None or swamped else min(max(raw, 0.0), 1.0)
+            out: dict[str, Any] = {"rows": n, "accuracy": float(correct / n) if n > 0 else None, "auc": auc}
+            out.update(self._balanced(hist))
+            out["auc_interval"] = None if swamped else auc_interval
+            out["auc_swamped"] = swamped
             # the noise's 95% interval: each count within +-t of its exact value with probability 0.975
             t = math.log(1.0 / 0.025) / eps
             lo_c, hi_c, lo_w, hi_w = max(correct - t, 0.0), correct + t, max(wrong - t, 0.0), wrong + t
@@ -322,7 +353,9 @@ class PrivateEvaluation:
                 hi_c / (hi_c + lo_w) if hi_c + lo_w > 0 else 1.0,
             ]
             out["accuracy_interval"] = interval
-            out["noise_swamps"] = bool(interval[1] - interval[0] > SWAMPED or _wider(out["auc_interval"], SWAMPED))
+            out["noise_swamps"] = bool(
+                swamped or interval[1] - interval[0] > SWAMPED or _wider(out["auc_interval"], SWAMPED)
+            )
             return out
         c = 2.0 * self.y_bound
         r = np.clip(y - margins, -c, c)
@@ -349,6 +382,9 @@ class PrivateEvaluation:
             "r2_interval": r2_interval,
             "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED or _wider(r2_interval, 2.0 * SWAMPED)),
         }
+
+
+ONE_CLASS = 0.01  # a model whose noisy share of positive predictions is below 1% or above 99% predicts one class
 
 
 def _wider(interval: list[float] | None, width: float) -> bool:

@@ -82,7 +82,7 @@ class Method:
         Import paths ``"module:Class"`` of its estimator for a classification (binary) and a
         regression task (the same class twice when it has one for both; "" for a task it does not do).
     family : str
-        The solver family ("frank-wolfe", "gradient", "search", "objective-perturbation", "sis",
+        The solver family ("frank-wolfe", "gradient", "search", "objective-perturbation", "sis", "ssp", "centroid",
         "two-stage", "bss").
     defaults : mapping
         The estimator parameters the method sets over the estimator's own defaults.
@@ -122,6 +122,9 @@ class Method:
     sparsity : str or None
         The estimator parameter a learner's ``--k`` sets (the released model's number of non-zero
         weights), or None when the learner takes no such bound.
+    preflight : bool
+        Whether ``dpdist train`` shows the pre-flight estimate (:mod:`dpdist.preflight`) of its plan
+        before the model is charged (the default learner, whose plan the estimate simulates).
     """
 
     name: str
@@ -143,6 +146,7 @@ class Method:
     secret_duration: bool = False
     own_split: bool = False
     sparsity: str | None = None
+    preflight: bool = False
 
     def param(self, target: str) -> Param | None:
         """Its public parameter that sets the estimator parameter ``target``, if any."""
@@ -242,7 +246,9 @@ _GM = "dpdist.gradient_models:"
 _BSS_PATH = "dpdist.selection.best_subset:"
 
 
-def _gradient(name: str, cls: str, summary: str, row_blocks: bool = False, sparsity: str | None = None) -> Method:
+def _gradient(
+    name: str, cls: str, summary: str, row_blocks: bool = False, sparsity: str | None = None, preflight: bool = False
+) -> Method:
     return Method(
         name,
         "learner",
@@ -253,6 +259,7 @@ def _gradient(name: str, cls: str, summary: str, row_blocks: bool = False, spars
         counted=True,
         row_blocks=row_blocks,
         sparsity=sparsity,
+        preflight=preflight,
     )
 
 
@@ -314,11 +321,36 @@ _METHODS = (
         "bss",
         params=_BSS + _PTR + (_BOUNDS,),
     ),
-    _gradient("auto", "Auto", "select-train when its screening's noise is small beside the public count, else dp-sgd"),
+    _gradient(
+        "auto",
+        "Auto",
+        "the learner the public rule picks for the kind of data (dpdist.gradient_models.default_learner)",
+        preflight=True,
+    ),
     _gradient("dp-sgd", "DPSGD", "DP-SGD with Poisson-sampled batches ([ACG+16])"),
     _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them", sparsity="k"),
     _gradient("dp-gd", "DPGD", "full-batch DP gradient descent", row_blocks=True),
     _gradient("dp-iht", "DPIHT", "DP iterative hard thresholding", row_blocks=True, sparsity="s"),
+    Method(
+        "adassp",
+        "learner",
+        "least squares by perturbed sufficient statistics with an adaptive ridge ([Wan18])",
+        ("", "dpdist.statistic_models.adassp:AdaSSPRegressor"),
+        "ssp",
+        params=(_EPS, _DELTA),
+        front_ends=frozenset({"cli"}),  # one task only: a run reaches it through auto's rule
+        sparsity="k",
+    ),
+    Method(
+        "screened-centroid",
+        "learner",
+        "a nearest-centroid classifier on k privately screened columns, for p >> n",
+        ("dpdist.statistic_models.noisy_centroid:ScreenedCentroidClassifier", ""),
+        "centroid",
+        params=(_EPS, _DELTA),
+        front_ends=frozenset({"cli"}),  # one task only: a run reaches it through auto's rule
+        sparsity="k",
+    ),
     Method(
         "private-search",
         "learner",

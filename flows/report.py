@@ -318,7 +318,9 @@ def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, An
             r["charged_epsilon"],
             r["delta"],
             r[cols[0]],
-            _with_interval(r[cols[1]], r.get(f"{cols[1]}_interval")),
+            "swamped by the noise"
+            if r.get(f"{cols[1]}_swamped")
+            else _with_interval(r[cols[1]], r.get(f"{cols[1]}_interval")),
             _interval(r.get(interval), r.get("noise_swamps")),
             r["nnz_weights"],
             r.get("density"),

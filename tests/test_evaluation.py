@@ -186,6 +186,38 @@ def test_an_interval_around_an_unclipped_auc_above_one_holds_the_released_one() 
     assert lo < 1.0 == hi
 
 
+def test_an_auc_the_noise_pushes_out_of_0_1_is_released_as_swamped_never_as_a_collapsed_interval() -> None:
+    """Noisy histograms whose AUC lies outside [0, 1] by more than the noise's simulated spread (a negative
+    noisy cell): it was clipped to 1.000 within [1, 1]; it is released as swamped (no value, no interval),
+    and the command line says so. An AUC inside [0, 1] keeps its value and an interval of positive width."""
+    from dpdist.cli._common import _metric_text
+
+    y = np.array([-1.0, -1.0, 1.0, 1.0])
+    ev = PrivateEvaluation("binary", 1e4, bins=2, random_state=0, curve=False)
+    ev.noisy_histogram = lambda margins, y: np.array([[5.0, -3.0], [0.0, 5.0]])  # AUC 17.5 / 10 = 1.75
+    out = ev._released(y * 2.0, y, [], 0.0, sp.csr_matrix((y.size, 1)), None)
+    assert out["auc_swamped"] and out["auc"] is None and out["auc_interval"] is None and out["noise_swamps"]
+    text = _metric_text(out)
+    assert "AUC swamped by the noise" in text and "AUC 1.000" not in text
+    ev.noisy_histogram = lambda margins, y: np.array([[5.0, 1.0], [1.0, 5.0]])
+    out = ev._released(y * 2.0, y, [], 0.0, sp.csr_matrix((y.size, 1)), None)
+    assert not out["auc_swamped"] and 0.0 < out["auc"] < 1.0
+
+
+def test_balanced_accuracy_and_the_one_class_flag_come_from_the_released_histograms() -> None:
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(20_000) < 0.05, 1.0, -1.0)
+    ev = PrivateEvaluation("binary", 1e6, random_state=0, curve=False)
+    majority = ev._released(np.full(y.size, -3.0), y, [], 0.0, sp.csr_matrix((y.size, 1)), None)  # all negative
+    assert majority["predicts_one_class"] and majority["balanced_accuracy"] == pytest.approx(0.5, abs=1e-3)
+    assert majority["accuracy"] == pytest.approx(0.95, abs=0.01)
+    margins = np.where(y > 0, 1.0, -1.0) * np.where(rng.random(y.size) < 0.8, 1.0, -1.0)  # 80% right per class
+    out = ev._released(margins, y, [], 0.0, sp.csr_matrix((y.size, 1)), None)
+    assert not out["predicts_one_class"] and out["balanced_accuracy"] == pytest.approx(0.8, abs=0.02)
+    odd = PrivateEvaluation("binary", 1.0, bins=41, random_state=0, curve=False)
+    assert odd._released(margins, y, [], 0.0, sp.csr_matrix((y.size, 1)), None)["balanced_accuracy"] is None
+
+
 @pytest.mark.parametrize("task", ["binary", "regression"])
 def test_an_empty_held_out_side_is_evaluated_not_failed(task) -> None:
     """The keyed split leaves no held-out record with probability (1 - test_fraction)^n: a gradient model's

@@ -138,66 +138,90 @@ def test_exact_grid_search_over_private_fits_warns(binary):
 
 
 @pytest.mark.parametrize(
-    "cls, pair",
+    "est, n, d, learner",
     [
-        (AutoClassifier, (SelectTrainClassifier, DPSGDClassifier)),
-        (AutoRegressor, (SelectTrainRegressor, DPSGDRegressor)),
+        (AutoClassifier(class_counts=[90_000.0, 90_000.0]), 180_000, 47_236, "select-train"),
+        (AutoClassifier(epsilon=0.1, class_counts=[90_000.0, 90_000.0]), 180_000, 47_236, "select-train"),
+        (AutoClassifier(class_counts=[1_500.0, 1_500.0]), 3_000, 47_236, "dp-sgd"),
+        (AutoClassifier(class_counts=[90_000.0, 90_000.0]), 180_000, 60, "dp-sgd"),  # nothing to screen
+        (AutoClassifier(class_counts=[170_000.0, 9_000.0]), 179_000, 47_236, "dp-sgd+threshold"),
+        (AutoClassifier(epsilon=3.0, dense=True, class_counts=[30.0, 20.0]), 50, 7_129, "screened-centroid"),
+        (AutoRegressor(y_bound=7.5), 40_000, 280, "adassp"),
     ],
+    ids=lambda v: str(v) if isinstance(v, str) else "",
 )
-def test_the_default_learner_chooses_from_public_values_and_charges_the_chosen_learner(cls, pair):
-    import math
-
-    budget = dict(epsilon=1.0, delta=1e-6)
-    sparse, dense = pair[0](**budget), pair[1](**budget)
-    sigma = 1.0 / math.sqrt(2.0 * sparse.privacy_charge(100_000).details["screening_rho"])
-    model = cls(**budget)
-    # the rule: select-then-train when its screening's noise is at most screen_noise_limit n~
-    edge = math.ceil(sigma / model.screen_noise_limit)
-    assert type(model.chosen(edge + 50)) is pair[0] and type(model.chosen(edge - 50)) is pair[1]
-    for n, chosen in ((edge + 50, sparse), (edge - 50, dense)):
-        charge = model.privacy_charge(n)
-        assert charge.loss == chosen.privacy_charge(n).loss  # exactly the chosen learner's mechanism
-        assert charge.details["learner"] == chosen.mechanism and charge.epsilon <= 1.0 + 1e-9
-    assert type(cls(**budget, screen_noise_limit=0.0).chosen(10**9)) is pair[1]
-    for bad in (-1.0, float("nan"), True, "1e-4"):
-        with pytest.raises(ParameterError, match="screen_noise_limit"):
-            cls(screen_noise_limit=bad).check_params()
+def test_the_default_learner_follows_the_public_rule_and_charges_the_chosen_learner(est, n, d, learner):
+    """One rule (dpdist.gradient_models.default_learner.plan_default) for the CLI's, the flows' and the
+    estimators' default:
+    the learner it names is the one charged, exactly as that learner charges itself."""
+    assert est.plan(n, d).learner == learner
+    chosen = est.chosen(n, d)
+    charge = est.privacy_charge(n, d)
+    assert charge.loss == chosen.privacy_charge(n, d).loss and charge.details["learner"] == learner
+    assert charge.epsilon <= est.epsilon * (1 + 1e-9) and charge.mechanism.startswith("auto/")
+    for bad in ([1.0], [0.0, 5.0], "ab", [float("nan"), 1.0]):
+        with pytest.raises(ParameterError, match="class_counts"):
+            AutoClassifier(class_counts=bad).check_params()
+    with pytest.raises(ParameterError, match="private search"):
+        est.privacy_charge(n, d, noise_scale=2.0)
 
 
-def test_the_default_learner_records_which_learner_ran_and_replays(tmp_path):
+def test_the_default_learner_releases_its_class_counts_records_which_learner_ran_and_replays(tmp_path):
     rng = np.random.default_rng(3)
     X = sp.random(4000, 400, density=0.05, random_state=3, format="csr")
     X.data = rng.uniform(0.2, 1.0, X.nnz)
-    y = np.where(X[:, :5] @ np.array([3.0, -3.0, 2.0, -2.0, 2.0]) > 0, 1.0, 0.0)
+    score = np.asarray(X[:, :5] @ np.array([3.0, -3.0, 2.0, -2.0, 2.0])).ravel()
+    y = np.where(score > np.quantile(score, 0.9), 1.0, 0.0)  # 10% positives: imbalanced
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("d", 10.0, 1e-6)
-    # a screening noise at most 1 n~ (a loose limit): select-then-train runs, k-sparse
-    est = AutoClassifier(epsilon=3.0, screen_noise_limit=1.0, classes=[0.0, 1.0])
+    est = AutoClassifier(epsilon=3.0, classes=[0.0, 1.0])
     first = clone(est).fit(X, y, acc, "d", key="m")
-    record = acc.history("d")[-1]
+    counts, record = acc.history("d")[-2], acc.history("d")[-1]
+    assert counts.to_dict("d")["key"] == "m/count" and counts.to_dict("d")["mechanism"] == "count/laplace"
+    neg, pos = counts.to_dict("d")["result"]
+    assert abs(neg - 3600) < 2000 and abs(pos - 400) < 2000 and first.n_public_ == max(1, round(neg + pos))
     result = record.to_dict("d")["result"]
-    assert result["learner"] == "select-train" and result["method"] == "auto"
-    assert record.privacy_loss == est.privacy_charge(first.n_public_).loss
-    assert 0 < np.count_nonzero(first.coef_) <= 100 and first.score(X, y) > 0.6
+    assert result["learner"] == "dp-sgd+threshold" and result["method"] == "auto"
+    assert result["threshold"] == pytest.approx(np.log(pos / neg))  # the noisy prior: post-processing
+    assert record.privacy_loss == est.privacy_charge(first.n_public_, 400).loss
     again = clone(est).fit(X, y, acc, "d", key="m")
     assert np.array_equal(again.coef_, first.coef_) and len(acc.history("d")) == 2
     rebuilt = AutoClassifier.from_release(record.to_dict("d"))
     assert np.array_equal(rebuilt.predict(X), first.predict(X))
-    dense = clone(est).set_params(screen_noise_limit=0.0).fit(X, y, acc, "d", key="dense")
-    assert acc.history("d")[-1].to_dict("d")["result"]["learner"] == "dp-sgd" and np.count_nonzero(dense.coef_) > 100
+    assert 0.0 < np.mean(first.predict(X)) < 1.0  # not the majority class everywhere
 
 
-def test_the_default_learner_on_no_more_columns_than_k_is_charged_as_the_plan_says(binary, tmp_path):
-    """The choice never reads the width (every charge made before the columns are known names the same
-    learner): on 60 columns, with select-then-train chosen, its DP-SGD phase runs on every column and
-    the release is charged select-then-train's loss, as ``privacy_charge`` says before the fit."""
+def test_released_counts_are_the_ones_the_fit_would_release_and_then_public(tmp_path, binary):
+    """A front end releases the counts first (to show the pre-flight before the model is charged): the
+    same key and charge as the fit's own, and the fit then releases nothing more than the model."""
     X, y, _ = binary
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("d", 10.0, 1e-6)
-    est = AutoClassifier(epsilon=5.0, screen_noise_limit=1.0, n_records=2500, classes=["no", "yes"])
-    planned = est.privacy_charge(2500)  # as the CLI and the flow charge it, before any width is seen
-    model = clone(est).fit(X[:2500], y[:2500], acc, "d", key="narrow")
-    record = acc.history("d")[-1]
-    assert record.privacy_loss == planned.loss and planned.details["learner"] == "select-train"
-    assert record.to_dict("d")["result"]["learner"] == "select-train"
-    assert np.count_nonzero(model.coef_) == 60 and model.score(X[2500:], y[2500:]) > 0.7
+    est = AutoClassifier(epsilon=5.0, classes=["no", "yes"])
+    n, counts = est.release_counts(y[:2500], acc, "d", "k")
+    assert counts is not None and n == max(1, round(sum(counts))) and est.n_records == n
+    assert acc.history("d")[-1].to_dict("d")["key"] == "k/count"
+    est.fit(X[:2500], y[:2500], acc, "d", key="k")
+    assert len(acc.history("d")) == 2 and est.n_public_ == n
+    assert est.score(X[2500:], y[2500:]) > 0.7
+
+
+def test_dp_gd_regression_takes_its_step_from_public_bounds_and_does_not_diverge():
+    """Nonnegative unit rows (a table in raw units, as BlogFeedback): the mean Gram's top eigenvalue is
+    near 1, and the old step 30 swung the iterates apart (R^2 -11 there). The default step is 1 / L from
+    the public smoothness bound L = 1 + c^2 (+ l2); a step above 2 / L is refused before anything is read."""
+    rng = np.random.default_rng(0)
+    X = rng.random((3000, 20))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.clip(3.0 * (X[:, 0] - X[:, 1]) + 0.1 * rng.standard_normal(3000), -1.0, 1.0)
+    model = DPGDRegressor(epsilon=1e3, random_state=0).fit(X, y)
+    assert model.step_size() == pytest.approx(1.0 / (1.0 + 0.1**2))
+    assert model.score(X, y) > -0.05  # the plain steps from 0 never leave the loss above where they began
+    with pytest.raises(ParameterError, match="lr=30"):
+        DPGDRegressor(lr=30.0).check_params()
+    with pytest.raises(ParameterError, match="pass lr"):
+        DPGDRegressor(row_norm=None).check_params()
+    assert DPGDRegressor(lr=1.5, intercept_scaling=0.5).check_params() is None  # 1.5 <= 2 / 1.25
+    wild = DPGDRegressor(epsilon=1e3, random_state=0)  # the step the bound refuses diverges on these rows
+    wild.step_size = lambda: 30.0  # type: ignore[method-assign]
+    assert wild.fit(X, y).score(X, y) < -1.0

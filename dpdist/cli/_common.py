@@ -40,6 +40,7 @@ _METRIC_KEYS = (
     "mse_interval",
     "r2_interval",
     "noise_swamps",
+    "auc_swamped",
 )
 
 # what does not make a release different: output and logging options, where the ledger and store are
@@ -184,6 +185,8 @@ def _metric_text(p: dict[str, Any]) -> str:
     if "accuracy" in p:
         first = f"held-out accuracy {f(p['accuracy'], '.3f')}"
         second = f"AUC {f(p.get('auc'), '.3f')}{within(p.get('auc_interval'))}"
+        if p.get("auc_swamped"):  # its noisy histograms give no AUC in [0, 1]
+            second = "AUC swamped by the noise (no value)"
         interval = p.get("accuracy_interval")
     elif "mse" in p:
         first = f"held-out MSE {f(p['mse'], '.4g')}"

@@ -69,10 +69,13 @@ def _train_gradient(args: argparse.Namespace) -> int:
     split_key = derive_key(acc.split_key(dataset), "dpdist train")
     test = record_sides(X, y, split_key, args.test_fraction) if args.test_fraction > 0 else np.zeros(X.shape[0], bool)
     Xtr, ytr = X[~test], (labels[~test] if labels is not None else y[~test])
+    preflight = _preflight(args, entry, model, ytr, (acc, dataset, key), task, int(X.shape[1]))
     _fit(args, entry, model, (Xtr, ytr), (acc, dataset, key), store, derive_key(split_key, key))
     coef = _coef(model)
     payload = _gradient_payload(args, model, entry, loss, coef, int(X.shape[1]), name, key, str(acc.path), replayed)
     payload.update(delta=plan.delta, plan=plan.to_dict())
+    if preflight is not None:
+        payload["preflight"] = preflight
     if args.test_fraction > 0:
         result = model.release_record_["model"] if entry.own_split else model.release_record_
         metrics = acc.release(
@@ -127,6 +130,45 @@ def _fit(
         model.fit(Xtr, ytr, acc, dataset, key, progress=update, **extra)
 
 
+def _preflight(
+    args: argparse.Namespace,
+    entry: Method,
+    model: Any,
+    ytr: Any,
+    release: tuple[Accountant, str, str],
+    task: str,
+    n_features: int,
+) -> dict[str, Any] | None:
+    """The default learner's pre-flight (:mod:`dpdist.preflight`), before its model is charged: its
+    counts released first (as its fit would release them: same key, same charge), then the estimate of
+    what the plan reaches from public values only (those counts, the width, the budget), on stderr with
+    a warning where it is near chance. None for a learner the registry runs no pre-flight for."""
+    import sys
+
+    from dpdist.preflight import estimate
+
+    if not entry.preflight:
+        return None
+    acc, dataset, key = release
+    if args.n_records is None:
+        n, counts = model.release_counts(ytr, acc, dataset, key)
+    else:
+        n, counts = int(args.n_records), None
+    est = estimate(
+        task, n, n_features, float(model.epsilon), float(model.delta), counts, y_bound=getattr(model, "y_bound", 1.0)
+    )
+    print(f"dpdist train: {est.message()}", file=sys.stderr, flush=True)
+    return {
+        "learner": est.plan.learner,
+        "reason": est.plan.reason,
+        "metric": est.metric,
+        "estimate": est.private,
+        "ceiling": est.ceiling,
+        "chance": est.chance,
+        "near_chance": est.near_chance,
+    }
+
+
 def _check_gradient_options(args: argparse.Namespace) -> None:
     """Refuse the Frank-Wolfe options and a held-out split or metrics budget out of range."""
     fw_only = {
@@ -168,6 +210,8 @@ def _gradient_learner(
         params["delta"] = plan.model_delta
     if entry.counted:  # a public count of the train rows, or its own noisy count
         params.update(n_records=args.n_records, count_epsilon=args.count_epsilon)
+    if task == "regression" and "y_bound" in entry.estimator_class(task)._get_param_names():
+        params["y_bound"] = args.y_bound  # the public bound on |y| the learner clips to
     labels = None
     if task == "binary":  # the store's declared labels, never those the train rows happen to hold
         labels, params["classes"] = user_labels(store)

@@ -1,22 +1,24 @@
-"""The default learner: select-then-train when its screening can see the signal, else DP-SGD.
+"""The default learner: the public rule of :mod:`dpdist.gradient_models.default_learner`, one learner per kind of data.
 
-Neither learner is best everywhere (``benchmarks/results/utility/``): with many records per unit of
-budget a private screening of 100 columns followed by DP-SGD on them is ahead of DP-SGD on every
-column; with few, the screening's noise buries the signal and it picks columns at random. What tells
-them apart is public: the standard deviation sigma of the Gaussian noise the screening adds to each
-score |x_j^T y| (rows of unit norm, |y| <= 1, so a score is at most n), beside the public count n~ of
-the records. This learner runs select-then-train when sigma <= ``screen_noise_limit`` n~ and DP-SGD on
-every column otherwise, each at its own defaults. On data with no more columns than select-then-train's
-k there is nothing to screen: its DP-SGD phase runs on every column, charged as select-then-train (the
-screening's share unspent).
+Which private learner is best depends on the kind of data (``benchmarks/results/utility/``): AdaSSP on
+a regression, the screened nearest centroid on a small wide table, DP-SGD with its decision threshold
+at the noisy class prior on imbalanced labels, select-then-train when its screening can see the signal
+among many records, DP-SGD on every column otherwise. What tells them apart is public: the task, the
+declared width d, whether the rows come as a dense table, the budget (epsilon, delta) and the noisy
+class counts (their sum is the public count n~). This estimator releases those counts first (a
+histogram of the two classes, each cell + Laplace(1/``count_epsilon``): one record changes one cell by
+1, so the pair is ``count_epsilon``-DP, the charge of a plain noisy count), asks
+:func:`dpdist.gradient_models.default_learner.plan_default` for the learner, and runs it at the whole budget. A
+regression releases a plain noisy count (the pre-flight's and the report's n~; the rule needs none).
 
-Privacy: the choice is a function of public values only (the released count n~, epsilon, delta and the
-two learners' parameters): post-processing of what was already released, so the fit is exactly the
-chosen learner's mechanism, charged as that learner charges it; the record names which one ran.
+With a public count ``n_records`` and no ``class_counts`` the classes are taken as balanced (nothing
+about them is released); pass the public ``class_counts`` (released before, as ``dpdist train`` does)
+to let the rule see an imbalance.
 
-The limit 2.5e-4 (sigma at most 1/4,000 of n~) lies between the benchmark's cells where each learner
-won (the dated results under ``benchmarks/results/utility/``); between them the rule is a guess, and
-the two learners stay available by name.
+Privacy: the choice is a function of public values only (the released counts, the width, epsilon,
+delta, the parameters): post-processing of what was already released, so the fit is exactly the chosen
+learner's mechanism, charged as that learner charges it (the record names which one ran). The
+threshold at the noisy prior, logit(n~+ / n~), is post-processing of the released counts as well.
 """
 
 from __future__ import annotations
@@ -27,151 +29,261 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.base import Ledger, PrivateEstimator
+from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     GradientClassifierMixin,
     GradientModel,
     GradientRegressorMixin,
     Progress,
-    SteppedModel,
 )
-from dpdist.gradient_models.select_train import SelectTrainClassifier, SelectTrainRegressor
-from dpdist.gradient_models.sgd import DPSGDClassifier, DPSGDRegressor
+from dpdist.gradient_models.default_learner import LearnerPlan, ThresholdedClassifier, build_default, plan_default
 from dpdist.privacy.loss import Charge
-from dpdist.solvers.dp_sgd import dp_sgd
-from dpdist.utils.random import RandomState
-from dpdist.utils.validation import AtLeast, check_count
+from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.validation import Boolean
 
-__all__ = ["AutoClassifier", "AutoRegressor"]
+__all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor", "noisy_class_counts"]
 
-SCREEN_NOISE_LIMIT = 2.5e-4
+UNKNOWN_WIDTH = 1_000_000  # the width a charge planned before the data is read assumes
+
+
+def noisy_class_counts(y: np.ndarray, epsilon: float, rng: np.random.Generator) -> list[float]:
+    """[n~-, n~+]: the counts of y <= 0 and y > 0, each + Laplace(1/epsilon) (a histogram of
+    l1-sensitivity 1 under ADD/REMOVE: epsilon-DP), each at least 1 (post-processing)."""
+    exact = np.array([np.count_nonzero(np.asarray(y) <= 0), np.count_nonzero(np.asarray(y) > 0)], dtype=np.float64)
+    return [float(c) for c in np.maximum(exact + rng.laplace(scale=1.0 / epsilon, size=2), 1.0)]
 
 
 class _Auto(GradientModel):
-    """Select-then-train or DP-SGD, chosen from public values (module docstring)."""
+    """The learner :func:`~dpdist.gradient_models.default_learner.plan_default` picks from public values
+    (module docstring)."""
 
     mechanism = "auto"
-    row_norm = "l2"  # both learners' default (cosine-normalised rows)
-    _pair: tuple[type[SteppedModel], type[SteppedModel]]
-    _parameter_constraints: ClassVar[dict[str, Any]] = {"screen_noise_limit": [AtLeast(0.0, finite=False)]}
+    row_norm = None  # the chosen learner maps its records itself
+    _task: ClassVar[str]
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"dense": [None, Boolean()], "class_counts": "no_validation"}
 
-    def _learners(self) -> tuple[SteppedModel, SteppedModel]:
-        """(select-then-train, DP-SGD) at their defaults and this learner's budget, count and labels
-        (kept while the parameters stay: their noise calibrations are cached on them)."""
-        params = {k: v for k, v in self.get_params().items() if k != "screen_noise_limit"}
-        key = repr(sorted(params.items()))
+    def _check_params(self) -> None:
+        counts = getattr(self, "class_counts", None)
+        if counts is not None:
+            try:
+                ok = len(counts) == 2 and all(math.isfinite(float(c)) and float(c) > 0 for c in counts)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ParameterError(
+                    f"class_counts must be two positive numbers [negatives, positives], got {counts!r}"
+                )
+
+    # ------------------------------------------------------------------ the rule
+
+    def _counts(self, n_public: int) -> tuple[float, float] | None:
+        if self._task == "regression":
+            return None
+        counts = getattr(self, "class_counts", None) or self.__dict__.get("_released_counts")
+        if counts is None:
+            return (n_public / 2.0, n_public / 2.0)
+        return (float(counts[0]), float(counts[1]))
+
+    def plan(self, n_public: int, n_features: int | None = None, dense: bool | None = None) -> LearnerPlan:
+        """The rule's learner for a public count, width (unknown before the data is read: planned as
+        wide, :data:`UNKNOWN_WIDTH`; every learner's charge meets the same (epsilon, delta)) and table flag
+        (default ``dense``, else False)."""
+        table = bool(self.dense if dense is None else dense)
+        d = n_features or UNKNOWN_WIDTH
+        return plan_default(
+            self._task, d, float(self.epsilon), float(self.delta), self._counts(n_public), n_public, table
+        )
+
+    def chosen(self, n_public: int, n_features: int | None = None, dense: bool | None = None) -> PrivateEstimator:
+        """The estimator the rule runs (cached while the public values stay: its calibration is kept)."""
+        plan = self.plan(n_public, n_features, dense)
+        key = (plan.learner, repr(sorted(plan.params.items())), n_public, repr(sorted(self.get_params().items())))
         cache = self.__dict__.setdefault("_learner_cache", {})
         if key not in cache:
             cache.clear()
-            cache[key] = (self._pair[0](**params), self._pair[1](**params))
-        return cache[key]
+            common: dict[str, Any] = {"random_state": self.random_state}
+            if self._task == "regression":
+                common["y_bound"] = self.y_bound
+            else:
+                common["classes"] = self.classes
+            if plan.learner not in ("adassp", "screened-centroid"):
+                common.update(n_records=n_public, count_epsilon=self.count_epsilon)
+            est = build_default(plan, float(self.epsilon), float(self.delta), self._counts(n_public), **common)
+            cache[key] = (plan, est.inner if isinstance(est, ThresholdedClassifier) else est)
+        return cache[key][1]
 
-    def _check_params(self) -> None:
-        for learner in self._learners():
-            learner.check_params()
-
-    def chosen(self, n_public: int) -> SteppedModel:
-        """The learner a fit on ``n_public`` (public) records runs: select-then-train when its
-        screening's noise sigma is at most ``screen_noise_limit`` n~, DP-SGD otherwise. A function of
-        n~ and the parameters alone (not of the width: every charge of this fit -- the CLI's and the
-        flow's, made before the columns are known, and the tuner's -- names the same learner)."""
-        n_public = check_count(n_public, "n_public")
-        sparse, dense = self._learners()
-        sigma = 1.0 / math.sqrt(2.0 * sparse.privacy_charge(n_public).details["screening_rho"])
-        return sparse if sigma <= float(self.screen_noise_limit) * n_public else dense
+    # ------------------------------------------------------------------ charges
 
     def _steps(self, n_public: int) -> tuple[float, int, float]:
-        return self.chosen(n_public)._steps(n_public)
-
-    def _scaled_charge(self, n_public: int, noise_scale: float) -> Charge:
         inner = self.chosen(n_public)
-        charge = inner.privacy_charge(n_public, noise_scale=noise_scale)
-        return Charge(charge.loss, f"{self.mechanism}/{self._loss}", {**charge.details, "learner": inner.mechanism})
+        if not isinstance(inner, GradientModel):
+            raise ParameterError(f"auto runs {inner.mechanism} here: it has no DP-SGD steps")
+        return inner._steps(n_public)
+
+    def _charge(self, n_public: int | None, n_features: int | None, noise_scale: float = 1.0) -> Charge:
+        """The chosen learner's charge (the count's own release aside); auto is no candidate of the
+        private search (``noise_scale`` other than 1 is refused: its learner is chosen by a rule)."""
+        if noise_scale != 1.0:
+            raise ParameterError("auto is not a candidate of the private search: its learner is chosen by a rule")
+        assert n_public is not None  # counted
+        inner = self.chosen(n_public, n_features, self.__dict__.get("_dense_input"))
+        charge = inner.privacy_charge(n_public, n_features)
+        learner = self.plan(n_public, n_features, self.__dict__.get("_dense_input")).learner
+        return Charge(charge.loss, f"{self.mechanism}/{self._loss}", {**charge.details, "learner": learner})
+
+    # ------------------------------------------------------------------ the fit
+
+    def map_records(self, X: Any, y: np.ndarray) -> tuple[Any, np.ndarray]:
+        return X, np.asarray(y, dtype=np.float64)  # the chosen learner maps them (release_on)
+
+    def _fit_release(self, X: Any, y: np.ndarray, ledger: Ledger | None, key: str | None, *args: Any) -> None:
+        self._dense_input = bool(self.dense) if self.dense is not None else not sp.issparse(X)
+        self._labels = y
+        self._released_counts: tuple[float, float] | None = None
+        try:
+            super()._fit_release(X, y, ledger, key, *args)
+        finally:
+            del self._labels
+
+    def _public_count(self, n_rows: int, ledger: Ledger | None, key: str, rng: np.random.Generator) -> int | None:
+        """A classifier with no public count releases its noisy class counts (module docstring)."""
+        if self._task == "regression" or self.n_records is not None or self.class_counts is not None:
+            if self.n_records is None and self.class_counts is not None:
+                return max(1, int(round(sum(self.class_counts))))
+            return super()._public_count(n_rows, ledger, key, rng)
+        epsilon, labels = float(self.count_epsilon), self._labels
+
+        def compute() -> list[float]:
+            return noisy_class_counts(labels, epsilon, rng)
+
+        counts = self._release_count(ledger, key, compute, of="training records by class")
+        if not isinstance(counts, list):  # a plain count recorded under this key before: balanced
+            return max(1, int(counts))
+        self._released_counts = (float(counts[0]), float(counts[1]))
+        return max(1, int(round(sum(counts))))
+
+    def release_counts(self, y: Any, accountant: Any, dataset: str, key: str) -> tuple[int, tuple[float, float] | None]:
+        """Release now the counts a fit would release first (same key, same charge, same record), and keep
+        them as public parameters (``n_records``, ``class_counts``) so the fit releases nothing more: a
+        front end can show the pre-flight estimate (``dpdist.preflight``) from them before the model is
+        charged. Returns (n~, the noisy class counts or None). ``y``: the labels as the fit would take them."""
+        self.check_params()
+        coded, _ = self._targets(np.asarray(y), accountant)
+        rng = check_random_state(self.random_state)
+        self._labels = coded
+        self._released_counts = None
+        try:
+            n = self._public_count(coded.size, (accountant, dataset), key, rng)
+        finally:
+            del self._labels
+        assert n is not None
+        counts = self.__dict__.get("_released_counts")
+        self.set_params(n_records=n)
+        if counts is not None:
+            self.set_params(class_counts=list(counts))
+        return n, counts
 
     def release_on(
-        self, X: sp.csr_matrix, y: np.ndarray, n_public: int | None, charge: Charge, *args: Any
-    ) -> dict[str, Any]:
-        return {**super().release_on(X, y, n_public, charge, *args), "learner": charge.details["learner"]}
-
-    def _train(
         self,
-        X: sp.csr_matrix,
+        X: Any,
         y: np.ndarray,
-        n_public: int,
-        noise: dict[str, Any],
+        n_public: int | None,
+        charge: Charge,
         rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        inner = self.chosen(n_public)
-        if inner.mechanism != noise["learner"]:  # the charge and the fit name the same learner (public values)
-            raise RuntimeError(f"auto: charged {noise['learner']}, about to run {inner.mechanism}")
-        sparse = self._learners()[0]
-        if inner is sparse and X.shape[1] <= int(sparse.get_params()["k"]):
-            # no more columns than k: nothing to screen. Its DP-SGD phase runs on every column; the
-            # screening's share is charged and not spent (the charge's Renyi curve, the screening's
-            # zCDP composed with this DP-SGD's, is above the curve of what runs).
-            return dp_sgd(X, y, inner.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
-        return inner._train(X, y, n_public, noise, rng, progress)
+        progress: Progress | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        assert n_public is not None
+        dense = self.__dict__.get("_dense_input")
+        plan = self.plan(n_public, int(X.shape[1]), dense)
+        if plan.learner != charge.details["learner"]:  # the charge and the fit name the same learner (public values)
+            raise RuntimeError(f"auto: charged {charge.details['learner']}, about to run {plan.learner}")
+        inner = self.chosen(n_public, int(X.shape[1]), dense)
+        Xi, yi = inner.map_records(X, y)
+        out = inner.release_on(Xi, yi, n_public, charge, rng, progress, extra)
+        if plan.learner == "dp-sgd+threshold":  # the threshold at the noisy prior (post-processing)
+            neg, pos = self._counts(n_public)  # type: ignore[misc]
+            out["threshold"] = math.log(pos / neg)
+            out["intercept"] = float(out["intercept"]) - out["threshold"]
+        counts = self._counts(n_public) if self.__dict__.get("_released_counts") else None
+        return {
+            **out,
+            "method": self.mechanism,
+            "learner": plan.learner,
+            **({"class_counts": list(counts)} if counts else {}),
+        }
+
+    def _train(self, *args: Any) -> tuple[np.ndarray, float]:
+        raise NotImplementedError("auto runs its chosen learner's release (release_on)")
 
 
 _AUTO_DOC = """
     Parameters
     ----------
     epsilon, delta : the model's budget ((epsilon, delta)-DP; the count's release aside).
-    screen_noise_limit : select-then-train runs when its screening's noise standard deviation is at
-        most this fraction of the public count n~ (module docstring); 0: always DP-SGD.
-    n_records, count_epsilon, random_state : as ``DPSGDClassifier``.
+    n_records : a public count of the records (else the counts are released first at ``count_epsilon``).
+    count_epsilon : the epsilon of that release.
+    dense : whether the rows are a dense table (the small-wide-table rule); None: a dense array is one.
+    random_state : None (OS entropy) or a seed (experiments only).
 """
 
 
 class AutoClassifier(GradientClassifierMixin, _Auto):
     __doc__ = (
-        "Private logistic regression by the default learner: SelectTrainClassifier or DPSGDClassifier,\n"
-        "    chosen from public values.\n" + _AUTO_DOC + "    classes : the two labels, public (default: those in y).\n"
+        "Private binary classification by the default learner (dpdist.gradient_models.default_learner's rule).\n"
+        + _AUTO_DOC
+        + "    class_counts : public noisy class counts [negatives, positives], released before (or None).\n"
+        "    classes : the two labels, public (default: those in y).\n"
     )
-    _pair = (SelectTrainClassifier, DPSGDClassifier)
+    _task = "binary"
 
     def __init__(
         self,
         *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
-        screen_noise_limit: float = SCREEN_NOISE_LIMIT,
         n_records: int | None = None,
         count_epsilon: float = 0.01,
+        class_counts: Any = None,
+        dense: bool | None = None,
         classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
-        self.screen_noise_limit = screen_noise_limit
         self.n_records = n_records
         self.count_epsilon = count_epsilon
+        self.class_counts = class_counts
+        self.dense = dense
         self.classes = classes
         self.random_state = random_state
 
 
 class AutoRegressor(GradientRegressorMixin, _Auto):
     __doc__ = (
-        "Private least squares by the default learner: SelectTrainRegressor or DPSGDRegressor, chosen\n"
-        "    from public values.\n" + _AUTO_DOC + "    y_bound : the public bound on |y|.\n"
+        "Private least squares by the default learner (dpdist.gradient_models.default_learner's rule: AdaSSP).\n"
+        + _AUTO_DOC
+        + "    y_bound : the public bound on |y|.\n"
     )
-    _pair = (SelectTrainRegressor, DPSGDRegressor)
+    _task = "regression"
+    class_counts = None
 
     def __init__(
         self,
         *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
-        screen_noise_limit: float = SCREEN_NOISE_LIMIT,
         n_records: int | None = None,
         count_epsilon: float = 0.01,
+        dense: bool | None = None,
         y_bound: float = 1.0,
         random_state: RandomState = None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
-        self.screen_noise_limit = screen_noise_limit
         self.n_records = n_records
         self.count_epsilon = count_epsilon
+        self.dense = dense
         self.y_bound = y_bound
         self.random_state = random_state

@@ -16,8 +16,7 @@ release, prediction; and the two target mixins (two public classes, or clipped r
 
 from __future__ import annotations
 
-import time
-from abc import ABCMeta, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -30,21 +29,19 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpdist.base import (
     Ledger,
     PrivateClassifierMixin,
-    PrivateEstimator,
+    PrivateLearner,
     PrivateRegressorMixin,
     Progress,
     charged_to,
     noisy_count,
 )
+from dpdist.data.record_maps import map_rows
 from dpdist.data.transforms import Matrix
 from dpdist.evaluation import sparse_coef
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
-from dpdist.released import model_result, widen
+from dpdist.released import model_result
 from dpdist.solvers.dp_sgd import SGDPlan
-from dpdist.utils.model_selection import warn_if_exact_model_selection
-from dpdist.utils.operator_log import timing
-from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import AtLeast, Boolean, Count, Delta, Epsilon, Options, Positive, check_positive
 
 __all__ = [
@@ -69,7 +66,7 @@ def _calibrated_noise(make: Callable[[float], PrivacyLoss], epsilon: float, delt
     return 1.0 / calibrate(lambda inv: make(1.0 / inv), epsilon, delta, 1e3, tol=1e-6)
 
 
-class GradientModel(PrivateEstimator, metaclass=ABCMeta):
+class GradientModel(PrivateLearner):
     """What the gradient learners share: preprocessing, the public count, the release, prediction."""
 
     _loss = "logistic"
@@ -174,42 +171,6 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
     ) -> tuple[np.ndarray, float]:
         """The noisy fit: (w, b) of the model on the prepared (X, y), at the charge's noise scales."""
 
-    def _fit_release(
-        self,
-        X: Any,
-        y: np.ndarray,
-        ledger: Ledger | None,
-        key: str | None,
-        extra: dict[str, Any],
-        progress: Progress | None = None,
-        columns: tuple[Any, int] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> None:
-        """Steps 3-6 of a fit (module docstring) on checked (X, y), y coded: the public count, the charge,
-        the release of :meth:`release_on` (stated in a wider matrix's columns with ``columns`` = (the
-        columns X holds, the width); with ``schema``, the public facts a model needs to read new records:
-        ``dpdist.released.widen``), the release attributes."""
-        warn_if_exact_model_selection(self)
-        rng = check_random_state(getattr(self, "random_state", None))
-        key = self._release_key(key)
-        X, y = self.map_records(X, y)
-        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
-        n_public = self._public_count(X.shape[0], ledger, key, rng)
-        charge = self.privacy_charge(n_public, n_features=int(X.shape[1]))
-        held, width = columns if columns is not None else (None, None)
-
-        def compute() -> dict[str, Any]:
-            return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
-
-        params = self.release_params(int(X.shape[1]), n_public)
-        if held is not None:
-            params["columns"] = [int(j) for j in held]
-        t0 = time.perf_counter()
-        out = self._release(charge, key, compute, params, ledger)
-        timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)  # the operator's, never released
-        self.n_public_ = n_public
-        self._set_released(out)
-
     # ------------------------------------------------------------------ the released model
 
     def _set_released(self, out: dict[str, Any]) -> None:
@@ -237,8 +198,8 @@ class GradientModel(PrivateEstimator, metaclass=ABCMeta):
     def _margins(self, X: Matrix) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", reset=False)
-        if self.row_norm_ is not None:
-            X = normalize(sp.csr_matrix(X, dtype=np.float64), norm=self.row_norm_)
+        if self.row_norm_ is not None and X.shape[0]:
+            X = map_rows(sp.csr_matrix(X, dtype=np.float64), self.row_norm_)
         return np.asarray(X @ self.coef_.ravel()).ravel() + self.intercept_
 
     def __sklearn_tags__(self):  # noqa: ANN204
@@ -259,6 +220,10 @@ class SteppedModel(GradientModel):
         "row_norm": [Options(*ROW_NORMS)],
     }
 
+    def step_size(self) -> float:
+        """The step size of the noisy steps (its ``lr``)."""
+        return float(self.lr)
+
     def sgd_plan(self, n_public: int, noise_multiplier: float) -> SGDPlan:
         """The public parameters of the steps for a public count and the charge's noise multiplier."""
         q, steps, normaliser = self._steps(n_public)
@@ -268,7 +233,7 @@ class SteppedModel(GradientModel):
             noise_multiplier,
             q,
             steps,
-            float(self.lr),
+            self.step_size(),
             normaliser,
             float(self.l2),
             float(self.intercept_scaling),

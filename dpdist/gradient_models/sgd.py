@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
 from dpdist.solvers.dp_sgd import dp_sgd
 from dpdist.utils.random import RandomState
@@ -185,7 +186,40 @@ class DPGDClassifier(GradientClassifierMixin, _GD):
 
 
 class DPGDRegressor(GradientRegressorMixin, _GD):
-    __doc__ = "Private least squares by full-batch DP-GD.\n" + _GD_DOC + _Y_BOUND_DOC
+    __doc__ = (
+        "Private least squares by full-batch DP-GD.\n"
+        + _GD_DOC.replace(
+            "    lr, clip, l2 : step size,",
+            "    lr : the step size; None: 1 / L, L = 1 + c^2 + l2 the smoothness of the mean squared loss on\n"
+            "        rows of l2 norm <= 1 (a public bound); above 2 / L (gradient descent can diverge) it is refused.\n"
+            "    clip, l2 :",
+        )
+        + _Y_BOUND_DOC
+    )
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"lr": [None, Positive()]}
+
+    def _smoothness(self) -> float:
+        """L: every record's squared loss 1/2 (x.w + c b - y)^2 has Hessian z z^T, z = (x, c), of norm
+        ||x||^2 + c^2 <= 1 + c^2 on rows of l2 norm <= 1 (``row_norm="l2"`` enforces it); plus the penalty."""
+        return 1.0 + float(self.intercept_scaling) ** 2 + float(self.l2)
+
+    def _check_params(self) -> None:
+        if self.row_norm != "l2":
+            if self.lr is None:
+                raise ParameterError(
+                    "lr=None takes its step from the bound ||x|| <= 1 of row_norm='l2'; with "
+                    f"row_norm={self.row_norm!r} pass lr"
+                )
+            return
+        limit = 2.0 / self._smoothness()
+        if self.lr is not None and float(self.lr) > limit:
+            raise ParameterError(
+                f"lr={self.lr!r} is above 2 / (1 + c^2 + l2) = {limit:.4g}, where full-batch gradient descent on the "
+                "squared loss of unit rows can diverge: lr=None takes 1 / (1 + c^2 + l2)"
+            )
+
+    def step_size(self) -> float:
+        return 1.0 / self._smoothness() if self.lr is None else float(self.lr)
 
     def __init__(
         self,
@@ -193,7 +227,7 @@ class DPGDRegressor(GradientRegressorMixin, _GD):
         epsilon: float = 1.0,
         delta: float = 1e-6,
         max_iter: int = 100,
-        lr: float = 30.0,
+        lr: float | None = None,
         clip: float = 1.0,
         l2: float = 0.0,
         intercept_scaling: float = 0.1,

@@ -11,7 +11,8 @@ intercept) under the logistic loss log(1 + exp(-y m)) (labels -1/+1) or the squa
    each sampled CSR row twice (its margin, then its scattered gradient); nothing of size n.
 3. Noisy step: w <- w - lr ((S_w + N(0, (z C)^2 I_d)) / B + l2 w), the same for b without
    the penalty, B the public normaliser (the expected batch size, from a *public* count of the
-   records: a released noisy count, never the exact n).
+   records: a released noisy count, never the exact n). With ``momentum`` mu > 0 the step is the
+   heavy ball's: v <- mu v + g, w <- w - lr v, g the noisy normalised gradient above.
 
 Privacy (ADD/REMOVE one record, the relation dpdist holds everywhere). Fix the steps' public
 parameters (q, z, C, B, lr, l2, T). In one step, a record added to D is sampled with
@@ -24,7 +25,7 @@ Renyi curves add: ``PrivacyLoss.subsampled_gaussian(z, q, T, delta)`` is the los
 fit, and with q = 1 (full batch, every record in every step) it is T Gaussian mechanisms of
 l2-sensitivity C, T / (2 z^2)-zCDP. The bound C on each term is enforced here, on every term,
 whatever the data (no assumption on x or y). The released model is the last iterate (or a
-public average of iterates: post-processing).
+public average of iterates: post-processing); momentum, too, is post-processing of the noisy sums.
 
 Noise dominates a step on wide data: d Gaussian draws per step. ``gaussian_noise`` fills the
 vector from independent generators in threads (numpy releases the GIL while it fills), so a
@@ -69,6 +70,7 @@ class SGDPlan:
     l2: float = 0.0
     intercept_scaling: float = 1.0
     average_from: float = 1.0  # release the mean of the iterates from this fraction of the steps on (1: the last)
+    momentum: float = 0.0  # the heavy ball's mu in [0, 1) (0: plain steps)
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -86,6 +88,8 @@ class SGDPlan:
             raise ParameterError(f"intercept_scaling must be a finite number >= 0, got {self.intercept_scaling!r}")
         if not 0.0 <= self.average_from <= 1.0:
             raise ParameterError(f"average_from must lie in [0, 1], got {self.average_from!r}")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ParameterError(f"momentum must lie in [0, 1), got {self.momentum!r}")
 
 
 @numba.njit(cache=True, nogil=True)
@@ -204,6 +208,8 @@ def dp_sgd(
     scale = plan.noise_multiplier * plan.clip
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
+    mu = plan.momentum
+    v, vb = np.zeros(d if mu else 0), 0.0
     for t in range(plan.steps):
         rows = poisson_rows(rng, n, plan.sampling_rate)
         g[:] = 0.0
@@ -213,8 +219,15 @@ def dp_sgd(
         g /= plan.normaliser
         if plan.l2:
             g += plan.l2 * w
-        w -= plan.lr * g
-        b[0] -= plan.lr * gb / plan.normaliser
+        if mu:
+            v *= mu
+            v += g
+            vb = mu * vb + gb / plan.normaliser
+            w -= plan.lr * v
+            b[0] -= plan.lr * vb
+        else:
+            w -= plan.lr * g
+            b[0] -= plan.lr * gb / plan.normaliser
         if t >= first_avg:
             w_sum += w
             b_sum += b[0]

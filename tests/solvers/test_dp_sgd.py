@@ -172,3 +172,31 @@ def test_a_record_whose_margin_overflows_adds_nothing_instead_of_escaping_the_cl
     plan = SGDPlan("logistic", 1.0, 0.5, 1.0, 5, 30.0, 2.0)
     w, b = dp_sgd(X, np.array([1.0, -1.0]), plan, np.random.default_rng(0))
     assert np.all(np.isfinite(w)) and np.isfinite(b)
+
+
+def test_momentum_is_the_heavy_ball_on_the_noisy_steps_and_zero_momentum_is_plain_sgd():
+    """Momentum is post-processing of the same noisy sums: with every noise draw the same, the
+    heavy ball's iterates follow from the plain steps' gradients (v <- mu v + g, w <- w - lr v)."""
+    X = sp.random(60, 6, density=0.5, random_state=3, format="csr")
+    y = np.where(np.arange(60) % 3 == 0, 1.0, -1.0)
+    plain = SGDPlan("logistic", 1.0, 0.8, 1.0, 1, 0.5, 60.0)
+    w0, b0 = dp_sgd(X, y, plain, np.random.default_rng(4))
+    w_zero, b_zero = dp_sgd(
+        X, y, SGDPlan("logistic", 1.0, 0.8, 1.0, 1, 0.5, 60.0, momentum=0.0), np.random.default_rng(4)
+    )
+    np.testing.assert_array_equal(w0, w_zero)
+    # one step from 0: v = g, so momentum changes nothing; two steps: w2 = w1 - lr (mu g1 + g2)
+    heavy = SGDPlan("logistic", 1.0, 0.8, 1.0, 2, 0.5, 60.0, momentum=0.9)
+    w_h, b_h = dp_sgd(X, y, heavy, np.random.default_rng(4))
+    rng = np.random.default_rng(4)
+    w1, b1 = dp_sgd(X, y, plain, rng)  # the same first draws
+    g1, gb1 = -w1 / 0.5, -b1 / 0.5
+    parts = csr_parts(X)
+    g2 = np.zeros(6)
+    gb2 = clipped_gradient_sum(parts, y, np.arange(60, dtype=np.int64), (w1, np.array([b1])), (0, 1.0, 1.0), g2)
+    g2 += rng.standard_normal(6) * 0.8
+    gb2 += rng.standard_normal() * 0.8
+    np.testing.assert_allclose(w_h, w1 - 0.5 * (0.9 * g1 + g2 / 60.0), rtol=1e-10, atol=1e-12)
+    assert b_h == pytest.approx(b1 - 0.5 * (0.9 * gb1 + gb2 / 60.0), rel=1e-10)
+    with pytest.raises(ParameterError, match="momentum"):
+        SGDPlan("logistic", 1.0, 1.0, 1.0, 1, 1.0, 1.0, momentum=1.0)
