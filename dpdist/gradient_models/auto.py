@@ -19,6 +19,7 @@ Privacy: the choice is a function of public values only (the released counts, th
 delta, the parameters): post-processing of what was already released, so the fit is exactly the chosen
 learner's mechanism, charged as that learner charges it (the record names which one ran). The
 threshold at the noisy prior, logit(n~+ / n~), is post-processing of the released counts as well.
+The claim and its proof: [docs/proofs/gradient_models-default_learner.md][proof-default-learner].
 """
 
 from __future__ import annotations

@@ -15,18 +15,10 @@ releases follow:
    upper triangle of z z^T has l2 norm at most ||z z^T||_F = ||z||^2 <= 1;
 3. ``Z^T y + N(0, s3^2 I)``: z y_i has l2 norm at most B.
 
-Privacy (ADD/REMOVE one record; n never enters). Each release is a Gaussian mechanism of the
-stated sensitivity, so the three compose to rho = 1/(2 s1^2) + 1/(2 s2^2) + B^2/(2 s3^2)-zCDP
-(Bun & Steinke 2016, Prop. 1.6 and Lemma 2.3), charged as ``PrivacyLoss.zcdp``. Everything
-after is post-processing of the three outputs and public values: the ridge
-
-    lambda = max(0, s2 (2 sqrt(p) + 2 sqrt(ln(1/beta))) - max(0, lambda~_min - s1 sqrt(2 ln(1/beta)))),
-
-(the first term bounds ||W||_2 with probability 1 - beta: E||W|| <= 2 s2 sqrt(p) for a symmetric
-Gaussian matrix, and ||W|| is sqrt(2) s2-Lipschitz in its independent entries; the second is a
-lower confidence bound of lambda_min), and theta = (A~ + lambda I)^-1 b~ computed on the
-eigendecomposition of A~ + lambda I with its eigenvalues floored at s2 (a safeguard for the
-probability-beta event that the matrix is not positive definite).
+Privacy (ADD/REMOVE one record; n never enters): each release is a Gaussian mechanism of the stated
+sensitivity, so the three compose to rho = 1/(2 s1^2) + 1/(2 s2^2) + B^2/(2 s3^2)-zCDP, charged as
+``PrivacyLoss.zcdp``; the ridge lambda and theta = (A~ + lambda I)^-1 b~ are post-processing. The claim
+and its proof: [docs/proofs/statistic_models-adassp.md][proof-adassp].
 
 Wide data: with ``k`` set, the k columns are first chosen by the Gaussian top-k on |Z^T y|
 (``dpdist.selection.gaussian``; sensitivity B: ||z y_i||_2 <= B), a fourth zCDP release, and the

@@ -19,13 +19,11 @@ This learner spends it on three small releases instead, one release in all:
 The model is post-processing: the centroids mu+- = S~+- / n~+-, the weights mu+ - mu- and the
 threshold at their midpoint (so the classes weigh equally whatever their sizes: a balanced rule).
 
-Privacy (ADD/REMOVE one record; n is never used, only n~). The three steps compose adaptively
-(each uses the earlier ones' outputs as public parameters), charged as
-``PrivacyLoss.compose(laplace(eps_c), bounded_range(eps_s / k, k), zcdp(rho))`` with rho the
-largest for which the composition meets (epsilon, delta). Every bound is enforced: each row goes
-through its ``row_norm`` map (``"rank"``: per-sample ranks on [-1, 1], no per-gene statistic)
-and is then clipped to [-1, 1] entry by entry; a label outside the two public classes is refused
-before anything is charged.
+Privacy (ADD/REMOVE one record; n is never used, only n~): the three steps compose adaptively, charged
+as ``PrivacyLoss.compose(laplace(eps_c), bounded_range(eps_s / k, k), zcdp(rho))``; every bound is
+enforced (rows by their ``row_norm`` map, then clipped to [-1, 1]; a label outside the public classes
+refused before any charge). The claim and its proof:
+[docs/proofs/statistic_models-noisy_centroid.md][proof-screened-centroid].
 """
 
 from __future__ import annotations
