@@ -16,7 +16,7 @@ import numpy as np
 
 from dpdist.privacy.ledger.artefacts import expand
 
-__all__ = ["model_result", "table_schema", "user_labels", "widen"]
+__all__ = ["from_table", "model_result", "table_schema", "user_labels", "widen"]
 
 
 def model_result(record: dict[str, Any]) -> Any:
@@ -45,6 +45,13 @@ def table_schema(meta: dict[str, Any]) -> dict[str, Any] | None:
         "categories": notes.get("declared_categories"),
         "fill_value": notes.get("fill_value"),
     }
+
+
+def from_table(meta: dict[str, Any]) -> bool:
+    """Whether a store's rows came from a table (a CSV, Parquet or declared Table Schema ingest): a
+    public fact of its ingest, never of its values. The default learner takes such rows as a dense
+    table (``dpdist.gradient_models.default_learner``: the small-wide-table rule)."""
+    return "feature_names" in (table_schema(meta) or {})
 
 
 def widen(

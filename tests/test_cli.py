@@ -693,3 +693,46 @@ def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tm
     assert len(acc.history(dataset)) == 2
     code, _, err = run(capsys, "evaluate", "m", "--epsilon", "0.1", "--ledger", str(ledger))
     assert code == 2 and "--store" in err
+
+
+def test_the_default_learner_reads_a_small_wide_table_as_a_table(capsys, tmp_path):
+    """Issue 53: a store ingested from a table (a public fact of its ingest) of few rows and many columns gets
+    the screened nearest centroid from ``dpdist train`` with no ``--method``, its pre-flight shown before the
+    model is charged; the same rows as an svmlight file are sparse rows, and get DP-SGD."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n, d = 60, 800
+    X = rng.normal(size=(n, d))
+    y = rng.random(n) < 0.5
+    X[y, :5] += 1.5
+    table = tmp_path / "genes.csv"
+    rows = [",".join([*(f"g{j}" for j in range(d)), "y"])]
+    rows += [",".join([*(f"{v:.4f}" for v in x), "yes" if c else "no"]) for x, c in zip(X, y, strict=True)]
+    table.write_text("\n".join(rows) + "\n")
+    svm = tmp_path / "genes.svm"
+    svm.write_text(
+        "".join(
+            f"{1 if c else -1} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x)) + "\n"
+            for x, c in zip(X, y, strict=True)
+        )
+    )
+    ledger = str(tmp_path / "l.sqlite")
+    chosen = {}
+    for name, src, extra in [
+        ("table", table, ["--labels=no,yes"]),
+        ("svm", svm, ["--labels=-1,1", "--n-features", str(d)]),
+    ]:
+        out = str(tmp_path / name)
+        code, _, err = run(capsys, "ingest", str(src), "--out", out, "--task", "binary", *extra, "--ledger", ledger)
+        assert code == 0, err
+        code, _, err = run(capsys, "budget", "init", out, "--epsilon", "3", "--delta", "1e-6", "--ledger", ledger)
+        assert code == 0, err
+        # a public count (no class counts released: taken as balanced), so the rule's choice is the table flag's
+        train = ["train", out, "--epsilon", "3", "--delta", "1e-6", "--n-records", "48", "--ledger", ledger, "--json"]
+        code, o, err = run(capsys, *train)
+        assert code == 0, err
+        payload = json.loads(o)
+        assert "dpdist train: " in err and payload["preflight"]["learner"] == payload["chosen"]["learner"]
+        chosen[name] = payload["chosen"]["learner"]
+    assert chosen == {"table": "screened-centroid", "svm": "dp-sgd"}

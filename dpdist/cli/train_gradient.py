@@ -154,8 +154,17 @@ def _preflight(
         n, counts = model.release_counts(ytr, acc, dataset, key)
     else:
         n, counts = int(args.n_records), None
+    if counts is None and task == "binary":
+        counts = (n / 2.0, n / 2.0)  # no class counts released: taken as balanced, as the fit takes them
     est = estimate(
-        task, n, n_features, float(model.epsilon), float(model.delta), counts, y_bound=getattr(model, "y_bound", 1.0)
+        task,
+        n,
+        n_features,
+        float(model.epsilon),
+        float(model.delta),
+        counts,
+        dense=bool(getattr(model, "dense", False)),
+        y_bound=getattr(model, "y_bound", 1.0),
     )
     print(f"dpdist train: {est.message()}", file=sys.stderr, flush=True)
     return {
@@ -202,7 +211,7 @@ def _gradient_learner(
 ) -> tuple[Any, Any]:
     """(the learner, the store's declared labels or None) of ``--method`` / ``--tune`` at the plan's share of the
     command's budget, its parameters checked (bad parameters: exit 2 before the data is read)."""
-    from dpdist.released import user_labels
+    from dpdist.released import from_table, user_labels
 
     entry = get(method)
     params: dict[str, Any] = {"epsilon": plan.model_epsilon, "random_state": _noise_seed(args, "train/model")}
@@ -210,8 +219,11 @@ def _gradient_learner(
         params["delta"] = plan.model_delta
     if entry.counted:  # a public count of the train rows, or its own noisy count
         params.update(n_records=args.n_records, count_epsilon=args.count_epsilon)
-    if task == "regression" and "y_bound" in entry.estimator_class(task)._get_param_names():
+    takes = entry.estimator_class(task)._get_param_names()
+    if task == "regression" and "y_bound" in takes:
         params["y_bound"] = args.y_bound  # the public bound on |y| the learner clips to
+    if "dense" in takes:  # the default learner: rows from a table are a dense table (its ingest's public fact)
+        params["dense"] = from_table(store.meta)
     labels = None
     if task == "binary":  # the store's declared labels, never those the train rows happen to hold
         labels, params["classes"] = user_labels(store)

@@ -157,6 +157,11 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
         return Charge(plan.loss(float(self.delta)), "screened-centroid/balanced", details)
 
     def _bounded(self, X: Any) -> Any:
+        """Each record mapped alone into [-1, 1]: its ``row_norm`` map (ranks read every entry of a row, so
+        sparse rows are made dense first: a table's rows, few by the rule that picks this learner), then
+        clipped."""
+        if self.row_norm == "rank" and sp.issparse(X):
+            X = X.toarray()
         Xm = apply_row_map(X, self.row_norm)
         if sp.issparse(Xm):
             Xm.data = np.clip(Xm.data, -1.0, 1.0)

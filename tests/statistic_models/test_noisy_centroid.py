@@ -134,11 +134,14 @@ def test_bad_input_is_refused_before_the_charge(tmp_path):
     assert acc.status("d").epsilon_spent == 0.0
 
 
-def test_sparse_rows_give_the_dense_rows_model():
+@pytest.mark.parametrize("row_norm", ["l2", "rank"])
+def test_sparse_rows_give_the_dense_rows_model(row_norm):
+    """A store's rows come as CSR (``dpdist train``); the rank map reads every entry of a row, so sparse rows
+    are made dense first (never a refusal inside the release, after its charge)."""
     rng = np.random.default_rng(5)
     X = rng.random((40, 30)) * (rng.random((40, 30)) < 0.3)
     y = np.where(np.arange(40) % 2 == 0, 1.0, -1.0)
-    kw = {"epsilon": 2.0, "k": 2, "row_norm": "l2", "classes": [-1.0, 1.0]}
+    kw = {"epsilon": 2.0, "k": 2, "row_norm": row_norm, "classes": [-1.0, 1.0]}
     dense = ScreenedCentroidClassifier(random_state=1, **kw).fit(X, y)
     sparse = ScreenedCentroidClassifier(random_state=1, **kw).fit(sp.csr_matrix(X), y)
     np.testing.assert_allclose(sparse.coef_, dense.coef_)
