@@ -245,6 +245,7 @@ class Ctx:
     n_public: int
     counts: tuple[float, float] | None
     d: int
+    count_scale: float = 0.0  # the Laplace scale of each released count (the rule's imbalance margin)
 
     @property
     def common(self) -> dict[str, Any]:
@@ -271,7 +272,7 @@ def _classifiers() -> dict[str, Callable[[Ctx], Any]]:
     from dpdist.tuning import PrivateSearch, default_candidates
 
     def proposed(c: Ctx) -> Any:
-        plan = plan_default("binary", c.d, c.epsilon, DELTA / 4, c.counts, c.n_public, c.spec.dense)
+        plan = plan_default("binary", c.d, c.epsilon, DELTA / 4, c.counts, c.n_public, c.spec.dense, c.count_scale)
         return build_default(plan, c.epsilon, DELTA / 4, c.counts, n_records=c.n_public, classes=[-1.0, 1.0])
 
     def centroid(c: Ctx) -> Any:
@@ -378,7 +379,13 @@ def one_run(method: Callable[[Ctx], Any], ctx_args: dict[str, Any], Xtr, ytr, Xt
         )
         counts = None if spec.task == "regression" else (float(noisy[0]), float(noisy[1]))
         ctx = Ctx(
-            ctx_args["name"], spec, epsilon - count_eps - eval_eps, max(1, int(round(sum(noisy)))), counts, Xtr.shape[1]
+            ctx_args["name"],
+            spec,
+            epsilon - count_eps - eval_eps,
+            max(1, int(round(sum(noisy)))),
+            counts,
+            Xtr.shape[1],
+            1.0 / count_eps,
         )
         model = method(ctx)
         model.fit(Xtr, ytr, acc, "d", key="model")

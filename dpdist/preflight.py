@@ -99,13 +99,14 @@ def estimate(
     dense: bool = False,
     y_bound: float = 1.0,
     random_state: int | None = 0,
+    count_scale: float = 0.0,
 ) -> Estimate:
     """The pre-flight estimate of the default plan at these public values (module docstring)."""
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.metrics import balanced_accuracy_score, r2_score
 
     rng = np.random.default_rng(random_state)
-    plan = plan_default(task, n_features, epsilon, delta, class_counts, n_public, dense)
+    plan = plan_default(task, n_features, epsilon, delta, class_counts, n_public, dense, count_scale)
     share = 0.5 if class_counts is None else min(max(min(class_counts) / max(sum(class_counts), 1.0), 0.02), 0.5)
     n_train = min(int(n_public), MAX_SIMULATED_ROWS)
     n_test = min(max(2000, n_train // 4), 50_000)

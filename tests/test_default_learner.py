@@ -25,6 +25,10 @@ from dpdist.statistic_models.noisy_centroid import ScreenedCentroidClassifier
         (("binary", 47236, 0.1, 1e-6, (80_000.0, 80_000.0), None, False), "select-train"),
         (("binary", 62060, 1.0, 1e-6, (1600.0, 1600.0), None, False), "dp-sgd"),
         (("binary", 47236, 1.0, 1e-6, (80.0, 80.0), None, False), "dp-sgd"),
+        # 200 balanced rows' counts at count epsilon 0.01 (scale 100) can read 30 / 170: not a sign of imbalance
+        (("binary", 47236, 1.0, 1e-6, (30.0, 170.0), None, False, 0.0), "dp-sgd+threshold"),
+        (("binary", 47236, 1.0, 1e-6, (30.0, 170.0), None, False, 100.0), "dp-sgd"),
+        (("binary", 47236, 1.0, 1e-6, (114_000.0, 6_000.0), None, False, 100.0), "dp-sgd+threshold"),
     ],
 )
 def test_the_rule_reads_public_values_only(args, learner):

@@ -165,6 +165,7 @@ def _preflight(
         counts,
         dense=bool(getattr(model, "dense", False)),
         y_bound=getattr(model, "y_bound", 1.0),
+        count_scale=1.0 / float(model.count_epsilon) if args.n_records is None and task == "binary" else 0.0,
     )
     print(f"dpdist train: {est.message()}", file=sys.stderr, flush=True)
     return {

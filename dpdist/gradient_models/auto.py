@@ -92,8 +92,11 @@ class _Auto(GradientModel):
         (default ``dense``, else False)."""
         table = bool(self.dense if dense is None else dense)
         d = n_features or UNKNOWN_WIDTH
+        counts = self._counts(n_public)
+        noisy = getattr(self, "class_counts", None) is not None or self.__dict__.get("_released_counts") is not None
+        scale = 1.0 / float(self.count_epsilon) if noisy else 0.0  # the released counts' Laplace scale
         return plan_default(
-            self._task, d, float(self.epsilon), float(self.delta), self._counts(n_public), n_public, table
+            self._task, d, float(self.epsilon), float(self.delta), counts, n_public, table, count_scale=scale
         )
 
     def chosen(self, n_public: int, n_features: int | None = None, dense: bool | None = None) -> PrivateEstimator:

@@ -82,9 +82,14 @@ def plan_default(
     class_counts: tuple[float, float] | None = None,
     n_public: int | None = None,
     dense: bool = False,
+    count_scale: float = 0.0,
 ) -> LearnerPlan:
     """The default learner for these public values (module docstring). A classification needs the
-    noisy ``class_counts`` (negatives, positives); a regression the public count ``n_public`` or none."""
+    noisy ``class_counts`` (negatives, positives); a regression the public count ``n_public`` or none.
+    ``count_scale``: the Laplace scale of each released class count (1 / its epsilon; 0 for exact public
+    counts): labels are taken as imbalanced only when the smaller class's share stays below
+    ``IMBALANCED`` with its count raised by two scales (the noise of a small set's counts alone would
+    otherwise move its threshold off a balanced prior)."""
     d = check_count(n_features, "n_features")
     eps, delta = check_epsilon(epsilon), check_delta(delta, allow_zero=False)
     if task == "regression":
@@ -99,14 +104,15 @@ def plan_default(
         raise ParameterError("a classification's default needs the noisy class counts (negatives, positives)")
     neg, pos = (max(1.0, float(c)) for c in class_counts)
     n = int(round(neg + pos))
-    share = min(neg, pos) / (neg + pos)
+    share = (min(neg, pos) + 2.0 * float(count_scale)) / (neg + pos)
     if dense and d >= WIDE_RATIO * n and n <= SMALL_N:
         return LearnerPlan("screened-centroid", {"k": 1}, f"dense, d = {d} >= {WIDE_RATIO:g} n~ = {n}")
     if share < IMBALANCED:
         return LearnerPlan(
             "dp-sgd+threshold",
             {"threshold_share": 0.0},
-            f"imbalanced: the smaller class is {share:.1%} < {IMBALANCED:.0%} of n~; threshold at the noisy prior",
+            f"imbalanced: the smaller class is {min(neg, pos) / (neg + pos):.1%} of n~ (< {IMBALANCED:.0%} by two "
+            "noise scales); threshold at the noisy prior",
         )
     sel = 0.5 if eps < SMALL_EPSILON else 0.3
     if n >= SCREEN_MIN_N and d > SELECT_K:
