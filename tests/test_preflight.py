@@ -11,7 +11,18 @@ from dpdist.preflight import estimate, synthetic_like
 
 def test_it_takes_public_values_only():
     params = set(inspect.signature(estimate).parameters)
-    public = {"task", "n_public", "n_features", "epsilon", "delta", "class_counts", "dense", "y_bound", "random_state", "count_scale"}
+    public = {
+        "task",
+        "n_public",
+        "n_features",
+        "epsilon",
+        "delta",
+        "class_counts",
+        "dense",
+        "y_bound",
+        "random_state",
+        "count_scale",
+    }
     assert params == public  # no X, no y
 
 
