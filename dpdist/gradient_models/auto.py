@@ -40,19 +40,13 @@ from dpdist.gradient_models.base import (
 )
 from dpdist.gradient_models.default_learner import LearnerPlan, ThresholdedClassifier, build_default, plan_default
 from dpdist.privacy.loss import Charge
+from dpdist.statistic_models.noisy_centroid import noisy_class_counts
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import Boolean
 
-__all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor", "noisy_class_counts"]
+__all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor"]
 
 UNKNOWN_WIDTH = 1_000_000  # the width a charge planned before the data is read assumes
-
-
-def noisy_class_counts(y: np.ndarray, epsilon: float, rng: np.random.Generator) -> list[float]:
-    """[n~-, n~+]: the counts of y <= 0 and y > 0, each + Laplace(1/epsilon) (a histogram of
-    l1-sensitivity 1 under ADD/REMOVE: epsilon-DP), each at least 1 (post-processing)."""
-    exact = np.array([np.count_nonzero(np.asarray(y) <= 0), np.count_nonzero(np.asarray(y) > 0)], dtype=np.float64)
-    return [float(c) for c in np.maximum(exact + rng.laplace(scale=1.0 / epsilon, size=2), 1.0)]
 
 
 class _Auto(GradientModel):
@@ -159,7 +153,7 @@ class _Auto(GradientModel):
         epsilon, labels = float(self.count_epsilon), self._labels
 
         def compute() -> list[float]:
-            return noisy_class_counts(labels, epsilon, rng)
+            return list(noisy_class_counts(labels, epsilon, rng))  # the screened centroid's histogram (its law tested)
 
         counts = self._release_count(ledger, key, compute, of="training records by class")
         if not isinstance(counts, list):  # a plain count recorded under this key before: balanced
