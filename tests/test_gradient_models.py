@@ -174,7 +174,7 @@ def test_the_default_learner_releases_its_class_counts_records_which_learner_ran
     y = np.where(score > np.quantile(score, 0.9), 1.0, 0.0)  # 10% positives: imbalanced
     acc = Accountant(tmp_path / "l.sqlite")
     acc.init_budget("d", 10.0, 1e-6)
-    est = AutoClassifier(epsilon=3.0, classes=[0.0, 1.0])
+    est = AutoClassifier(epsilon=3.0, classes=[0.0, 1.0], count_epsilon=0.1)  # counts to +-10: the rule sees 10%
     first = clone(est).fit(X, y, acc, "d", key="m")
     counts, record = acc.history("d")[-2], acc.history("d")[-1]
     assert counts.to_dict("d")["key"] == "m/count" and counts.to_dict("d")["mechanism"] == "count/laplace"
