@@ -1,9 +1,10 @@
 """``dpdist select``: private feature selection (DP-SIS, two-stage, best subset selection).
 
 ``--epsilon``/``--delta`` are what the command spends in all (:class:`dpdist.cli._common.CommandPlan`):
-``--stage2 E2`` also releases a model on the selected features by objective perturbation, a part of E2, and
-the selection gets the rest. The whole plan is checked against the command's own budget and the dataset's
-before the store's data is read or anything is charged; the ledger is charged before anything is printed.
+``--stage2 E2`` also releases a model on the selected features by objective perturbation at E2, a part of
+``--epsilon``, and the selection gets the rest. The whole plan is checked against the command's own budget
+and the dataset's before the store's data is read or anything is charged; the ledger is charged before
+anything is printed.
 """
 
 from __future__ import annotations
