@@ -1,7 +1,7 @@
 """Exceptions raised by dpdist.
 
 The CLI maps them to exit codes (docs/privacy.md): ``ParameterError``
-and other bad input give 2, ``BudgetExceeded`` gives 3.
+and other bad input give 2, ``BudgetExceeded`` and ``PlanExceeded`` give 3.
 """
 
 import errno
@@ -59,6 +59,11 @@ class BudgetExceeded(DPDistError):
             f"would bring the spend from epsilon={epsilon_spent:.6g} to {epsilon_after:.6g}, above the total "
             f"(epsilon={epsilon_total:g}, delta={delta_total:g}){why}; nothing was charged"
         )
+
+
+class PlanExceeded(DPDistError):
+    """A command's releases would spend more than its own ``--epsilon``/``--delta`` (what it spends in all):
+    nothing was read or charged. The CLI exits 3, as for a dataset's budget refused."""
 
 
 class UnknownDataset(DPDistError):

@@ -172,6 +172,7 @@ def test_the_cli_options_a_method_takes_come_from_its_entry(tmp_path) -> None:
     import scipy.sparse as sp
 
     from dpdist.cli.select import _bss_selector
+    from dpdist.cli.select import _plan as select_plan
     from dpdist.cli.train_gradient import _gradient_learner, _plan
     from dpdist.data.store import open_store, write_store
 
@@ -194,10 +195,12 @@ def test_the_cli_options_a_method_takes_come_from_its_entry(tmp_path) -> None:
             model, _ = _gradient_learner(args, store, "binary", name, _plan(args, entry, 1e-5))
             assert model.get_params()[entry.sparsity] == 3
     bss = dict(k=2, epsilon=1.0, loss="squared", r=1.0, ridge=None, x_bound=1.0, y_bound=1.0, clip=False, tol=0.01)
-    bss.update(nonprivate_time_limit=None, time_limit=None, seed=None, ptr_fraction=0.5)
+    bss.update(nonprivate_time_limit=None, time_limit=None, seed=None, ptr_fraction=0.5, stage2=None)
     for name in names("best-subset"):
         takes_delta = get(name).param("delta") is not None
         if takes_delta:
             with pytest.raises(ParameterError, match="--delta"):
-                _bss_selector(argparse.Namespace(**bss, method=name, delta=0.0))
-        assert _bss_selector(argparse.Namespace(**bss, method=name, delta=1e-6 if takes_delta else 0.0)) is not None
+                args = argparse.Namespace(**bss, method=name, delta=0.0)
+                _bss_selector(args, select_plan(args, 1e-5))
+        args = argparse.Namespace(**bss, method=name, delta=1e-6 if takes_delta else 0.0)
+        assert _bss_selector(args, select_plan(args, 1e-5)) is not None

@@ -194,6 +194,39 @@ def test_cli_rnm_and_adp_screen(tmp_path, capsys, monkeypatch):
     assert Accountant(ledger).status(ds).epsilon_spent == spent
 
 
+def test_cli_screen_rho_and_paper_calibration_stay_within_the_commands_epsilon(tmp_path, capsys, monkeypatch):
+    """``--screen-rho`` is a part of the command's ``--epsilon`` (converted at an eighth of ``--delta``, the model at
+    the other eighth), not on top of it; ``--calibration paper`` is checked by the true epsilon it is charged,
+    refused (exit 3, nothing charged, before the solver) when that exceeds ``--epsilon``."""
+    assert main(["synth", "raj", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "600", "--d", "100"]) == 0
+    capsys.readouterr()
+    ds = open_store(tmp_path / "r").dataset_id
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(ds, 1e4, 1e-5)
+    base = ["train", str(tmp_path / "r"), "--loss", "squared", "--lam", "5", "--iters", "60", "--y-bound", "9",
+            "--ledger", ledger, "--json", "--epsilon", "1", "--delta", "1e-6", "--n-max", "2000"]  # fmt: skip
+    assert main([*base, "--method", "adp-screen", "--screen-rho", "0.01", "--screen-every", "5"]) == 0
+    out, err = capsys.readouterr()
+    res = json.loads(out)
+    (screening,) = [p for p in res["plan"]["parts"] if "screening" in p["what"]]
+    rho_epsilon = PrivacyLoss.zcdp(0.01, 1e-6 / 8).epsilon
+    assert screening["epsilon"] == pytest.approx(rho_epsilon) and f"its screening (rho 0.01) {rho_epsilon:.4g}" in err
+    assert res["plan"]["model_delta"] == pytest.approx(1e-6 / 8)
+    assert sum(h.epsilon for h in Accountant(ledger).history(ds)) <= 1.0  # model + screening + held-out metrics
+    spent = Accountant(ledger).status(ds).epsilon_spent
+
+    def boom(*a, **k):
+        raise AssertionError("the solver ran before the plan's check")
+
+    monkeypatch.setattr("dpdist.linear_model.fast_frank_wolfe", boom)
+    paper = ["--method", "rnm-screen", "--calibration", "paper", "--screen-rule", "seed"]
+    code = main([*base, *paper, "--screen-epsilon", "0.2", "--screen-delta", "1e-8", "--screen-every", "5"])
+    err = capsys.readouterr().err
+    assert code == 3 and "--calibration paper is charged its true epsilon" in err
+    assert "above what it spends in all" in err
+    assert Accountant(ledger).status(ds).epsilon_spent == spent  # the budget of 1e4 could pay it: nothing charged
+
+
 def test_run_config_and_pipeline_estimator(tmp_path: Path):
     path = tmp_path / "c.toml"
     path.write_text(

@@ -22,6 +22,7 @@ from dpdist.exceptions import (
     BudgetExceeded,
     DPDistError,
     ParameterError,
+    PlanExceeded,
     ReleaseKeyConflict,
     UnknownDataset,
     file_failure,
@@ -118,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpdist: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BudgetExceeded as e:
+    except (BudgetExceeded, PlanExceeded) as e:
         print(f"dpdist: {e}", file=sys.stderr)
         return EXIT_BUDGET
     except (ParameterError, UnknownDataset, ReleaseKeyConflict) as e:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dpdist.exceptions import ParameterError
+from dpdist.exceptions import ParameterError, PlanExceeded
 from dpdist.privacy.ledger.paths import default_ledger_path
 from dpdist.utils.io import AtomicFile, check_directory
 
@@ -303,22 +303,31 @@ def _progress_bar(
 
 class CommandPlan:
     """A command's ``--epsilon``/``--delta``, what it spends in all, split over its releases: the fixed parts
-    (a noisy count, held-out metrics: (what, epsilon) pairs) and the model, which gets the rest.
+    (a noisy count, held-out metrics, a screening, a stage-2 model: (what, epsilon) pairs) and the command's main
+    release (``main``: the model, a selection), which gets the rest.
 
     The command's (epsilon, delta) is a budget of its own: its releases must pass a privacy filter of that
-    budget (:class:`dpdist.privacy.filter.PrivacyFilter`). The model is calibrated at the filter's basic share
-    of delta, so basic composition -- the epsilons added -- holds the plan within (epsilon, delta) exactly.
+    budget (:class:`dpdist.privacy.filter.PrivacyFilter`). The main release is calibrated at the filter's basic
+    share of delta (less the parts' own, ``fixed_delta``), so basic composition -- the epsilons added -- holds the
+    plan within (epsilon, delta) exactly.
     """
 
-    def __init__(self, epsilon: float, delta: float, fixed: list[tuple[str, float]], fixed_delta: float = 0.0) -> None:
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        fixed: list[tuple[str, float]],
+        fixed_delta: float = 0.0,
+        main: str = "the model",
+    ) -> None:
         from dpdist.privacy.filter import PrivacyFilter
 
-        self.epsilon, self.delta, self.fixed = float(epsilon), float(delta), fixed
+        self.epsilon, self.delta, self.fixed, self.main = float(epsilon), float(delta), fixed, main
         self.model_epsilon = self.epsilon - sum(e for _, e in fixed)
         self.model_delta = PrivacyFilter.basic_share * self.delta - fixed_delta  # a part's own delta (screening's)
         if fixed_delta and not self.model_delta > 0:
             raise ParameterError(
-                f"--delta {self.delta:g} is what the command spends in all: a quarter of it (the model's and its "
+                f"--delta {self.delta:g} is what the command spends in all: a quarter of it ({main}'s and its "
                 f"parts' deltas, added) does not cover the screening's delta {fixed_delta:g}; give a larger --delta"
             )
         if not self.model_epsilon > 0:
@@ -328,19 +337,33 @@ class CommandPlan:
                 "a larger --epsilon, or smaller parts"
             )
 
-    def check(self, losses: list[Any]) -> None:
-        """Refuse (a bug's error) a plan whose releases ``losses`` do not pass the command's own filter."""
+    def check(self, losses: list[Any], why: str = "") -> None:
+        """Refuse (:class:`~dpdist.exceptions.PlanExceeded`, exit 3) a plan whose releases ``losses`` do not pass
+        the command's own filter, before anything is read or charged; ``why`` says what made them larger than
+        planned (a seed's calibration, charged its true epsilon)."""
+        import math
+
         from dpdist.privacy.filter import PrivacyFilter
 
         spent = PrivacyFilter.for_budget(self.epsilon, self.delta).spent(losses)[0]
-        if not spent <= self.epsilon * (1 + 1e-9):
-            raise ParameterError(f"the command's plan spends epsilon {spent:.6g}, above its --epsilon {self.epsilon:g}")
+        if spent <= self.epsilon * (1 + 1e-9):
+            return
+        figure = (
+            f"epsilon {spent:.6g}"
+            if math.isfinite(spent)
+            else f"more delta than a quarter of --delta {self.delta:g} (their deltas added)"
+        )
+        raise PlanExceeded(
+            f"the command's releases would spend {figure}, above what it spends in all (--epsilon {self.epsilon:g}, "
+            f"--delta {self.delta:g}){why}: give a larger --epsilon or --delta; nothing was read or charged"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The split, as the command's JSON output states it."""
+        """The split, as the command's JSON output states it (``model_*``: the main release's share)."""
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,
+            "main": self.main,
             "model_epsilon": self.model_epsilon,
             "model_delta": self.model_delta,
             "parts": [{"what": what, "epsilon": e} for what, e in self.fixed],
@@ -349,10 +372,10 @@ class CommandPlan:
     def text(self) -> str:
         """The split in words: each part's epsilon, their sum, the delta."""
         counts = [p for p in self.fixed if "count" in p[0]]  # released first
-        parts = [*counts, ("the model", self.model_epsilon), *(p for p in self.fixed if p not in counts)]
+        parts = [*counts, (self.main, self.model_epsilon), *(p for p in self.fixed if p not in counts)]
         split = " + ".join(f"{what} {e:.4g}" for what, e in parts)
         return (
-            f"plan: {split} = epsilon {self.epsilon:g} in all; the model's delta {self.model_delta:.3g} "
+            f"plan: {split} = epsilon {self.epsilon:g} in all; {self.main}'s delta {self.model_delta:.3g} "
             f"(of the command's {self.delta:.3g})"
         )
 

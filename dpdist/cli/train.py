@@ -117,7 +117,8 @@ def _add_screening_args(p: argparse.ArgumentParser) -> None:
         "--screen-rho",
         type=float,
         default=None,
-        help="screening: its budget as zCDP rho (instead of --screen-epsilon/--screen-delta; on top of --epsilon)",
+        help="screening: its budget as zCDP rho (instead of --screen-epsilon/--screen-delta; taken out of --epsilon as "
+        "the epsilon it converts to at an eighth of --delta)",
     )
     p.add_argument("--screen-every", type=int, default=None, help="screen every M-th iteration (default: every one)")
     p.add_argument("--screen-at", default=None, help="screen at these iterations (comma-separated)")

@@ -81,7 +81,7 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
     )
     replayed = acc is not None and acc.recorded(store.budget_id, key)
     if acc is not None and plan is not None:  # a refused budget: exit 3 before the data is read
-        _precheck(args, model, acc, store, chosen, plan, replayed)
+        _precheck(args, opts, model, acc, store, chosen, plan, replayed)
     n_features, (Xtr, ytr), (Xte, yte), columns = _split(args, store, acc, labels, chosen)
     print(f"{args.method}: {args.iters} iterations ...", file=sys.stderr)
     t0 = time.perf_counter()
@@ -202,12 +202,25 @@ def _frank_wolfe_options(args: argparse.Namespace) -> _Options:
 
 
 def _plan(args: argparse.Namespace, budget_delta: float) -> CommandPlan:
-    """The command's ``--epsilon``/``--delta`` split: its held-out metrics, its screening (``--screen-epsilon``)
-    and the model, which gets the rest (shown on stderr before anything is charged)."""
+    """The command's ``--epsilon``/``--delta`` split: its held-out metrics, its screening and the model, which gets
+    the rest (shown on stderr before anything is charged).
+
+    The screening's part is ``--screen-epsilon`` (at ``--screen-delta``), or ``--screen-rho`` converted to the
+    epsilon it is stated at: at half the command's basic share of delta, the other half the model's (the
+    estimator states a zCDP screening at the model's delta)."""
+    from dpdist.privacy.filter import PrivacyFilter
+    from dpdist.privacy.loss import PrivacyLoss
+
+    delta = command_delta(args, budget_delta)
     fixed = [("its held-out metrics", float(args.eval_epsilon))] if args.test_fraction > 0 else []
+    screen_delta = float(args.screen_delta or 0.0)
     if args.screen_epsilon is not None:
         fixed.insert(0, ("its screening", float(args.screen_epsilon)))
-    plan = CommandPlan(args.epsilon, command_delta(args, budget_delta), fixed, float(args.screen_delta or 0.0))
+    elif args.screen_rho is not None and args.screen_rho > 0 and delta > 0:  # (a bad rho or delta: refused after)
+        screen_delta = PrivacyFilter.basic_share * delta / 2.0
+        rho_epsilon = PrivacyLoss.zcdp(float(args.screen_rho), screen_delta).epsilon
+        fixed.insert(0, (f"its screening (rho {args.screen_rho:g})", rho_epsilon))
+    plan = CommandPlan(args.epsilon, delta, fixed, screen_delta)
     print(plan.text(), file=sys.stderr)
     return plan
 
@@ -237,6 +250,7 @@ def _frank_wolfe_model(args: argparse.Namespace, opts: _Options, classes: Any, p
 
 def _precheck(
     args: argparse.Namespace,
+    opts: _Options,
     model: Any,
     acc: Accountant,
     store: SparseStore,
@@ -244,8 +258,8 @@ def _precheck(
     plan: CommandPlan,
     replayed: bool,
 ) -> None:
-    """Check the model's and the held-out metrics' charges against the command's own budget (unless the paper's
-    calibration, which charges its true, larger epsilon) and, unless the command replays its releases, the
+    """Check the model's and the held-out metrics' charges -- the paper calibration's true epsilon, not the one it
+    was calibrated at -- against the command's own budget and, unless the command replays its releases, the
     dataset's (exit 3 before the data is read)."""
     from dpdist.evaluation import PrivateEvaluation
 
@@ -256,8 +270,15 @@ def _precheck(
         else []
     )
     charges = [*model.charges(n_features=len(chosen) if chosen is not None else store.shape[1]), *evaluation]
-    if args.calibration != "paper":
-        plan.check([c.loss for c in charges])
+    planned = plan.epsilon - (args.eval_epsilon if evaluation else 0.0)  # the model's (and its screening's)
+    why = (
+        f" (--calibration paper is charged its true epsilon: {charges[0].epsilon:.6g} for the model"
+        f"{' and its screening' if opts.screening else ''}, planned at {planned:.4g}; the default --calibration "
+        "safe spends what it is given)"
+        if args.calibration == "paper"
+        else ""
+    )
+    plan.check([c.loss for c in charges], why)
     if not replayed:
         acc.check(store.budget_id, *charges)
 

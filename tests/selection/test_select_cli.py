@@ -156,7 +156,8 @@ def test_two_stage_with_stage2_releases_a_model_on_the_selection(capsys, tmp_pat
     assert res["stage2"]["indices"] == res["features"] and len(res["stage2"]["values"]) == 8
     hist = Accountant(ledger).history(meta["dataset_id"])
     assert [h.key for h in hist] == [res["key"], res["key"] + "/stage2"]
-    assert [h.epsilon for h in hist] == [100.0, 5.0] and res["n_blocks"] >= 1
+    # --epsilon is what the command spends in all: the stage-2 model's 5 out of it, the selection the rest
+    assert [h.epsilon for h in hist] == [95.0, 5.0] and res["n_blocks"] >= 1
 
 
 def test_stage2_charge_is_named_and_pure_methods_refuse_a_delta(capsys, tmp_path, fanlv):
@@ -168,9 +169,74 @@ def test_stage2_charge_is_named_and_pure_methods_refuse_a_delta(capsys, tmp_path
     args = ("select", str(store), "--method", "two-stage", "--k", "8", "--epsilon", "100", "--ledger", ledger)
     code, out, err = run(capsys, *args, "--stage2", "5", "--seed", "4")
     assert code == 0, err
-    assert "charged epsilon=100, delta=0 for the selection, plus epsilon=5 for its stage-2 model" in out, out
+    assert "charged epsilon=95, delta=0 for the selection, plus epsilon=5 for its stage-2 model" in out, out
     for method in ("dp-sis", "two-stage", "bss-top-r"):
         code, _, err = run(capsys, "select", str(store), "--method", method, "--k", "3", "--epsilon", "1",
                            "--delta", "1e-6", "--ledger", ledger)  # fmt: skip
         assert code == 2 and "--delta" in err and "pure" in err, (method, err)
     assert len(Accountant(ledger).history(meta["dataset_id"])) == 2
+
+
+@pytest.mark.parametrize("method", ["dp-sis", "two-stage"])
+def test_select_epsilon_is_what_the_command_spends_in_all(capsys, tmp_path, fanlv, method):
+    """``select --epsilon 1 --stage2 0.3`` fits a budget of exactly 1: the stage-2 model is charged 0.3 and the
+    selection the rest (0.7; two-stage's noisy row count inside it), the split shown on stderr and in the JSON;
+    the same command again (its --key) replays both releases on the spent budget and charges nothing."""
+    store, meta = fanlv
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(meta["dataset_id"], 1.0, 1e-6)
+    args = ("select", str(store), "--method", method, "--k", "8", "--epsilon", "1", "--stage2", "0.3", "--clip",
+            "--key", "sel", "--ledger", ledger, "--json")  # fmt: skip
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    res = json.loads(out)
+    assert "plan: the selection 0.7 + its stage-2 model 0.3 = epsilon 1 in all" in err
+    assert res["plan"] == {
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "main": "the selection",
+        "model_epsilon": 0.7,
+        "model_delta": 0.0,
+        "parts": [{"what": "its stage-2 model", "epsilon": 0.3}],
+    }
+    assert res["epsilon"] == 1.0 and res["delta"] == 0.0 and res["stage2"]["epsilon"] == 0.3
+    hist = Accountant(ledger).history(meta["dataset_id"])
+    assert [(h.key, h.epsilon) for h in hist] == [("sel", 0.7), ("sel/stage2", 0.3)]
+    assert sum(h.epsilon for h in hist) <= 1.0  # basic composition: the epsilons added
+    code, out, err = run(capsys, *args)  # a replay on the spent budget: not refused, nothing charged
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["replayed"] and again["features"] == res["features"] and again["stage2"] == res["stage2"]
+    assert Accountant(ledger).history(meta["dataset_id"]) == hist
+
+
+def test_a_stage2_that_is_not_a_part_of_epsilon_is_refused_before_anything_is_read(capsys, tmp_path, fanlv):
+    store, meta = fanlv
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(meta["dataset_id"], 10.0, 0.0)
+    for stage2, where in [("1", str(store)), ("2", str(store)), ("1", str(tmp_path / "no-such-store"))]:
+        code, out, err = run(capsys, "select", where, "--method", "two-stage", "--k", "8", "--epsilon", "1",
+                             "--stage2", stage2, "--ledger", ledger, "--json")  # fmt: skip
+        assert code == 2 and out == "" and "--stage2" in err and "smaller than --epsilon 1" in err, err
+    assert Accountant(ledger).history(meta["dataset_id"]) == []
+
+
+def test_a_budget_that_cannot_pay_the_stage2_model_charges_nothing(capsys, tmp_path, fanlv, monkeypatch):
+    """The selection (0.9) fits the budget of 1, the whole command (1.5) does not: refused exit 3 before the data is
+    read, the selection not charged either."""
+    from dpdist.data.store.reader import SparseStore
+
+    store, meta = fanlv
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(meta["dataset_id"], 1.0, 0.0)
+
+    def boom(*a, **k):
+        raise AssertionError("the data was read before the plan was checked")
+
+    monkeypatch.setattr(SparseStore, "csr", boom)
+    out_file = tmp_path / "sel.json"
+    code, out, err = run(capsys, "select", str(store), "--method", "two-stage", "--k", "8", "--epsilon", "1.5",
+                         "--stage2", "0.6", "--ledger", ledger, "--out", str(out_file), "--json")  # fmt: skip
+    assert code == 3 and out == "" and "budget refused" in err, err
+    assert "plan: the selection 0.9 + its stage-2 model 0.6 = epsilon 1.5 in all" in err
+    assert Accountant(ledger).history(meta["dataset_id"]) == [] and not out_file.exists()

@@ -70,7 +70,9 @@ def test_bss_select_releases_and_charges(capsys, tmp_path, bss_store, ledger, me
     assert meta["dataset_id"] not in out
     assert json.loads(out_file.read_text())["features"] == res["features"]
     (rel,) = Accountant(ledger).history(meta["dataset_id"])
-    assert rel.epsilon == 4.0 and rel.delta == (1e-6 if extra else 0.0) and rel.key == res["key"]
+    # --delta is what the command spends in all: the propose-test-release runs at its quarter
+    assert rel.epsilon == 4.0 and rel.delta == (2.5e-7 if extra else 0.0) and rel.key == res["key"]
+    assert res["delta"] == (1e-6 if extra else 0.0) and res["plan"]["model_delta"] == rel.delta
 
 
 @pytest.mark.parametrize(
@@ -98,12 +100,14 @@ def test_bss_bad_input_exit_2(capsys, bss_store, ledger, args, message):
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
-def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, bss_store, ledger):
+def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, tmp_path, bss_store, ledger):
     store, meta = bss_store
     code, _, err = run(
         capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1", "--ledger", ledger
     )
     assert code == 2 and "x_bound" in err and "--clip" in err
+    pure = str(tmp_path / "pure.sqlite")  # a budget of delta 0: no default --delta (a share of it) to run at
+    Accountant(pure).init_budget(meta["dataset_id"], 10.0, 0.0)
     code, _, err = run(
         capsys,
         "select",
@@ -116,9 +120,10 @@ def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, bss_store, ledger)
         "1",
         "--clip",
         "--ledger",
-        ledger,
+        pure,
     )
     assert code == 2 and "--delta" in err
+    assert Accountant(pure).history(meta["dataset_id"]) == []
     code, _, err = run(
         capsys,
         "select",
@@ -187,3 +192,24 @@ def test_bss_nonprivate_time_limit_abort_keeps_the_charge_and_is_marked(capsys, 
     assert rel.epsilon == 1.0 and rel.covered is False
     code, out, _ = run(capsys, "budget", "history", "--dataset", str(store), "--ledger", ledger)
     assert code == 0 and "NOT COVERED" in out
+
+
+def test_bss_mistakes_with_stage2_spends_epsilon_and_delta_in_all(capsys, tmp_path, bss_store):
+    """On a budget of exactly (4, 1e-6), ``--epsilon 4 --delta 1e-6 --stage2 1``: the selection (3, at a quarter
+    of the command's delta: the filter's basic share) and the stage-2 model (1, pure) -- the budget's filter
+    admits both; without ``--delta`` the command takes a tenth of the budget's."""
+    store, meta = bss_store
+    ledger = str(tmp_path / "l.sqlite")
+    Accountant(ledger).init_budget(meta["dataset_id"], 4.0, 1e-6)
+    args = ("select", str(store), "--method", "bss-mistakes", "--k", "3", "--epsilon", "4", "--stage2", "1",
+            "--clip", "--ledger", ledger, "--json")  # fmt: skip
+    code, out, err = run(capsys, *args, "--delta", "1e-6")
+    assert code == 0, err
+    res = json.loads(out)
+    assert "plan: the selection 3 + its stage-2 model 1 = epsilon 4 in all; the selection's delta 2.5e-07" in err
+    hist = Accountant(ledger).history(meta["dataset_id"])
+    assert [(h.epsilon, h.delta) for h in hist] == [(3.0, 2.5e-7), (1.0, 0.0)]
+    assert res["stage2"]["indices"] == res["features"] == meta["true_support"]
+    code, _, err = run(capsys, *args, "--fresh")  # the budget is spent: refused, nothing charged
+    assert code == 3 and "the selection's delta 2.5e-08 (of the command's 1e-07)" in err  # default --delta
+    assert Accountant(ledger).history(meta["dataset_id"]) == hist
