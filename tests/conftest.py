@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# numba's on-disk cache is not safe when several processes compile different signatures of one kernel at
+# the same time (their cache files overwrite each other's: a later load ran another signature's code and
+# the fast Frank-Wolfe kernel crashed, exit -11, in a parallel run). Each test process -- an xdist worker,
+# and the commands and flows it starts, which inherit it -- keeps a cache of its own, set before numba loads.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # set by xdist before a worker reads this file
+if _WORKER or "NUMBA_CACHE_DIR" not in os.environ:  # a worker's own, not the one it inherited
+    _CACHE = f"dpdist-numba-{_WORKER or 'main'}-{os.getpid()}"
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), _CACHE)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The process's numba cache goes with it (a fresh one per run, as a fresh checkout has)."""
+    import shutil
+
+    cache = os.environ.get("NUMBA_CACHE_DIR", "")
+    if os.path.basename(cache).startswith("dpdist-numba-") and cache.endswith(f"-{os.getpid()}"):
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.hookimpl(trylast=True)
