@@ -212,9 +212,6 @@ class _Auto(GradientModel):
             **({"class_counts": list(counts)} if counts else {}),
         }
 
-    def _train(self, *args: Any) -> tuple[np.ndarray, float]:
-        raise NotImplementedError("auto runs its chosen learner's release (release_on)")
-
 
 _AUTO_DOC = """
     Parameters

@@ -133,44 +133,6 @@ class GradientModel(PrivateLearner):
         y = np.asarray(y, dtype=np.float64)
         return X, (np.clip(y, -self.y_bound, self.y_bound) if self._loss == "squared" else y)
 
-    def release_on(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge``'s
-        calibration (:meth:`privacy_charge` at ``n_public``): the released model. It charges nothing:
-        its caller does (``fit``, or the private search for its runs)."""
-        assert n_public is not None  # a counted estimator's
-        w, b = self._train(X, y, n_public, charge.details, rng, progress)
-        nz = np.flatnonzero(w)
-        return {
-            "indices": nz.tolist(),
-            "values": w[nz].tolist(),
-            "intercept": float(b),
-            "n_features": int(X.shape[1]),
-            "row_norm": self.row_norm,
-            "method": self.mechanism,
-            **(extra or {}),
-        }
-
-    @abstractmethod
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        """The noisy fit: (w, b) of the model on the prepared (X, y), at the charge's noise scales."""
-
     # ------------------------------------------------------------------ the released model
 
     def _set_released(self, out: dict[str, Any]) -> None:
@@ -219,6 +181,44 @@ class SteppedModel(GradientModel):
         "average": [Boolean()],
         "row_norm": [Options(*ROW_NORMS)],
     }
+
+    def release_on(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int | None,
+        charge: Charge,
+        rng: np.random.Generator,
+        progress: Progress | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge``'s
+        calibration (:meth:`privacy_charge` at ``n_public``): the released model. It charges nothing:
+        its caller does (``fit``, or the private search for its runs)."""
+        assert n_public is not None  # a counted estimator's
+        w, b = self._train(X, y, n_public, charge.details, rng, progress)
+        nz = np.flatnonzero(w)
+        return {
+            "indices": nz.tolist(),
+            "values": w[nz].tolist(),
+            "intercept": float(b),
+            "n_features": int(X.shape[1]),
+            "row_norm": self.row_norm,
+            "method": self.mechanism,
+            **(extra or {}),
+        }
+
+    @abstractmethod
+    def _train(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        n_public: int,
+        noise: dict[str, float],
+        rng: np.random.Generator,
+        progress: Progress | None,
+    ) -> tuple[np.ndarray, float]:
+        """The noisy fit: (w, b) of the model on the prepared (X, y), at the charge's noise scales."""
 
     def step_size(self) -> float:
         """The step size of the noisy steps (its ``lr``)."""
