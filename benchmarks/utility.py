@@ -327,7 +327,7 @@ class _ObjPert:
     def __init__(self, epsilon: float) -> None:
         from dpdist.solvers.objective_perturbation import ObjectivePerturbation
 
-        self.model = ObjectivePerturbation("squared", epsilon=epsilon)
+        self.model = ObjectivePerturbation(loss="squared", epsilon=epsilon)
 
     def fit(self, X: Any, y: np.ndarray, acc: Any, dataset: str, key: str) -> _ObjPert:
         from sklearn.preprocessing import normalize
