@@ -10,7 +10,24 @@ from pathlib import Path
 
 
 class DPDistError(Exception):
-    """Base class of every error dpdist raises on purpose."""
+    """Base class of every error dpdist raises on purpose.
+
+    Every one survives a pickle round trip as itself, with its message and attributes: an error
+    raised in a Dask worker reaches the flow as the same class (a ``BudgetExceeded`` refused in a
+    worker's release task exits 3, as in the flow's own process), although a subclass's
+    ``__init__`` takes other arguments than its message.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _restore, (type(self), self.args, dict(self.__dict__))
+
+
+def _restore(cls: type[DPDistError], args: tuple[object, ...], state: dict[str, object]) -> DPDistError:
+    """An error rebuilt from its class, its exception arguments and its attributes, without its ``__init__``."""
+    error = cls.__new__(cls, *args)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class ParameterError(DPDistError, ValueError):
