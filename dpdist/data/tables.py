@@ -200,8 +200,10 @@ def _fill_missing(
             f"{source}: the target column has missing values (the first in data row {first + 1}); "
             "drop or fill those rows before ingesting"
         )
-    if missing.any() and fill_value is not None:  # a public constant: each record's gaps alone
+    if fill_value is not None:  # a public constant: each record's gaps alone
         X = np.where(missing, float(fill_value), X)
+        # recorded as declared, gaps or none: the store and every model trained on it (their schema) must
+        # not tell whether a training record had a gap
         notes["fill_value"] = float(fill_value)
     elif missing.any():
         if impute != "mean":
@@ -356,6 +358,56 @@ def read_table(
     if member is not None and "member" in preset:
         table.notes["member"] = preset["member"]
     return table
+
+
+def read_new_rows(path: str | os.PathLike[str], schema: dict[str, Any]) -> np.ndarray:
+    """A table's new rows (a label column or not) read as a model's training rows were, by the public schema
+    it recorded from a table ingested without a Table Schema (:func:`dpdist.released.table_schema`): its
+    declared categories one-hot, gaps filled by its declared fill value, the columns in its feature order.
+    A column it needs that the file lacks, a text column it did not declare, an infinite value or a gap
+    without a declared fill value raise a ParameterError naming the file and the column."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"input file {path} does not exist")
+    base = _base_name(path)
+    try:
+        df, _ = _read_frame(path, base.lower(), dict(PRESETS.get(base, {})))
+    except UnicodeDecodeError:
+        with open_text(path) as f:
+            raise _not_utf8(f.read(), str(path)) from None
+    except ParameterError:
+        raise
+    except Exception as e:
+        refusal = _unreadable(path, e)
+        if refusal is None:
+            raise
+        raise refusal from None
+    df.columns = [str(c) for c in df.columns]
+    for col, declared in (schema.get("categories") or {}).items():
+        if col not in df.columns:
+            raise ParameterError(f"{path}: no column {col!r}, whose categories the model declares")
+        df = _one_hot(df, col, [str(v) for v in declared])
+    names = [str(n) for n in schema.get("feature_names") or []]
+    absent = [n for n in names if n not in df.columns]
+    if absent:
+        raise ParameterError(f"{path}: no column {absent[0]!r} of the model's {len(names)} feature columns")
+    Xdf = df[names]
+    for col in names:
+        if not pd.api.types.is_numeric_dtype(Xdf[col]):
+            raise ParameterError(f"{path}: column {col!r} is not numeric (the model took it as a number)")
+    X = Xdf.to_numpy(dtype=np.float64)
+    _check_finite(X, np.zeros(X.shape[0]), Xdf, None, str(path))
+    fill = schema.get("fill_value")
+    missing = np.isnan(X)
+    if missing.any():
+        if fill is None:
+            at = int(np.flatnonzero(missing.any(axis=1))[0])
+            raise ParameterError(
+                f"{path}: a missing value in data row {at + 1}, and the model declares no fill value "
+                "(its store was ingested without --fill-value): fill it before predicting"
+            )
+        X = np.where(missing, float(fill), X)
+    return X
 
 
 def ingest_table(

@@ -237,3 +237,16 @@ def test_a_table_that_cannot_be_read_exits_2_in_one_line_naming_it_and_leaves_no
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no store, no temporary, no directory made
     with pytest.raises(ParameterError, match=says):  # the library says the same
         read_table(src)
+
+
+def test_a_declared_fill_value_is_recorded_whether_or_not_the_table_had_gaps(tmp_path) -> None:
+    """The store's schema (and every model trained on it) records the declared fill value alike for a table
+    with gaps and one without: recorded only after a gap was met, it told whether a training record had one."""
+    from dpdist.released import table_schema
+
+    schemas = []
+    for text in ("a,b,y\n1,2,0\n3,4,1\n", "a,b,y\n1,,0\n3,4,1\n"):
+        (tmp_path / "t.csv").write_text(text)
+        meta = ingest_table(tmp_path / "t.csv", tmp_path / f"s{len(schemas)}", fill_value=0.0, task="binary")
+        schemas.append(table_schema(meta))
+    assert schemas[0] == schemas[1] and schemas[0]["fill_value"] == 0.0
