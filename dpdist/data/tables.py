@@ -395,7 +395,7 @@ def read_new_rows(path: str | os.PathLike[str], schema: dict[str, Any]) -> np.nd
     for col in names:
         if not pd.api.types.is_numeric_dtype(Xdf[col]):
             raise ParameterError(f"{path}: column {col!r} is not numeric (the model took it as a number)")
-    X = Xdf.to_numpy(dtype=np.float64)
+    X: np.ndarray = Xdf.to_numpy(dtype=np.float64)
     _check_finite(X, np.zeros(X.shape[0]), Xdf, None, str(path))
     fill = schema.get("fill_value")
     missing = np.isnan(X)
