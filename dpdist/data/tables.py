@@ -38,7 +38,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,9 @@ __all__ = ["PRESETS", "TABLE_SUFFIXES", "Table", "ingest_table", "is_table", "re
 
 TABLE_SUFFIXES = (".csv", ".data", ".xlsx", ".zip", ".rdata", ".rda")
 _COMPRESSIONS = (".xz", ".gz", ".bz2")
+
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -313,6 +316,23 @@ def _unreadable(path: Path, e: BaseException) -> ParameterError | None:
     return None
 
 
+def _refusing(path: Path, read: Callable[[], _T]) -> _T:
+    """``read()`` of the file at ``path``, a file it cannot read as its suffix says raised as a ParameterError
+    naming it (not UTF-8: the line and byte; empty, corrupt, truncated, of another format)."""
+    try:
+        return read()
+    except UnicodeDecodeError:
+        with open_text(path) as f:
+            raise _not_utf8(f.read(), str(path)) from None
+    except ParameterError:
+        raise
+    except Exception as e:
+        refusal = _unreadable(path, e)
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
 def read_table(
     path: str | os.PathLike[str],
     target: str | int | None = None,
@@ -334,20 +354,9 @@ def read_table(
     base = _base_name(path)
     preset = dict(PRESETS.get(base, {}))
     target = target if target is not None else preset.get("target")
-    try:
-        if base.lower().endswith((".rdata", ".rda")):
-            return _read_rdata(path)
-        df, member = _read_frame(path, base.lower(), preset)
-    except UnicodeDecodeError:
-        with open_text(path) as f:
-            raise _not_utf8(f.read(), str(path)) from None
-    except ParameterError:
-        raise
-    except Exception as e:
-        refusal = _unreadable(path, e)
-        if refusal is None:
-            raise
-        raise refusal from None
+    if base.lower().endswith((".rdata", ".rda")):
+        return _refusing(path, lambda: _read_rdata(path))
+    df, member = _refusing(path, lambda: _read_frame(path, base.lower(), preset))
     if preset.get("residential"):
         df = df.copy().drop(columns=["START YEAR", "START QUARTER", "COMPLETION YEAR", "COMPLETION QUARTER"])
         df["PROFIT"] = df.pop("V-9") - df.pop("V-10")
@@ -370,18 +379,7 @@ def read_new_rows(path: str | os.PathLike[str], schema: dict[str, Any]) -> np.nd
     if not path.is_file():
         raise ParameterError(f"input file {path} does not exist")
     base = _base_name(path)
-    try:
-        df, _ = _read_frame(path, base.lower(), dict(PRESETS.get(base, {})))
-    except UnicodeDecodeError:
-        with open_text(path) as f:
-            raise _not_utf8(f.read(), str(path)) from None
-    except ParameterError:
-        raise
-    except Exception as e:
-        refusal = _unreadable(path, e)
-        if refusal is None:
-            raise
-        raise refusal from None
+    df, _ = _refusing(path, lambda: _read_frame(path, base.lower(), dict(PRESETS.get(base, {}))))
     df.columns = [str(c) for c in df.columns]
     for col, declared in (schema.get("categories") or {}).items():
         if col not in df.columns:
