@@ -401,8 +401,8 @@ def metric_warnings(p: dict[str, Any]) -> list[str]:
     out = []
     if p.get("predicts_one_class"):
         out.append(
-            "the model predicts one class on the held-out rows (under 1% or over 99% of its noisy predictions "
-            "are positive): its accuracy is the majority's share; see its balanced accuracy and AUC"
+            "the model predicts one class on the held-out rows (under 1% or over 99% of its predictions are "
+            "positive): its accuracy is the majority's share; see its balanced accuracy and AUC"
         )
     if p.get("loss_grew"):
         out.append(

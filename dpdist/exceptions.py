@@ -19,14 +19,18 @@ class DPDistError(Exception):
     """
 
     def __reduce__(self) -> tuple[object, ...]:
-        return _restore, (type(self), self.args, dict(self.__dict__))
+        state = dict(self.__dict__)
+        if isinstance(self, OSError) and self.filename is not None:  # an OSError's file is not in its args
+            state["filename"] = self.filename
+        return _restore, (type(self), self.args, state)
 
 
 def _restore(cls: type[DPDistError], args: tuple[object, ...], state: dict[str, object]) -> DPDistError:
     """An error rebuilt from its class, its exception arguments and its attributes, without its ``__init__``."""
     error = cls.__new__(cls, *args)
     Exception.__init__(error, *args)
-    error.__dict__.update(state)
+    for name, value in state.items():
+        setattr(error, name, value)
     return error
 
 

@@ -203,7 +203,9 @@ def write_report(
         create_table_artifact(
             key="dpdist-models",
             description="released models, held-out metrics",
-            table=[{k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *cols)} for r in mevals],
+            table=[
+                {k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *_shown(cols))} for r in mevals
+            ],
         )
     return {"report": str(report), "html": str(html), "results": str((out / "results.json").resolve())}
 
@@ -379,7 +381,7 @@ def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, co
             _model_rows(mevals, cols, ref),
         ),
         "",
-        *(["Warnings from the released metrics:", "", *_warnings(mevals), ""] if _warnings(mevals) else []),
+        *(["Warnings from the released metrics:", "", *warned, ""] if (warned := _warnings(mevals)) else []),
         "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
         "features (select-train and dp-iht release sparse models by construction; screened models, "
         "rnm-screen / adp-screen, zero coordinates during training).",

@@ -31,3 +31,10 @@ def test_an_error_survives_a_pickle_round_trip_as_itself(error: DPDistError) -> 
     assert type(back) is type(error)
     assert str(back) == str(error) and back.args == error.args
     assert back.__dict__ == error.__dict__
+
+
+def test_a_ledger_error_keeps_its_file_across_a_pickle_round_trip() -> None:
+    error = LedgerUnavailable(errno.EROFS, "Read-only file system", "/ledgers/l.sqlite")
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is LedgerUnavailable and back.filename == "/ledgers/l.sqlite" and back.errno == errno.EROFS
+    assert str(back) == str(error)

@@ -145,6 +145,8 @@ def _blocks(args: argparse.Namespace, result: dict[str, Any]) -> Iterator[tuple[
             from dpdist.data.tables import read_new_rows
 
             X = sp.csr_matrix(read_new_rows(args.src, recorded))
+            if X.shape[1] != d:
+                raise ParameterError(f"{args.src}: its rows read as {X.shape[1]} columns, the model has {d}")
             yield X, np.arange(1, X.shape[0] + 1)
             return
         if schema is None:

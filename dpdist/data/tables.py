@@ -259,15 +259,20 @@ def _read_rdata(path: Path) -> Table:
     return Table(X, y, names, "binary" if len(classes) == 2 else "multiclass", classes, notes)
 
 
-def _read_frame(path: Path, low: str, preset: dict[str, Any]) -> tuple[pd.DataFrame, str | None]:
+def _read_frame(
+    path: Path, low: str, preset: dict[str, Any], text: list[str] | None = None
+) -> tuple[pd.DataFrame, str | None]:
     """(the file's table as pandas reads it, the zip member read or None): an Excel sheet, a zip's CSV
-    member or a CSV (plain or compressed); the presets' own layouts."""
+    member or a CSV (plain or compressed); the presets' own layouts. The ``text`` columns (declared
+    categories) are read as each record's own text: a type guessed from the whole column would make one
+    record's value change how the others' read (a gap anywhere turns "2" into "2.0", an "0A" keeps "01")."""
+    dtype = {c: str for c in text} if text else None
     if preset.get("residential"):
         df = pd.read_excel(path, header=[0, 1])
         df.columns = [c[1] for c in df.columns]
         return df, None
     if low.endswith(".xlsx"):
-        return pd.read_excel(path), None
+        return pd.read_excel(path, dtype=dtype), None
     if low.endswith(".zip"):
         with zipfile.ZipFile(path) as z:
             members = [m for m in z.namelist() if m.lower().endswith(".csv")]
@@ -275,10 +280,12 @@ def _read_frame(path: Path, low: str, preset: dict[str, Any]) -> tuple[pd.DataFr
             if member is None:
                 raise ParameterError(f"{path}: the zip holds {len(members)} CSV files; no preset says which to read")
             try:
-                return pd.read_csv(io.BytesIO(z.read(member)), header=preset.get("header", "infer")), member
+                return pd.read_csv(
+                    io.BytesIO(z.read(member)), header=preset.get("header", "infer"), dtype=dtype
+                ), member
             except UnicodeDecodeError:
                 raise _not_utf8(z.read(member), f"{path} ({member})") from None
-    return pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values")), None
+    return pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values"), dtype=dtype), None
 
 
 def _not_utf8(raw: bytes, where: str) -> ParameterError:
@@ -356,7 +363,8 @@ def read_table(
     target = target if target is not None else preset.get("target")
     if base.lower().endswith((".rdata", ".rda")):
         return _refusing(path, lambda: _read_rdata(path))
-    df, member = _refusing(path, lambda: _read_frame(path, base.lower(), preset))
+    text = list(categories or {})
+    df, member = _refusing(path, lambda: _read_frame(path, base.lower(), preset, text))
     if preset.get("residential"):
         df = df.copy().drop(columns=["START YEAR", "START QUARTER", "COMPLETION YEAR", "COMPLETION QUARTER"])
         df["PROFIT"] = df.pop("V-9") - df.pop("V-10")
@@ -379,13 +387,16 @@ def read_new_rows(path: str | os.PathLike[str], schema: dict[str, Any]) -> np.nd
     if not path.is_file():
         raise ParameterError(f"input file {path} does not exist")
     base = _base_name(path)
-    df, _ = _refusing(path, lambda: _read_frame(path, base.lower(), dict(PRESETS.get(base, {}))))
+    text = list(schema.get("categories") or {})
+    df, _ = _refusing(path, lambda: _read_frame(path, base.lower(), dict(PRESETS.get(base, {})), text))
     df.columns = [str(c) for c in df.columns]
     for col, declared in (schema.get("categories") or {}).items():
         if col not in df.columns:
             raise ParameterError(f"{path}: no column {col!r}, whose categories the model declares")
         df = _one_hot(df, col, [str(v) for v in declared])
     names = [str(n) for n in schema.get("feature_names") or []]
+    if len(set(df.columns)) < len(df.columns):
+        raise ParameterError(f"{path}: two columns have one name; the model's columns are found by name")
     absent = [n for n in names if n not in df.columns]
     if absent:
         raise ParameterError(f"{path}: no column {absent[0]!r} of the model's {len(names)} feature columns")

@@ -149,9 +149,7 @@ class SelectConfig:
     bss_nonprivate_time_limit: float | None = _method_key(
         None, "bss_nonprivate_time_limit", " (default none: every solve runs to its certificate)"
     )
-    bss_delta: float = _method_key(
-        1e-7, "bss_delta", " (default a tenth of the default budget's delta 1e-6, as each model's: a small share)"
-    )
+    bss_delta: float = _method_key(1e-6, "bss_delta")
     bss_ptr_fraction: float = _method_key(0.5, "bss_ptr_fraction")
 
 

@@ -275,11 +275,3 @@ def test_a_model_too_wide_for_the_data_is_refused_by_the_plan_before_any_charge(
     cfg = load_config(tmp_path / "a.toml")
     with pytest.raises(ParameterError, match="k=100"):
         plan(cfg)
-
-
-def test_each_release_delta_is_a_small_share_of_the_default_budget_delta() -> None:
-    """A run's releases by default take a tenth of the default budget's delta each (issue 56): bss-mistakes'
-    propose-test-release took the budget's whole delta, so no other (epsilon, delta) release fitted beside it."""
-    cfg = load_config()
-    assert cfg.budget.delta is not None
-    assert cfg.select.bss_delta <= cfg.budget.delta / 10 and cfg.train.delta <= cfg.budget.delta / 10
