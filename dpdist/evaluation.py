@@ -26,7 +26,9 @@ it costs nothing).
 * regression: (n, sum r_i^2, sum y_i, sum y_i^2) with r_i = y_i - x_i.w clipped to
   [-c, c], c = 2 y_bound, and y clipped to [-y_bound, y_bound]: sensitivities 1, c^2,
   y_bound, y_bound^2; each coordinate gets eps_h/4 (Laplace). MSE (of the clipped residuals)
-  and R^2 are post-processing.
+  and R^2 are post-processing, and so is ``loss_grew``, the flag of a model whose noisy held-out
+  squared loss exceeds that of all-zero weights (sum y_i^2, where every learner starts) by more than
+  the two sums' 95% noise: the fit moved away from the data (a diverged one says so, never silently).
 * the convergence curve: at K public checkpoints of the path, the sum over test rows of the
   per-record loss of the iterate w_t clipped to [0, C] (C = 4 for the logistic loss, c^2 for
   the squared loss): each record moves each sum by at most C, the K sums by K C in l1;
@@ -63,6 +65,7 @@ __all__ = [
     "PrivateEvaluation",
     "checkpoints",
     "exact_metrics",
+    "metric_warnings",
     "path_losses",
     "path_margins",
     "released_margins",
@@ -164,7 +167,8 @@ def released_margins(result: dict[str, Any], X: sp.spmatrix) -> np.ndarray:
 
 
 def exact_metrics(task: str, w: np.ndarray | dict[str, Any], X: sp.spmatrix, y: np.ndarray) -> dict[str, float]:
-    """Exact held-out metrics (public test sets and experiments only): accuracy, AUC, log-loss or MSE, R^2.
+    """Exact held-out metrics (public test sets and experiments only): accuracy, balanced accuracy, AUC,
+    log-loss and the one-class flag, or MSE and R^2.
 
     ``w``: a weight vector (a classifier's ``coef_`` of shape (1, d) too), or a released model's result
     (``released_margins``)."""
@@ -177,6 +181,10 @@ def exact_metrics(task: str, w: np.ndarray | dict[str, Any], X: sp.spmatrix, y: 
     pos = y > 0
     out = {"accuracy": float(np.mean((margins > 0) == pos)), "log_loss": mean_loss("logistic", margins, pos)}
     out["auc"] = float(roc_auc_score(pos, margins)) if 0 < pos.sum() < pos.size else float("nan")
+    recalls = [float(np.mean((margins[pos == c] > 0) == c)) for c in (False, True) if np.any(pos == c)]
+    out["balanced_accuracy"] = float(np.mean(recalls)) if len(recalls) == 2 else float("nan")
+    share = float(np.mean(margins > 0)) if y.size else 0.5
+    out["predicts_one_class"] = bool(share < ONE_CLASS or share > 1.0 - ONE_CLASS)
     return out
 
 
@@ -381,10 +389,27 @@ class PrivateEvaluation:
             "mse_interval": interval,
             "r2_interval": r2_interval,
             "noise_swamps": bool(interval[1] - interval[0] > c * c * SWAMPED or _wider(r2_interval, 2.0 * SWAMPED)),
+            "loss_grew": bool(sse - noisy[3] > ts[1] + ts[3]),
         }
 
 
 ONE_CLASS = 0.01  # a model whose noisy share of positive predictions is below 1% or above 99% predicts one class
+
+
+def metric_warnings(p: dict[str, Any]) -> list[str]:
+    """What a model's released held-out metrics say is wrong with it (post-processing of the release)."""
+    out = []
+    if p.get("predicts_one_class"):
+        out.append(
+            "the model predicts one class on the held-out rows (under 1% or over 99% of its predictions are "
+            "positive): its accuracy is the majority's share; see its balanced accuracy and AUC"
+        )
+    if p.get("loss_grew"):
+        out.append(
+            "the model's held-out squared loss is above that of all-zero weights, where the fit started: it moved "
+            "away from the data (diverged); a smaller step size, a larger epsilon or another learner"
+        )
+    return out
 
 
 def _wider(interval: list[float] | None, width: float) -> bool:

@@ -10,7 +10,28 @@ from pathlib import Path
 
 
 class DPDistError(Exception):
-    """Base class of every error dpdist raises on purpose."""
+    """Base class of every error dpdist raises on purpose.
+
+    Every one survives a pickle round trip as itself, with its message and attributes: an error
+    raised in a Dask worker reaches the flow as the same class (a ``BudgetExceeded`` refused in a
+    worker's release task exits 3, as in the flow's own process), although a subclass's
+    ``__init__`` takes other arguments than its message.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        state = dict(self.__dict__)
+        if isinstance(self, OSError) and self.filename is not None:  # an OSError's file is not in its args
+            state["filename"] = self.filename
+        return _restore, (type(self), self.args, state)
+
+
+def _restore(cls: type[DPDistError], args: tuple[object, ...], state: dict[str, object]) -> DPDistError:
+    """An error rebuilt from its class, its exception arguments and its attributes, without its ``__init__``."""
+    error = cls.__new__(cls, *args)
+    Exception.__init__(error, *args)
+    for name, value in state.items():
+        setattr(error, name, value)
+    return error
 
 
 class ParameterError(DPDistError, ValueError):

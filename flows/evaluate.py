@@ -101,7 +101,12 @@ def reference(train_path: str, test_path: str, lam: float, iters: int) -> dict[s
         out["baseline"] = {"mse": float(np.mean((yte - ytr.mean()) ** 2)), "r2": 0.0, "what": "the train mean"}
     else:
         major = 1.0 if (ytr > 0).mean() >= 0.5 else -1.0
-        out["baseline"] = {"accuracy": float(np.mean(yte == major)), "auc": 0.5, "what": "the majority class"}
+        out["baseline"] = {
+            "accuracy": float(np.mean(yte == major)),
+            "balanced_accuracy": 0.5,
+            "auc": 0.5,
+            "what": "the majority class",
+        }
     return out
 
 

@@ -203,7 +203,9 @@ def write_report(
         create_table_artifact(
             key="dpdist-models",
             description="released models, held-out metrics",
-            table=[{k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *cols)} for r in mevals],
+            table=[
+                {k: r.get(k) for k in ("method", "epsilon", "nnz_weights", "density", *_shown(cols))} for r in mevals
+            ],
         )
     return {"report": str(report), "html": str(html), "results": str((out / "results.json").resolve())}
 
@@ -318,6 +320,7 @@ def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, An
             r["charged_epsilon"],
             r["delta"],
             r[cols[0]],
+            *([r.get("balanced_accuracy")] if cols[0] == "accuracy" else []),
             "swamped by the noise"
             if r.get(f"{cols[1]}_swamped")
             else _with_interval(r[cols[1]], r.get(f"{cols[1]}_interval")),
@@ -336,8 +339,20 @@ def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, An
         (f"{ref['baseline']['what']} (reference)", ref["baseline"]),
     ]
     return rows + [
-        [name, None, None, None, *[r.get(c) for c in cols], "exact", None, None, None] for name, r in references
+        [name, None, None, None, *[r.get(c) for c in _shown(cols)], "exact", None, None, None] for name, r in references
     ]
+
+
+def _shown(cols: list[str]) -> list[str]:
+    """The metric columns of the table: a classifier's balanced accuracy beside its accuracy."""
+    return [cols[0], "balanced_accuracy", cols[1]] if cols[0] == "accuracy" else cols
+
+
+def _warnings(mevals: list[dict[str, Any]]) -> list[str]:
+    """A line per model whose released metrics flag it (one class predicted, a loss that grew)."""
+    from dpdist.evaluation import metric_warnings
+
+    return [f"- **{r['method']}** (epsilon {r['epsilon']:g}): {w}" for r in mevals for w in metric_warnings(r)]
 
 
 def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, convergence: bool) -> list[str]:
@@ -356,6 +371,7 @@ def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, co
                 "charged epsilon",
                 "delta",
                 cols[0],
+                *(["balanced accuracy"] if cols[0] == "accuracy" else []),
                 f"{cols[1]} (noise's 95% interval, simulated)" if simulated else cols[1],
                 f"{metric}: noise's 95% interval",
                 "non-zeros",
@@ -365,6 +381,7 @@ def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, co
             _model_rows(mevals, cols, ref),
         ),
         "",
+        *(["Warnings from the released metrics:", "", *warned, ""] if (warned := _warnings(mevals)) else []),
         "Sparsity: non-zeros is the number of released non-zero weights, density their fraction of the "
         "features (select-train and dp-iht release sparse models by construction; screened models, "
         "rnm-screen / adp-screen, zero coordinates during training).",

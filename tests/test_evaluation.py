@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from dpdist import evaluation
+from dpdist.cli._common import _metric_text
 from dpdist.evaluation import PrivateEvaluation, exact_metrics, path_losses, sparse_coef, support_recall
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.solvers.frank_wolfe import mean_loss
@@ -46,7 +47,8 @@ def test_exact_metrics_and_sparse_coef() -> None:
     m = exact_metrics("regression", w, X, y * 0.5)
     assert np.isclose(m["mse"], np.mean((X @ w - y * 0.5) ** 2))
     c = exact_metrics("binary", w, X, y)
-    assert set(c) == {"accuracy", "auc", "log_loss"} and 0.5 < c["auc"] <= 1.0
+    assert set(c) == {"accuracy", "balanced_accuracy", "auc", "log_loss", "predicts_one_class"}
+    assert 0.5 < c["auc"] <= 1.0 and 0.5 < c["balanced_accuracy"] <= 1.0 and not c["predicts_one_class"]
     assert support_recall([1, 2, 9], [1, 2, 3, 4]) == 0.5 and support_recall([1], None) is None
 
 
@@ -190,7 +192,6 @@ def test_an_auc_the_noise_pushes_out_of_0_1_is_released_as_swamped_never_as_a_co
     """Noisy histograms whose AUC lies outside [0, 1] by more than the noise's simulated spread (a negative
     noisy cell): it was clipped to 1.000 within [1, 1]; it is released as swamped (no value, no interval),
     and the command line says so. An AUC inside [0, 1] keeps its value and an interval of positive width."""
-    from dpdist.cli._common import _metric_text
 
     y = np.array([-1.0, -1.0, 1.0, 1.0])
     ev = PrivateEvaluation("binary", 1e4, bins=2, random_state=0, curve=False)
@@ -226,3 +227,36 @@ def test_an_empty_held_out_side_is_evaluated_not_failed(task) -> None:
     model = {"indices": [0], "values": [1.0], "intercept": 0.0, "n_features": 3, "row_norm": "l2"}
     out = PrivateEvaluation(task, 0.5, random_state=0).evaluate_model(model, sp.csr_matrix((0, 3)), np.zeros(0))
     assert out["private"] and "rows" in out and ("accuracy" in out if task == "binary" else "mse" in out)
+
+
+def test_exact_balanced_accuracy_and_one_class_flag_on_a_public_test_set() -> None:
+    y = np.array([1.0] * 5 + [-1.0] * 95)
+    X = sp.csr_matrix(np.ones((100, 1)))
+    majority = exact_metrics("binary", np.array([-1.0]), X, y)  # every row predicted negative
+    assert majority["accuracy"] == 0.95 and majority["balanced_accuracy"] == 0.5 and majority["predicts_one_class"]
+    X = sp.csr_matrix(np.where(np.arange(100) < 10, 1.0, -1.0)[:, None])  # rows 0-9 predicted positive
+    m = exact_metrics("binary", np.array([1.0]), X, y)
+    assert m["balanced_accuracy"] == pytest.approx(0.5 * (1.0 + 90 / 95)) and not m["predicts_one_class"]
+
+
+def test_a_regression_model_whose_held_out_loss_grew_past_its_start_says_so() -> None:
+    """A fit that moved away from the data (e.g. a diverged step size) is flagged from the released sums
+    (post-processing): its noisy squared loss above the noisy sum of y^2, the loss of all-zero weights."""
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.normal(size=(5000, 4)) / 2.0)
+    w = np.array([0.5, -0.3, 0.2, 0.0])
+    y = np.clip(X @ w + 0.1 * rng.normal(size=5000), -1.0, 1.0)
+    ev = PrivateEvaluation("regression", 1.0, random_state=1, curve=False)
+    good = ev.evaluate(w, [], 0.0, X, y)
+    diverged = ev.evaluate(-40.0 * w, [], 0.0, X, y)
+    nothing = ev.evaluate(np.zeros(4), [], 0.0, X, y)
+    assert not good["loss_grew"] and not nothing["loss_grew"] and diverged["loss_grew"]
+    assert "WARNING: the model's held-out squared loss is above that of all-zero weights" in _metric_text(diverged)
+    assert "WARNING" not in _metric_text(good)
+
+
+def test_the_metric_text_shows_balanced_accuracy_and_flags_a_one_class_model() -> None:
+    one = {"accuracy": 0.95, "balanced_accuracy": 0.5, "auc": 0.61, "accuracy_interval": [0.9, 0.99]}
+    assert "balanced accuracy 0.500, AUC 0.610" in _metric_text(one) and "WARNING" not in _metric_text(one)
+    one["predicts_one_class"] = True
+    assert "WARNING: the model predicts one class on the held-out rows" in _metric_text(one)

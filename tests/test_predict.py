@@ -105,9 +105,41 @@ def test_refusals_exit_2(customers, tmp_path, capsys):
     bare = {k: v for k, v in result.items() if k != "schema"}
     (tmp_path / "bare.json").write_text(json.dumps(bare))
     assert main(["predict", str(tmp_path / "bare.json"), str(tmp / "new.csv")]) == 2
-    assert "records no Table Schema" in capsys.readouterr().err
+    assert "it records no table schema" in capsys.readouterr().err
     (tmp_path / "bad.csv").write_text("customer_id,age\nc1,30\n")
     out = tmp_path / "p.csv"
     assert main(["predict", str(tmp / "model.json"), str(tmp_path / "bad.csv"), "--out", str(out)]) == 2
     assert "bad.csv:1: the header lacks the schema's field(s)" in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.glob(".tmp-*"))  # nothing half-written
+
+
+def test_a_table_ingested_by_the_flags_is_predicted_from_raw_rows(tmp_path, capsys):
+    """A model of a table ingested without --schema (declared categories and fill value by the flags) reads
+    new raw rows as its training rows were: the label column may be there or not, columns in any order."""
+    (tmp_path / "t.csv").write_text("age,plan,y\n30,basic,no\n41,,yes\n25,gold,no\n52,basic,yes\n")
+    args = ["ingest", str(tmp_path / "t.csv"), "--out", str(tmp_path / "s"), "--categories", "plan=basic,gold"]
+    assert main([*args, "--fill-value", "0"]) == 0
+    store = open_store(tmp_path / "s")
+    result = {
+        "indices": [0, 1, 2, 3],
+        "values": [0.05, 1.0, -1.0, 2.0],
+        "intercept": -2.0,
+        "n_features": 4,
+        "classes": ["no", "yes"],
+        "schema": table_schema(store.meta),
+    }
+    assert result["schema"]["feature_names"] == ["age", "plan=basic", "plan=gold", "plan=other"]
+    (tmp_path / "m.json").write_text(json.dumps(result))
+    (tmp_path / "new.csv").write_text("plan,age\nbasic,10\nsilver,40\ngold,\n")  # no label, a gap, another order
+    assert main(["predict", str(tmp_path / "m.json"), str(tmp_path / "new.csv"), "--out", str(tmp_path / "p.csv")]) == 0
+    lines = _read(tmp_path / "p.csv")
+    margins = np.array([0.5 + 1.0, 2.0 + 2.0, 0.0 - 1.0]) - 2.0  # age * 0.05 + the plan's weight, gap -> 0
+    assert [r[1] for r in lines[1:]] == ["yes" if m > 0 else "no" for m in margins]
+    np.testing.assert_allclose([float(r[2]) for r in lines[1:]], 1 / (1 + np.exp(-margins)), rtol=1e-5)
+    (tmp_path / "bad.csv").write_text("plan\nbasic\n")
+    assert main(["predict", str(tmp_path / "m.json"), str(tmp_path / "bad.csv")]) == 2
+    assert "bad.csv: no column 'age' of the model's 4 feature columns" in capsys.readouterr().err
+    result["schema"]["fill_value"] = None
+    (tmp_path / "m.json").write_text(json.dumps(result))
+    assert main(["predict", str(tmp_path / "m.json"), str(tmp_path / "new.csv")]) == 2
+    assert "a missing value in data row 3, and the model declares no fill value" in capsys.readouterr().err

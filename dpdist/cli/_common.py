@@ -41,6 +41,9 @@ _METRIC_KEYS = (
     "r2_interval",
     "noise_swamps",
     "auc_swamped",
+    "balanced_accuracy",
+    "predicts_one_class",
+    "loss_grew",
 )
 
 # what does not make a release different: output and logging options, where the ledger and store are
@@ -187,6 +190,8 @@ def _metric_text(p: dict[str, Any]) -> str:
         second = f"AUC {f(p.get('auc'), '.3f')}{within(p.get('auc_interval'))}"
         if p.get("auc_swamped"):  # its noisy histograms give no AUC in [0, 1]
             second = "AUC swamped by the noise (no value)"
+        if "balanced_accuracy" in p:
+            second = f"balanced accuracy {f(p['balanced_accuracy'], '.3f')}, {second}"
         interval = p.get("accuracy_interval")
     elif "mse" in p:
         first = f"held-out MSE {f(p['mse'], '.4g')}"
@@ -202,7 +207,9 @@ def _metric_text(p: dict[str, Any]) -> str:
             " -- the noise swamps these metrics at this test size: a larger --eval-epsilon, or more held-out rows "
             "(--test-fraction), gives a usable figure"
         )
-    return text
+    from dpdist.evaluation import metric_warnings
+
+    return text + "".join(f" -- WARNING: {w}" for w in metric_warnings(p))
 
 
 def _check_held_out(args: argparse.Namespace) -> None:

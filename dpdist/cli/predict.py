@@ -138,10 +138,21 @@ def _blocks(args: argparse.Namespace, result: dict[str, Any]) -> Iterator[tuple[
         return
     if _is_table(args.src):
         schema = declared_schema(result)
+        recorded = result.get("schema") or {}
+        if schema is None and recorded.get("feature_names") is not None:  # a table ingested by the flags
+            import scipy.sparse as sp
+
+            from dpdist.data.tables import read_new_rows
+
+            X = sp.csr_matrix(read_new_rows(args.src, recorded))
+            if X.shape[1] != d:
+                raise ParameterError(f"{args.src}: its rows read as {X.shape[1]} columns, the model has {d}")
+            yield X, np.arange(1, X.shape[0] + 1)
+            return
         if schema is None:
             raise ParameterError(
-                f"{args.src}: this model records no Table Schema (its store was not ingested with --schema), so "
-                "a table's raw rows cannot be read as its training rows were; give an svmlight file or a store"
+                f"{args.src}: this model was not trained on a table's rows (it records no table schema), so a "
+                "table's raw rows cannot be read as its training rows were; give an svmlight file or a store"
             )
         X, _, keys = schema.read(args.src, target=False)
         yield X, (keys if keys is not None else np.arange(1, X.shape[0] + 1))

@@ -38,7 +38,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,9 @@ __all__ = ["PRESETS", "TABLE_SUFFIXES", "Table", "ingest_table", "is_table", "re
 
 TABLE_SUFFIXES = (".csv", ".data", ".xlsx", ".zip", ".rdata", ".rda")
 _COMPRESSIONS = (".xz", ".gz", ".bz2")
+
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -200,8 +203,10 @@ def _fill_missing(
             f"{source}: the target column has missing values (the first in data row {first + 1}); "
             "drop or fill those rows before ingesting"
         )
-    if missing.any() and fill_value is not None:  # a public constant: each record's gaps alone
+    if fill_value is not None:  # a public constant: each record's gaps alone
         X = np.where(missing, float(fill_value), X)
+        # recorded as declared, gaps or none: the store and every model trained on it (their schema) must
+        # not tell whether a training record had a gap
         notes["fill_value"] = float(fill_value)
     elif missing.any():
         if impute != "mean":
@@ -254,15 +259,20 @@ def _read_rdata(path: Path) -> Table:
     return Table(X, y, names, "binary" if len(classes) == 2 else "multiclass", classes, notes)
 
 
-def _read_frame(path: Path, low: str, preset: dict[str, Any]) -> tuple[pd.DataFrame, str | None]:
+def _read_frame(
+    path: Path, low: str, preset: dict[str, Any], text: list[str] | None = None
+) -> tuple[pd.DataFrame, str | None]:
     """(the file's table as pandas reads it, the zip member read or None): an Excel sheet, a zip's CSV
-    member or a CSV (plain or compressed); the presets' own layouts."""
+    member or a CSV (plain or compressed); the presets' own layouts. The ``text`` columns (declared
+    categories) are read as each record's own text: a type guessed from the whole column would make one
+    record's value change how the others' read (a gap anywhere turns "2" into "2.0", an "0A" keeps "01")."""
+    dtype = {c: str for c in text} if text else None
     if preset.get("residential"):
         df = pd.read_excel(path, header=[0, 1])
         df.columns = [c[1] for c in df.columns]
         return df, None
     if low.endswith(".xlsx"):
-        return pd.read_excel(path), None
+        return pd.read_excel(path, dtype=dtype), None
     if low.endswith(".zip"):
         with zipfile.ZipFile(path) as z:
             members = [m for m in z.namelist() if m.lower().endswith(".csv")]
@@ -270,10 +280,12 @@ def _read_frame(path: Path, low: str, preset: dict[str, Any]) -> tuple[pd.DataFr
             if member is None:
                 raise ParameterError(f"{path}: the zip holds {len(members)} CSV files; no preset says which to read")
             try:
-                return pd.read_csv(io.BytesIO(z.read(member)), header=preset.get("header", "infer")), member
+                return pd.read_csv(
+                    io.BytesIO(z.read(member)), header=preset.get("header", "infer"), dtype=dtype
+                ), member
             except UnicodeDecodeError:
                 raise _not_utf8(z.read(member), f"{path} ({member})") from None
-    return pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values")), None
+    return pd.read_csv(path, header=preset.get("header", "infer"), na_values=preset.get("na_values"), dtype=dtype), None
 
 
 def _not_utf8(raw: bytes, where: str) -> ParameterError:
@@ -311,6 +323,23 @@ def _unreadable(path: Path, e: BaseException) -> ParameterError | None:
     return None
 
 
+def _refusing(path: Path, read: Callable[[], _T]) -> _T:
+    """``read()`` of the file at ``path``, a file it cannot read as its suffix says raised as a ParameterError
+    naming it (not UTF-8: the line and byte; empty, corrupt, truncated, of another format)."""
+    try:
+        return read()
+    except UnicodeDecodeError:
+        with open_text(path) as f:
+            raise _not_utf8(f.read(), str(path)) from None
+    except ParameterError:
+        raise
+    except Exception as e:
+        refusal = _unreadable(path, e)
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
 def read_table(
     path: str | os.PathLike[str],
     target: str | int | None = None,
@@ -332,20 +361,10 @@ def read_table(
     base = _base_name(path)
     preset = dict(PRESETS.get(base, {}))
     target = target if target is not None else preset.get("target")
-    try:
-        if base.lower().endswith((".rdata", ".rda")):
-            return _read_rdata(path)
-        df, member = _read_frame(path, base.lower(), preset)
-    except UnicodeDecodeError:
-        with open_text(path) as f:
-            raise _not_utf8(f.read(), str(path)) from None
-    except ParameterError:
-        raise
-    except Exception as e:
-        refusal = _unreadable(path, e)
-        if refusal is None:
-            raise
-        raise refusal from None
+    if base.lower().endswith((".rdata", ".rda")):
+        return _refusing(path, lambda: _read_rdata(path))
+    text = list(categories or {})
+    df, member = _refusing(path, lambda: _read_frame(path, base.lower(), preset, text))
     if preset.get("residential"):
         df = df.copy().drop(columns=["START YEAR", "START QUARTER", "COMPLETION YEAR", "COMPLETION QUARTER"])
         df["PROFIT"] = df.pop("V-9") - df.pop("V-10")
@@ -356,6 +375,48 @@ def read_table(
     if member is not None and "member" in preset:
         table.notes["member"] = preset["member"]
     return table
+
+
+def read_new_rows(path: str | os.PathLike[str], schema: dict[str, Any]) -> np.ndarray:
+    """A table's new rows (a label column or not) read as a model's training rows were, by the public schema
+    it recorded from a table ingested without a Table Schema (:func:`dpdist.released.table_schema`): its
+    declared categories one-hot, gaps filled by its declared fill value, the columns in its feature order.
+    A column it needs that the file lacks, a text column it did not declare, an infinite value or a gap
+    without a declared fill value raise a ParameterError naming the file and the column."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"input file {path} does not exist")
+    base = _base_name(path)
+    text = list(schema.get("categories") or {})
+    df, _ = _refusing(path, lambda: _read_frame(path, base.lower(), dict(PRESETS.get(base, {})), text))
+    df.columns = [str(c) for c in df.columns]
+    for col, declared in (schema.get("categories") or {}).items():
+        if col not in df.columns:
+            raise ParameterError(f"{path}: no column {col!r}, whose categories the model declares")
+        df = _one_hot(df, col, [str(v) for v in declared])
+    names = [str(n) for n in schema.get("feature_names") or []]
+    if len(set(df.columns)) < len(df.columns):
+        raise ParameterError(f"{path}: two columns have one name; the model's columns are found by name")
+    absent = [n for n in names if n not in df.columns]
+    if absent:
+        raise ParameterError(f"{path}: no column {absent[0]!r} of the model's {len(names)} feature columns")
+    Xdf = df[names]
+    for col in names:
+        if not pd.api.types.is_numeric_dtype(Xdf[col]):
+            raise ParameterError(f"{path}: column {col!r} is not numeric (the model took it as a number)")
+    X: np.ndarray = Xdf.to_numpy(dtype=np.float64)
+    _check_finite(X, np.zeros(X.shape[0]), Xdf, None, str(path))
+    fill = schema.get("fill_value")
+    missing = np.isnan(X)
+    if missing.any():
+        if fill is None:
+            at = int(np.flatnonzero(missing.any(axis=1))[0])
+            raise ParameterError(
+                f"{path}: a missing value in data row {at + 1}, and the model declares no fill value "
+                "(its store was ingested without --fill-value): fill it before predicting"
+            )
+        X = np.where(missing, float(fill), X)
+    return X
 
 
 def ingest_table(

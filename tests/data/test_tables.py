@@ -237,3 +237,29 @@ def test_a_table_that_cannot_be_read_exits_2_in_one_line_naming_it_and_leaves_no
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no store, no temporary, no directory made
     with pytest.raises(ParameterError, match=says):  # the library says the same
         read_table(src)
+
+
+def test_a_declared_fill_value_is_recorded_whether_or_not_the_table_had_gaps(tmp_path) -> None:
+    """The store's schema (and every model trained on it) records the declared fill value alike for a table
+    with gaps and one without: recorded only after a gap was met, it told whether a training record had one."""
+    from dpdist.released import table_schema
+
+    schemas = []
+    for text in ("a,b,y\n1,2,0\n3,4,1\n", "a,b,y\n1,,0\n3,4,1\n"):
+        (tmp_path / "t.csv").write_text(text)
+        meta = ingest_table(tmp_path / "t.csv", tmp_path / f"s{len(schemas)}", fill_value=0.0, task="binary")
+        schemas.append(table_schema(meta))
+    assert schemas[0] == schemas[1] and schemas[0]["fill_value"] == 0.0
+
+
+def test_a_declared_category_column_reads_each_record_on_its_own(tmp_path) -> None:
+    """A declared category column is each record's own text: its type guessed from the whole column made one
+    record's gap turn every other record's "2" into "2.0" (then 'other'), changing the others' features."""
+    rows = []
+    for text in ("a,c,y\n1,2,0\n2,1,1\n3,2,0\n", "a,c,y\n1,2,0\n2,1,1\n3,,0\n"):
+        (tmp_path / "t.csv").write_text(text)
+        rows.append(read_table(tmp_path / "t.csv", categories={"c": ["1", "2"]}, fill_value=0.0).X[:2])
+    np.testing.assert_array_equal(rows[0], rows[1])
+    np.testing.assert_array_equal(rows[0][0], [1.0, 0.0, 1.0, 0.0])  # a = 1, c = 2
+    (tmp_path / "t.csv").write_text("a,c,y\n1,01,0\n2,02,1\n")  # declared "01": never read as the number 1
+    np.testing.assert_array_equal(read_table(tmp_path / "t.csv", categories={"c": ["01", "02"]}).X[:, 1:3], np.eye(2))

@@ -72,6 +72,8 @@ def _report(tmp_path: Path, replayed: bool = False) -> Path:
             "evaluation_epsilon": 0.1,
             "accuracy": 0.6 + e / 20,
             "auc": 0.65 + e / 20,
+            "balanced_accuracy": 0.55 + e / 20,
+            "predicts_one_class": e == 1.0,
             "rows": 4000.0,
             **curve,
         }
@@ -211,3 +213,13 @@ def test_published_release_times_carry_no_time_of_day(tmp_path: Path) -> None:
     (rec,) = acc.history("hash")
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", rec.to_dict("demo-data")["time"])
     assert rec.time == rec.to_dict("demo-data")["time"]  # the ledger itself stores a release's date only
+
+
+def test_the_models_table_shows_balanced_accuracy_and_the_released_metrics_warnings(tmp_path: Path) -> None:
+    md = _markdown(_report(tmp_path))
+    (head,) = [ln for ln in md.splitlines() if ln.startswith("| method | epsilon | charged epsilon |")]
+    assert "| accuracy | balanced accuracy | auc" in head
+    rows = [ln for ln in md.splitlines() if ln.startswith("| fast-dp-fw |")]
+    assert len(rows) == 2 and "| 0.75 | 0.7 | 0.8 |" in rows[1]  # accuracy, balanced accuracy, AUC at epsilon 3
+    (warning,) = [ln for ln in md.splitlines() if ln.startswith("- **fast-dp-fw**")]
+    assert warning.startswith("- **fast-dp-fw** (epsilon 1): the model predicts one class on the held-out rows")
