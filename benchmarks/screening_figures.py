@@ -31,6 +31,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,7 @@ def main() -> None:
         d = X.shape[1]
         truth = np.zeros(d, dtype=bool)
         truth[np.asarray(sup, dtype=np.int64)] = True
+        assert truth.sum() == 70 and d == 600  # the [KLR23]/[KLR25] synthetic sets (record's table says so)
         task = dict(data=key, settings=settings, calibration=cal, method=method, schedule=schedule, trial=0)
         res = st.run({**task, "seed": seed, "labels": {}, "keep_path": True})
         ts, on, off, w = [], [], [], None
@@ -118,44 +120,49 @@ def main() -> None:
             on.append(int(np.count_nonzero(nz & truth)))
             off.append(int(np.count_nonzero(nz & ~truth)))
         checks.append(float(np.abs(w - res["coef"]).max()))
-        return ts, on, off, int(truth.sum()), int((~truth).sum())
+        return ts, on, off
+
+    def save(fig: Any, title: str, name: str) -> None:
+        """The figure, titled, written beside the results file as ``<date>-<name>.png``."""
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(out / f"{date}-{name}.png", dpi=100)
+        plt.close(fig)
+
+    def record(paper: str, data: str, series: str, method: str, cal: str, ts: list, on: list, off: list) -> None:
+        """The two counts' points in the CSV and their values at T in the table (70 true non-zeros, 530 zeros)."""
+        csv.extend(f"{paper}-1,{data} {series} true-nonzero,{cal},{t},{v}" for t, v in zip(ts, on))
+        csv.extend(f"{paper}-1,{data} {series} true-zero,{cal},{t},{v}" for t, v in zip(ts, off))
+        fig1_rows.append(f"| [{paper}] | {data} | {method} | {cal} | {on[-1]} of 70 | {off[-1]} of 530 |")
 
     regimes = (("every iteration", 1), ("every 50th", 50), ("T only", [1000]))
     fig, axes = plt.subplots(2, 3, figsize=(15, 7.5), sharey=True)
     for row, loss in zip(axes, ("squared", "logistic")):
         for ax, (name, sched) in zip(row, regimes):
             for cal, style in (("paper", "-"), ("default", "--")):
-                ts, on, off, k, z = support_counts(f"syn-{loss}", s, cal, f"adp-{name}", sched, 4000)
+                ts, on, off = support_counts(f"syn-{loss}", s, cal, f"adp-{name}", sched, 4000)
                 ax.plot(ts, on, style, color="tab:green", label=f"true non-zeros ({cal})")
                 ax.plot(ts, off, style, color="tab:red", label=f"true zeros ({cal})")
-                csv += [f"KLR23-1,{loss} ADP {name} true-nonzero,{cal},{t},{v}" for t, v in zip(ts, on)]
-                csv += [f"KLR23-1,{loss} ADP {name} true-zero,{cal},{t},{v}" for t, v in zip(ts, off)]
-                fig1_rows.append(
-                    f"| [KLR23] | {loss} | ADP-Screen {name} | {cal} | {on[-1]} of {k} | {off[-1]} of {z} |"
-                )
+                record("KLR23", loss, f"ADP {name}", f"ADP-Screen {name}", cal, ts, on, off)
             ax.set(xlabel="iteration", ylabel="non-zero weights", yscale="symlog", title=f"{loss}: screening {name}")
             ax.legend(fontsize=7)
-    fig.suptitle("[KLR23] Fig. 1: ADP-Screen's non-zeros among the true non-zeros (70) and true zeros (530)")
-    fig.tight_layout()
-    fig.savefig(out / f"{date}-klr23-fig1.png", dpi=100)
-    plt.close(fig)
+    save(fig, "[KLR23] Fig. 1: ADP-Screen's non-zeros among the true non-zeros (70) and true zeros (530)", "klr23-fig1")
     s1 = {"T": 1000, "eps1": 4.9, "eps2": 0.1, "delta1": 1 / 4000, "delta2": 1 / 12000}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     for ax, name in zip(axes, ("uncorrelated", "correlated")):
         for method, label, color in (("rnm", "RNM-Screen", "tab:blue"), ("adp-every", "ADP-Screen", "tab:orange")):
             for cal, style in (("paper", "-"), ("default", "--")):
-                ts, on, off, k, z = support_counts(f"t1-{name}", s1, cal, method, 1, 5000)
+                ts, on, off = support_counts(f"t1-{name}", s1, cal, method, 1, 5000)
                 ax.plot(ts, on, style, color=color, label=f"{label}: true non-zeros ({cal})")
                 ax.plot(ts, off, style, color=color, alpha=0.45, label=f"{label}: true zeros ({cal})")
-                csv += [f"KLR25-1,{name} {label} true-nonzero,{cal},{t},{v}" for t, v in zip(ts, on)]
-                csv += [f"KLR25-1,{name} {label} true-zero,{cal},{t},{v}" for t, v in zip(ts, off)]
-                fig1_rows.append(f"| [KLR25] | {name} | {label} | {cal} | {on[-1]} of {k} | {off[-1]} of {z} |")
+                record("KLR25", name, label, label, cal, ts, on, off)
         ax.set(xlabel="iteration", ylabel="non-zero weights", yscale="symlog", title=f"{name} synthetic set")
         ax.legend(fontsize=6)
-    fig.suptitle("[KLR25] Fig. 1: RNM-Screen against ADP-Screen, non-zeros among true non-zeros and true zeros")
-    fig.tight_layout()
-    fig.savefig(out / f"{date}-klr25-fig1.png", dpi=100)
-    plt.close(fig)
+    save(
+        fig,
+        "[KLR25] Fig. 1: RNM-Screen against ADP-Screen, non-zeros among true non-zeros and true zeros",
+        "klr25-fig1",
+    )
     # [KLR25] Fig. 2
     names = list(st.REAL)
     fig, axes = plt.subplots(2, 4, figsize=(16, 7))

@@ -359,7 +359,14 @@ def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
                 by_trial[r["trial"]] = by_trial.get(r["trial"], 0.0) + number(r["seconds"])
         most = max(by_trial.values()) / 60
         pace = f"; at p = 1,000 one hinge trial over the n grid took up to {most:.0f} min ({hinge.name})"
-    missing.append("other SNR and p (App. D.2): `bss_experiments.py` has no option for them" + pace)
+    snr = sorted(p for p in md.parent.glob("*-snr.csv") if _date(p) <= d)
+    if snr:
+        missing.append(
+            "other p, and the hinge loss at other SNRs (App. D.1.3, D.2): not run" + pace + "; least squares at "
+            f"other SNRs (p = 100) is in `{snr[-1].stem}.md` (`bss_snr.py`)"
+        )
+    else:
+        missing.append("other SNR and p (App. D.2): `bss_experiments.py` has no option for them" + pace)
     return ["Not run up to this file's date ([DPBSS25] Appendix D), and why:", *(f"- {m}" for m in missing), ""]
 
 
@@ -473,6 +480,7 @@ RENDERERS: list[tuple[str, Callable[[Path], list[str]]]] = [
     (r"fw/\d{4}-\d{2}-\d{2}-speedup\.md", fw_speedup),
     (r"fw/\d{4}-\d{2}-\d{2}-(calibration|table4)\.md", fw_runs),
     (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(table3-profile|table4-calibrations|missing)\.md", own_intervals),
+    (r"bss/\d{4}-\d{2}-\d{2}-snr\.md", own_intervals),
     (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(figures-1-4|figures)\.md", one_run),
     (r"sis/\d{4}-\d{2}-\d{2}-heatmaps\.md", drawn_from),
 ]
