@@ -360,6 +360,15 @@ def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
         most = max(by_trial.values()) / 60
         pace = f"; at p = 1,000 one hinge trial over the n grid took up to {most:.0f} min ({hinge.name})"
     snr = sorted(p for p in md.parent.glob("*-snr.csv") if _date(p) <= d)
+    wide = sorted(p for p in md.parent.glob("*-snr-p*.csv") if _date(p) <= d)
+    if wide:  # a timing of least squares at a larger p: the grid's cost at that pace
+        rows = read_rows(wide[-1])
+        pair = max(number(r["pair_seconds"]) for r in rows)
+        p_wide = wide[-1].stem.rsplit("-p", 1)[1]
+        pace += (
+            f"; at p = {p_wide} one least-squares (SNR, n, trial) took {pair / 60:.0f} min ({wide[-1].name}), so "
+            f"Fig. 1(a)'s grid at two SNRs (6 n x 10 trials each) needs about {120 * pair / 3600:.0f} h"
+        )
     if snr:
         missing.append(
             "other p, and the hinge loss at other SNRs (App. D.1.3, D.2): not run" + pace + "; least squares at "
@@ -480,7 +489,7 @@ RENDERERS: list[tuple[str, Callable[[Path], list[str]]]] = [
     (r"fw/\d{4}-\d{2}-\d{2}-speedup\.md", fw_speedup),
     (r"fw/\d{4}-\d{2}-\d{2}-(calibration|table4)\.md", fw_runs),
     (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(table3-profile|table4-calibrations|missing)\.md", own_intervals),
-    (r"bss/\d{4}-\d{2}-\d{2}-snr\.md", own_intervals),
+    (r"bss/\d{4}-\d{2}-\d{2}-snr(-p\d+)?\.md", own_intervals),
     (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(figures-1-4|figures)\.md", one_run),
     (r"sis/\d{4}-\d{2}-\d{2}-heatmaps\.md", drawn_from),
 ]
