@@ -478,6 +478,21 @@ def drawn_from(md: Path) -> list[str]:
     ]
 
 
+def bss_pace(md: Path) -> list[str]:
+    """A least-squares run at a larger p: fewer trials than the paper's, the reason measured from its CSV."""
+    csvs = sorted(md.parent.glob(md.stem + ".csv"))
+    rows = read_rows(csvs[0]) if csvs else []
+    pairs = len({(r["snr"], r["n"], r["trial"]) for r in rows})
+    most = max((number(r["pair_seconds"]) for r in rows), default=float("nan"))
+    return [
+        f"Trials, ours / the paper's: {pairs} (SNR, n, trial) / 10 per (SNR, n) on 6 n. Why: this run measures the "
+        f"pace at this p -- one (SNR, n, trial) took {most:.0f} s with every method, so the paper's grid at two SNRs "
+        f"(120 of them) needs about {120 * most / 3600:.0f} h; no interval (one trial). Per-trial rows: "
+        + (", ".join(f"`{c.name}`" for c in csvs) or "none")
+        + "."
+    ]
+
+
 RENDERERS: list[tuple[str, Callable[[Path], list[str]]]] = [
     (r"screening/\d{4}-\d{2}-\d{2}-tables\.md", screening),
     (r"sis/\d{4}-\d{2}-\d{2}-stability\.md", sis_stability),
@@ -489,7 +504,8 @@ RENDERERS: list[tuple[str, Callable[[Path], list[str]]]] = [
     (r"fw/\d{4}-\d{2}-\d{2}-speedup\.md", fw_speedup),
     (r"fw/\d{4}-\d{2}-\d{2}-(calibration|table4)\.md", fw_runs),
     (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(table3-profile|table4-calibrations|missing)\.md", own_intervals),
-    (r"bss/\d{4}-\d{2}-\d{2}-snr(-p\d+)?\.md", own_intervals),
+    (r"bss/\d{4}-\d{2}-\d{2}-snr\.md", own_intervals),
+    (r"bss/\d{4}-\d{2}-\d{2}-snr-p\d+\.md", bss_pace),
     (r"(fw|screening)/\d{4}-\d{2}-\d{2}-(figures-1-4|figures)\.md", one_run),
     (r"sis/\d{4}-\d{2}-\d{2}-heatmaps\.md", drawn_from),
 ]
