@@ -78,8 +78,10 @@ ORDER = ["mistakes (PTR)", "top-R", "top-R (seed cal.)", "mistakes (paper)", "MC
 HINGE_ORDER = [m for m in ORDER if m != "MCMC"]  # [DPBSS25] Fig. 1(b) compares with Samp-Agg only
 
 
-def data(n: int, p: int, s: int, seed: int, hinge: bool = False) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    syn = make_synthetic("bss", seed, n=n, d=p, s=s, hinge=hinge)
+def data(
+    n: int, p: int, s: int, seed: int, hinge: bool = False, snr: float = 5.0
+) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    syn = make_synthetic("bss", seed, n=n, d=p, s=s, hinge=hinge, snr=snr)
     X, y = syn.materialize()
     return X.toarray(), y, tuple(syn.true_support or ())
 

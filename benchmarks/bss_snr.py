@@ -26,11 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bss_experiments import ORDER, baselines, bss_methods, recovered  # noqa: E402
+from bss_experiments import ORDER, baselines, bss_methods, data, recovered  # noqa: E402
 from result_tables import cell, interval, markdown  # noqa: E402
 from results_file import header, today, topic_dir  # noqa: E402
-
-from dpdist.data.synthetic import make_synthetic  # noqa: E402
 
 S, RIDGE, B = 5, 120.0, 0.5
 
@@ -51,9 +49,7 @@ def main() -> None:
         for snr in args.snrs:
             for n in args.ns:
                 t0 = time.perf_counter()
-                syn = make_synthetic("bss", 1000 * n + trial, n=n, d=P, s=S, snr=snr)
-                X, y = syn.materialize()
-                X, truth = X.toarray(), tuple(syn.true_support or ())
+                X, y, truth = data(n, P, S, 1000 * n + trial, snr=snr)
                 rng = np.random.default_rng(trial)
                 res = bss_methods(X, y, S, "squared", RIDGE, B, args.draws, rng, truth, set(ORDER))
                 res |= baselines(X, y, S, B, args.draws, rng, set(ORDER), args.draws, args.sa_draws)

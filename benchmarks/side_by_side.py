@@ -362,12 +362,11 @@ def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
     snr = sorted(p for p in md.parent.glob("*-snr.csv") if _date(p) <= d)
     wide = sorted(p for p in md.parent.glob("*-snr-p*.csv") if _date(p) <= d)
     if wide:  # a timing of least squares at a larger p: the grid's cost at that pace
-        rows = read_rows(wide[-1])
-        pair = max(number(r["pair_seconds"]) for r in rows)
+        pair, grid = _bss_pace(wide[-1])
         p_wide = wide[-1].stem.rsplit("-p", 1)[1]
         pace += (
             f"; at p = {p_wide} one least-squares (SNR, n, trial) took {pair / 60:.0f} min ({wide[-1].name}), so "
-            f"Fig. 1(a)'s grid at two SNRs (6 n x 10 trials each) needs about {120 * pair / 3600:.0f} h"
+            f"Fig. 1(a)'s grid at two SNRs (6 n x 10 trials each) needs about {grid:.0f} h"
         )
     if snr:
         missing.append(
@@ -478,16 +477,22 @@ def drawn_from(md: Path) -> list[str]:
     ]
 
 
+def _bss_pace(csv: Path) -> tuple[float, float]:
+    """(the longest (SNR, n, trial) of a ``bss_snr.py`` CSV in seconds, Fig. 1(a)'s grid at two SNRs -- 6 n x
+    10 trials each -- at that pace in hours)."""
+    most = max((number(r["pair_seconds"]) for r in read_rows(csv)), default=float("nan"))
+    return most, 120 * most / 3600
+
+
 def bss_pace(md: Path) -> list[str]:
     """A least-squares run at a larger p: fewer trials than the paper's, the reason measured from its CSV."""
     csvs = sorted(md.parent.glob(md.stem + ".csv"))
-    rows = read_rows(csvs[0]) if csvs else []
-    pairs = len({(r["snr"], r["n"], r["trial"]) for r in rows})
-    most = max((number(r["pair_seconds"]) for r in rows), default=float("nan"))
+    pairs = len({(r["snr"], r["n"], r["trial"]) for r in read_rows(csvs[0])}) if csvs else 0
+    most, grid = _bss_pace(csvs[0]) if csvs else (float("nan"), float("nan"))
     return [
         f"Trials, ours / the paper's: {pairs} (SNR, n, trial) / 10 per (SNR, n) on 6 n. Why: this run measures the "
         f"pace at this p -- one (SNR, n, trial) took {most:.0f} s with every method, so the paper's grid at two SNRs "
-        f"(120 of them) needs about {120 * most / 3600:.0f} h; no interval (one trial). Per-trial rows: "
+        f"(120 of them) needs about {grid:.0f} h; no interval (one trial). Per-trial rows: "
         + (", ".join(f"`{c.name}`" for c in csvs) or "none")
         + "."
     ]

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logit
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from dpdist.data.record_maps import map_rows
 from dpdist.data.transforms import clip_rows, clip_target
@@ -180,9 +180,9 @@ def exact_metrics(task: str, w: np.ndarray | dict[str, Any], X: sp.spmatrix, y: 
         return {"mse": float(np.mean(resid**2)), "r2": float(1.0 - resid @ resid / var) if var > 0 else float("nan")}
     pos = y > 0
     out = {"accuracy": float(np.mean((margins > 0) == pos)), "log_loss": mean_loss("logistic", margins, pos)}
-    out["auc"] = float(roc_auc_score(pos, margins)) if 0 < pos.sum() < pos.size else float("nan")
-    recalls = [float(np.mean((margins[pos == c] > 0) == c)) for c in (False, True) if np.any(pos == c)]
-    out["balanced_accuracy"] = float(np.mean(recalls)) if len(recalls) == 2 else float("nan")
+    both = bool(0 < pos.sum() < pos.size)
+    out["auc"] = float(roc_auc_score(pos, margins)) if both else float("nan")
+    out["balanced_accuracy"] = float(balanced_accuracy_score(pos, margins > 0)) if both else float("nan")
     share = float(np.mean(margins > 0)) if y.size else 0.5
     out["predicts_one_class"] = bool(share < ONE_CLASS or share > 1.0 - ONE_CLASS)
     return out

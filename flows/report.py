@@ -320,7 +320,7 @@ def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, An
             r["charged_epsilon"],
             r["delta"],
             r[cols[0]],
-            *([r.get("balanced_accuracy")] if cols[0] == "accuracy" else []),
+            *(r.get(c) for c in _beside(cols)),
             "swamped by the noise"
             if r.get(f"{cols[1]}_swamped")
             else _with_interval(r[cols[1]], r.get(f"{cols[1]}_interval")),
@@ -343,9 +343,14 @@ def _model_rows(mevals: list[dict[str, Any]], cols: list[str], ref: dict[str, An
     ]
 
 
+def _beside(cols: list[str]) -> list[str]:
+    """The metrics shown beside the first one: a classifier's balanced accuracy beside its accuracy."""
+    return ["balanced_accuracy"] if cols[0] == "accuracy" else []
+
+
 def _shown(cols: list[str]) -> list[str]:
-    """The metric columns of the table: a classifier's balanced accuracy beside its accuracy."""
-    return [cols[0], "balanced_accuracy", cols[1]] if cols[0] == "accuracy" else cols
+    """The metric columns of the table, in order."""
+    return [cols[0], *_beside(cols), cols[1]]
 
 
 def _warnings(mevals: list[dict[str, Any]]) -> list[str]:
@@ -371,7 +376,7 @@ def _models_section(mevals: list[dict[str, Any]], ref: dict[str, Any] | None, co
                 "charged epsilon",
                 "delta",
                 cols[0],
-                *(["balanced accuracy"] if cols[0] == "accuracy" else []),
+                *(c.replace("_", " ") for c in _beside(cols)),
                 f"{cols[1]} (noise's 95% interval, simulated)" if simulated else cols[1],
                 f"{metric}: noise's 95% interval",
                 "non-zeros",

@@ -390,20 +390,16 @@ def read_new_rows(path: str | os.PathLike[str], schema: dict[str, Any]) -> np.nd
     text = list(schema.get("categories") or {})
     df, _ = _refusing(path, lambda: _read_frame(path, base.lower(), dict(PRESETS.get(base, {})), text))
     df.columns = [str(c) for c in df.columns]
-    for col, declared in (schema.get("categories") or {}).items():
-        if col not in df.columns:
-            raise ParameterError(f"{path}: no column {col!r}, whose categories the model declares")
-        df = _one_hot(df, col, [str(v) for v in declared])
-    names = [str(n) for n in schema.get("feature_names") or []]
     if len(set(df.columns)) < len(df.columns):
         raise ParameterError(f"{path}: two columns have one name; the model's columns are found by name")
-    absent = [n for n in names if n not in df.columns]
+    names = [str(n) for n in schema.get("feature_names") or []]
+    categories = schema.get("categories") or {}
+    kept = [c for c in df.columns if c in names or c in categories]  # a label or another column is left out
+    Xdf = _feature_frame(df[kept], str(path), False, categories, {})  # as ingest made the training rows
+    absent = [n for n in names if n not in Xdf.columns]
     if absent:
         raise ParameterError(f"{path}: no column {absent[0]!r} of the model's {len(names)} feature columns")
-    Xdf = df[names]
-    for col in names:
-        if not pd.api.types.is_numeric_dtype(Xdf[col]):
-            raise ParameterError(f"{path}: column {col!r} is not numeric (the model took it as a number)")
+    Xdf = Xdf[names]
     X: np.ndarray = Xdf.to_numpy(dtype=np.float64)
     _check_finite(X, np.zeros(X.shape[0]), Xdf, None, str(path))
     fill = schema.get("fill_value")
