@@ -54,6 +54,7 @@ from dpdist.utils.validation import check_count, validate_params
 __all__ = [
     "PLANNED_RECORDS",
     "Ledger",
+    "ModelPlan",
     "PrivateClassifierMixin",
     "PrivateEstimator",
     "PrivateLearner",
@@ -73,6 +74,7 @@ PLANNED_RECORDS = 100_000
 
 Ledger = tuple[Accountant, str]  # the accountant a fit charges and the dataset it charges
 Progress = Callable[[int, int], None]  # progress(done, total) of a fit's steps, for the operator's terminal
+ModelPlan = Callable[[Any], tuple[Charge, dict[str, Any]]]  # a released count -> its model's charge and parameters
 
 
 def charged_to(accountant: Accountant | None, dataset: str | None) -> Ledger | None:
@@ -199,28 +201,46 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
         """``key``, else a random key of its own (a fit nobody will replay)."""
         return key or f"{self._key_prefix()}-{uuid.uuid4().hex}"
 
-    def _public_count(self, n_rows: int, ledger: Ledger | None, key: str, rng: np.random.Generator) -> int | None:
+    def _public_count(
+        self, n_rows: int, ledger: Ledger | None, key: str, rng: np.random.Generator, model: ModelPlan | None = None
+    ) -> int | None:
         """The public count of the records: ``n_records``, or a Laplace count of the ``n_rows`` rows,
-        released first (charged when a ledger is given); None for an estimator that takes none."""
+        released first (charged when a ledger is given; ``model``: :meth:`_release_count`'s); None for an
+        estimator that takes none."""
         if not self.counted:
             return None
         n_records = getattr(self, "n_records", None)
         if n_records is not None:
             return int(n_records)
         epsilon = float(getattr(self, "count_epsilon"))
-        return int(self._release_count(ledger, key, lambda: noisy_count(n_rows, epsilon, rng)))
+        return int(self._release_count(ledger, key, lambda: noisy_count(n_rows, epsilon, rng), model=model))
 
-    def _release_count(self, ledger: Ledger | None, key: str, compute: Callable[[], Any], of: str | None = None) -> Any:
+    def _release_count(
+        self,
+        ledger: Ledger | None,
+        key: str,
+        compute: Callable[[], Any],
+        of: str | None = None,
+        model: ModelPlan | None = None,
+    ) -> Any:
         """Release the count ``compute`` draws (at :meth:`count_charge`, key ``{key}/count``; ``of``: what it
-        counts, default ``_count_of``), its model's charge checked with it as one plan first: a budget that
-        cannot take both charges neither (not the count alone)."""
+        counts, default ``_count_of``) and the charge of its model (key ``key``) as one plan: a budget that
+        cannot take both charges neither, and with ``model`` (the count's result -> the model's charge and
+        release parameters) the model is charged in the count's transaction
+        (:meth:`dpdist.privacy.accountant.Accountant.release_first`), so no concurrent release can leave the
+        count charged and the model refused. Without ``model`` (the counts released alone, for a front end's
+        estimate) the plan is checked, not held."""
         if ledger is None:
             return compute()
-        if not ledger[0].recorded(ledger[1], f"{key}/count"):  # the count and the model: one plan, checked whole
-            ledger[0].check(ledger[1], *self.charges())  # refused, nothing is charged: not the count alone
+        acc, dataset = ledger
         of = of or self._count_of
         params = {"count_epsilon": getattr(self, "count_epsilon"), **({"of": of} if of else {})}
-        return ledger[0].release(ledger[1], self.count_charge(), f"{key}/count", compute, params)
+        first = (self.count_charge(), f"{key}/count", compute, params)
+        if model is not None:
+            return acc.release_first(dataset, first, self.charges()[-1], (key, model))
+        if not acc.recorded(dataset, f"{key}/count"):
+            acc.check(dataset, *self.charges())  # refused, nothing is charged: not the count alone
+        return acc.release(dataset, *first)
 
     def _release(
         self,
@@ -306,17 +326,22 @@ class PrivateLearner(PrivateEstimator):
         rng = check_random_state(getattr(self, "random_state", None))
         key = self._release_key(key)
         X, y = self.map_records(X, y)
-        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
-        n_public = self._public_count(X.shape[0], ledger, key, rng)
-        charge = self.privacy_charge(n_public, n_features=int(X.shape[1]))
+        n_features = int(X.shape[1])
+        self.check_width(n_features)  # the public width: before anything is charged
         held, width = columns if columns is not None else (None, None)
+
+        def model(n_public: int | None) -> tuple[Charge, dict[str, Any]]:
+            params = self.release_params(n_features, n_public)
+            if held is not None:
+                params["columns"] = [int(j) for j in held]
+            return self.privacy_charge(n_public, n_features=n_features), params
+
+        n_public = self._public_count(X.shape[0], ledger, key, rng, model)
+        charge, params = model(n_public)
 
         def compute() -> dict[str, Any]:
             return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
 
-        params = self.release_params(int(X.shape[1]), n_public)
-        if held is not None:
-            params["columns"] = [int(j) for j in held]
         t0 = time.perf_counter()
         out = self._release(charge, key, compute, params, ledger)
         timing("%s: fit in %.3f s", self.mechanism, time.perf_counter() - t0)  # the operator's, never released

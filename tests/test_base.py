@@ -13,6 +13,7 @@ from dpdist.exceptions import ParameterError, ReleaseRefused
 from dpdist.methods import REGISTRY, get
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.guard import charged_by_caller
+from dpdist.privacy.loss import Charge, PrivacyLoss
 
 WIDTH = 150  # wider than the default grid's select-train k (100)
 
@@ -163,3 +164,49 @@ def test_a_count_and_its_model_are_charged_as_one_plan_or_not_at_all(tmp_path, n
     with pytest.raises(BudgetExceeded, match="nothing was charged"):
         est.fit(X, y, acc, "b" * 64, "k")
     assert acc.history("b" * 64) == []  # not the count alone
+
+
+@pytest.mark.parametrize("name", ["dp-sgd", "auto"])
+def test_no_release_can_take_the_budget_between_a_count_and_its_model(tmp_path, monkeypatch, name):
+    """Issue 56: the count and its model were checked as one plan but charged in two transactions, so a
+    release charged between them (another process on the same ledger) left the count charged and the model
+    refused. Here a competing release starts while the count is being drawn: it must wait for the count's
+    transaction, which charges the model too, and then be refused. On the old code the competitor was charged
+    first and the fit refused."""
+    import threading
+
+    import dpdist.base
+    import dpdist.gradient_models.auto
+    from dpdist.exceptions import BudgetExceeded
+
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 6, density=0.5, format="csr", random_state=2)
+    y = np.where(rng.random(300) < 0.5, 1, -1)
+    acc = Accountant(tmp_path / "l.sqlite")
+    acc.init_budget("b" * 64, 1.0, 1e-6, name="b")
+    outcome: list[str] = []
+
+    def compete() -> None:
+        try:
+            Accountant(tmp_path / "l.sqlite").charge("b" * 64, Charge(PrivacyLoss.laplace(0.9), "other"), "other")
+            outcome.append("charged")
+        except BudgetExceeded:
+            outcome.append("refused")
+
+    competitor = threading.Thread(target=compete)
+
+    def draw_while_competing(draw):
+        def drawn(*args):
+            competitor.start()
+            competitor.join(timeout=1.0)  # on the old code the competitor is charged here
+            return draw(*args)
+
+        return drawn
+
+    for module, draw in [(dpdist.base, "noisy_count"), (dpdist.gradient_models.auto, "noisy_class_counts")]:
+        monkeypatch.setattr(module, draw, draw_while_competing(getattr(module, draw)))
+    est = get(name).build("binary", epsilon=0.5, delta=1e-7, classes=[-1, 1])
+    est.fit(X, y, acc, "b" * 64, "k")
+    competitor.join()
+    assert outcome == ["refused"]
+    assert [r.key for r in acc.history("b" * 64)] == ["k/count", "k"]

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import Ledger, PrivateEstimator
+from dpdist.base import Ledger, ModelPlan, PrivateEstimator
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     GradientClassifierMixin,
@@ -144,22 +144,27 @@ class _Auto(GradientModel):
         finally:
             del self._labels
 
-    def _public_count(self, n_rows: int, ledger: Ledger | None, key: str, rng: np.random.Generator) -> int | None:
+    def _public_count(
+        self, n_rows: int, ledger: Ledger | None, key: str, rng: np.random.Generator, model: ModelPlan | None = None
+    ) -> int | None:
         """A classifier with no public count releases its noisy class counts (module docstring)."""
         if self._task == "regression" or self.n_records is not None or self.class_counts is not None:
             if self.n_records is None and self.class_counts is not None:
                 return max(1, int(round(sum(self.class_counts))))
-            return super()._public_count(n_rows, ledger, key, rng)
+            return super()._public_count(n_rows, ledger, key, rng, model)
         epsilon, labels = float(self.count_epsilon), self._labels
 
         def compute() -> list[float]:
             return list(noisy_class_counts(labels, epsilon, rng))  # the screened centroid's histogram (its law tested)
 
-        counts = self._release_count(ledger, key, compute, of="training records by class")
-        if not isinstance(counts, list):  # a plain count recorded under this key before: balanced
-            return max(1, int(counts))
-        self._released_counts = (float(counts[0]), float(counts[1]))
-        return max(1, int(round(sum(counts))))
+        def public(counts: Any) -> int:
+            if not isinstance(counts, list):  # a plain count recorded under this key before: balanced
+                return max(1, int(counts))
+            self._released_counts = (float(counts[0]), float(counts[1]))  # the plan of the model reads them
+            return max(1, int(round(sum(counts))))
+
+        counted_model = None if model is None else (lambda counts: model(public(counts)))
+        return public(self._release_count(ledger, key, compute, of="training records by class", model=counted_model))
 
     def release_counts(self, y: Any, accountant: Any, dataset: str, key: str) -> tuple[int, tuple[float, float] | None]:
         """Release now the counts a fit would release first (same key, same charge, same record), and keep

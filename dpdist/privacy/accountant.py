@@ -55,7 +55,6 @@ import json
 import os
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +77,7 @@ from dpdist.privacy.ledger.records import (
     UNCOVERED_MARK,
     BudgetStatus,
     Release,
+    deltas_past_basic,
     spend_text,
     status_table,
 )
@@ -130,36 +130,6 @@ def params_hash(charge: Charge, params: dict[str, Any] | None) -> str:
     """SHA-256 of the mechanism, its privacy loss and the release's parameters."""
     doc = {"mechanism": charge.mechanism, "loss": json.loads(charge.loss.to_json()), "params": params or {}}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class _Budget:
-    """A budget as a charge's transaction reads it: its totals, public name and privacy filter."""
-
-    dataset: str
-    name: str
-    epsilon_total: float
-    delta_total: float
-    pf: PrivacyFilter
-    filter_json: str
-
-    def status(self, state: composed.Composed, extra: list[FilterSums] | None = None) -> BudgetStatus:
-        """The budget's status with its composed ``state`` and the terms of ``extra`` releases."""
-        sums = sum(extra or [], state.sums)
-        epsilon_spent, delta_spent = self.pf.measure(sums)
-        return BudgetStatus(
-            dataset=self.dataset,
-            name=self.name,
-            epsilon_total=self.epsilon_total,
-            delta_total=self.delta_total,
-            epsilon_spent=epsilon_spent,
-            delta_spent=delta_spent,
-            epsilon_basic=float(sums.epsilon),
-            delta_basic=float(sums.delta),
-            releases=sums.releases,
-            privacy_filter=self.pf,
-            uncovered=state.uncovered,
-        )
 
 
 class Accountant:
@@ -323,11 +293,11 @@ class Accountant:
 
     def _state(
         self, con: LedgerConnection, dataset: str
-    ) -> tuple[_Budget, composed.Composed, composed.Composed | None]:
+    ) -> tuple[composed.Budget, composed.Composed, composed.Composed | None]:
         """``dataset``'s budget, its composed state now (:func:`composed.current`) and its stored row."""
         eps_total, delta_total, name, text = self._budget_row(con, dataset)
         pf = PrivacyFilter.from_json(eps_total, delta_total, text)
-        budget = _Budget(dataset, name, eps_total, delta_total, pf, str(text))
+        budget = composed.Budget(dataset, name, eps_total, delta_total, pf, str(text))
         state, stored = composed.current(con, dataset, pf, budget.filter_json)
         return budget, state, stored
 
@@ -343,12 +313,11 @@ class Accountant:
         For a refusal before any work (a pre-flight check); the charge itself checks again.
         Returns the status the dataset would have after them.
         """
+        return self._ledger.read(lambda con: self._refuse_unless_fits(con, _check_name(dataset, "dataset"), charges))
 
-        def body(con: LedgerConnection) -> tuple[BudgetStatus, BudgetStatus]:
-            before = self._status(con, _check_name(dataset, "dataset"))
-            return before, self._status(con, dataset, [c.loss for c in charges])
-
-        before, after = self._ledger.read(body)
+    def _refuse_unless_fits(self, con: LedgerConnection, dataset: str, charges: tuple[Charge, ...]) -> BudgetStatus:
+        """The body of :meth:`check`: ``BudgetExceeded`` unless ``charges`` fit ``dataset``'s budget now."""
+        before, after = self._status(con, dataset), self._status(con, dataset, [c.loss for c in charges])
         if charges and not after.epsilon_spent <= after.epsilon_total:
             total = PrivacyLoss.compose(*(c.loss for c in charges))
             raise BudgetExceeded(
@@ -359,7 +328,7 @@ class Accountant:
                 after.epsilon_spent,
                 after.epsilon_total,
                 after.delta_total,
-                _deltas_past_basic(after),
+                deltas_past_basic(after),
             )
         return after
 
@@ -387,6 +356,10 @@ class Accountant:
         """The body of :meth:`charge`'s transaction: the existing charge of ``key``, or a new one if it fits."""
         self._ledger.refuse_if_moved(con)
         self._ledger.lock_budget(con, dataset)  # the charges of one budget one after another
+        return self._add(con, dataset, charge, key, digest)
+
+    def _add(self, con: LedgerConnection, dataset: str, charge: Charge, key: str, digest: str) -> Release:
+        """:meth:`_charge` once the budget is locked."""
         mechanism, loss = charge.mechanism, charge.loss
         existing = queries.find_release(con, dataset, key)
         if existing is not None:
@@ -416,7 +389,7 @@ class Accountant:
                 status.epsilon_spent,
                 before.epsilon_total,
                 before.delta_total,
-                _deltas_past_basic(status),
+                deltas_past_basic(status),
             )
         # a budget this one is linked to counts its releases too (Accountant.budget_of): its state grows as well
         target = queries.link_target(con, dataset)
@@ -466,15 +439,12 @@ class Accountant:
         directory is checked writable before the charge. The model returned, and every replay, is read
         back whole (its digest checked).
         """
-        where = str(self.path.resolve()) if isinstance(self.path, Path) else self.path
-        row = self._ledger.read(lambda con: queries.budget_row(con, dataset)) if isinstance(dataset, str) else None
-        tag = artefacts.attempt_path(self.artefacts, where, row[2], key) if row and isinstance(key, str) else None
-        artefacts.check_writable(self.artefacts, tag)
+        self._check_deliverable(dataset, key)
         charged = self.charge(dataset, charge, key, params)
         if charged.result is not None:
             return self._replay(charged.result)
         name = self._ledger.read(lambda con: self._budget_row(con, charged.dataset)[2])
-        with artefacts.Attempt(self.artefacts, where, name, charged.key) as attempt:
+        with artefacts.Attempt(self.artefacts, self._where(), name, charged.key) as attempt:
             stored = self._ledger.read(lambda con: queries.result_of(con, charged.dataset, charged.key))
             if stored is None:  # no attempt recorded it: what a killed one wrote is removed before drawing
                 attempt.clear_left(self._references)
@@ -482,6 +452,73 @@ class Accountant:
                 attempt.settle(stored, self._references)  # another attempt's outcome won: this draw's files go
             attempt.done()
         return self._replay(stored)
+
+    def release_first(
+        self,
+        dataset: str,
+        first: tuple[Charge, str, Callable[[], Any], dict[str, Any]],
+        planned: Charge,
+        then: tuple[str, Callable[[Any], tuple[Charge, dict[str, Any]]]],
+    ) -> Any:
+        """:meth:`release` of ``first`` = (charge, key, compute, params), and the charge of the release that
+        follows it, ``then`` = (its key, its (charge, params) from ``first``'s result), as one plan.
+
+        For a release whose charge is computed from an earlier one's result (a model's from its noisy
+        count): in one transaction under the budget's lock, ``first`` is charged only if it and ``planned``
+        (the follower's charge planned from public values) fit together (else ``BudgetExceeded``, nothing
+        charged), its result is drawn and recorded, and the follower is charged, so no concurrent release
+        takes the budget between the two. The follower's own :meth:`release` finds its charge made. A
+        follower that does not fit after all (its charge at the released value above the planned one) or
+        whose key conflicts is left to its own release to refuse, ``first``'s result then being public.
+        A ``first`` charged before takes :meth:`release`'s path. Its noise is drawn inside the transaction:
+        a transaction the server runs again draws again, and only the committed draw leaves (the claim:
+        [docs/proofs/ledger.md][proof-ledger-plans]).
+        """
+        charge, key, compute, params = first
+        self._check_deliverable(dataset, key)
+        self._check_deliverable(dataset, then[0])
+        dataset, key = _check_name(dataset, "dataset"), _check_name(key, "key")
+        digest = params_hash(charge, params)
+
+        def body(con: LedgerConnection) -> str | None:
+            self._ledger.refuse_if_moved(con)
+            self._ledger.lock_budget(con, dataset)
+            if queries.find_release(con, dataset, key) is not None:
+                return None
+            self._refuse_unless_fits(con, dataset, (charge, planned))
+            self._add(con, dataset, charge, key, digest)
+            try:
+                with charged_by_caller():
+                    encoded = json.dumps(compute(), sort_keys=True, allow_nan=False)
+            except Exception as e:  # noqa: BLE001 -- as release(): every failure but the machine's is the outcome
+                if machine_failure(e):
+                    raise
+                queries.record_result(con, dataset, key, failure_record(type(e)))
+                return failure_record(type(e))
+            queries.record_result(con, dataset, key, encoded)
+            try:
+                follower, follower_params = then[1](replay(encoded))
+                self._add(con, dataset, follower, _check_name(then[0], "key"), params_hash(follower, follower_params))
+            except Exception:  # noqa: BLE001 -- refused (or raised again) by the follower's own release, this one public
+                pass
+            return encoded
+
+        stored = self._ledger.write(body)
+        if stored is None:
+            return self.release(dataset, charge, key, compute, params)
+        return self._replay(stored)
+
+    def _check_deliverable(self, dataset: str, key: str) -> None:
+        """Refuse before any charge a release whose model could not be written (its artefacts' directory)."""
+        row = self._ledger.read(lambda con: queries.budget_row(con, dataset)) if isinstance(dataset, str) else None
+        tag = None
+        if row and isinstance(key, str):
+            tag = artefacts.attempt_path(self.artefacts, self._where(), row[2], key)
+        artefacts.check_writable(self.artefacts, tag)
+
+    def _where(self) -> str:
+        """The ledger's location as its artefacts' attempts name it."""
+        return str(self.path.resolve()) if isinstance(self.path, Path) else self.path
 
     def _attempt(self, charged: Release, compute: Callable[[], Any], attempt: artefacts.Attempt) -> str:
         """Compute, write a model's artefacts and record the outcome of ``charged`` (:meth:`release`)."""
@@ -553,14 +590,3 @@ class Accountant:
             return encoded
 
         return self._ledger.write(body)
-
-
-def _deltas_past_basic(status: BudgetStatus) -> float | None:
-    """The releases' deltas added, when they pass the share of the budget's delta that lets basic composition
-    add their epsilons (a refusal then has delta as its cause); else None."""
-    pf = status.privacy_filter
-    if pf is None or pf.order is None or status.delta_basic <= pf.delta_basic:
-        return None
-    if status.epsilon_basic > status.epsilon_total:  # the epsilons alone pass the total: not delta's doing
-        return None
-    return float(status.delta_basic)

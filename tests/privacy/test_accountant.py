@@ -454,6 +454,42 @@ def test_sigkill_at_random_points_keeps_the_ledger_consistent(tmp_path: Path, le
 # ------------------------------------------------------------------ v2: tight, names, keys
 
 
+def test_release_first_charges_its_follower_in_its_own_transaction(ledger: Accountant):
+    """A release and the charge of the one that follows it, computed from its result, as one plan: refused
+    whole if the first with the planned follower does not fit; else the follower's charge is made with the
+    first's result (its own release then finds it and spends nothing more); a follower that does not fit at
+    its actual charge is left to its own release to refuse; a first charged before replays."""
+    drawn: list[int] = []
+
+    def count() -> int:
+        drawn.append(1)
+        return 41
+
+    def follower(epsilon: float):
+        return lambda result: (C(epsilon + result / 1e6, 0.0, "model"), {"n": result})
+
+    with pytest.raises(BudgetExceeded):  # 0.3 + the planned 0.8 > 1: nothing charged, nothing drawn
+        ledger.release_first(
+            "ds", (C(0.3, 0.0, "count"), "a/count", count, {}), C(0.8, 0.0, "model"), ("a", follower(0.5))
+        )
+    assert ledger.history("ds") == [] and drawn == []
+    first = (C(0.3, 0.0, "count"), "b/count", count, {})
+    assert ledger.release_first("ds", first, C(0.5, 0.0, "model"), ("b", follower(0.5))) == 41
+    assert [(r.key, r.epsilon) for r in ledger.history("ds")] == [("b/count", 0.3), ("b", 0.5 + 41 / 1e6)]
+    charge, params = follower(0.5)(41)
+    assert ledger.release("ds", charge, "b", lambda: 7, params) == 7  # its charge was made: nothing more spent
+    assert ledger.status("ds").releases == 2
+    assert ledger.release_first("ds", first, C(0.5, 0.0, "model"), ("b", follower(0.5))) == 41 and drawn == [1]
+    # planned 0.05 + 0.1 fits, the actual 0.3 does not: the first is released, the follower left uncharged
+    assert (
+        ledger.release_first(
+            "ds", (C(0.05, 0.0, "count"), "c/count", count, {}), C(0.1, 0.0, "model"), ("c", follower(0.3))
+        )
+        == 41
+    )
+    assert [r.key for r in ledger.history("ds")] == ["b/count", "b", "c/count"]
+
+
 def test_key_reused_with_other_parameters_is_a_conflict(ledger: Accountant):
     charge = C(0.2, 0.0, "frank_wolfe/fast-dp-fw")
     ledger.release("ds", charge, "model", lambda: [1], {"lam": 50, "iters": 100})

@@ -24,8 +24,9 @@ from typing import Any
 from dpdist.privacy.filter import FilterSums, PrivacyFilter
 from dpdist.privacy.ledger import queries
 from dpdist.privacy.ledger.connection import LedgerConnection
+from dpdist.privacy.ledger.records import BudgetStatus
 
-__all__ = ["COLUMNS", "Composed", "Verdict", "current", "exact_text", "recompose", "store", "verify"]
+__all__ = ["COLUMNS", "Budget", "Composed", "Verdict", "current", "exact_text", "recompose", "store", "verify"]
 
 # the columns of a budget's row, in the order they are stored, copied (ledger migrate) and digested
 COLUMNS = (
@@ -166,3 +167,33 @@ def verify(con: LedgerConnection, dataset: str, pf: PrivacyFilter, filter_json: 
     """``dataset``'s stored state and a full recomposition of its releases (equal, bit for bit, unless
     the ledger was written around dpdist)."""
     return Verdict(dataset, kept(con, dataset), recompose(con, dataset, pf, filter_json))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget as a charge's transaction reads it: its totals, public name and privacy filter."""
+
+    dataset: str
+    name: str
+    epsilon_total: float
+    delta_total: float
+    pf: PrivacyFilter
+    filter_json: str
+
+    def status(self, state: Composed, extra: list[FilterSums] | None = None) -> BudgetStatus:
+        """The budget's status with its composed ``state`` and the terms of ``extra`` releases."""
+        sums = sum(extra or [], state.sums)
+        epsilon_spent, delta_spent = self.pf.measure(sums)
+        return BudgetStatus(
+            dataset=self.dataset,
+            name=self.name,
+            epsilon_total=self.epsilon_total,
+            delta_total=self.delta_total,
+            epsilon_spent=epsilon_spent,
+            delta_spent=delta_spent,
+            epsilon_basic=float(sums.epsilon),
+            delta_basic=float(sums.delta),
+            releases=sums.releases,
+            privacy_filter=self.pf,
+            uncovered=state.uncovered,
+        )

@@ -21,6 +21,7 @@ __all__ = [
     "UNCOVERED_MARK",
     "BudgetStatus",
     "Release",
+    "deltas_past_basic",
     "release_row",
     "spend_text",
     "status_table",
@@ -187,3 +188,14 @@ def status_table(rows: list[dict[str, Any]]) -> str:
         return "  ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip()
 
     return "\n".join([line(header), *(line(c) for c in cells)])
+
+
+def deltas_past_basic(status: BudgetStatus) -> float | None:
+    """The releases' deltas added, when they pass the share of the budget's delta that lets basic composition
+    add their epsilons (a refusal then has delta as its cause); else None."""
+    pf = status.privacy_filter
+    if pf is None or pf.order is None or status.delta_basic <= pf.delta_basic:
+        return None
+    if status.epsilon_basic > status.epsilon_total:  # the epsilons alone pass the total: not delta's doing
+        return None
+    return float(status.delta_basic)
