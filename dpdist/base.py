@@ -34,6 +34,7 @@ import uuid
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -74,7 +75,19 @@ PLANNED_RECORDS = 100_000
 
 Ledger = tuple[Accountant, str]  # the accountant a fit charges and the dataset it charges
 Progress = Callable[[int, int], None]  # progress(done, total) of a fit's steps, for the operator's terminal
-ModelPlan = Callable[[Any], tuple[Charge, dict[str, Any]]]  # a released count -> its model's charge and parameters
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The model a count is released for (:meth:`PrivateEstimator._release_count`): its public width, and
+    its charge and release parameters at a released count (``at``)."""
+
+    n_features: int
+    at: Callable[[Any], tuple[Charge, dict[str, Any]]]
+
+    def after(self, public: Callable[[Any], int]) -> ModelPlan:
+        """This plan at the public count ``public(result)`` of a count released as more than one number."""
+        return ModelPlan(self.n_features, lambda result: self.at(public(result)))
 
 
 def charged_to(accountant: Accountant | None, dataset: str | None) -> Ledger | None:
@@ -225,8 +238,8 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
     ) -> Any:
         """Release the count ``compute`` draws (at :meth:`count_charge`, key ``{key}/count``; ``of``: what it
         counts, default ``_count_of``) and the charge of its model (key ``key``) as one plan: a budget that
-        cannot take both charges neither, and with ``model`` (the count's result -> the model's charge and
-        release parameters) the model is charged in the count's transaction
+        cannot take both charges neither, and with ``model`` (:meth:`_model_plan`) the model is charged in the
+        count's transaction
         (:meth:`dpdist.privacy.accountant.Accountant.release_first`), so no concurrent release can leave the
         count charged and the model refused. Without ``model`` (the counts released alone, for a front end's
         estimate) the plan is checked, not held."""
@@ -237,10 +250,21 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
         params = {"count_epsilon": getattr(self, "count_epsilon"), **({"of": of} if of else {})}
         first = (self.count_charge(), f"{key}/count", compute, params)
         if model is not None:
-            return acc.release_first(dataset, first, self.charges()[-1], (key, model))
+            return acc.release_first(dataset, first, self.charges(model.n_features)[-1], (key, model.at))
         if not acc.recorded(dataset, f"{key}/count"):
             acc.check(dataset, *self.charges())  # refused, nothing is charged: not the count alone
         return acc.release(dataset, *first)
+
+    def _model_plan(self, n_features: int, held: Any = None) -> ModelPlan:
+        """The model a fit releases on ``n_features`` columns (``held``: which columns of a wider matrix)."""
+
+        def at(n_public: int | None) -> tuple[Charge, dict[str, Any]]:
+            params = self.release_params(n_features, n_public)
+            if held is not None:
+                params["columns"] = [int(j) for j in held]
+            return self.privacy_charge(n_public, n_features=n_features), params
+
+        return ModelPlan(n_features, at)
 
     def _release(
         self,
@@ -326,18 +350,11 @@ class PrivateLearner(PrivateEstimator):
         rng = check_random_state(getattr(self, "random_state", None))
         key = self._release_key(key)
         X, y = self.map_records(X, y)
-        n_features = int(X.shape[1])
-        self.check_width(n_features)  # the public width: before anything is charged
+        self.check_width(int(X.shape[1]))  # the public width: before anything is charged
         held, width = columns if columns is not None else (None, None)
-
-        def model(n_public: int | None) -> tuple[Charge, dict[str, Any]]:
-            params = self.release_params(n_features, n_public)
-            if held is not None:
-                params["columns"] = [int(j) for j in held]
-            return self.privacy_charge(n_public, n_features=n_features), params
-
+        model = self._model_plan(int(X.shape[1]), held)
         n_public = self._public_count(X.shape[0], ledger, key, rng, model)
-        charge, params = model(n_public)
+        charge, params = model.at(n_public)
 
         def compute() -> dict[str, Any]:
             return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)

@@ -45,7 +45,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import ModelPlan, PrivateEstimator, charged_to, is_release
+from dpdist.base import PrivateEstimator, charged_to, is_release
 from dpdist.data.split import derive_key, record_sides
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
@@ -312,9 +312,10 @@ class PrivateSearch(PrivateEstimator):
         self.check_width(int(X.shape[1]))  # the public width: before anything is charged
         rng = check_random_state(self.random_state)
         key = self._release_key(key)
-        n_public = self._public_count(X.shape[0], ledger, key, rng, self._model_plan(X.shape[1]))
+        model = self._model_plan(int(X.shape[1]))
+        n_public = self._public_count(X.shape[0], ledger, key, rng, model)
         assert n_public is not None
-        charge, params = self._model_plan(X.shape[1])(n_public)
+        charge, params = model.at(n_public)
         if split_key is None:
             split_key = (
                 derive_key(ledger[0].split_key(ledger[1]), "dpdist private search")
@@ -329,10 +330,6 @@ class PrivateSearch(PrivateEstimator):
         out = self._release(charge, key, compute, params, ledger)
         self._set_search(out, scale, n_public)
         return self
-
-    def _model_plan(self, n_features: int) -> ModelPlan:
-        """A released count -> the search's charge and release parameters (the count and the model: one plan)."""
-        return lambda n_public: (self.privacy_charge(n_public), self.release_params(n_features, n_public))
 
     def _targets(
         self, cands: list[GradientModel], X: Matrix, y: Any, accountant: Accountant | None

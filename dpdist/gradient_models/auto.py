@@ -163,14 +163,20 @@ class _Auto(GradientModel):
             self._released_counts = (float(counts[0]), float(counts[1]))  # the plan of the model reads them
             return max(1, int(round(sum(counts))))
 
-        counted_model = None if model is None else (lambda counts: model(public(counts)))
-        return public(self._release_count(ledger, key, compute, of="training records by class", model=counted_model))
+        counted = None if model is None else model.after(public)
+        try:
+            return public(self._release_count(ledger, key, compute, of="training records by class", model=counted))
+        except BaseException:
+            self._released_counts = None  # a draw the ledger did not record never stays
+            raise
 
     def release_counts(self, y: Any, accountant: Any, dataset: str, key: str) -> tuple[int, tuple[float, float] | None]:
         """Release now the counts a fit would release first (same key, same charge, same record), and keep
         them as public parameters (``n_records``, ``class_counts``) so the fit releases nothing more: a
         front end can show the pre-flight estimate (``dpdist.preflight``) from them before the model is
-        charged. Returns (n~, the noisy class counts or None). ``y``: the labels as the fit would take them."""
+        charged. Returns (n~, the noisy class counts or None). ``y``: the labels as the fit would take them.
+        The plan (counts and model) is checked, not held: a release charged between this and the fit can
+        leave the model refused (a fit releasing its own counts charges both as one plan)."""
         self.check_params()
         coded, _ = self._targets(np.asarray(y), accountant)
         rng = check_random_state(self.random_state)

@@ -115,6 +115,13 @@ def _check_name(value: object, name: str) -> str:
     return value
 
 
+def _check_charge(charge: object) -> Charge:
+    if not isinstance(charge, Charge):
+        raise ParameterError(f"charge must be a dpdist.privacy.loss.Charge, got {type(charge).__name__}")
+    _check_name(charge.mechanism, "mechanism")
+    return charge
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -344,12 +351,8 @@ class Accountant:
         parameters spends nothing more. The budget check and the insert are one transaction that
         holds the budget's lock (run again, whole, when a PostgreSQL server aborts it).
         """
-        dataset = _check_name(dataset, "dataset")
-        key = _check_name(key, "key")
-        if not isinstance(charge, Charge):
-            raise ParameterError(f"charge must be a dpdist.privacy.loss.Charge, got {type(charge).__name__}")
-        _check_name(charge.mechanism, "mechanism")
-        digest = params_hash(charge, params)
+        dataset, key = _check_name(dataset, "dataset"), _check_name(key, "key")
+        digest = params_hash(_check_charge(charge), params)
         return self._ledger.write(lambda con: self._charge(con, dataset, charge, key, digest))
 
     def _charge(self, con: LedgerConnection, dataset: str, charge: Charge, key: str, digest: str) -> Release:
@@ -475,10 +478,11 @@ class Accountant:
         [docs/proofs/ledger.md][proof-ledger-plans]).
         """
         charge, key, compute, params = first
+        dataset, key, next_key = _check_name(dataset, "dataset"), _check_name(key, "key"), _check_name(then[0], "key")
+        digest = params_hash(_check_charge(charge), params)
+        _check_charge(planned)
         self._check_deliverable(dataset, key)
-        self._check_deliverable(dataset, then[0])
-        dataset, key = _check_name(dataset, "dataset"), _check_name(key, "key")
-        digest = params_hash(charge, params)
+        self._check_deliverable(dataset, next_key)
 
         def body(con: LedgerConnection) -> str | None:
             self._ledger.refuse_if_moved(con)
@@ -487,20 +491,16 @@ class Accountant:
                 return None
             self._refuse_unless_fits(con, dataset, (charge, planned))
             self._add(con, dataset, charge, key, digest)
-            try:
-                with charged_by_caller():
-                    encoded = json.dumps(compute(), sort_keys=True, allow_nan=False)
-            except Exception as e:  # noqa: BLE001 -- as release(): every failure but the machine's is the outcome
-                if machine_failure(e):
-                    raise
-                queries.record_result(con, dataset, key, failure_record(type(e)))
-                return failure_record(type(e))
+            encoded = self._outcome(compute, None)
             queries.record_result(con, dataset, key, encoded)
-            try:
+            try:  # the follower's charge and parameters, from the recorded (now public) result
                 follower, follower_params = then[1](replay(encoded))
-                self._add(con, dataset, follower, _check_name(then[0], "key"), params_hash(follower, follower_params))
-            except Exception:  # noqa: BLE001 -- refused (or raised again) by the follower's own release, this one public
-                pass
+            except Exception:  # noqa: BLE001 -- a failed first, or raised again by the follower's own release
+                return encoded
+            try:
+                self._add(con, dataset, follower, next_key, params_hash(follower, follower_params))
+            except (BudgetExceeded, ReleaseKeyConflict):
+                pass  # refused by the follower's own release, after this one is public
             return encoded
 
         stored = self._ledger.write(body)
@@ -522,26 +522,7 @@ class Accountant:
 
     def _attempt(self, charged: Release, compute: Callable[[], Any], attempt: artefacts.Attempt) -> str:
         """Compute, write a model's artefacts and record the outcome of ``charged`` (:meth:`release`)."""
-        failure: str | None = None
-        try:
-            with charged_by_caller():  # the fits inside run under this charge (dpdist.privacy.guard)
-                result = compute()
-        except Exception as e:  # noqa: BLE001 -- every failure is the release's outcome (see above)
-            if machine_failure(e):  # the machine's, not the release's: as an interrupted run
-                raise
-            failure = failure_record(type(e))
-        else:
-            try:
-                encoded = self._encode(result, attempt)
-            except OSError as e:  # the artefact's write: its size refused (a full disk), else the machine's
-                if not artefacts.refused_by_size(e):
-                    raise
-                failure = failure_record(None, UNWRITTEN)
-            except Exception:  # noqa: BLE001 -- not recordable (NaN, inf, a non-JSON type): a failed release
-                failure = failure_record(None)
-        # recorded outside the handlers, so no exception of ``compute`` is chained to its replay
-        if failure is not None:
-            return self._record(charged.dataset, charged.key, failure)
+        encoded = self._outcome(compute, attempt)
         try:
             return self._record(charged.dataset, charged.key, encoded)
         except Exception as e:  # noqa: BLE001 -- any refusal of the result but the machine's may depend on its size
@@ -549,6 +530,26 @@ class Accountant:
                 raise  # a lock, a permission, a lost server, a moved ledger: not the result, a retry may draw anew
             # the result was refused (its size: a full disk, a limit, a timeout): its fixed-size failure in its place
             return self._record(charged.dataset, charged.key, failure_record(None, UNWRITTEN))
+
+    def _outcome(self, compute: Callable[[], Any], attempt: artefacts.Attempt | None) -> str:
+        """The row's text of ``compute``'s outcome: its result (a model's weights written to their artefact in
+        ``attempt`` first), or its failure's record (recorded outside the handlers, so no exception of
+        ``compute`` is chained to its replay)."""
+        try:
+            with charged_by_caller():  # the fits inside run under this charge (dpdist.privacy.guard)
+                result = compute()
+        except Exception as e:  # noqa: BLE001 -- every failure is the release's outcome (see above)
+            if machine_failure(e):  # the machine's, not the release's: as an interrupted run
+                raise
+            return failure_record(type(e))
+        try:
+            return self._encode(result, attempt)
+        except OSError as e:  # the artefact's write: its size refused (a full disk), else the machine's
+            if not artefacts.refused_by_size(e):
+                raise
+            return failure_record(None, UNWRITTEN)
+        except Exception:  # noqa: BLE001 -- not recordable (NaN, inf, a non-JSON type): a failed release
+            return failure_record(None)
 
     def _references(self, digest: str) -> bool:
         """Whether any release's recorded result refers to the artefact ``digest`` (a full scan: run only
@@ -558,12 +559,15 @@ class Accountant:
             lambda con: con.execute("SELECT 1 FROM releases WHERE result LIKE ?", (pattern,)).fetchone() is not None
         )
 
-    def _encode(self, result: Any, attempt: artefacts.Attempt) -> str:
+    def _encode(self, result: Any, attempt: artefacts.Attempt | None) -> str:
         """The row's text of ``result``; a model's weights written to their artefact first (durably)."""
         row, found = artefacts.split_models(result, self.artefacts)
         encoded = json.dumps(row, sort_keys=True, allow_nan=False)
-        for artefact in found:
-            attempt.write(artefact)
+        if found:
+            if attempt is None:
+                raise TypeError("a model is released by Accountant.release, not as the first of a plan")
+            for artefact in found:
+                attempt.write(artefact)
         return encoded
 
     def _replay(self, stored: str) -> Any:

@@ -489,6 +489,17 @@ def test_release_first_charges_its_follower_in_its_own_transaction(ledger: Accou
     )
     assert [r.key for r in ledger.history("ds")] == ["b/count", "b", "c/count"]
 
+    def fails() -> int:
+        raise ValueError("secret 41")
+
+    # a first that fails is recorded as its failure (its charge stands), its follower not charged
+    with pytest.raises(SolverFailure, match="computation failed") as raised:
+        ledger.release_first(
+            "ds", (C(0.01, 0.0, "count"), "d/count", fails, {}), C(0.01, 0.0, "model"), ("d", follower(0))
+        )
+    assert "secret" not in str(raised.value)
+    assert [r.key for r in ledger.history("ds")] == ["b/count", "b", "c/count", "d/count"]
+
 
 def test_key_reused_with_other_parameters_is_a_conflict(ledger: Accountant):
     charge = C(0.2, 0.0, "frank_wolfe/fast-dp-fw")
