@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 DS = (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000, 20_000_000)
 
@@ -101,8 +101,7 @@ def main() -> None:
         f"Fitted exponent b = {b:.3f}; time x{rows[-1][2] / rows[0][2]:.2f} for D x{DS[-1] / DS[0]:.0f}. "
         f"Target (b < 1): **{'met' if b < 1 else 'not met'}**.",
     ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ from dpdist.solvers.frank_wolfe import FWPrivacy, FWResult, frank_wolfe, lipschi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = {
@@ -324,8 +324,7 @@ def write_results(args, data: tuple, setting: tuple, rows: list[dict], peak: flo
     if args.by_rows:
         same = all(r["same"] for r in rows)
         md += ["", f"Row order takes the same path and weights to the bit: **{'met' if same else 'not met'}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

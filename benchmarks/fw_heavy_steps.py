@@ -35,7 +35,7 @@ from dpdist.solvers.frank_wolfe import privacy_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,8 +140,7 @@ def write_results(args, rows: list, X, built: float, held: float, setting: tuple
             "**met**" if ok else "**not met**"
         )
     md += ["", f"Target (faster by columns, the same bits): {verdict}."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 from fit_memory import run_in_checkout
-from results_file import header, table, today, topic_dir, welch
+from results_file import header, table, today, topic_dir, welch, write_md
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "_work" / "fw-prefetch"
@@ -172,8 +172,7 @@ def row_pass(args: argparse.Namespace, data: Path) -> None:
         f"**{'met' if best[_AHEAD] < best[0] else 'not met'}**. The fastest distance in this run: "
         + (f"{fastest} entries ahead." if fastest else "no prefetch."),
     ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 def _stem(args: argparse.Namespace, name: str) -> Path:
@@ -280,8 +279,7 @@ def compare(args: argparse.Namespace, data: Path) -> None:
         f"{'yes' if same else 'no'}. Target (faster at p < {ALPHA}, the same bits): "
         f"**{'met' if base > mine and p < ALPHA and same else 'not met'}**.",
     ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 from results_file import header, today, topic_dir, verdict, welch
+from run_options import parser, shared_data
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 
@@ -199,13 +200,9 @@ def write_results(args: argparse.Namespace, rows: list[tuple], times: list[tuple
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="rcv1-real,news20-real,rcv1-shape,news20-shape")
-    ap.add_argument("--iters", type=int, default=4000)
-    ap.add_argument("--alg1-iters", type=int, default=300)
-    ap.add_argument("--lam", type=float, default=50.0)
-    ap.add_argument("--delta", type=float, default=1e-6)
-    ap.add_argument("--reps", type=int, default=3)
+    ap = parser(
+        sets="rcv1-real,news20-real,rcv1-shape,news20-shape", iters=4000, alg1_iters=300, lam=50.0, delta=1e-6, reps=3
+    )
     ap.add_argument(
         "--refresh",
         choices=("estimator", "seed", "both"),
@@ -228,7 +225,7 @@ def main() -> None:
     ap.add_argument("--shared", default="data", help="folder holding libsvm/ (or $DPDIST_SHARED_DATA)")
     ap.add_argument("--out", default=str(topic_dir("fw")), help="writes <date>-speedup.{md,csv} here")
     args = ap.parse_args()
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     fractions = {k: float(v) for k, v in (f.split("=") for f in args.fraction)}

@@ -39,7 +39,7 @@ from dpdist.data.synthetic import make_synthetic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 KDDA_D = 20_216_830
 
@@ -239,8 +239,7 @@ def write_results(args, rows: list, started: float) -> None:
         f"Target: **{'met' if fast and grew <= 1.25 else 'not met'}**"
         + (" (at this file size; the issue's is at least 2 GB)." if l_size < 2e9 else "."),
     ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,12 @@ def header(title: str, trials: str, started_load: float | None = None) -> list[s
     return lines
 
 
+def write_md(path: Path, lines: Sequence[str]) -> None:
+    """Write the results file ``path``: ``lines``, each ended by a newline (UTF-8); then say where."""
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
 def welch(a, b, alternative: str = "greater") -> float:
     """One-sided Welch p-value of ``mean(a) > mean(b)`` (``alternative="greater"``) or ``<`` ("less").
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 DEFAULT_N = 1_000_000
 
@@ -172,8 +172,7 @@ def write_results(args, a: dict, b: dict, started: float) -> None:
     )
     ok = time_x <= 2 and mem_x <= 2
     md += ["", f"Time x{time_x:.2f}, memory x{mem_x:.2f}; target (both at most 2x): **{'met' if ok else 'not met'}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

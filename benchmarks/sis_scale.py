@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 DEFAULT_N, DEFAULT_D, RATIO = 1_000_000, 20_216_830, 0.8  # the claim: at least 0.8x of scipy's throughput
@@ -300,8 +300,7 @@ def write_results(args, shape: tuple, scipy: tuple, rounds: list[dict], t_topk: 
         f"Canonical top-k on the {d:,} scores, k = {args.k}, epsilon {args.epsilon}: {t_topk:.2f} s; target under "
         f"10 s: **{'met' if t_topk < 10 else 'not met'}**.",
     ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

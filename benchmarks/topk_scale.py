@@ -22,7 +22,7 @@ from dpdist.selection.topk import CanonicalTopK
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 
 def main() -> None:
@@ -75,8 +75,7 @@ def main() -> None:
         stem.with_suffix(".csv"),
     )
     md += ["", f"Target under 10 s at d = {args.d:,}, k = {args.k}: **{t_sel:.2f} s, {met}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":
