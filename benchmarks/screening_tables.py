@@ -536,20 +536,26 @@ def seed000_tasks(trials: int) -> list[dict]:
                     labels={"part": "seed000", "regime": "R3", "loss": "squared"},
                 )
             )
-            for name, sched in (("every", 1), ("every 50th", 50), ("T only", [1000])):
-                tasks.append(
-                    dict(
-                        data="syn-squared",
-                        settings=s,
-                        calibration=cal,
-                        method=f"adp-{name}",
-                        schedule=sched,
-                        trial=t,
-                        seed=4000 + t,
-                        labels={"part": "seed000", "regime": f"ADP {name}", "loss": "squared"},
-                    )
-                )
+            tasks += adp_tasks("syn-squared", s, cal, t, {"part": "seed000", "loss": "squared"})
     return tasks
+
+
+def adp_tasks(data: str, settings: dict, calibration: str, trial: int, labels: dict) -> list[dict]:
+    """One trial (seed 4000 + trial) of ADP-Screen on ``data`` at each of [KLR23]'s three schedules: a screening
+    every step, every 50th, at T only; each task's ``labels`` name its regime ("ADP every", ...)."""
+    return [
+        dict(
+            data=data,
+            settings=settings,
+            calibration=calibration,
+            method=f"adp-{name}",
+            schedule=schedule,
+            trial=trial,
+            seed=4000 + trial,
+            labels={**labels, "regime": f"ADP {name}"},
+        )
+        for name, schedule in (("every", 1), ("every 50th", 50), ("T only", [1000]))
+    ]
 
 
 def table1_tasks(trials: int) -> list[dict]:

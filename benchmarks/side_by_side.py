@@ -382,38 +382,42 @@ def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
 # privacy-utility, [RKL23]
 
 
-def utility(md: Path) -> list[str]:
+def _own_csv(md: Path, about: str, keys: list[str], metrics: list[str], digits: int = 3) -> list[str]:
+    """The results file's own CSV (``<stem>.csv``) named and described (``about``), then each metric's mean
+    [95% interval] per group of ``keys``."""
     csv = md.with_suffix(".csv")
-    if not csv.exists():  # a file whose runs stand in its own table (utility_cli.py's)
+    return [f"CSV: `{csv.name}` {about}", "", *summary(read_rows(csv), keys, metrics, digits=digits)]
+
+
+def utility(md: Path) -> list[str]:
+    if not md.with_suffix(".csv").exists():  # a file whose runs stand in its own table (utility_cli.py's)
         return _no_trials([], "Each run's value is listed in the table above, with the mean and sd over them.")
-    rows = read_rows(csv)
-    return [
-        f"CSV: `{csv.name}` (one row per repetition). No paper: this is dpdist's own benchmark. Seeds: the "
-        "main job's set data seed 1; the private fits draw their noise from OS entropy (as a release does), "
-        "so a rerun gives other draws.",
-        "",
-        *summary(rows, ["set", "method", "epsilon"], ["accuracy"]),
-    ]
+    return _own_csv(
+        md,
+        "(one row per repetition). No paper: this is dpdist's own benchmark. Seeds: the main job's set data seed 1; "
+        "the private fits draw their noise from OS entropy (as a release does), so a rerun gives other draws.",
+        ["set", "method", "epsilon"],
+        ["accuracy"],
+    )
 
 
 def fw_prefetch(md: Path) -> list[str]:
-    csv = md.with_suffix(".csv")
-    rows = read_rows(csv)
-    return [
-        f"CSV: `{csv.name}` (one row per round). No paper. Seed 0 in every run (the same path to the bit).",
-        "",
-        *summary(rows, ["checkout"], ["steady ms per iteration", "whole run s"], digits=4),
-    ]
+    return _own_csv(
+        md,
+        "(one row per round). No paper. Seed 0 in every run (the same path to the bit).",
+        ["checkout"],
+        ["steady ms per iteration", "whole run s"],
+        digits=4,
+    )
 
 
 def sis_scale(md: Path) -> list[str]:
-    csv = md.with_suffix(".csv")
-    rows = read_rows(csv)
-    return [
-        f"CSV: `{csv.name}` (one row per round). No paper; no randomness (X^T y of a fixed store).",
-        "",
-        *summary(rows, ["workers", "pass"], ["s", "ratio to scipy"]),
-    ]
+    return _own_csv(
+        md,
+        "(one row per round). No paper; no randomness (X^T y of a fixed store).",
+        ["workers", "pass"],
+        ["s", "ratio to scipy"],
+    )
 
 
 def fw_speedup(md: Path) -> list[str]:
