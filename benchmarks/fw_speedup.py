@@ -199,6 +199,28 @@ def write_results(args: argparse.Namespace, rows: list[tuple], times: list[tuple
     print(f"wrote {out}/{date}-speedup.md and .csv")
 
 
+def _fast_paces(X, y, args, selection: str, eps: float, refresh: int, seed: int) -> list[float]:
+    """Seconds per iteration of ``--reps`` fast DP-FW runs of ``--iters`` steps with ``selection`` (random states
+    ``seed``, ``seed + 1``, ...)."""
+    from dpdist.solvers.fast_fw import fast_frank_wolfe
+
+    return [
+        fast_frank_wolfe(
+            X,
+            y,
+            args.lam,
+            args.iters,
+            selection=selection,
+            epsilon=eps,
+            delta=args.delta,
+            refresh=refresh,
+            random_state=seed + r,
+        ).seconds
+        / args.iters
+        for r in range(args.reps)
+    ]
+
+
 def main() -> None:
     ap = parser(
         sets="rcv1-real,news20-real,rcv1-shape,news20-shape", iters=4000, alg1_iters=300, lam=50.0, delta=1e-6, reps=3
@@ -292,40 +314,12 @@ def main() -> None:
                         flush=True,
                     )
                     break
-                s4_all = [
-                    fast_frank_wolfe(
-                        X,
-                        y,
-                        args.lam,
-                        T,
-                        selection="exponential",
-                        epsilon=eps,
-                        delta=args.delta,
-                        refresh=refresh,
-                        random_state=100 + r,
-                    ).seconds
-                    / T
-                    for r in range(args.reps)
-                ]
+                s4_all = _fast_paces(X, y, args, "exponential", eps, refresh, 100)
                 s4 = min(s4_all)
                 sb_all = (
                     [float("nan")]
                     if args.no_bruteforce
-                    else [
-                        fast_frank_wolfe(
-                            X,
-                            y,
-                            args.lam,
-                            T,
-                            selection="exponential-bruteforce",
-                            epsilon=eps,
-                            delta=args.delta,
-                            refresh=refresh,
-                            random_state=200 + r,
-                        ).seconds
-                        / T
-                        for r in range(args.reps)
-                    ]
+                    else _fast_paces(X, y, args, "exponential-bruteforce", eps, refresh, 200)
                 )
                 sb = min(sb_all)
                 rows.append((label, eps, s1, s4, sb, s1 / s4, s1 / sb, paper))
