@@ -60,6 +60,7 @@ from unittest import mock
 
 import numpy as np
 import scipy.sparse as sp
+from result_tables import head
 from results_file import command, machine, today, verdict, welch
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
@@ -702,9 +703,15 @@ def _klr23_section(sel, md: list[str]) -> None:
         "Fractions of the true non-zeros / true zeros that are non-zero in the output (mean over trials), and "
         "the mean number of coordinates screened per run.",
         "",
-        "| regime | loss | paper says | paper calibration: true nz / true zero nz / screened | default: true "
-        "nz / true zero nz / screened |",
-        "|---|---|---|---|---|",
+        *head(
+            [
+                "regime",
+                "loss",
+                "paper says",
+                "paper calibration: true nz / true zero nz / screened",
+                "default: true nz / true zero nz / screened",
+            ]
+        ),
     ]
     fig, ax = plt.subplots(figsize=(9, 3.8))
     labels, x = [], 0
@@ -757,8 +764,7 @@ def _table1_section(sel, md: list[str]) -> None:
     md += [
         "## [KLR25] Table 1: RNM-Screen on the synthetic sets (lambda = 50, T = 1000, eps1 = 4.9, eps2 = 0.1)",
         "",
-        "| data | metric | paper | ours, paper calibration | ours, default |",
-        "|---|---|---|---|---|",
+        *head(["data", "metric", "paper", "ours, paper calibration", "ours, default"]),
     ]
     for name, (row, _, _) in TABLE1_SETS.items():
         vals = TABLE1[row]
@@ -805,8 +811,7 @@ def _real_sections(sel, info: dict, md: list[str]) -> None:
         md += [
             f"## [KLR25] {tables}",
             "",
-            "| data | n | d (paper) | K | lambda | T |",
-            "|---|---|---|---|---|---|",
+            *head(["data", "n", "d (paper)", "K", "lambda", "T"]),
         ]
         for name in REAL:
             i = info.get((name, yj))
@@ -819,8 +824,7 @@ def _real_sections(sel, info: dict, md: list[str]) -> None:
             "",
             "RNM-Screen: paper | ours (paper calibration) | ours (default).",
             "",
-            "| data | TPR | FPR | F1 | Sparsity | R^2 |",
-            "|---|---|---|---|---|---|",
+            *head(["data", "TPR", "FPR", "F1", "Sparsity", "R^2"]),
         ]
         for name in REAL:
             ours = {
@@ -846,8 +850,7 @@ def _real_sections(sel, info: dict, md: list[str]) -> None:
             "F1 / MSE: paper | ours (paper calibration) | ours (default); NP-FW and Preselect-K are "
             "non-private (one run).",
             "",
-            "| data | NP-FW | Preselect-K | Oracle-K | DP-FW | RNM-Screen |",
-            "|---|---|---|---|---|---|",
+            *head(["data", "NP-FW", "Preselect-K", "Oracle-K", "DP-FW", "RNM-Screen"]),
         ]
         for name in REAL:
             if not sel(part="real", dataset=name, yeo_johnson=yj):
@@ -882,9 +885,16 @@ def _real_sections(sel, info: dict, md: list[str]) -> None:
         "2. for d > 20 it is not significantly worse than Oracle-K on F1;",
         "3. for d > 20 it is not significantly worse than Oracle-K on MSE, except BlogFeedback.",
         "",
-        "| data | d | calibration | 1: p(RNM F1 > DP-FW F1) | 2: p(RNM F1 < Oracle-K F1) | "
-        "3: p(RNM MSE > Oracle-K MSE) |",
-        "|---|---|---|---|---|---|",
+        *head(
+            [
+                "data",
+                "d",
+                "calibration",
+                "1: p(RNM F1 > DP-FW F1)",
+                "2: p(RNM F1 < Oracle-K F1)",
+                "3: p(RNM MSE > Oracle-K MSE)",
+            ]
+        ),
     ]
     outcome: dict[int, list[tuple[str, bool]]] = {1: [], 2: [], 3: []}
     for name in REAL:
@@ -951,9 +961,17 @@ def _privacy_section(eps_rows: list[dict], md: list[str]) -> None:
         "a sensitivity about sqrt(n) above theirs; the threshold test on the noisy minimum multiplies it by "
         "about d/2 (see dpdist.solvers.screening).",
         "",
-        "| part | configuration | calibration | FW: claimed / true | screening: claimed / true | RNM index "
-        "alone (true) | whole: claimed / true |",
-        "|---|---|---|---|---|---|---|",
+        *head(
+            [
+                "part",
+                "configuration",
+                "calibration",
+                "FW: claimed / true",
+                "screening: claimed / true",
+                "RNM index alone (true)",
+                "whole: claimed / true",
+            ]
+        ),
     ]
     for r in eps_rows:
         md.append(
@@ -993,8 +1011,7 @@ def _seed000_claims(sel, md: list[str]) -> None:
         "is tested against R1 (fewer screened), and 'not exactly nothing' is added when some trial screened a "
         "coordinate.",
         "",
-        "| claim | calibration | trials | ours | p | verdict |",
-        "|---|---|---|---|---|---|",
+        *head(["claim", "calibration", "trials", "ours", "p", "verdict"]),
     ]
     for cal in ("paper", "default"):
         for regime, loss, claim in (
@@ -1058,9 +1075,17 @@ def _table1_claims(sel, md: list[str]) -> None:
         "screens less (its RNM tests a fresh noisy value), hence higher FPR and density, and too little for the "
         "support's shape to show under either w*.",
         "",
-        "| claim (paper: correlated vs uncorrelated) | w* | calibration | trials | ours: correlated / uncorrelated | "
-        "p | verdict |",
-        "|---|---|---|---|---|---|---|",
+        *head(
+            [
+                "claim (paper: correlated vs uncorrelated)",
+                "w*",
+                "calibration",
+                "trials",
+                "ours: correlated / uncorrelated",
+                "p",
+                "verdict",
+            ]
+        ),
     ]
     for support, suffix in (("random positions", ""), ("two blocks", " (block w*)")):
         for cal in ("paper", "default"):
@@ -1085,8 +1110,7 @@ def _sparsity_claim(sel, md: list[str]) -> None:
     md += [
         "### RNM-Screen sparser than DP-FW at equal budget (one-sided Welch test on the density, 5%)",
         "",
-        "| data | Yeo-Johnson | calibration | trials | density RNM-Screen / DP-FW | p | verdict |",
-        "|---|---|---|---|---|---|---|",
+        *head(["data", "Yeo-Johnson", "calibration", "trials", "density RNM-Screen / DP-FW", "p", "verdict"]),
     ]
     count: dict[str, list[bool]] = {"paper": [], "default": []}
     for name in REAL:
