@@ -35,7 +35,7 @@ from dpdist.solvers.frank_wolfe import FWResult, privacy_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir, write_md  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,11 +136,6 @@ def write_results(args, rows: list, X, built: float, held: float, setting: tuple
         "",
     ]
     stem = topic_dir("fw") / f"{today()}-heavy_steps"
-    md += table(
-        ["_HEAVY_SHARE", "s per iteration", "speed-up over rows", "same path and weights"],
-        cells,
-        stem.with_suffix(".csv"),
-    )
     mine = next((c for (share, _), c in zip(rows, cells) if share == shipped), None)
     if mine is None:
         verdict = f"not tested (the shipped threshold {shipped:g} was not among --shares)"
@@ -150,8 +145,13 @@ def write_results(args, rows: list, X, built: float, held: float, setting: tuple
         verdict = f"speed-up {mine[2]}x at the shipped {shipped:g}, bits the same: {'yes' if same else 'no'}; " + (
             "**met**" if ok else "**not met**"
         )
-    md += ["", f"Target (faster by columns, the same bits): {verdict}."]
-    write_md(stem.with_suffix(".md"), md)
+    write_one_table(
+        stem,
+        md,
+        ["_HEAVY_SHARE", "s per iteration", "speed-up over rows", "same path and weights"],
+        cells,
+        [f"Target (faster by columns, the same bits): {verdict}."],
+    )
 
 
 if __name__ == "__main__":

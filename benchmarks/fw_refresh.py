@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fw_speedup import load  # noqa: E402
-from results_file import header, table, today, topic_dir, write_md  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 from run_options import SHARED, parser, shared_data  # noqa: E402
 
 
@@ -87,7 +87,9 @@ def main() -> None:
         "",
     ]
     stem = topic_dir("fw") / f"{today()}-refresh"
-    md += table(
+    write_one_table(
+        stem,
+        md,
         [
             "set",
             "variant",
@@ -101,10 +103,8 @@ def main() -> None:
             [n, lab, f"{g:+.3f}", "yes" if abs(g) <= 1.0 else "no", f"{ms:.3f}", f"{ms1:.3f}", f"{sp:.1f}"]
             for n, lab, g, sp, ms, ms1 in summary
         ],
-        stem.with_suffix(".csv"),
+        [f"Target (every final gap within 1%): **{'met' if met else 'not met'}**."],
     )
-    md += ["", f"Target (every final gap within 1%): **{'met' if met else 'not met'}**."]
-    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

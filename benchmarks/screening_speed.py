@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir, write_md  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 from run_options import parser  # noqa: E402
 
 
@@ -143,7 +143,10 @@ def write_results(args, rows: list, shapes: list[str], started: float) -> None:
         "",
     ]
     stem = topic_dir("screening") / f"{today()}-speed"
-    md += table(
+    worst = max(e50 / b for _, _, b, e50, _, _ in rows)
+    write_one_table(
+        stem,
+        md,
         [
             "set",
             "loss",
@@ -157,11 +160,8 @@ def write_results(args, rows: list, shapes: list[str], started: float) -> None:
             [name, loss, f"{1e6 * b:.1f}", f"{1e6 * e50:.1f}", f"{e50 / b:.2f}", f"{1e6 * e1:.1f}", f"{1e6 * a1:.1f}"]
             for name, loss, b, e50, e1, a1 in rows
         ],
-        stem.with_suffix(".csv"),
+        [f"Largest ratio {worst:.2f}; target (at most 2x everywhere): **{'met' if worst <= 2 else 'not met'}**."],
     )
-    worst = max(e50 / b for _, _, b, e50, _, _ in rows)
-    md += ["", f"Largest ratio {worst:.2f}; target (at most 2x everywhere): **{'met' if worst <= 2 else 'not met'}**."]
-    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":
