@@ -89,6 +89,16 @@ def data(
 # --------------------------------------------------------------------------- our methods
 
 
+def _released(got: list[Any], p_true: float, seconds: float) -> dict[str, Any]:
+    """One method's outcome on one data set: its draws, the exact probability of the true support, its seconds."""
+    return {"draws": got, "p_true": p_true, "seconds": seconds, "refused": False}
+
+
+def _refused(draws: int, seconds: float) -> dict[str, Any]:
+    """A refused method's outcome: it released nothing, so each of its ``draws`` is a miss (P(true) = 0)."""
+    return {"draws": [None] * draws, "p_true": 0.0, "seconds": seconds, "refused": True}
+
+
 def bss_methods(
     X: np.ndarray,
     y: np.ndarray,
@@ -123,7 +133,7 @@ def bss_methods(
             if name not in methods:
                 continue
             if lst is None:
-                out[name] = {"draws": [None] * draws, "p_true": 0.0, "seconds": secs, "refused": True}
+                out[name] = _refused(draws, secs)
                 continue
             idx, values = lst.listed()
             logw = top_r_log_weights(values, p, s, c)
@@ -137,7 +147,7 @@ def bss_methods(
             got: list[Any] = top_r_sample(
                 values, p, s, c, rng, lambda k: lst.support(int(idx[k])), lst.is_listed, size=draws
             )
-            out[name] = {"draws": got, "p_true": p_true, "seconds": secs, "refused": False}
+            out[name] = _released(got, p_true, secs)
     if methods & {"mistakes (PTR)", "mistakes (paper)"}:
         t0 = time.perf_counter()
         try:
@@ -153,23 +163,13 @@ def bss_methods(
             sel.set_params(mode=mode)
             eps1, c = sel.rates(delta_f)
             if center is None:
-                out[name] = {
-                    "draws": [None] * draws,
-                    "p_true": 0.0,
-                    "seconds": time.perf_counter() - t0,
-                    "refused": True,
-                }
+                out[name] = _refused(draws, time.perf_counter() - t0)
                 continue
             bucket_tau = tau if mode == "ptr" else 5e-3 * abs(f0)
             try:
                 buckets = mistakes_buckets(ex, center, f0, f1, bucket_tau, c, sel.horizon, time_limit, best_one)
             except SolverAborted:
-                out[name] = {
-                    "draws": [None] * draws,
-                    "p_true": 0.0,
-                    "seconds": time.perf_counter() - t0,
-                    "refused": True,
-                }
+                out[name] = _refused(draws, time.perf_counter() - t0)
                 continue
             j_true = len(set(truth) - set(center))
             if mode == "ptr":
@@ -195,7 +195,7 @@ def bss_methods(
                     u[j] = min(u[j], u[j + 1])
                 logw = mistakes_log_weights(u, p, s, c)
                 p_true = math.exp(logw[0] - logsumexp(logw)) if tuple(center) == truth else float("nan")
-            out[name] = {"draws": got, "p_true": p_true, "seconds": time.perf_counter() - t0, "refused": False}
+            out[name] = _released(got, p_true, time.perf_counter() - t0)
     return out
 
 
@@ -214,7 +214,7 @@ def baselines(
     if "MCMC" in methods:
         t0 = time.perf_counter()
         got = RoyTewariMCMC(s, EPS, l1_bound=3.5, x_bound=b, y_bound=b, random_state=rng).sample(X, y, mcmc_draws)
-        out["MCMC"] = {"draws": got, "p_true": float("nan"), "seconds": time.perf_counter() - t0, "refused": False}
+        out["MCMC"] = _released(got, float("nan"), time.perf_counter() - t0)
     if "Samp-Agg" in methods:
         t0 = time.perf_counter()
         n = X.shape[0]
@@ -223,7 +223,7 @@ def baselines(
         for _ in range(sa_draws):
             sel = TwoStageSelector(k=s, epsilon=EPS, alpha=20.0 / (n / m), n_blocks=m, random_state=rng).fit(X, y)
             got.append(tuple(int(j) for j in sel.features_))
-        out["Samp-Agg"] = {"draws": got, "p_true": float("nan"), "seconds": time.perf_counter() - t0, "refused": False}
+        out["Samp-Agg"] = _released(got, float("nan"), time.perf_counter() - t0)
     return out
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 HERE = Path(sys.executable).parent / "dpdist"
 COMMANDS = (["--help"], ["budget", "show"])
@@ -103,12 +103,9 @@ def main() -> None:
         "",
         f"Claim (issue 56): both answer in under {LIMIT} s of wall time, median: **{met}** "
         f"(this checkout: {', '.join(f'{t:.3f} s' for t in ours)}).",
-        "",
     ]
-    out = topic_dir("cli") / f"{today()}-cli_startup.md"
-    out.write_text("\n".join(lines))
     print("\n".join(lines))
-    print(f"wrote {out}", file=sys.stderr)
+    write_md(topic_dir("cli") / f"{today()}-cli_startup.md", lines)
 
 
 def _version(exe: str) -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "_work" / "fit-memory"
@@ -181,20 +181,18 @@ def write_results(args, shape: tuple, rows: list, r0: dict, load: float, same: b
             f"{r0['seconds']:.1f}",
         ]
     )
-    md += table(
+    write_one_table(
+        stem,
+        md,
         ["checkout", "rows", "peak RSS GiB", "RSS before the fit GiB", "fit peak - before GiB", "fit s"],
         cells,
-        stem.with_suffix(".csv"),
+        [
+            f"Same first 20 vertices (seed 0) in every checkout: {same}.",
+            "",
+            f"Projected peak at the full train half: **{projected:.2f} GiB** against the {kill:.1f} GiB kill line: "
+            f"**{'met' if projected < kill else 'not met'}**.",
+        ],
     )
-    md += [
-        "",
-        f"Same first 20 vertices (seed 0) in every checkout: {same}.",
-        "",
-        f"Projected peak at the full train half: **{projected:.2f} GiB** against the {kill:.1f} GiB kill line: "
-        f"**{'met' if projected < kill else 'not met'}**.",
-    ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from run_options import SHARED, parser, shared_data
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 
@@ -54,12 +55,11 @@ def load(name: str, shared: Path):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=3)
+    ap = parser(reps=3)
     ap.add_argument("--sets", nargs="+", default=["rcv1-profile", "news20"])
-    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    ap.add_argument("--shared", default=SHARED)
     args = ap.parse_args()
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     from sklearn.metrics import roc_auc_score
 
     from dpdist.linear_model import DPFrankWolfeClassifier
@@ -121,7 +121,7 @@ def _write(
     started: float,
 ) -> None:
     """The dated results file (and its CSV) under benchmarks/results/fw/."""
-    from results_file import header, today, topic_dir
+    from results_file import header, today, topic_dir, write_md
     from results_file import table as md_table
 
     out = topic_dir("fw")
@@ -143,11 +143,8 @@ def _write(
         *md_table(cols, rows, out / f"{today()}-calibration.csv"),
         "",
         f"Target: {verdict}.",
-        "",
     ]
-    path = out / f"{today()}-calibration.md"
-    path.write_text("\n".join(lines), encoding="utf-8")
-    print(f"wrote {path}")
+    write_md(out / f"{today()}-calibration.md", lines)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 
 DS = (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000, 20_000_000)
 
@@ -91,18 +91,16 @@ def main() -> None:
         "",
     ]
     stem = topic_dir("fw") / f"{today()}-dscaling"
-    md += table(
+    write_one_table(
+        stem,
+        md,
         ["D", "non-zeros per row", "fast DP-FW us per iteration", "Alg. 1 ms per iteration"],
         [[D, f"{nz:.1f}", f"{per * 1e6:.1f}", f"{a1 * 1e3:.2f}" if a1 else "-"] for D, nz, per, a1 in rows],
-        stem.with_suffix(".csv"),
+        [
+            f"Fitted exponent b = {b:.3f}; time x{rows[-1][2] / rows[0][2]:.2f} for D x{DS[-1] / DS[0]:.0f}. "
+            f"Target (b < 1): **{'met' if b < 1 else 'not met'}**."
+        ],
     )
-    md += [
-        "",
-        f"Fitted exponent b = {b:.3f}; time x{rows[-1][2] / rows[0][2]:.2f} for D x{DS[-1] / DS[0]:.0f}. "
-        f"Target (b < 1): **{'met' if b < 1 else 'not met'}**.",
-    ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ solver's path at every step. Operation counts: Alg. 1 per step 2 nnz(X) (X^T q) 
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import math
 import os
@@ -37,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fw_speedup import load  # noqa: E402
 from result_tables import markdown  # noqa: E402
 from results_file import header, today, topic_dir  # noqa: E402
+from run_options import SHARED, parser, shared_data  # noqa: E402
 
 
 def gaps(X, y, lam: float, path: list[int], every: int) -> list[float]:
@@ -129,15 +129,9 @@ def main() -> None:
     from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.frank_wolfe import frank_wolfe
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="rcv1-real,news20-real")
-    ap.add_argument("--iters", type=int, default=1000)
-    ap.add_argument("--every", type=int, default=10)
-    ap.add_argument("--lam", type=float, default=50.0)
-    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-    args = ap.parse_args()
+    args = parser(sets="rcv1-real,news20-real", iters=1000, every=10, lam=50.0, shared=SHARED).parse_args()
     started = os.getloadavg()[0]
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     T, every, lam = args.iters, args.every, args.lam
     out = topic_dir("fw")
     date = today()

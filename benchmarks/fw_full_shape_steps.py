@@ -63,7 +63,8 @@ from dpdist.solvers.frank_wolfe import FWPrivacy, FWResult, frank_wolfe, lipschi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from fw_heavy_steps import steps_at_share  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = {
@@ -168,23 +169,10 @@ def _fast(args: argparse.Namespace, X, Xc, y, eps: float, setting: tuple) -> dic
     runs: dict[str, FWResult] = {}
     marks: dict[str, list[tuple[float, int]]] = {}
     for name, share in [("by columns where heavy", ffw._HEAVY_SHARE)] + ([("by rows", np.inf)] if args.by_rows else []):
-        old, ffw._HEAVY_SHARE = ffw._HEAVY_SHARE, share
         marks[name] = []  # (time, iterations done), every 0.25 s
-        runs[name] = ffw.fast_frank_wolfe(
-            X,
-            y,
-            lam,
-            args.steps,
-            selection="exponential",
-            epsilon=eps,
-            delta=delta,
-            refresh=0,
-            random_state=0,
-            X_csc=Xc,
-            **calib,
-            progress=_recorder(marks[name]),
+        runs[name] = steps_at_share(
+            share, X, Xc, y, (lam, args.steps, eps, delta), **calib, progress=_recorder(marks[name])
         )
-        ffw._HEAVY_SHARE = old
     res = runs["by columns where heavy"]
     plan = _plan(res)
     counts = np.diff(Xc.indptr)
@@ -324,8 +312,7 @@ def write_results(args, data: tuple, setting: tuple, rows: list[dict], peak: flo
     if args.by_rows:
         same = all(r["same"] for r in rows)
         md += ["", f"Row order takes the same path and weights to the bit: **{'met' if same else 'not met'}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

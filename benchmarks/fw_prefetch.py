@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 from fit_memory import run_in_checkout
-from results_file import header, table, today, topic_dir, welch
+from results_file import header, today, topic_dir, welch, write_one_table
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "_work" / "fw-prefetch"
@@ -157,23 +157,21 @@ def row_pass(args: argparse.Namespace, data: Path) -> None:
         "",
     ]
     stem = _stem(args, "prefetch_row_pass")
-    md += table(
+    fastest = min(dists, key=lambda d: best[d])
+    write_one_table(
+        stem,
+        md,
         ["entries ahead", "ms a move", "speed-up over no prefetch", "shipped"],
         [
             [d or "none", f"{best[d] * 1e3:.3f}", f"{best[0] / best[d]:.2f}x", "yes" if d == _AHEAD else "no"]
             for d in dists
         ],
-        stem.with_suffix(".csv"),
+        [
+            f"Target (faster at {_AHEAD} entries ahead than without): {best[0] / best[_AHEAD]:.2f}x; "
+            f"**{'met' if best[_AHEAD] < best[0] else 'not met'}**. The fastest distance in this run: "
+            + (f"{fastest} entries ahead." if fastest else "no prefetch.")
+        ],
     )
-    fastest = min(dists, key=lambda d: best[d])
-    md += [
-        "",
-        f"Target (faster at {_AHEAD} entries ahead than without): {best[0] / best[_AHEAD]:.2f}x; "
-        f"**{'met' if best[_AHEAD] < best[0] else 'not met'}**. The fastest distance in this run: "
-        + (f"{fastest} entries ahead." if fastest else "no prefetch."),
-    ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 def _stem(args: argparse.Namespace, name: str) -> Path:
@@ -267,21 +265,19 @@ def compare(args: argparse.Namespace, data: Path) -> None:
         for c, rs in results.items()
         for i, r in enumerate(rs)
     ]
-    md += table(
+    p = welch([r["steady"] for r in results[ROOT]], [r["steady"] for r in results[checkouts[1]]], "less")
+    write_one_table(
+        stem,
+        md,
         ["checkout", "round", "steady ms per iteration", "whole run s", "chosen columns' rows"],
         cells,
-        stem.with_suffix(".csv"),
+        [
+            f"Best steady pace: this checkout {mine * 1e3:.4f} ms, `{checkouts[1]}` {base * 1e3:.4f} ms, speed-up "
+            f"{base / mine:.2f}x (one-sided Welch p = {p:.3g} over the rounds); the same path and weights in every "
+            f"run: {'yes' if same else 'no'}. Target (faster at p < {ALPHA}, the same bits): "
+            f"**{'met' if base > mine and p < ALPHA and same else 'not met'}**."
+        ],
     )
-    p = welch([r["steady"] for r in results[ROOT]], [r["steady"] for r in results[checkouts[1]]], "less")
-    md += [
-        "",
-        f"Best steady pace: this checkout {mine * 1e3:.4f} ms, `{checkouts[1]}` {base * 1e3:.4f} ms, speed-up "
-        f"{base / mine:.2f}x (one-sided Welch p = {p:.3g} over the rounds); the same path and weights in every run: "
-        f"{'yes' if same else 'no'}. Target (faster at p < {ALPHA}, the same bits): "
-        f"**{'met' if base > mine and p < ALPHA and same else 'not met'}**.",
-    ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Also runs the paper's own settings (lambda = 5000, T = 400,000, epsilon = 0.1) o
 
 from __future__ import annotations
 
-import argparse
 import csv
 import lzma
 import os
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from run_options import SHARED, parser, shared_data
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 
@@ -73,14 +73,10 @@ def _row(rows: list[dict], name: str, what: str, eps: float | str, res: list[tup
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lam", type=float, default=50.0)
-    ap.add_argument("--iters", type=int, default=4000)
-    ap.add_argument("--reps", type=int, default=5)
+    ap = parser(lam=50.0, iters=4000, reps=5, shared=SHARED)
     ap.add_argument("--skip-long", action="store_true", help="skip the T=400,000 timing")
-    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     args = ap.parse_args()
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     from results_file import header, today, topic_dir
     from sklearn.linear_model import LogisticRegression
 

@@ -19,7 +19,6 @@ iteration with the speed-up over Alg. 1 for both fast variants. Writes
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -28,18 +27,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fw_speedup import load  # noqa: E402
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
+from run_options import SHARED, parser, shared_data  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="rcv1-real,news20-real")
-    ap.add_argument("--iters", type=int, default=4000)
-    ap.add_argument("--lam", type=float, default=50.0)
-    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-    args = ap.parse_args()
+    args = parser(sets="rcv1-real,news20-real", iters=4000, lam=50.0, shared=SHARED).parse_args()
     started = os.getloadavg()[0]
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     work = Path(__file__).resolve().parent / "_work"  # only the "-full" sets are written there
     from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.frank_wolfe import frank_wolfe
@@ -92,7 +87,9 @@ def main() -> None:
         "",
     ]
     stem = topic_dir("fw") / f"{today()}-refresh"
-    md += table(
+    write_one_table(
+        stem,
+        md,
         [
             "set",
             "variant",
@@ -106,11 +103,8 @@ def main() -> None:
             [n, lab, f"{g:+.3f}", "yes" if abs(g) <= 1.0 else "no", f"{ms:.3f}", f"{ms1:.3f}", f"{sp:.1f}"]
             for n, lab, g, sp, ms, ms1 in summary
         ],
-        stem.with_suffix(".csv"),
+        [f"Target (every final gap within 1%): **{'met' if met else 'not met'}**."],
     )
-    md += ["", f"Target (every final gap within 1%): **{'met' if met else 'not met'}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

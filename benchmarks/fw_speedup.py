@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 from results_file import header, today, topic_dir, verdict, welch
+from run_options import parser, shared_data
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 
@@ -198,14 +199,32 @@ def write_results(args: argparse.Namespace, rows: list[tuple], times: list[tuple
     print(f"wrote {out}/{date}-speedup.md and .csv")
 
 
+def _fast_paces(X, y, args, selection: str, eps: float, refresh: int, seed: int) -> list[float]:
+    """Seconds per iteration of ``--reps`` fast DP-FW runs of ``--iters`` steps with ``selection`` (random states
+    ``seed``, ``seed + 1``, ...)."""
+    from dpdist.solvers.fast_fw import fast_frank_wolfe
+
+    return [
+        fast_frank_wolfe(
+            X,
+            y,
+            args.lam,
+            args.iters,
+            selection=selection,
+            epsilon=eps,
+            delta=args.delta,
+            refresh=refresh,
+            random_state=seed + r,
+        ).seconds
+        / args.iters
+        for r in range(args.reps)
+    ]
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="rcv1-real,news20-real,rcv1-shape,news20-shape")
-    ap.add_argument("--iters", type=int, default=4000)
-    ap.add_argument("--alg1-iters", type=int, default=300)
-    ap.add_argument("--lam", type=float, default=50.0)
-    ap.add_argument("--delta", type=float, default=1e-6)
-    ap.add_argument("--reps", type=int, default=3)
+    ap = parser(
+        sets="rcv1-real,news20-real,rcv1-shape,news20-shape", iters=4000, alg1_iters=300, lam=50.0, delta=1e-6, reps=3
+    )
     ap.add_argument(
         "--refresh",
         choices=("estimator", "seed", "both"),
@@ -228,7 +247,7 @@ def main() -> None:
     ap.add_argument("--shared", default="data", help="folder holding libsvm/ (or $DPDIST_SHARED_DATA)")
     ap.add_argument("--out", default=str(topic_dir("fw")), help="writes <date>-speedup.{md,csv} here")
     args = ap.parse_args()
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     fractions = {k: float(v) for k, v in (f.split("=") for f in args.fraction)}
@@ -295,40 +314,12 @@ def main() -> None:
                         flush=True,
                     )
                     break
-                s4_all = [
-                    fast_frank_wolfe(
-                        X,
-                        y,
-                        args.lam,
-                        T,
-                        selection="exponential",
-                        epsilon=eps,
-                        delta=args.delta,
-                        refresh=refresh,
-                        random_state=100 + r,
-                    ).seconds
-                    / T
-                    for r in range(args.reps)
-                ]
+                s4_all = _fast_paces(X, y, args, "exponential", eps, refresh, 100)
                 s4 = min(s4_all)
                 sb_all = (
                     [float("nan")]
                     if args.no_bruteforce
-                    else [
-                        fast_frank_wolfe(
-                            X,
-                            y,
-                            args.lam,
-                            T,
-                            selection="exponential-bruteforce",
-                            epsilon=eps,
-                            delta=args.delta,
-                            refresh=refresh,
-                            random_state=200 + r,
-                        ).seconds
-                        / T
-                        for r in range(args.reps)
-                    ]
+                    else _fast_paces(X, y, args, "exponential-bruteforce", eps, refresh, 200)
                 )
                 sb = min(sb_all)
                 rows.append((label, eps, s1, s4, sb, s1 / s4, s1 / sb, paper))

@@ -14,7 +14,6 @@ nnz / D beside the full sets' (the paper's) says how far the subset's ratio can 
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import os
 import pstats
@@ -29,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fw_speedup import load  # noqa: E402
 from result_tables import cell, interval, markdown  # noqa: E402
 from results_file import header, today, topic_dir  # noqa: E402
+from run_options import SHARED, parser, shared_data  # noqa: E402
 
 # the paper's Table 3 at epsilon = 1 (Alg. 2+4, Alg. 2) and its full sets' shape (spec; LIBSVM's sizes)
 PAPER = {"rcv1-real": (19.44, 1.36), "news20-real": (81.69, 17.83)}
@@ -39,15 +39,9 @@ def main() -> None:
     from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.frank_wolfe import frank_wolfe
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="rcv1-real,news20-real")
-    ap.add_argument("--iters", type=int, default=4000)
-    ap.add_argument("--alg1-iters", type=int, default=100)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-    args = ap.parse_args()
+    args = parser(sets="rcv1-real,news20-real", iters=4000, alg1_iters=100, reps=5, shared=SHARED).parse_args()
     started = os.getloadavg()[0]
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     T, lam, eps, delta = args.iters, 50.0, 1.0, 1e-6
     rows, pieces, shares = [], [], []
     runs_csv = ["set,solver,run,seed,ms_per_iteration"]

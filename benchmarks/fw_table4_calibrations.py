@@ -12,7 +12,6 @@ share of the test rows) by a one-sided binomial test on the pooled test predicti
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # public data, an experiment: 
 from fw_privacy_utility import PAPER, data  # noqa: E402
 from result_tables import cell, interval, markdown  # noqa: E402
 from results_file import header, today, topic_dir  # noqa: E402
+from run_options import SHARED, parser, shared_data  # noqa: E402
 
 
 def main() -> None:
@@ -32,13 +32,12 @@ def main() -> None:
 
     from dpdist.linear_model import DPFrankWolfeClassifier
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=5)
+    ap = parser(reps=5)
     ap.add_argument("--paper-reps", type=int, default=3, help="runs of the T = 400,000 settings")
-    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    ap.add_argument("--shared", default=SHARED)
     args = ap.parse_args()
     started = os.getloadavg()[0]
-    shared = Path(os.environ.get("DPDIST_SHARED_DATA", args.shared))
+    shared = shared_data(args)
     settings = [(5000.0, 400_000, 0.1, args.paper_reps)] + [(50.0, 4000, e, args.reps) for e in (0.1, 1.0, 10.0)]
     csv = ["set,lambda,T,epsilon,calibration,true_epsilon,run,seed,accuracy"]
     md_rows = []

@@ -39,7 +39,7 @@ from dpdist.data.synthetic import make_synthetic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 
 KDDA_D = 20_216_830
 
@@ -211,7 +211,12 @@ def write_results(args, rows: list, started: float) -> None:
                 else ["-"] * 4
             )
         )
-    md += table(
+    (_, s_size, s_d, _), (_, l_size, l_d, l_s) = rows
+    grew = l_d["rss_mb"] / s_d["rss_mb"]
+    fast = l_s is not None and l_s["seconds"] >= l_d["seconds"]
+    write_one_table(
+        stem,
+        md,
         [
             "file",
             "text MB",
@@ -226,21 +231,14 @@ def write_results(args, rows: list, started: float) -> None:
             "speed-up (sklearn s / dpdist s)",
         ],
         cells,
-        stem.with_suffix(".csv"),
+        [
+            f"Text grew {l_size / s_size:.1f}x; dpdist's peak RSS grew {grew:.2f}x ({s_d['rss_mb']:.0f} -> "
+            f"{l_d['rss_mb']:.0f} MB). At least as fast as scikit-learn on the {l_size / 1e9:.2f} GB file: "
+            f"{'yes' if fast else 'no'}; bounded memory: {'yes' if grew <= 1.25 else 'no'}. "
+            f"Target: **{'met' if fast and grew <= 1.25 else 'not met'}**"
+            + (" (at this file size; the issue's is at least 2 GB)." if l_size < 2e9 else ".")
+        ],
     )
-    (_, s_size, s_d, _), (_, l_size, l_d, l_s) = rows
-    grew = l_d["rss_mb"] / s_d["rss_mb"]
-    fast = l_s is not None and l_s["seconds"] >= l_d["seconds"]
-    md += [
-        "",
-        f"Text grew {l_size / s_size:.1f}x; dpdist's peak RSS grew {grew:.2f}x ({s_d['rss_mb']:.0f} -> "
-        f"{l_d['rss_mb']:.0f} MB). At least as fast as scikit-learn on the {l_size / 1e9:.2f} GB file: "
-        f"{'yes' if fast else 'no'}; bounded memory: {'yes' if grew <= 1.25 else 'no'}. "
-        f"Target: **{'met' if fast and grew <= 1.25 else 'not met'}**"
-        + (" (at this file size; the issue's is at least 2 GB)." if l_size < 2e9 else "."),
-    ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DPDIST = [sys.executable, "-m", "dpdist.cli"]
@@ -158,12 +158,9 @@ def main() -> None:
         f"Claim: the ledger row <= {ROW_LIMIT} bytes and the artefact <= {FILE_RATIO_LIMIT}x the raw weights: "
         f"**{'met' if ok else 'not met'}**; the replay and the export give back the released weights bit for bit, "
         f"nothing charged again: **{'met' if exact else 'not met'}**.",
-        "",
     ]
-    out = topic_dir("ledger") / f"{today()}-model_artefacts.md"
-    out.write_text("\n".join(lines))
     print("\n".join(lines))
-    print(f"wrote {out}")
+    write_md(topic_dir("ledger") / f"{today()}-model_artefacts.md", lines)
 
 
 if __name__ == "__main__":

@@ -94,10 +94,14 @@ def cell(mean: float, low: float, high: float, digits: int = 3) -> str:
     return f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
 
 
+def head(columns: Sequence[str]) -> list[str]:
+    """The first two lines of a markdown table: its columns and the line under them."""
+    return ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |", "|" + "---|" * len(columns)]
+
+
 def markdown(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """The lines of a markdown table."""
-    out = ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |", "|" + "---|" * len(columns)]
-    return out + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return head(columns) + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
 
 
 def summary(

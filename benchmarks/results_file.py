@@ -76,6 +76,21 @@ def header(title: str, trials: str, started_load: float | None = None) -> list[s
     return lines
 
 
+def write_md(path: Path, lines: Sequence[str]) -> None:
+    """Write the results file ``path``: ``lines``, each ended by a newline (UTF-8); then say where."""
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
+def write_one_table(
+    stem: Path, lines: Sequence[str], columns: Sequence[str], rows: Sequence[Sequence[object]], after: Sequence[str]
+) -> None:
+    """Write a results file whose data is one table: ``<stem>.md`` holds ``lines`` (its header and claim), the
+    table of ``rows`` under ``columns``, a blank line and ``after`` (the verdict); ``<stem>.csv`` the table's
+    cells."""
+    write_md(stem.with_suffix(".md"), [*lines, *table(columns, rows, stem.with_suffix(".csv")), "", *after])
+
+
 def welch(a, b, alternative: str = "greater") -> float:
     """One-sided Welch p-value of ``mean(a) > mean(b)`` (``alternative="greater"``) or ``<`` ("less").
 

@@ -33,21 +33,9 @@ def tasks(trials: int, t1_trials: int) -> list[dict]:
     s1 = {"T": 1000, "eps1": 4.9, "eps2": 0.1, "delta1": 1 / 4000, "delta2": 1 / 12000}
     out = []
     for cal in ("paper", "default"):
+        lab = {"part": "klr23-logistic", "dataset": "synthetic", "loss": "logistic", "method": "ADP-Screen"}
         for t in range(trials):
-            for name, sched in (("every", 1), ("every 50th", 50), ("T only", [1000])):
-                lab = {"part": "klr23-logistic", "dataset": "synthetic", "loss": "logistic", "regime": f"ADP {name}"}
-                out.append(
-                    dict(
-                        data="syn-logistic",
-                        settings=s0,
-                        calibration=cal,
-                        method=f"adp-{name}",
-                        schedule=sched,
-                        trial=t,
-                        seed=4000 + t,
-                        labels={**lab, "method": "ADP-Screen"},
-                    )
-                )
+            out += st.adp_tasks("syn-logistic", s0, cal, t, lab)
         for name in ("uncorrelated", "correlated", "uncorrelated (block w*)", "correlated (block w*)"):
             for t in range(t1_trials):
                 lab = {"part": "klr25-table1", "dataset": name, "loss": "squared", "regime": "every"}
@@ -64,6 +52,17 @@ def tasks(trials: int, t1_trials: int) -> list[dict]:
                     )
                 )
     return out
+
+
+def _summary(rows: list[dict[str, str]], part: str, setting: str) -> list[str]:
+    """The markdown table of one part's TPR, FPR, F1 and density: mean [95% interval] per (``setting``,
+    calibration)."""
+    return summary([r for r in rows if r["part"] == part], [setting, "calibration"], ["tpr", "fpr", "f1", "density"])
+
+
+def _by_trial(rows: list[dict[str, str]], **match: str) -> list[dict[str, str]]:
+    """The rows whose fields equal ``match``, in trial order (the sign tests pair two methods' rows by trial)."""
+    return sorted((r for r in rows if all(r[k] == v for k, v in match.items())), key=lambda r: int(r["trial"]))
 
 
 def main() -> None:
@@ -100,11 +99,7 @@ def main() -> None:
         "The paper (Sec. 4, linear and logistic): ADP-Screen cannot tell true zeros from true non-zeros, and "
         "screening often over-screens. Its logistic numbers were in the lost Figure 1.",
         "",
-        *summary(
-            [r for r in rows if r["part"] == "klr23-logistic"],
-            ["regime", "calibration"],
-            ["tpr", "fpr", "f1", "density"],
-        ),
+        *_summary(rows, "klr23-logistic", "regime"),
         "",
         "Sign test (paired by trial) of TPR > FPR, i.e. ADP-Screen telling them apart (the paper: it does not):",
         "",
@@ -112,14 +107,7 @@ def main() -> None:
     sign = []
     for regime in ("ADP every", "ADP every 50th", "ADP T only"):
         for cal in ("paper", "default"):
-            g = sorted(
-                (
-                    r
-                    for r in rows
-                    if r["part"] == "klr23-logistic" and r["regime"] == regime and r["calibration"] == cal
-                ),
-                key=lambda r: int(r["trial"]),
-            )
+            g = _by_trial(rows, part="klr23-logistic", regime=regime, calibration=cal)
             p = sign_test([number(r["tpr"]) for r in g], [number(r["fpr"]) for r in g], "greater")
             if 0.5 ** len(g) >= 0.05:  # even n wins of n give p = 0.5^n: the test cannot reach 5%
                 reading = f"not testable: {len(g)} pairs (the smallest p is {0.5 ** len(g):.3g})"
@@ -134,11 +122,7 @@ def main() -> None:
         "The paper (Sec. 6, its Fig. 1): RNM-Screen's F1 is significantly better than ADP-Screen's on both the "
         "uncorrelated and the correlated set, by a sign test.",
         "",
-        *summary(
-            [r for r in rows if r["part"] == "klr25-table1"],
-            ["dataset", "calibration"],
-            ["tpr", "fpr", "f1", "density"],
-        ),
+        *_summary(rows, "klr25-table1", "dataset"),
         "",
     ]
     rnm_csv = sorted(out.glob("*-table1.csv"))[-1]
@@ -146,13 +130,8 @@ def main() -> None:
     checks = []
     for ds in ("uncorrelated", "correlated", "uncorrelated (block w*)", "correlated (block w*)"):
         for cal in ("paper", "default"):
-            a = sorted(
-                (r for r in rnm if r["dataset"] == ds and r["calibration"] == cal), key=lambda r: int(r["trial"])
-            )
-            b = sorted(
-                (r for r in rows if r["part"] == "klr25-table1" and r["dataset"] == ds and r["calibration"] == cal),
-                key=lambda r: int(r["trial"]),
-            )
+            a = _by_trial(rnm, dataset=ds, calibration=cal)
+            b = _by_trial(rows, part="klr25-table1", dataset=ds, calibration=cal)
             m = min(len(a), len(b))
             p = sign_test([number(r["f1"]) for r in a[:m]], [number(r["f1"]) for r in b[:m]], "greater")
             checks.append([ds, cal, m, f"{p:.3g}", "holds" if p < 0.05 else "does not hold"])

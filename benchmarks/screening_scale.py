@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 
 DEFAULT_N = 1_000_000
 
@@ -153,7 +153,10 @@ def write_results(args, a: dict, b: dict, started: float) -> None:
             "",
         ]
     stem = topic_dir("screening") / f"{today()}-scale"
-    md += table(
+    ok = time_x <= 2 and mem_x <= 2
+    write_one_table(
+        stem,
+        md,
         ["solver", "us per iteration", "ratio", "peak memory GiB", "ratio", "store load s", "zeroed", "non-zeros in w"],
         [
             [
@@ -168,12 +171,8 @@ def write_results(args, a: dict, b: dict, started: float) -> None:
             ]
             for name, r, x, m in (("fast DP-FW", a, 1.0, 1.0), ("RNM-Screen every 50th", b, time_x, mem_x))
         ],
-        stem.with_suffix(".csv"),
+        [f"Time x{time_x:.2f}, memory x{mem_x:.2f}; target (both at most 2x): **{'met' if ok else 'not met'}**."],
     )
-    ok = time_x <= 2 and mem_x <= 2
-    md += ["", f"Time x{time_x:.2f}, memory x{mem_x:.2f}; target (both at most 2x): **{'met' if ok else 'not met'}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ timing. The times (synthetic data, the operator's) are printed and written to
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -32,7 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
+from run_options import parser  # noqa: E402
 
 
 def load(name: str):
@@ -44,13 +44,7 @@ def load(name: str):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="rcv1,news20")
-    ap.add_argument("--iters", type=int, default=2000)
-    ap.add_argument("--squared-iters", type=int, default=300)
-    ap.add_argument("--alg1-iters", type=int, default=100)
-    ap.add_argument("--reps", type=int, default=3)
-    args = ap.parse_args()
+    args = parser(sets="rcv1,news20", iters=2000, squared_iters=300, alg1_iters=100, reps=3).parse_args()
     started = os.getloadavg()[0]
     from dpdist.solvers.fast_fw import fast_frank_wolfe
     from dpdist.solvers.frank_wolfe import frank_wolfe
@@ -149,7 +143,10 @@ def write_results(args, rows: list, shapes: list[str], started: float) -> None:
         "",
     ]
     stem = topic_dir("screening") / f"{today()}-speed"
-    md += table(
+    worst = max(e50 / b for _, _, b, e50, _, _ in rows)
+    write_one_table(
+        stem,
+        md,
         [
             "set",
             "loss",
@@ -163,12 +160,8 @@ def write_results(args, rows: list, shapes: list[str], started: float) -> None:
             [name, loss, f"{1e6 * b:.1f}", f"{1e6 * e50:.1f}", f"{e50 / b:.2f}", f"{1e6 * e1:.1f}", f"{1e6 * a1:.1f}"]
             for name, loss, b, e50, e1, a1 in rows
         ],
-        stem.with_suffix(".csv"),
+        [f"Largest ratio {worst:.2f}; target (at most 2x everywhere): **{'met' if worst <= 2 else 'not met'}**."],
     )
-    worst = max(e50 / b for _, _, b, e50, _, _ in rows)
-    md += ["", f"Largest ratio {worst:.2f}; target (at most 2x everywhere): **{'met' if worst <= 2 else 'not met'}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from result_tables import (
     cell,
@@ -252,6 +253,34 @@ def sis_topk(md: Path) -> list[str]:
 # [DPBSS25]: best subset selection
 
 
+_ABLATION = (
+    "[DPBSS25] App. D.1.2 ablation; trials, ours / the paper's: {trials} / 10, the time this session had; data seed "
+    "77 + trial, samplers' stream seed = trial"
+)
+# [DPBSS25] Appendix D's parts: (CSV kind, what it is -- {trials}: the CSV's count --, groups, metrics, groups' order)
+_BSS_PARTS: list[tuple[str, str, list[str], list[str], Callable[[tuple[str, ...]], Any]]] = [
+    ("ablation_b_x", _ABLATION, ["value", "method"], ["recovered", "p_true"], lambda k: (float(k[0]), k[1])),
+    ("ablation_ridge", _ABLATION, ["value", "method"], ["recovered", "p_true"], lambda k: (float(k[0]), k[1])),
+    (
+        "utility",
+        "[DPBSS25] App. D.1.1, stage 2 by objective perturbation, total epsilon 2; trials, ours / the paper's: "
+        "{trials} / not legible in the paper's text (its numbers were lost); data seed 3000 n + trial, split seed "
+        "99 + trial; a refused mistakes (PTR) test releases nothing, so its cells average the trials that released",
+        ["n", "method"],
+        ["test_mse", "utility_loss"],
+        lambda k: (int(k[0]), k[1]),
+    ),
+    (
+        "r_sweep",
+        "[DPBSS25] App. D.1.2, top-R's R; trials, ours / the paper's: {trials} / 10; data seed 555 + trial; exact "
+        "probabilities, no draws",
+        ["R", "method"],
+        ["p_true"],
+        lambda k: (int(k[0]), k[1]),
+    ),
+]
+
+
 def bss(md: Path) -> list[str]:
     d = _date(md)
     out: list[str] = []
@@ -272,42 +301,8 @@ def bss(md: Path) -> list[str]:
         "",
     ]
     out += _bss_not_run(md, csvs)
-    for kind in ("b_x", "ridge"):
-        abl = sorted(p for p in md.parent.glob(f"*-ablation_{kind}.csv") if _date(p) <= d)
-        if abl:
-            rows = read_rows(abl[-1])
-            trials = len({r["trial"] for r in rows})
-            out += [
-                f"### `{abl[-1].name}` ([DPBSS25] App. D.1.2 ablation; trials, ours / the paper's: {trials} / 10, "
-                "the time this session had; data seed 77 + trial, samplers' stream seed = trial)",
-                "",
-                *summary(rows, ["value", "method"], ["recovered", "p_true"], order=lambda k: (float(k[0]), k[1])),
-                "",
-            ]
-    util = sorted(p for p in md.parent.glob("*-utility.csv") if _date(p) <= d)
-    if util:
-        rows = read_rows(util[-1])
-        trials = len({r["trial"] for r in rows})
-        out += [
-            f"### `{util[-1].name}` ([DPBSS25] App. D.1.1, stage 2 by objective perturbation, total epsilon 2; "
-            f"trials, ours / the paper's: {trials} / not legible in the paper's text (its numbers were lost); data "
-            "seed 3000 n + trial, split seed 99 + trial; a refused mistakes (PTR) test releases nothing, so its "
-            "cells average the trials that released)",
-            "",
-            *summary(rows, ["n", "method"], ["test_mse", "utility_loss"], order=lambda k: (int(k[0]), k[1])),
-            "",
-        ]
-    sweeps = sorted(p for p in md.parent.glob("*-r_sweep.csv") if _date(p) <= d)
-    if sweeps:
-        rows = read_rows(sweeps[-1])
-        trials = len({r["trial"] for r in rows})
-        out += [
-            f"### `{sweeps[-1].name}` ([DPBSS25] App. D.1.2, top-R's R; trials, ours / the paper's: {trials} / 10; "
-            "data seed 555 + trial; exact probabilities, no draws)",
-            "",
-            *summary(rows, ["R", "method"], ["p_true"], order=lambda k: (int(k[0]), k[1])),
-            "",
-        ]
+    for kind, about, keys, metrics, order in _BSS_PARTS:
+        out += _appendix_part(_latest(md, kind), about, keys, metrics, order)
     for c in csvs:
         rows = read_rows(c)
         out += [f"### `{c.name}`", ""]
@@ -319,6 +314,33 @@ def bss(md: Path) -> list[str]:
         )
         out.append("")
     return out
+
+
+def _latest(md: Path, kind: str) -> Path | None:
+    """The newest ``<date>-<kind>.csv`` beside ``md`` dated no later than it (None: there is none)."""
+    found = sorted(p for p in md.parent.glob(f"*-{kind}.csv") if _date(p) <= _date(md))
+    return found[-1] if found else None
+
+
+def _appendix_part(
+    csv: Path | None,
+    about: str,
+    keys: list[str],
+    metrics: list[str],
+    order: Callable[[tuple[str, ...]], Any],
+) -> list[str]:
+    """A [DPBSS25] appendix part's section: its CSV named with ``about`` (``{trials}`` there: the number of trials
+    in the CSV), then each metric's mean [95% interval] per group of ``keys``; nothing without a CSV."""
+    if csv is None:
+        return []
+    rows = read_rows(csv)
+    trials = len({r["trial"] for r in rows})
+    return [
+        f"### `{csv.name}` ({about.format(trials=trials)})",
+        "",
+        *summary(rows, keys, metrics, order=order),
+        "",
+    ]
 
 
 def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
@@ -382,38 +404,42 @@ def _bss_not_run(md: Path, csvs: list[Path]) -> list[str]:
 # privacy-utility, [RKL23]
 
 
-def utility(md: Path) -> list[str]:
+def _own_csv(md: Path, about: str, keys: list[str], metrics: list[str], digits: int = 3) -> list[str]:
+    """The results file's own CSV (``<stem>.csv``) named and described (``about``), then each metric's mean
+    [95% interval] per group of ``keys``."""
     csv = md.with_suffix(".csv")
-    if not csv.exists():  # a file whose runs stand in its own table (utility_cli.py's)
+    return [f"CSV: `{csv.name}` {about}", "", *summary(read_rows(csv), keys, metrics, digits=digits)]
+
+
+def utility(md: Path) -> list[str]:
+    if not md.with_suffix(".csv").exists():  # a file whose runs stand in its own table (utility_cli.py's)
         return _no_trials([], "Each run's value is listed in the table above, with the mean and sd over them.")
-    rows = read_rows(csv)
-    return [
-        f"CSV: `{csv.name}` (one row per repetition). No paper: this is dpdist's own benchmark. Seeds: the "
-        "main job's set data seed 1; the private fits draw their noise from OS entropy (as a release does), "
-        "so a rerun gives other draws.",
-        "",
-        *summary(rows, ["set", "method", "epsilon"], ["accuracy"]),
-    ]
+    return _own_csv(
+        md,
+        "(one row per repetition). No paper: this is dpdist's own benchmark. Seeds: the main job's set data seed 1; "
+        "the private fits draw their noise from OS entropy (as a release does), so a rerun gives other draws.",
+        ["set", "method", "epsilon"],
+        ["accuracy"],
+    )
 
 
 def fw_prefetch(md: Path) -> list[str]:
-    csv = md.with_suffix(".csv")
-    rows = read_rows(csv)
-    return [
-        f"CSV: `{csv.name}` (one row per round). No paper. Seed 0 in every run (the same path to the bit).",
-        "",
-        *summary(rows, ["checkout"], ["steady ms per iteration", "whole run s"], digits=4),
-    ]
+    return _own_csv(
+        md,
+        "(one row per round). No paper. Seed 0 in every run (the same path to the bit).",
+        ["checkout"],
+        ["steady ms per iteration", "whole run s"],
+        digits=4,
+    )
 
 
 def sis_scale(md: Path) -> list[str]:
-    csv = md.with_suffix(".csv")
-    rows = read_rows(csv)
-    return [
-        f"CSV: `{csv.name}` (one row per round). No paper; no randomness (X^T y of a fixed store).",
-        "",
-        *summary(rows, ["workers", "pass"], ["s", "ratio to scipy"]),
-    ]
+    return _own_csv(
+        md,
+        "(one row per round). No paper; no randomness (X^T y of a fixed store).",
+        ["workers", "pass"],
+        ["s", "ratio to scipy"],
+    )
 
 
 def fw_speedup(md: Path) -> list[str]:

@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 
 os.environ.setdefault("DPDIST_UNACCOUNTED", "1")  # experiments on synthetic or public data: no ledger
 DEFAULT_N, DEFAULT_D, RATIO = 1_000_000, 20_216_830, 0.8  # the claim: at least 0.8x of scipy's throughput
@@ -285,23 +285,21 @@ def write_results(args, shape: tuple, scipy: tuple, rounds: list[dict], t_topk: 
     ]
     stem = (args.out or topic_dir("scale")) / f"{today()}-sis_scale"
     stem.parent.mkdir(parents=True, exist_ok=True)
-    md += table(
-        ["round", "workers", "pass", "s", "M nnz/s", "ratio to scipy", f"at least {RATIO}x"],
-        cells,
-        stem.with_suffix(".csv"),
-    )
     held = sum(c[-1] == "yes" for c in cells)
     ok = held == len(cells)
-    md += [
-        "",
-        f"Target (at least {RATIO}x of scipy's throughput, cold and warm, every worker count, every round): "
-        f"{held} of {len(cells)} passes; **{'met' if ok else 'not met'}**.",
-        "",
-        f"Canonical top-k on the {d:,} scores, k = {args.k}, epsilon {args.epsilon}: {t_topk:.2f} s; target under "
-        f"10 s: **{'met' if t_topk < 10 else 'not met'}**.",
-    ]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_one_table(
+        stem,
+        md,
+        ["round", "workers", "pass", "s", "M nnz/s", "ratio to scipy", f"at least {RATIO}x"],
+        cells,
+        [
+            f"Target (at least {RATIO}x of scipy's throughput, cold and warm, every worker count, every round): "
+            f"{held} of {len(cells)} passes; **{'met' if ok else 'not met'}**.",
+            "",
+            f"Canonical top-k on the {d:,} scores, k = {args.k}, epsilon {args.epsilon}: {t_topk:.2f} s; target under "
+            f"10 s: **{'met' if t_topk < 10 else 'not met'}**.",
+        ],
+    )
 
 
 if __name__ == "__main__":

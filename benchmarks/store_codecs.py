@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, table, today, topic_dir, write_md  # noqa: E402
 
 COLUMNS = ["part", "array", "codec", "chunk", "shard", "ratio", "encode or write MB/s", "decode or read MB/s"]
 
@@ -178,8 +178,7 @@ def write_results(rows: int, nnz: int, cells: list[list[object]], load: float) -
     md += ["", f"Target (faster than zstd-0 on every array, both parts): **{'met' if met else 'not met'}**.", ""]
     md += ["## Every cell (part 1: numcodecs alone; part 2: zarr write and full read back)", ""]
     md += table(COLUMNS, cells, stem.with_suffix(".csv"))
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
+    write_md(stem.with_suffix(".md"), md)
 
 
 if __name__ == "__main__":

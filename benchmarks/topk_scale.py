@@ -22,7 +22,7 @@ from dpdist.selection.topk import CanonicalTopK
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_file import header, table, today, topic_dir  # noqa: E402
+from results_file import header, today, topic_dir, write_one_table  # noqa: E402
 
 
 def main() -> None:
@@ -58,7 +58,9 @@ def main() -> None:
         "",
     ]
     stem = topic_dir("scale") / f"{today()}-topk_scale"
-    md += table(
+    write_one_table(
+        stem,
+        md,
         ["d", "k", "noise", "epsilon", "selection s", "argsort s", "selection / argsort", "true top-k recovered"],
         [
             [
@@ -72,11 +74,8 @@ def main() -> None:
                 f"{hits}/{args.k}",
             ]
         ],
-        stem.with_suffix(".csv"),
+        [f"Target under 10 s at d = {args.d:,}, k = {args.k}: **{t_sel:.2f} s, {met}**."],
     )
-    md += ["", f"Target under 10 s at d = {args.d:,}, k = {args.k}: **{t_sel:.2f} s, {met}**."]
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    print(f"wrote {stem.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -75,18 +75,19 @@ def reader_environment() -> Iterator[None]:
     fixed = {"COLUMNS": HELP_WIDTH, "HOME": READER_HOME, "DPDIST_LEDGER": None}
     previous = {name: os.environ.get(name) for name in fixed}
     try:
-        for name, value in fixed.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(fixed)
         yield
     finally:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(previous)
+
+
+def _set_environment(values: dict[str, str | None]) -> None:
+    """Set each named environment variable to its value; unset those whose value is None."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def cli_reference() -> str:
