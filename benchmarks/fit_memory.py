@@ -43,13 +43,14 @@ CHILD = r"""
 import json, resource, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from dpdist.pipelines.train import FitJob, fit_store
+from dpdist.pipelines.train import STORE_CLASSES, FitJob, fit_store
 from dpdist.data.store import open_store
 path, tiny, iters, bounds = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-fit_store(FitJob(tiny, "fast-dp-fw", 1.0, 1e-7, 50.0, 5, None, bounds))  # imports, numba kernels from the cache
+fw = {"epsilon": 1.0, "delta": 1e-7, "lam": 50.0, "bounds": bounds, "classes": STORE_CLASSES}
+fit_store(FitJob(tiny, "fast-dp-fw", {**fw, "max_iter": 5}))  # imports, numba kernels from the cache
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 t = time.perf_counter()
-out = fit_store(FitJob(path, "fast-dp-fw", 1.0, 1e-7, 50.0, iters, None, bounds, seed=0))
+out = fit_store(FitJob(path, "fast-dp-fw", {**fw, "max_iter": iters, "random_state": 0}))
 sec = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 import dpdist
