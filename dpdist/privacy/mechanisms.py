@@ -31,6 +31,7 @@ noise has its exact Renyi curve, and report-noisy-max is pure true_epsilon-DP.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import ClassVar
 
 import numpy as np
@@ -82,13 +83,31 @@ class _Mechanism:
 # --------------------------------------------------------------------------- additive
 
 
-class Laplace(_Mechanism):
+class _Additive(_Mechanism, ABC):
+    """``value + noise``; subclasses name the noise (``noise_name``) and draw it (``_noise``)."""
+
+    noise_name: ClassVar[str]
+
+    @abstractmethod
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Noise of the given shape from this mechanism's generator."""
+
+    def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
+        arr = np.asarray(value, dtype=np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise ParameterError(f"value passed to the {self.noise_name} mechanism must be finite")
+        noisy = arr + self._noise(arr.shape)
+        return float(noisy) if noisy.ndim == 0 else noisy
+
+
+class Laplace(_Additive):
     """The Laplace mechanism: ``value + Lap(sensitivity / epsilon)`` (pure epsilon-DP).
 
     ``sensitivity`` is the l1-sensitivity of the whole released vector.
     """
 
     name = "laplace"
+    noise_name = "Laplace"
 
     def __init__(self, epsilon: float, sensitivity: float = 1.0, random_state: RandomState = None) -> None:
         super().__init__(epsilon, 0.0, random_state)
@@ -102,17 +121,14 @@ class Laplace(_Mechanism):
     def privacy_loss(self) -> PrivacyLoss:
         return PrivacyLoss.laplace(self.epsilon)
 
-    def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
-        arr = np.asarray(value, dtype=np.float64)
-        if not np.all(np.isfinite(arr)):
-            raise ParameterError("value passed to the Laplace mechanism must be finite")
-        noisy = arr + self._rng.laplace(0.0, self.scale, size=arr.shape)
-        return float(noisy) if noisy.ndim == 0 else noisy
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._rng.laplace(0.0, self.scale, size=shape)
 
 
-class _GaussianBase(_Mechanism):
+class _GaussianBase(_Additive):
     """``value + N(0, sigma^2)``; subclasses set ``self.sigma``. ``sensitivity`` is l2."""
 
+    noise_name = "Gaussian"
     sigma: float
 
     def __init__(self, epsilon: float, delta: float, sensitivity: float, random_state: RandomState) -> None:
@@ -125,12 +141,8 @@ class _GaussianBase(_Mechanism):
         rho = self.sensitivity**2 / (2.0 * self.sigma**2)
         return PrivacyLoss((("zcdp", rho),), self.epsilon, self.delta)
 
-    def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
-        arr = np.asarray(value, dtype=np.float64)
-        if not np.all(np.isfinite(arr)):
-            raise ParameterError("value passed to the Gaussian mechanism must be finite")
-        noisy = arr + self._rng.normal(0.0, self.sigma, size=arr.shape)
-        return float(noisy) if noisy.ndim == 0 else noisy
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._rng.normal(0.0, self.sigma, size=shape)
 
 
 class Gaussian(_GaussianBase):
@@ -363,3 +375,37 @@ class ReportNoisyMin(ReportNoisyMax):
 
     def _oriented(self, scores: np.ndarray) -> np.ndarray:
         return -scores
+
+
+# --------------------------------------------------------------------------- top-k
+
+
+class TopKMechanism(_Mechanism):
+    """The common part of the top-k mechanisms of :mod:`dpdist.selection` (one set of k of the d
+    scored items per ``select``): ``k``, the Delta_inf ``sensitivity`` of the scores, ``monotone``
+    (counts every record moves in the same direction) and pure DP (``delta`` = 0). The loss is that
+    of one exponential mechanism over k-sets or sequences, epsilon-bounded-range (epsilon^2/8-zCDP),
+    unless a subclass says otherwise.
+    """
+
+    name = "topk"
+
+    def __init__(
+        self, k: int, epsilon: float, sensitivity: float = 1.0, monotone: bool = False, random_state: RandomState = None
+    ) -> None:
+        self.k = check_count(k, "k")
+        super().__init__(epsilon, 0.0, random_state)
+        self.sensitivity = check_positive(sensitivity, "sensitivity")
+        self.monotone = bool(monotone)
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """An exponential mechanism over k-sets/sequences: epsilon-bounded-range (epsilon^2/8-zCDP)."""
+        return PrivacyLoss.bounded_range(self.epsilon)
+
+    def _normalised(self, scores: np.ndarray) -> np.ndarray:
+        """The checked scores over ``sensitivity``; k must be below their number d."""
+        q = check_scores(scores)
+        if self.k >= q.shape[0]:
+            raise ParameterError(f"k must be < the number of scores d={q.shape[0]}, got k={self.k}")
+        return q / self.sensitivity
