@@ -126,14 +126,24 @@ class Laplace(_Additive):
 
 
 class _GaussianBase(_Additive):
-    """``value + N(0, sigma^2)``; subclasses set ``self.sigma``. ``sensitivity`` is l2."""
+    """``value + N(0, sigma^2)``, sigma calibrated by the subclass (``_calibrated_sigma``). ``sensitivity`` is l2."""
 
     noise_name = "Gaussian"
-    sigma: float
 
-    def __init__(self, epsilon: float, delta: float, sensitivity: float, random_state: RandomState) -> None:
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        sensitivity: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
         super().__init__(epsilon, check_delta(delta, allow_zero=False), random_state)
         self.sensitivity = check_positive(sensitivity, "sensitivity")
+        self.sigma = self._calibrated_sigma()
+
+    @abstractmethod
+    def _calibrated_sigma(self) -> float:
+        """The noise's standard deviation for (epsilon, delta) and the sensitivity (or a refusal)."""
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -154,20 +164,13 @@ class Gaussian(_GaussianBase):
 
     name = "gaussian"
 
-    def __init__(
-        self,
-        epsilon: float,
-        delta: float,
-        sensitivity: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        super().__init__(epsilon, delta, sensitivity, random_state)
+    def _calibrated_sigma(self) -> float:
         if self.epsilon >= 1.0:
             raise ParameterError(
                 f"the classic Gaussian calibration is only valid for epsilon < 1, got epsilon={self.epsilon!r}; "
                 "use AnalyticGaussian for larger epsilon"
             )
-        self.sigma = self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon
+        return self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon
 
 
 class AnalyticGaussian(_GaussianBase):
@@ -180,15 +183,8 @@ class AnalyticGaussian(_GaussianBase):
 
     name = "analytic_gaussian"
 
-    def __init__(
-        self,
-        epsilon: float,
-        delta: float,
-        sensitivity: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        super().__init__(epsilon, delta, sensitivity, random_state)
-        self.sigma = _analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
+    def _calibrated_sigma(self) -> float:
+        return _analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
