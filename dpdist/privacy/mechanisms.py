@@ -236,10 +236,11 @@ class _Selection(_Mechanism):
     def __init__(
         self,
         epsilon: float,
-        sensitivity: float,
-        monotone: bool,
-        random_state: RandomState,
-        size: int | None,
+        sensitivity: float = 1.0,
+        monotone: bool = False,
+        random_state: RandomState = None,
+        *,
+        size: int | None = None,
     ) -> None:
         super().__init__(epsilon, 0.0, random_state)
         self.sensitivity = check_positive(sensitivity, "sensitivity")
@@ -268,17 +269,6 @@ class ExponentialMechanism(_Selection):
     """
 
     name = "exponential"
-
-    def __init__(
-        self,
-        epsilon: float,
-        sensitivity: float = 1.0,
-        monotone: bool = False,
-        random_state: RandomState = None,
-        *,
-        size: int | None = None,
-    ) -> None:
-        super().__init__(epsilon, sensitivity, monotone, random_state, size)
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -326,7 +316,7 @@ class ReportNoisyMax(_Selection):
         *,
         size: int | None = None,
     ) -> None:
-        super().__init__(epsilon, sensitivity, monotone, random_state, size)
+        super().__init__(epsilon, sensitivity, monotone, random_state, size=size)
         if calibration not in CALIBRATIONS:
             raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
         self.calibration = calibration
