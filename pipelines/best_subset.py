@@ -45,29 +45,15 @@ _CACHE_SIZE = 2
 
 @dataclass(frozen=True)
 class ProblemSpec:
-    """How a worker rebuilds the instance: the store and the public parameters."""
+    """How a worker rebuilds the instance: the store and the public parameters of the instance
+    (``BSSSelectorBase.instance_params``, as (name, value) pairs: the spec is a cache key)."""
 
     path: str
-    s: int
-    loss: str
-    r: float
-    ridge: float
-    x_bound: float
-    y_bound: float
-    bounds: str
+    params: tuple[tuple[str, Any], ...]
 
     @classmethod
     def of(cls, path: str | os.PathLike[str], selector: BSSSelectorBase) -> ProblemSpec:
-        return cls(
-            str(path),
-            int(selector.s),
-            selector.loss,
-            float(selector.r),
-            float(selector.ridge_value()),
-            float(selector.x_bound),
-            float(selector.y_bound),
-            selector.bounds,
-        )
+        return cls(str(path), tuple(selector.instance_params().items()))
 
 
 def load_problem(spec: ProblemSpec) -> Problem:
@@ -75,9 +61,7 @@ def load_problem(spec: ProblemSpec) -> Problem:
     if spec in _CACHE:
         _CACHE.move_to_end(spec)
         return _CACHE[spec]
-    problem = store_problem(
-        open_store(spec.path), spec.s, spec.loss, spec.r, spec.ridge, spec.x_bound, spec.y_bound, spec.bounds
-    )
+    problem = store_problem(open_store(spec.path), **dict(spec.params))
     _CACHE[spec] = problem
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)

@@ -35,7 +35,7 @@ from dpdist.data.store import open_store
 from dpdist.pipelines.placement import pinned, workers
 from dpdist.selection.sis import store_target
 from dpdist.solvers.dp_iht import hard_threshold
-from dpdist.solvers.dp_sgd import LOSSES, SGDPlan, clipped_gradient_sum, csr_parts, gaussian_noise
+from dpdist.solvers.dp_sgd import SGDPlan, clipped_gradient_sum, csr_parts
 
 __all__ = ["dp_gd_store", "fit_dask"]
 
@@ -115,8 +115,6 @@ def dp_gd_store(
                     key=f"dp-gd-rows-{g}-{os.urandom(4).hex()}",
                 )
             )
-    hyper = (LOSSES[plan.loss], float(plan.clip), float(plan.intercept_scaling))
-    scale = plan.noise_multiplier * plan.clip
     w, b = np.zeros(d), 0.0
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
@@ -125,7 +123,7 @@ def dp_gd_store(
         with dask.config.set({"distributed.admin.large-graph-warning-threshold": f"{w.nbytes + (1 << 20)}B"}):
             w_f = client.submit(_iterate, w, pure=False, key=f"dp-gd-step{t}-iterate-{tag}")  # the step's data
         sums = [
-            client.submit(_group_sum, grp, w_f, b, hyper, pure=False, key=f"dp-gd-step{t}-group{g}-{tag}")
+            client.submit(_group_sum, grp, w_f, b, plan.hyper, pure=False, key=f"dp-gd-step{t}-group{g}-{tag}")
             for g, grp in enumerate(groups)
         ]
         while len(sums) > 1:  # added on the workers, two at a time
@@ -136,11 +134,7 @@ def dp_gd_store(
                 for i in range(0, len(sums), 2)
             ]
         g, gb = sums[0].result()
-        gaussian_noise(rng, g, scale)
-        gb += rng.standard_normal() * scale
-        g /= plan.normaliser
-        if plan.l2:
-            g += plan.l2 * w
+        gb = plan.noisy_gradient(rng, g, gb, w)
         w = w - plan.lr * g
         b -= plan.lr * gb / plan.normaliser
         if s is not None:

@@ -142,6 +142,35 @@ def _write_out(args: argparse.Namespace, payload: dict[str, Any]) -> None:
         args.out_file.write_json(payload)
 
 
+def _write_result(
+    args: argparse.Namespace, payload: dict[str, Any], coef: dict[str, Any], record: Any, human: Callable[[], str]
+) -> None:
+    """A fit's result: ``--out`` gets ``payload`` with the weights (and the release's record, the model
+    ``predict``/``evaluate`` read, when there is one); stdout gets ``payload`` or ``human()``'s text."""
+    _write_out(args, {**payload, "coef": coef, **({"result": record} if record is not None else {})})
+    _emit(args, payload, human)
+
+
+def _reported_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The held-out metrics a command reports (:data:`_METRIC_KEYS`, those ``metrics`` has)."""
+    return {k: metrics[k] for k in _METRIC_KEYS if k in metrics}
+
+
+def _release_held_out(
+    args: argparse.Namespace, acc: Any, dataset: str, key: str, evaluation: Any, compute: Callable[[], Any]
+) -> dict[str, Any]:
+    """The model ``key``'s held-out metrics, released by ``evaluation`` (its charge, at ``--eval-epsilon``)
+    under ``key/evaluation``: the reported metrics, their epsilon and their key."""
+    metrics = acc.release(
+        dataset,
+        evaluation.privacy_charge(),
+        f"{key}/evaluation",
+        compute,
+        {"model": key, "epsilon": args.eval_epsilon},
+    )
+    return {**_reported_metrics(metrics), "eval_epsilon": args.eval_epsilon, "eval_key": f"{key}/evaluation"}
+
+
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], str]) -> None:
     """Print a command's result: the JSON object with ``--json``, else ``human()``'s text."""
     if args.json:
@@ -364,6 +393,11 @@ class CommandPlan:
             f"the command's releases would spend {figure}, above what it spends in all (--epsilon {self.epsilon:g}, "
             f"--delta {self.delta:g}){why}: give a larger --epsilon or --delta; nothing was read or charged"
         )
+
+    def charged_text(self, replayed: bool, key: str, epsilon: float) -> str:
+        """What the command cost, in words (``_charged_text``): the main release's ``epsilon`` (a seed's
+        calibration: its true epsilon) at the plan's delta, then the fixed parts; or the replay."""
+        return _charged_text(replayed, key, epsilon, self.model_delta, tuple(self.fixed), self.main)
 
     def to_dict(self) -> dict[str, Any]:
         """The split, as the command's JSON output states it (``model_*``: the main release's share)."""

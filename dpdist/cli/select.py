@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from dpdist.cli._common import (
     EXIT_OK,
     CommandPlan,
-    _charged_text,
     _emit,
     _noise_seed,
     _progress_bar,
@@ -235,7 +234,7 @@ def _select(args: argparse.Namespace) -> int:
     def human() -> str:
         shown = ids.get("names") or ids["ids"]
         where = columns_named(ids)
-        cost = _charged_text(replayed, key, plan.model_epsilon, plan.model_delta, tuple(plan.fixed), "the selection")
+        cost = plan.charged_text(replayed, key, plan.model_epsilon)
         return f"{args.method}: {args.k} features, as {where}: {shown} ({status.name}; {cost})"
 
     _write_out(args, payload)
@@ -284,16 +283,7 @@ def _select_bss(
     from dpdist.selection.best_subset.executor import LocalExecutor
     from dpdist.selection.best_subset.objective import store_problem
 
-    problem = store_problem(
-        store,
-        selector.s,
-        selector.loss,
-        selector.r,
-        selector.ridge_value(),
-        selector.x_bound,
-        selector.y_bound,
-        selector.bounds,
-    )  # Assumption 1 checked before the charge
+    problem = store_problem(store, **selector.instance_params())  # Assumption 1 checked before the charge
     print(f"{args.method}: s={args.k} of {problem.p:,} features, {selector.loss} loss", file=sys.stderr)
     return selector.fit_executor(LocalExecutor(problem), acc, store.budget_id, key).support_
 

@@ -12,18 +12,17 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dpdist.cli._common import (
-    _METRIC_KEYS,
     EXIT_OK,
     CommandPlan,
-    _charged_text,
     _check_held_out,
-    _emit,
     _metric_text,
     _noise_seed,
     _progress_bar,
+    _release_held_out,
     _release_key,
+    _reported_metrics,
     _selected,
-    _write_out,
+    _write_result,
     command_delta,
 )
 from dpdist.exceptions import ParameterError
@@ -109,8 +108,7 @@ def _train_frank_wolfe(args: argparse.Namespace) -> int:
     if args.test_fraction > 0:
         payload.update(_held_out_metrics(args, model, coef, n_features, Xte, yte, acc, store.budget_id, key))
     record = getattr(model, "release_record_", None) if acc is not None else None
-    _write_out(args, {**payload, "coef": coef, **({"result": record} if record is not None else {})})
-    _emit(args, payload, lambda: _frank_wolfe_text(args, payload, acc, key, replayed, plan))
+    _write_result(args, payload, coef, record, lambda: _frank_wolfe_text(args, payload, acc, key, replayed, plan))
     return EXIT_OK
 
 
@@ -125,7 +123,7 @@ def _frank_wolfe_text(
     """The fit's result in words: its held-out metrics, its number of weights, its charge."""
     metric = _metric_text(payload)
     where = (
-        f"; {_charged_text(replayed, key, payload['true_epsilon'], plan.model_delta, tuple(plan.fixed))}, in {acc.path}"
+        f"; {plan.charged_text(replayed, key, payload['true_epsilon'])}, in {acc.path}"
         if acc is not None and plan is not None
         else " (non-private: nothing charged)"
     )
@@ -347,20 +345,10 @@ def _held_out_metrics(
     task = "binary" if args.loss == "logistic" else "regression"
     w = sparse_coef(coef["indices"], coef["values"], n_features)
     path = [int(v) for v in model.path_] if model.path_ is not None else []
-    extra: dict[str, Any] = {}
-    if acc is not None:
-        ev = PrivateEvaluation(
-            task, args.eval_epsilon, y_bound=args.y_bound, random_state=_noise_seed(args, "train/evaluation")
-        )
-        screened = model.screened_
-        metrics = acc.release(
-            dataset,
-            ev.privacy_charge(),
-            f"{key}/evaluation",
-            lambda: ev.evaluate(w, path, args.lam, Xte, yte, screened),
-            {"model": key, "epsilon": args.eval_epsilon},
-        )
-        extra.update(eval_epsilon=args.eval_epsilon, eval_key=f"{key}/evaluation")
-    else:
-        metrics = exact_metrics(task, w, Xte, yte)
-    return {**extra, **{k: metrics[k] for k in _METRIC_KEYS if k in metrics}}
+    if acc is None:
+        return _reported_metrics(exact_metrics(task, w, Xte, yte))
+    ev = PrivateEvaluation(
+        task, args.eval_epsilon, y_bound=args.y_bound, random_state=_noise_seed(args, "train/evaluation")
+    )
+    screened = model.screened_
+    return _release_held_out(args, acc, dataset, key, ev, lambda: ev.evaluate(w, path, args.lam, Xte, yte, screened))

@@ -12,18 +12,16 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from dpdist.cli._common import (
-    _METRIC_KEYS,
     EXIT_OK,
     CommandPlan,
-    _charged_text,
     _check_held_out,
-    _emit,
     _metric_text,
     _noise_seed,
     _progress_bar,
+    _release_held_out,
     _release_key,
     _selected,
-    _write_out,
+    _write_result,
     command_delta,
 )
 from dpdist.exceptions import ParameterError
@@ -76,30 +74,21 @@ def _train_gradient(args: argparse.Namespace) -> int:
     payload.update(delta=plan.delta, plan=plan.to_dict())
     if preflight is not None:
         payload["preflight"] = preflight
-    if args.test_fraction > 0:
-        result = model.release_record_["model"] if entry.own_split else model.release_record_
-        metrics = acc.release(
-            dataset,
-            evaluation.privacy_charge(),
-            f"{key}/evaluation",
-            lambda: evaluation.evaluate_model(result, X[test], y[test]),
-            {"model": key, "epsilon": args.eval_epsilon},
-        )
-        payload.update(
-            {k: metrics[k] for k in _METRIC_KEYS if k in metrics},
-            eval_epsilon=args.eval_epsilon,
-            eval_key=f"{key}/evaluation",
-        )
     released = model.release_record_["model"] if entry.own_split else model.release_record_
-    _write_out(args, {**payload, "coef": coef, "result": released})  # the model record predict/evaluate read
+    if args.test_fraction > 0:
+        payload.update(
+            _release_held_out(
+                args, acc, dataset, key, evaluation, lambda: evaluation.evaluate_model(released, X[test], y[test])
+            )
+        )
 
     def human() -> str:
         metric = _metric_text(payload)
         chosen = f" chose {payload['chosen']['learner']}," if "chosen" in payload else ""
-        cost = _charged_text(replayed, key, payload["true_epsilon"], plan.model_delta, tuple(plan.fixed))
+        cost = plan.charged_text(replayed, key, payload["true_epsilon"])
         return f"{method} ({loss}):{chosen} {metric}, {payload['nnz_weights']} non-zero weights; {cost}, in {acc.path}"
 
-    _emit(args, payload, human)
+    _write_result(args, payload, coef, released, human)
     return EXIT_OK
 
 

@@ -159,6 +159,18 @@ def _is_ws(c: int) -> bool:  # bytes.split() whitespace other than the line end
 
 
 @numba.njit(inline="always")
+def _next_token(buf: np.ndarray, i: int) -> int:
+    """The position of the next token from i: past white space, and at the line's newline when a
+    comment (``#`` to the end of the line) comes first."""
+    while _is_ws(buf[i]):
+        i += 1
+    if buf[i] == _HASH:
+        while buf[i] != _NL:
+            i += 1
+    return i
+
+
+@numba.njit(inline="always")
 def _ends_token(c: int) -> bool:
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12 or c == _NL or c == _HASH
 
@@ -277,13 +289,8 @@ def _row_features(
     prev = -1
     first = True
     while True:
-        while _is_ws(buf[i]):
-            i += 1
+        i = _next_token(buf, i)
         c = buf[i]
-        if c == _HASH:
-            while buf[i] != _NL:
-                i += 1
-            c = _NL
         if c == _NL:
             return True, i + 1, nnz, slow, n_slow
         if first and c == 113 and buf[i + 1] == 105 and buf[i + 2] == 100:  # "qid": skipped, needs a ':'
@@ -339,12 +346,7 @@ def _parse_kernel(buf: np.ndarray) -> tuple[Any, ...]:
     i = 0
     fail = (False, indptr[:1], indices[:0], data[:0], y[:0], slow[:0])
     while i < n:
-        while _is_ws(buf[i]):
-            i += 1
-        c = buf[i]
-        if c == _HASH:
-            while buf[i] != _NL:
-                i += 1
+        i = _next_token(buf, i)
         if buf[i] == _NL:  # blank or comment-only line: no row
             i += 1
             continue

@@ -31,6 +31,7 @@ noise has its exact Renyi curve, and report-noisy-max is pure true_epsilon-DP.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import ClassVar
 
 import numpy as np
@@ -82,13 +83,31 @@ class _Mechanism:
 # --------------------------------------------------------------------------- additive
 
 
-class Laplace(_Mechanism):
+class _Additive(_Mechanism, ABC):
+    """``value + noise``; subclasses name the noise (``noise_name``) and draw it (``_noise``)."""
+
+    noise_name: ClassVar[str]
+
+    @abstractmethod
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Noise of the given shape from this mechanism's generator."""
+
+    def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
+        arr = np.asarray(value, dtype=np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise ParameterError(f"value passed to the {self.noise_name} mechanism must be finite")
+        noisy = arr + self._noise(arr.shape)
+        return float(noisy) if noisy.ndim == 0 else noisy
+
+
+class Laplace(_Additive):
     """The Laplace mechanism: ``value + Lap(sensitivity / epsilon)`` (pure epsilon-DP).
 
     ``sensitivity`` is the l1-sensitivity of the whole released vector.
     """
 
     name = "laplace"
+    noise_name = "Laplace"
 
     def __init__(self, epsilon: float, sensitivity: float = 1.0, random_state: RandomState = None) -> None:
         super().__init__(epsilon, 0.0, random_state)
@@ -102,22 +121,29 @@ class Laplace(_Mechanism):
     def privacy_loss(self) -> PrivacyLoss:
         return PrivacyLoss.laplace(self.epsilon)
 
-    def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
-        arr = np.asarray(value, dtype=np.float64)
-        if not np.all(np.isfinite(arr)):
-            raise ParameterError("value passed to the Laplace mechanism must be finite")
-        noisy = arr + self._rng.laplace(0.0, self.scale, size=arr.shape)
-        return float(noisy) if noisy.ndim == 0 else noisy
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._rng.laplace(0.0, self.scale, size=shape)
 
 
-class _GaussianBase(_Mechanism):
-    """``value + N(0, sigma^2)``; subclasses set ``self.sigma``. ``sensitivity`` is l2."""
+class _GaussianBase(_Additive):
+    """``value + N(0, sigma^2)``, sigma calibrated by the subclass (``_calibrated_sigma``). ``sensitivity`` is l2."""
 
-    sigma: float
+    noise_name = "Gaussian"
 
-    def __init__(self, epsilon: float, delta: float, sensitivity: float, random_state: RandomState) -> None:
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        sensitivity: float = 1.0,
+        random_state: RandomState = None,
+    ) -> None:
         super().__init__(epsilon, check_delta(delta, allow_zero=False), random_state)
         self.sensitivity = check_positive(sensitivity, "sensitivity")
+        self.sigma = self._calibrated_sigma()
+
+    @abstractmethod
+    def _calibrated_sigma(self) -> float:
+        """The noise's standard deviation for (epsilon, delta) and the sensitivity (or a refusal)."""
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -125,12 +151,8 @@ class _GaussianBase(_Mechanism):
         rho = self.sensitivity**2 / (2.0 * self.sigma**2)
         return PrivacyLoss((("zcdp", rho),), self.epsilon, self.delta)
 
-    def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
-        arr = np.asarray(value, dtype=np.float64)
-        if not np.all(np.isfinite(arr)):
-            raise ParameterError("value passed to the Gaussian mechanism must be finite")
-        noisy = arr + self._rng.normal(0.0, self.sigma, size=arr.shape)
-        return float(noisy) if noisy.ndim == 0 else noisy
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._rng.normal(0.0, self.sigma, size=shape)
 
 
 class Gaussian(_GaussianBase):
@@ -142,20 +164,13 @@ class Gaussian(_GaussianBase):
 
     name = "gaussian"
 
-    def __init__(
-        self,
-        epsilon: float,
-        delta: float,
-        sensitivity: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        super().__init__(epsilon, delta, sensitivity, random_state)
+    def _calibrated_sigma(self) -> float:
         if self.epsilon >= 1.0:
             raise ParameterError(
                 f"the classic Gaussian calibration is only valid for epsilon < 1, got epsilon={self.epsilon!r}; "
                 "use AnalyticGaussian for larger epsilon"
             )
-        self.sigma = self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon
+        return self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon
 
 
 class AnalyticGaussian(_GaussianBase):
@@ -168,15 +183,8 @@ class AnalyticGaussian(_GaussianBase):
 
     name = "analytic_gaussian"
 
-    def __init__(
-        self,
-        epsilon: float,
-        delta: float,
-        sensitivity: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        super().__init__(epsilon, delta, sensitivity, random_state)
-        self.sigma = _analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
+    def _calibrated_sigma(self) -> float:
+        return _analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
@@ -228,10 +236,11 @@ class _Selection(_Mechanism):
     def __init__(
         self,
         epsilon: float,
-        sensitivity: float,
-        monotone: bool,
-        random_state: RandomState,
-        size: int | None,
+        sensitivity: float = 1.0,
+        monotone: bool = False,
+        random_state: RandomState = None,
+        *,
+        size: int | None = None,
     ) -> None:
         super().__init__(epsilon, 0.0, random_state)
         self.sensitivity = check_positive(sensitivity, "sensitivity")
@@ -260,17 +269,6 @@ class ExponentialMechanism(_Selection):
     """
 
     name = "exponential"
-
-    def __init__(
-        self,
-        epsilon: float,
-        sensitivity: float = 1.0,
-        monotone: bool = False,
-        random_state: RandomState = None,
-        *,
-        size: int | None = None,
-    ) -> None:
-        super().__init__(epsilon, sensitivity, monotone, random_state, size)
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -318,7 +316,7 @@ class ReportNoisyMax(_Selection):
         *,
         size: int | None = None,
     ) -> None:
-        super().__init__(epsilon, sensitivity, monotone, random_state, size)
+        super().__init__(epsilon, sensitivity, monotone, random_state, size=size)
         if calibration not in CALIBRATIONS:
             raise ParameterError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
         self.calibration = calibration
@@ -363,3 +361,37 @@ class ReportNoisyMin(ReportNoisyMax):
 
     def _oriented(self, scores: np.ndarray) -> np.ndarray:
         return -scores
+
+
+# --------------------------------------------------------------------------- top-k
+
+
+class TopKMechanism(_Mechanism):
+    """The common part of the top-k mechanisms of :mod:`dpdist.selection` (one set of k of the d
+    scored items per ``select``): ``k``, the Delta_inf ``sensitivity`` of the scores, ``monotone``
+    (counts every record moves in the same direction) and pure DP (``delta`` = 0). The loss is that
+    of one exponential mechanism over k-sets or sequences, epsilon-bounded-range (epsilon^2/8-zCDP),
+    unless a subclass says otherwise.
+    """
+
+    name = "topk"
+
+    def __init__(
+        self, k: int, epsilon: float, sensitivity: float = 1.0, monotone: bool = False, random_state: RandomState = None
+    ) -> None:
+        self.k = check_count(k, "k")
+        super().__init__(epsilon, 0.0, random_state)
+        self.sensitivity = check_positive(sensitivity, "sensitivity")
+        self.monotone = bool(monotone)
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """An exponential mechanism over k-sets/sequences: epsilon-bounded-range (epsilon^2/8-zCDP)."""
+        return PrivacyLoss.bounded_range(self.epsilon)
+
+    def _normalised(self, scores: np.ndarray) -> np.ndarray:
+        """The checked scores over ``sensitivity``; k must be below their number d."""
+        q = check_scores(scores)
+        if self.k >= q.shape[0]:
+            raise ParameterError(f"k must be < the number of scores d={q.shape[0]}, got k={self.k}")
+        return q / self.sensitivity

@@ -32,41 +32,16 @@ import math
 import numba
 import numpy as np
 
-from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
-from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive, check_scores
+from dpdist.privacy.mechanisms import TopKMechanism
+from dpdist.utils.random import RandomState
+from dpdist.utils.validation import check_delta
 
 __all__ = ["JointTopK", "LaplaceTopK", "PeelingTopK"]
 
 
-class _TopKBase:
-    name = "topk"
-
-    def __init__(
-        self, k: int, epsilon: float, sensitivity: float = 1.0, monotone: bool = False, random_state: RandomState = None
-    ) -> None:
-        self.k = check_count(k, "k")
-        self.epsilon = check_epsilon(epsilon)
-        self.sensitivity = check_positive(sensitivity, "sensitivity")
-        self.monotone = bool(monotone)
-        self.delta = 0.0
-        self._rng = check_random_state(random_state)
-
-    @property
-    def true_epsilon(self) -> float:
-        return self.epsilon
-
-    @property
-    def privacy_loss(self) -> PrivacyLoss:
-        """An exponential mechanism over k-sets/sequences: epsilon-bounded-range (epsilon^2/8-zCDP)."""
-        return PrivacyLoss.bounded_range(self.epsilon)
-
-    def _normalised(self, scores: np.ndarray) -> np.ndarray:
-        q = check_scores(scores)
-        if self.k >= q.shape[0]:
-            raise ParameterError(f"k must be < the number of scores d={q.shape[0]}, got k={self.k}")
-        return q / self.sensitivity
+class _TopKBase(TopKMechanism):
+    """A baseline: the k best of the noisy scores."""
 
     def _top(self, noisy: np.ndarray) -> np.ndarray:
         return np.sort(np.argpartition(-noisy, self.k - 1)[: self.k])

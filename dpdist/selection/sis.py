@@ -21,15 +21,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_selection import SelectorMixin
-from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import PrivateEstimator, charged_to
+from dpdist.base import charged_to
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge
 from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
+from dpdist.selection.support import FeatureReleaseSelector
 from dpdist.selection.topk import CanonicalTopK
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import Count, Delta, Options
@@ -93,7 +92,7 @@ def store_scores(
     return np.abs(acc)
 
 
-class DPSIS(SelectorMixin, PrivateEstimator):
+class DPSIS(FeatureReleaseSelector):
     """Private feature screening: the k features with the largest |x_(j)^T y|, by a DP top-k.
 
     Parameters
@@ -166,11 +165,6 @@ class DPSIS(SelectorMixin, PrivateEstimator):
         cls = PeelingTopK if self.mechanism == "peeling" else JointTopK
         return cls(k, self.epsilon, 1.0, random_state=rng)
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What a release is charged (exactly what ``fit`` charges itself): the top-k mechanism's
         loss -- the canonical mechanism with Gumbel noise is an exponential mechanism, so it is
@@ -200,8 +194,7 @@ class DPSIS(SelectorMixin, PrivateEstimator):
         key: str | None = None,
     ) -> DPSIS:
         """Screen (X, y) and release the k features (charged to ``accountant`` first when given)."""
-        self.check_params()
-        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=np.float64, y_numeric=True)
+        X, y = self._checked_data(X, y, accountant)
         X, y = enforce_bounds(X, np.asarray(y, dtype=np.float64), mode=self.bounds)
         return self.fit_scores(correlation_scores(X, y), accountant, dataset, key)
 
@@ -217,10 +210,7 @@ class DPSIS(SelectorMixin, PrivateEstimator):
         ledger = charged_to(accountant, dataset)
         mech = self._make_mechanism(check_random_state(self.random_state))
         scores = np.asarray(scores, dtype=np.float64)
-        if mech.k >= scores.shape[0]:
-            raise ParameterError(
-                f"k={mech.k} must be smaller than the number of features (n_features = {scores.shape[0]})"
-            )
+        self._check_k(scores.shape[0])
         if ledger is not None and self.mechanism == "laplace":  # docs/algorithms.md §4.3: recalled, not verified
             raise ParameterError(
                 "mechanism 'laplace' (the oneshot Laplace top-k, whose constant and conditions "
@@ -232,9 +222,3 @@ class DPSIS(SelectorMixin, PrivateEstimator):
         self.features_ = np.asarray(out, dtype=np.int64)
         self.n_features_in_ = scores.shape[0]
         return self
-
-    def _get_support_mask(self) -> np.ndarray:
-        check_is_fitted(self, "features_")
-        mask = np.zeros(self.n_features_in_, dtype=bool)
-        mask[self.features_] = True
-        return mask

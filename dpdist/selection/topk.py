@@ -40,8 +40,8 @@ from scipy.special import gammaln
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
-from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_epsilon, check_positive, check_scores
+from dpdist.privacy.mechanisms import TopKMechanism
+from dpdist.utils.random import RandomState
 
 __all__ = ["NOISES", "CanonicalTopK"]
 
@@ -209,7 +209,7 @@ def _items_at_ranks(x: np.ndarray, xs: np.ndarray, ranks: np.ndarray) -> np.ndar
     return hits[np.searchsorted(hit_values, values, side="left") + (ranks - first_rank)]
 
 
-class CanonicalTopK:
+class CanonicalTopK(TopKMechanism):
     """The canonical Lipschitz top-k mechanism (pure epsilon-DP).
 
     Parameters: ``k`` items out of the scores; ``epsilon``; ``sensitivity`` = Delta_inf of
@@ -229,22 +229,13 @@ class CanonicalTopK:
         noise: str = "gumbel",
         random_state: RandomState = None,
     ) -> None:
-        self.k = check_count(k, "k")
-        self.epsilon = check_epsilon(epsilon)
-        self.sensitivity = check_positive(sensitivity, "sensitivity")
+        super().__init__(k, epsilon, sensitivity, monotone, random_state)
         if not (isinstance(gamma, (int, float)) and 0.0 <= float(gamma) <= 1.0):
             raise ParameterError(f"gamma must lie in [0, 1], got {gamma!r}")
         self.gamma = float(gamma)
-        self.monotone = bool(monotone)
         if noise not in NOISES:
             raise ParameterError(f"noise must be one of {NOISES}, got {noise!r}")
         self.noise = noise
-        self.delta = 0.0
-        self._rng = check_random_state(random_state)
-
-    @property
-    def true_epsilon(self) -> float:
-        return self.epsilon
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -258,11 +249,8 @@ class CanonicalTopK:
 
     def select(self, scores: np.ndarray) -> np.ndarray:
         """The released k-set: feature indices in ascending order."""
-        q = check_scores(scores)
-        d, k = q.shape[0], self.k
-        if k >= d:
-            raise ParameterError(f"k must be < the number of scores d={d}, got k={k}")
-        x = q / self.sensitivity
+        x = self._normalised(scores)
+        k = self.k
         xs = np.ascontiguousarray(np.sort(x)[::-1])  # values only: the order is needed for k ranks
         h, t = self._draw_class(xs, k)
         ranks = list(range(h))  # 0-based ranks j_1..j_h

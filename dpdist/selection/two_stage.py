@@ -26,9 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import Lasso
-from sklearn.utils.validation import check_is_fitted
 
 from dpdist.base import PrivateEstimator, charged_to
 from dpdist.data.transforms import Matrix
@@ -36,6 +34,7 @@ from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
+from dpdist.selection.support import FeatureReleaseSelector
 from dpdist.solvers.objective_perturbation import LOSSES, ObjectivePerturbation
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import Between, Count, Delta, Epsilon, Options, Positive, check_count
@@ -126,7 +125,7 @@ def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarra
     return vote if cols is None else cols[vote]
 
 
-class TwoStageSelector(SelectorMixin, PrivateEstimator):
+class TwoStageSelector(FeatureReleaseSelector):
     """Stage 1: private selection of the k features most often chosen by per-block LASSOs.
 
     ``n_blocks``: a public number of blocks m; None (default) releases a noisy row count with
@@ -163,11 +162,6 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
     def _key_prefix(self) -> str:
         return "two-stage"
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
     @property
     def _eps_count(self) -> float:
         return 0.0 if self.n_blocks is not None else float(self.epsilon) * float(self.count_fraction)
@@ -197,10 +191,8 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
         key: str | None = None,
     ) -> TwoStageSelector:
         """Select from (X, y); everything that touches the data runs after the charge."""
-        self.check_params()
-        X, y = self._check_data(X, y, accountant, accept_sparse="csr", dtype=np.float64, y_numeric=True)
-        if self.k >= X.shape[1]:
-            raise ParameterError(f"k={self.k} must be smaller than the number of features (n_features = {X.shape[1]})")
+        X, y = self._checked_data(X, y, accountant)
+        self._check_k(X.shape[1])
         rng = check_random_state(self.random_state)
 
         def compute() -> dict:
@@ -232,10 +224,7 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
             raise ParameterError("fit_votes needs the selector's public n_blocks, and votes over that many blocks")
         self.check_params()
         counts = np.asarray(counts, dtype=np.float64)
-        if self.k >= counts.shape[0]:
-            raise ParameterError(
-                f"k={self.k} must be smaller than the number of features (n_features = {counts.shape[0]})"
-            )
+        self._check_k(counts.shape[0])
         m = int(n_blocks)
         # the sensitivity 2k/m holds only for votes of at most k distinct features per block
         if counts.min() < 0 or counts.max() > m or counts.sum() > self.k * m or np.any(counts != np.round(counts)):
@@ -269,12 +258,6 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
         self.features_ = np.asarray(out["features"], dtype=np.int64)
         self.n_blocks_ = int(out["n_blocks"])
         self.n_features_in_ = int(n_features)
-
-    def _get_support_mask(self) -> np.ndarray:
-        check_is_fitted(self, "features_")
-        mask = np.zeros(self.n_features_in_, dtype=bool)
-        mask[self.features_] = True
-        return mask
 
 
 class TwoStageRegression(PrivateEstimator):

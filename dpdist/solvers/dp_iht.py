@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ParameterError
-from dpdist.solvers.dp_sgd import LOSSES, SGDPlan, clipped_gradient_sum, csr_parts, gaussian_noise
+from dpdist.solvers.dp_sgd import SGDPlan, clipped_gradient_sum, csr_parts
 
 __all__ = ["dp_iht", "hard_threshold"]
 
@@ -51,17 +51,10 @@ def dp_iht(
     y = np.ascontiguousarray(y, dtype=np.float64)
     rows = np.arange(n, dtype=np.int64)
     w, b = np.zeros(d), np.zeros(1)
-    hyper = (LOSSES[plan.loss], float(plan.clip), float(plan.intercept_scaling))
     g = np.empty(d)
-    scale = plan.noise_multiplier * plan.clip
     for t in range(plan.steps):
         g[:] = 0.0
-        gb = clipped_gradient_sum(parts, y, rows, (w, b), hyper, g)
-        gaussian_noise(rng, g, scale)
-        gb += rng.standard_normal() * scale
-        g /= plan.normaliser
-        if plan.l2:
-            g += plan.l2 * w
+        gb = plan.noisy_gradient(rng, g, clipped_gradient_sum(parts, y, rows, (w, b), plan.hyper, g), w)
         w -= plan.lr * g
         b[0] -= plan.lr * gb / plan.normaliser
         hard_threshold(w, s)

@@ -91,6 +91,24 @@ class SGDPlan:
         if not 0.0 <= self.momentum < 1.0:
             raise ParameterError(f"momentum must lie in [0, 1), got {self.momentum!r}")
 
+    @property
+    def hyper(self) -> tuple[int, float, float]:
+        """``clipped_gradient_sum``'s ``hyper``: (loss code, clip C, intercept scaling c)."""
+        return (LOSSES[self.loss], float(self.clip), float(self.intercept_scaling))
+
+    def noisy_gradient(self, rng: np.random.Generator, g: np.ndarray, gb: float, w: np.ndarray) -> float:
+        """A step's noisy gradient from the clipped gradient sum (``g`` over the coefficients, ``gb`` the
+        intercept's) at the iterate ``w``: N(0, (z C)^2) added to each coordinate and to the intercept's
+        sum (the Gaussian mechanism), ``g`` divided by the public normaliser B plus the l2 term, in place;
+        returns the intercept's noisy sum (not yet divided by B)."""
+        scale = self.noise_multiplier * self.clip
+        gaussian_noise(rng, g, scale)
+        gb += rng.standard_normal() * scale
+        g /= self.normaliser
+        if self.l2:
+            g += self.l2 * w
+        return gb
+
 
 @numba.njit(cache=True, nogil=True)
 def clipped_gradient_sum(X, y, rows, model, hyper, out):  # noqa: ANN001, ANN201 -- numba
@@ -203,9 +221,7 @@ def dp_sgd(
     parts = csr_parts(X)
     y = np.ascontiguousarray(y, dtype=np.float64)
     w, b = np.zeros(d), np.zeros(1)
-    hyper = (LOSSES[plan.loss], float(plan.clip), float(plan.intercept_scaling))
     g = np.empty(d)
-    scale = plan.noise_multiplier * plan.clip
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
     mu = plan.momentum
@@ -213,12 +229,7 @@ def dp_sgd(
     for t in range(plan.steps):
         rows = poisson_rows(rng, n, plan.sampling_rate)
         g[:] = 0.0
-        gb = clipped_gradient_sum(parts, y, rows, (w, b), hyper, g)
-        gaussian_noise(rng, g, scale)
-        gb += rng.standard_normal() * scale
-        g /= plan.normaliser
-        if plan.l2:
-            g += plan.l2 * w
+        gb = plan.noisy_gradient(rng, g, clipped_gradient_sum(parts, y, rows, (w, b), plan.hyper, g), w)
         if mu:
             v *= mu
             v += g

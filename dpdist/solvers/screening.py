@@ -82,7 +82,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -308,98 +308,53 @@ def screening_plan(
     Delta, R, Bmax = sensitivity(rule, loss, lam, y_bound, n_max)
     coef = np.array([ca, kr_mu, ba, bu, bg, cr, R, Bmax, lam])
     at = dlt if dlt is not None else standalone_delta
+    plan = ScreeningPlan(mode, rule, mask, coef, calibration, n_max, Delta, d=d)  # calibrated below
     if calibration == "paper":
         if eps is None:
             raise ParameterError(
                 "calibration='paper' follows the papers' (eps2, delta2): give screen_epsilon and screen_delta"
             )
         assert dlt is not None  # given with eps (_budget)
-        return _paper_plan(mode, rule, mask, coef, n_max, Delta, eps, dlt, seed_sensitivity(loss, lam), d)
-    return _safe_plan(mode, rule, mask, coef, n_max, Delta, (eps, dlt, rho, at), d)
+        return _paper_plan(plan, eps, dlt, seed_sensitivity(loss, lam))
+    return _safe_plan(plan, (eps, dlt, rho, at))
 
 
-def _paper_plan(
-    mode: str,
-    rule: str,
-    mask: np.ndarray,
-    coef: np.ndarray,
-    n_max: int,
-    Delta: float,
-    eps: float,
-    dlt: float,
-    Dseed: float,
-    d: int,
-) -> ScreeningPlan:
-    """The papers' calibration ([KLR25]'s (eps2, delta2) with their sensitivity ``Dseed``), and the
-    privacy loss it truly has under the corrected sensitivity ``Delta`` (docs/algorithms.md §9)."""
-    n_screens = int(mask.sum())
-    if mode == "adp":
+def _paper_plan(plan: ScreeningPlan, eps: float, dlt: float, Dseed: float) -> ScreeningPlan:
+    """``plan`` (its mode, rule, schedule, constants, n_max, sensitivity Delta and d) at the papers'
+    calibration ([KLR25]'s (eps2, delta2) with their sensitivity ``Dseed``), and the privacy loss it
+    truly has under the corrected sensitivity Delta (docs/algorithms.md §9)."""
+    n_screens, Delta, d = plan.passes, plan.sensitivity, plan.d
+    if plan.mode == "adp":
         d_it = dlt / (n_screens + 1)
         e_it = eps / (2.0 * math.sqrt(2.0 * n_screens * math.log(1.0 / d_it)))
         sigma = math.sqrt(d) * Dseed * math.sqrt(2.0 * math.log(1.25 / d_it)) / e_it
         true = PrivacyLoss.zcdp(n_screens * d * Delta * Delta / (2.0 * sigma * sigma), dlt)
-        return ScreeningPlan(
-            "adp", rule, mask, coef, "paper", n_max, Delta, sigma=sigma, loss=true, claimed_epsilon=eps, d=d
-        )
+        return replace(plan, sigma=sigma, loss=true, claimed_epsilon=eps)
     e_it = eps / math.sqrt(8.0 * n_screens * math.log(1.0 / dlt))
     b = Dseed / e_it
     true = PrivacyLoss.pure_steps(max(2.0, float(d)) * Delta / b, n_screens, delta=dlt)
-    return ScreeningPlan(
-        "rnm",
-        rule,
-        mask,
-        coef,
-        "paper",
-        n_max,
-        Delta,
-        rnm_scale=b,
-        threshold_scale=0.0,
-        loss=true,
-        claimed_epsilon=eps,
-        d=d,
-    )
+    return replace(plan, rnm_scale=b, threshold_scale=0.0, loss=true, claimed_epsilon=eps)
 
 
-def _safe_plan(
-    mode: str,
-    rule: str,
-    mask: np.ndarray,
-    coef: np.ndarray,
-    n_max: int,
-    Delta: float,
-    budget: tuple,
-    d: int,
-) -> ScreeningPlan:
-    """The safe calibration: the noise scale that spends exactly the budget ``(eps, delta, rho,
-    at)`` (``at``: the delta a zCDP budget's stand-alone epsilon is stated at) over the passes."""
+def _safe_plan(plan: ScreeningPlan, budget: tuple) -> ScreeningPlan:
+    """``plan`` (as for ``_paper_plan``) at the safe calibration: the noise scale that spends exactly the
+    budget ``(eps, delta, rho, at)`` (``at``: the delta a zCDP budget's stand-alone epsilon is stated at)
+    over the passes."""
     eps, dlt, rho, at = budget
-    n_screens = int(mask.sum())
-    if mode == "adp":
+    n_screens, Delta = plan.passes, plan.sensitivity
+    if plan.mode == "adp":
 
         def make(x: float) -> PrivacyLoss:  # x = Delta_2 / sigma
             return PrivacyLoss.zcdp(n_screens * x * x / 2.0, at)
 
         x = math.sqrt(2.0 * rho / n_screens) if rho is not None else calibrate(make, eps, dlt, upper=1e3)
-        sigma = math.sqrt(d) * Delta / x
-        return ScreeningPlan("adp", rule, mask, coef, "safe", n_max, Delta, sigma=sigma, loss=make(x), d=d)
+        return replace(plan, sigma=math.sqrt(plan.d) * Delta / x, loss=make(x))
 
     def make_rnm(x: float) -> PrivacyLoss:  # x = per-pass epsilon of the choice and of the threshold
         return PrivacyLoss.compose(PrivacyLoss.pure_steps(x, n_screens, delta=at), PrivacyLoss.laplace(x, n_screens))
 
     x = math.sqrt(rho / n_screens) if rho is not None else calibrate(make_rnm, eps, dlt, upper=float(eps))
-    return ScreeningPlan(
-        "rnm",
-        rule,
-        mask,
-        coef,
-        "safe",
-        n_max,
-        Delta,
-        rnm_scale=2.0 * Delta / x,
-        threshold_scale=Delta / x,
-        loss=make_rnm(x),
-        d=d,
-    )
+    return replace(plan, rnm_scale=2.0 * Delta / x, threshold_scale=Delta / x, loss=make_rnm(x))
 
 
 def uniform_l1_ball(d: int, lam: float, random_state: RandomState = None) -> np.ndarray:

@@ -96,12 +96,23 @@ class BSSSelectorBase(SelectorMixin, PrivateEstimator, metaclass=ABCMeta):
         ``dpdist.defaults.BSS_RIDGE``, [DPBSS25]'s values)."""
         return bss_ridge(self.loss) if self.ridge is None else self.ridge
 
+    def instance_params(self) -> dict[str, Any]:
+        """The parameters of the instance this selector solves, by ``make_problem``'s names (the
+        ridge as the value used): what a problem is built from, here, from a store or on a worker."""
+        return {
+            "s": self.s,
+            "loss": self.loss,
+            "r": self.r,
+            "ridge": self.ridge_value(),
+            "x_bound": self.x_bound,
+            "y_bound": self.y_bound,
+            "bounds": self.bounds,
+        }
+
     def make_problem(self, X: Any, y: Any) -> Any:
         """The validated instance (Assumption 1 enforced); raises ParameterError before any charge."""
         self.check_params()
-        return make_problem(
-            X, y, self.s, self.loss, self.r, self.ridge_value(), self.x_bound, self.y_bound, self.bounds
-        )
+        return make_problem(X, y, **self.instance_params())
 
     @property
     def private(self) -> bool:

@@ -239,18 +239,10 @@ def make_problem(
     return Problem(X, y, s, loss, r, ridge, x_bound, y_bound)
 
 
-def store_problem(
-    store: Any,
-    s: int,
-    loss: str = "squared",
-    r: float = 1.1,
-    ridge: float | None = None,
-    x_bound: float = 0.5,
-    y_bound: float = 0.5,
-    bounds: str = "check",
-) -> Problem:
+def store_problem(store: Any, s: int, loss: str = "squared", **options: Any) -> Problem:
     """The instance of a dpdist store: its rows and its target mapped by the store's public rule.
 
+    ``options`` are the other parameters of :func:`make_problem` (r, ridge, x_bound, y_bound, bounds).
     The store's schema must be declared (public, ``check_schema``) and fit the loss: least
     squares needs a regression target, hinge a binary one (its two labels become -1, +1).
     Nearly dense data (more than 30% non-zeros) is densified: the dense kernels are faster.
@@ -269,4 +261,4 @@ def store_problem(
     n, p = X.shape
     if X.nnz > 0.3 * n * p:
         X = X.toarray()
-    return make_problem(X, store_target(store), s, loss, r, ridge, x_bound, y_bound, bounds)
+    return make_problem(X, store_target(store), s, loss, **options)
