@@ -19,6 +19,12 @@ A private fit is one release (two when it first releases a count of its records)
    None), ``charge_`` (its charge), ``release_record_`` (what was released, as recorded) and
    ``n_public_`` (the public count).
 
+**Parameters.** An estimator's parameters are keyword-only fields of a dataclass (:func:`parameters`):
+each is declared once, in a parameter group its estimators share (:class:`PrivacyParams`,
+:class:`CountParams`, :class:`ClassesParam`, :class:`YBoundParam`, ...), and an estimator
+re-declares only a default of its own. scikit-learn's ``get_params`` reads them from the generated
+``__init__``; the estimators keep scikit-learn's ``repr`` and identity (no generated ``repr`` or ``==``).
+
 **No rows.** The release of a mechanism is its output on whatever the data holds, an empty set
 included: the keyed split's training half of a small data set is empty with a probability that
 depends on the data, and a refusal then would be an outcome of its own. So a fit that is a release
@@ -34,7 +40,8 @@ import uuid
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -48,21 +55,27 @@ from dpdist.released import widen
 from dpdist.utils.classifier import BinaryLinearClassifierMixin, plain_classes
 from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
-from dpdist.utils.random import check_random_state
+from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, validate_params
 
 __all__ = [
     "PLANNED_RECORDS",
+    "ClassesParam",
+    "CountParams",
     "Ledger",
     "PrivateClassifierMixin",
     "PrivateEstimator",
     "PrivateLearner",
+    "PrivacyParams",
     "PrivateRegressorMixin",
     "Progress",
+    "PurePrivacyParams",
     "ReleaseFitMixin",
+    "YBoundParam",
     "charged_to",
     "is_release",
     "noisy_count",
+    "parameters",
 ]
 
 # The public count a charge that depends on one is planned at before the count is released (a
@@ -73,6 +86,58 @@ PLANNED_RECORDS = 100_000
 
 Ledger = tuple[Accountant, str]  # the accountant a fit charges and the dataset it charges
 Progress = Callable[[int, int], None]  # progress(done, total) of a fit's steps, for the operator's terminal
+
+
+_T = TypeVar("_T")
+
+
+@dataclass_transform(kw_only_default=True, eq_default=False)
+def parameters(cls: type[_T]) -> type[_T]:
+    """Make the annotated class attributes of ``cls`` its keyword-only parameters (a dataclass's fields,
+    with those of the parameter groups it is built from; a ``ClassVar`` is none): the generated
+    ``__init__`` sets each one as given, as scikit-learn's estimators do, and nothing else. No ``repr``
+    or ``==`` is generated: an estimator keeps scikit-learn's and its identity (hashing)."""
+    return dataclass(kw_only=True, repr=False, eq=False)(cls)
+
+
+@parameters
+class PurePrivacyParams:
+    """The parameters of every release: its budget ``epsilon`` and its noise's source ``random_state``
+    (None: OS entropy, every release; a seed for experiments only)."""
+
+    epsilon: float = 1.0
+    random_state: RandomState = None
+
+
+@parameters
+class PrivacyParams(PurePrivacyParams):
+    """An (epsilon, delta) release's parameters: :class:`PurePrivacyParams` and ``delta``."""
+
+    delta: float = 1e-6
+
+
+@parameters
+class CountParams:
+    """The public count of the records a ``counted`` estimator's charge depends on: ``n_records`` (a count
+    released earlier), or None: the fit releases a Laplace count of its own at ``count_epsilon`` first."""
+
+    n_records: int | None = None
+    count_epsilon: float = 0.01
+
+
+@parameters
+class ClassesParam:
+    """A binary classifier's two labels ``classes``, public (required in a release; None: an experiment's
+    fit reads them from y)."""
+
+    classes: Any = None
+
+
+@parameters
+class YBoundParam:
+    """A regressor's public bound ``y_bound`` on |y| (targets clipped to it: a per-record map)."""
+
+    y_bound: float = 1.0
 
 
 def charged_to(accountant: Accountant | None, dataset: str | None) -> Ledger | None:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import Ledger, PrivateEstimator
+from dpdist.base import Ledger, PrivateEstimator, parameters
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     GradientClassifierMixin,
@@ -41,7 +41,7 @@ from dpdist.gradient_models.base import (
 from dpdist.gradient_models.default_learner import LearnerPlan, ThresholdedClassifier, build_default, plan_default
 from dpdist.privacy.loss import Charge
 from dpdist.statistic_models.noisy_centroid import noisy_class_counts
-from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import Boolean
 
 __all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor"]
@@ -49,11 +49,13 @@ __all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor"]
 UNKNOWN_WIDTH = 1_000_000  # the width a charge planned before the data is read assumes
 
 
+@parameters
 class _Auto(GradientModel):
     """The learner :func:`~dpdist.gradient_models.default_learner.plan_default` picks from public values
     (module docstring)."""
 
     mechanism = "auto"
+    dense: bool | None = None
     row_norm = None  # the chosen learner maps its records itself
     _task: ClassVar[str]
     _parameter_constraints: ClassVar[dict[str, Any]] = {"dense": [None, Boolean()], "class_counts": "no_validation"}
@@ -224,6 +226,7 @@ _AUTO_DOC = """
 """
 
 
+@parameters
 class AutoClassifier(GradientClassifierMixin, _Auto):
     __doc__ = (
         "Private binary classification by the default learner (dpdist.gradient_models.default_learner's rule).\n"
@@ -232,29 +235,10 @@ class AutoClassifier(GradientClassifierMixin, _Auto):
         "    classes : the two labels, public (default: those in y).\n"
     )
     _task = "binary"
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        class_counts: Any = None,
-        dense: bool | None = None,
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.class_counts = class_counts
-        self.dense = dense
-        self.classes = classes
-        self.random_state = random_state
+    class_counts: Any = None
 
 
+@parameters
 class AutoRegressor(GradientRegressorMixin, _Auto):
     __doc__ = (
         "Private least squares by the default learner (dpdist.gradient_models.default_learner's rule: AdaSSP).\n"
@@ -263,22 +247,3 @@ class AutoRegressor(GradientRegressorMixin, _Auto):
     )
     _task = "regression"
     class_counts = None
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        dense: bool | None = None,
-        y_bound: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.dense = dense
-        self.y_bound = y_bound
-        self.random_state = random_state

@@ -27,13 +27,18 @@ from sklearn.preprocessing import normalize
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.base import (
+    ClassesParam,
+    CountParams,
     Ledger,
+    PrivacyParams,
     PrivateClassifierMixin,
     PrivateLearner,
     PrivateRegressorMixin,
     Progress,
+    YBoundParam,
     charged_to,
     noisy_count,
+    parameters,
 )
 from dpdist.data.record_maps import map_rows
 from dpdist.data.transforms import Matrix
@@ -45,12 +50,14 @@ from dpdist.solvers.dp_sgd import SGDPlan
 from dpdist.utils.validation import AtLeast, Boolean, Count, Delta, Epsilon, Options, Positive, check_positive
 
 __all__ = [
+    "EpochSchedule",
     "GradientClassifierMixin",
     "GradientModel",
     "GradientRegressorMixin",
     "Ledger",
     "Progress",
     "ROW_NORMS",
+    "StepParams",
     "SteppedModel",
     "charged_to",
     "noisy_count",
@@ -66,7 +73,7 @@ def _calibrated_noise(make: Callable[[float], PrivacyLoss], epsilon: float, delt
     return 1.0 / calibrate(lambda inv: make(1.0 / inv), epsilon, delta, 1e3, tol=1e-6)
 
 
-class GradientModel(PrivateLearner):
+class GradientModel(PrivateLearner, PrivacyParams, CountParams):
     """What the gradient learners share: preprocessing, the public count, the release, prediction."""
 
     _loss = "logistic"
@@ -170,7 +177,20 @@ class GradientModel(PrivateLearner):
         return tags
 
 
-class SteppedModel(GradientModel):
+@parameters
+class StepParams:
+    """The noisy steps' public parameters (each learner declares its own step size ``lr``): ``clip`` the
+    per-record gradient norm, ``l2`` the penalty, ``intercept_scaling`` the intercept's feature value,
+    ``average`` (the mean of the second half's iterates) and the rows' ``row_norm``."""
+
+    clip: float = 1.0
+    l2: float = 0.0
+    intercept_scaling: float = 1.0
+    average: bool = True
+    row_norm: str | None = "l2"
+
+
+class SteppedModel(GradientModel, StepParams):
     """A gradient learner that runs DP-SGD steps (its schedule ``_steps``; every learner but ``auto``)."""
 
     _parameter_constraints: ClassVar[dict[str, Any]] = {
@@ -241,14 +261,28 @@ class SteppedModel(GradientModel):
         )
 
 
-class GradientClassifierMixin(PrivateClassifierMixin):
+@parameters
+class EpochSchedule:
+    """Poisson batches of expected size ``batch_size`` for ``epochs`` passes: the sampling rate
+    q = batch_size / n~ (1 when the batch is the whole set) and T = epochs / q steps."""
+
+    epochs: float = 40.0
+    batch_size: int = 4000
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"epochs": [Positive()], "batch_size": [Count()]}
+
+    def _steps(self, n_public: int) -> tuple[float, int, float]:
+        q = min(1.0, self.batch_size / n_public)
+        return q, max(1, int(round(self.epochs / q))), q * n_public
+
+
+class GradientClassifierMixin(PrivateClassifierMixin, ClassesParam):
     """Two public classes, mapped to -1/+1 (the skeleton's fit, :mod:`dpdist.base`)."""
 
     _loss = "logistic"
     _parameter_constraints: ClassVar[dict[str, Any]] = {"classes": "no_validation"}  # _binary_classes
 
 
-class GradientRegressorMixin(PrivateRegressorMixin):
+class GradientRegressorMixin(PrivateRegressorMixin, YBoundParam):
     """Real targets, clipped to [-y_bound, y_bound] (a per-record map) for training."""
 
     _loss = "squared"
