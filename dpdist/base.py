@@ -424,8 +424,8 @@ class ReleaseFitMixin:
         """(y as the mechanism reads it, the public values the released model carries besides)."""
 
 
-class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin):
-    """The skeleton's ``fit`` of a binary classifier: two public classes, coded ``_negative`` / 1.0
+class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin, ClassesParam):
+    """The skeleton's ``fit`` of a binary classifier: two public ``classes``, coded ``_negative`` / 1.0
     (with an accountant the classes must be given: read from y, the released model's would be a
     function of the data)."""
 
@@ -435,8 +435,8 @@ class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin):
         return self._coded_labels(y, is_release(self, accountant), negative=self._negative)
 
 
-class PrivateRegressorMixin(ReleaseFitMixin, RegressorMixin):
-    """The skeleton's ``fit`` of a regressor: real targets."""
+class PrivateRegressorMixin(ReleaseFitMixin, RegressorMixin, YBoundParam):
+    """The skeleton's ``fit`` of a regressor: real targets (the learner clips them to ``y_bound``)."""
 
     _y_numeric = True
 

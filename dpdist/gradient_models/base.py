@@ -27,7 +27,6 @@ from sklearn.preprocessing import normalize
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.base import (
-    ClassesParam,
     CountParams,
     Ledger,
     PrivacyParams,
@@ -35,7 +34,6 @@ from dpdist.base import (
     PrivateLearner,
     PrivateRegressorMixin,
     Progress,
-    YBoundParam,
     charged_to,
     noisy_count,
     parameters,
@@ -275,14 +273,14 @@ class EpochSchedule:
         return q, max(1, int(round(self.epochs / q))), q * n_public
 
 
-class GradientClassifierMixin(PrivateClassifierMixin, ClassesParam):
+class GradientClassifierMixin(PrivateClassifierMixin):
     """Two public classes, mapped to -1/+1 (the skeleton's fit, :mod:`dpdist.base`)."""
 
     _loss = "logistic"
     _parameter_constraints: ClassVar[dict[str, Any]] = {"classes": "no_validation"}  # _binary_classes
 
 
-class GradientRegressorMixin(PrivateRegressorMixin, YBoundParam):
+class GradientRegressorMixin(PrivateRegressorMixin):
     """Real targets, clipped to [-y_bound, y_bound] (a per-record map) for training."""
 
     _loss = "squared"

@@ -30,7 +30,7 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import Lasso
 from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import PrivateEstimator, charged_to
+from dpdist.base import PrivateEstimator, PurePrivacyParams, charged_to, parameters
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
@@ -126,7 +126,8 @@ def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarra
     return vote if cols is None else cols[vote]
 
 
-class TwoStageSelector(SelectorMixin, PrivateEstimator):
+@parameters
+class TwoStageSelector(SelectorMixin, PrivateEstimator, PurePrivacyParams):
     """Stage 1: private selection of the k features most often chosen by per-block LASSOs.
 
     ``n_blocks``: a public number of blocks m; None (default) releases a noisy row count with
@@ -134,6 +135,10 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
     """
 
     mechanism = "two_stage/samp_agg"
+    k: int = 10
+    alpha: float = 0.1
+    n_blocks: int | None = None
+    count_fraction: float = 0.1
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": [Count()],
         "epsilon": [Epsilon()],
@@ -142,23 +147,6 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
         "count_fraction": [Between(0.0, 1.0)],
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        k: int = 10,
-        epsilon: float = 1.0,
-        alpha: float = 0.1,
-        n_blocks: int | None = None,
-        count_fraction: float = 0.1,
-        random_state: RandomState = None,
-    ) -> None:
-        self.k = k
-        self.epsilon = epsilon
-        self.alpha = alpha
-        self.n_blocks = n_blocks
-        self.count_fraction = count_fraction
-        self.random_state = random_state
 
     def _key_prefix(self) -> str:
         return "two-stage"
@@ -277,7 +265,8 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator):
         return mask
 
 
-class TwoStageRegression(PrivateEstimator):
+@parameters
+class TwoStageRegression(PrivateEstimator, PurePrivacyParams):
     """Both stages: private support (epsilon_1) then objective perturbation on it (epsilon_2).
 
     ``epsilon`` is split as ``epsilon_split`` : 1 - ``epsilon_split`` (50/50 as in the paper-002
@@ -286,6 +275,12 @@ class TwoStageRegression(PrivateEstimator):
     """
 
     mechanism = "two_stage/regression"
+    k: int = 10
+    delta: float = 0.0
+    loss: str = "squared"
+    alpha: float = 0.1
+    epsilon_split: float = 0.5
+    n_blocks: int | None = None
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": [Count()],
         "epsilon": [Epsilon()],
@@ -296,27 +291,6 @@ class TwoStageRegression(PrivateEstimator):
         "n_blocks": [None, Count()],
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        k: int = 10,
-        epsilon: float = 1.0,
-        delta: float = 0.0,
-        loss: str = "squared",
-        alpha: float = 0.1,
-        epsilon_split: float = 0.5,
-        n_blocks: int | None = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.k = k
-        self.epsilon = epsilon
-        self.delta = delta
-        self.loss = loss
-        self.alpha = alpha
-        self.epsilon_split = epsilon_split
-        self.n_blocks = n_blocks
-        self.random_state = random_state
 
     def _stages(self) -> tuple[TwoStageSelector, ObjectivePerturbation]:
         self.check_params()

@@ -35,12 +35,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivateLearner, PrivateRegressorMixin, Progress
+from dpdist.base import PrivacyParams, PrivateLearner, PrivateRegressorMixin, Progress, parameters
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map, row_lengths
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.gaussian import GaussianTopK, zcdp_for
-from dpdist.utils.random import RandomState
 from dpdist.utils.validation import AtLeast, Between, Count, Delta, Epsilon, Options, Positive
 
 __all__ = ["AdaSSPRegressor", "SSPPlan", "adassp_solve", "bounded_records", "noisy_statistics"]
@@ -116,7 +115,8 @@ def adassp_solve(lam_min: float, A: np.ndarray, b: np.ndarray, plan: SSPPlan, be
     return theta, lam
 
 
-class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
+@parameters
+class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner, PrivacyParams):
     """Private least squares by AdaSSP (module docstring), with an unpenalised intercept.
 
     Parameters
@@ -133,6 +133,12 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
     """
 
     mechanism = "adassp"
+    row_norm: str | None = "sqrt-l2"
+    intercept_scaling: float = 1.0
+    shares: tuple[float, float, float] = (0.05, 0.75, 0.2)
+    k: int | None = None
+    screen_share: float = 0.2
+    beta: float = 0.05
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "epsilon": [Epsilon()],
         "delta": [Delta(zero=False)],
@@ -145,31 +151,6 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
         "beta": [Between(0.0, 1.0)],
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        y_bound: float = 1.0,
-        row_norm: str | None = "sqrt-l2",
-        intercept_scaling: float = 1.0,
-        shares: tuple[float, float, float] = (0.05, 0.75, 0.2),
-        k: int | None = None,
-        screen_share: float = 0.2,
-        beta: float = 0.05,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.y_bound = y_bound
-        self.row_norm = row_norm
-        self.intercept_scaling = intercept_scaling
-        self.shares = shares
-        self.k = k
-        self.screen_share = screen_share
-        self.beta = beta
-        self.random_state = random_state
 
     def _check_params(self) -> None:
         try:

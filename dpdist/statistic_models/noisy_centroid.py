@@ -34,12 +34,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivateClassifierMixin, PrivateLearner, Progress
+from dpdist.base import PrivacyParams, PrivateClassifierMixin, PrivateLearner, Progress, parameters
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.selection.baselines import PeelingTopK
-from dpdist.utils.random import RandomState
 from dpdist.utils.validation import Between, Count, Delta, Epsilon, Options
 
 __all__ = ["CentroidPlan", "ScreenedCentroidClassifier", "balanced_scores", "noisy_class_counts", "noisy_class_sums"]
@@ -84,7 +83,8 @@ def noisy_class_sums(
     return neg, pos
 
 
-class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
+@parameters
+class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner, PrivacyParams):
     """Private nearest-centroid classifier on k privately screened columns (module docstring).
 
     Parameters
@@ -101,6 +101,10 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
     """
 
     mechanism = "screened-centroid"
+    k: int = 1
+    count_share: float = 0.07
+    select_share: float = 0.6
+    row_norm: str | None = "rank"
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "epsilon": [Epsilon()],
         "delta": [Delta(zero=False)],
@@ -111,27 +115,6 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
         "classes": "no_validation",  # the fit's coding of the labels
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        k: int = 1,
-        count_share: float = 0.07,
-        select_share: float = 0.6,
-        row_norm: str | None = "rank",
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.k = k
-        self.count_share = count_share
-        self.select_share = select_share
-        self.row_norm = row_norm
-        self.classes = classes
-        self.random_state = random_state
 
     def _check_params(self) -> None:
         c, s = float(self.count_share), float(self.select_share)
