@@ -40,7 +40,7 @@ import uuid
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 import numpy as np
@@ -71,6 +71,7 @@ __all__ = [
     "Progress",
     "PurePrivacyParams",
     "ReleaseFitMixin",
+    "ReleaseRun",
     "YBoundParam",
     "charged_to",
     "is_release",
@@ -138,6 +139,26 @@ class YBoundParam:
     """A regressor's public bound ``y_bound`` on |y| (targets clipped to it: a per-record map)."""
 
     y_bound: float = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseRun:
+    """What one run of a mechanism reads besides its records (:meth:`PrivateLearner.release_on`): the
+    public count ``n_public`` (None for an estimator that takes none), the ``charge`` it runs under (its
+    calibration's noise scales in ``charge.details``, computed by ``privacy_charge`` at ``n_public``), the
+    noise source ``rng``, the operator's ``progress`` and ``extra``, the public values the released model
+    carries besides (a classifier's classes)."""
+
+    n_public: int | None
+    charge: Charge
+    rng: np.random.Generator
+    progress: Progress | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def count(self) -> int:
+        """The public count of a ``counted`` estimator's run (it always has one)."""
+        assert self.n_public is not None
+        return self.n_public
 
 
 def charged_to(accountant: Accountant | None, dataset: str | None) -> Ledger | None:
@@ -334,19 +355,9 @@ class PrivateLearner(PrivateEstimator):
         return X, y
 
     @abstractmethod
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge`` (computed by
-        :meth:`privacy_charge` at ``n_public``): the released model, a dict of public values with
-        ``extra`` in it (a classifier's classes). It charges nothing: its caller does."""
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
+        """The mechanism's output on mapped records (:meth:`map_records`) under ``run.charge``: the released
+        model, a dict of public values with ``run.extra`` in it. It charges nothing: its caller does."""
 
     @abstractmethod
     def _set_released(self, out: dict[str, Any]) -> None:
@@ -376,8 +387,10 @@ class PrivateLearner(PrivateEstimator):
         charge = self.privacy_charge(n_public, n_features=int(X.shape[1]))
         held, width = columns if columns is not None else (None, None)
 
+        run = ReleaseRun(n_public, charge, rng, progress, extra)
+
         def compute() -> dict[str, Any]:
-            return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
+            return widen(self.release_on(X, y, run), held, width, schema)
 
         params = self.release_params(int(X.shape[1]), n_public)
         if held is not None:

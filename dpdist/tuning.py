@@ -45,7 +45,16 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import ClassesParam, CountParams, PrivacyParams, PrivateEstimator, charged_to, is_release, parameters
+from dpdist.base import (
+    ClassesParam,
+    CountParams,
+    PrivacyParams,
+    PrivateEstimator,
+    ReleaseRun,
+    charged_to,
+    is_release,
+    parameters,
+)
 from dpdist.data.split import derive_key, record_sides
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
@@ -353,7 +362,9 @@ class PrivateSearch(PrivateEstimator, PrivacyParams, CountParams, ClassesParam):
             i = int(rng.integers(len(cands)))
             c = cands[i]
             Xc, yc = c.map_records(X[~val], y_fit[~val])  # per record: a side may be empty
-            model = c.release_on(Xc, yc, n_train, c.privacy_charge(n_train, noise_scale=scale), rng, None, extra)
+            model = c.release_on(
+                Xc, yc, ReleaseRun(n_train, c.privacy_charge(n_train, noise_scale=scale), rng, None, extra)
+            )
             score = self._score(c, model, X[val], y_fit[val]) + rng.laplace(scale=self._score_scale(c) * scale)
             score = score if np.isfinite(score) else -np.inf  # one total order, whatever a model's margins
             if best is None or score > best[0]:

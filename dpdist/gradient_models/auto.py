@@ -30,13 +30,12 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import Ledger, PrivateEstimator, parameters
+from dpdist.base import Ledger, PrivateEstimator, ReleaseRun, parameters
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     GradientClassifierMixin,
     GradientModel,
     GradientRegressorMixin,
-    Progress,
 )
 from dpdist.gradient_models.default_learner import LearnerPlan, ThresholdedClassifier, build_default, plan_default
 from dpdist.privacy.loss import Charge
@@ -184,24 +183,15 @@ class _Auto(GradientModel):
             self.set_params(class_counts=list(counts))
         return n, counts
 
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        assert n_public is not None
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
+        n_public, charge = run.count(), run.charge
         dense = self.__dict__.get("_dense_input")
         plan = self.plan(n_public, int(X.shape[1]), dense)
         if plan.learner != charge.details["learner"]:  # the charge and the fit name the same learner (public values)
             raise RuntimeError(f"auto: charged {charge.details['learner']}, about to run {plan.learner}")
         inner = self.chosen(n_public, int(X.shape[1]), dense)
         Xi, yi = inner.map_records(X, y)
-        out = inner.release_on(Xi, yi, n_public, charge, rng, progress, extra)
+        out = inner.release_on(Xi, yi, run)
         if plan.learner == "dp-sgd+threshold":  # the threshold at the noisy prior (post-processing)
             neg, pos = self._counts(n_public)  # type: ignore[misc]
             out["threshold"] = math.log(pos / neg)

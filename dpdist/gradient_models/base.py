@@ -34,6 +34,7 @@ from dpdist.base import (
     PrivateLearner,
     PrivateRegressorMixin,
     Progress,
+    ReleaseRun,
     charged_to,
     noisy_count,
     parameters,
@@ -200,21 +201,11 @@ class SteppedModel(GradientModel, StepParams):
         "row_norm": [Options(*ROW_NORMS)],
     }
 
-    def release_on(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge``'s
-        calibration (:meth:`privacy_charge` at ``n_public``): the released model. It charges nothing:
-        its caller does (``fit``, or the private search for its runs)."""
-        assert n_public is not None  # a counted estimator's
-        w, b = self._train(X, y, n_public, charge.details, rng, progress)
+    def release_on(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
+        """The mechanism's output on mapped records (:meth:`map_records`) under ``run.charge``'s
+        calibration: the released model. It charges nothing: its caller does (``fit``, or the private
+        search for its runs)."""
+        w, b = self._train(X, y, run)
         nz = np.flatnonzero(w)
         return {
             "indices": nz.tolist(),
@@ -223,24 +214,20 @@ class SteppedModel(GradientModel, StepParams):
             "n_features": int(X.shape[1]),
             "row_norm": self.row_norm,
             "method": self.mechanism,
-            **(extra or {}),
+            **run.extra,
         }
 
     @abstractmethod
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        """The noisy fit: (w, b) of the model on the prepared (X, y), at the charge's noise scales."""
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
+        """The noisy fit: (w, b) of the model on the prepared (X, y), at the run's charge's noise scales."""
 
     def step_size(self) -> float:
         """The step size of the noisy steps (its ``lr``)."""
         return float(self.lr)
+
+    def run_plan(self, run: ReleaseRun) -> SGDPlan:
+        """:meth:`sgd_plan` of a run: at its public count and its charge's noise multiplier."""
+        return self.sgd_plan(run.count(), run.charge.details["noise_multiplier"])
 
     def sgd_plan(self, n_public: int, noise_multiplier: float) -> SGDPlan:
         """The public parameters of the steps for a public count and the charge's noise multiplier."""

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import parameters
+from dpdist.base import ReleaseRun, parameters
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
+from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, SteppedModel
 from dpdist.solvers.dp_iht import dp_iht
 from dpdist.utils.validation import Count
 
@@ -36,16 +36,8 @@ class _IHT(SteppedModel):
         if self.s >= n_features:
             raise ParameterError(f"s={self.s} must be smaller than the number of features ({n_features})")
 
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        return dp_iht(X, y, self.sgd_plan(n_public, noise["noise_multiplier"]), int(self.s), rng, progress)
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
+        return dp_iht(X, y, self.run_plan(run), int(self.s), run.rng, run.progress)
 
 
 _IHT_DOC = """

@@ -11,13 +11,12 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
-from dpdist.base import parameters
+from dpdist.base import ReleaseRun, parameters
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     EpochSchedule,
     GradientClassifierMixin,
     GradientRegressorMixin,
-    Progress,
     SteppedModel,
 )
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -85,22 +84,16 @@ class _SelectTrain(EpochSchedule, SteppedModel):
         loss, rho, z = self._loss_at(n_public, scale)
         return Charge(loss, f"{self.mechanism}/{self._loss}", {"noise_multiplier": z, "screening_rho": rho})
 
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
         if self.k >= X.shape[1]:
             raise ParameterError(f"k={self.k} must be smaller than the number of features ({X.shape[1]})")
         yb = np.clip(y, -1.0, 1.0)  # the screening's bound (|y_i| <= 1; rows have ||x_i||_2 <= 1 below)
         Xs = normalize(X, norm="l2") if self.row_norm != "l2" else X
-        screen = GaussianTopK(int(self.k), noise["screening_rho"], float(self.selection_share) * self.delta)
-        cols = screen.select(np.abs(Xs.T @ yb), rng)
-        w_k, b = dp_sgd(X[:, cols], y, self.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+        screen = GaussianTopK(
+            int(self.k), run.charge.details["screening_rho"], float(self.selection_share) * self.delta
+        )
+        cols = screen.select(np.abs(Xs.T @ yb), run.rng)
+        w_k, b = dp_sgd(X[:, cols], y, self.run_plan(run), run.rng, run.progress)
         w = np.zeros(X.shape[1])
         w[cols] = w_k
         return w, b

@@ -11,13 +11,12 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import parameters
+from dpdist.base import ReleaseRun, parameters
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     EpochSchedule,
     GradientClassifierMixin,
     GradientRegressorMixin,
-    Progress,
     SteppedModel,
 )
 from dpdist.solvers.dp_sgd import dp_sgd
@@ -29,16 +28,8 @@ __all__ = ["DPGDClassifier", "DPGDRegressor", "DPSGDClassifier", "DPSGDRegressor
 class _DPSGD(SteppedModel):
     """A learner whose steps are DP-SGD's on all columns (``dpdist.solvers.dp_sgd``), at its schedule."""
 
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        return dp_sgd(X, y, self.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
+        return dp_sgd(X, y, self.run_plan(run), run.rng, run.progress)
 
 
 @parameters

@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivacyParams, PrivateLearner, PrivateRegressorMixin, Progress, parameters
+from dpdist.base import PrivacyParams, PrivateLearner, PrivateRegressorMixin, ReleaseRun, parameters
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map, row_lengths
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -187,16 +187,7 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner, PrivacyParams):
         params["shares"] = [float(s) for s in self.shares]
         return params
 
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
         """The four (or three) Gaussian releases and their post-processing: the released model."""
         c = float(self.intercept_scaling)
         Z, yc = bounded_records(X, y, self.row_norm, c, float(self.y_bound))
@@ -206,10 +197,10 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner, PrivacyParams):
         if self.k is not None:
             Zx = Z[:, :d]
             scores = np.abs(np.asarray(Zx.T @ yc).ravel())
-            cols = GaussianTopK(int(self.k), screen_rho, float(self.delta), float(self.y_bound)).select(scores, rng)
+            cols = GaussianTopK(int(self.k), screen_rho, float(self.delta), float(self.y_bound)).select(scores, run.rng)
             Z = Z[:, np.append(cols, d)] if c > 0 else Z[:, cols]
         plan = self.plan()
-        theta, lam = adassp_solve(*noisy_statistics(Z, yc, plan, rng), plan, float(self.beta))
+        theta, lam = adassp_solve(*noisy_statistics(Z, yc, plan, run.rng), plan, float(self.beta))
         a = 1.0 / math.sqrt(1.0 + c * c)
         w = np.zeros(d)
         w[cols] = a * theta[: cols.size]
@@ -222,7 +213,7 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner, PrivacyParams):
             "row_norm": self.row_norm,
             "method": self.mechanism,
             "ridge": float(lam),
-            **(extra or {}),
+            **run.extra,
         }
 
     def _set_released(self, out: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivacyParams, PrivateClassifierMixin, PrivateLearner, Progress, parameters
+from dpdist.base import PrivacyParams, PrivateClassifierMixin, PrivateLearner, ReleaseRun, parameters
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
@@ -151,24 +151,15 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner, Privacy
             return Xm
         return np.clip(Xm, -1.0, 1.0)
 
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
         """The three steps (module docstring) on the records, y > 0 the positive class: the released model."""
         plan = self.plan()
         signs = np.where(np.asarray(y) > 0, 1.0, -1.0)
         Xb = self._bounded(X)
-        counts = noisy_class_counts(signs, plan.count_epsilon, rng)
+        counts = noisy_class_counts(signs, plan.count_epsilon, run.rng)
         scores = balanced_scores(Xb, signs, counts)
-        cols = PeelingTopK(int(self.k), plan.select_epsilon, random_state=rng).select(scores)
-        neg, pos = noisy_class_sums(Xb[:, cols], signs, plan.sigma, rng)
+        cols = PeelingTopK(int(self.k), plan.select_epsilon, random_state=run.rng).select(scores)
+        neg, pos = noisy_class_sums(Xb[:, cols], signs, plan.sigma, run.rng)
         mu_neg, mu_pos = neg / counts[0], pos / counts[1]
         w = mu_pos - mu_neg
         return {
@@ -179,7 +170,7 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner, Privacy
             "row_norm": self.row_norm,
             "method": self.mechanism,
             "class_counts": [counts[0], counts[1]],
-            **(extra or {}),
+            **run.extra,
         }
 
     def _set_released(self, out: dict[str, Any]) -> None:
