@@ -82,6 +82,12 @@ __all__ = ["METHODS", "PRIVATE", "SCREENINGS", "DPFrankWolfeClassifier", "DPFran
 
 METHODS = ("fast-dp-fw", "dp-fw", "fw", "fast-fw")  # the solvers (module docstring)
 PRIVATE = ("fast-dp-fw", "dp-fw")
+SELECTIONS = {
+    "fast-dp-fw": "exponential",
+    "dp-fw": "laplace",
+    "fw": None,
+    "fast-fw": None,
+}  # each solver's private step
 SCREENINGS = (None, "rnm", "adp", "exact")
 
 
@@ -186,44 +192,23 @@ class _FrankWolfe(PrivateEstimator, PrivacyParams):
     ) -> FWResult:
         rng = check_random_state(self.random_state)
         screening, lipschitz_noise = self._screening_plan(X.shape[1]), self._lipschitz_noise()
+        sel = SELECTIONS[self.method]
+        common: dict[str, Any] = {
+            "selection": sel,
+            "epsilon": self.epsilon if sel else None,
+            "delta": self.delta if sel else None,
+            "calibration": self.calibration,
+            "loss": self._loss,
+            "y_bound": self._y_bound(),
+            "random_state": rng,
+            "progress": progress,
+            "screening": screening,
+            "lipschitz_noise": lipschitz_noise,
+        }
         if self.method in ("fw", "dp-fw"):
-            sel = "laplace" if self.method == "dp-fw" else None
-            return frank_wolfe(
-                X,
-                y,
-                self.lam,
-                self.max_iter,
-                selection=sel,
-                epsilon=self.epsilon if sel else None,
-                delta=self.delta if sel else None,
-                calibration=self.calibration,
-                loss=self._loss,
-                y_bound=self._y_bound(),
-                random_state=rng,
-                progress=progress,
-                screening=screening,
-                lipschitz_noise=lipschitz_noise,
-            )
-        sel = "exponential" if self.method == "fast-dp-fw" else None
+            return frank_wolfe(X, y, self.lam, self.max_iter, **common)
         refresh = math.ceil(self.max_iter / 10) if self._loss == "logistic" else 0
-        return fast_frank_wolfe(
-            X,
-            y,
-            self.lam,
-            self.max_iter,
-            selection=sel,
-            epsilon=self.epsilon if sel else None,
-            delta=self.delta if sel else None,
-            refresh=refresh,
-            calibration=self.calibration,
-            X_csc=X_csc,
-            loss=self._loss,
-            y_bound=self._y_bound(),
-            random_state=rng,
-            progress=progress,
-            screening=screening,
-            lipschitz_noise=lipschitz_noise,
-        )
+        return fast_frank_wolfe(X, y, self.lam, self.max_iter, refresh=refresh, X_csc=X_csc, **common)
 
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """The charge of one fit (its tight privacy loss and mechanism), whatever the data.

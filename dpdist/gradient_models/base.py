@@ -1,17 +1,8 @@
-"""What the gradient learners share (``GradientModel``): preprocessing, the public count, the
-release, prediction; and the two target mixins (two public classes, or clipped real targets).
-
-* **Per-record preprocessing** (``row_norm``): each row divided by its l2 norm (``"l2"``, the
-  default: cosine-normalised rows, as TF-IDF text is) or its largest |x_ij| (``"max"``), or left
-  alone (``None``). A map of one record at a time: no privacy cost, and the released model
-  carries it, so ``predict`` applies it again.
-* **A public count** of the training records: ``n_records`` when the caller has one (a noisy
-  count released earlier, e.g. the run's row counts), else the fit first releases a Laplace
-  count of its own (``count_epsilon``, a separate release charged before the model's: the
-  model's loss depends on it through q and T, and a loss must be fixed before it is charged).
-  The exact n is never used: n is private under ADD/REMOVE.
-* **The learner's mechanism**, charged as one release in its strongest form, then the model
-  ``{"indices", "values", "intercept", ...}`` (non-zero weights only) recorded by the ledger.
+"""What the gradient learners share (``GradientModel``): the per-record preprocessing (``row_norm``),
+the public count of the records, the release of the learner's mechanism and prediction, as the package
+docstring (:mod:`dpdist.gradient_models`) states them; the parameter groups of the noisy steps
+(``StepParams``, ``EpochSchedule``); and the two target mixins (two public classes, or clipped real
+targets).
 """
 
 from __future__ import annotations

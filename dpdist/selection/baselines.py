@@ -34,24 +34,23 @@ import numpy as np
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
-from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_delta, check_epsilon, check_positive, check_scores
+from dpdist.privacy.mechanisms import _Mechanism
+from dpdist.utils.random import RandomState
+from dpdist.utils.validation import check_count, check_delta, check_positive, check_scores
 
 __all__ = ["JointTopK", "LaplaceTopK", "PeelingTopK"]
 
 
-class _TopKBase:
+class _TopKBase(_Mechanism):
     name = "topk"
 
     def __init__(
         self, k: int, epsilon: float, sensitivity: float = 1.0, monotone: bool = False, random_state: RandomState = None
     ) -> None:
         self.k = check_count(k, "k")
-        self.epsilon = check_epsilon(epsilon)
+        super().__init__(epsilon, 0.0, random_state)  # epsilon, delta = 0 and the noise source
         self.sensitivity = check_positive(sensitivity, "sensitivity")
         self.monotone = bool(monotone)
-        self.delta = 0.0
-        self._rng = check_random_state(random_state)
 
     @property
     def true_epsilon(self) -> float:

@@ -40,8 +40,9 @@ from scipy.special import gammaln
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
-from dpdist.utils.random import RandomState, check_random_state
-from dpdist.utils.validation import check_count, check_epsilon, check_positive, check_scores
+from dpdist.privacy.mechanisms import _Mechanism
+from dpdist.utils.random import RandomState
+from dpdist.utils.validation import check_count, check_positive, check_scores
 
 __all__ = ["NOISES", "CanonicalTopK"]
 
@@ -209,7 +210,7 @@ def _items_at_ranks(x: np.ndarray, xs: np.ndarray, ranks: np.ndarray) -> np.ndar
     return hits[np.searchsorted(hit_values, values, side="left") + (ranks - first_rank)]
 
 
-class CanonicalTopK:
+class CanonicalTopK(_Mechanism):
     """The canonical Lipschitz top-k mechanism (pure epsilon-DP).
 
     Parameters: ``k`` items out of the scores; ``epsilon``; ``sensitivity`` = Delta_inf of
@@ -230,7 +231,7 @@ class CanonicalTopK:
         random_state: RandomState = None,
     ) -> None:
         self.k = check_count(k, "k")
-        self.epsilon = check_epsilon(epsilon)
+        super().__init__(epsilon, 0.0, random_state)  # epsilon, delta = 0 and the noise source
         self.sensitivity = check_positive(sensitivity, "sensitivity")
         if not (isinstance(gamma, (int, float)) and 0.0 <= float(gamma) <= 1.0):
             raise ParameterError(f"gamma must lie in [0, 1], got {gamma!r}")
@@ -239,8 +240,6 @@ class CanonicalTopK:
         if noise not in NOISES:
             raise ParameterError(f"noise must be one of {NOISES}, got {noise!r}")
         self.noise = noise
-        self.delta = 0.0
-        self._rng = check_random_state(random_state)
 
     @property
     def true_epsilon(self) -> float:
