@@ -53,10 +53,6 @@ class _TopKBase(_Mechanism):
         self.monotone = bool(monotone)
 
     @property
-    def true_epsilon(self) -> float:
-        return self.epsilon
-
-    @property
     def privacy_loss(self) -> PrivacyLoss:
         """An exponential mechanism over k-sets/sequences: epsilon-bounded-range (epsilon^2/8-zCDP)."""
         return PrivacyLoss.bounded_range(self.epsilon)

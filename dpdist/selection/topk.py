@@ -242,10 +242,6 @@ class CanonicalTopK(_Mechanism):
         self.noise = noise
 
     @property
-    def true_epsilon(self) -> float:
-        return self.epsilon
-
-    @property
     def privacy_loss(self) -> PrivacyLoss:
         """ "gumbel" is an exponential mechanism: epsilon-bounded-range (epsilon^2/8-zCDP); the
         exponential-noise variant is report-noisy-max: pure epsilon-DP."""
