@@ -19,7 +19,7 @@ A private fit is one release (two when it first releases a count of its records)
    None), ``charge_`` (its charge), ``release_record_`` (what was released, as recorded) and
    ``n_public_`` (the public count).
 
-**Parameters.** An estimator's parameters are keyword-only fields of a dataclass (:func:`parameters`):
+**Parameters.** An estimator's parameters are keyword-only fields of a dataclass (:data:`PARAMETERS`):
 each is declared once, in a parameter group its estimators share (:class:`PrivacyParams`,
 :class:`CountParams`, :class:`ClassesParam`, :class:`YBoundParam`, ...), and an estimator
 re-declares only a default of its own. scikit-learn's ``get_params`` reads them from the generated
@@ -41,7 +41,7 @@ import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -59,6 +59,7 @@ from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, validate_params
 
 __all__ = [
+    "PARAMETERS",
     "PLANNED_RECORDS",
     "ClassesParam",
     "CountParams",
@@ -76,7 +77,6 @@ __all__ = [
     "charged_to",
     "is_release",
     "noisy_count",
-    "parameters",
 ]
 
 # The public count a charge that depends on one is planned at before the count is released (a
@@ -89,19 +89,14 @@ Ledger = tuple[Accountant, str]  # the accountant a fit charges and the dataset 
 Progress = Callable[[int, int], None]  # progress(done, total) of a fit's steps, for the operator's terminal
 
 
-_T = TypeVar("_T")
+# The dataclass options of an estimator's parameters (``@dataclass(**PARAMETERS)``): each annotated class
+# attribute (a ``ClassVar`` is none) is a keyword-only parameter, with those of the parameter groups the class
+# is built from; the generated ``__init__`` sets each one as given, as scikit-learn's estimators do, and
+# nothing else. No ``repr`` or ``==`` is generated: an estimator keeps scikit-learn's and its identity.
+PARAMETERS: dict[str, Any] = {"kw_only": True, "repr": False, "eq": False}
 
 
-@dataclass_transform(kw_only_default=True, eq_default=False)
-def parameters(cls: type[_T]) -> type[_T]:
-    """Make the annotated class attributes of ``cls`` its keyword-only parameters (a dataclass's fields,
-    with those of the parameter groups it is built from; a ``ClassVar`` is none): the generated
-    ``__init__`` sets each one as given, as scikit-learn's estimators do, and nothing else. No ``repr``
-    or ``==`` is generated: an estimator keeps scikit-learn's and its identity (hashing)."""
-    return dataclass(kw_only=True, repr=False, eq=False)(cls)
-
-
-@parameters
+@dataclass(**PARAMETERS)
 class PurePrivacyParams:
     """The parameters of every release: its budget ``epsilon`` and its noise's source ``random_state``
     (None: OS entropy, every release; a seed for experiments only)."""
@@ -110,14 +105,14 @@ class PurePrivacyParams:
     random_state: RandomState = None
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class PrivacyParams(PurePrivacyParams):
     """An (epsilon, delta) release's parameters: :class:`PurePrivacyParams` and ``delta``."""
 
     delta: float = 1e-6
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class CountParams:
     """The public count of the records a ``counted`` estimator's charge depends on: ``n_records`` (a count
     released earlier), or None: the fit releases a Laplace count of its own at ``count_epsilon`` first."""
@@ -126,7 +121,7 @@ class CountParams:
     count_epsilon: float = 0.01
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class ClassesParam:
     """A binary classifier's two labels ``classes``, public (required in a release; None: an experiment's
     fit reads them from y)."""
@@ -134,7 +129,7 @@ class ClassesParam:
     classes: Any = None
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class YBoundParam:
     """A regressor's public bound ``y_bound`` on |y| (targets clipped to it: a per-record map)."""
 

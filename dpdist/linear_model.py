@@ -54,6 +54,7 @@ are those of the float64 matrix of the same values (products and sums in float64
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -61,7 +62,7 @@ import scipy.sparse as sp
 from sklearn.base import RegressorMixin, is_classifier
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import ClassesParam, PrivacyParams, PrivateEstimator, YBoundParam, charged_to, is_release, parameters
+from dpdist.base import PARAMETERS, ClassesParam, PrivacyParams, PrivateEstimator, YBoundParam, charged_to, is_release
 from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
 from dpdist.defaults import FW_ITERS, FW_LAM
 from dpdist.evaluation import sparse_coef
@@ -91,7 +92,7 @@ SELECTIONS = {
 SCREENINGS = (None, "rnm", "adp", "exact")
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class _FrankWolfe(PrivateEstimator, PrivacyParams):
     _loss = "logistic"
     mechanism = "frank_wolfe"
@@ -405,7 +406,7 @@ class _FrankWolfe(PrivateEstimator, PrivacyParams):
         return tags
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe, ClassesParam):
     """Private L1-constrained logistic regression for two classes.
 
@@ -425,7 +426,7 @@ class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe, ClassesPa
         return self._coded_labels(y, self.private and is_release(self, accountant), negative=0.0)  # fw: no release
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe, YBoundParam):
     """Private L1-constrained least squares; ``y_bound`` is the public bound on |y|."""
 

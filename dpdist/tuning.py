@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -46,6 +47,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from dpdist.base import (
+    PARAMETERS,
     ClassesParam,
     CountParams,
     PrivacyParams,
@@ -53,7 +55,6 @@ from dpdist.base import (
     ReleaseRun,
     charged_to,
     is_release,
-    parameters,
 )
 from dpdist.data.split import derive_key, record_sides
 from dpdist.data.transforms import Matrix
@@ -131,7 +132,7 @@ def number_of_runs(rng: np.random.Generator, mean: float, shape: float) -> int:
             return k
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class PrivateSearch(PrivateEstimator, PrivacyParams, CountParams, ClassesParam):
     """Private choice among candidate learners (module docstring), charged as one release.
 

@@ -25,12 +25,13 @@ The claim and its proof: [docs/proofs/gradient_models-default_learner.md][proof-
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import Ledger, PrivateEstimator, ReleaseRun, parameters
+from dpdist.base import PARAMETERS, Ledger, PrivateEstimator, ReleaseRun
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     GradientClassifierMixin,
@@ -48,7 +49,7 @@ __all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor"]
 UNKNOWN_WIDTH = 1_000_000  # the width a charge planned before the data is read assumes
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class _Auto(GradientModel):
     """The learner :func:`~dpdist.gradient_models.default_learner.plan_default` picks from public values
     (module docstring)."""
@@ -216,7 +217,7 @@ _AUTO_DOC = """
 """
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class AutoClassifier(GradientClassifierMixin, _Auto):
     __doc__ = (
         "Private binary classification by the default learner (dpdist.gradient_models.default_learner's rule).\n"
@@ -228,7 +229,7 @@ class AutoClassifier(GradientClassifierMixin, _Auto):
     class_counts: Any = None
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class AutoRegressor(GradientRegressorMixin, _Auto):
     __doc__ = (
         "Private least squares by the default learner (dpdist.gradient_models.default_learner's rule: AdaSSP).\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,6 +19,7 @@ from sklearn.preprocessing import normalize
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.base import (
+    PARAMETERS,
     CountParams,
     Ledger,
     PrivacyParams,
@@ -28,7 +30,6 @@ from dpdist.base import (
     ReleaseRun,
     charged_to,
     noisy_count,
-    parameters,
 )
 from dpdist.data.record_maps import map_rows
 from dpdist.data.transforms import Matrix
@@ -167,7 +168,7 @@ class GradientModel(PrivateLearner, PrivacyParams, CountParams):
         return tags
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class StepParams:
     """The noisy steps' public parameters (each learner declares its own step size ``lr``): ``clip`` the
     per-record gradient norm, ``l2`` the penalty, ``intercept_scaling`` the intercept's feature value,
@@ -237,7 +238,7 @@ class SteppedModel(GradientModel, StepParams):
         )
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class EpochSchedule:
     """Poisson batches of expected size ``batch_size`` for ``epochs`` passes: the sampling rate
     q = batch_size / n~ (1 when the batch is the whole set) and T = epochs / q steps."""

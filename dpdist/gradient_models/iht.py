@@ -5,12 +5,13 @@ s-sparse models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import ReleaseRun, parameters
+from dpdist.base import PARAMETERS, ReleaseRun
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, SteppedModel
 from dpdist.solvers.dp_iht import dp_iht
@@ -19,7 +20,7 @@ from dpdist.utils.validation import Count
 __all__ = ["DPIHTClassifier", "DPIHTRegressor"]
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class _IHT(SteppedModel):
     """Full-batch DP-GD projected on s-sparse vectors after every step."""
 
@@ -49,7 +50,7 @@ _IHT_DOC = """
 """
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPIHTClassifier(GradientClassifierMixin, _IHT):
     __doc__ = "Private s-sparse logistic regression by noisy iterative hard thresholding.\n" + _IHT_DOC
 
@@ -57,7 +58,7 @@ class DPIHTClassifier(GradientClassifierMixin, _IHT):
     intercept_scaling: float = 0.01
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPIHTRegressor(GradientRegressorMixin, _IHT):
     __doc__ = (
         "Private s-sparse least squares by noisy iterative hard thresholding.\n"

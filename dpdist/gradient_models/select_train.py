@@ -5,13 +5,14 @@ then DP-SGD on those k columns, charged as one release. k-sparse models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
-from dpdist.base import ReleaseRun, parameters
+from dpdist.base import PARAMETERS, ReleaseRun
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     EpochSchedule,
@@ -27,7 +28,7 @@ from dpdist.utils.validation import Between, Count
 __all__ = ["SelectTrainClassifier", "SelectTrainRegressor"]
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class _SelectTrain(EpochSchedule, SteppedModel):
     """Private screening of k columns (Gaussian noise on |X^T y|), then DP-SGD on them.
 
@@ -112,14 +113,14 @@ _ST_DOC = """
 """
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class SelectTrainClassifier(GradientClassifierMixin, _SelectTrain):
     __doc__ = "Private k-sparse logistic regression: a private screening of k columns, then DP-SGD on them.\n" + _ST_DOC
 
     lr: float = 100.0
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class SelectTrainRegressor(GradientRegressorMixin, _SelectTrain):
     __doc__ = (
         "Private k-sparse least squares: a private screening of k columns, then DP-SGD on them.\n"

@@ -6,12 +6,13 @@ algorithm and its proof. Dense models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import ReleaseRun, parameters
+from dpdist.base import PARAMETERS, ReleaseRun
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     EpochSchedule,
@@ -32,14 +33,14 @@ class _DPSGD(SteppedModel):
         return dp_sgd(X, y, self.run_plan(run), run.rng, run.progress)
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class _SGD(EpochSchedule, _DPSGD):
     """DP-SGD: Poisson batches of expected size ``batch_size`` for ``epochs`` passes, on all columns."""
 
     mechanism = "dp-sgd"
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class _GD(_DPSGD):
     """Full-batch DP-GD: ``max_iter`` steps over every record (``dpdist.pipelines.dp_gd`` runs the same steps
     as a Dask reduction over a store's row blocks)."""
@@ -75,21 +76,21 @@ _CLASSES_DOC = "    classes : the two labels, public (default: the labels seen i
 _Y_BOUND_DOC = "    y_bound : the public bound on |y| (targets clipped to it, a per-record map).\n"
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPSGDClassifier(GradientClassifierMixin, _SGD):
     __doc__ = "Private logistic regression (two classes) by DP-SGD.\n" + _SGD_DOC + _CLASSES_DOC
 
     lr: float = 10.0
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPSGDRegressor(GradientRegressorMixin, _SGD):
     __doc__ = "Private least squares by DP-SGD.\n" + _SGD_DOC + _Y_BOUND_DOC
 
     lr: float = 1.0
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPGDClassifier(GradientClassifierMixin, _GD):
     __doc__ = "Private logistic regression (two classes) by full-batch DP-GD.\n" + _GD_DOC + _CLASSES_DOC
 
@@ -97,7 +98,7 @@ class DPGDClassifier(GradientClassifierMixin, _GD):
     intercept_scaling: float = 0.02
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPGDRegressor(GradientRegressorMixin, _GD):
     __doc__ = (
         "Private least squares by full-batch DP-GD.\n"

@@ -17,6 +17,7 @@ about it, and is not done here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,7 +25,7 @@ import scipy.sparse as sp
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import PrivateEstimator, PurePrivacyParams, charged_to, parameters
+from dpdist.base import PARAMETERS, PrivateEstimator, PurePrivacyParams, charged_to
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
@@ -93,7 +94,7 @@ def store_scores(
     return np.abs(acc)
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class DPSIS(SelectorMixin, PrivateEstimator, PurePrivacyParams):
     """Private feature screening: the k features with the largest |x_(j)^T y|, by a DP top-k.
 

@@ -21,6 +21,7 @@ import math
 import uuid
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,7 +31,7 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import Lasso
 from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import PrivateEstimator, PurePrivacyParams, charged_to, parameters
+from dpdist.base import PARAMETERS, PrivateEstimator, PurePrivacyParams, charged_to
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
@@ -126,7 +127,7 @@ def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarra
     return vote if cols is None else cols[vote]
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class TwoStageSelector(SelectorMixin, PrivateEstimator, PurePrivacyParams):
     """Stage 1: private selection of the k features most often chosen by per-block LASSOs.
 
@@ -265,7 +266,7 @@ class TwoStageSelector(SelectorMixin, PrivateEstimator, PurePrivacyParams):
         return mask
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class TwoStageRegression(PrivateEstimator, PurePrivacyParams):
     """Both stages: private support (epsilon_1) then objective perturbation on it (epsilon_2).
 

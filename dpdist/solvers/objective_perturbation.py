@@ -23,6 +23,7 @@ epsilon. The claims and their proofs: [docs/proofs/solvers-objective_perturbatio
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -33,7 +34,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import ClassesParam, PrivateEstimator, PurePrivacyParams, parameters
+from dpdist.base import PARAMETERS, ClassesParam, PrivateEstimator, PurePrivacyParams
 from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -113,7 +114,7 @@ def _refine_trust_region(
     return theta, nu
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class ObjectivePerturbation(PrivateEstimator, PurePrivacyParams, ClassesParam):
     """Private linear or logistic regression on few features by objective perturbation.
 

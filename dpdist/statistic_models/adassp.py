@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivacyParams, PrivateLearner, PrivateRegressorMixin, ReleaseRun, parameters
+from dpdist.base import PARAMETERS, PrivacyParams, PrivateLearner, PrivateRegressorMixin, ReleaseRun
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map, row_lengths
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -115,7 +115,7 @@ def adassp_solve(lam_min: float, A: np.ndarray, b: np.ndarray, plan: SSPPlan, be
     return theta, lam
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner, PrivacyParams):
     """Private least squares by AdaSSP (module docstring), with an unpenalised intercept.
 

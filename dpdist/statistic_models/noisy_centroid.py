@@ -28,13 +28,14 @@ refused before any charge). The claim and its proof:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivacyParams, PrivateClassifierMixin, PrivateLearner, ReleaseRun, parameters
+from dpdist.base import PARAMETERS, PrivacyParams, PrivateClassifierMixin, PrivateLearner, ReleaseRun
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
@@ -83,7 +84,7 @@ def noisy_class_sums(
     return neg, pos
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner, PrivacyParams):
     """Private nearest-centroid classifier on k privately screened columns (module docstring).
 

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import time
 from abc import ABCMeta, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.feature_selection import SelectorMixin
 
-from dpdist.base import PrivateEstimator, PurePrivacyParams, charged_to, parameters
+from dpdist.base import PARAMETERS, PrivateEstimator, PurePrivacyParams, charged_to
 from dpdist.defaults import bss_ridge
 from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverAborted, SolverFailure
 from dpdist.privacy.loss import Charge
@@ -56,7 +57,7 @@ class Refusal(DPDistError):
         self.kind = kind
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class BSSSelectorBase(SelectorMixin, PrivateEstimator, PurePrivacyParams, metaclass=ABCMeta):
     """Shared parameters (``BSSTopRSelector``'s) and the release logic of the top-R and mistakes selectors."""
 

@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpdist.base import PrivacyParams, parameters
+from dpdist.base import PARAMETERS, PrivacyParams
 from dpdist.exceptions import ParameterError, SolverAborted
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
@@ -189,7 +189,7 @@ def mistakes_buckets(
     return Buckets(center, values, best, f1 - f0, {"kinds": kinds})
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class BSSMistakesSelector(BSSSelectorBase, PrivacyParams):
     """Private best subset selection by the mistakes method with a propose-test-release gap check.
 

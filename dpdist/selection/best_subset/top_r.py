@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdist.base import parameters
+from dpdist.base import PARAMETERS
 from dpdist.exceptions import SolverAborted
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase
@@ -201,7 +201,7 @@ def top_r_list(executor: Any, tau: float, time_limit: float | None = None) -> To
         start = lst.better  # the centre was not the optimum: restart from the better support
 
 
-@parameters
+@dataclass(**PARAMETERS)
 class BSSTopRSelector(BSSSelectorBase):
     """Private best subset selection by the top-R method (pure epsilon-DP).
 
