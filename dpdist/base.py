@@ -19,6 +19,12 @@ A private fit is one release (two when it first releases a count of its records)
    None), ``charge_`` (its charge), ``release_record_`` (what was released, as recorded) and
    ``n_public_`` (the public count).
 
+**Parameters.** An estimator's parameters are keyword-only fields of a dataclass (:data:`PARAMETERS`):
+each is declared once, in a parameter group its estimators share (:class:`PrivacyParams`,
+:class:`CountParams`, :class:`ClassesParam`, :class:`YBoundParam`, ...), and an estimator
+re-declares only a default of its own. scikit-learn's ``get_params`` reads them from the generated
+``__init__``; the estimators keep scikit-learn's ``repr`` and identity (no generated ``repr`` or ``==``).
+
 **No rows.** The release of a mechanism is its output on whatever the data holds, an empty set
 included: the keyed split's training half of a small data set is empty with a probability that
 depends on the data, and a refusal then would be an outcome of its own. So a fit that is a release
@@ -34,7 +40,7 @@ import uuid
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,19 +55,26 @@ from dpdist.released import widen
 from dpdist.utils.classifier import BinaryLinearClassifierMixin, plain_classes
 from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
-from dpdist.utils.random import check_random_state
+from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import check_count, validate_params
 
 __all__ = [
+    "PARAMETERS",
     "PLANNED_RECORDS",
+    "ClassesParam",
+    "CountParams",
     "Ledger",
     "ModelPlan",
     "PrivateClassifierMixin",
     "PrivateEstimator",
     "PrivateLearner",
+    "PrivacyParams",
     "PrivateRegressorMixin",
     "Progress",
+    "PurePrivacyParams",
     "ReleaseFitMixin",
+    "ReleaseRun",
+    "YBoundParam",
     "charged_to",
     "is_release",
     "noisy_count",
@@ -88,6 +101,73 @@ class ModelPlan:
     def after(self, public: Callable[[Any], int]) -> ModelPlan:
         """This plan at the public count ``public(result)`` of a count released as more than one number."""
         return ModelPlan(self.n_features, lambda result: self.at(public(result)))
+
+
+# The dataclass options of an estimator's parameters (``@dataclass(**PARAMETERS)``): each annotated class
+# attribute (a ``ClassVar`` is none) is a keyword-only parameter, with those of the parameter groups the class
+# is built from; the generated ``__init__`` sets each one as given, as scikit-learn's estimators do, and
+# nothing else. No ``repr`` or ``==`` is generated: an estimator keeps scikit-learn's and its identity.
+PARAMETERS: dict[str, Any] = {"kw_only": True, "repr": False, "eq": False}
+
+
+@dataclass(**PARAMETERS)
+class PurePrivacyParams:
+    """The parameters of every release: its budget ``epsilon`` and its noise's source ``random_state``
+    (None: OS entropy, every release; a seed for experiments only)."""
+
+    epsilon: float = 1.0
+    random_state: RandomState = None
+
+
+@dataclass(**PARAMETERS)
+class PrivacyParams(PurePrivacyParams):
+    """An (epsilon, delta) release's parameters: :class:`PurePrivacyParams` and ``delta``."""
+
+    delta: float = 1e-6
+
+
+@dataclass(**PARAMETERS)
+class CountParams:
+    """The public count of the records a ``counted`` estimator's charge depends on: ``n_records`` (a count
+    released earlier), or None: the fit releases a Laplace count of its own at ``count_epsilon`` first."""
+
+    n_records: int | None = None
+    count_epsilon: float = 0.01
+
+
+@dataclass(**PARAMETERS)
+class ClassesParam:
+    """A binary classifier's two labels ``classes``, public (required in a release; None: an experiment's
+    fit reads them from y)."""
+
+    classes: Any = None
+
+
+@dataclass(**PARAMETERS)
+class YBoundParam:
+    """A regressor's public bound ``y_bound`` on |y| (targets clipped to it: a per-record map)."""
+
+    y_bound: float = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseRun:
+    """What one run of a mechanism reads besides its records (:meth:`PrivateLearner.release_on`): the
+    public count ``n_public`` (None for an estimator that takes none), the ``charge`` it runs under (its
+    calibration's noise scales in ``charge.details``, computed by ``privacy_charge`` at ``n_public``), the
+    noise source ``rng``, the operator's ``progress`` and ``extra``, the public values the released model
+    carries besides (a classifier's classes)."""
+
+    n_public: int | None
+    charge: Charge
+    rng: np.random.Generator
+    progress: Progress | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def count(self) -> int:
+        """The public count of a ``counted`` estimator's run (it always has one)."""
+        assert self.n_public is not None
+        return self.n_public
 
 
 def charged_to(accountant: Accountant | None, dataset: str | None) -> Ledger | None:
@@ -313,19 +393,9 @@ class PrivateLearner(PrivateEstimator):
         return X, y
 
     @abstractmethod
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge`` (computed by
-        :meth:`privacy_charge` at ``n_public``): the released model, a dict of public values with
-        ``extra`` in it (a classifier's classes). It charges nothing: its caller does."""
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
+        """The mechanism's output on mapped records (:meth:`map_records`) under ``run.charge``: the released
+        model, a dict of public values with ``run.extra`` in it. It charges nothing: its caller does."""
 
     @abstractmethod
     def _set_released(self, out: dict[str, Any]) -> None:
@@ -356,8 +426,10 @@ class PrivateLearner(PrivateEstimator):
         n_public = self._public_count(X.shape[0], ledger, key, rng, model)
         charge, params = model.at(n_public)
 
+        run = ReleaseRun(n_public, charge, rng, progress, extra)
+
         def compute() -> dict[str, Any]:
-            return widen(self.release_on(X, y, n_public, charge, rng, progress, extra), held, width, schema)
+            return widen(self.release_on(X, y, run), held, width, schema)
 
         t0 = time.perf_counter()
         out = self._release(charge, key, compute, params, ledger)
@@ -401,8 +473,8 @@ class ReleaseFitMixin:
         """(y as the mechanism reads it, the public values the released model carries besides)."""
 
 
-class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin):
-    """The skeleton's ``fit`` of a binary classifier: two public classes, coded ``_negative`` / 1.0
+class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin, ClassesParam):
+    """The skeleton's ``fit`` of a binary classifier: two public ``classes``, coded ``_negative`` / 1.0
     (with an accountant the classes must be given: read from y, the released model's would be a
     function of the data)."""
 
@@ -412,8 +484,8 @@ class PrivateClassifierMixin(ReleaseFitMixin, BinaryLinearClassifierMixin):
         return self._coded_labels(y, is_release(self, accountant), negative=self._negative)
 
 
-class PrivateRegressorMixin(ReleaseFitMixin, RegressorMixin):
-    """The skeleton's ``fit`` of a regressor: real targets."""
+class PrivateRegressorMixin(ReleaseFitMixin, RegressorMixin, YBoundParam):
+    """The skeleton's ``fit`` of a regressor: real targets (the learner clips them to ``y_bound``)."""
 
     _y_numeric = True
 

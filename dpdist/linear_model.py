@@ -54,6 +54,7 @@ are those of the float64 matrix of the same values (products and sums in float64
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -61,7 +62,7 @@ import scipy.sparse as sp
 from sklearn.base import RegressorMixin, is_classifier
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivateEstimator, charged_to, is_release
+from dpdist.base import PARAMETERS, ClassesParam, PrivacyParams, PrivateEstimator, YBoundParam, charged_to, is_release
 from dpdist.data.transforms import BOUND_MODES, Matrix, clip_rows, enforce_bounds, value_dtype
 from dpdist.defaults import FW_ITERS, FW_LAM
 from dpdist.evaluation import sparse_coef
@@ -75,19 +76,38 @@ from dpdist.solvers.screening import RULES, ScreeningPlan, schedule_mask, screen
 from dpdist.utils.classifier import BinaryLinearClassifierMixin
 from dpdist.utils.model_selection import warn_if_exact_model_selection
 from dpdist.utils.operator_log import timing
-from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import Count, Delta, Epsilon, Options, Positive, check_count, check_delta, check_epsilon
 
 __all__ = ["METHODS", "PRIVATE", "SCREENINGS", "DPFrankWolfeClassifier", "DPFrankWolfeRegressor"]
 
 METHODS = ("fast-dp-fw", "dp-fw", "fw", "fast-fw")  # the solvers (module docstring)
 PRIVATE = ("fast-dp-fw", "dp-fw")
+SELECTIONS = {
+    "fast-dp-fw": "exponential",
+    "dp-fw": "laplace",
+    "fw": None,
+    "fast-fw": None,
+}  # each solver's private step
 SCREENINGS = (None, "rnm", "adp", "exact")
 
 
-class _FrankWolfe(PrivateEstimator):
+@dataclass(**PARAMETERS)
+class _FrankWolfe(PrivateEstimator, PrivacyParams):
     _loss = "logistic"
     mechanism = "frank_wolfe"
+    lam: float = FW_LAM
+    max_iter: int = FW_ITERS
+    method: str = "fast-dp-fw"
+    calibration: str = "safe"
+    bounds: str = "check"
+    screening: str | None = None
+    screen_epsilon: float | None = None
+    screen_delta: float | None = None
+    screen_rho: float | None = None
+    screen_schedule: Any = 1
+    screen_rule: str = "safe"
+    n_max: int | None = None
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "epsilon": [None, Epsilon()],  # required of a private method (_check_params)
         "delta": [None, Delta(zero=False)],
@@ -173,44 +193,23 @@ class _FrankWolfe(PrivateEstimator):
     ) -> FWResult:
         rng = check_random_state(self.random_state)
         screening, lipschitz_noise = self._screening_plan(X.shape[1]), self._lipschitz_noise()
+        sel = SELECTIONS[self.method]
+        common: dict[str, Any] = {
+            "selection": sel,
+            "epsilon": self.epsilon if sel else None,
+            "delta": self.delta if sel else None,
+            "calibration": self.calibration,
+            "loss": self._loss,
+            "y_bound": self._y_bound(),
+            "random_state": rng,
+            "progress": progress,
+            "screening": screening,
+            "lipschitz_noise": lipschitz_noise,
+        }
         if self.method in ("fw", "dp-fw"):
-            sel = "laplace" if self.method == "dp-fw" else None
-            return frank_wolfe(
-                X,
-                y,
-                self.lam,
-                self.max_iter,
-                selection=sel,
-                epsilon=self.epsilon if sel else None,
-                delta=self.delta if sel else None,
-                calibration=self.calibration,
-                loss=self._loss,
-                y_bound=self._y_bound(),
-                random_state=rng,
-                progress=progress,
-                screening=screening,
-                lipschitz_noise=lipschitz_noise,
-            )
-        sel = "exponential" if self.method == "fast-dp-fw" else None
+            return frank_wolfe(X, y, self.lam, self.max_iter, **common)
         refresh = math.ceil(self.max_iter / 10) if self._loss == "logistic" else 0
-        return fast_frank_wolfe(
-            X,
-            y,
-            self.lam,
-            self.max_iter,
-            selection=sel,
-            epsilon=self.epsilon if sel else None,
-            delta=self.delta if sel else None,
-            refresh=refresh,
-            calibration=self.calibration,
-            X_csc=X_csc,
-            loss=self._loss,
-            y_bound=self._y_bound(),
-            random_state=rng,
-            progress=progress,
-            screening=screening,
-            lipschitz_noise=lipschitz_noise,
-        )
+        return fast_frank_wolfe(X, y, self.lam, self.max_iter, refresh=refresh, X_csc=X_csc, **common)
 
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """The charge of one fit (its tight privacy loss and mechanism), whatever the data.
@@ -407,7 +406,8 @@ class _FrankWolfe(PrivateEstimator):
         return tags
 
 
-class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
+@dataclass(**PARAMETERS)
+class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe, ClassesParam):
     """Private L1-constrained logistic regression for two classes.
 
     ``classes``: the two labels, public: required in a release (read from y they would be a function of
@@ -416,43 +416,6 @@ class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
 
     _loss = "logistic"
     _parameter_constraints: ClassVar[dict[str, Any]] = {"classes": "no_validation"}  # _binary_classes
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        lam: float = FW_LAM,
-        max_iter: int = FW_ITERS,
-        method: str = "fast-dp-fw",
-        calibration: str = "safe",
-        bounds: str = "check",
-        classes: Any = None,
-        random_state: RandomState = None,
-        screening: str | None = None,
-        screen_epsilon: float | None = None,
-        screen_delta: float | None = None,
-        screen_rho: float | None = None,
-        screen_schedule: Any = 1,
-        screen_rule: str = "safe",
-        n_max: int | None = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.lam = lam
-        self.max_iter = max_iter
-        self.method = method
-        self.calibration = calibration
-        self.bounds = bounds
-        self.classes = classes
-        self.random_state = random_state
-        self.screening = screening
-        self.screen_epsilon = screen_epsilon
-        self.screen_delta = screen_delta
-        self.screen_rho = screen_rho
-        self.screen_schedule = screen_schedule
-        self.screen_rule = screen_rule
-        self.n_max = n_max
 
     def __sklearn_tags__(self):  # noqa: ANN204
         tags = super().__sklearn_tags__()
@@ -463,48 +426,12 @@ class DPFrankWolfeClassifier(BinaryLinearClassifierMixin, _FrankWolfe):
         return self._coded_labels(y, self.private and is_release(self, accountant), negative=0.0)  # fw: no release
 
 
-class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe):
+@dataclass(**PARAMETERS)
+class DPFrankWolfeRegressor(RegressorMixin, _FrankWolfe, YBoundParam):
     """Private L1-constrained least squares; ``y_bound`` is the public bound on |y|."""
 
     _loss = "squared"
     _parameter_constraints: ClassVar[dict[str, Any]] = {"y_bound": [Positive()]}
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        lam: float = FW_LAM,
-        max_iter: int = FW_ITERS,
-        method: str = "fast-dp-fw",
-        calibration: str = "safe",
-        bounds: str = "check",
-        y_bound: float = 1.0,
-        random_state: RandomState = None,
-        screening: str | None = None,
-        screen_epsilon: float | None = None,
-        screen_delta: float | None = None,
-        screen_rho: float | None = None,
-        screen_schedule: Any = 1,
-        screen_rule: str = "safe",
-        n_max: int | None = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.lam = lam
-        self.max_iter = max_iter
-        self.method = method
-        self.calibration = calibration
-        self.bounds = bounds
-        self.y_bound = y_bound
-        self.random_state = random_state
-        self.screening = screening
-        self.screen_epsilon = screen_epsilon
-        self.screen_delta = screen_delta
-        self.screen_rho = screen_rho
-        self.screen_schedule = screen_schedule
-        self.screen_rule = screen_rule
-        self.n_max = n_max
 
     def _y_bound(self) -> float:
         return self.y_bound

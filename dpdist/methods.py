@@ -263,6 +263,14 @@ def _gradient(
     )
 
 
+def _statistic(name: str, summary: str, estimator: tuple[str, str], family: str) -> Method:
+    """A learner of one task (``dpdist.statistic_models``): the command line's; a run reaches it through
+    auto's rule. It releases k-sparse models."""
+    return Method(
+        name, "learner", summary, estimator, family, params=(_EPS, _DELTA), front_ends=frozenset({"cli"}), sparsity="k"
+    )
+
+
 def _fw(name: str, summary: str, private: bool = True, screening: str | None = None) -> Method:
     defaults: dict[str, Any] = {"method": name, "lam": FW_LAM, "max_iter": FW_ITERS}
     if screening is not None:
@@ -331,25 +339,17 @@ _METHODS = (
     _gradient("select-train", "SelectTrain", "a private screening of k columns, then DP-SGD on them", sparsity="k"),
     _gradient("dp-gd", "DPGD", "full-batch DP gradient descent", row_blocks=True),
     _gradient("dp-iht", "DPIHT", "DP iterative hard thresholding", row_blocks=True, sparsity="s"),
-    Method(
+    _statistic(
         "adassp",
-        "learner",
         "least squares by perturbed sufficient statistics with an adaptive ridge ([Wan18])",
         ("", "dpdist.statistic_models.adassp:AdaSSPRegressor"),
         "ssp",
-        params=(_EPS, _DELTA),
-        front_ends=frozenset({"cli"}),  # one task only: a run reaches it through auto's rule
-        sparsity="k",
     ),
-    Method(
+    _statistic(
         "screened-centroid",
-        "learner",
         "a nearest-centroid classifier on k privately screened columns, for p >> n",
         ("dpdist.statistic_models.noisy_centroid:ScreenedCentroidClassifier", ""),
         "centroid",
-        params=(_EPS, _DELTA),
-        front_ends=frozenset({"cli"}),  # one task only: a run reaches it through auto's rule
-        sparsity="k",
     ),
     Method(
         "private-search",

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,7 +46,16 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from dpdist.base import PrivateEstimator, charged_to, is_release
+from dpdist.base import (
+    PARAMETERS,
+    ClassesParam,
+    CountParams,
+    PrivacyParams,
+    PrivateEstimator,
+    ReleaseRun,
+    charged_to,
+    is_release,
+)
 from dpdist.data.split import derive_key, record_sides
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
@@ -59,7 +69,7 @@ from dpdist.gradient_models import (
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import ORDERS, Charge, PrivacyLoss, best_of_runs_curve, curve_epsilon, rdp_curve
 from dpdist.utils.classifier import plain_classes, require_public_classes
-from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import AtLeast, Between, Count, Delta, Epsilon
 
 __all__ = [
@@ -122,7 +132,8 @@ def number_of_runs(rng: np.random.Generator, mean: float, shape: float) -> int:
             return k
 
 
-class PrivateSearch(PrivateEstimator):
+@dataclass(**PARAMETERS)
+class PrivateSearch(PrivateEstimator, PrivacyParams, CountParams, ClassesParam):
     """Private choice among candidate learners (module docstring), charged as one release.
 
     Parameters
@@ -149,6 +160,11 @@ class PrivateSearch(PrivateEstimator):
     counted = True
     _count_of = None  # the count's release parameters name no more than its epsilon (its records' keys)
     _default_task: ClassVar[str | None] = None
+    candidates: list[Any] | None = None
+    mean_runs: float | None = None
+    shape: float = 0.0
+    validation_fraction: float = 0.1
+    score_epsilon: float = 0.25
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "candidates": "no_validation",  # _check_params
         "epsilon": [Epsilon()],
@@ -162,33 +178,6 @@ class PrivateSearch(PrivateEstimator):
         "classes": "no_validation",  # _targets
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        candidates: list[Any] | None = None,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        mean_runs: float | None = None,
-        shape: float = 0.0,
-        validation_fraction: float = 0.1,
-        score_epsilon: float = 0.25,
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.candidates = candidates
-        self.epsilon = epsilon
-        self.delta = delta
-        self.mean_runs = mean_runs
-        self.shape = shape
-        self.validation_fraction = validation_fraction
-        self.score_epsilon = score_epsilon
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.classes = classes
-        self.random_state = random_state
 
     # ------------------------------------------------------------------ parameters
 
@@ -375,7 +364,9 @@ class PrivateSearch(PrivateEstimator):
             i = int(rng.integers(len(cands)))
             c = cands[i]
             Xc, yc = c.map_records(X[~val], y_fit[~val])  # per record: a side may be empty
-            model = c.release_on(Xc, yc, n_train, c.privacy_charge(n_train, noise_scale=scale), rng, None, extra)
+            model = c.release_on(
+                Xc, yc, ReleaseRun(n_train, c.privacy_charge(n_train, noise_scale=scale), rng, None, extra)
+            )
             score = self._score(c, model, X[val], y_fit[val]) + rng.laplace(scale=self._score_scale(c) * scale)
             score = score if np.isfinite(score) else -np.inf  # one total order, whatever a model's margins
             if best is None or score > best[0]:

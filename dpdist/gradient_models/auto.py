@@ -25,23 +25,23 @@ The claim and its proof: [docs/proofs/gradient_models-default_learner.md][proof-
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import Ledger, ModelPlan, PrivateEstimator
+from dpdist.base import PARAMETERS, Ledger, ModelPlan, PrivateEstimator, ReleaseRun
 from dpdist.exceptions import ParameterError
 from dpdist.gradient_models.base import (
     GradientClassifierMixin,
     GradientModel,
     GradientRegressorMixin,
-    Progress,
 )
 from dpdist.gradient_models.default_learner import LearnerPlan, ThresholdedClassifier, build_default, plan_default
 from dpdist.privacy.loss import Charge
 from dpdist.statistic_models.noisy_centroid import noisy_class_counts
-from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import Boolean
 
 __all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor"]
@@ -49,11 +49,13 @@ __all__ = ["UNKNOWN_WIDTH", "AutoClassifier", "AutoRegressor"]
 UNKNOWN_WIDTH = 1_000_000  # the width a charge planned before the data is read assumes
 
 
+@dataclass(**PARAMETERS)
 class _Auto(GradientModel):
     """The learner :func:`~dpdist.gradient_models.default_learner.plan_default` picks from public values
     (module docstring)."""
 
     mechanism = "auto"
+    dense: bool | None = None
     row_norm = None  # the chosen learner maps its records itself
     _task: ClassVar[str]
     _parameter_constraints: ClassVar[dict[str, Any]] = {"dense": [None, Boolean()], "class_counts": "no_validation"}
@@ -193,24 +195,15 @@ class _Auto(GradientModel):
             self.set_params(class_counts=list(counts))
         return n, counts
 
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        assert n_public is not None
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
+        n_public, charge = run.count(), run.charge
         dense = self.__dict__.get("_dense_input")
         plan = self.plan(n_public, int(X.shape[1]), dense)
         if plan.learner != charge.details["learner"]:  # the charge and the fit name the same learner (public values)
             raise RuntimeError(f"auto: charged {charge.details['learner']}, about to run {plan.learner}")
         inner = self.chosen(n_public, int(X.shape[1]), dense)
         Xi, yi = inner.map_records(X, y)
-        out = inner.release_on(Xi, yi, n_public, charge, rng, progress, extra)
+        out = inner.release_on(Xi, yi, run)
         if plan.learner == "dp-sgd+threshold":  # the threshold at the noisy prior (post-processing)
             neg, pos = self._counts(n_public)  # type: ignore[misc]
             out["threshold"] = math.log(pos / neg)
@@ -235,6 +228,7 @@ _AUTO_DOC = """
 """
 
 
+@dataclass(**PARAMETERS)
 class AutoClassifier(GradientClassifierMixin, _Auto):
     __doc__ = (
         "Private binary classification by the default learner (dpdist.gradient_models.default_learner's rule).\n"
@@ -243,29 +237,10 @@ class AutoClassifier(GradientClassifierMixin, _Auto):
         "    classes : the two labels, public (default: those in y).\n"
     )
     _task = "binary"
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        class_counts: Any = None,
-        dense: bool | None = None,
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.class_counts = class_counts
-        self.dense = dense
-        self.classes = classes
-        self.random_state = random_state
+    class_counts: Any = None
 
 
+@dataclass(**PARAMETERS)
 class AutoRegressor(GradientRegressorMixin, _Auto):
     __doc__ = (
         "Private least squares by the default learner (dpdist.gradient_models.default_learner's rule: AdaSSP).\n"
@@ -274,22 +249,3 @@ class AutoRegressor(GradientRegressorMixin, _Auto):
     )
     _task = "regression"
     class_counts = None
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        dense: bool | None = None,
-        y_bound: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.dense = dense
-        self.y_bound = y_bound
-        self.random_state = random_state

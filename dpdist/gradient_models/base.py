@@ -1,23 +1,15 @@
-"""What the gradient learners share (``GradientModel``): preprocessing, the public count, the
-release, prediction; and the two target mixins (two public classes, or clipped real targets).
-
-* **Per-record preprocessing** (``row_norm``): each row divided by its l2 norm (``"l2"``, the
-  default: cosine-normalised rows, as TF-IDF text is) or its largest |x_ij| (``"max"``), or left
-  alone (``None``). A map of one record at a time: no privacy cost, and the released model
-  carries it, so ``predict`` applies it again.
-* **A public count** of the training records: ``n_records`` when the caller has one (a noisy
-  count released earlier, e.g. the run's row counts), else the fit first releases a Laplace
-  count of its own (``count_epsilon``, a separate release charged before the model's: the
-  model's loss depends on it through q and T, and a loss must be fixed before it is charged).
-  The exact n is never used: n is private under ADD/REMOVE.
-* **The learner's mechanism**, charged as one release in its strongest form, then the model
-  ``{"indices", "values", "intercept", ...}`` (non-zero weights only) recorded by the ledger.
+"""What the gradient learners share (``GradientModel``): the per-record preprocessing (``row_norm``),
+the public count of the records, the release of the learner's mechanism and prediction, as the package
+docstring (:mod:`dpdist.gradient_models`) states them; the parameter groups of the noisy steps
+(``StepParams``, ``EpochSchedule``); and the two target mixins (two public classes, or clipped real
+targets).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,11 +19,15 @@ from sklearn.preprocessing import normalize
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpdist.base import (
+    PARAMETERS,
+    CountParams,
     Ledger,
+    PrivacyParams,
     PrivateClassifierMixin,
     PrivateLearner,
     PrivateRegressorMixin,
     Progress,
+    ReleaseRun,
     charged_to,
     noisy_count,
 )
@@ -45,12 +41,14 @@ from dpdist.solvers.dp_sgd import SGDPlan
 from dpdist.utils.validation import AtLeast, Boolean, Count, Delta, Epsilon, Options, Positive, check_positive
 
 __all__ = [
+    "EpochSchedule",
     "GradientClassifierMixin",
     "GradientModel",
     "GradientRegressorMixin",
     "Ledger",
     "Progress",
     "ROW_NORMS",
+    "StepParams",
     "SteppedModel",
     "charged_to",
     "noisy_count",
@@ -66,7 +64,7 @@ def _calibrated_noise(make: Callable[[float], PrivacyLoss], epsilon: float, delt
     return 1.0 / calibrate(lambda inv: make(1.0 / inv), epsilon, delta, 1e3, tol=1e-6)
 
 
-class GradientModel(PrivateLearner):
+class GradientModel(PrivateLearner, PrivacyParams, CountParams):
     """What the gradient learners share: preprocessing, the public count, the release, prediction."""
 
     _loss = "logistic"
@@ -170,7 +168,20 @@ class GradientModel(PrivateLearner):
         return tags
 
 
-class SteppedModel(GradientModel):
+@dataclass(**PARAMETERS)
+class StepParams:
+    """The noisy steps' public parameters (each learner declares its own step size ``lr``): ``clip`` the
+    per-record gradient norm, ``l2`` the penalty, ``intercept_scaling`` the intercept's feature value,
+    ``average`` (the mean of the second half's iterates) and the rows' ``row_norm``."""
+
+    clip: float = 1.0
+    l2: float = 0.0
+    intercept_scaling: float = 1.0
+    average: bool = True
+    row_norm: str | None = "l2"
+
+
+class SteppedModel(GradientModel, StepParams):
     """A gradient learner that runs DP-SGD steps (its schedule ``_steps``; every learner but ``auto``)."""
 
     _parameter_constraints: ClassVar[dict[str, Any]] = {
@@ -182,21 +193,11 @@ class SteppedModel(GradientModel):
         "row_norm": [Options(*ROW_NORMS)],
     }
 
-    def release_on(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """The mechanism's output on mapped records (:meth:`map_records`) under ``charge``'s
-        calibration (:meth:`privacy_charge` at ``n_public``): the released model. It charges nothing:
-        its caller does (``fit``, or the private search for its runs)."""
-        assert n_public is not None  # a counted estimator's
-        w, b = self._train(X, y, n_public, charge.details, rng, progress)
+    def release_on(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
+        """The mechanism's output on mapped records (:meth:`map_records`) under ``run.charge``'s
+        calibration: the released model. It charges nothing: its caller does (``fit``, or the private
+        search for its runs)."""
+        w, b = self._train(X, y, run)
         nz = np.flatnonzero(w)
         return {
             "indices": nz.tolist(),
@@ -205,24 +206,20 @@ class SteppedModel(GradientModel):
             "n_features": int(X.shape[1]),
             "row_norm": self.row_norm,
             "method": self.mechanism,
-            **(extra or {}),
+            **run.extra,
         }
 
     @abstractmethod
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        """The noisy fit: (w, b) of the model on the prepared (X, y), at the charge's noise scales."""
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
+        """The noisy fit: (w, b) of the model on the prepared (X, y), at the run's charge's noise scales."""
 
     def step_size(self) -> float:
         """The step size of the noisy steps (its ``lr``)."""
         return float(self.lr)
+
+    def run_plan(self, run: ReleaseRun) -> SGDPlan:
+        """:meth:`sgd_plan` of a run: at its public count and its charge's noise multiplier."""
+        return self.sgd_plan(run.count(), run.charge.details["noise_multiplier"])
 
     def sgd_plan(self, n_public: int, noise_multiplier: float) -> SGDPlan:
         """The public parameters of the steps for a public count and the charge's noise multiplier."""
@@ -239,6 +236,20 @@ class SteppedModel(GradientModel):
             float(self.intercept_scaling),
             0.5 if self.average else 1.0,
         )
+
+
+@dataclass(**PARAMETERS)
+class EpochSchedule:
+    """Poisson batches of expected size ``batch_size`` for ``epochs`` passes: the sampling rate
+    q = batch_size / n~ (1 when the batch is the whole set) and T = epochs / q steps."""
+
+    epochs: float = 40.0
+    batch_size: int = 4000
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"epochs": [Positive()], "batch_size": [Count()]}
+
+    def _steps(self, n_public: int) -> tuple[float, int, float]:
+        q = min(1.0, self.batch_size / n_public)
+        return q, max(1, int(round(self.epochs / q))), q * n_public
 
 
 class GradientClassifierMixin(PrivateClassifierMixin):

@@ -5,24 +5,29 @@ s-sparse models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.base import PARAMETERS, ReleaseRun
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
+from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, SteppedModel
 from dpdist.solvers.dp_iht import dp_iht
-from dpdist.utils.random import RandomState
 from dpdist.utils.validation import Count
 
 __all__ = ["DPIHTClassifier", "DPIHTRegressor"]
 
 
+@dataclass(**PARAMETERS)
 class _IHT(SteppedModel):
     """Full-batch DP-GD projected on s-sparse vectors after every step."""
 
     mechanism = "dp-iht"
+    s: int = 100
+    max_iter: int = 100
+    average: bool = False
     _parameter_constraints: ClassVar[dict[str, Any]] = {"s": [Count()], "max_iter": [Count()]}
 
     def _steps(self, n_public: int) -> tuple[float, int, float]:
@@ -32,16 +37,8 @@ class _IHT(SteppedModel):
         if self.s >= n_features:
             raise ParameterError(f"s={self.s} must be smaller than the number of features ({n_features})")
 
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        return dp_iht(X, y, self.sgd_plan(n_public, noise["noise_multiplier"]), int(self.s), rng, progress)
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
+        return dp_iht(X, y, self.run_plan(run), int(self.s), run.rng, run.progress)
 
 
 _IHT_DOC = """
@@ -53,43 +50,15 @@ _IHT_DOC = """
 """
 
 
+@dataclass(**PARAMETERS)
 class DPIHTClassifier(GradientClassifierMixin, _IHT):
     __doc__ = "Private s-sparse logistic regression by noisy iterative hard thresholding.\n" + _IHT_DOC
 
-    def __init__(
-        self,
-        *,
-        s: int = 100,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        max_iter: int = 100,
-        lr: float = 10000.0,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 0.01,
-        average: bool = False,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.s = s
-        self.epsilon = epsilon
-        self.delta = delta
-        self.max_iter = max_iter
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.classes = classes
-        self.random_state = random_state
+    lr: float = 10000.0
+    intercept_scaling: float = 0.01
 
 
+@dataclass(**PARAMETERS)
 class DPIHTRegressor(GradientRegressorMixin, _IHT):
     __doc__ = (
         "Private s-sparse least squares by noisy iterative hard thresholding.\n"
@@ -97,35 +66,5 @@ class DPIHTRegressor(GradientRegressorMixin, _IHT):
         + "    y_bound : the public bound on |y|.\n"
     )
 
-    def __init__(
-        self,
-        *,
-        s: int = 100,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        max_iter: int = 100,
-        lr: float = 100.0,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 0.1,
-        average: bool = False,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        y_bound: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        self.s = s
-        self.epsilon = epsilon
-        self.delta = delta
-        self.max_iter = max_iter
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.y_bound = y_bound
-        self.random_state = random_state
+    lr: float = 100.0
+    intercept_scaling: float = 0.1

@@ -5,24 +5,31 @@ then DP-SGD on those k columns, charged as one release. k-sparse models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
+from dpdist.base import PARAMETERS, ReleaseRun
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
+from dpdist.gradient_models.base import (
+    EpochSchedule,
+    GradientClassifierMixin,
+    GradientRegressorMixin,
+    SteppedModel,
+)
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.gaussian import GaussianTopK
 from dpdist.solvers.dp_sgd import dp_sgd
-from dpdist.utils.random import RandomState
-from dpdist.utils.validation import Between, Count, Positive
+from dpdist.utils.validation import Between, Count
 
 __all__ = ["SelectTrainClassifier", "SelectTrainRegressor"]
 
 
-class _SelectTrain(SteppedModel):
+@dataclass(**PARAMETERS)
+class _SelectTrain(EpochSchedule, SteppedModel):
     """Private screening of k columns (Gaussian noise on |X^T y|), then DP-SGD on them.
 
     The two phases are one release: the screening's loss (zCDP, ``GaussianTopK``) composed with
@@ -34,16 +41,10 @@ class _SelectTrain(SteppedModel):
     """
 
     mechanism = "select-train"
-    _parameter_constraints: ClassVar[dict[str, Any]] = {
-        "k": [Count()],
-        "selection_share": [Between(0.0, 1.0)],
-        "epochs": [Positive()],
-        "batch_size": [Count()],
-    }
-
-    def _steps(self, n_public: int) -> tuple[float, int, float]:
-        q = min(1.0, self.batch_size / n_public)
-        return q, max(1, int(round(self.epochs / q))), q * n_public
+    k: int = 100
+    selection_share: float = 0.3
+    epochs: float = 100.0
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"k": [Count()], "selection_share": [Between(0.0, 1.0)]}
 
     def check_width(self, n_features: int) -> None:
         if self.k >= n_features:
@@ -84,22 +85,16 @@ class _SelectTrain(SteppedModel):
         loss, rho, z = self._loss_at(n_public, scale)
         return Charge(loss, f"{self.mechanism}/{self._loss}", {"noise_multiplier": z, "screening_rho": rho})
 
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
         if self.k >= X.shape[1]:
             raise ParameterError(f"k={self.k} must be smaller than the number of features ({X.shape[1]})")
         yb = np.clip(y, -1.0, 1.0)  # the screening's bound (|y_i| <= 1; rows have ||x_i||_2 <= 1 below)
         Xs = normalize(X, norm="l2") if self.row_norm != "l2" else X
-        screen = GaussianTopK(int(self.k), noise["screening_rho"], float(self.selection_share) * self.delta)
-        cols = screen.select(np.abs(Xs.T @ yb), rng)
-        w_k, b = dp_sgd(X[:, cols], y, self.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
+        screen = GaussianTopK(
+            int(self.k), run.charge.details["screening_rho"], float(self.selection_share) * self.delta
+        )
+        cols = screen.select(np.abs(Xs.T @ yb), run.rng)
+        w_k, b = dp_sgd(X[:, cols], y, self.run_plan(run), run.rng, run.progress)
         w = np.zeros(X.shape[1])
         w[cols] = w_k
         return w, b
@@ -118,47 +113,14 @@ _ST_DOC = """
 """
 
 
+@dataclass(**PARAMETERS)
 class SelectTrainClassifier(GradientClassifierMixin, _SelectTrain):
     __doc__ = "Private k-sparse logistic regression: a private screening of k columns, then DP-SGD on them.\n" + _ST_DOC
 
-    def __init__(
-        self,
-        *,
-        k: int = 100,
-        selection_share: float = 0.3,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        epochs: float = 100.0,
-        batch_size: int = 4000,
-        lr: float = 100.0,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 1.0,
-        average: bool = True,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.k = k
-        self.selection_share = selection_share
-        self.epsilon = epsilon
-        self.delta = delta
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.classes = classes
-        self.random_state = random_state
+    lr: float = 100.0
 
 
+@dataclass(**PARAMETERS)
 class SelectTrainRegressor(GradientRegressorMixin, _SelectTrain):
     __doc__ = (
         "Private k-sparse least squares: a private screening of k columns, then DP-SGD on them.\n"
@@ -166,39 +128,4 @@ class SelectTrainRegressor(GradientRegressorMixin, _SelectTrain):
         + "    y_bound : the public bound on |y|.\n"
     )
 
-    def __init__(
-        self,
-        *,
-        k: int = 100,
-        selection_share: float = 0.3,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        epochs: float = 100.0,
-        batch_size: int = 4000,
-        lr: float = 1.0,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 1.0,
-        average: bool = True,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        y_bound: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        self.k = k
-        self.selection_share = selection_share
-        self.epsilon = epsilon
-        self.delta = delta
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.y_bound = y_bound
-        self.random_state = random_state
+    lr: float = 1.0

@@ -6,47 +6,47 @@ algorithm and its proof. Dense models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.base import PARAMETERS, ReleaseRun
 from dpdist.exceptions import ParameterError
-from dpdist.gradient_models.base import GradientClassifierMixin, GradientRegressorMixin, Progress, SteppedModel
+from dpdist.gradient_models.base import (
+    EpochSchedule,
+    GradientClassifierMixin,
+    GradientRegressorMixin,
+    SteppedModel,
+)
 from dpdist.solvers.dp_sgd import dp_sgd
-from dpdist.utils.random import RandomState
 from dpdist.utils.validation import Count, Positive
 
 __all__ = ["DPGDClassifier", "DPGDRegressor", "DPSGDClassifier", "DPSGDRegressor"]
 
 
-class _SGD(SteppedModel):
+class _DPSGD(SteppedModel):
+    """A learner whose steps are DP-SGD's on all columns (``dpdist.solvers.dp_sgd``), at its schedule."""
+
+    def _train(self, X: sp.csr_matrix, y: np.ndarray, run: ReleaseRun) -> tuple[np.ndarray, float]:
+        return dp_sgd(X, y, self.run_plan(run), run.rng, run.progress)
+
+
+@dataclass(**PARAMETERS)
+class _SGD(EpochSchedule, _DPSGD):
     """DP-SGD: Poisson batches of expected size ``batch_size`` for ``epochs`` passes, on all columns."""
 
     mechanism = "dp-sgd"
-    _parameter_constraints: ClassVar[dict[str, Any]] = {"epochs": [Positive()], "batch_size": [Count()]}
-
-    def _steps(self, n_public: int) -> tuple[float, int, float]:
-        q = min(1.0, self.batch_size / n_public)
-        return q, max(1, int(round(self.epochs / q))), q * n_public
-
-    def _train(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        n_public: int,
-        noise: dict[str, float],
-        rng: np.random.Generator,
-        progress: Progress | None,
-    ) -> tuple[np.ndarray, float]:
-        return dp_sgd(X, y, self.sgd_plan(n_public, noise["noise_multiplier"]), rng, progress)
 
 
-class _GD(_SGD):
+@dataclass(**PARAMETERS)
+class _GD(_DPSGD):
     """Full-batch DP-GD: ``max_iter`` steps over every record (``dpdist.pipelines.dp_gd`` runs the same steps
     as a Dask reduction over a store's row blocks)."""
 
     mechanism = "dp-gd"
+    max_iter: int = 100
     _parameter_constraints: ClassVar[dict[str, Any]] = {"max_iter": [Count()]}
 
     def _steps(self, n_public: int) -> tuple[float, int, float]:
@@ -76,115 +76,29 @@ _CLASSES_DOC = "    classes : the two labels, public (default: the labels seen i
 _Y_BOUND_DOC = "    y_bound : the public bound on |y| (targets clipped to it, a per-record map).\n"
 
 
+@dataclass(**PARAMETERS)
 class DPSGDClassifier(GradientClassifierMixin, _SGD):
     __doc__ = "Private logistic regression (two classes) by DP-SGD.\n" + _SGD_DOC + _CLASSES_DOC
 
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        epochs: float = 40.0,
-        batch_size: int = 4000,
-        lr: float = 10.0,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 1.0,
-        average: bool = True,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.classes = classes
-        self.random_state = random_state
+    lr: float = 10.0
 
 
+@dataclass(**PARAMETERS)
 class DPSGDRegressor(GradientRegressorMixin, _SGD):
     __doc__ = "Private least squares by DP-SGD.\n" + _SGD_DOC + _Y_BOUND_DOC
 
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        epochs: float = 40.0,
-        batch_size: int = 4000,
-        lr: float = 1.0,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 1.0,
-        average: bool = True,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        y_bound: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.y_bound = y_bound
-        self.random_state = random_state
+    lr: float = 1.0
 
 
+@dataclass(**PARAMETERS)
 class DPGDClassifier(GradientClassifierMixin, _GD):
     __doc__ = "Private logistic regression (two classes) by full-batch DP-GD.\n" + _GD_DOC + _CLASSES_DOC
 
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        max_iter: int = 100,
-        lr: float = 3000.0,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 0.02,
-        average: bool = True,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.max_iter = max_iter
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.classes = classes
-        self.random_state = random_state
+    lr: float = 3000.0
+    intercept_scaling: float = 0.02
 
 
+@dataclass(**PARAMETERS)
 class DPGDRegressor(GradientRegressorMixin, _GD):
     __doc__ = (
         "Private least squares by full-batch DP-GD.\n"
@@ -196,6 +110,8 @@ class DPGDRegressor(GradientRegressorMixin, _GD):
         )
         + _Y_BOUND_DOC
     )
+    lr: float | None = None
+    intercept_scaling: float = 0.1
     _parameter_constraints: ClassVar[dict[str, Any]] = {"lr": [None, Positive()]}
 
     def _smoothness(self) -> float:
@@ -220,34 +136,3 @@ class DPGDRegressor(GradientRegressorMixin, _GD):
 
     def step_size(self) -> float:
         return 1.0 / self._smoothness() if self.lr is None else float(self.lr)
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        max_iter: int = 100,
-        lr: float | None = None,
-        clip: float = 1.0,
-        l2: float = 0.0,
-        intercept_scaling: float = 0.1,
-        average: bool = True,
-        row_norm: str | None = "l2",
-        n_records: int | None = None,
-        count_epsilon: float = 0.01,
-        y_bound: float = 1.0,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.max_iter = max_iter
-        self.lr = lr
-        self.clip = clip
-        self.l2 = l2
-        self.intercept_scaling = intercept_scaling
-        self.average = average
-        self.row_norm = row_norm
-        self.n_records = n_records
-        self.count_epsilon = count_epsilon
-        self.y_bound = y_bound
-        self.random_state = random_state

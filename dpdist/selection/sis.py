@@ -17,12 +17,13 @@ about it, and is not done here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import charged_to
+from dpdist.base import PARAMETERS, PurePrivacyParams, charged_to
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
@@ -30,7 +31,7 @@ from dpdist.privacy.loss import Charge
 from dpdist.selection.baselines import JointTopK, LaplaceTopK, PeelingTopK
 from dpdist.selection.support import FeatureReleaseSelector
 from dpdist.selection.topk import CanonicalTopK
-from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import Count, Delta, Options
 
 __all__ = ["MECHANISMS", "STORE_CLASSES", "DPSIS", "correlation_scores", "store_scores", "store_target"]
@@ -92,7 +93,8 @@ def store_scores(
     return np.abs(acc)
 
 
-class DPSIS(FeatureReleaseSelector):
+@dataclass(**PARAMETERS)
+class DPSIS(FeatureReleaseSelector, PurePrivacyParams):
     """Private feature screening: the k features with the largest |x_(j)^T y|, by a DP top-k.
 
     Parameters
@@ -113,6 +115,12 @@ class DPSIS(FeatureReleaseSelector):
     ``n_features_in_``, ``release_`` (the ledger record when an accountant was given).
     """
 
+    k: int = 10
+    delta: float = 0.0
+    mechanism: str = "canonical"
+    gamma: float = 0.5
+    noise: str = "gumbel"
+    bounds: str = "check"
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": [Count()],
         "epsilon": "no_validation",  # by the top-k mechanism, as its budget (_make_mechanism)
@@ -123,27 +131,6 @@ class DPSIS(FeatureReleaseSelector):
         "bounds": [Options(*BOUND_MODES)],
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        k: int = 10,
-        epsilon: float = 1.0,
-        delta: float = 0.0,
-        mechanism: str = "canonical",
-        gamma: float = 0.5,
-        noise: str = "gumbel",
-        bounds: str = "check",
-        random_state: RandomState = None,
-    ) -> None:
-        self.k = k
-        self.epsilon = epsilon
-        self.delta = delta
-        self.mechanism = mechanism
-        self.gamma = gamma
-        self.noise = noise
-        self.bounds = bounds
-        self.random_state = random_state
 
     def _check_params(self) -> None:
         self._make_mechanism()

@@ -21,6 +21,7 @@ import math
 import uuid
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -28,7 +29,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso
 
-from dpdist.base import PrivateEstimator, charged_to
+from dpdist.base import PARAMETERS, PrivateEstimator, PurePrivacyParams, charged_to
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
@@ -125,7 +126,8 @@ def block_votes(X_b: Matrix, y_b: np.ndarray, s: int, alpha: float) -> np.ndarra
     return vote if cols is None else cols[vote]
 
 
-class TwoStageSelector(FeatureReleaseSelector):
+@dataclass(**PARAMETERS)
+class TwoStageSelector(FeatureReleaseSelector, PurePrivacyParams):
     """Stage 1: private selection of the k features most often chosen by per-block LASSOs.
 
     ``n_blocks``: a public number of blocks m; None (default) releases a noisy row count with
@@ -133,6 +135,10 @@ class TwoStageSelector(FeatureReleaseSelector):
     """
 
     mechanism = "two_stage/samp_agg"
+    k: int = 10
+    alpha: float = 0.1
+    n_blocks: int | None = None
+    count_fraction: float = 0.1
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": [Count()],
         "epsilon": [Epsilon()],
@@ -141,23 +147,6 @@ class TwoStageSelector(FeatureReleaseSelector):
         "count_fraction": [Between(0.0, 1.0)],
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        k: int = 10,
-        epsilon: float = 1.0,
-        alpha: float = 0.1,
-        n_blocks: int | None = None,
-        count_fraction: float = 0.1,
-        random_state: RandomState = None,
-    ) -> None:
-        self.k = k
-        self.epsilon = epsilon
-        self.alpha = alpha
-        self.n_blocks = n_blocks
-        self.count_fraction = count_fraction
-        self.random_state = random_state
 
     def _key_prefix(self) -> str:
         return "two-stage"
@@ -260,7 +249,8 @@ class TwoStageSelector(FeatureReleaseSelector):
         self.n_features_in_ = int(n_features)
 
 
-class TwoStageRegression(PrivateEstimator):
+@dataclass(**PARAMETERS)
+class TwoStageRegression(PrivateEstimator, PurePrivacyParams):
     """Both stages: private support (epsilon_1) then objective perturbation on it (epsilon_2).
 
     ``epsilon`` is split as ``epsilon_split`` : 1 - ``epsilon_split`` (50/50 as in the paper-002
@@ -269,6 +259,12 @@ class TwoStageRegression(PrivateEstimator):
     """
 
     mechanism = "two_stage/regression"
+    k: int = 10
+    delta: float = 0.0
+    loss: str = "squared"
+    alpha: float = 0.1
+    epsilon_split: float = 0.5
+    n_blocks: int | None = None
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": [Count()],
         "epsilon": [Epsilon()],
@@ -279,27 +275,6 @@ class TwoStageRegression(PrivateEstimator):
         "n_blocks": [None, Count()],
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        k: int = 10,
-        epsilon: float = 1.0,
-        delta: float = 0.0,
-        loss: str = "squared",
-        alpha: float = 0.1,
-        epsilon_split: float = 0.5,
-        n_blocks: int | None = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.k = k
-        self.epsilon = epsilon
-        self.delta = delta
-        self.loss = loss
-        self.alpha = alpha
-        self.epsilon_split = epsilon_split
-        self.n_blocks = n_blocks
-        self.random_state = random_state
 
     def _stages(self) -> tuple[TwoStageSelector, ObjectivePerturbation]:
         self.check_params()

@@ -23,6 +23,7 @@ epsilon. The claims and their proofs: [docs/proofs/solvers-objective_perturbatio
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -33,11 +34,11 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivateEstimator
+from dpdist.base import PARAMETERS, ClassesParam, PrivateEstimator, PurePrivacyParams
 from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
-from dpdist.utils.random import RandomState, check_random_state
+from dpdist.utils.random import check_random_state
 from dpdist.utils.validation import Between, Delta, Epsilon, Options, Positive
 
 __all__ = ["LOSSES", "MIN_TOLERANCE", "ObjectivePerturbation"]
@@ -113,7 +114,8 @@ def _refine_trust_region(
     return theta, nu
 
 
-class ObjectivePerturbation(PrivateEstimator):
+@dataclass(**PARAMETERS)
+class ObjectivePerturbation(PrivateEstimator, PurePrivacyParams, ClassesParam):
     """Private linear or logistic regression on few features by objective perturbation.
 
     ``tolerance`` (logistic only) is the public bound r on the distance between the released
@@ -126,6 +128,10 @@ class ObjectivePerturbation(PrivateEstimator):
     """
 
     mechanism = "objective_perturbation"
+    loss: str = "squared"
+    delta: float = 0.0
+    tolerance: float = 1e-6
+    output_fraction: float = 0.01
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "loss": [Options(*LOSSES)],
         "epsilon": [Epsilon()],
@@ -135,25 +141,6 @@ class ObjectivePerturbation(PrivateEstimator):
         "random_state": "no_validation",
         "classes": "no_validation",  # _binary_target
     }
-
-    def __init__(
-        self,
-        *,
-        loss: str = "squared",
-        epsilon: float = 1.0,
-        delta: float = 0.0,
-        tolerance: float = 1e-6,
-        output_fraction: float = 0.01,
-        random_state: RandomState = None,
-        classes: Any = None,
-    ) -> None:
-        self.loss = loss
-        self.epsilon = epsilon
-        self.delta = delta
-        self.tolerance = tolerance
-        self.output_fraction = output_fraction
-        self.random_state = random_state
-        self.classes = classes
 
     def _check_params(self) -> None:
         if float(self.tolerance) < MIN_TOLERANCE:

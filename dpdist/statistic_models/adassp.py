@@ -35,12 +35,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivateLearner, PrivateRegressorMixin, Progress
+from dpdist.base import PARAMETERS, PrivacyParams, PrivateLearner, PrivateRegressorMixin, ReleaseRun
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map, row_lengths
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.gaussian import GaussianTopK, zcdp_for
-from dpdist.utils.random import RandomState
 from dpdist.utils.validation import AtLeast, Between, Count, Delta, Epsilon, Options, Positive
 
 __all__ = ["AdaSSPRegressor", "SSPPlan", "adassp_solve", "bounded_records", "noisy_statistics"]
@@ -116,7 +115,8 @@ def adassp_solve(lam_min: float, A: np.ndarray, b: np.ndarray, plan: SSPPlan, be
     return theta, lam
 
 
-class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
+@dataclass(**PARAMETERS)
+class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner, PrivacyParams):
     """Private least squares by AdaSSP (module docstring), with an unpenalised intercept.
 
     Parameters
@@ -133,6 +133,12 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
     """
 
     mechanism = "adassp"
+    row_norm: str | None = "sqrt-l2"
+    intercept_scaling: float = 1.0
+    shares: tuple[float, float, float] = (0.05, 0.75, 0.2)
+    k: int | None = None
+    screen_share: float = 0.2
+    beta: float = 0.05
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "epsilon": [Epsilon()],
         "delta": [Delta(zero=False)],
@@ -145,31 +151,6 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
         "beta": [Between(0.0, 1.0)],
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        y_bound: float = 1.0,
-        row_norm: str | None = "sqrt-l2",
-        intercept_scaling: float = 1.0,
-        shares: tuple[float, float, float] = (0.05, 0.75, 0.2),
-        k: int | None = None,
-        screen_share: float = 0.2,
-        beta: float = 0.05,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.y_bound = y_bound
-        self.row_norm = row_norm
-        self.intercept_scaling = intercept_scaling
-        self.shares = shares
-        self.k = k
-        self.screen_share = screen_share
-        self.beta = beta
-        self.random_state = random_state
 
     def _check_params(self) -> None:
         try:
@@ -206,16 +187,7 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
         params["shares"] = [float(s) for s in self.shares]
         return params
 
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
         """The four (or three) Gaussian releases and their post-processing: the released model."""
         c = float(self.intercept_scaling)
         Z, yc = bounded_records(X, y, self.row_norm, c, float(self.y_bound))
@@ -225,10 +197,10 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
         if self.k is not None:
             Zx = Z[:, :d]
             scores = np.abs(np.asarray(Zx.T @ yc).ravel())
-            cols = GaussianTopK(int(self.k), screen_rho, float(self.delta), float(self.y_bound)).select(scores, rng)
+            cols = GaussianTopK(int(self.k), screen_rho, float(self.delta), float(self.y_bound)).select(scores, run.rng)
             Z = Z[:, np.append(cols, d)] if c > 0 else Z[:, cols]
         plan = self.plan()
-        theta, lam = adassp_solve(*noisy_statistics(Z, yc, plan, rng), plan, float(self.beta))
+        theta, lam = adassp_solve(*noisy_statistics(Z, yc, plan, run.rng), plan, float(self.beta))
         a = 1.0 / math.sqrt(1.0 + c * c)
         w = np.zeros(d)
         w[cols] = a * theta[: cols.size]
@@ -241,7 +213,7 @@ class AdaSSPRegressor(PrivateRegressorMixin, PrivateLearner):
             "row_norm": self.row_norm,
             "method": self.mechanism,
             "ridge": float(lam),
-            **(extra or {}),
+            **run.extra,
         }
 
     def _set_released(self, out: dict[str, Any]) -> None:

@@ -28,18 +28,18 @@ refused before any charge). The claim and its proof:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PrivateClassifierMixin, PrivateLearner, Progress
+from dpdist.base import PARAMETERS, PrivacyParams, PrivateClassifierMixin, PrivateLearner, ReleaseRun
 from dpdist.data.record_maps import ROW_MAPS, apply_row_map
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import Charge, PrivacyLoss, calibrate
 from dpdist.selection.baselines import PeelingTopK
-from dpdist.utils.random import RandomState
 from dpdist.utils.validation import Between, Count, Delta, Epsilon, Options
 
 __all__ = ["CentroidPlan", "ScreenedCentroidClassifier", "balanced_scores", "noisy_class_counts", "noisy_class_sums"]
@@ -84,7 +84,8 @@ def noisy_class_sums(
     return neg, pos
 
 
-class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
+@dataclass(**PARAMETERS)
+class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner, PrivacyParams):
     """Private nearest-centroid classifier on k privately screened columns (module docstring).
 
     Parameters
@@ -101,6 +102,10 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
     """
 
     mechanism = "screened-centroid"
+    k: int = 1
+    count_share: float = 0.07
+    select_share: float = 0.6
+    row_norm: str | None = "rank"
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "epsilon": [Epsilon()],
         "delta": [Delta(zero=False)],
@@ -111,27 +116,6 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
         "classes": "no_validation",  # the fit's coding of the labels
         "random_state": "no_validation",
     }
-
-    def __init__(
-        self,
-        *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        k: int = 1,
-        count_share: float = 0.07,
-        select_share: float = 0.6,
-        row_norm: str | None = "rank",
-        classes: Any = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.k = k
-        self.count_share = count_share
-        self.select_share = select_share
-        self.row_norm = row_norm
-        self.classes = classes
-        self.random_state = random_state
 
     def _check_params(self) -> None:
         c, s = float(self.count_share), float(self.select_share)
@@ -168,24 +152,15 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
             return Xm
         return np.clip(Xm, -1.0, 1.0)
 
-    def release_on(
-        self,
-        X: Any,
-        y: np.ndarray,
-        n_public: int | None,
-        charge: Charge,
-        rng: np.random.Generator,
-        progress: Progress | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def release_on(self, X: Any, y: np.ndarray, run: ReleaseRun) -> dict[str, Any]:
         """The three steps (module docstring) on the records, y > 0 the positive class: the released model."""
         plan = self.plan()
         signs = np.where(np.asarray(y) > 0, 1.0, -1.0)
         Xb = self._bounded(X)
-        counts = noisy_class_counts(signs, plan.count_epsilon, rng)
+        counts = noisy_class_counts(signs, plan.count_epsilon, run.rng)
         scores = balanced_scores(Xb, signs, counts)
-        cols = PeelingTopK(int(self.k), plan.select_epsilon, random_state=rng).select(scores)
-        neg, pos = noisy_class_sums(Xb[:, cols], signs, plan.sigma, rng)
+        cols = PeelingTopK(int(self.k), plan.select_epsilon, random_state=run.rng).select(scores)
+        neg, pos = noisy_class_sums(Xb[:, cols], signs, plan.sigma, run.rng)
         mu_neg, mu_pos = neg / counts[0], pos / counts[1]
         w = mu_pos - mu_neg
         return {
@@ -196,7 +171,7 @@ class ScreenedCentroidClassifier(PrivateClassifierMixin, PrivateLearner):
             "row_norm": self.row_norm,
             "method": self.mechanism,
             "class_counts": [counts[0], counts[1]],
-            **(extra or {}),
+            **run.extra,
         }
 
     def _set_released(self, out: dict[str, Any]) -> None:

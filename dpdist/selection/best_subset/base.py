@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import time
 from abc import ABCMeta, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.feature_selection import SelectorMixin
 
-from dpdist.base import PrivateEstimator, charged_to
+from dpdist.base import PARAMETERS, PrivateEstimator, PurePrivacyParams, charged_to
 from dpdist.defaults import bss_ridge
 from dpdist.exceptions import DPDistError, ParameterError, ReleaseRefused, SolverAborted, SolverFailure
 from dpdist.privacy.loss import Charge
@@ -56,21 +57,20 @@ class Refusal(DPDistError):
         self.kind = kind
 
 
-class BSSSelectorBase(SelectorMixin, PrivateEstimator, metaclass=ABCMeta):
-    """Shared parameters and the release logic of the top-R and mistakes selectors."""
+@dataclass(**PARAMETERS)
+class BSSSelectorBase(SelectorMixin, PrivateEstimator, PurePrivacyParams, metaclass=ABCMeta):
+    """Shared parameters (``BSSTopRSelector``'s) and the release logic of the top-R and mistakes selectors."""
 
     mechanism = "bss"
-    s: int
-    epsilon: float
-    loss: str
-    r: float
-    ridge: float | None
-    x_bound: float
-    y_bound: float
-    bounds: str
-    tol: float
-    nonprivate_time_limit: float | None
-    random_state: Any
+    s: int = 5
+    loss: str = "squared"
+    r: float = 1.1
+    ridge: float | None = None
+    x_bound: float = 0.5
+    y_bound: float = 0.5
+    bounds: str = "check"
+    tol: float = 1e-3
+    nonprivate_time_limit: float | None = None
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "s": [Count()],
         "epsilon": [Epsilon()],

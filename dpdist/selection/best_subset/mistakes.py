@@ -55,6 +55,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dpdist.base import PARAMETERS, PrivacyParams
 from dpdist.exceptions import ParameterError, SolverAborted
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase, Refusal
@@ -188,7 +189,8 @@ def mistakes_buckets(
     return Buckets(center, values, best, f1 - f0, {"kinds": kinds})
 
 
-class BSSMistakesSelector(BSSSelectorBase):
+@dataclass(**PARAMETERS)
+class BSSMistakesSelector(BSSSelectorBase, PrivacyParams):
     """Private best subset selection by the mistakes method with a propose-test-release gap check.
 
     Parameters (besides those of ``BSSTopRSelector``)
@@ -205,47 +207,15 @@ class BSSMistakesSelector(BSSSelectorBase):
     """
 
     mechanism = "bss/mistakes-ptr"
+    ptr_fraction: float = 0.5
+    horizon: float = 10.0
+    mode: str = "ptr"
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "delta": "no_validation",  # with mode "ptr" only (_check_params)
         "ptr_fraction": "no_validation",
         "horizon": [Positive()],
         "mode": [Options(*MODES)],
     }
-
-    def __init__(
-        self,
-        *,
-        s: int = 5,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        loss: str = "squared",
-        r: float = 1.1,
-        ridge: float | None = None,
-        x_bound: float = 0.5,
-        y_bound: float = 0.5,
-        bounds: str = "check",
-        tol: float = 1e-3,
-        ptr_fraction: float = 0.5,
-        horizon: float = 10.0,
-        mode: str = "ptr",
-        nonprivate_time_limit: float | None = None,
-        random_state: Any = None,
-    ) -> None:
-        self.s = s
-        self.epsilon = epsilon
-        self.delta = delta
-        self.loss = loss
-        self.r = r
-        self.ridge = ridge
-        self.x_bound = x_bound
-        self.y_bound = y_bound
-        self.bounds = bounds
-        self.tol = tol
-        self.ptr_fraction = ptr_fraction
-        self.horizon = horizon
-        self.mode = mode
-        self.nonprivate_time_limit = nonprivate_time_limit
-        self.random_state = random_state
 
     def _check_params(self) -> None:
         super()._check_params()

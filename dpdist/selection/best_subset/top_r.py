@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from dpdist.base import PARAMETERS
 from dpdist.exceptions import SolverAborted
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.selection.best_subset.base import BSSSelectorBase
@@ -200,6 +201,7 @@ def top_r_list(executor: Any, tau: float, time_limit: float | None = None) -> To
         start = lst.better  # the centre was not the optimum: restart from the better support
 
 
+@dataclass(**PARAMETERS)
 class BSSTopRSelector(BSSSelectorBase):
     """Private best subset selection by the top-R method (pure epsilon-DP).
 
@@ -225,33 +227,6 @@ class BSSTopRSelector(BSSSelectorBase):
     """
 
     mechanism = "bss/top-r"
-
-    def __init__(
-        self,
-        *,
-        s: int = 5,
-        epsilon: float = 1.0,
-        loss: str = "squared",
-        r: float = 1.1,
-        ridge: float | None = None,
-        x_bound: float = 0.5,
-        y_bound: float = 0.5,
-        bounds: str = "check",
-        tol: float = 1e-3,
-        nonprivate_time_limit: float | None = None,
-        random_state: Any = None,
-    ) -> None:
-        self.s = s
-        self.epsilon = epsilon
-        self.loss = loss
-        self.r = r
-        self.ridge = ridge
-        self.x_bound = x_bound
-        self.y_bound = y_bound
-        self.bounds = bounds
-        self.tol = tol
-        self.nonprivate_time_limit = nonprivate_time_limit
-        self.random_state = random_state
 
     def _charge(self, n_public: int | None, n_features: int | None) -> Charge:
         """What ``fit`` charges: an epsilon-bounded-range mechanism (epsilon-DP and epsilon^2/8-zCDP).
