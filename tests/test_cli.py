@@ -9,19 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from command import run
 
 from dpdist.cli import main
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:  # argparse
-        code = int(e.code)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture()
@@ -366,50 +358,15 @@ def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_not
     out = tmp_path / "stores"
     out.mkdir()
     exe = Path(sys.executable).parent / "dpdist"
-    res = subprocess.run(
-        [
-            str(exe),
-            "ingest",
-            str(src),
-            "--out",
-            str(out / "s"),
-            "--task",
-            "binary",
-            "--labels=-1,1",
-            "--n-features",
-            "40",
-            "--zero-based",
-            "yes",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        preexec_fn=file_size_limit(limit),
-    )
+    argv = [str(exe), "ingest", str(src), "--out", str(out / "s"), "--task", "binary", "--labels=-1,1"]
+    argv += ["--n-features", "40", "--zero-based", "yes"]
+    res = subprocess.run(argv, capture_output=True, text=True, check=False, preexec_fn=file_size_limit(limit))
     assert res.returncode == 1, res.stderr
     assert res.stderr.splitlines()[-1] == f"dpdist: error: File too large (writing {out / 's'})"
     assert "Traceback" not in res.stderr  # (at 0 bytes joblib also warns that it cannot make a semaphore)
     assert list(out.iterdir()) == []  # no store, no temporary
     # the same file and limit, written where the kernel lets it: a store (the refusal was the limit's)
-    res = subprocess.run(
-        [
-            str(exe),
-            "ingest",
-            str(src),
-            "--out",
-            str(out / "s"),
-            "--task",
-            "binary",
-            "--labels=-1,1",
-            "--n-features",
-            "40",
-            "--zero-based",
-            "yes",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    res = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
 
 
