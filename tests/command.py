@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dpdist.cli import main
+from dpdist.data.store import open_store
+from dpdist.privacy.accountant import Accountant
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -23,3 +27,14 @@ def selecting(capsys, store, ledger: str):
         return run(capsys, "select", str(store), "--method", method, *args, "--ledger", ledger)
 
     return select
+
+
+def synth_with_budget(capsys, tmp_path: Path, kind: str, n: int, d: int, epsilon: float) -> tuple[str, str, str]:
+    """``dpdist synth KIND`` (seed 0, ``n`` x ``d``) into ``tmp_path / "r"``, with a budget of ``epsilon``
+    (delta 1e-5) for it in ``tmp_path / "l.sqlite"``: (the store, the ledger, the ledger's key for it)."""
+    store, ledger = tmp_path / "r", str(tmp_path / "l.sqlite")
+    code, _, err = run(capsys, "synth", kind, "--out", str(store), "--seed", "0", "--n", str(n), "--d", str(d))
+    assert code == 0, err
+    dataset_id = open_store(store).dataset_id
+    Accountant(ledger).init_budget(dataset_id, epsilon, 1e-5)
+    return str(store), ledger, dataset_id

@@ -7,6 +7,7 @@ folder's conftest was imported last on that worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ import ssl
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,26 @@ def tls_security(creds: dict[str, str]):
             for part in ("cert", "key")
         },
     )
+
+
+@contextlib.contextmanager
+def tls_cluster(directory: Path) -> Iterator[tuple[Any, dict[str, str]]]:
+    """A user's own TLS scheduler with one worker process, on loopback: the ``LocalCluster`` and the
+    credentials (:func:`tls_credentials`, written to ``directory``) a run config joins it with."""
+    from distributed import LocalCluster
+
+    from dpdist.flows.runtime import LOOPBACK
+
+    creds = tls_credentials(directory)
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        host=LOOPBACK,
+        dashboard_address=f"{LOOPBACK}:0",
+        security=tls_security(creds),
+    ) as cluster:
+        yield cluster, creds
 
 
 def assert_refuses_strangers(address: str, ca_file: str) -> None:

@@ -28,8 +28,7 @@ from flow_helpers import (
     assert_refuses_strangers,
     flow_env,
     small_config,
-    tls_credentials,
-    tls_security,
+    tls_cluster,
     write_config,
 )
 
@@ -180,17 +179,7 @@ def test_insecure_opt_out_is_plain_tcp_still_on_loopback(tmp_path: Path) -> None
 
 
 def test_address_cluster_joins_a_tls_scheduler_with_the_configs_credentials(tmp_path: Path) -> None:
-    from distributed import LocalCluster
-
-    creds = tls_credentials(tmp_path / "tls")
-    with LocalCluster(
-        n_workers=1,
-        threads_per_worker=1,
-        processes=True,
-        host=LOOPBACK,
-        dashboard_address=f"{LOOPBACK}:0",
-        security=tls_security(creds),
-    ) as lc:
+    with tls_cluster(tmp_path / "tls") as (lc, creds):
         cfg = load_config(overrides={"cluster": {"kind": "address", "address": lc.scheduler_address, **creds}})
         with cluster_security(cfg.cluster, cfg.output) as security, task_runner(cfg.cluster, security) as runner:
             assert runner.client.submit(lambda x: 2 * x, 21).result() == 42
