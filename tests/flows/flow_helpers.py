@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -81,6 +82,30 @@ def dpdist(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600
     return subprocess.run(
         [sys.executable, "-m", "dpdist.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
+
+
+def start_run(cfg: Path, env: dict[str, str], cwd: Path, *args: str, **popen: Any) -> subprocess.Popen:
+    """``dpdist run CFG *args`` started in a child process, its stdout and stderr piped as text (``popen``:
+    the child's other settings: its session, umask)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dpdist.cli", "run", str(cfg), *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    """Stop ``proc`` by ``sig`` (SIGINT as Ctrl-C stops it), killed if it has not exited in ``timeout`` s."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def only_dataset(tmp: Path) -> str:

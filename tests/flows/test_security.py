@@ -15,8 +15,6 @@ import os
 import re
 import socket
 import stat
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -28,6 +26,7 @@ from flow_helpers import (
     assert_refuses_strangers,
     flow_env,
     small_config,
+    start_run,
     tls_cluster,
     write_config,
 )
@@ -110,15 +109,7 @@ def test_local_run_listens_on_loopback_only_and_keeps_raw_data_private(
     scratch = tmp_path / "dask-scratch"
     # with no PREFECT_API_URL the run starts its temporary Prefect server, in the process tree watched
     env = {**flow_env(tmp_path, None if own_server else prefect_server), "DASK_TEMPORARY_DIRECTORY": str(scratch)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json", "-v"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        umask=umask,
-    )
+    proc = start_run(cfg, env, tmp_path, "--json", "-v", umask=umask)
     ledger = tmp_path / "ledger.sqlite"
     listeners = Listeners(proc.pid, scratch, [tmp_path / "out" / "stores", Path(f"{ledger}*")])
     stdout, stderr = proc.communicate(timeout=600)
