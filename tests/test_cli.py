@@ -152,6 +152,12 @@ def test_two_ingests_of_the_same_data_share_one_budget(capsys, tmp_path):
     assert shown[0] == shown[1] and shown[0]["dataset"] == names[0] and shown[0]["epsilon_total"] == 1.0
 
 
+def _train_fast_fw(capsys, store, ledger: str, iters: str, epsilon: str, *more: str) -> tuple[int, str, str]:
+    """``dpdist train`` of ``store`` by fast-dp-fw (logistic, lambda 5) for ``iters`` steps at ``epsilon``."""
+    argv = ["train", str(store), "--method", "fast-dp-fw", "--loss", "logistic", "--lam", "5", "--iters", iters]
+    return run(capsys, *argv, "--epsilon", epsilon, *more, "--ledger", ledger, "--json")
+
+
 def test_models_list_show_export_and_from_release(capsys, tmp_path):
     import numpy as np
 
@@ -164,26 +170,7 @@ def test_models_list_show_export_and_from_release(capsys, tmp_path):
     write_store(tmp_path / "s", X, y, metadata={"name": "m"}, task="binary", labels=[-1.0, 1.0])
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 100.0, 1e-5, name="m")
-    code, out, _ = run(
-        capsys,
-        "train",
-        str(tmp_path / "s"),
-        "--method",
-        "fast-dp-fw",
-        "--loss",
-        "logistic",
-        "--lam",
-        "5",
-        "--iters",
-        "100",
-        "--epsilon",
-        "50",
-        "--key",
-        "my-model",
-        "--ledger",
-        ledger,
-        "--json",
-    )
+    code, out, _ = _train_fast_fw(capsys, tmp_path / "s", ledger, "100", "50", "--key", "my-model")
     assert code == 0
     code, out, _ = run(capsys, "models", "list", "--ledger", ledger, "--json")
     assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model"]  # models only (not its metrics)
@@ -220,26 +207,7 @@ def test_train_on_a_store_whose_rows_hold_one_class_is_charged_not_refused(capsy
     write_store(tmp_path / "s", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 10.0, 1e-5, name="one")
-    code, out, err = run(
-        capsys,
-        "train",
-        str(tmp_path / "s"),
-        "--method",
-        "fast-dp-fw",
-        "--loss",
-        "logistic",
-        "--lam",
-        "5",
-        "--iters",
-        "20",
-        "--epsilon",
-        "1",
-        "--test-fraction",
-        "0",
-        "--ledger",
-        ledger,
-        "--json",
-    )
+    code, out, err = _train_fast_fw(capsys, tmp_path / "s", ledger, "20", "1", "--test-fraction", "0")
     assert code == 0, err
     assert Accountant(ledger).status(open_store(tmp_path / "s").budget_id).releases >= 1
 

@@ -560,6 +560,13 @@ def test_zeroing_keeps_queue_and_sampler_state_consistent(regression, loss):
     assert np.count_nonzero(runs[0][0]) < X.shape[1] / 2  # most of the dense start was zeroed
 
 
+def _private_run(solver, X, y, T, epsilon, plan, seed):
+    """``solver`` at lambda 8 for ``T`` steps on the ``regression`` data: a private squared-loss run (the
+    exponential selection, delta 1e-6, |y| <= 3) screened by ``plan``."""
+    kw = {"loss": "squared", "selection": "exponential", "epsilon": epsilon, "delta": 1e-6, "y_bound": 3.0}
+    return solver(X, y, 8.0, T, screening=plan, random_state=seed, **kw)
+
+
 def test_private_screening_runs_record_what_they_zero(regression):
     """The recorded zeroings rebuild the model: replaying the path and events gives the returned coefficients."""
     from dpdist.evaluation import path_margins
@@ -570,19 +577,7 @@ def test_private_screening_runs_record_what_they_zero(regression):
             mode, "squared", 8.0, X.shape[1], 300, 3, 200.0, 1e-6, rule="seed", y_bound=3.0, n_max=300
         )
         for solver in (frank_wolfe, fast_frank_wolfe):
-            r = solver(
-                X,
-                y,
-                8.0,
-                300,
-                loss="squared",
-                selection="exponential",
-                epsilon=5.0,
-                delta=1e-6,
-                y_bound=3.0,
-                screening=plan,
-                random_state=4,
-            )
+            r = _private_run(solver, X, y, 300, 5.0, plan, seed=4)
             assert r.screened and all(t % 3 == 0 for t, _ in r.screened)
             ((_, m),) = path_margins(r.path, 8.0, X, [300], r.screened)
             np.testing.assert_allclose(m, X @ r.coef, atol=1e-9)
@@ -596,19 +591,7 @@ def test_solvers_refuse_private_selection_with_exact_screening(regression):
     plan = screening_plan("exact", "squared", 8.0, X.shape[1], 20, 1)
     for solver in (frank_wolfe, fast_frank_wolfe):
         with pytest.raises(ParameterError, match="'exact' is not private"):
-            solver(
-                X,
-                y,
-                8.0,
-                20,
-                loss="squared",
-                selection="exponential",
-                epsilon=1.0,
-                delta=1e-6,
-                y_bound=3.0,
-                screening=plan,
-                random_state=0,
-            )
+            _private_run(solver, X, y, 20, 1.0, plan, seed=0)
 
 
 def test_gram_path_is_the_sparse_path(regression):
