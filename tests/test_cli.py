@@ -563,23 +563,34 @@ def test_budget_show_prints_the_basic_sum_beside_the_filters_figure(capsys, tmp_
         assert cells["basic"] == "0.75" and float(cells["spent"]) <= 0.75
 
 
-def test_evaluate_again_privately_a_private_search_release(capsys, tmp_path):
-    """A private search's release holds its chosen model under "model": re-evaluated as that model
-    (it was a KeyError traceback, exit 1)."""
+# the model the evaluate tests release, and the weights their labels follow
+MODEL = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
+WEIGHTS = [1.0, -1.0, 0.5, 0.0, 0.0]
+
+
+def _store_with_a_budget(tmp_path, positive) -> tuple[Path, Accountant, str]:
+    """4,000 rows of 5 features (half of them non-zero), +1 where ``positive(X)`` and -1 elsewhere, in the
+    store ``tmp_path / "s"``, and a budget of (1, 1e-6) named "mine" for it in the ledger ``tmp_path /
+    "l.sqlite"``: (the ledger, its Accountant, the store's budget id)."""
     import numpy as np
     import scipy.sparse as sp
 
     from dpdist.data.store import open_store, write_store
 
     X = sp.random(4000, 5, density=0.5, format="csr", random_state=1)
-    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) > 0.2, 1.0, -1.0)
-    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
+    write_store(tmp_path / "s", X, np.where(positive(X), 1.0, -1.0), task="binary", labels=[-1.0, 1.0])
     ledger = tmp_path / "l.sqlite"
     acc = Accountant(ledger)
     dataset = open_store(tmp_path / "s").budget_id
     acc.init_budget(dataset, 1.0, 1e-6, name="mine")
-    model = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
-    search = {"candidate": 0, "learner": "dp-sgd", "model": model}
+    return ledger, acc, dataset
+
+
+def test_evaluate_again_privately_a_private_search_release(capsys, tmp_path):
+    """A private search's release holds its chosen model under "model": re-evaluated as that model
+    (it was a KeyError traceback, exit 1)."""
+    ledger, acc, dataset = _store_with_a_budget(tmp_path, lambda X: X @ WEIGHTS > 0.2)
+    search = {"candidate": 0, "learner": "dp-sgd", "model": MODEL}
     acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "private-search/logistic"), "s", lambda: search)
     code, out, _ = run(
         capsys, "evaluate", "s", "--store", str(tmp_path / "s"), "--ledger", str(ledger), "--json", "--epsilon", "0.3"
@@ -589,23 +600,13 @@ def test_evaluate_again_privately_a_private_search_release(capsys, tmp_path):
 
 def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tmp_path):
     import numpy as np
-    import scipy.sparse as sp
-
-    from dpdist.data.store import open_store, write_store
 
     rng = np.random.default_rng(0)
     # 4,000 rows: each class of the held-out side holds hundreds of rows, far above the noise of its total
     # at epsilon 0.3 (at 400 rows an undefined AUC -- a noisy class total <= 0, a correct release -- failed
     # this test once)
-    X = sp.random(4000, 5, density=0.5, format="csr", random_state=1)
-    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.1 * rng.normal(size=4000) > 0, 1.0, -1.0)
-    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
-    ledger = tmp_path / "l.sqlite"
-    acc = Accountant(ledger)
-    dataset = open_store(tmp_path / "s").budget_id
-    acc.init_budget(dataset, 1.0, 1e-6, name="mine")
-    model = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
-    acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "dp-sgd/logistic"), "m", lambda: model)
+    ledger, acc, dataset = _store_with_a_budget(tmp_path, lambda X: X @ WEIGHTS + 0.1 * rng.normal(size=4000) > 0)
+    acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "dp-sgd/logistic"), "m", lambda: MODEL)
     base = ["evaluate", "m", "--store", str(tmp_path / "s"), "--ledger", str(ledger), "--json"]
     code, out, _ = run(capsys, *base, "--epsilon", "0.3")
     first = json.loads(out)
