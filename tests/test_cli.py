@@ -9,19 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from command import run
 
 from dpdist.cli import main
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:  # argparse
-        code = int(e.code)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture()
@@ -160,6 +152,12 @@ def test_two_ingests_of_the_same_data_share_one_budget(capsys, tmp_path):
     assert shown[0] == shown[1] and shown[0]["dataset"] == names[0] and shown[0]["epsilon_total"] == 1.0
 
 
+def _train_fast_fw(capsys, store, ledger: str, iters: str, epsilon: str, *more: str) -> tuple[int, str, str]:
+    """``dpdist train`` of ``store`` by fast-dp-fw (logistic, lambda 5) for ``iters`` steps at ``epsilon``."""
+    argv = ["train", str(store), "--method", "fast-dp-fw", "--loss", "logistic", "--lam", "5", "--iters", iters]
+    return run(capsys, *argv, "--epsilon", epsilon, *more, "--ledger", ledger, "--json")
+
+
 def test_models_list_show_export_and_from_release(capsys, tmp_path):
     import numpy as np
 
@@ -172,26 +170,7 @@ def test_models_list_show_export_and_from_release(capsys, tmp_path):
     write_store(tmp_path / "s", X, y, metadata={"name": "m"}, task="binary", labels=[-1.0, 1.0])
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 100.0, 1e-5, name="m")
-    code, out, _ = run(
-        capsys,
-        "train",
-        str(tmp_path / "s"),
-        "--method",
-        "fast-dp-fw",
-        "--loss",
-        "logistic",
-        "--lam",
-        "5",
-        "--iters",
-        "100",
-        "--epsilon",
-        "50",
-        "--key",
-        "my-model",
-        "--ledger",
-        ledger,
-        "--json",
-    )
+    code, out, _ = _train_fast_fw(capsys, tmp_path / "s", ledger, "100", "50", "--key", "my-model")
     assert code == 0
     code, out, _ = run(capsys, "models", "list", "--ledger", ledger, "--json")
     assert [r["key"] for r in json.loads(out)["releases"]] == ["my-model"]  # models only (not its metrics)
@@ -228,26 +207,7 @@ def test_train_on_a_store_whose_rows_hold_one_class_is_charged_not_refused(capsy
     write_store(tmp_path / "s", X, np.ones(200), task="binary", labels=[-1.0, 1.0])
     ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(open_store(tmp_path / "s").dataset_id, 10.0, 1e-5, name="one")
-    code, out, err = run(
-        capsys,
-        "train",
-        str(tmp_path / "s"),
-        "--method",
-        "fast-dp-fw",
-        "--loss",
-        "logistic",
-        "--lam",
-        "5",
-        "--iters",
-        "20",
-        "--epsilon",
-        "1",
-        "--test-fraction",
-        "0",
-        "--ledger",
-        ledger,
-        "--json",
-    )
+    code, out, err = _train_fast_fw(capsys, tmp_path / "s", ledger, "20", "1", "--test-fraction", "0")
     assert code == 0, err
     assert Accountant(ledger).status(open_store(tmp_path / "s").budget_id).releases >= 1
 
@@ -366,50 +326,15 @@ def test_a_disk_that_refuses_the_stores_writes_is_one_line_exit_1_and_leaves_not
     out = tmp_path / "stores"
     out.mkdir()
     exe = Path(sys.executable).parent / "dpdist"
-    res = subprocess.run(
-        [
-            str(exe),
-            "ingest",
-            str(src),
-            "--out",
-            str(out / "s"),
-            "--task",
-            "binary",
-            "--labels=-1,1",
-            "--n-features",
-            "40",
-            "--zero-based",
-            "yes",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        preexec_fn=file_size_limit(limit),
-    )
+    argv = [str(exe), "ingest", str(src), "--out", str(out / "s"), "--task", "binary", "--labels=-1,1"]
+    argv += ["--n-features", "40", "--zero-based", "yes"]
+    res = subprocess.run(argv, capture_output=True, text=True, check=False, preexec_fn=file_size_limit(limit))
     assert res.returncode == 1, res.stderr
     assert res.stderr.splitlines()[-1] == f"dpdist: error: File too large (writing {out / 's'})"
     assert "Traceback" not in res.stderr  # (at 0 bytes joblib also warns that it cannot make a semaphore)
     assert list(out.iterdir()) == []  # no store, no temporary
     # the same file and limit, written where the kernel lets it: a store (the refusal was the limit's)
-    res = subprocess.run(
-        [
-            str(exe),
-            "ingest",
-            str(src),
-            "--out",
-            str(out / "s"),
-            "--task",
-            "binary",
-            "--labels=-1,1",
-            "--n-features",
-            "40",
-            "--zero-based",
-            "yes",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    res = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
 
 
@@ -638,23 +563,34 @@ def test_budget_show_prints_the_basic_sum_beside_the_filters_figure(capsys, tmp_
         assert cells["basic"] == "0.75" and float(cells["spent"]) <= 0.75
 
 
-def test_evaluate_again_privately_a_private_search_release(capsys, tmp_path):
-    """A private search's release holds its chosen model under "model": re-evaluated as that model
-    (it was a KeyError traceback, exit 1)."""
+# the model the evaluate tests release, and the weights their labels follow
+MODEL = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
+WEIGHTS = [1.0, -1.0, 0.5, 0.0, 0.0]
+
+
+def _store_with_a_budget(tmp_path, positive) -> tuple[Path, Accountant, str]:
+    """4,000 rows of 5 features (half of them non-zero), +1 where ``positive(X)`` and -1 elsewhere, in the
+    store ``tmp_path / "s"``, and a budget of (1, 1e-6) named "mine" for it in the ledger ``tmp_path /
+    "l.sqlite"``: (the ledger, its Accountant, the store's budget id)."""
     import numpy as np
     import scipy.sparse as sp
 
     from dpdist.data.store import open_store, write_store
 
     X = sp.random(4000, 5, density=0.5, format="csr", random_state=1)
-    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) > 0.2, 1.0, -1.0)
-    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
+    write_store(tmp_path / "s", X, np.where(positive(X), 1.0, -1.0), task="binary", labels=[-1.0, 1.0])
     ledger = tmp_path / "l.sqlite"
     acc = Accountant(ledger)
     dataset = open_store(tmp_path / "s").budget_id
     acc.init_budget(dataset, 1.0, 1e-6, name="mine")
-    model = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
-    search = {"candidate": 0, "learner": "dp-sgd", "model": model}
+    return ledger, acc, dataset
+
+
+def test_evaluate_again_privately_a_private_search_release(capsys, tmp_path):
+    """A private search's release holds its chosen model under "model": re-evaluated as that model
+    (it was a KeyError traceback, exit 1)."""
+    ledger, acc, dataset = _store_with_a_budget(tmp_path, lambda X: X @ WEIGHTS > 0.2)
+    search = {"candidate": 0, "learner": "dp-sgd", "model": MODEL}
     acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "private-search/logistic"), "s", lambda: search)
     code, out, _ = run(
         capsys, "evaluate", "s", "--store", str(tmp_path / "s"), "--ledger", str(ledger), "--json", "--epsilon", "0.3"
@@ -664,23 +600,13 @@ def test_evaluate_again_privately_a_private_search_release(capsys, tmp_path):
 
 def test_evaluate_again_privately_one_evaluation_release_no_new_model(capsys, tmp_path):
     import numpy as np
-    import scipy.sparse as sp
-
-    from dpdist.data.store import open_store, write_store
 
     rng = np.random.default_rng(0)
     # 4,000 rows: each class of the held-out side holds hundreds of rows, far above the noise of its total
     # at epsilon 0.3 (at 400 rows an undefined AUC -- a noisy class total <= 0, a correct release -- failed
     # this test once)
-    X = sp.random(4000, 5, density=0.5, format="csr", random_state=1)
-    y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.1 * rng.normal(size=4000) > 0, 1.0, -1.0)
-    write_store(tmp_path / "s", X, y, task="binary", labels=[-1.0, 1.0])
-    ledger = tmp_path / "l.sqlite"
-    acc = Accountant(ledger)
-    dataset = open_store(tmp_path / "s").budget_id
-    acc.init_budget(dataset, 1.0, 1e-6, name="mine")
-    model = {"indices": [0, 1, 2], "values": [1.0, -1.0, 0.5], "intercept": 0.0, "n_features": 5}
-    acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "dp-sgd/logistic"), "m", lambda: model)
+    ledger, acc, dataset = _store_with_a_budget(tmp_path, lambda X: X @ WEIGHTS + 0.1 * rng.normal(size=4000) > 0)
+    acc.release(dataset, Charge(PrivacyLoss.pure(0.5), "dp-sgd/logistic"), "m", lambda: MODEL)
     base = ["evaluate", "m", "--store", str(tmp_path / "s"), "--ledger", str(ledger), "--json"]
     code, out, _ = run(capsys, *base, "--epsilon", "0.3")
     first = json.loads(out)

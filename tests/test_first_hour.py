@@ -8,20 +8,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from command import run
 
-from dpdist.cli import main
 from dpdist.data.store import open_store, write_store
 from dpdist.flows.config import load_config
 from dpdist.privacy.accountant import Accountant
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = int(e.code)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _svm(tmp_path: Path) -> Path:

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from command import synth_with_budget
 
 from dpdist.cli import main
-from dpdist.data.store import open_store
 from dpdist.exceptions import ParameterError
 from dpdist.linear_model import DPFrankWolfeClassifier, DPFrankWolfeRegressor
 from dpdist.privacy.accountant import Accountant
@@ -111,17 +111,10 @@ def test_a_released_model_is_rebuilt_from_its_record(tmp_path):
 
 
 def test_cli_train(tmp_path, capsys):
-    assert (
-        main(["synth", "rcv1", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "3000", "--d", "2000", "--json"])
-        == 0
-    )
-    capsys.readouterr()
-    ds = open_store(tmp_path / "r").dataset_id
-    ledger = str(tmp_path / "l.sqlite")
-    Accountant(ledger).init_budget(ds, 1.5e4, 1e-5)
+    store, ledger, ds = synth_with_budget(capsys, tmp_path, "rcv1", 3000, 2000, 1.5e4)
     args = [
         "train",
-        str(tmp_path / "r"),
+        store,
         "--loss",
         "logistic",
         "--lam",

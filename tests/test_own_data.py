@@ -89,35 +89,12 @@ def _store(user, tmp_path, ingested: Path) -> str:
 
 def test_1_a_table_with_text_and_gaps_has_a_private_path_and_no_unusable_budget(user, tmp_path, ingested):
     src = _table(tmp_path / "t.csv")
-    r = user(
-        "ingest",
-        str(src),
-        "--out",
-        str(tmp_path / "coded"),
-        "--task",
-        "binary",
-        "--labels",
-        "0,1",
-        "--encode-categories",
-        "--impute",
-        "mean",
-    )
+    inferred = ("ingest", str(src), "--out", str(tmp_path / "coded"), "--task", "binary", "--labels", "0,1")
+    inferred += ("--encode-categories", "--impute", "mean")  # categories and fill value read from the data
+    r = user(*inferred)
     assert r.returncode == 2 and "--categories" in r.stderr and "--fill-value" in r.stderr  # refused, with the fix
     assert not (tmp_path / "coded").exists()
-    r = user(
-        "ingest",
-        str(src),
-        "--out",
-        str(tmp_path / "coded"),
-        "--task",
-        "binary",
-        "--labels",
-        "0,1",
-        "--encode-categories",
-        "--impute",
-        "mean",
-        "--non-private",
-    )
+    r = user(*inferred, "--non-private")
     assert r.returncode == 0, r.stderr
     r = user("budget", "init", str(tmp_path / "coded"), "--epsilon", "1", "--delta", "1e-6")
     assert r.returncode == 2 and "columns were inferred" in r.stderr  # no permanent budget nobody can spend

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from command import synth_with_budget
 
 from dpdist.cli import main
-from dpdist.data.store import open_store
 from dpdist.data.synthetic import make_synthetic
 from dpdist.exceptions import ParameterError
 from dpdist.flows.config import ConfigError, load_config
@@ -132,16 +132,10 @@ def test_exact_screening_for_non_private_methods(raj):
 
 
 def test_cli_rnm_and_adp_screen(tmp_path, capsys, monkeypatch):
-    assert (
-        main(["synth", "raj", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "1500", "--d", "100", "--json"]) == 0
-    )
-    capsys.readouterr()
-    ds = open_store(tmp_path / "r").dataset_id
-    ledger = str(tmp_path / "l.sqlite")
-    Accountant(ledger).init_budget(ds, 6.0, 1e-5)
+    store, ledger, ds = synth_with_budget(capsys, tmp_path, "raj", 1500, 100, 6.0)
     base = [
         "train",
-        str(tmp_path / "r"),
+        store,
         "--loss",
         "squared",
         "--lam",
@@ -198,12 +192,8 @@ def test_cli_screen_rho_and_paper_calibration_stay_within_the_commands_epsilon(t
     """``--screen-rho`` is a part of the command's ``--epsilon`` (converted at an eighth of ``--delta``, the model at
     the other eighth), not on top of it; ``--calibration paper`` is checked by the true epsilon it is charged,
     refused (exit 3, nothing charged, before the solver) when that exceeds ``--epsilon``."""
-    assert main(["synth", "raj", "--out", str(tmp_path / "r"), "--seed", "0", "--n", "600", "--d", "100"]) == 0
-    capsys.readouterr()
-    ds = open_store(tmp_path / "r").dataset_id
-    ledger = str(tmp_path / "l.sqlite")
-    Accountant(ledger).init_budget(ds, 1e4, 1e-5)
-    base = ["train", str(tmp_path / "r"), "--loss", "squared", "--lam", "5", "--iters", "60", "--y-bound", "9",
+    store, ledger, ds = synth_with_budget(capsys, tmp_path, "raj", 600, 100, 1e4)
+    base = ["train", store, "--loss", "squared", "--lam", "5", "--iters", "60", "--y-bound", "9",
             "--ledger", ledger, "--json", "--epsilon", "1", "--delta", "1e-6", "--n-max", "2000"]  # fmt: skip
     assert main([*base, "--method", "adp-screen", "--screen-rho", "0.01", "--screen-every", "5"]) == 0
     out, err = capsys.readouterr()

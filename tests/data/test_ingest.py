@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import zarr
 from sklearn.datasets import load_svmlight_file
+from svmlight_rows import svmlight_rows
 
 from dpdist.cli import main
 from dpdist.data import open_store
@@ -219,22 +220,12 @@ def test_block_size_does_not_change_the_store(shared_data, tmp_path):
     assert (open_store(tmp_path / "a").csc() != open_store(tmp_path / "b").csc()).nnz == 0
 
 
-def _svmlight(path, labels, seed=0, d=8):
-    rng = np.random.default_rng(seed)
-    lines = []
-    for lab in labels:
-        x = rng.uniform(-1, 1, d) * (rng.random(d) < 0.6)
-        lines.append(f"{lab:g} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in enumerate(x) if v))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_one_record_does_not_recode_the_others(tmp_path, capsys):
     labels = [0, 1] * 100
     # inferred from the data: D + one record with a new label turns the task binary -> regression and
     # recodes every other target, so private use of such a store is refused before any charge
-    ingest_svmlight(_svmlight(tmp_path / "a.svm", labels), tmp_path / "a", n_features=8)
-    ingest_svmlight(_svmlight(tmp_path / "b.svm", labels + [2]), tmp_path / "b", n_features=8)  # D + one record
+    ingest_svmlight(svmlight_rows(tmp_path / "a.svm", labels), tmp_path / "a", n_features=8)
+    ingest_svmlight(svmlight_rows(tmp_path / "b.svm", labels + [2]), tmp_path / "b", n_features=8)  # D + one record
     ya, yb = store_target(open_store(tmp_path / "a")), store_target(open_store(tmp_path / "b"))
     assert not np.array_equal(ya, yb[:-1])
     ledger = str(tmp_path / "ledger.sqlite")

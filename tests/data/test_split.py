@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from svmlight_rows import svmlight_rows
 
 from dpdist.cli import main
 from dpdist.data.ingest import ingest_svmlight
@@ -73,21 +74,11 @@ def test_bad_fraction_or_key_fails_fast(tmp_path: Path) -> None:
         record_sides(X, y, b"short", 0.5)
 
 
-def _svmlight(path, labels, seed=0, d=8):
-    rng = np.random.default_rng(seed)
-    lines = []
-    for lab in labels:
-        x = rng.uniform(-1, 1, d) * (rng.random(d) < 0.6)
-        lines.append(f"{lab:g} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in enumerate(x) if v))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_a_split_half_is_charged_to_its_source(tmp_path):
     ledger = str(tmp_path / "ledger.sqlite")
     src = tmp_path / "src"
     ingest_svmlight(
-        _svmlight(tmp_path / "d.svm", np.clip(np.linspace(-1, 1, 300), -1, 1)), src, n_features=8, task="regression"
+        svmlight_rows(tmp_path / "d.svm", np.clip(np.linspace(-1, 1, 300), -1, 1)), src, n_features=8, task="regression"
     )
     acc = Accountant(ledger)
     source = open_store(src).dataset_id

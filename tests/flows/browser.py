@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FLAGS = [
+# a headless browser that starts no traffic of its own (updates, sync, background fetches)
+HEADLESS = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -41,6 +42,9 @@ FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+]
+FLAGS = [
+    *HEADLESS,
     "--disable-dev-shm-usage",
     "--window-size=1400,1000",
     "--remote-debugging-port=0",

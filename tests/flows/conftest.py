@@ -9,7 +9,7 @@ import time
 import urllib.request
 
 import pytest
-from flow_helpers import free_port
+from flow_helpers import free_port, stop
 
 
 @pytest.fixture(scope="session")
@@ -48,9 +48,5 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             pytest.fail(f"prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
         time.sleep(0.5)
     yield {"url": url, "home": str(home)}
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop(proc)
     log.close()

@@ -7,13 +7,16 @@ folder's conftest was imported last on that worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +84,30 @@ def dpdist(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600
     )
 
 
+def start_run(cfg: Path, env: dict[str, str], cwd: Path, *args: str, **popen: Any) -> subprocess.Popen:
+    """``dpdist run CFG *args`` started in a child process, its stdout and stderr piped as text (``popen``:
+    the child's other settings: its session, umask)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dpdist.cli", "run", str(cfg), *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    """Stop ``proc`` by ``sig`` (SIGINT as Ctrl-C stops it), killed if it has not exited in ``timeout`` s."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def only_dataset(tmp: Path) -> str:
     """The content hash of the one dataset in the test's ledger (ledger internals)."""
     (status,) = Accountant(tmp / "ledger.sqlite").datasets()
@@ -118,6 +145,26 @@ def tls_security(creds: dict[str, str]):
             for part in ("cert", "key")
         },
     )
+
+
+@contextlib.contextmanager
+def tls_cluster(directory: Path) -> Iterator[tuple[Any, dict[str, str]]]:
+    """A user's own TLS scheduler with one worker process, on loopback: the ``LocalCluster`` and the
+    credentials (:func:`tls_credentials`, written to ``directory``) a run config joins it with."""
+    from distributed import LocalCluster
+
+    from dpdist.flows.runtime import LOOPBACK
+
+    creds = tls_credentials(directory)
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        host=LOOPBACK,
+        dashboard_address=f"{LOOPBACK}:0",
+        security=tls_security(creds),
+    ) as cluster:
+        yield cluster, creds
 
 
 def assert_refuses_strangers(address: str, ca_file: str) -> None:

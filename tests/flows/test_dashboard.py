@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from browser import Chromium, find_chromium
-from flow_helpers import flow_env, small_config, write_config
+from flow_helpers import flow_env, small_config, stop, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -84,9 +84,4 @@ def test_the_printed_dashboard_link_serves_the_task_stream_during_the_run(prefec
         assert proc.wait(600) == 0, err.read_text()[-4000:]
     finally:
         if proc.poll() is None:  # SIGTERM: dpdist run stops as on Ctrl-C, its flow process and workers with it
-            proc.terminate()
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, timeout=120)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from browser import Chromium, find_chromium
-from flow_helpers import REPO, flow_env, ledger_keys, prefect_cli, small_config, write_config
+from flow_helpers import REPO, flow_env, ledger_keys, prefect_cli, small_config, stop, write_config
 from test_slurm import _slurm_ready
 
 from dpdist.privacy.accountant import Accountant
@@ -68,12 +68,7 @@ def deployed(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory):
     try:
         yield {"env": env, "tmp": tmp, "deploy_output": out, "worker_log": tmp / "worker.log"}
     finally:
-        worker.send_signal(signal.SIGINT)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        stop(worker, signal.SIGINT)
         log.close()
 
 

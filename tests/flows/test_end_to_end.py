@@ -28,6 +28,8 @@ from flow_helpers import (
     ledger_keys,
     prefect_cli,
     small_config,
+    start_run,
+    stop,
     stored_logs,
     tls_credentials,
     tls_security,
@@ -314,14 +316,7 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
                 train={"methods": ["dp-fw"], "epsilon": [1.0], "iters": 2500},
             ),
         )
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json"],
-            env=flow_env(tmp_path, prefect_server),
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = start_run(cfg, flow_env(tmp_path, prefect_server), tmp_path, "--json")
         victim = None
         deadline = time.time() + 300
         while victim is None and time.time() < deadline and proc.poll() is None:
@@ -394,11 +389,7 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
         (run_id,) = set(re.findall(r"UUID: ([0-9a-f-]{36})", r.stdout))
         assert run_id in prefect_cli(["flow-run", "ls", "--state", "COMPLETED"], env).stdout
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server, signal.SIGINT)
         log.close()
     keys = ledger_keys(tmp_path)
     assert len(keys) == 4 and len(set(keys)) == 4  # counts, dp-sis, the model and its evaluation

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from flow_helpers import flow_env, small_config, write_config
+from flow_helpers import flow_env, small_config, start_run, write_config
 
 from dpdist.privacy.accountant import Accountant
 
@@ -23,15 +22,7 @@ def _run_until_released(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
     cfg = write_config(
         tmp_path, small_config(tmp_path, data={"n": 20000}, train={"epsilon": [1.0, 2.0, 3.0], "iters": 3000})
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dpdist.cli", "run", str(cfg)],
-        env=flow_env(tmp_path, None),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_run(cfg, flow_env(tmp_path, None), tmp_path, start_new_session=True)
     ledger = tmp_path / "ledger.sqlite"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:

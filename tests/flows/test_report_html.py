@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from browser import HEADLESS, find_chromium
 
 from dpdist.flows.config import load_config
 from dpdist.flows.report import write_report
 from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM = find_chromium()
 
 
 def _report(tmp_path: Path, replayed: bool = False) -> Path:
@@ -133,7 +123,7 @@ window.onload = () => {
     out = subprocess.run(
         [
             CHROMIUM,
-            *FLAGS,
+            *HEADLESS,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--dump-dom",
             "--virtual-time-budget=5000",
@@ -155,7 +145,7 @@ window.onload = () => {
     subprocess.run(
         [
             CHROMIUM,
-            *FLAGS,
+            *HEADLESS,
             f"--user-data-dir={tmp_path / 'profile2'}",
             f"--screenshot={shot}",
             "--window-size=1200,1600",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flow_helpers import tls_credentials, tls_security
+from flow_helpers import tls_cluster
 
 from dpdist.flows.config import load_config
-from dpdist.flows.runtime import LOOPBACK, cluster_client, on_cluster
+from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.pipelines.placement import LooseRestrictionRescue
 
 pytestmark = pytest.mark.slow
@@ -43,17 +43,7 @@ def test_stages_on_a_local_cluster_get_the_rescue_plugin(prefect_server: dict, t
 
 
 def test_a_scheduler_joined_by_address_is_left_as_it_is(prefect_server: dict, tmp_path: Path) -> None:
-    from distributed import LocalCluster
-
-    creds = tls_credentials(tmp_path / "tls")
-    with LocalCluster(
-        n_workers=1,
-        threads_per_worker=1,
-        processes=True,
-        host=LOOPBACK,
-        dashboard_address=f"{LOOPBACK}:0",
-        security=tls_security(creds),
-    ) as lc:
+    with tls_cluster(tmp_path / "tls") as (lc, creds):
         names = _on_cluster(
             prefect_server["url"], {"kind": "address", "address": lc.scheduler_address, **creds}, tmp_path
         )

@@ -15,8 +15,6 @@ import os
 import re
 import socket
 import stat
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -28,8 +26,8 @@ from flow_helpers import (
     assert_refuses_strangers,
     flow_env,
     small_config,
-    tls_credentials,
-    tls_security,
+    start_run,
+    tls_cluster,
     write_config,
 )
 
@@ -111,15 +109,7 @@ def test_local_run_listens_on_loopback_only_and_keeps_raw_data_private(
     scratch = tmp_path / "dask-scratch"
     # with no PREFECT_API_URL the run starts its temporary Prefect server, in the process tree watched
     env = {**flow_env(tmp_path, None if own_server else prefect_server), "DASK_TEMPORARY_DIRECTORY": str(scratch)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dpdist.cli", "run", str(cfg), "--json", "-v"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        umask=umask,
-    )
+    proc = start_run(cfg, env, tmp_path, "--json", "-v", umask=umask)
     ledger = tmp_path / "ledger.sqlite"
     listeners = Listeners(proc.pid, scratch, [tmp_path / "out" / "stores", Path(f"{ledger}*")])
     stdout, stderr = proc.communicate(timeout=600)
@@ -180,17 +170,7 @@ def test_insecure_opt_out_is_plain_tcp_still_on_loopback(tmp_path: Path) -> None
 
 
 def test_address_cluster_joins_a_tls_scheduler_with_the_configs_credentials(tmp_path: Path) -> None:
-    from distributed import LocalCluster
-
-    creds = tls_credentials(tmp_path / "tls")
-    with LocalCluster(
-        n_workers=1,
-        threads_per_worker=1,
-        processes=True,
-        host=LOOPBACK,
-        dashboard_address=f"{LOOPBACK}:0",
-        security=tls_security(creds),
-    ) as lc:
+    with tls_cluster(tmp_path / "tls") as (lc, creds):
         cfg = load_config(overrides={"cluster": {"kind": "address", "address": lc.scheduler_address, **creds}})
         with cluster_security(cfg.cluster, cfg.output) as security, task_runner(cfg.cluster, security) as runner:
             assert runner.client.submit(lambda x: 2 * x, 21).result() == 42

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from old_ledgers import migrated, write_as_schema
 
 from dpdist.exceptions import (
     BudgetExceeded,
@@ -571,9 +572,7 @@ def test_a_v1_ledger_is_migrated_in_place_and_loses_nothing(tmp_path: Path):
     ).fetchall()
     assert con.execute("PRAGMA user_version").fetchone()[0] == 1
     con.close()
-    acc = Accountant(path)
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    acc, con = migrated(path)
     assert (
         con.execute("SELECT dataset, epsilon_total, delta_total, created FROM budgets ORDER BY dataset").fetchall()
         == before_budgets
@@ -622,24 +621,12 @@ def test_an_interrupted_migration_changes_nothing(tmp_path: Path, monkeypatch):
 
 
 def test_a_v2_ledger_is_upgraded_to_v5_keeping_every_row(tmp_path: Path):
-    import sqlite3
 
     path = tmp_path / "v2.sqlite"
     Accountant(path).init_budget("ds", 1.0, 1e-6)
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "r", lambda: [1.0])
-    con = sqlite3.connect(path)  # as dpdist wrote schema 2: no links table, no filter or covered column
-    _drop_release_guards(con)  # no release guards before schema 6
-    _drop_composed(con)  # no composed state before schema 7
-    con.execute("DROP TABLE links")
-    con.execute("ALTER TABLE budgets DROP COLUMN filter")
-    con.execute("ALTER TABLE releases DROP COLUMN covered")
-    con.execute("PRAGMA user_version = 2")
-    con.commit()
-    before = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
-    con.close()
-    acc = Accountant(path)
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    before = write_as_schema(path, 2)  # no links table, no filter or covered column
+    acc, con = migrated(path)
     after = con.execute("SELECT * FROM releases").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
     assert [row[:-1] for row in after[0]] == before[0] and [row[-1] for row in after[0]] == [1]
     assert [row[:-1] for row in after[1]] == before[1]
@@ -652,17 +639,8 @@ def test_a_v3_ledger_gets_its_filters_and_the_stored_filter_is_the_one_used(tmp_
     path = tmp_path / "v3.sqlite"
     Accountant(path).init_budget("ds", 2.0, 1e-6)
     Accountant(path).init_budget("pure", 1.0, 0.0)
-    con = sqlite3.connect(path)  # as dpdist wrote schema 3: no filter column (nor covered)
-    _drop_release_guards(con)  # no release guards before schema 6
-    _drop_composed(con)  # no composed state before schema 7
-    con.execute("ALTER TABLE budgets DROP COLUMN filter")
-    con.execute("ALTER TABLE releases DROP COLUMN covered")
-    con.execute("PRAGMA user_version = 3")
-    con.commit()
-    con.close()
-    acc = Accountant(path)
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    write_as_schema(path, 3)  # no filter column (nor covered)
+    acc, con = migrated(path)
     stored = dict(con.execute("SELECT dataset, filter FROM budgets").fetchall())
     assert stored == {
         "ds": PrivacyFilter.for_budget(2.0, 1e-6).to_json(),
@@ -710,15 +688,7 @@ def test_an_interrupted_v3_migration_changes_nothing_and_later_schemas_are_refus
     path = tmp_path / "v3.sqlite"
     Accountant(path).init_budget("a", 1.0, 1e-6)
     Accountant(path).init_budget("b", 2.0, 1e-6)
-    con = sqlite3.connect(path)
-    _drop_release_guards(con)  # no release guards before schema 6
-    _drop_composed(con)  # no composed state before schema 7
-    con.execute("ALTER TABLE budgets DROP COLUMN filter")
-    con.execute("ALTER TABLE releases DROP COLUMN covered")
-    con.execute("PRAGMA user_version = 3")
-    con.commit()
-    before = con.execute("SELECT * FROM budgets").fetchall()
-    con.close()
+    _, before = write_as_schema(path, 3)
     calls = []
 
     def for_budget(eps, delta):  # killed at the second budget
@@ -750,15 +720,8 @@ def test_a_v6_ledger_is_upgraded_with_each_budgets_state_and_keeps_every_row(tmp
     for i in range(12):
         acc.charge("ds", Charge(PrivacyLoss.gaussian(8.0, 1e-8), "g", covered=i != 3), f"g{i}")
     before = {s.dataset: s for s in acc.datasets()}
-    con = sqlite3.connect(path)  # as dpdist wrote schema 6
-    _drop_composed(con)  # no composed state before schema 7, no index on (dataset, id)
-    con.execute("PRAGMA user_version = 6")
-    con.commit()
-    rows = con.execute("SELECT * FROM releases ORDER BY id").fetchall(), con.execute("SELECT * FROM budgets").fetchall()
-    con.close()
-    acc = Accountant(path)
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    rows = write_as_schema(path, 6)  # no composed state, no index on (dataset, id)
+    acc, con = migrated(path)
     assert (
         con.execute("SELECT * FROM releases ORDER BY id").fetchall(),
         con.execute("SELECT * FROM budgets").fetchall(),
@@ -769,31 +732,12 @@ def test_a_v6_ledger_is_upgraded_with_each_budgets_state_and_keeps_every_row(tmp
     assert all(v.equal for v in acc.verify()) and acc.status("ds").uncovered == 1
 
 
-def _drop_composed(con: sqlite3.Connection) -> None:
-    con.execute("DROP TABLE composed")
-    con.execute("DROP INDEX releases_by_dataset")
-
-
-def _drop_release_guards(con: sqlite3.Connection) -> None:
-    con.execute("DROP TRIGGER releases_append_only")
-    con.execute("DROP TRIGGER releases_never_deleted")
-
-
 def test_a_v4_ledger_gets_the_covered_mark_and_uncovered_releases_are_shown(tmp_path: Path):
     path = tmp_path / "v4.sqlite"
     Accountant(path).init_budget("ds", 2.0, 1e-6)
     Accountant(path).release("ds", C(0.2, 0.0, "laplace"), "old", lambda: [1.0])
-    con = sqlite3.connect(path)  # as dpdist wrote schema 4: no covered column
-    _drop_release_guards(con)  # no release guards before schema 6
-    _drop_composed(con)  # no composed state before schema 7
-    con.execute("ALTER TABLE releases DROP COLUMN covered")
-    con.execute("PRAGMA user_version = 4")
-    con.commit()
-    before = con.execute("SELECT * FROM releases").fetchall()
-    con.close()
-    acc = Accountant(path)
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    before, _ = write_as_schema(path, 4)  # no covered column
+    acc, con = migrated(path)
     assert [row[:-1] for row in con.execute("SELECT * FROM releases").fetchall()] == before
     con.close()
     assert [r.covered for r in acc.history("ds")] == [True] and acc.status("ds").uncovered == 0

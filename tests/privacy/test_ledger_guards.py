@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from old_ledgers import migrated, write_as_schema
 
 from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.accountant import Accountant
@@ -56,18 +57,8 @@ def test_a_v5_ledger_gets_the_guards_and_keeps_every_row(tmp_path: Path):
     acc = Accountant(path)
     acc.init_budget("ds", 1.0, 0.0)
     acc.release("ds", C(0.2), "r", lambda: [1.0])
-    con = sqlite3.connect(path)  # as dpdist wrote schema 5: no triggers
-    con.execute("DROP TRIGGER releases_append_only")
-    con.execute("DROP TRIGGER releases_never_deleted")
-    con.execute("DROP TABLE composed")  # (schema 7's)
-    con.execute("DROP INDEX releases_by_dataset")
-    con.execute("PRAGMA user_version = 5")
-    con.commit()
-    before = con.execute("SELECT * FROM releases").fetchall()
-    con.close()
-    acc = Accountant(path)
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    before, _ = write_as_schema(path, 5)  # no triggers (nor schema 7's composed state)
+    acc, con = migrated(path)
     assert con.execute("SELECT * FROM releases").fetchall() == before
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         con.execute("UPDATE releases SET result = NULL")
@@ -152,6 +143,21 @@ def test_a_copy_the_target_refuses_names_the_table_only(tmp_path: Path, postgres
         assert pg.execute("SELECT count(*) FROM budgets").fetchone()[0] == 0
 
 
+def _a_large_result_fails_once(acc: Accountant) -> None:
+    """A large result (2,000 numbers) released twice under one key on a ledger that refuses to write it:
+    a failure each time, the result drawn once (the failure recorded, then replayed)."""
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return [0.5] * 2000
+
+    for _ in range(2):
+        with pytest.raises(SolverFailure, match="could not be written"):
+            acc.release("ds", C(0.1), "r", compute)
+    assert calls == [1]
+
+
 def test_a_result_sqlite_refuses_as_too_big_is_a_recorded_failure(tmp_path: Path, monkeypatch):
     """SQLITE_TOOBIG (not a full disk) on writing a result also depends on its size: recorded as the
     release's failure, replayed, never drawn again."""
@@ -165,16 +171,8 @@ def test_a_result_sqlite_refuses_as_too_big_is_a_recorded_failure(tmp_path: Path
         return con
 
     monkeypatch.setattr(SQLiteLedger, "_connect", limited)
-    calls = []
-
-    def compute():
-        calls.append(1)
-        return [0.5] * 2000
-
-    for _ in range(2):
-        with pytest.raises(SolverFailure, match="could not be written"):
-            acc.release("ds", C(0.1), "r", compute)
-    assert calls == [1] and acc.status("ds").releases == 1
+    _a_large_result_fails_once(acc)
+    assert acc.status("ds").releases == 1
 
 
 def test_a_result_the_server_times_out_on_is_a_recorded_failure(postgres_ledger_url):
@@ -191,13 +189,5 @@ def test_a_result_the_server_times_out_on_is_a_recorded_failure(postgres_ledger_
         )
         con.execute("CREATE TRIGGER slow_large BEFORE UPDATE ON releases FOR EACH ROW EXECUTE FUNCTION slow_large()")
     timed = Accountant(postgres_ledger_url)
-    calls = []
-
-    def compute():
-        calls.append(1)
-        return [0.5] * 2000
-
-    for _ in range(2):
-        with pytest.raises(SolverFailure, match="could not be written"):
-            timed.release("ds", C(0.1), "r", compute)
-    assert calls == [1] and timed.release("ds", C(0.1), "small", lambda: [1.0]) == [1.0]
+    _a_large_result_fails_once(timed)
+    assert timed.release("ds", C(0.1), "small", lambda: [1.0]) == [1.0]

@@ -5,19 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from command import run, selecting
 
-from dpdist.cli import main
 from dpdist.data.store import open_store
 from dpdist.privacy.accountant import Accountant
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = int(e.code)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture()
@@ -31,30 +22,23 @@ def fanlv(tmp_path, capsys):
     return tmp_path / "f", meta
 
 
+@pytest.fixture()
+def ledger(tmp_path) -> str:
+    return str(tmp_path / "l.sqlite")
+
+
+@pytest.fixture()
+def select(capsys, fanlv, ledger):
+    return selecting(capsys, fanlv[0], ledger)
+
+
 @pytest.mark.parametrize("method", ["dp-sis", "two-stage"])
-def test_select_charges_and_reports(capsys, tmp_path, fanlv, method):
+def test_select_charges_and_reports(select, tmp_path, fanlv, ledger, method):
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1e4, 0.0)
     out_file = tmp_path / "sel.json"
-    code, out, _ = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        method,
-        "--k",
-        "8",
-        "--epsilon",
-        "5000",
-        "--clip",
-        "--seed",
-        "3",
-        "--ledger",
-        ledger,
-        "--out",
-        str(out_file),
-        "--json",
+    code, out, _ = select(
+        method, "--k", "8", "--epsilon", "5000", "--clip", "--seed", "3", "--out", str(out_file), "--json"
     )
     assert code == 0, out
     res = json.loads(out)
@@ -68,89 +52,33 @@ def test_select_charges_and_reports(capsys, tmp_path, fanlv, method):
     assert [(r.epsilon, r.key) for r in hist] == [(5000.0, res["key"])]
 
 
-def test_select_refused_writes_nothing(capsys, tmp_path, fanlv):
+def test_select_refused_writes_nothing(select, tmp_path, fanlv, ledger):
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1.0, 0.0)
     out_file = tmp_path / "sel.json"
-    code, out, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        "dp-sis",
-        "--k",
-        "5",
-        "--epsilon",
-        "2",
-        "--clip",
-        "--ledger",
-        ledger,
-        "--out",
-        str(out_file),
-        "--json",
-    )
+    code, out, err = select("dp-sis", "--k", "5", "--epsilon", "2", "--clip", "--out", str(out_file), "--json")
     assert code == 3 and out == "" and "budget refused" in err
     assert not out_file.exists() and Accountant(ledger).history(meta["dataset_id"]) == []
 
 
-def test_select_bad_input_exit_2(capsys, tmp_path, fanlv):
+def test_select_bad_input_exit_2(select, fanlv, ledger):
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
-    code, _, err = run(
-        capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1", "--ledger", ledger
-    )
+    code, _, err = select("dp-sis", "--k", "5", "--epsilon", "1")
     assert code == 2 and "budget init" in err and meta["dataset_id"] not in err  # no budget for this dataset yet
     Accountant(ledger).init_budget(meta["dataset_id"], 10.0, 0.0)
-    code, _, err = run(
-        capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "1", "--ledger", ledger
-    )
+    code, _, err = select("dp-sis", "--k", "5", "--epsilon", "1")
     assert code == 2 and ("|y_i| <= 1" in err or "|X_ij| <= 1" in err) and "--clip" in err  # fan-lv is unbounded
-    code, _, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        "dp-sis",
-        "--k",
-        "5",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-6",
-        "--ledger",
-        ledger,
-    )
+    code, _, err = select("dp-sis", "--k", "5", "--epsilon", "1", "--delta", "1e-6")
     assert code == 2 and "--delta" in err
-    code, _, err = run(
-        capsys, "select", str(store), "--method", "dp-sis", "--k", "5", "--epsilon", "0", "--clip", "--ledger", ledger
-    )
+    code, _, err = select("dp-sis", "--k", "5", "--epsilon", "0", "--clip")
     assert code == 2 and "epsilon" in err
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
-def test_two_stage_with_stage2_releases_a_model_on_the_selection(capsys, tmp_path, fanlv):
+def test_two_stage_with_stage2_releases_a_model_on_the_selection(select, fanlv, ledger):
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1e4, 0.0)
-    code, out, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        "two-stage",
-        "--k",
-        "8",
-        "--epsilon",
-        "100",
-        "--stage2",
-        "5",
-        "--seed",
-        "4",
-        "--ledger",
-        ledger,
-        "--json",
-    )
+    code, out, err = select("two-stage", "--k", "8", "--epsilon", "100", "--stage2", "5", "--seed", "4", "--json")
     assert code == 0, err
     res = json.loads(out)
     assert res["stage2"]["indices"] == res["features"] and len(res["stage2"]["values"]) == 8
@@ -160,34 +88,29 @@ def test_two_stage_with_stage2_releases_a_model_on_the_selection(capsys, tmp_pat
     assert [h.epsilon for h in hist] == [95.0, 5.0] and res["n_blocks"] >= 1
 
 
-def test_stage2_charge_is_named_and_pure_methods_refuse_a_delta(capsys, tmp_path, fanlv):
+def test_stage2_charge_is_named_and_pure_methods_refuse_a_delta(select, fanlv, ledger):
     """The text names both charges of ``--stage2`` (the selection's and the model's); a pure method given a
     positive ``--delta`` exits 2 before any charge."""
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1e4, 0.0)
-    args = ("select", str(store), "--method", "two-stage", "--k", "8", "--epsilon", "100", "--ledger", ledger)
-    code, out, err = run(capsys, *args, "--stage2", "5", "--seed", "4")
+    code, out, err = select("two-stage", "--k", "8", "--epsilon", "100", "--stage2", "5", "--seed", "4")
     assert code == 0, err
     assert "charged epsilon=95, delta=0 for the selection, plus epsilon=5 for its stage-2 model" in out, out
     for method in ("dp-sis", "two-stage", "bss-top-r"):
-        code, _, err = run(capsys, "select", str(store), "--method", method, "--k", "3", "--epsilon", "1",
-                           "--delta", "1e-6", "--ledger", ledger)  # fmt: skip
+        code, _, err = select(method, "--k", "3", "--epsilon", "1", "--delta", "1e-6")
         assert code == 2 and "--delta" in err and "pure" in err, (method, err)
     assert len(Accountant(ledger).history(meta["dataset_id"])) == 2
 
 
 @pytest.mark.parametrize("method", ["dp-sis", "two-stage"])
-def test_select_epsilon_is_what_the_command_spends_in_all(capsys, tmp_path, fanlv, method):
+def test_select_epsilon_is_what_the_command_spends_in_all(select, fanlv, ledger, method):
     """``select --epsilon 1 --stage2 0.3`` fits a budget of exactly 1: the stage-2 model is charged 0.3 and the
     selection the rest (0.7; two-stage's noisy row count inside it), the split shown on stderr and in the JSON;
     the same command again (its --key) replays both releases on the spent budget and charges nothing."""
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1.0, 1e-6)
-    args = ("select", str(store), "--method", method, "--k", "8", "--epsilon", "1", "--stage2", "0.3", "--clip",
-            "--key", "sel", "--ledger", ledger, "--json")  # fmt: skip
-    code, out, err = run(capsys, *args)
+    args = (method, "--k", "8", "--epsilon", "1", "--stage2", "0.3", "--clip", "--key", "sel", "--json")
+    code, out, err = select(*args)
     assert code == 0, err
     res = json.loads(out)
     assert "plan: the selection 0.7 + its stage-2 model 0.3 = epsilon 1 in all" in err
@@ -203,16 +126,15 @@ def test_select_epsilon_is_what_the_command_spends_in_all(capsys, tmp_path, fanl
     hist = Accountant(ledger).history(meta["dataset_id"])
     assert [(h.key, h.epsilon) for h in hist] == [("sel", 0.7), ("sel/stage2", 0.3)]
     assert sum(h.epsilon for h in hist) <= 1.0  # basic composition: the epsilons added
-    code, out, err = run(capsys, *args)  # a replay on the spent budget: not refused, nothing charged
+    code, out, err = select(*args)  # a replay on the spent budget: not refused, nothing charged
     assert code == 0, err
     again = json.loads(out)
     assert again["replayed"] and again["features"] == res["features"] and again["stage2"] == res["stage2"]
     assert Accountant(ledger).history(meta["dataset_id"]) == hist
 
 
-def test_a_stage2_that_is_not_a_part_of_epsilon_is_refused_before_anything_is_read(capsys, tmp_path, fanlv):
+def test_a_stage2_that_is_not_a_part_of_epsilon_is_refused_before_anything_is_read(capsys, tmp_path, fanlv, ledger):
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 10.0, 0.0)
     for stage2, where in [("1", str(store)), ("2", str(store)), ("1", str(tmp_path / "no-such-store"))]:
         code, out, err = run(capsys, "select", where, "--method", "two-stage", "--k", "8", "--epsilon", "1",
@@ -221,13 +143,12 @@ def test_a_stage2_that_is_not_a_part_of_epsilon_is_refused_before_anything_is_re
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
-def test_a_budget_that_cannot_pay_the_stage2_model_charges_nothing(capsys, tmp_path, fanlv, monkeypatch):
+def test_a_budget_that_cannot_pay_the_stage2_model_charges_nothing(select, tmp_path, fanlv, ledger, monkeypatch):
     """The selection (0.9) fits the budget of 1, the whole command (1.5) does not: refused exit 3 before the data is
     read, the selection not charged either."""
     from dpdist.data.store.reader import SparseStore
 
     store, meta = fanlv
-    ledger = str(tmp_path / "l.sqlite")
     Accountant(ledger).init_budget(meta["dataset_id"], 1.0, 0.0)
 
     def boom(*a, **k):
@@ -235,8 +156,9 @@ def test_a_budget_that_cannot_pay_the_stage2_model_charges_nothing(capsys, tmp_p
 
     monkeypatch.setattr(SparseStore, "csr", boom)
     out_file = tmp_path / "sel.json"
-    code, out, err = run(capsys, "select", str(store), "--method", "two-stage", "--k", "8", "--epsilon", "1.5",
-                         "--stage2", "0.6", "--ledger", ledger, "--out", str(out_file), "--json")  # fmt: skip
+    code, out, err = select(
+        "two-stage", "--k", "8", "--epsilon", "1.5", "--stage2", "0.6", "--out", str(out_file), "--json"
+    )
     assert code == 3 and out == "" and "budget refused" in err, err
     assert "plan: the selection 0.9 + its stage-2 model 0.6 = epsilon 1.5 in all" in err
     assert Accountant(ledger).history(meta["dataset_id"]) == [] and not out_file.exists()

@@ -12,6 +12,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from fast_fw_kernel import run_kernel, sparse_arrays
 from sklearn.datasets import load_svmlight_file
 
 from dpdist.exceptions import ParameterError
@@ -19,7 +20,7 @@ from dpdist.privacy.composition import advanced_step_epsilon, rnm_paper_true_eps
 from dpdist.privacy.loss import PrivacyLoss
 from dpdist.solvers.fast_fw import fast_frank_wolfe
 from dpdist.solvers.fast_fw.move import _ahead
-from dpdist.solvers.fast_fw.solver import _extra_args, _fast_fw, _kernel_args
+from dpdist.solvers.fast_fw.solver import _extra_args
 from dpdist.solvers.frank_wolfe import exponential_vertex, frank_wolfe, lipschitz, privacy_plan
 from dpdist.solvers.samplers import block_shift
 
@@ -247,33 +248,7 @@ def test_a_csc_copy_of_another_matrix_or_out_of_bound_is_refused():
 def _kernel_state(X, y, lam, T, loss, mode, eps0, refresh):
     """The fast kernel run directly: coef, path, the internal state (alpha, W, c, st) and the band of
     the column passes' layout (0: never built)."""
-    Xc = X.tocsc()
-    coef, path, _, state, band = _fast_fw(
-        *_kernel_args(
-            (
-                X.indptr.astype(np.int64),
-                X.indices.astype(np.int32),
-                X.data,
-                Xc.indptr.astype(np.int64),
-                Xc.indices.astype(np.int32),
-                Xc.data,
-                y,
-                np.asarray(X.T @ y),
-                lam,
-                T,
-                loss == "logistic",
-                mode,
-                eps0,
-                1.0,
-                refresh,
-                0,
-                block_shift(X.shape[1]),
-                np.random.default_rng(7),
-                np.zeros(1, dtype=np.int64),
-                *_extra_args(None, X, T),
-            )
-        )
-    )
+    coef, path, _, state, band = run_kernel(X, y, lam, T, loss, mode, eps0, refresh)
     return coef, path, state, band
 
 
@@ -446,18 +421,7 @@ def test_move_by_rows_and_by_columns_agree_on_every_output(loss):
     vbar0 = rng.normal(0, 3, n)
     vbar0[::5] = 800.0  # sigmoid saturated at 1: a move of these rows leaves q as it is
     q0 = np.array([1 / (1 + np.exp(-v)) - t for v, t in zip(vbar0, y)]) if logistic else np.zeros(n)
-    args = (
-        X.indptr.astype(np.int64),
-        X.indices.astype(np.int32),
-        X.data,
-        Xc.indptr.astype(np.int64),
-        Xc.indices.astype(np.int32),
-        Xc.data,
-        y,
-        logistic,
-        False,
-        1.0,
-    )
+    args = (*sparse_arrays(X, Xc), y, logistic, False, 1.0)
     lay = _column_layout(*args[:3], args[3], args[5], 30, 1)  # bands of 30 rows: the rare columns through the tiles
     assert lay[1].size > 0 and lay[9].size > 0  # frequent columns by rows and rare ones through the tiles
     unlisted = 0

@@ -8,16 +8,16 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from fast_fw_kernel import run_kernel
 from scipy import integrate, stats
 from scipy.special import expit
 
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.loss import PrivacyLoss
+from dpdist.selection.best_subset.mcmc import _project_l1  # Euclidean projection onto the l1 ball
 from dpdist.solvers.fast_fw import fast_frank_wolfe
-from dpdist.solvers.fast_fw.solver import _extra_args, _fast_fw, _kernel_args
 from dpdist.solvers.fast_fw.weights import _laplace_vertex
 from dpdist.solvers.frank_wolfe import frank_wolfe
-from dpdist.solvers.samplers import block_shift
 from dpdist.solvers.screening import (
     _noisy_argmin,
     _screen_rnm,
@@ -39,21 +39,6 @@ def exact_coef(rule: str, loss: str, lam: float) -> np.ndarray:
 
 
 # ------------------------------------------------------------- a high-precision reference solver
-
-
-@numba.njit(cache=True)
-def _project_l1(v, lam):
-    """Euclidean projection onto {||w||_1 <= lam} (Duchi et al. 2008)."""
-    if np.abs(v).sum() <= lam:
-        return v.copy()
-    u = np.sort(np.abs(v))[::-1]
-    css = np.cumsum(u)
-    theta = 0.0
-    for k in range(u.shape[0]):
-        t = (css[k] - lam) / (k + 1)
-        if u[k] > t:
-            theta = t
-    return np.sign(v) * np.maximum(np.abs(v) - theta, 0.0)
 
 
 @numba.njit(cache=True)
@@ -546,36 +531,6 @@ def test_non_private_screening_zeroes_the_same_coordinates_in_both_solvers(regre
         assert len(a.screened) >= 5  # zeroings happened
 
 
-def _kernel(X, y, lam, T, loss, mode, eps0, refresh, plan, init=None):
-    Xc = X.tocsc()
-    return _fast_fw(
-        *_kernel_args(
-            (
-                X.indptr.astype(np.int64),
-                X.indices.astype(np.int32),
-                X.data,
-                Xc.indptr.astype(np.int64),
-                Xc.indices.astype(np.int32),
-                Xc.data,
-                y,
-                np.asarray(X.T @ y),
-                lam,
-                T,
-                loss == "logistic",
-                mode,
-                eps0,
-                1.0,
-                refresh,
-                0,
-                block_shift(X.shape[1]),
-                np.random.default_rng(7),
-                np.zeros(1, dtype=np.int64),
-                *_extra_args(plan, Xc, T, init),
-            )
-        )
-    )
-
-
 def _zeroing_problem(regression, loss):
     """200 steps from a dense start with the safe exact rule: many zeroings."""
     X, y = regression
@@ -596,13 +551,20 @@ def test_zeroing_keeps_queue_and_sampler_state_consistent(regression, loss):
     """After many zeroings, the heap (non-private), the BSLS sampler and the brute-force race (private, at a
     huge per-step epsilon: the argmax) pick the same vertices from the same maintained gradient."""
     X, y, lam, plan, init = _zeroing_problem(regression, loss)
-    runs = [_kernel(X, y, lam, 200, loss, m, 1e6 if m else 1.0, 0, plan, init) for m in (0, 1, 2)]
+    runs = [run_kernel(X, y, lam, 200, loss, m, 1e6 if m else 1.0, 0, plan, init) for m in (0, 1, 2)]
     assert runs[0][1].tolist() == runs[1][1].tolist() == runs[2][1].tolist()
     alpha, W, c, st = runs[1][3]
     if loss == "logistic":  # sampler weights are those of the kernel's current alpha after the zeroings
         a = 1e6 * alpha / 2
         np.testing.assert_allclose(W, np.exp(np.logaddexp(a, -a) - st[0]), rtol=1e-12, atol=1e-300)
     assert np.count_nonzero(runs[0][0]) < X.shape[1] / 2  # most of the dense start was zeroed
+
+
+def _private_run(solver, X, y, T, epsilon, plan, seed):
+    """``solver`` at lambda 8 for ``T`` steps on the ``regression`` data: a private squared-loss run (the
+    exponential selection, delta 1e-6, |y| <= 3) screened by ``plan``."""
+    kw = {"loss": "squared", "selection": "exponential", "epsilon": epsilon, "delta": 1e-6, "y_bound": 3.0}
+    return solver(X, y, 8.0, T, screening=plan, random_state=seed, **kw)
 
 
 def test_private_screening_runs_record_what_they_zero(regression):
@@ -615,19 +577,7 @@ def test_private_screening_runs_record_what_they_zero(regression):
             mode, "squared", 8.0, X.shape[1], 300, 3, 200.0, 1e-6, rule="seed", y_bound=3.0, n_max=300
         )
         for solver in (frank_wolfe, fast_frank_wolfe):
-            r = solver(
-                X,
-                y,
-                8.0,
-                300,
-                loss="squared",
-                selection="exponential",
-                epsilon=5.0,
-                delta=1e-6,
-                y_bound=3.0,
-                screening=plan,
-                random_state=4,
-            )
+            r = _private_run(solver, X, y, 300, 5.0, plan, seed=4)
             assert r.screened and all(t % 3 == 0 for t, _ in r.screened)
             ((_, m),) = path_margins(r.path, 8.0, X, [300], r.screened)
             np.testing.assert_allclose(m, X @ r.coef, atol=1e-9)
@@ -641,19 +591,7 @@ def test_solvers_refuse_private_selection_with_exact_screening(regression):
     plan = screening_plan("exact", "squared", 8.0, X.shape[1], 20, 1)
     for solver in (frank_wolfe, fast_frank_wolfe):
         with pytest.raises(ParameterError, match="'exact' is not private"):
-            solver(
-                X,
-                y,
-                8.0,
-                20,
-                loss="squared",
-                selection="exponential",
-                epsilon=1.0,
-                delta=1e-6,
-                y_bound=3.0,
-                screening=plan,
-                random_state=0,
-            )
+            _private_run(solver, X, y, 20, 1.0, plan, seed=0)
 
 
 def test_gram_path_is_the_sparse_path(regression):
@@ -714,7 +652,7 @@ def test_zeroing_by_columns_is_zeroing_by_rows_to_the_bit(regression, monkeypatc
         monkeypatch.setattr(ffw, "_HEAVY_SHARE", share)
         monkeypatch.setattr(ffw, "_ROW_BAND", band)
         monkeypatch.setattr(fft, "_PARALLEL_NNZ", threshold)
-        runs.append(_kernel(X, y, lam, 200, loss, mode, 1e6 if mode else 1.0, 0, plan, init))
+        runs.append(run_kernel(X, y, lam, 200, loss, mode, 1e6 if mode else 1.0, 0, plan, init))
     a = runs[0]
     for b in runs[1:]:
         assert np.array_equal(a[0], b[0]) and a[1].tolist() == b[1].tolist()
@@ -733,40 +671,15 @@ def test_a_plan_for_other_features_and_a_supplied_gram_are_refused_in_private_ru
     small = screening_plan("adp", "squared", 1.0, 4, 10, 1, 1.0, 1e-6, n_max=100)  # sigma grows as sqrt(d)
     right = screening_plan("adp", "squared", 1.0, 8, 10, 1, 1.0, 1e-6, n_max=100)
     assert small.sigma < right.sigma
-    for solve in (fast_frank_wolfe, frank_wolfe):
+    private = {"loss": "squared", "epsilon": 1.0, "delta": 1e-6, "random_state": 0}
+    for solve, selection in ((fast_frank_wolfe, "exponential"), (frank_wolfe, "laplace")):
         with pytest.raises(ParameterError, match="calibrated for 4 features, not 8"):
-            solve(
-                X,
-                y,
-                1.0,
-                10,
-                loss="squared",
-                selection="exponential" if solve is fast_frank_wolfe else "laplace",
-                epsilon=1.0,
-                delta=1e-6,
-                screening=small,
-                random_state=0,
-            )
-        solve(
-            X,
-            y,
-            1.0,
-            10,
-            loss="squared",
-            selection="exponential" if solve is fast_frank_wolfe else "laplace",
-            epsilon=1.0,
-            delta=1e-6,
-            screening=right,
-            random_state=0,
-        )
+            solve(X, y, 1.0, 10, selection=selection, screening=small, **private)
+        solve(X, y, 1.0, 10, selection=selection, screening=right, **private)
     G = (X.T @ X).toarray()
     with pytest.raises(ParameterError, match="computes X\\^T X itself"):
-        fast_frank_wolfe(
-            X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=10 * G, random_state=0
-        )
-    fast_frank_wolfe(
-        X, y, 1.0, 10, loss="squared", selection="exponential", epsilon=1.0, delta=1e-6, gram=True, random_state=0
-    )
+        fast_frank_wolfe(X, y, 1.0, 10, selection="exponential", gram=10 * G, **private)
+    fast_frank_wolfe(X, y, 1.0, 10, selection="exponential", gram=True, **private)
     fast_frank_wolfe(X, y, 1.0, 10, loss="squared", gram=G)  # non-private: the caller's matrix
 
 

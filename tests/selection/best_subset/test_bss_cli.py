@@ -6,21 +6,12 @@ import json
 
 import numpy as np
 import pytest
+from command import run, selecting
 
-from dpdist.cli import main
 from dpdist.privacy.accountant import Accountant
 from dpdist.selection.best_subset import oa as oa_module
 from dpdist.selection.best_subset import top_r as top_r_module
 from dpdist.selection.best_subset.oa import MasterResult
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = int(e.code)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -41,28 +32,16 @@ def ledger(tmp_path, bss_store):
     return path
 
 
+@pytest.fixture()
+def select(capsys, bss_store, ledger):
+    return selecting(capsys, bss_store[0], ledger)
+
+
 @pytest.mark.parametrize("method, extra", [("bss-top-r", []), ("bss-mistakes", ["--delta", "1e-6"])])
-def test_bss_select_releases_and_charges(capsys, tmp_path, bss_store, ledger, method, extra):
+def test_bss_select_releases_and_charges(select, tmp_path, bss_store, ledger, method, extra):
     store, meta = bss_store
     out_file = tmp_path / "sel.json"
-    code, out, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        method,
-        "--k",
-        "3",
-        "--epsilon",
-        "4",
-        *extra,
-        "--clip",
-        "--ledger",
-        ledger,
-        "--out",
-        str(out_file),
-        "--json",
-    )
+    code, out, err = select(method, "--k", "3", "--epsilon", "4", *extra, "--clip", "--out", str(out_file), "--json")
     assert code == 0, err
     res = json.loads(out)
     assert res["features"] == meta["true_support"] == [1, 3, 5]
@@ -87,81 +66,34 @@ def test_bss_select_releases_and_charges(capsys, tmp_path, bss_store, ledger, me
         (["--tol", "0.5"], "tol"),
         (["--nonprivate-time-limit", "0"], "nonprivate_time_limit"),
         (["--time-limit", "5"], "--nonprivate-time-limit"),
+        (["--delta", "1e-6"], "--delta"),  # top-r is pure: no delta to spend
+        (["--loss", "hinge"], "needs a binary target"),  # a regression store has no class labels
     ],
 )
-def test_bss_bad_input_exit_2(capsys, bss_store, ledger, args, message):
+def test_bss_bad_input_exit_2(select, bss_store, ledger, args, message):
     store, meta = bss_store
     base = {"--k": "3", "--epsilon": "1"}
     for k, v in zip(args[::2], args[1::2]):
         base[k] = v
     flat = [x for kv in base.items() for x in kv]
-    code, out, err = run(capsys, "select", str(store), "--method", "bss-top-r", *flat, "--clip", "--ledger", ledger)
+    code, out, err = select("bss-top-r", *flat, "--clip")
     assert code == 2 and message in err and out == ""
     assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
-def test_bss_violated_bounds_and_missing_delta_exit_2(capsys, tmp_path, bss_store, ledger):
+def test_bss_violated_bounds_and_missing_delta_exit_2(select, tmp_path, bss_store, ledger):
     store, meta = bss_store
-    code, _, err = run(
-        capsys, "select", str(store), "--method", "bss-top-r", "--k", "3", "--epsilon", "1", "--ledger", ledger
-    )
+    code, _, err = select("bss-top-r", "--k", "3", "--epsilon", "1")
     assert code == 2 and "x_bound" in err and "--clip" in err
+    assert Accountant(ledger).history(meta["dataset_id"]) == []
     pure = str(tmp_path / "pure.sqlite")  # a budget of delta 0: no default --delta (a share of it) to run at
     Accountant(pure).init_budget(meta["dataset_id"], 10.0, 0.0)
-    code, _, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        "bss-mistakes",
-        "--k",
-        "3",
-        "--epsilon",
-        "1",
-        "--clip",
-        "--ledger",
-        pure,
-    )
+    code, _, err = select("bss-mistakes", "--k", "3", "--epsilon", "1", "--clip", ledger=pure)
     assert code == 2 and "--delta" in err
     assert Accountant(pure).history(meta["dataset_id"]) == []
-    code, _, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        "bss-top-r",
-        "--k",
-        "3",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-6",
-        "--clip",
-        "--ledger",
-        ledger,
-    )
-    assert code == 2 and "--delta" in err
-    code, _, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        "bss-top-r",
-        "--k",
-        "3",
-        "--epsilon",
-        "1",
-        "--loss",
-        "hinge",
-        "--clip",
-        "--ledger",
-        ledger,
-    )
-    assert code == 2 and "needs a binary target" in err  # a regression store has no class labels
-    assert Accountant(ledger).history(meta["dataset_id"]) == []
 
 
-def test_bss_nonprivate_time_limit_abort_keeps_the_charge_and_is_marked(capsys, bss_store, ledger, monkeypatch):
+def test_bss_nonprivate_time_limit_abort_keeps_the_charge_and_is_marked(capsys, select, bss_store, ledger, monkeypatch):
     store, meta = bss_store
 
     def out_of_time(*a, **k):
@@ -169,22 +101,8 @@ def test_bss_nonprivate_time_limit_abort_keeps_the_charge_and_is_marked(capsys, 
 
     monkeypatch.setattr(oa_module, "solve_master", out_of_time)
     monkeypatch.setattr(top_r_module, "solve_master", out_of_time)
-    code, out, err = run(
-        capsys,
-        "select",
-        str(store),
-        "--method",
-        "bss-top-r",
-        "--k",
-        "3",
-        "--epsilon",
-        "1",
-        "--nonprivate-time-limit",
-        "5",
-        "--clip",
-        "--ledger",
-        ledger,
-        "--json",
+    code, out, err = select(
+        "bss-top-r", "--k", "3", "--epsilon", "1", "--nonprivate-time-limit", "5", "--clip", "--json"
     )
     assert code == 1 and out == ""
     assert "stopped before its certificate" in err and "charge stands" in err and "5 s" not in err
