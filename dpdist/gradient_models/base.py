@@ -21,14 +21,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpdist.base import (
     PARAMETERS,
     CountParams,
-    Ledger,
     PrivacyParams,
     PrivateClassifierMixin,
     PrivateLearner,
     PrivateRegressorMixin,
-    Progress,
     ReleaseRun,
-    charged_to,
     noisy_count,
 )
 from dpdist.data.record_maps import map_rows
@@ -45,12 +42,9 @@ __all__ = [
     "GradientClassifierMixin",
     "GradientModel",
     "GradientRegressorMixin",
-    "Ledger",
-    "Progress",
     "ROW_NORMS",
     "StepParams",
     "SteppedModel",
-    "charged_to",
     "noisy_count",
 ]
 

@@ -50,6 +50,7 @@ __all__ = [
     "Laplace",
     "ReportNoisyMax",
     "ReportNoisyMin",
+    "TopKMechanism",
     "gumbel_max",
 ]
 
