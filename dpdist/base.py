@@ -319,10 +319,9 @@ class PrivateEstimator(BaseEstimator, metaclass=ABCMeta):
         """Release the count ``compute`` draws (at :meth:`count_charge`, key ``{key}/count``; ``of``: what it
         counts, default ``_count_of``) and the charge of its model (key ``key``) as one plan: a budget that
         cannot take both charges neither, and with ``model`` (:meth:`_model_plan`) the model is charged in the
-        count's transaction
-        (:meth:`dpdist.privacy.accountant.Accountant.release_first`), so no concurrent release can leave the
-        count charged and the model refused. Without ``model`` (the counts released alone, for a front end's
-        estimate) the plan is checked, not held."""
+        count's transaction (:meth:`dpdist.privacy.accountant.Accountant.release_first`), so no concurrent
+        release can leave the count charged and the model refused. Without ``model`` (the counts released
+        alone, for a front end's estimate) the plan is checked, not held."""
         if ledger is None:
             return compute()
         acc, dataset = ledger

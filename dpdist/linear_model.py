@@ -81,14 +81,14 @@ from dpdist.utils.validation import Count, Delta, Epsilon, Options, Positive, ch
 
 __all__ = ["METHODS", "PRIVATE", "SCREENINGS", "DPFrankWolfeClassifier", "DPFrankWolfeRegressor"]
 
-METHODS = ("fast-dp-fw", "dp-fw", "fw", "fast-fw")  # the solvers (module docstring)
-PRIVATE = ("fast-dp-fw", "dp-fw")
 SELECTIONS = {
     "fast-dp-fw": "exponential",
     "dp-fw": "laplace",
     "fw": None,
     "fast-fw": None,
-}  # each solver's private step
+}  # the solvers (module docstring) and each one's private step (None: a non-private baseline)
+METHODS = tuple(SELECTIONS)
+PRIVATE = tuple(m for m, step in SELECTIONS.items() if step)
 SCREENINGS = (None, "rnm", "adp", "exact")
 
 

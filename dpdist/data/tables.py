@@ -394,8 +394,16 @@ def read_new_rows(path: str | os.PathLike[str], schema: dict[str, Any]) -> np.nd
         raise ParameterError(f"{path}: two columns have one name; the model's columns are found by name")
     names = [str(n) for n in schema.get("feature_names") or []]
     categories = schema.get("categories") or {}
+    for col in categories:
+        if col not in df.columns:
+            raise ParameterError(f"{path}: no column {col!r}, whose categories the model declares")
     kept = [c for c in df.columns if c in names or c in categories]  # a label or another column is left out
+    for col in kept:
+        if col not in categories and not pd.api.types.is_numeric_dtype(df[col]):
+            raise ParameterError(f"{path}: column {col!r} is not numeric (the model took it as a number)")
     Xdf = _feature_frame(df[kept], str(path), False, categories, {})  # as ingest made the training rows
+    if len(set(Xdf.columns)) < len(Xdf.columns):  # a column named as a category's one-hot column, say
+        raise ParameterError(f"{path}: two columns have one name; the model's columns are found by name")
     absent = [n for n in names if n not in Xdf.columns]
     if absent:
         raise ParameterError(f"{path}: no column {absent[0]!r} of the model's {len(names)} feature columns")

@@ -263,3 +263,22 @@ def test_a_declared_category_column_reads_each_record_on_its_own(tmp_path) -> No
     np.testing.assert_array_equal(rows[0][0], [1.0, 0.0, 1.0, 0.0])  # a = 1, c = 2
     (tmp_path / "t.csv").write_text("a,c,y\n1,01,0\n2,02,1\n")  # declared "01": never read as the number 1
     np.testing.assert_array_equal(read_table(tmp_path / "t.csv", categories={"c": ["01", "02"]}).X[:, 1:3], np.eye(2))
+
+
+@pytest.mark.parametrize(
+    ("csv", "message"),
+    [
+        ("age,city\n30,a\n", "no column 'color', whose categories the model declares"),
+        ("age,color,city\n30,red,a\n", "column 'city' is not numeric \\(the model took it as a number\\)"),
+        ("age,color,color=red\n30,red,1\n", "two columns have one name"),
+    ],
+)
+def test_new_rows_are_refused_in_the_words_of_predict(tmp_path, csv, message):
+    """read_new_rows names a predict-time fault as one (no --categories is given there), and a column named
+    as a declared category's one-hot column is refused, not read twice."""
+    from dpdist.data.tables import read_new_rows
+
+    (tmp_path / "new.csv").write_text(csv)
+    schema = {"feature_names": ["age", "color=red", "color=other", "city"], "categories": {"color": ["red"]}}
+    with pytest.raises(ParameterError, match=message):
+        read_new_rows(tmp_path / "new.csv", schema)

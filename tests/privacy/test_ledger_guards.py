@@ -178,7 +178,8 @@ def test_a_result_sqlite_refuses_as_too_big_is_a_recorded_failure(tmp_path: Path
 def test_a_result_the_server_times_out_on_is_a_recorded_failure(postgres_ledger_url):
     """A statement timeout (SQLSTATE 57014) on writing a large result depends on its size too. The trigger
     cancels the large write as the server's statement_timeout would (the same SQLSTATE), with no clock in
-    the test: a real 300 ms timeout also cancelled an ordinary statement on a loaded machine."""
+    the test: a real 300 ms timeout also cancelled an ordinary statement on a loaded machine. So this checks
+    the handling of the server's timeout error, not that a real timeout fires."""
     acc = Accountant(postgres_ledger_url)
     acc.init_budget("ds", 1.0, 0.0)
     with psycopg.connect(**connection_parameters(postgres_ledger_url), autocommit=True) as con:
