@@ -463,6 +463,14 @@ def fw_speedup(md: Path) -> list[str]:
     ]
 
 
+def _csvs_of(md: Path) -> list[Path]:
+    """The CSVs the run of ``md`` wrote (``<stem>*.csv``), not another run's that has its own results file
+    (``<stem>-p1000.csv`` beside ``<stem>-p1000.md``)."""
+    return [
+        c for c in sorted(md.parent.glob(md.stem + "*.csv")) if c.stem == md.stem or not c.with_suffix(".md").exists()
+    ]
+
+
 def fw_runs(md: Path) -> list[str]:
     return [
         "Trials, ours / the paper's: its Trials line above / not stated ([RKL23] prints one number a cell)."
@@ -473,13 +481,13 @@ def fw_runs(md: Path) -> list[str]:
         ),
         "",
     ] + _no_trials(
-        sorted(md.parent.glob(md.stem + "*.csv")),
+        _csvs_of(md),
         "Its cells are means over a few fits (the count is in its Trials line) whose per-fit values were not written.",
     )
 
 
 def own_intervals(md: Path) -> list[str]:
-    csvs = sorted(md.parent.glob(md.stem + "*.csv"))
+    csvs = _csvs_of(md)
     return [
         "The intervals above are computed in the run from its per-trial rows ("
         + (", ".join(f"`{c.name}`" for c in csvs) or "no CSV")
@@ -489,7 +497,7 @@ def own_intervals(md: Path) -> list[str]:
 
 
 def one_run(md: Path) -> list[str]:
-    csvs = sorted(md.parent.glob(md.stem + "*.csv"))
+    csvs = _csvs_of(md)
     return [
         "One run per configuration with the fixed seeds of its Trials line (the papers' figures plot one run); "
         "the curves' points are in " + (", ".join(f"`{c.name}`" for c in csvs) or "the file") + "; no interval."
@@ -544,7 +552,7 @@ RENDERERS: list[tuple[str, Callable[[Path], list[str]]]] = [
 
 def single(md: Path) -> list[str]:
     """Every other results file: a timing, memory or throughput run whose cells are single measurements."""
-    csvs = sorted(md.parent.glob(md.stem + "*.csv"))
+    csvs = _csvs_of(md)
     return _no_trials(csvs, "This run measures each cell once (or states its rounds in the text).")
 
 
