@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.base import PARAMETERS, PurePrivacyParams, charged_to
+from dpdist.base import PARAMETERS, PrivacyParams, charged_to
 from dpdist.data.transforms import BOUND_MODES, Matrix, enforce_bounds
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
@@ -94,7 +94,7 @@ def store_scores(
 
 
 @dataclass(**PARAMETERS)
-class DPSIS(FeatureReleaseSelector, PurePrivacyParams):
+class DPSIS(FeatureReleaseSelector, PrivacyParams):
     """Private feature screening: the k features with the largest |x_(j)^T y|, by a DP top-k.
 
     Parameters
@@ -116,7 +116,7 @@ class DPSIS(FeatureReleaseSelector, PurePrivacyParams):
     """
 
     k: int = 10
-    delta: float = 0.0
+    delta: float = 0.0  # pure epsilon-DP by default (PrivacyParams: 1e-6)
     mechanism: str = "canonical"
     gamma: float = 0.5
     noise: str = "gumbel"

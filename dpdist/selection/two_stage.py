@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso
 
-from dpdist.base import PARAMETERS, PrivateEstimator, PurePrivacyParams, charged_to
+from dpdist.base import PARAMETERS, PrivacyParams, PrivateEstimator, PurePrivacyParams, charged_to
 from dpdist.data.transforms import Matrix
 from dpdist.exceptions import ParameterError
 from dpdist.privacy.accountant import Accountant
@@ -250,7 +250,7 @@ class TwoStageSelector(FeatureReleaseSelector, PurePrivacyParams):
 
 
 @dataclass(**PARAMETERS)
-class TwoStageRegression(PrivateEstimator, PurePrivacyParams):
+class TwoStageRegression(PrivateEstimator, PrivacyParams):
     """Both stages: private support (epsilon_1) then objective perturbation on it (epsilon_2).
 
     ``epsilon`` is split as ``epsilon_split`` : 1 - ``epsilon_split`` (50/50 as in the paper-002
@@ -260,7 +260,7 @@ class TwoStageRegression(PrivateEstimator, PurePrivacyParams):
 
     mechanism = "two_stage/regression"
     k: int = 10
-    delta: float = 0.0
+    delta: float = 0.0  # pure epsilon-DP by default (PrivacyParams: 1e-6)
     loss: str = "squared"
     alpha: float = 0.1
     epsilon_split: float = 0.5

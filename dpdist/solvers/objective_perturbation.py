@@ -34,7 +34,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpdist.base import PARAMETERS, ClassesParam, PrivateEstimator, PurePrivacyParams
+from dpdist.base import PARAMETERS, ClassesParam, PrivacyParams, PrivateEstimator
 from dpdist.exceptions import ParameterError, SolverFailure
 from dpdist.privacy.guard import require_accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
@@ -115,7 +115,7 @@ def _refine_trust_region(
 
 
 @dataclass(**PARAMETERS)
-class ObjectivePerturbation(PrivateEstimator, PurePrivacyParams, ClassesParam):
+class ObjectivePerturbation(PrivateEstimator, PrivacyParams, ClassesParam):
     """Private linear or logistic regression on few features by objective perturbation.
 
     ``tolerance`` (logistic only) is the public bound r on the distance between the released
@@ -129,7 +129,7 @@ class ObjectivePerturbation(PrivateEstimator, PurePrivacyParams, ClassesParam):
 
     mechanism = "objective_perturbation"
     loss: str = "squared"
-    delta: float = 0.0
+    delta: float = 0.0  # pure epsilon-DP by default (PrivacyParams: 1e-6)
     tolerance: float = 1e-6
     output_fraction: float = 0.01
     _parameter_constraints: ClassVar[dict[str, Any]] = {
