@@ -19,9 +19,13 @@ For ``deploy/full-size/<profile>.toml`` (kdda, url, webspam):
    lines. ``benchmarks/results/full_size.md`` holds the runs made before the dated files.
 
 The claim, for a run that was not stopped: ``dpdist run`` goes from the svmlight text to the report
-(its steps' times, ingest included) in under 30 minutes, and no process of its tree passes 16 GiB
-(KDDA; Webspam's config gives its one worker 22 GiB for the train half's two copies, so there the
-peak is stated, not judged).
+(the whole command: its steps, ingest included, and the temporary Prefect server and Dask cluster
+starting and stopping) in at most 10 minutes for KDDA (issue 57; 30 minutes for URL and Webspam),
+and no process of its tree passes 16 GiB (KDDA; Webspam's config gives its one worker 22 GiB for the
+train half's two copies, so there the peak is stated, not judged). Each run is ``dpdist run -v``:
+the operator's timings on its stderr give, for a full-batch DP-GD fit (``dpdist.pipelines.dp_gd``),
+its median step beside the median time of one pass over the train rows in the same fit (the slowest
+worker's gradient sums), and the claim on that ratio: at most 1.5.
 
 ``--fraction f`` runs the first ``round(f * rows)`` rows of the profile instead (a derived
 config beside the text, its own output), for shapes that do not fit the machine or the time;
@@ -61,9 +65,11 @@ from dpdist.utils.files import open_private
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP_NAMES = ("ingest", "select", "train", "evaluate", "report")
-WALL_TARGET_S = 30 * 60  # the text to the report
+WALL_TARGET_S = {"kdda": 10 * 60}  # the text to the report, the whole command; 30 minutes for the others
+STEP_PASS_TARGET = 1.5  # a DP-GD step against one pass over the rows, in the same fit
 RSS_TARGET_GIB = {"kdda": 16.0}  # per process; the other configs' worker limits are larger
 STEP = re.compile(r"dpdist run: step (\w+) took ([0-9.]+) s")
+DP_GD = re.compile(r"dp-gd over \d+ groups: median step ([0-9.]+) s, median pass over the rows ([0-9.]+) s")
 
 
 def write_text(path: Path, profile: str, rows: int, labels: list[float], seed: int = 1) -> float:
@@ -240,7 +246,7 @@ def main() -> None:
         "PREFECT_HOME": str(output.parent / f".prefect-{args.profile}"),
         "DPDIST_LEDGER": str(output / "ledger.sqlite"),
     }  # the benchmark's own ledger, not the user's
-    cmd = [str(ROOT / ".venv" / "bin" / "dpdist"), "run", str(config.relative_to(ROOT))]
+    cmd = [str(ROOT / ".venv" / "bin" / "dpdist"), "run", "-v", str(config.relative_to(ROOT))]
     runs = []
     for i in range(args.runs):
         load0 = os.getloadavg()
@@ -261,6 +267,7 @@ def main() -> None:
             print(err[-4000:], file=sys.stderr)
             raise SystemExit(f"dpdist run exited {code}")
         steps = {m.group(1): float(m.group(2)) for m in STEP.finditer(err)}
+        fits = [(float(m.group(1)), float(m.group(2))) for m in DP_GD.finditer(err)]
         runs.append(
             {
                 "wall": wall,
@@ -270,6 +277,7 @@ def main() -> None:
                 "stopped": stopped,
                 "reused": reused,
                 "disk": (free0, least_free),
+                "dp_gd": fits,
             }
         )
 
@@ -291,8 +299,9 @@ def main() -> None:
         f"{disk_gb(output / 'stores' / 'train'):.2f} GB, test {disk_gb(output / 'stores' / 'test'):.2f} GB\n",
         "| run | "
         + " | ".join(f"{s} s" for s in STEP_NAMES)
-        + " | wall s | peak RSS GiB per process | load 1-min before / after | free disk GB before / least |",
-        "| --- | " + " | ".join("---:" for _ in range(6)) + " | --- | --- | --- |",
+        + " | wall s | DP-GD step / pass s (ratio) | peak RSS GiB per process | load 1-min before / after "
+        "| free disk GB before / least |",
+        "| --- | " + " | ".join("---:" for _ in range(6)) + " | --- | --- | --- | --- |",
     ]
     for i, r in enumerate(runs, 1):
         peaks = sorted(r["peaks"].values(), key=lambda v: -v[1])
@@ -301,7 +310,7 @@ def main() -> None:
         lines.append(
             f"| {label} | "
             + " | ".join(f"{r['steps'][s]:.1f}" if s in r["steps"] else "–" for s in STEP_NAMES)
-            + f" | {r['wall']:.1f} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} "
+            + f" | {r['wall']:.1f} | {_step_pass(r['dp_gd'])} | {top} | {r['load'][0][0]:.2f} / {r['load'][1][0]:.2f} "
             f"| {r['disk'][0]:.1f} / {r['disk'][1]:.1f} |"
         )
     lines += ["", *verdicts(args.profile, runs)]
@@ -314,9 +323,14 @@ def main() -> None:
     print(f"written: {out}", file=sys.stderr)
 
 
+def _step_pass(fits: list[tuple[float, float]]) -> str:
+    return "; ".join(f"{step:.2f} / {one:.2f} ({step / one:.2f}x)" for step, one in fits) or "–"
+
+
 def verdicts(profile: str, runs: list[dict]) -> list[str]:
     """The claim's verdict for each run that went to the report (module docstring)."""
     out = []
+    target = WALL_TARGET_S.get(profile, 30 * 60)
     for i, r in enumerate(runs, 1):
         if r["stopped"] or not all(s in r["steps"] for s in STEP_NAMES):
             out.append(f"Run {i}: stopped or incomplete, the claim is not judged on it.")
@@ -324,12 +338,19 @@ def verdicts(profile: str, runs: list[dict]) -> list[str]:
         total = sum(r["steps"][s] for s in STEP_NAMES)
         peak = max((gb for _, gb in r["peaks"].values()), default=float("nan"))
         rss_target = RSS_TARGET_GIB.get(profile)
-        met = total < WALL_TARGET_S and (rss_target is None or peak < rss_target)
+        ratios = [step / one for step, one in r["dp_gd"]]
+        met = r["wall"] <= target and (rss_target is None or peak < rss_target)
+        met = met and all(x <= STEP_PASS_TARGET for x in ratios)
         rss = f"under {rss_target:g} GiB" if rss_target is not None else "not judged at this shape"
+        ratio = (
+            f", DP-GD step / pass {', '.join(f'{x:.2f}' for x in ratios)} (target at most {STEP_PASS_TARGET:g})"
+            if ratios
+            else ""
+        )
         out.append(
-            f"Run {i}: the text to the report {total:,.1f} s ({total / 60:.1f} min; target under "
-            f"{WALL_TARGET_S / 60:.0f} min), the largest process {peak:.2f} GiB ({rss}): "
-            f"**{'met' if met else 'not met'}**."
+            f"Run {i}: the text to the report {r['wall']:,.1f} s ({r['wall'] / 60:.1f} min, the whole command; its "
+            f"steps {total:,.1f} s; target at most {target / 60:.0f} min), the largest process {peak:.2f} GiB ({rss})"
+            f"{ratio}: **{'met' if met else 'not met'}**."
         )
     return out
 

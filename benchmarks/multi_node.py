@@ -14,14 +14,11 @@ cluster, the output in its shared directory, the ledger in the flow's own /tmp),
    it (dask-jobqueue starts a new job; the lost tasks run again) with nothing charged twice;
 3. reads the run's SLURM jobs back from the accounting (``sacct``): their nodes and states.
 
-Per DP-GD step the cost model (``predicted_step_bytes``; docs/user-guide/clusters.md) says, for W
-workers and G groups of row blocks (G = min(row blocks, 2W), group g on worker g mod W): the iterate
-w (d float64) leaves the flow's host once (scattered to one worker) and the noiseless sum of the
-gradients comes back once: 8d bytes each way; between the nodes, the iterate is replicated to the
-W - 1 other workers and the G group sums are added pairwise, each add whose two inputs are on two
-nodes moving one 8d-byte vector: the floor(G/2) adds of the first round always do (groups 2k and
-2k + 1 are on two workers), the G - 1 - floor(G/2) later ones may: between W - 1 + floor(G/2) and
-W + G - 2 vectors. The scheduler runs 2G tasks a step (the iterate, G group sums, G - 1 adds).
+Per DP-GD step the cost model (``predicted_step_bytes``; docs/user-guide/clusters.md) says, for G
+groups of row blocks (one a worker, ``dpdist.pipelines.dp_gd.row_groups``) whose rows hold c_g
+distinct columns: the flow sends each group's task the iterate on its c_g columns and gets back its
+c_g sums, 8 sum(c_g) bytes each way, and nothing moves between the nodes. The scheduler runs G tasks
+a step.
 
 ``tests/flows/test_slurm_multi_node.py`` runs the same measured run and checks it; this script
 writes its numbers to ``benchmarks/results/cluster/<UTC date>-multi_node.md``. The fits' times
@@ -46,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,26 +114,25 @@ def counters() -> dict[str, tuple[int, int]]:
     return out
 
 
-def predicted_step_bytes(d: int, workers: int, groups: int) -> dict[str, float]:
-    """The cost model of one full-batch DP-GD step over ``workers`` workers and ``groups`` groups of row
-    blocks (module docstring): bytes out of and into the flow's host, the range of bytes between the
-    nodes, the scheduler's tasks."""
-    vec = 8.0 * d
-    return {
-        "flow_out": vec,
-        "flow_in": vec,
-        "between_low": (workers - 1 + groups // 2) * vec,
-        "between_high": (workers + groups - 2) * vec,
-        "tasks": 2 * groups,
-    }
+def predicted_step_bytes(columns: list[int]) -> dict[str, float]:
+    """The cost model of one full-batch DP-GD step over groups of row blocks whose rows hold ``columns``
+    distinct columns each (module docstring): bytes out of and into the flow's host, between the nodes,
+    the scheduler's tasks."""
+    vec = 8.0 * sum(columns)
+    return {"flow_out": vec, "flow_in": vec, "between": 0.0, "tasks": len(columns)}
 
 
-def dp_gd_groups(store: Path, workers: int) -> int:
-    """The groups a DP-GD fit on ``store`` makes over ``workers`` workers (``dpdist.pipelines.dp_gd``)."""
+def dp_gd_columns(store: Path, workers: int) -> list[int]:
+    """The distinct columns of each group a DP-GD fit on ``store`` over ``workers`` workers makes
+    (``dpdist.pipelines.dp_gd.row_groups``): an operator's measurement, on the benchmark's synthetic rows."""
     from dpdist.data.store import open_store
-    from dpdist.pipelines.dp_gd import GROUPS_PER_WORKER
+    from dpdist.pipelines.dp_gd import row_groups
 
-    return max(1, min(len(open_store(store).row_bounds()), GROUPS_PER_WORKER * workers))
+    s = open_store(store)
+    return [
+        int(np.unique(np.concatenate([s.read_rows(r0, r1).indices for r0, r1 in ranges])).size)
+        for ranges in row_groups(list(s.row_bounds()), workers)
+    ]
 
 
 def _tree_cpu(root: psutil.Process) -> float:
@@ -184,7 +181,7 @@ class MultiNodeRun:
     cancel_fit: str | None  # the release key of the fit during which the job was cancelled
     link: str | None = None  # the dashboard's address, as the run printed it
     dashboard: Any = None  # what ``on_dashboard`` returned
-    groups: int = 0  # the groups of row blocks of a DP-GD fit over two workers
+    columns: list[int] = field(default_factory=list)  # the distinct columns of each group of a DP-GD fit on two workers
     files: list[str] = field(default_factory=list)  # what the run wrote in its output
     models: list[dict[str, Any]] = field(default_factory=list)  # its models.json
     node_view: Any = None  # what a node sees of the run's files (the multi-node test's probe)
@@ -291,7 +288,7 @@ def run_main_job(
         cancel_fit,
         seen.get("link"),
         seen.get("result"),
-        dp_gd_groups(train, 2) if train.is_dir() else 0,
+        dp_gd_columns(train, 2) if train.is_dir() else [],
         sorted(p.name for p in output.iterdir()),
         json.loads(models.read_text()) if models.is_file() else [],
     )
@@ -321,17 +318,13 @@ def main() -> int:
             shutil.rmtree(output, ignore_errors=True)
     steps, d, workers = int(model["iterations"]), int(model["n_features"]), 2
     got = {k: v / steps for k, v in run.window.bytes().items()}
-    want = predicted_step_bytes(d, workers, run.groups)
+    want = predicted_step_bytes(run.columns)
     seconds = (run.window.t_end - run.window.t_start) / steps
     cpu = (run.window.cpu_end - run.window.cpu_start) / steps
     rows = [
         ["bytes out of the flow's host", _fmt_bytes(want["flow_out"]), _fmt_bytes(got["flow_out"])],
         ["bytes into the flow's host", _fmt_bytes(want["flow_in"]), _fmt_bytes(got["flow_in"])],
-        [
-            "bytes between the nodes",
-            f"{_fmt_bytes(want['between_low'])} - {_fmt_bytes(want['between_high'])}",
-            _fmt_bytes(got["between"]),
-        ],
+        ["bytes between the nodes", _fmt_bytes(want["between"]), _fmt_bytes(got["between"])],
         ["scheduler tasks", str(want["tasks"]), f"{want['tasks'] / seconds:.0f} per second"],
         ["wall time", "", f"{seconds * 1e3:.1f} ms"],
         ["flow-side CPU (client, scheduler, noise)", "", f"{cpu * 1e3:.1f} ms"],
@@ -345,8 +338,8 @@ def main() -> int:
         load0,
     )
     md += [
-        f"The first DP-GD fit: {steps} steps of a d = {d:,} iterate over {workers} workers and {run.groups} "
-        "groups of row blocks (per step, "
+        f"The first DP-GD fit: {steps} steps of a d = {d:,} iterate over {workers} workers and {len(run.columns)} "
+        f"groups of row blocks holding {', '.join(f'{c:,}' for c in run.columns)} distinct columns (per step, "
         "the release's window on the run's stderr divided by its steps; the counters are the bridge's and the "
         "nodes' veth pairs').",
         "",

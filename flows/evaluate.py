@@ -26,17 +26,26 @@ from dpdist.flows.config import RunConfig, load_config, store_paths
 from dpdist.flows.ingest import check_public_test, public_test_store, store_summary
 from dpdist.flows.plan import evaluation
 from dpdist.flows.release import release
-from dpdist.flows.results import read_stage, write_stage
+from dpdist.flows.results import read_models, read_stage, write_stage
 from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.selection.sis import store_target
 
 __all__ = ["evaluate", "evaluate_stage"]
 
 
-def _private_metrics(test_path: str, model: dict[str, Any], ev: PrivateEvaluation) -> dict[str, Any]:
+def _private_metrics(test_path: str, result: dict[str, Any], lam: float, ev: PrivateEvaluation) -> dict[str, Any]:
     """On a worker: the noisy metrics (and curve) of one released model (run after the charge)."""
     store = open_store(test_path)
-    return ev.evaluate_model(model["result"], store.csr(), store_target(store), model["lam"])
+    return ev.evaluate_model(result, store.csr(), store_target(store), lam)
+
+
+def _with_arrays(result: dict[str, Any]) -> dict[str, Any]:
+    """A released model's result with its weights as two arrays: sent to a worker as two buffers, where a
+    dense model of KDDA's width as lists was 40M Python numbers to pickle and unpickle (tens of seconds)."""
+    import numpy as np
+
+    indices = np.asarray(result["indices"], dtype=np.int64)
+    return {**result, "indices": indices, "values": np.asarray(result["values"], dtype=np.float64)}
 
 
 @task(name="evaluate-public", retries=1)
@@ -154,7 +163,10 @@ def evaluate_stage(
 
             def compute(m: dict = m, ev: PrivateEvaluation = ev) -> dict[str, Any]:
                 key = f"evaluate-{m['method']}-{os.urandom(6).hex()}"  # named for the Dask dashboard
-                return client.submit(_private_metrics, stores["test"]["store"], m, ev, pure=False, key=key).result()
+                test = stores["test"]["store"]
+                return client.submit(
+                    _private_metrics, test, _with_arrays(m["result"]), m["lam"], ev, pure=False, key=key
+                ).result()
 
             with cluster_client() as client:  # before the release: a missing cluster is never its outcome
                 rec = release(cfg.ledger, stores["dataset"], ev.privacy_charge(), key, compute, params)
@@ -211,7 +223,7 @@ def _evaluate_saved(cfg: RunConfig) -> dict[str, Any]:
     if stores["public_test"] is not None:
         check_public_test(cfg, stores["public_test"], source["dataset"])
     selection = read_stage(cfg, "selection") if cfg.select.methods else None
-    models = read_stage(cfg, "models") if cfg.train_methods() else None
+    models = read_models(cfg) if cfg.train_methods() else None
     return evaluate_stage(cfg, stores, selection, models)
 
 

@@ -23,7 +23,7 @@ from dpdist.flows.config import RunConfig, load_config
 from dpdist.flows.ingest import ingest_stage
 from dpdist.flows.plan import train_model, train_params
 from dpdist.flows.release import release
-from dpdist.flows.results import read_stage, write_stage
+from dpdist.flows.results import read_stage, write_models
 from dpdist.flows.runtime import cluster_client, on_cluster
 from dpdist.flows.select import select_stage
 from dpdist.methods import get
@@ -115,7 +115,7 @@ def train_stage(cfg: RunConfig, stores: dict[str, Any], selection: dict[str, Any
             rec.update(method=method, target_epsilon=eps, lam=t.lam, iters=t.iters, features=t.features)
             out.append(rec)
             logger.info("%s at epsilon=%g: %d non-zero weights", method, eps, len(rec["result"]["indices"]))
-    write_stage(cfg, "models", out)
+    write_models(cfg, out)
     return out
 
 

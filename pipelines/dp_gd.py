@@ -3,30 +3,38 @@
 The same steps as ``dpdist.solvers.dp_sgd.dp_sgd`` with q = 1 (``DPGDClassifier``) and
 ``dpdist.solvers.dp_iht.dp_iht`` (``DPIHTClassifier``), with the rows spread over the cluster:
 
-1. Once: the store's row blocks are read by tasks pinned to the workers, a few groups per worker,
+1. Once: the store's row blocks are read by tasks pinned to the workers, one group per worker,
    each group's rows prepared as the estimator prepares them (each row normalised, a per-record
-   map; targets mapped to -1/+1 or clipped) and held in its worker's memory for the whole fit.
-2. Each step: the iterate w is sent to one worker once, as a task holding it (``_iterate``), and
-   copied from there to the workers that need it; each group's
-   task sums the clipped per-record gradients of its rows (the numba kernel
-   ``clipped_gradient_sum``); the sums are added on the workers, two at a time; the central
-   process -- the flow's release task, after the charge -- adds the Gaussian noise N(0, (z C)^2)
-   to every coordinate (``gaussian_noise``, from its own generator) and takes the step.
+   map; targets mapped to -1/+1 or clipped) and held in its worker's memory for the whole fit, over
+   the group's own columns (``_own_columns``): the c_g columns its rows hold, most frequent first,
+   its rows' column indices renumbered into them. The central process keeps each group's columns.
+2. Each step: the central process sends each group the iterate's c_g coordinates on its columns,
+   in the group's task; the task sums the clipped per-record gradients of its rows there (the numba
+   kernel ``clipped_gradient_sum``: the same products in the same order as on the d coordinates,
+   over short vectors whose frequent coordinates share cache lines) and sends back its c_g sums;
+   the central process -- the flow's release task, after the charge -- adds them into a d-vector,
+   adds the Gaussian noise N(0, (z C)^2) to every coordinate (``gaussian_noise``, from its own
+   generator) and takes the step.
 
 Privacy is the estimator's (its ``privacy_charge``: T Gaussian mechanisms of l2-sensitivity C): the
 clipped sum over all records is the same number however the rows are grouped, and the noise is
 drawn once per step, centrally. Nothing of a group's sum leaves the cluster but through the noisy
-step. Moving a d-vector to and from the workers is the price of each step on wide data
-(``benchmarks/utility.py --dask-step`` measures it at KDDA's width).
+step. A step moves sum_g c_g coordinates each way between the central process and the workers
+(c_g <= min(d, the group's non-zeros)) and nothing between the workers: the cost model is in
+docs/user-guide/clusters.md. With ``$DPDIST_TIMINGS`` set, the fit's median step and the median
+time of its pass over the rows (the slowest worker's kernel time in a step) go to the operator's
+log (``dpdist.utils.operator_log``), never elsewhere.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 import dask
+import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
@@ -36,16 +44,73 @@ from dpdist.pipelines.placement import pinned, workers
 from dpdist.selection.sis import store_target
 from dpdist.solvers.dp_iht import hard_threshold
 from dpdist.solvers.dp_sgd import SGDPlan, clipped_gradient_sum, csr_parts
+from dpdist.utils import operator_log
 
-__all__ = ["dp_gd_store", "fit_dask"]
+__all__ = ["dp_gd_store", "fit_dask", "row_groups"]
 
-GROUPS_PER_WORKER = 2
+GROUPS_PER_WORKER = 1
+FREQUENT = 4  # rows: a group's columns in more rows are laid out by frequency, the others by first use
+
+Parts = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@numba.njit(cache=True)
+def _first_use(indices: np.ndarray, d: int) -> np.ndarray:  # pragma: no cover -- numba
+    """The position of each column's first entry in ``indices`` (-1 for a column with none)."""
+    first = np.full(d, -1, dtype=np.int64)
+    for k in range(indices.size):
+        if first[indices[k]] < 0:
+            first[indices[k]] = k
+    return first
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_into(g: np.ndarray, cols: np.ndarray, part: np.ndarray) -> None:  # pragma: no cover -- numba
+    """``g[cols] += part`` in one pass (``cols`` distinct)."""
+    for i in range(cols.size):
+        g[cols[i]] += part[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _step(w: np.ndarray, g: np.ndarray, lr: float, w_sum: np.ndarray, average: bool) -> None:  # pragma: no cover
+    """``w -= lr * g`` and, when ``average``, ``w_sum += w``, in one pass (the same numbers as numpy's)."""
+    for i in range(w.size):
+        w[i] -= lr * g[i]
+        if average:
+            w_sum[i] += w[i]
+
+
+def _own_columns(parts: Parts, d: int) -> tuple[Parts, np.ndarray]:
+    """The kernel's CSR ``parts`` over the columns its rows hold: (the parts with each column index
+    renumbered into them, those columns). The columns in more than ``FREQUENT`` rows come first, the
+    most frequent first (they share cache lines); the others follow in the order the rows first use
+    them, so that a step reads and writes them nearly in sequence (most are in one row: KDDA's
+    profile). Each row keeps its entries' order: the kernel takes the same products in the same order."""
+    indptr, indices, data = parts
+    counts = np.bincount(indices, minlength=d)
+    cols = np.flatnonzero(counts)
+    frequent = counts[cols] > FREQUENT
+    hot, rare = cols[frequent], cols[~frequent]
+    hot = hot[np.argsort(-counts[hot], kind="stable")]
+    rare = rare[np.argsort(_first_use(indices, d)[rare], kind="stable")]
+    cols = np.concatenate([hot, rare])
+    number = np.empty(d, dtype=np.int64)
+    number[cols] = np.arange(cols.size)
+    return (indptr, number[indices], data), cols
+
+
+def row_groups(bounds: list[tuple[int, int]], n_workers: int) -> list[list[tuple[int, int]]]:
+    """The groups of a store's row blocks (``bounds``) a fit over ``n_workers`` workers makes: one a worker
+    (as many as there are blocks, at most), block i in group i mod G."""
+    n_groups = max(1, min(len(bounds), GROUPS_PER_WORKER * max(1, n_workers)))
+    return [bounds[g::n_groups] for g in range(n_groups)]
 
 
 def _load_group(
     path: str, ranges: list[tuple[int, int]], row_norm: str | None, loss: str, y_bound: float
-) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    """A group's rows as the kernel takes them, prepared as the estimator prepares them."""
+) -> tuple[Parts, np.ndarray, np.ndarray]:
+    """A group's rows as the kernel takes them, prepared as the estimator prepares them, over their own
+    columns: (CSR parts, targets, the columns)."""
     store = open_store(path)
     X = sp.vstack([store.read_rows(r0, r1) for r0, r1 in ranges], format="csr")
     y = np.concatenate([store_target(store, store.y[r0:r1]) for r0, r1 in ranges])
@@ -53,32 +118,26 @@ def _load_group(
         X = normalize(X, norm=row_norm)
     if loss == "squared":
         y = np.clip(y, -y_bound, y_bound)
-    return csr_parts(X), np.ascontiguousarray(y, dtype=np.float64)
+    parts, cols = _own_columns(csr_parts(X), X.shape[1])
+    return parts, np.ascontiguousarray(y, dtype=np.float64), cols
 
 
-def _iterate(w: np.ndarray) -> np.ndarray:
-    """The step's iterate on the cluster. A task rather than scattered data: the scheduler holds its
-    input, so a worker lost with the only copy makes Dask run it again, where a broadcast scatter's
-    replication went on asking the lost worker for ever (``Scheduler.replicate`` keeps the workers it
-    started with) and the fit hung."""
-    return w
+def _columns(group: tuple[Parts, np.ndarray, np.ndarray]) -> np.ndarray:
+    return group[2]
 
 
 def _group_sum(
-    group: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
-    w: np.ndarray,
-    b: float,
-    hyper: tuple[int, float, float],
-) -> tuple[np.ndarray, float]:
-    """The clipped gradient sum of a group's rows at (w, b) (un-noised: it never leaves the cluster)."""
-    parts, y = group
+    group: tuple[Parts, np.ndarray, np.ndarray], w: np.ndarray, b: float, hyper: tuple[int, float, float]
+) -> tuple[np.ndarray, float, float, str]:
+    """The clipped gradient sum of a group's rows at (w on its columns, b) (un-noised: it never leaves the
+    cluster), with the kernel's seconds and the worker's address (the operator's timing)."""
+    from distributed import get_worker
+
+    parts, y, _ = group
     out = np.zeros(w.size)
+    start = time.perf_counter()
     gb = clipped_gradient_sum(parts, y, np.arange(y.size, dtype=np.int64), (w, np.array([b])), hyper, out)
-    return out, gb
-
-
-def _add(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> tuple[np.ndarray, float]:
-    return a[0] + b[0], a[1] + b[1]
+    return out, gb, time.perf_counter() - start, get_worker().address
 
 
 def dp_gd_store(
@@ -97,55 +156,65 @@ def dp_gd_store(
         raise ValueError("the Dask reduction takes full-batch steps: the plan's sampling_rate must be 1")
     store = open_store(path)
     d = store.shape[1]
-    bounds = list(store.row_bounds())
     addrs = workers()
-    n_groups = max(1, min(len(bounds), GROUPS_PER_WORKER * max(1, len(addrs))))
     groups = []
-    for g in range(n_groups):
-        with pinned(g, addrs):
+    for i, ranges in enumerate(row_groups(list(store.row_bounds()), len(addrs))):
+        with pinned(i, addrs):
             groups.append(
                 client.submit(
                     _load_group,
                     str(path),
-                    bounds[g::n_groups],
+                    ranges,
                     row_norm,
                     plan.loss,
                     y_bound,
                     pure=False,
-                    key=f"dp-gd-rows-{g}-{os.urandom(4).hex()}",
+                    key=f"dp-gd-rows-{i}-{os.urandom(4).hex()}",
                 )
             )
+    columns = client.gather([client.submit(_columns, grp, pure=False) for grp in groups])
+    largest = f"{8 * max(c.size for c in columns) + (1 << 20)}B"
     w, b = np.zeros(d), 0.0
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
+    step_s, pass_s = [], []
     for t in range(plan.steps):
+        started = time.perf_counter()
         tag = os.urandom(3).hex()  # task names the dashboard shows: the step and the group
-        with dask.config.set({"distributed.admin.large-graph-warning-threshold": f"{w.nbytes + (1 << 20)}B"}):
-            w_f = client.submit(_iterate, w, pure=False, key=f"dp-gd-step{t}-iterate-{tag}")  # the step's data
-        sums = [
-            client.submit(_group_sum, grp, w_f, b, plan.hyper, pure=False, key=f"dp-gd-step{t}-group{g}-{tag}")
-            for g, grp in enumerate(groups)
-        ]
-        while len(sums) > 1:  # added on the workers, two at a time
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": largest}):
             sums = [
-                client.submit(_add, sums[i], sums[i + 1], pure=False, key=f"dp-gd-step{t}-add-{i}-{len(sums)}-{tag}")
-                if i + 1 < len(sums)
-                else sums[i]
-                for i in range(0, len(sums), 2)
+                client.submit(_group_sum, grp, w[cols], b, plan.hyper, pure=False, key=f"dp-gd-step{t}-group{i}-{tag}")
+                for i, (grp, cols) in enumerate(zip(groups, columns, strict=True))
             ]
-        g, gb = sums[0].result()
+        g, gb = np.zeros(d), 0.0
+        kernel: dict[str, float] = {}
+        for (part, part_b, seconds, where), cols in zip(client.gather(sums), columns, strict=True):
+            _add_into(g, cols, part)
+            gb += part_b
+            kernel[where] = kernel.get(where, 0.0) + seconds
         gb = plan.noisy_gradient(rng, g, gb, w)
-        w = w - plan.lr * g
+        average = t >= first_avg and s is None  # DP-IHT releases its last iterate
+        _step(w, g, plan.lr, w_sum, average)
         b -= plan.lr * gb / plan.normaliser
         if s is not None:
             hard_threshold(w, s)
-        if t >= first_avg:
-            w_sum += w
+        if average:
             b_sum += b
             n_avg += 1
+        step_s.append(time.perf_counter() - started)
+        pass_s.append(max(kernel.values()))
         if progress is not None:
             progress(t + 1, plan.steps)
+    n_groups = len(groups)
     del groups  # the rows held on the workers are released with their futures
+    operator_log.timing(
+        "dp-gd over %d groups: median step %.3f s, median pass over the rows %.3f s (the slowest worker's "
+        "gradient sums), step/pass %.2f",
+        n_groups,
+        float(np.median(step_s)),
+        float(np.median(pass_s)),
+        float(np.median(step_s) / max(float(np.median(pass_s)), 1e-9)),
+    )
     if s is not None:  # DP-IHT releases its last iterate
         return w, b * plan.intercept_scaling
     return w_sum / n_avg, b_sum / n_avg * plan.intercept_scaling

@@ -230,3 +230,11 @@ def stored_logs(url: str) -> list[dict]:
         logs += page
         if len(page) < 200:
             return logs
+
+
+def run_models(output: Path) -> list[dict[str, Any]]:
+    """A run's ``models.json`` whole: each model's weights read from its artefact in the output, the digest
+    checked (``dpdist.flows.results.write_models``)."""
+    from dpdist.released import model_result
+
+    return [{**m, "result": model_result(m)} for m in json.loads((output / "models.json").read_text())]

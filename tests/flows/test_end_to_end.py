@@ -27,6 +27,7 @@ from flow_helpers import (
     flow_env,
     ledger_keys,
     prefect_cli,
+    run_models,
     small_config,
     start_run,
     stop,
@@ -121,8 +122,11 @@ def test_main_job_on_the_server_releases_once_and_replays(prefect_server: dict, 
         0
     ]  # the ledger's filter (dpdist.privacy.filter)
     assert status.epsilon_spent == pytest.approx(spent) and status.epsilon_spent <= status.epsilon_basic
-    models = json.loads((tmp_path / "out" / "models.json").read_text())
+    models = run_models(tmp_path / "out")
     recorded = {h.key: acc.result(h) for h in acc.history(dataset)}  # a model whole: from its artefact
+    for raw in json.loads((tmp_path / "out" / "models.json").read_text()):  # the weights in a binary file beside it
+        ref = raw["result"]["__dpdist_artefact__"]
+        assert "values" not in raw["result"] and (tmp_path / "out" / "artefacts" / ref["file"]).is_file()
     for m in models:
         assert recorded[m["key"]] == m["result"]  # what the flow wrote is what the ledger recorded
         assert "seconds" not in m["result"]
@@ -336,7 +340,7 @@ def test_worker_killed_mid_fit_flow_completes_with_one_charge_per_release(prefec
     acc = Accountant(tmp_path / "ledger.sqlite")
     dataset = acc.resolve(out["dataset"])
     assert acc.status(dataset).epsilon_basic == pytest.approx(0.001 + 0.5 + 1.0 + 0.1)
-    (model,) = json.loads((tmp_path / "out" / "models.json").read_text())
+    (model,) = run_models(tmp_path / "out")
     recorded = {h.key: acc.result(h) for h in acc.history(dataset)}  # a model whole: from its artefact
     assert recorded[model["key"]] == model["result"] and model["result"]["iterations"] == 2500
 
@@ -395,7 +399,7 @@ def test_deployment_served_with_flow_serve_runs_the_flow(prefect_server: dict, t
     assert len(keys) == 4 and len(set(keys)) == 4  # counts, dp-sis, the model and its evaluation
     assert (tmp_path / "out" / "report.md").exists()
     selected = json.loads((tmp_path / "out" / "selection.json").read_text())["dp-sis"]["features"]
-    (model,) = json.loads((tmp_path / "out" / "models.json").read_text())
+    (model,) = run_models(tmp_path / "out")
     assert model["result"]["indices"] and set(model["result"]["indices"]) <= set(selected)
     assert {abs(v) - 1 for v in model["result"]["path"]} <= set(selected)  # vertices in store columns
 
@@ -435,7 +439,7 @@ def test_screened_models_in_the_flow(prefect_server: dict, tmp_path: Path) -> No
     mechanisms = {h.mechanism for h in history}
     assert {"frank_wolfe/fast-dp-fw+rnm-screen", "frank_wolfe/fast-dp-fw+adp-screen"} <= mechanisms
     selected = json.loads((tmp_path / "out" / "selection.json").read_text())["dp-sis"]["features"]
-    models = json.loads((tmp_path / "out" / "models.json").read_text())
+    models = run_models(tmp_path / "out")
     assert sorted(m["method"] for m in models) == ["adp-screen", "rnm-screen"]
     for m in models:
         assert all(t % 20 == 0 and j in selected for t, j in m["result"]["screened"])
@@ -467,7 +471,7 @@ def test_gradient_learners_in_the_flow_are_charged_as_planned(prefect_server: di
         (h.mechanism, h.epsilon, h.delta) for h in history
     )
     assert {"select-train/logistic", "dp-gd/logistic", "auto/logistic"} <= {h.mechanism for h in history}
-    models = json.loads((tmp_path / "out" / "models.json").read_text())
+    models = run_models(tmp_path / "out")
     for m in models:
         assert m["result"]["row_norm"] == "l2" and "intercept" in m["result"] and m["result"]["path"] == []
     assert len(next(m for m in models if m["method"] == "select-train")["result"]["indices"]) <= 100

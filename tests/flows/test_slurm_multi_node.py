@@ -205,9 +205,10 @@ def test_a_dp_gd_step_moves_what_the_cost_model_says(measured: mn.MultiNodeRun) 
     model = measured.dp_gd_model(measured.window.key)
     steps = int(model["iterations"])
     got = {k: v / steps for k, v in measured.window.bytes().items()}
-    assert measured.groups >= 2  # the rows are spread: a group on each node
-    want = mn.predicted_step_bytes(int(model["n_features"]), 2, measured.groups)
+    assert len(measured.columns) >= 2  # the rows are spread: a group on each node
+    want = mn.predicted_step_bytes(measured.columns)
     # the vectors, plus what carries them (TCP/IP and TLS framing, Dask's messages): at most half again
     assert want["flow_out"] <= got["flow_out"] <= 1.5 * want["flow_out"], (got, want)
     assert want["flow_in"] <= got["flow_in"] <= 1.5 * want["flow_in"], (got, want)
-    assert want["between_low"] <= got["between"] <= 1.5 * want["between_high"], (got, want)
+    # nothing between the nodes: a tenth of one direction's vectors would be a group's sum or iterate moved
+    assert got["between"] <= 0.1 * want["flow_out"], (got, want)
