@@ -6,7 +6,7 @@ The same steps as ``dpdist.solvers.dp_sgd.dp_sgd`` with q = 1 (``DPGDClassifier`
 1. Once: the store's row blocks are read by tasks pinned to the workers, one group per worker,
    each group's rows prepared as the estimator prepares them (each row normalised, a per-record
    map; targets mapped to -1/+1 or clipped) and held in its worker's memory for the whole fit, over
-   the group's own columns (``_own_columns``): the c_g columns its rows hold, most frequent first,
+   the group's own columns (``_own_columns``): the c_g columns its rows hold, the frequent ones first,
    its rows' column indices renumbered into them. The central process keeps each group's columns.
 2. Each step: the central process sends each group the iterate's c_g coordinates on its columns,
    in the group's task; the task sums the clipped per-record gradients of its rows there (the numba
@@ -14,7 +14,9 @@ The same steps as ``dpdist.solvers.dp_sgd.dp_sgd`` with q = 1 (``DPGDClassifier`
    over short vectors whose frequent coordinates share cache lines) and sends back its c_g sums;
    the central process -- the flow's release task, after the charge -- adds them into a d-vector,
    adds the Gaussian noise N(0, (z C)^2) to every coordinate (``gaussian_noise``, from its own
-   generator) and takes the step.
+   generator) and takes the step. The iterate travels inside the task, which the scheduler holds: a
+   worker lost mid-fit has its group read again and its sum computed again on another, with the
+   same numbers (a scattered iterate's replication once asked a lost worker for ever).
 
 Privacy is the estimator's (its ``privacy_charge``: T Gaussian mechanisms of l2-sensitivity C): the
 clipped sum over all records is the same number however the rows are grouped, and the noise is
