@@ -14,8 +14,9 @@ The same steps as ``dpdist.solvers.dp_sgd.dp_sgd`` with q = 1 (``DPGDClassifier`
    over short vectors whose frequent coordinates share cache lines) and sends back its c_g sums;
    the central process -- the flow's release task, after the charge -- adds them into a d-vector,
    adds the Gaussian noise N(0, (z C)^2) to every coordinate (``gaussian_noise``, from its own
-   generator) and takes the step. The iterate travels inside the task, which the scheduler holds: a
-   worker lost mid-fit has its group read again and its sum computed again on another, with the
+   generator, drawn while the workers sum: ``SGDPlan.draw_noise``) and takes the step. The iterate
+   travels inside the task, which the scheduler holds: a worker lost mid-fit has its group read
+   again and its sum computed again on another, with the
    same numbers (a scattered iterate's replication once asked a lost worker for ever).
 
 Privacy is the estimator's (its ``privacy_charge``: T Gaussian mechanisms of l2-sensitivity C): the
@@ -33,6 +34,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dask
@@ -180,33 +182,37 @@ def dp_gd_store(
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
     step_s, pass_s = [], []
-    for t in range(plan.steps):
-        started = time.perf_counter()
-        tag = os.urandom(3).hex()  # task names the dashboard shows: the step and the group
-        with dask.config.set({"distributed.admin.large-graph-warning-threshold": largest}):
-            sums = [
-                client.submit(_group_sum, grp, w[cols], b, plan.hyper, pure=False, key=f"dp-gd-step{t}-group{i}-{tag}")
-                for i, (grp, cols) in enumerate(zip(groups, columns, strict=True))
-            ]
-        g, gb = np.zeros(d), 0.0
-        kernel: dict[str, float] = {}
-        for (part, part_b, seconds, where), cols in zip(client.gather(sums), columns, strict=True):
-            _add_into(g, cols, part)
-            gb += part_b
-            kernel[where] = kernel.get(where, 0.0) + seconds
-        gb = plan.noisy_gradient(rng, g, gb, w)
-        average = t >= first_avg and s is None  # DP-IHT releases its last iterate
-        _step(w, g, plan.lr, w_sum, average)
-        b -= plan.lr * gb / plan.normaliser
-        if s is not None:
-            hard_threshold(w, s)
-        if average:
-            b_sum += b
-            n_avg += 1
-        step_s.append(time.perf_counter() - started)
-        pass_s.append(max(kernel.values()))
-        if progress is not None:
-            progress(t + 1, plan.steps)
+    with ThreadPoolExecutor(1, thread_name_prefix="dp-gd-noise") as drawer:
+        for t in range(plan.steps):
+            started = time.perf_counter()
+            tag = os.urandom(3).hex()  # task names the dashboard shows: the step and the group
+            with dask.config.set({"distributed.admin.large-graph-warning-threshold": largest}):
+                sums = [
+                    client.submit(
+                        _group_sum, grp, w[cols], b, plan.hyper, pure=False, key=f"dp-gd-step{t}-group{i}-{tag}"
+                    )
+                    for i, (grp, cols) in enumerate(zip(groups, columns, strict=True))
+                ]
+            noise = drawer.submit(plan.draw_noise, rng, d)  # nothing of the data: drawn while the workers sum
+            g, gb = np.zeros(d), 0.0
+            kernel: dict[str, float] = {}
+            for (part, part_b, seconds, where), cols in zip(client.gather(sums), columns, strict=True):
+                _add_into(g, cols, part)
+                gb += part_b
+                kernel[where] = kernel.get(where, 0.0) + seconds
+            gb = plan.with_noise(g, gb, w, noise.result())
+            average = t >= first_avg and s is None  # DP-IHT releases its last iterate
+            _step(w, g, plan.lr, w_sum, average)
+            b -= plan.lr * gb / plan.normaliser
+            if s is not None:
+                hard_threshold(w, s)
+            if average:
+                b_sum += b
+                n_avg += 1
+            step_s.append(time.perf_counter() - started)
+            pass_s.append(max(kernel.values()))
+            if progress is not None:
+                progress(t + 1, plan.steps)
     n_groups = len(groups)
     del groups  # the rows held on the workers are released with their futures
     operator_log.timing(

@@ -104,6 +104,23 @@ class SGDPlan:
         scale = self.noise_multiplier * self.clip
         gaussian_noise(rng, g, scale)
         gb += rng.standard_normal() * scale
+        return self._scaled(g, gb, w)
+
+    def draw_noise(self, rng: np.random.Generator, d: int) -> tuple[np.ndarray, float]:
+        """A step's Gaussian noise: N(0, (z C)^2) on each of ``d`` coordinates and on the intercept's sum, drawn
+        from ``rng`` as :meth:`noisy_gradient` draws it (the same numbers). It needs nothing of the data, so it
+        can be drawn ahead, while the step's sums are computed (``dpdist.pipelines.dp_gd``)."""
+        scale = self.noise_multiplier * self.clip
+        z = np.zeros(d)
+        gaussian_noise(rng, z, scale)
+        return z, float(rng.standard_normal() * scale)
+
+    def with_noise(self, g: np.ndarray, gb: float, w: np.ndarray, noise: tuple[np.ndarray, float]) -> float:
+        """:meth:`noisy_gradient` with the step's noise drawn ahead by :meth:`draw_noise`: the same result."""
+        g += noise[0]
+        return self._scaled(g, gb + noise[1], w)
+
+    def _scaled(self, g: np.ndarray, gb: float, w: np.ndarray) -> float:
         g /= self.normaliser
         if self.l2:
             g += self.l2 * w

@@ -200,3 +200,17 @@ def test_momentum_is_the_heavy_ball_on_the_noisy_steps_and_zero_momentum_is_plai
     assert b_h == pytest.approx(b1 - 0.5 * (0.9 * gb1 + gb2 / 60.0), rel=1e-10)
     with pytest.raises(ParameterError, match="momentum"):
         SGDPlan("logistic", 1.0, 1.0, 1.0, 1, 1.0, 1.0, momentum=1.0)
+
+
+@pytest.mark.parametrize("d", [7, 300_000])  # one numpy call; chunks drawn in threads
+def test_noise_drawn_ahead_is_the_noise_of_the_step(d):
+    """``draw_noise`` then ``with_noise`` (the Dask reduction draws while the workers sum) gives the step
+    ``noisy_gradient`` gives from the same generator state: the same numbers."""
+    plan = SGDPlan("logistic", 1.5, 2.0, 1.0, 3, 0.1, 40.0, l2=0.01)
+    sums = np.random.default_rng(1).standard_normal(d)
+    w = np.random.default_rng(2).standard_normal(d)
+    g1, g2 = sums.copy(), sums.copy()
+    b1 = plan.noisy_gradient(np.random.default_rng(7), g1, 0.25, w)
+    b2 = plan.with_noise(g2, 0.25, w, plan.draw_noise(np.random.default_rng(7), d))
+    assert np.array_equal(g1, g2) and b1 == b2
+    assert not np.array_equal(g1, sums / 40.0 + 0.01 * w)  # noise was added
