@@ -43,6 +43,12 @@ def check_output(cfg: RunConfig) -> None:
             f"{cfg.source_file}: output: {cfg.output}: the run could not write its results there ({reason}); "
             "nothing was charged"
         ) from None
+    models = out / ARTEFACTS
+    if models.exists() and not (models.is_dir() and os.access(models, os.W_OK | os.X_OK)):
+        raise ParameterError(
+            f"{cfg.source_file}: output: {models} is not a directory the run can write its models' weights into; "
+            "nothing was charged"
+        )
     for name in RUN_FILES:
         if (out / name).is_dir():
             raise ParameterError(
@@ -76,7 +82,8 @@ def write_models(cfg: RunConfig, models: list[dict[str, Any]]) -> Path:
 
 def read_models(cfg: RunConfig) -> list[dict[str, Any]]:
     """``models.json`` whole (:func:`write_models`): each model's weights read from its artefact."""
-    return [{**rec, "result": artefacts.expand(rec["result"], None)} for rec in read_stage(cfg, "models")]
+    root = Path(cfg.output) / ARTEFACTS  # looked in first: an output moved or mounted elsewhere still reads
+    return [{**rec, "result": artefacts.expand(rec["result"], root)} for rec in read_stage(cfg, "models")]
 
 
 def read_stage(cfg: RunConfig, stage: str) -> Any:

@@ -177,7 +177,7 @@ def dp_gd_store(
                 )
             )
     columns = client.gather([client.submit(_columns, grp, pure=False) for grp in groups])
-    largest = f"{8 * max(c.size for c in columns) + (1 << 20)}B"
+    largest = f"{8 * d + (1 << 20)}B"  # a group's iterate is at most d floats (a public bound, not c_g)
     w, b = np.zeros(d), 0.0
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpdist.exceptions import ParameterError
-from dpdist.flows.results import read_models, write_models
+from dpdist.flows.results import check_output, read_models, write_models
 
 
 def _model(n: int, dense: bool) -> dict:
@@ -46,3 +46,20 @@ def test_models_json_refers_to_binary_weights_read_back_whole(tmp_path: Path) ->
     path.write_bytes(path.read_bytes()[:-8] + b"\0" * 8)  # a changed file is refused (its digest)
     with pytest.raises(ParameterError):
         read_models(cfg)
+
+
+def test_an_output_whose_artefacts_cannot_be_written_is_refused_before_any_charge(tmp_path: Path) -> None:
+    cfg = SimpleNamespace(output=str(tmp_path / "out"), source_file="run.toml")
+    check_output(cfg)  # a fresh output: accepted
+    (tmp_path / "out").mkdir(exist_ok=True)
+    (tmp_path / "out" / "artefacts").write_text("not a directory")
+    with pytest.raises(ParameterError, match="artefacts is not a directory the run can write"):
+        check_output(cfg)
+
+
+def test_models_json_reads_from_the_output_where_it_lies_now(tmp_path: Path) -> None:
+    cfg = SimpleNamespace(output=str(tmp_path / "out"))
+    models = [{"key": "a", "method": "dp-gd", "result": _model(1000, dense=True)}]
+    write_models(cfg, models)
+    (tmp_path / "out").rename(tmp_path / "moved")  # the output copied or mounted elsewhere
+    assert read_models(SimpleNamespace(output=str(tmp_path / "moved"))) == models

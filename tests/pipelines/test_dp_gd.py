@@ -34,9 +34,24 @@ def store(tmp_path_factory):
     return path, X, y
 
 
+@pytest.fixture(scope="module")
+def wide_store(tmp_path_factory):
+    """Rows over few of many columns: each group holds fewer columns than the model (most in one or two rows,
+    laid out by first use; the frequent ones by frequency), blocks of several sizes."""
+    rng = np.random.default_rng(4)
+    X = sp.random(1200, 3000, density=0.004, random_state=2, format="csr")
+    X[:, :3] = rng.random((1200, 3)) < 0.5  # frequent columns beside the rare ones
+    X = sp.csr_matrix(X)
+    y = np.where(rng.random(1200) < 0.5, 1.0, -1.0)
+    path = tmp_path_factory.mktemp("w") / "store"
+    write_store(path, X, y, task="binary", block_rows=70, labels=[-1.0, 1.0])
+    return path, X, y
+
+
+@pytest.mark.parametrize("data", ["store", "wide_store"])
 @pytest.mark.parametrize("cls, s", [(DPGDClassifier, None), (DPIHTClassifier, 5)])
-def test_the_cluster_takes_the_in_process_steps(client, store, cls, s):
-    path, X, y = store
+def test_the_cluster_takes_the_in_process_steps(client, request, data, cls, s):
+    path, X, y = request.getfixturevalue(data)
     kw = {"s": s} if s else {}
     model = cls(epsilon=2.0, max_iter=15, lr=20.0, n_records=1200, classes=[-1.0, 1.0], **kw)
     plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])

@@ -202,7 +202,7 @@ def test_momentum_is_the_heavy_ball_on_the_noisy_steps_and_zero_momentum_is_plai
         SGDPlan("logistic", 1.0, 1.0, 1.0, 1, 1.0, 1.0, momentum=1.0)
 
 
-@pytest.mark.parametrize("d", [7, 300_000])  # one numpy call; chunks drawn in threads
+@pytest.mark.parametrize("d", [7, 2_200_000])  # one numpy call; chunks drawn in threads (> _NOISE_CHUNK)
 def test_noise_drawn_ahead_is_the_noise_of_the_step(d):
     """``draw_noise`` then ``with_noise`` (the Dask reduction draws while the workers sum) gives the step
     ``noisy_gradient`` gives from the same generator state: the same numbers."""
