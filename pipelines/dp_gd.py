@@ -52,7 +52,6 @@ from dpdist.utils import operator_log
 
 __all__ = ["dp_gd_store", "fit_dask", "row_groups"]
 
-GROUPS_PER_WORKER = 1
 FREQUENT = 4  # rows: a group's columns in more rows are laid out by frequency, the others by first use
 
 Parts = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -106,7 +105,7 @@ def _own_columns(parts: Parts, d: int) -> tuple[Parts, np.ndarray]:
 def row_groups(bounds: list[tuple[int, int]], n_workers: int) -> list[list[tuple[int, int]]]:
     """The groups of a store's row blocks (``bounds``) a fit over ``n_workers`` workers makes: one a worker
     (as many as there are blocks, at most), block i in group i mod G."""
-    n_groups = max(1, min(len(bounds), GROUPS_PER_WORKER * max(1, n_workers)))
+    n_groups = max(1, min(len(bounds), n_workers))
     return [bounds[g::n_groups] for g in range(n_groups)]
 
 

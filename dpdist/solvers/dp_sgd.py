@@ -101,19 +101,20 @@ class SGDPlan:
         intercept's) at the iterate ``w``: N(0, (z C)^2) added to each coordinate and to the intercept's
         sum (the Gaussian mechanism), ``g`` divided by the public normaliser B plus the l2 term, in place;
         returns the intercept's noisy sum (not yet divided by B)."""
-        scale = self.noise_multiplier * self.clip
-        gaussian_noise(rng, g, scale)
-        gb += rng.standard_normal() * scale
-        return self._scaled(g, gb, w)
+        return self._scaled(g, gb + self._add_noise(rng, g), w)
 
     def draw_noise(self, rng: np.random.Generator, d: int) -> tuple[np.ndarray, float]:
         """A step's Gaussian noise: N(0, (z C)^2) on each of ``d`` coordinates and on the intercept's sum, drawn
         from ``rng`` as :meth:`noisy_gradient` draws it (the same numbers). It needs nothing of the data, so it
         can be drawn ahead, while the step's sums are computed (``dpdist.pipelines.dp_gd``)."""
-        scale = self.noise_multiplier * self.clip
         z = np.zeros(d)
-        gaussian_noise(rng, z, scale)
-        return z, float(rng.standard_normal() * scale)
+        return z, self._add_noise(rng, z)
+
+    def _add_noise(self, rng: np.random.Generator, out: np.ndarray) -> float:
+        """``out += N(0, (z C)^2)`` on each coordinate; the intercept's noise (drawn after)."""
+        scale = self.noise_multiplier * self.clip
+        gaussian_noise(rng, out, scale)
+        return float(rng.standard_normal() * scale)
 
     def with_noise(self, g: np.ndarray, gb: float, w: np.ndarray, noise: tuple[np.ndarray, float]) -> float:
         """:meth:`noisy_gradient` with the step's noise drawn ahead by :meth:`draw_noise`: the same result."""
