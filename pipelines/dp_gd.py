@@ -14,10 +14,13 @@ The same steps as ``dpdist.solvers.dp_sgd.dp_sgd`` with q = 1 (``DPGDClassifier`
    over short vectors whose frequent coordinates share cache lines) and sends back its c_g sums;
    the central process -- the flow's release task, after the charge -- adds them into a d-vector,
    adds the Gaussian noise N(0, (z C)^2) to every coordinate (``gaussian_noise``, from its own
-   generator, drawn while the workers sum: ``SGDPlan.draw_noise``) and takes the step. The iterate
-   travels inside the task, which the scheduler holds: a worker lost mid-fit has its group read
-   again and its sum computed again on another, with the
-   same numbers (a scattered iterate's replication once asked a lost worker for ever).
+   generator, drawn while the workers sum: ``SGDPlan.draw_noise``) and takes the step.
+
+A group's tasks run on the worker that holds it and on no other (``_Groups``): Dask's work stealing
+would otherwise move a task, and the group's rows with it, to an idle worker (a worker busy when the
+fit starts made it do so). The iterate travels inside the task, which the scheduler holds: a worker
+lost mid-fit has its group read again on another worker and its pending task sent there again, with
+the same numbers (a scattered iterate's replication once asked a lost worker for ever).
 
 Privacy is the estimator's (its ``privacy_charge``: T Gaussian mechanisms of l2-sensitivity C): the
 clipped sum over all records is the same number however the rows are grouped, and the noise is
@@ -38,13 +41,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dask
+import distributed
 import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from dpdist.data.store import open_store
-from dpdist.pipelines.placement import pinned, workers
+from dpdist.pipelines.placement import pinned, worker_info, workers
 from dpdist.selection.sis import store_target
 from dpdist.solvers.dp_iht import hard_threshold
 from dpdist.solvers.dp_sgd import SGDPlan, clipped_gradient_sum, csr_parts
@@ -52,6 +56,7 @@ from dpdist.utils import operator_log
 
 __all__ = ["dp_gd_store", "fit_dask", "row_groups"]
 
+CHECK_LOST = 1.0  # seconds: how often a pending group task looks whether its worker was lost
 FREQUENT = 4  # rows: a group's columns in more rows are laid out by frequency, the others by first use
 
 Parts = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -143,6 +148,57 @@ def _group_sum(
     return out, gb, time.perf_counter() - start, get_worker().address
 
 
+class _Groups:
+    """A fit's groups of rows held on the workers (module docstring): their futures, the worker each lies on,
+    their columns. :meth:`map` runs a task on each group on its worker only, so that no group moves
+    between workers; a group whose worker is lost is read again on another, and its pending task sent there.
+    """
+
+    def __init__(self, client: Any, path: str, prepare: tuple[str | None, str, float]) -> None:
+        self.client = client
+        store = open_store(path)
+        addrs = workers()
+        self.futures = []
+        for i, ranges in enumerate(row_groups(list(store.row_bounds()), len(addrs))):
+            with pinned(i, addrs):  # loose: a load has no inputs, any worker may read it
+                key = f"dp-gd-rows-{i}-{os.urandom(4).hex()}"
+                self.futures.append(client.submit(_load_group, path, ranges, *prepare, pure=False, key=key))
+        self.where = [""] * len(self.futures)
+        self.columns: list[np.ndarray] = self.map("dp-gd-columns", _columns, [()] * len(self.futures))
+
+    def _place(self, i: int) -> str:
+        """The worker group ``i`` lies on, once read (again, if its worker was lost)."""
+        future = self.futures[i]
+        while True:
+            distributed.wait(future)
+            if future.status == "error":
+                future.result()  # raises the load's error
+            holders = self.client.who_has([future]).get(future.key) or ()
+            if holders:
+                self.where[i] = min(holders)
+                return self.where[i]
+
+    def _submit(self, name: str, i: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        where = self.where[i] or self._place(i)
+        key = f"{name}-group{i}-{os.urandom(3).hex()}"  # the task names the dashboard shows
+        return self.client.submit(fn, self.futures[i], *args, workers=[where], allow_other_workers=False, key=key)
+
+    def map(self, name: str, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> list[Any]:
+        """``fn(group i, *args[i])`` on group i's worker, for every group: their results."""
+        tasks = [self._submit(name, i, fn, a) for i, a in enumerate(args)]
+        while True:
+            try:
+                distributed.wait(tasks, timeout=CHECK_LOST)
+                return self.client.gather(tasks)
+            except TimeoutError:
+                alive = set(worker_info(self.client))
+                for i, task in enumerate(tasks):
+                    if not task.done() and self.where[i] not in alive:  # held for ever by its worker restriction
+                        task.cancel()
+                        self.where[i] = ""
+                        tasks[i] = self._submit(name, i, fn, args[i])
+
+
 def dp_gd_store(
     client: Any,
     path: str | os.PathLike[str],
@@ -157,25 +213,8 @@ def dp_gd_store(
     ``s``, DP-IHT (the iterate cut to its s largest weights after every step). Returns (w, b)."""
     if plan.sampling_rate != 1.0:
         raise ValueError("the Dask reduction takes full-batch steps: the plan's sampling_rate must be 1")
-    store = open_store(path)
-    d = store.shape[1]
-    addrs = workers()
-    groups = []
-    for i, ranges in enumerate(row_groups(list(store.row_bounds()), len(addrs))):
-        with pinned(i, addrs):
-            groups.append(
-                client.submit(
-                    _load_group,
-                    str(path),
-                    ranges,
-                    row_norm,
-                    plan.loss,
-                    y_bound,
-                    pure=False,
-                    key=f"dp-gd-rows-{i}-{os.urandom(4).hex()}",
-                )
-            )
-    columns = client.gather([client.submit(_columns, grp, pure=False) for grp in groups])
+    d = open_store(path).shape[1]
+    groups = _Groups(client, str(path), (row_norm, plan.loss, y_bound))
     largest = f"{8 * d + (1 << 20)}B"  # a group's iterate is at most d floats (a public bound, not c_g)
     w, b = np.zeros(d), 0.0
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
@@ -184,18 +223,12 @@ def dp_gd_store(
     with ThreadPoolExecutor(1, thread_name_prefix="dp-gd-noise") as drawer:
         for t in range(plan.steps):
             started = time.perf_counter()
-            tag = os.urandom(3).hex()  # task names the dashboard shows: the step and the group
-            with dask.config.set({"distributed.admin.large-graph-warning-threshold": largest}):
-                sums = [
-                    client.submit(
-                        _group_sum, grp, w[cols], b, plan.hyper, pure=False, key=f"dp-gd-step{t}-group{i}-{tag}"
-                    )
-                    for i, (grp, cols) in enumerate(zip(groups, columns, strict=True))
-                ]
             noise = drawer.submit(plan.draw_noise, rng, d)  # nothing of the data: drawn while the workers sum
+            with dask.config.set({"distributed.admin.large-graph-warning-threshold": largest}):
+                sums = groups.map(f"dp-gd-step{t}", _group_sum, [(w[cols], b, plan.hyper) for cols in groups.columns])
             g, gb = np.zeros(d), 0.0
             kernel: dict[str, float] = {}
-            for (part, part_b, seconds, where), cols in zip(client.gather(sums), columns, strict=True):
+            for (part, part_b, seconds, where), cols in zip(sums, groups.columns, strict=True):
                 _add_into(g, cols, part)
                 gb += part_b
                 kernel[where] = kernel.get(where, 0.0) + seconds
@@ -212,7 +245,7 @@ def dp_gd_store(
             pass_s.append(max(kernel.values()))
             if progress is not None:
                 progress(t + 1, plan.steps)
-    n_groups = len(groups)
+    n_groups = len(groups.futures)
     del groups  # the rows held on the workers are released with their futures
     operator_log.timing(
         "dp-gd over %d groups: median step %.3f s, median pass over the rows %.3f s (the slowest worker's "

@@ -94,3 +94,26 @@ def test_a_worker_lost_between_steps_changes_nothing_in_the_fit(store):
         assert killed and victim not in c.scheduler_info()["workers"]  # the worker was lost (its nanny restarts one)
     np.testing.assert_allclose(survived[0], reference[0], rtol=1e-12, atol=0)
     assert survived[1] == reference[1]
+
+
+def _received(client) -> dict[str, list]:
+    """The keys each worker has fetched from another worker so far."""
+    return client.run(lambda dask_worker: [sorted(t["keys"]) for t in dask_worker.transfer_incoming_log])
+
+
+def test_no_rows_move_between_workers_when_one_is_busy_as_the_fit_starts(client, store):
+    """A worker busy when the fit starts: Dask's work stealing moved a step's task, and its group's rows, to
+    the idle worker (as a step's sums did on the multi-node cluster). A group's tasks run where it lies only."""
+    import time
+
+    path, X, y = store
+    model = DPGDClassifier(epsilon=2.0, max_iter=8, lr=20.0, n_records=1200, classes=[-1.0, 1.0])
+    plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    reference = dp_gd_store(client, path, plan, np.random.default_rng(7), "l2", 1.0)
+    before = _received(client)
+    busy = client.submit(time.sleep, 3.0, workers=sorted(before)[:1], allow_other_workers=False, pure=False)
+    time.sleep(0.3)
+    spread = dp_gd_store(client, path, plan, np.random.default_rng(7), "l2", 1.0)
+    busy.result()
+    assert _received(client) == before
+    np.testing.assert_allclose(spread[0], reference[0], rtol=1e-12, atol=0)
