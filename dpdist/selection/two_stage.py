@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import math
 import uuid
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import Lasso
 
 from dpdist.base import PARAMETERS, PrivacyParams, PrivateEstimator, PurePrivacyParams, charged_to
 from dpdist.data.transforms import Matrix
@@ -36,6 +33,7 @@ from dpdist.privacy.accountant import Accountant
 from dpdist.privacy.loss import Charge, PrivacyLoss
 from dpdist.privacy.mechanisms import Laplace
 from dpdist.selection.support import FeatureReleaseSelector
+from dpdist.solvers.lasso import screened_lasso
 from dpdist.solvers.objective_perturbation import LOSSES, ObjectivePerturbation
 from dpdist.utils.random import RandomState, check_random_state
 from dpdist.utils.validation import Between, Count, Delta, Epsilon, Options, Positive, check_count
@@ -78,7 +76,8 @@ def blocks_from_count(noisy_n: float) -> int:
 
 def _block_lasso(X_b: Matrix, y_b: np.ndarray, alpha: float) -> tuple[np.ndarray | None, np.ndarray]:
     """(columns, their LASSO coefficients) of a block: its non-empty columns (ascending) for sparse
-    input, None and all coefficients for dense input (scikit-learn coordinate descent; CSC).
+    input, None and all coefficients for dense input (``screened_lasso``: scikit-learn's coordinate
+    descent on the columns the strong rule keeps, checked on all; CSC).
 
     A sparse block is fitted on its non-empty columns only: an all-zero column's coefficient is
     exactly 0 (its gradient is 0, and centering leaves it 0), so the solution is the same. They
@@ -90,13 +89,7 @@ def _block_lasso(X_b: Matrix, y_b: np.ndarray, alpha: float) -> tuple[np.ndarray
         X_b = sp.csr_matrix(X_b)
         cols, local = np.unique(X_b.indices, return_inverse=True)
         X_b = sp.csr_matrix((X_b.data, local, X_b.indptr), shape=(X_b.shape[0], cols.size)).tocsc()
-    if X_b.shape[0] == 0 or X_b.shape[1] == 0:  # an empty block votes nothing
-        return cols, np.zeros(X_b.shape[1])
-    model = Lasso(alpha=alpha, max_iter=5000, tol=1e-4)
-    with warnings.catch_warnings():  # an unconverged block still casts a valid (truncated) vote
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(X_b, y_b)
-    return cols, model.coef_
+    return cols, screened_lasso(X_b, np.asarray(y_b, dtype=np.float64), alpha)
 
 
 def lasso_coefficients(X_b: Matrix, y_b: np.ndarray, alpha: float) -> np.ndarray:
