@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
 import numpy as np
@@ -56,22 +58,24 @@ def key_id(key: bytes) -> str:
 
 
 def record_sides(X: sp.csr_matrix, y: np.ndarray, key: bytes, test_fraction: float) -> np.ndarray:
-    """Boolean mask of the records that go to the test side (each decided by itself and ``key``)."""
+    """Boolean mask of the records that go to the test side (each decided by itself and ``key``): its
+    BLAKE2b digest (keyed, 8 bytes) of its column indices (int64), values (float64) and label (float64),
+    little-endian, read as an unsigned integer below ``test_fraction * 2^64``."""
     _check(test_fraction, key)
     X = sp.csr_matrix(X)
-    indices = memoryview(np.ascontiguousarray(X.indices, dtype="<i8").tobytes())
-    values = memoryview(np.ascontiguousarray(X.data, dtype="<f8").tobytes())
-    labels = np.ascontiguousarray(y, dtype="<f8")
-    ptr = X.indptr
-    threshold = int(float(test_fraction) * 2.0**64)
-    out = np.empty(X.shape[0], dtype=bool)
+    indices = np.ascontiguousarray(X.indices, dtype="<i8").data.cast("B")
+    values = np.ascontiguousarray(X.data, dtype="<f8").data.cast("B")
+    labels = np.ascontiguousarray(y, dtype="<f8").data.cast("B")
+    ptr = (8 * X.indptr).tolist()
+    keyed = hashlib.blake2b(key=key, digest_size=8, person=b"dpdist-split")  # each record's hash starts from a copy
+    digests = []
     for i in range(X.shape[0]):
-        a, b = 8 * int(ptr[i]), 8 * int(ptr[i + 1])
-        h = hashlib.blake2b(indices[a:b], key=key, digest_size=8, person=b"dpdist-split")
-        h.update(values[a:b])
-        h.update(labels[i : i + 1].tobytes())
-        out[i] = int.from_bytes(h.digest(), "little") < threshold
-    return out
+        h = keyed.copy()
+        h.update(indices[ptr[i] : ptr[i + 1]])
+        h.update(values[ptr[i] : ptr[i + 1]])
+        h.update(labels[8 * i : 8 * i + 8])
+        digests.append(h.digest())
+    return np.frombuffer(b"".join(digests), dtype="<u8") < np.uint64(int(float(test_fraction) * 2.0**64))
 
 
 def split_store(
@@ -84,59 +88,102 @@ def split_store(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write the records of ``src`` to ``train_out`` and ``test_out`` by :func:`record_sides`.
 
-    Memory is one row block at a time (each half is written by its own pass). The halves keep
-    the source's task and label mapping (a half need not hold every class), and record
-    ``split_of``: the content hash whose budget the source is charged to (the source's own, or its
-    source's when it is itself a part of a split) and ``split_source`` (the source's own content
-    hash): store internals, never published.
+    One pass over the source: each row block's sides are computed once and its two parts handed to the
+    halves' writers, each in a thread of its own (``write_blocks``, fed through a queue of at most
+    ``_QUEUED`` parts: memory is a few row blocks). The halves keep the source's task and label mapping
+    (a half need not hold every class), and record ``split_of``: the content hash whose budget the
+    source is charged to (the source's own, or its source's when it is itself a part of a split) and
+    ``split_source`` (the source's own content hash): store internals, never published.
     """
     _check(test_fraction, key)
     store = open_store(src)
-    sides: dict[int, np.ndarray] = {}  # one bit per record, computed in the first pass
-    metas = []
-    for out, want in ((train_out, False), (test_out, True)):
-
-        def blocks(want: bool = want) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
-            for r0, X, y in store.iter_row_blocks():
+    queues: tuple[queue.Queue[Any], queue.Queue[Any]] = (queue.Queue(_QUEUED), queue.Queue(_QUEUED))
+    with ThreadPoolExecutor(2, thread_name_prefix="split-write") as pool:
+        writers = [
+            pool.submit(_write_half, store, out, _queued(q), want, test_fraction, key, force)
+            for out, want, q in ((train_out, False, queues[0]), (test_out, True, queues[1]))
+        ]
+        try:
+            for _, X, y in store.iter_row_blocks():
                 y = np.asarray(y)
-                if r0 not in sides:
-                    sides[r0] = record_sides(X, y, key, test_fraction)
-                keep = sides[r0] == want
-                if keep.any():
-                    yield X[keep], y[keep]
+                test = record_sides(X, y, key, test_fraction)
+                for q, writer, keep in zip(queues, writers, (~test, test), strict=True):
+                    if keep.any():
+                        _put(q, writer, (X[keep], y[keep]))
+            for q, writer in zip(queues, writers, strict=True):
+                _put(q, writer, _END)
+        except BaseException as e:
+            for q, writer in zip(queues, writers, strict=True):
+                _put(q, writer, e)  # the half's writer raises it, and removes what it had written
+            raise
+        train, test_meta = (w.result() for w in writers)
+    return train, test_meta
 
-        meta = {
-            "split_of": store.budget_id,
-            "split_source": store.dataset_id,
-            "split": "test" if want else "train",
-            "test_fraction": test_fraction,
-            "split_key_id": key_id(key),
-            "name": store.meta.get("name"),
-            "schema": store.meta.get("schema", "inferred"),
-            "feature_schema": feature_schema(store.meta),
-            "source_meta": {
-                k: store.meta.get(k)
-                for k in (
-                    "source",
-                    "synthetic",
-                    "true_support",
-                    "zero_based",
-                    "feature_names",
-                    "table_notes",
-                    "table_schema",
-                )
-            },
-        }
-        metas.append(
-            write_blocks(
-                out,
-                blocks(),
-                store.shape[1],
-                task=store.task,
-                force=force,
-                metadata=meta,
-                block_rows=store.block_rows,
-                label_mapping=cast("dict[str, int] | None", store.meta.get("label_mapping")),
+
+_QUEUED = 2  # row-block parts waiting for a half's writer
+_END = object()
+
+
+def _queued(q: queue.Queue[Any]) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
+    """The parts put in ``q`` until the end; an exception put in it is raised."""
+    while (item := q.get()) is not _END:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def _put(q: queue.Queue[Any], writer: Future[dict[str, Any]], item: Any) -> None:
+    """Put ``item`` in ``q`` unless its writer has ended (then its error is raised, if it raised one)."""
+    while not writer.done():
+        try:
+            q.put(item, timeout=0.5)
+            return
+        except queue.Full:
+            continue
+    if isinstance(item, BaseException):
+        return
+    writer.result()
+
+
+def _write_half(
+    store: Any,
+    out: str | os.PathLike[str],
+    blocks: Iterator[tuple[sp.csr_matrix, np.ndarray]],
+    want: bool,
+    test_fraction: float,
+    key: bytes,
+    force: bool,
+) -> dict[str, Any]:
+    """One half of the split of ``store`` from its ``blocks`` (the test half when ``want``)."""
+    meta = {
+        "split_of": store.budget_id,
+        "split_source": store.dataset_id,
+        "split": "test" if want else "train",
+        "test_fraction": test_fraction,
+        "split_key_id": key_id(key),
+        "name": store.meta.get("name"),
+        "schema": store.meta.get("schema", "inferred"),
+        "feature_schema": feature_schema(store.meta),
+        "source_meta": {
+            k: store.meta.get(k)
+            for k in (
+                "source",
+                "synthetic",
+                "true_support",
+                "zero_based",
+                "feature_names",
+                "table_notes",
+                "table_schema",
             )
-        )
-    return metas[0], metas[1]
+        },
+    }
+    return write_blocks(
+        out,
+        blocks,
+        store.shape[1],
+        task=store.task,
+        force=force,
+        metadata=meta,
+        block_rows=store.block_rows,
+        label_mapping=cast("dict[str, int] | None", store.meta.get("label_mapping")),
+    )

@@ -42,6 +42,25 @@ def test_split_partitions_the_records_by_their_keyed_hash(tmp_path: Path) -> Non
     assert not np.array_equal(test, record_sides(X, y, secrets.token_bytes(32), 0.3))
 
 
+def test_a_records_side_is_its_keyed_blake2b_digest_below_the_fraction() -> None:
+    """The function itself, record by record (halves written before keep their records' sides): BLAKE2b keyed,
+    8 bytes, personalised "dpdist-split", over the record's int64 column indices, float64 values and float64
+    label, read as a little-endian integer and compared with test_fraction * 2^64."""
+    import hashlib
+
+    X, y = data(300, seed=5)
+    key = secrets.token_bytes(32)
+    want = []
+    for i in range(X.shape[0]):
+        row = X[i]
+        h = hashlib.blake2b(row.indices.astype("<i8").tobytes(), key=key, digest_size=8, person=b"dpdist-split")
+        h.update(row.data.astype("<f8").tobytes())
+        h.update(np.array([y[i]], dtype="<f8").tobytes())
+        want.append(int.from_bytes(h.digest(), "little") < int(0.3 * 2.0**64))
+    assert record_sides(X, y, key, 0.3).tolist() == want
+    assert record_sides(X[:0], y[:0], key, 0.3).shape == (0,)
+
+
 @pytest.mark.parametrize("where", ["top", "middle", "bottom"])
 def test_a_neighbour_leaves_every_other_record_on_its_side(where: str) -> None:
     X, y = data(400, 3)
@@ -64,6 +83,40 @@ def test_halves_may_be_empty_and_keep_the_task(tmp_path: Path) -> None:
     tr, te = split_store(tmp_path / "src", tmp_path / "a", tmp_path / "b", 1e-9, key)  # all records train
     assert open_store(tmp_path / "b").shape == (0, 3) and open_store(tmp_path / "a").shape == (3, 3)
     assert tr["task"] == te["task"] == "binary" and te["label_mapping"] == tr["label_mapping"]
+
+
+@pytest.mark.parametrize("where", ["reading", "writing"])
+def test_a_split_that_fails_midway_leaves_no_half(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """The halves are written in one pass by a thread each: a source that cannot be read past its first
+    block, or a half's writer failing, raises the error and leaves neither half (nor a temporary)."""
+    from dpdist.data import split as split_module
+    from dpdist.data.store.reader import SparseStore as Store
+
+    X, y = data(600)
+    write_store(tmp_path / "src", X, y, block_rows=50)
+    if where == "reading":
+        blocks = Store.iter_row_blocks
+
+        def broken(self, *a, **kw):
+            for i, block in enumerate(blocks(self, *a, **kw)):
+                if i == 3:
+                    raise OSError("the disk went away")
+                yield block
+
+        monkeypatch.setattr(Store, "iter_row_blocks", broken)
+    else:
+        write = split_module.write_blocks
+
+        def failing(out, blocks, *a, **kw):
+            if Path(out).name == "te":
+                next(iter(blocks))
+                raise OSError("the disk went away")
+            return write(out, blocks, *a, **kw)
+
+        monkeypatch.setattr(split_module, "write_blocks", failing)
+    with pytest.raises(OSError, match="went away"):
+        split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.3, secrets.token_bytes(32))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
 
 
 def test_bad_fraction_or_key_fails_fast(tmp_path: Path) -> None:
