@@ -36,6 +36,8 @@ from dpdist.exceptions import ParameterError
 __all__ = ["derive_key", "key_id", "record_sides", "split_store"]
 
 _KEY_BYTES = 32
+_QUEUED = 2  # row-block parts waiting for a half's writer
+_END = object()
 
 
 def _check(test_fraction: float, key: bytes) -> None:
@@ -118,10 +120,6 @@ def split_store(
             raise
         train, test_meta = (w.result() for w in writers)
     return train, test_meta
-
-
-_QUEUED = 2  # row-block parts waiting for a half's writer
-_END = object()
 
 
 def _queued(q: queue.Queue[Any]) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
