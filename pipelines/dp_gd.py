@@ -177,6 +177,7 @@ class _Groups:
             if holders:
                 self.where[i] = min(holders)
                 return self.where[i]
+            time.sleep(0.05)  # lost since: the scheduler reads it again
 
     def _submit(self, name: str, i: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         where = self.where[i] or self._place(i)
@@ -189,14 +190,15 @@ class _Groups:
         while True:
             try:
                 distributed.wait(tasks, timeout=CHECK_LOST)
-                return self.client.gather(tasks)
-            except TimeoutError:
+            except TimeoutError:  # the wait's own (a task's error is raised by gather, below)
                 alive = set(worker_info(self.client))
                 for i, task in enumerate(tasks):
                     if not task.done() and self.where[i] not in alive:  # held for ever by its worker restriction
                         task.cancel()
                         self.where[i] = ""
                         tasks[i] = self._submit(name, i, fn, args[i])
+                continue
+            return self.client.gather(tasks)
 
 
 def dp_gd_store(

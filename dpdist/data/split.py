@@ -23,14 +23,18 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import shutil
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from dpdist.data.store import feature_schema, open_store, write_blocks
+from dpdist.data.store.writer import move_into_place
 from dpdist.exceptions import ParameterError
 
 __all__ = ["derive_key", "key_id", "record_sides", "split_store"]
@@ -38,6 +42,7 @@ __all__ = ["derive_key", "key_id", "record_sides", "split_store"]
 _KEY_BYTES = 32
 _QUEUED = 2  # row-block parts waiting for a half's writer
 _END = object()
+_ABORT = object()
 
 
 def _check(test_fraction: float, key: bytes) -> None:
@@ -59,6 +64,13 @@ def key_id(key: bytes) -> str:
     return hashlib.blake2b(b"split key id", key=key, digest_size=16, person=b"dpdist-keyid").hexdigest()
 
 
+def _byte_offsets(indptr: np.ndarray) -> list[int]:
+    """The rows' byte offsets into 8-byte entries, as Python ints (int32 ``indptr`` times 8 passes 2^31 at
+    2^28 non-zeros: it wrapped, and a record would have been hashed over another's bytes)."""
+    offsets: list[int] = (8 * np.asarray(indptr, dtype=np.int64)).tolist()
+    return offsets
+
+
 def record_sides(X: sp.csr_matrix, y: np.ndarray, key: bytes, test_fraction: float) -> np.ndarray:
     """Boolean mask of the records that go to the test side (each decided by itself and ``key``): its
     BLAKE2b digest (keyed, 8 bytes) of its column indices (int64), values (float64) and label (float64),
@@ -68,7 +80,7 @@ def record_sides(X: sp.csr_matrix, y: np.ndarray, key: bytes, test_fraction: flo
     indices = np.ascontiguousarray(X.indices, dtype="<i8").data.cast("B")
     values = np.ascontiguousarray(X.data, dtype="<f8").data.cast("B")
     labels = np.ascontiguousarray(y, dtype="<f8").data.cast("B")
-    ptr = (8 * X.indptr).tolist()
+    ptr = _byte_offsets(X.indptr)
     keyed = hashlib.blake2b(key=key, digest_size=8, person=b"dpdist-split")  # each record's hash starts from a copy
     digests = []
     for i in range(X.shape[0]):
@@ -92,18 +104,39 @@ def split_store(
 
     One pass over the source: each row block's sides are computed once and its two parts handed to the
     halves' writers, each in a thread of its own (``write_blocks``, fed through a queue of at most
-    ``_QUEUED`` parts: memory is a few row blocks). The halves keep the source's task and label mapping
+    ``_QUEUED`` parts: memory is a few row blocks, and at the end the two writers' column copies, built at
+    once: up to ``DEFAULT_MEMORY`` each). Each half is written beside its place and both are moved in only
+    when both are whole: a split that fails leaves neither (an existing one is replaced only with
+    ``force``, and only then). The halves keep the source's task and label mapping
     (a half need not hold every class), and record ``split_of``: the content hash whose budget the
     source is charged to (the source's own, or its source's when it is itself a part of a split) and
     ``split_source`` (the source's own content hash): store internals, never published.
     """
     _check(test_fraction, key)
     store = open_store(src)
+    outs = [Path(train_out), Path(test_out)]
+    for out in outs:
+        if out.exists() and not force:
+            raise ParameterError(f"store {out} already exists; pass --force (force=True) to overwrite it")
+    # each half is written beside its place and both are moved in only when both are whole
+    tmps = [out.parent / f".{out.name}.split-{uuid.uuid4().hex[:12]}" for out in outs]
+    try:
+        metas = _write_halves(store, tmps, test_fraction, key)
+        for tmp, out in zip(tmps, outs, strict=True):
+            move_into_place(tmp, out, force)
+    finally:
+        for tmp in tmps:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return metas[0], metas[1]
+
+
+def _write_halves(store: Any, outs: list[Path], test_fraction: float, key: bytes) -> list[dict[str, Any]]:
+    """The halves of ``store`` written to ``outs`` (train, test) in one pass, a writer thread each."""
     queues: tuple[queue.Queue[Any], queue.Queue[Any]] = (queue.Queue(_QUEUED), queue.Queue(_QUEUED))
     with ThreadPoolExecutor(2, thread_name_prefix="split-write") as pool:
         writers = [
-            pool.submit(_write_half, store, out, _queued(q), want, test_fraction, key, force)
-            for out, want, q in ((train_out, False, queues[0]), (test_out, True, queues[1]))
+            pool.submit(_write_half, store, out, _queued(q), want, test_fraction, key)
+            for out, want, q in zip(outs, (False, True), queues, strict=True)
         ]
         try:
             for _, X, y in store.iter_row_blocks():
@@ -114,19 +147,22 @@ def split_store(
                         _put(q, writer, (X[keep], y[keep]))
             for q, writer in zip(queues, writers, strict=True):
                 _put(q, writer, _END)
-        except BaseException as e:
+        except BaseException:
             for q, writer in zip(queues, writers, strict=True):
-                _put(q, writer, e)  # the half's writer raises it, and removes what it had written
+                _put(q, writer, _ABORT)  # the half's writer stops, and removes what it had written
             raise
-        train, test_meta = (w.result() for w in writers)
-    return train, test_meta
+        return [w.result() for w in writers]
+
+
+class _Stopped(Exception):
+    """The split stopped (an error of the reading side, raised there): a half's writer gives up."""
 
 
 def _queued(q: queue.Queue[Any]) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
-    """The parts put in ``q`` until the end; an exception put in it is raised."""
+    """The parts put in ``q`` until the end (``_ABORT``: stop)."""
     while (item := q.get()) is not _END:
-        if isinstance(item, BaseException):
-            raise item
+        if item is _ABORT:
+            raise _Stopped("the split stopped")
         yield item
 
 
@@ -138,7 +174,7 @@ def _put(q: queue.Queue[Any], writer: Future[dict[str, Any]], item: Any) -> None
             return
         except queue.Full:
             continue
-    if isinstance(item, BaseException):
+    if item is _ABORT:
         return
     writer.result()
 
@@ -150,7 +186,6 @@ def _write_half(
     want: bool,
     test_fraction: float,
     key: bytes,
-    force: bool,
 ) -> dict[str, Any]:
     """One half of the split of ``store`` from its ``blocks`` (the test half when ``want``)."""
     meta = {
@@ -180,7 +215,6 @@ def _write_half(
         blocks,
         store.shape[1],
         task=store.task,
-        force=force,
         metadata=meta,
         block_rows=store.block_rows,
         label_mapping=cast("dict[str, int] | None", store.meta.get("label_mapping")),

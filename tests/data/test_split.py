@@ -61,6 +61,20 @@ def test_a_records_side_is_its_keyed_blake2b_digest_below_the_fraction() -> None
     assert record_sides(X[:0], y[:0], key, 0.3).shape == (0,)
 
 
+def test_a_fixed_key_splits_fixed_records_as_it_always_did() -> None:
+    """Sides written down from the implementation before the split was made one pass (4bf12d6): halves written
+    by any version keep their records' sides."""
+    from dpdist.data.split import _byte_offsets
+
+    rng = np.random.default_rng(9)
+    X = sp.random(40, 12, density=0.3, format="csr", random_state=10)
+    y = np.where(rng.random(40) < 0.5, -1.0, 1.0)
+    got = "".join("1" if v else "0" for v in record_sides(X, y, bytes(range(32)), 0.4))
+    assert got == "0000110110111011000101010010010111011010"
+    # the rows' byte offsets past 2^31 (2^28 non-zeros, indptr still int32): exact, never wrapped
+    assert _byte_offsets(np.array([0, 2**28, 2**28 + 1], dtype=np.int32)) == [0, 2**31, 2**31 + 8]
+
+
 @pytest.mark.parametrize("where", ["top", "middle", "bottom"])
 def test_a_neighbour_leaves_every_other_record_on_its_side(where: str) -> None:
     X, y = data(400, 3)
@@ -85,7 +99,7 @@ def test_halves_may_be_empty_and_keep_the_task(tmp_path: Path) -> None:
     assert tr["task"] == te["task"] == "binary" and te["label_mapping"] == tr["label_mapping"]
 
 
-@pytest.mark.parametrize("where", ["reading", "writing"])
+@pytest.mark.parametrize("where", ["reading", "writing", "finishing"])
 def test_a_split_that_fails_midway_leaves_no_half(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     """The halves are written in one pass by a thread each: a source that cannot be read past its first
     block, or a half's writer failing, raises the error and leaves neither half (nor a temporary)."""
@@ -104,11 +118,23 @@ def test_a_split_that_fails_midway_leaves_no_half(tmp_path: Path, monkeypatch: p
                 yield block
 
         monkeypatch.setattr(Store, "iter_row_blocks", broken)
+    elif where == "finishing":  # the test half fails as it is finished: the train half, whole, is not moved in
+        from dpdist.data.store.writer import StoreWriter
+
+        finish = StoreWriter.finish
+
+        def full_disk(self, *a, **kw):
+            if ".te." in self.out.name:
+                self.abort()
+                raise OSError("the disk went away")
+            return finish(self, *a, **kw)
+
+        monkeypatch.setattr(StoreWriter, "finish", full_disk)
     else:
         write = split_module.write_blocks
 
         def failing(out, blocks, *a, **kw):
-            if Path(out).name == "te":
+            if ".te." in Path(out).name:
                 next(iter(blocks))
                 raise OSError("the disk went away")
             return write(out, blocks, *a, **kw)
@@ -117,6 +143,19 @@ def test_a_split_that_fails_midway_leaves_no_half(tmp_path: Path, monkeypatch: p
     with pytest.raises(OSError, match="went away"):
         split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.3, secrets.token_bytes(32))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_an_existing_split_is_replaced_only_with_force(tmp_path: Path) -> None:
+    X, y = data(200)
+    write_store(tmp_path / "src", X, y, block_rows=64)
+    key = secrets.token_bytes(32)
+    split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.3, key)
+    with pytest.raises(ParameterError, match="already exists"):
+        split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.5, key)
+    assert open_store(tmp_path / "te").meta["test_fraction"] == 0.3
+    split_store(tmp_path / "src", tmp_path / "tr", tmp_path / "te", 0.5, key, force=True)
+    assert open_store(tmp_path / "te").meta["test_fraction"] == 0.5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src", "te", "tr"]  # no temporary, no old copy left
 
 
 def test_bad_fraction_or_key_fails_fast(tmp_path: Path) -> None:

@@ -117,3 +117,21 @@ def test_no_rows_move_between_workers_when_one_is_busy_as_the_fit_starts(client,
     busy.result()
     assert _received(client) == before
     np.testing.assert_allclose(spread[0], reference[0], rtol=1e-12, atol=0)
+
+
+def _times_out(group, *args):
+    raise TimeoutError("a task's own timeout")
+
+
+def test_a_task_that_raises_timeouterror_fails_the_fit_at_once(client, store):
+    """A group task's own TimeoutError (an NFS read, say) is its error, raised: not taken for the watchdog's
+    timeout, which had the fit wait for ever."""
+    import time
+
+    from dpdist.pipelines.dp_gd import _Groups
+
+    groups = _Groups(client, str(store[0]), ("l2", "logistic", 1.0))
+    started = time.perf_counter()
+    with pytest.raises(TimeoutError, match="own timeout"):
+        groups.map("timeout", _times_out, [()] * len(groups.futures))
+    assert time.perf_counter() - started < 30

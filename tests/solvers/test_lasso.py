@@ -69,3 +69,17 @@ def test_empty_and_constant_inputs():
     assert screened_lasso(np.zeros((0, 3)), np.zeros(0), 0.1).tolist() == [0.0, 0.0, 0.0]
     X, _ = _problem(True)
     assert not screened_lasso(X, np.full(400, 2.0), 0.01).any()
+
+
+def test_at_two_stages_tolerance_the_votes_are_the_full_fits():
+    """Two-stage fits at tol=1e-4: on blocks of many shapes, the screened fit casts the vote scikit-learn's fit on
+    every column casts (its s largest |coefficients|)."""
+    from dpdist.selection.two_stage import truncated_vote
+
+    for seed in range(12):
+        X, y = _problem(seed % 2 == 0, seed)
+        for alpha in (0.2, 0.05, 0.01):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                full = Lasso(alpha=alpha, max_iter=5000, tol=1e-4).fit(X, y).coef_
+            assert truncated_vote(screened_lasso(X, y, alpha), 5).tolist() == truncated_vote(full, 5).tolist()

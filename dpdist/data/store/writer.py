@@ -39,7 +39,7 @@ from dpdist.utils.files import private_dir, restrict_tree
 from dpdist.utils.io import make_parents, remove_made
 from dpdist.utils.random import random_name
 
-__all__ = ["DEFAULT_BLOCK_ROWS", "DEFAULT_MEMORY", "StoreWriter", "write_blocks", "write_store"]
+__all__ = ["DEFAULT_BLOCK_ROWS", "DEFAULT_MEMORY", "StoreWriter", "move_into_place", "write_blocks", "write_store"]
 
 NNZ_CHUNK = 1 << 21  # elements per chunk of data/indices
 ROW_CHUNK = 1 << 18  # elements per chunk of indptr and y
@@ -405,15 +405,20 @@ class StoreWriter:
         return counts
 
     def _rename_into_place(self) -> None:
-        trash = None
-        if self.out.exists():
-            if not self.force:
-                raise ParameterError(f"store {self.out} appeared while writing; not overwritten without force")
-            trash = self.out.parent / f".{self.out.name}.old-{uuid.uuid4().hex[:12]}"
-            os.rename(self.out, trash)
-        os.rename(self.tmp, self.out)
-        if trash is not None:
-            shutil.rmtree(trash, ignore_errors=True)
+        move_into_place(self.tmp, self.out, self.force)
+
+
+def move_into_place(tmp: Path, out: Path, force: bool) -> None:
+    """Rename the finished tree ``tmp`` to ``out`` (a sibling), replacing an existing ``out`` only with ``force``."""
+    trash = None
+    if out.exists():
+        if not force:
+            raise ParameterError(f"store {out} appeared while writing; not overwritten without force")
+        trash = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(out, trash)
+    os.rename(tmp, out)
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def write_blocks(
