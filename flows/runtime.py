@@ -94,6 +94,15 @@ class PrefectServerUnavailable(DPDistError):
 # keys of the jobqueue YAML that dpdist sets itself (TLS, credentials, where the dashboard listens)
 _DPDIST_SLURM_KEYS = ("security", "protocol", "job_cls")
 
+# Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536 (memory freed goes back to the system at
+# once). Setting any of glibc's thresholds also turns off its adjustment of the mmap threshold: every array
+# over 128 KiB is then a fresh mapping whose pages are faulted in as they are first written. A worker ingesting
+# the KDDA-shaped text took 60 s so, 37 s with glibc's defaults (arrays up to 32 MiB reuse the heap's memory,
+# larger ones are mapped and unmapped as before; benchmarks/results/scale/2026-11-30-full_size-kdda.md).
+# None unsets a variable in Dask's configuration; a SLURM worker's nanny reads it from the job's environment.
+WORKER_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+_SLURM_WORKER_ENVIRON = "export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON=\"{'MALLOC_TRIM_THRESHOLD_': None}\""
+
 
 def slurm_kwargs(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Keyword arguments of ``SLURMCluster`` from a dask-jobqueue YAML (``jobqueue: slurm: ...``)."""
@@ -128,6 +137,8 @@ def slurm_kwargs(path: str | os.PathLike[str]) -> dict[str, Any]:
     if "--dashboard-address" not in extra:  # a worker's dashboard on its node's loopback only
         extra += ["--dashboard-address", f"{LOOPBACK}:0"]
     kw["worker_extra_args"] = extra
+    prologue = [*(kw.pop("env_extra", None) or []), *(kw.get("job_script_prologue") or [])]  # env_extra: its old name
+    kw["job_script_prologue"] = [*prologue, _SLURM_WORKER_ENVIRON]
     kw.pop("name", None)
     return kw
 
@@ -497,7 +508,8 @@ def on_cluster(cfg: Any, name: str, stage: Callable[..., T], *args: Any) -> T:
 
     check_output(cfg)  # an output the results cannot be written to: refused before any work or charge
     # the stage's return value holds store paths and content hashes: never persisted by Prefect
-    with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(_dashboard_link_template(cfg.cluster)):
+    settings = {**_dashboard_link_template(cfg.cluster), **WORKER_ENVIRON}  # the local cluster's nannies read it
+    with cluster_security(cfg.cluster, cfg.output) as security, dask.config.set(settings):
         runner = task_runner(cfg.cluster, security)
         subflow = flow(
             name=name,

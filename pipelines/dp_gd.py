@@ -9,18 +9,21 @@ The same steps as ``dpdist.solvers.dp_sgd.dp_sgd`` with q = 1 (``DPGDClassifier`
    the group's own columns (``_own_columns``): the c_g columns its rows hold, the frequent ones first,
    its rows' column indices renumbered into them. The central process keeps each group's columns.
 2. Each step: the central process sends each group the iterate's c_g coordinates on its columns,
-   in the group's task; the task sums the clipped per-record gradients of its rows there (the numba
-   kernel ``clipped_gradient_sum``: the same products in the same order as on the d coordinates,
-   over short vectors whose frequent coordinates share cache lines) and sends back its c_g sums;
-   the central process -- the flow's release task, after the charge -- adds them into a d-vector,
-   adds the Gaussian noise N(0, (z C)^2) to every coordinate (``gaussian_noise``, from its own
-   generator, drawn while the workers sum: ``SGDPlan.draw_noise``) and takes the step.
+   straight to the group's worker (a direct scatter: not through the scheduler, one TLS hop instead of
+   two), then the group's task; the task sums the clipped per-record gradients of its rows there (the
+   numba kernel ``clipped_gradient_sum``: the same products in the same order as on the d coordinates,
+   over short vectors whose frequent coordinates share cache lines) and the central process takes its
+   c_g sums straight from the worker; it -- the flow's release task, after the charge -- adds them into
+   a d-vector, adds the Gaussian noise N(0, (z C)^2) to every coordinate (``gaussian_noise``, from its
+   own generator, drawn while the workers sum: ``SGDPlan.draw_noise``) and takes the step.
 
 A group's tasks run on the worker that holds it and on no other (``_Groups``): Dask's work stealing
 would otherwise move a task, and the group's rows with it, to an idle worker (a worker busy when the
-fit starts made it do so). The iterate travels inside the task, which the scheduler holds: a worker
-lost mid-fit has its group read again on another worker and its pending task sent there again, with
-the same numbers (a scattered iterate's replication once asked a lost worker for ever).
+fit starts made it do so). A worker lost mid-fit has its group read again on another worker and its
+pending task sent there again with its iterate, with the same numbers: one lost while its task waits or
+runs (the scheduler cancels a task whose scattered iterate was lost with it), or between steps (a send
+to it fails). Each step's iterate is a new copy on one worker, never replicated (a broadcast iterate's
+replication once asked a lost worker for ever).
 
 Privacy is the estimator's (its ``privacy_charge``: T Gaussian mechanisms of l2-sensitivity C): the
 clipped sum over all records is the same number however the rows are grouped, and the noise is
@@ -37,10 +40,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-import dask
 import distributed
 import numba
 import numpy as np
@@ -57,6 +60,7 @@ from dpdist.utils import operator_log
 __all__ = ["dp_gd_store", "fit_dask", "row_groups"]
 
 CHECK_LOST = 1.0  # seconds: how often a pending group task looks whether its worker was lost
+SEND_TRIES = 5  # sends to a worker that fail while the scheduler still lists it, before the error is raised
 FREQUENT = 4  # rows: a group's columns in more rows are laid out by frequency, the others by first use
 
 Parts = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -150,8 +154,10 @@ def _group_sum(
 
 class _Groups:
     """A fit's groups of rows held on the workers (module docstring): their futures, the worker each lies on,
-    their columns. :meth:`map` runs a task on each group on its worker only, so that no group moves
-    between workers; a group whose worker is lost is read again on another, and its pending task sent there.
+    their columns. :meth:`submit` runs a task on each group on its worker only, so that no group moves
+    between workers, its arrays sent straight to that worker (not through the scheduler: one hop of the
+    iterate instead of two); :meth:`gather` takes the results straight from the workers. A group whose
+    worker is lost is read again on another, and its pending task (with its arrays) sent there.
     """
 
     def __init__(self, client: Any, path: str, prepare: tuple[str | None, str, float]) -> None:
@@ -179,26 +185,75 @@ class _Groups:
                 return self.where[i]
             time.sleep(0.05)  # lost since: the scheduler reads it again
 
-    def _submit(self, name: str, i: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        where = self.where[i] or self._place(i)
-        key = f"{name}-group{i}-{os.urandom(3).hex()}"  # the task names the dashboard shows
-        return self.client.submit(fn, self.futures[i], *args, workers=[where], allow_other_workers=False, key=key)
+    def _alive(self) -> set[str]:
+        return set(worker_info(self.client))
 
-    def map(self, name: str, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> list[Any]:
-        """``fn(group i, *args[i])`` on group i's worker, for every group: their results."""
-        tasks = [self._submit(name, i, fn, a) for i, a in enumerate(args)]
+    def _submit_one(self, name: str, i: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        failed = 0
+        while True:
+            where = self.where[i] or self._place(i)
+            try:  # the arrays straight to the group's worker
+                sent = [
+                    self.client.scatter(a, workers=[where], direct=True, hash=False, timeout=CHECK_LOST)
+                    if isinstance(a, np.ndarray)
+                    else a
+                    for a in args
+                ]
+            except OSError:  # its worker lost (a closed connection, or no such worker): the group read elsewhere
+                failed += 1
+                if where in self._alive():  # not known to be lost yet (the scheduler hears of it soon after)
+                    if failed > SEND_TRIES:
+                        raise
+                    time.sleep(CHECK_LOST)
+                else:
+                    self.where[i] = ""
+                continue
+            key = f"{name}-group{i}-{os.urandom(3).hex()}"  # the task names the dashboard shows
+            return self.client.submit(fn, self.futures[i], *sent, workers=[where], allow_other_workers=False, key=key)
+
+    def submit(self, name: str, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> _Pending:
+        """``fn(group i, *args[i])`` on group i's worker, for every group; its arrays are there when this returns."""
+        return _Pending(name, fn, args, [self._submit_one(name, i, fn, a) for i, a in enumerate(args)])
+
+    def gather(self, pending: _Pending) -> list[Any]:
+        """The results of ``pending``'s tasks; a task whose worker was lost (pending on it, or its arrays lost
+        with it: cancelled) is sent again."""
+        tasks = pending.tasks
         while True:
             try:
                 distributed.wait(tasks, timeout=CHECK_LOST)
             except TimeoutError:  # the wait's own (a task's error is raised by gather, below)
-                alive = set(worker_info(self.client))
-                for i, task in enumerate(tasks):
-                    if not task.done() and self.where[i] not in alive:  # held for ever by its worker restriction
-                        task.cancel()
-                        self.where[i] = ""
-                        tasks[i] = self._submit(name, i, fn, args[i])
-                continue
-            return self.client.gather(tasks)
+                pass
+            if all(t.status == "finished" for t in tasks):
+                try:
+                    return self.client.gather(tasks, direct=True)
+                except CancelledError:  # a result lost with its worker since: sent again below
+                    pass
+            alive = None
+            for i, task in enumerate(tasks):
+                if task.status == "error":
+                    task.result()  # raises the task's error
+                if task.status == "finished":
+                    continue
+                alive = self._alive() if alive is None else alive
+                if task.cancelled() or self.where[i] not in alive:  # held for ever by its worker restriction
+                    task.cancel()
+                    self.where[i] = ""
+                    tasks[i] = self._submit_one(pending.name, i, pending.fn, pending.args[i])
+
+    def map(self, name: str, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> list[Any]:
+        """``fn(group i, *args[i])`` on group i's worker, for every group: their results."""
+        return self.gather(self.submit(name, fn, args))
+
+
+@dataclass
+class _Pending:
+    """The tasks of a :meth:`_Groups.submit`, with what they were made of (to send one again)."""
+
+    name: str
+    fn: Callable[..., Any]
+    args: list[tuple[Any, ...]]
+    tasks: list[Any]
 
 
 def dp_gd_store(
@@ -217,7 +272,6 @@ def dp_gd_store(
         raise ValueError("the Dask reduction takes full-batch steps: the plan's sampling_rate must be 1")
     d = open_store(path).shape[1]
     groups = _Groups(client, str(path), (row_norm, plan.loss, y_bound))
-    largest = f"{8 * d + (1 << 20)}B"  # a group's iterate is at most d floats (a public bound, not c_g)
     w, b = np.zeros(d), 0.0
     w_sum, b_sum, n_avg = np.zeros(d), 0.0, 0
     first_avg = min(plan.steps - 1, int(plan.average_from * plan.steps))
@@ -225,9 +279,9 @@ def dp_gd_store(
     with ThreadPoolExecutor(1, thread_name_prefix="dp-gd-noise") as drawer:
         for t in range(plan.steps):
             started = time.perf_counter()
+            pending = groups.submit(f"dp-gd-step{t}", _group_sum, [(w[cols], b, plan.hyper) for cols in groups.columns])
             noise = drawer.submit(plan.draw_noise, rng, d)  # nothing of the data: drawn while the workers sum
-            with dask.config.set({"distributed.admin.large-graph-warning-threshold": largest}):
-                sums = groups.map(f"dp-gd-step{t}", _group_sum, [(w[cols], b, plan.hyper) for cols in groups.columns])
+            sums = groups.gather(pending)
             g, gb = np.zeros(d), 0.0
             kernel: dict[str, float] = {}
             for (part, part_b, seconds, where), cols in zip(sums, groups.columns, strict=True):

@@ -135,3 +135,39 @@ def test_a_task_that_raises_timeouterror_fails_the_fit_at_once(client, store):
     with pytest.raises(TimeoutError, match="own timeout"):
         groups.map("timeout", _times_out, [()] * len(groups.futures))
     assert time.perf_counter() - started < 30
+
+
+def _slow_sum(group, w):
+    import time
+
+    time.sleep(1.5)
+    return float(w.sum()) + group[1].size
+
+
+def test_a_worker_lost_during_a_step_has_its_task_sent_again(store):
+    """A worker killed while its group's task runs: the iterate sent straight to it is lost with it (the task
+    is cancelled by the scheduler), the group is read again on the other worker and the task sent there again
+    with its arrays: the same results, and nothing waits for ever."""
+    import os
+    import signal
+    import time
+
+    from dpdist.pipelines.dp_gd import _Groups
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
+        groups = _Groups(c, str(store[0]), ("l2", "logistic", 1.0))
+        args = [(np.full(cols.size, 2.0),) for cols in groups.columns]
+        reference = groups.map("slow", _slow_sum, args)
+        pids = c.run(os.getpid)
+        pending = groups.submit("slow", _slow_sum, args)
+        first = pending.tasks[0].key
+        victim = groups.where[0]
+        time.sleep(0.5)
+        os.kill(pids[victim], signal.SIGKILL)
+        started = time.perf_counter()
+        assert groups.gather(pending) == reference
+        assert pending.tasks[0].key != first and groups.where[0] != victim  # sent again, elsewhere
+        assert time.perf_counter() - started < 60
