@@ -9,7 +9,9 @@ the jobs send nothing), each arm in a fresh cluster, alternated ``--rounds`` tim
 * the svmlight text into a store (``ingest_svmlight``, as the ``ingest-source`` task does);
 * that store's keyed split into two stores (``split_store``, as ``ingest-split`` does).
 
-Each job's seconds and its worker's peak RSS (``ru_maxrss`` of the worker process, new for each arm).
+Each job's seconds and its worker's peak RSS (``ru_maxrss`` of the worker process, new for each job). Each arm
+runs in a process of its own: a nanny writes its variables into its own process's environment, where the next
+cluster's workers would inherit them.
 The claim: with dpdist's setting both jobs are faster than with Dask's, in the same run. Writes
 ``benchmarks/results/scale/<UTC date>-worker_allocator.md`` and ``.csv``.
 
@@ -21,8 +23,10 @@ The claim: with dpdist's setting both jobs are faster than with Dask's, in the s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,15 +62,16 @@ def _timed(job: str, src: str, out: str) -> tuple[float, float, str | None]:
 
 
 def _arm(settings: dict[str, Any], text: str, work: Path) -> list[tuple[str, float, float, str | None]]:
+    """The arm's two jobs, each on a fresh cluster made under ``settings``."""
     out = []
     with dask.config.set(settings):
-        for job, src in (("ingest", text), ("split", str(work / "store"))):
+        for job, src, dest in (("ingest", text, work / "store"), ("split", str(work / "store"), work / "half")):
             # a fresh cluster per job: each worker's peak is its job's
             with (
                 LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="10GiB", dashboard_address=None) as c,
                 Client(c) as client,
             ):
-                seconds, peak, trim = client.submit(_timed, job, src, str(work / job), pure=False).result()
+                seconds, peak, trim = client.submit(_timed, job, src, str(dest), pure=False).result()
             out.append((job, seconds, peak, trim))
     return out
 
@@ -76,24 +81,33 @@ def main() -> None:
     ap.add_argument("text", help="an svmlight text of KDDA's shape (full_size.py kdda writes one)")
     ap.add_argument("--rounds", type=int, default=1, help="times each arm runs, alternated")
     ap.add_argument("--workdir", default=None, help="where the stores go (default: a temporary directory)")
+    ap.add_argument("--arm", choices=list(ARMS), help=argparse.SUPPRESS)  # one arm, in this process (JSON out)
     args = ap.parse_args()
+    if args.arm is not None:
+        print(json.dumps(_arm(ARMS[args.arm], args.text, Path(args.workdir))))
+        return
     started = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="worker-allocator-", dir=args.workdir))
     rows = []
     try:
         for r in range(args.rounds):
-            for name, settings in ARMS.items():
-                for job, seconds, peak, trim in _arm(settings, args.text, work):
+            for name in ARMS:
+                cmd = [sys.executable, __file__, args.text, "--arm", name, "--workdir", str(work)]
+                lines = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
+                for job, seconds, peak, trim in json.loads(lines[-1]):
                     rows.append([r + 1, name, job, trim or "unset", f"{seconds:.1f}", f"{peak:.2f}"])
                     print(rows[-1], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    best = {(n, j): min(float(x[4]) for x in rows if x[1] == n and x[2] == j) for n in ARMS for j in ("ingest", "split")}
+    jobs = ("ingest", "split")
+    best = {(n, j): min(float(x[4]) for x in rows if x[1] == n and x[2] == j) for n in ARMS for j in jobs}
     dask_arm, ours = list(ARMS)
     verdict = []
     for job in ("ingest", "split"):
         a, b = best[(dask_arm, job)], best[(ours, job)]
-        verdict.append(f"- {job}: {a:.1f} s with Dask's setting, {b:.1f} s with dpdist's (best of {args.rounds}): {a / b:.2f}x")
+        verdict.append(
+            f"- {job}: {a:.1f} s with Dask's setting, {b:.1f} s with dpdist's (best of {args.rounds}): {a / b:.2f}x"
+        )
     met = all(best[(dask_arm, j)] > best[(ours, j)] for j in ("ingest", "split"))
     verdict.append(f"\nBoth jobs faster with dpdist's setting: **{'met' if met else 'not met'}**.")
     size = Path(args.text).stat().st_size / 1e9
@@ -103,7 +117,7 @@ def main() -> None:
         f"The text: `{args.text}`, {size:.2f} GB. Each job on one worker of a fresh 2-worker local cluster.",
         "",
     ]
-    columns = ["round", "worker allocator", "job", "MALLOC_TRIM_THRESHOLD_ on the worker", "seconds", "worker peak RSS GiB"]
+    columns = ["round", "worker allocator", "job", "MALLOC_TRIM_THRESHOLD_ there", "seconds", "worker peak RSS GiB"]
     write_one_table(topic_dir("scale") / f"{today()}-worker_allocator", lines, columns, rows, verdict)
 
 

@@ -19,7 +19,7 @@ from dpdist.flows.evaluate import evaluate_stage
 from dpdist.flows.ingest import ingest_stage
 from dpdist.flows.release import SECRET_DURATION
 from dpdist.flows.report import write_report
-from dpdist.flows.runtime import on_cluster
+from dpdist.flows.runtime import on_cluster, trim_workers
 from dpdist.flows.select import select_stage
 from dpdist.flows.train import train_stage
 from dpdist.utils import run_display
@@ -73,6 +73,7 @@ def pipeline(cfg: RunConfig, flow_run: str | None = None) -> dict[str, Any]:
         steps.append({"step": name, **info})
         logger.info("step %s done", name)
         clock.done(name, [r["mechanism"] for r in released or []])
+        trim_workers(cfg.cluster)  # what the stage freed, given back before the next
 
     stages = ["ingest", *(["select"] if cfg.select.methods else []), *(["train"] if cfg.train_methods() else [])]
     with run_display.showing([*stages, "evaluate", "report"]):  # the operator's terminal only

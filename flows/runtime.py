@@ -79,6 +79,8 @@ __all__ = [
     "cluster_client",
     "on_a_worker",
     "Secret",
+    "trim_workers",
+    "WORKER_ENVIRON",
 ]
 
 T = TypeVar("T")
@@ -98,8 +100,9 @@ _DPDIST_SLURM_KEYS = ("security", "protocol", "job_cls")
 # once). Setting any of glibc's thresholds also turns off its adjustment of the mmap threshold: every array
 # over 128 KiB is then a fresh mapping whose pages are faulted in as they are first written. A worker ingesting
 # the KDDA-shaped text took 60 s so, 37 s with glibc's defaults (arrays up to 32 MiB reuse the heap's memory,
-# larger ones are mapped and unmapped as before; benchmarks/results/scale/2026-11-30-full_size-kdda.md).
-# None unsets a variable in Dask's configuration; a SLURM worker's nanny reads it from the job's environment.
+# larger ones are mapped and unmapped as before). What the heap keeps is given back between stages (trim_workers).
+# None unsets a variable in Dask's configuration; a SLURM worker's nanny reads it from the job's environment (the
+# job script's first line: a user's own prologue, after it, may set it again). benchmarks/worker_allocator.py.
 WORKER_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 _SLURM_WORKER_ENVIRON = "export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON=\"{'MALLOC_TRIM_THRESHOLD_': None}\""
 
@@ -137,10 +140,20 @@ def slurm_kwargs(path: str | os.PathLike[str]) -> dict[str, Any]:
     if "--dashboard-address" not in extra:  # a worker's dashboard on its node's loopback only
         extra += ["--dashboard-address", f"{LOOPBACK}:0"]
     kw["worker_extra_args"] = extra
-    prologue = [*(kw.pop("env_extra", None) or []), *(kw.get("job_script_prologue") or [])]  # env_extra: its old name
-    kw["job_script_prologue"] = [*prologue, _SLURM_WORKER_ENVIRON]
+    kw["job_script_prologue"] = [_SLURM_WORKER_ENVIRON, *_prologue(kw)]
     kw.pop("name", None)
     return kw
+
+
+def _prologue(kw: dict[str, Any]) -> list[str]:
+    """The job script's prologue lines dask-jobqueue would take (taken out of ``kw``): ``job_script_prologue``, or
+    ``env_extra`` (its old name) when that is unset or empty; from the YAML, else from Dask's configuration."""
+    lines, old = kw.pop("job_script_prologue", None), kw.pop("env_extra", None)
+    if lines is None:
+        lines = dask.config.get("jobqueue.slurm.job-script-prologue", None)
+    if old is None:
+        old = dask.config.get("jobqueue.slurm.env-extra", None)
+    return list((lines or old) or [])
 
 
 def _private_slurm_job() -> type:
@@ -416,6 +429,27 @@ def cluster_client() -> Iterator[Any]:
     client = runner.client
     with client.as_current():
         yield client
+
+
+def _malloc_trim() -> int:
+    """glibc's ``malloc_trim(0)`` in this process (1 when memory was given back; 0 without glibc)."""
+    import ctypes
+
+    try:
+        return int(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return 0
+
+
+def trim_workers(cluster: ClusterConfig) -> None:
+    """Between a run's stages: each worker of a cluster dpdist started gives the memory its allocator holds free
+    back to the system (Dask's "manual trim"). With glibc's thresholds (``WORKER_ENVIRON``) a worker's heap keeps
+    what a stage freed between blocks still in use: the KDDA run's workers went from ~1 GiB to 4.1 GiB in the select
+    stage and stayed there for the fit. A user's scheduler (``address``) is left as it is: its workers may not have
+    dpdist."""
+    if cluster.kind != "address":
+        with cluster_client() as client:
+            client.run(_malloc_trim)
 
 
 def _outcome(fn: Callable[..., T], *args: Any) -> tuple[bool, Any]:

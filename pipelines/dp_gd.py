@@ -60,7 +60,6 @@ from dpdist.utils import operator_log
 __all__ = ["dp_gd_store", "fit_dask", "row_groups"]
 
 CHECK_LOST = 1.0  # seconds: how often a pending group task looks whether its worker was lost
-SEND_TRIES = 5  # sends to a worker that fail while the scheduler still lists it, before the error is raised
 FREQUENT = 4  # rows: a group's columns in more rows are laid out by frequency, the others by first use
 
 Parts = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -156,7 +155,8 @@ class _Groups:
     """A fit's groups of rows held on the workers (module docstring): their futures, the worker each lies on,
     their columns. :meth:`submit` runs a task on each group on its worker only, so that no group moves
     between workers, its arrays sent straight to that worker (not through the scheduler: one hop of the
-    iterate instead of two); :meth:`gather` takes the results straight from the workers. A group whose
+    iterate instead of two; in the task, through the scheduler, when that worker is paused or cannot be
+    reached from here); :meth:`gather` takes the results straight from the workers. A group whose
     worker is lost is read again on another, and its pending task (with its arrays) sent there.
     """
 
@@ -189,7 +189,6 @@ class _Groups:
         return set(worker_info(self.client))
 
     def _submit_one(self, name: str, i: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        failed = 0
         while True:
             where = self.where[i] or self._place(i)
             try:  # the arrays straight to the group's worker
@@ -199,15 +198,12 @@ class _Groups:
                     else a
                     for a in args
                 ]
-            except OSError:  # its worker lost (a closed connection, or no such worker): the group read elsewhere
-                failed += 1
-                if where in self._alive():  # not known to be lost yet (the scheduler hears of it soon after)
-                    if failed > SEND_TRIES:
-                        raise
-                    time.sleep(CHECK_LOST)
-                else:
+            except (OSError, KeyError):  # a closed connection, no such (running) worker, or gone as it was told of
+                if where not in self._alive():  # lost: its group is read again on another worker
                     self.where[i] = ""
-                continue
+                    continue
+                # paused, or not reachable from here: the arrays go in the task, which the scheduler delivers
+                sent = list(args)
             key = f"{name}-group{i}-{os.urandom(3).hex()}"  # the task names the dashboard shows
             return self.client.submit(fn, self.futures[i], *sent, workers=[where], allow_other_workers=False, key=key)
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import dask
 import pytest
-from distributed.nanny import _get_env_variables
 
 from dpdist.flows.config import ConfigError, load_config
 from dpdist.flows.runtime import LOOPBACK, slurm_kwargs
@@ -125,23 +124,38 @@ def test_jobqueue_yaml_gives_slurm_workers_the_solver_and_mip_resources() -> Non
 
 def test_workers_keep_glibcs_allocator_thresholds(tmp_path: Path) -> None:
     """Dask's MALLOC_TRIM_THRESHOLD_ fixed the mmap threshold: every array over 128 KiB was faulted in anew
-    (a worker's ingest 60 s against 37 s). Unset for the local cluster's nannies and in SLURM jobs, whose own
-    prologue lines (under either of dask-jobqueue's names) are kept."""
+    (a worker's ingest 60 s against 37 s). SLURM jobs unset it in their script's first line, which bash and
+    Dask's configuration read as meant (the other variables kept); the local cluster: tests/flows/test_runtime.py."""
     import subprocess
     import sys
 
-    from dpdist.flows.runtime import WORKER_ENVIRON
-
-    with dask.config.set(WORKER_ENVIRON):
-        assert "MALLOC_TRIM_THRESHOLD_" not in _get_env_variables("distributed.nanny.pre-spawn-environ")
-    path = tmp_path / "jq.yaml"
-    path.write_text((REPO / "deploy" / "jobqueue.yaml").read_text() + "    env_extra: ['export A=1']\n")
-    prologue = slurm_kwargs(path)["job_script_prologue"]
-    assert prologue[0] == "export A=1" and len(prologue) == 2
+    prologue = slurm_kwargs(REPO / "deploy" / "jobqueue.yaml")["job_script_prologue"]
     code = "import dask, distributed; print(dask.config.get('distributed.nanny.pre-spawn-environ'))"
-    script = f'{prologue[-1]}\n"{sys.executable}" -c "{code}"'
+    script = f'{prologue[0]}\n"{sys.executable}" -c "{code}"'
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
     assert "'MALLOC_TRIM_THRESHOLD_': None" in out and "'OMP_NUM_THREADS': 1" in out
+
+
+@pytest.mark.parametrize(
+    "yaml_lines, config, kept",
+    [
+        ("", {}, []),
+        ("    job_script_prologue: ['module load x']\n", {}, ["module load x"]),
+        ("    env_extra: ['export A=1']\n", {}, ["export A=1"]),  # its old name
+        ("    job_script_prologue: ['a']\n    env_extra: ['b']\n", {}, ["a"]),  # dask-jobqueue ignores env_extra
+        ("", {"jobqueue.slurm.job-script-prologue": ["source venv"]}, ["source venv"]),  # a site's Dask config
+        ("", {"jobqueue.slurm.env-extra": ["source old"]}, ["source old"]),
+    ],
+)
+def test_a_users_job_prologue_is_kept_after_dpdists_line(tmp_path: Path, yaml_lines, config, kept) -> None:
+    """dask-jobqueue reads a prologue from Dask's configuration only when none is passed: dpdist passes its line
+    and, after it, what dask-jobqueue would have taken (so a user's own export comes last and wins)."""
+    path = tmp_path / "jq.yaml"
+    path.write_text((REPO / "deploy" / "jobqueue.yaml").read_text() + yaml_lines)
+    with dask.config.set(config):
+        kw = slurm_kwargs(path)
+    assert kw["job_script_prologue"][1:] == kept and "env_extra" not in kw
+    assert kw["job_script_prologue"][0].startswith("export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON=")
 
 
 def test_missing_jobqueue_file_is_a_config_error(tmp_path: Path) -> None:

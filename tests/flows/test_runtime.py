@@ -25,14 +25,14 @@ def _scheduler_plugins(cfg) -> list[str]:
         return client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.plugins))
 
 
-def _on_cluster(url: str, cluster: dict, tmp: Path) -> list[str]:
+def _on_cluster(url: str, cluster: dict, tmp: Path, stage=_scheduler_plugins):
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
 
     cfg = load_config(overrides={"output": str(tmp / "out"), "cluster": cluster})
     with temporary_settings({PREFECT_API_URL: url, PREFECT_HOME: tmp / "prefect-client"}):
         try:
-            return on_cluster(cfg, "probe-plugins", _scheduler_plugins)
+            return on_cluster(cfg, "probe-plugins", stage)
         finally:
             APILogWorker.drain_all(timeout=10)  # the flow's logs sent while the test server runs
 
@@ -40,6 +40,42 @@ def _on_cluster(url: str, cluster: dict, tmp: Path) -> list[str]:
 def test_stages_on_a_local_cluster_get_the_rescue_plugin(prefect_server: dict, tmp_path: Path) -> None:
     names = _on_cluster(prefect_server["url"], {"kind": "local", "n_workers": 1}, tmp_path)
     assert LooseRestrictionRescue.name in names
+
+
+def _workers_allocator(cfg) -> dict:
+    """Each worker's MALLOC_TRIM_THRESHOLD_, and its RSS after a fragmented heap is freed, then after trim_workers."""
+    from dpdist.flows.runtime import trim_workers
+
+    def rss() -> int:
+        import psutil
+
+        return psutil.Process().memory_info().rss
+
+    def fragment(dask_worker) -> None:
+        import numpy as np
+
+        arrays = [np.ones(12_000) for _ in range(8_000)]  # 0.77 GB of 96 KB arrays: on the heap, under 128 KiB
+        dask_worker.dpdist_test_kept = arrays[-1]  # the heap's top stays in use: freeing the rest cannot shrink it
+        arrays.clear()
+
+    with cluster_client() as client:
+        env = client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
+        client.run(fragment)
+        before = client.run(rss)
+        trim_workers(cfg.cluster)
+        return {"env": env, "before": before, "after": client.run(rss)}
+
+
+def test_a_local_clusters_workers_keep_glibcs_thresholds_and_give_memory_back_between_stages(
+    prefect_server: dict, tmp_path: Path, monkeypatch
+) -> None:
+    """Dask's nanny would set MALLOC_TRIM_THRESHOLD_ (an earlier nanny of this process may have left it in the
+    environment the workers inherit: not so in a dpdist run). What a stage freed is given back between stages."""
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    seen = _on_cluster(prefect_server["url"], {"kind": "local", "n_workers": 1}, tmp_path, _workers_allocator)
+    assert set(seen["env"].values()) == {None}
+    (worker,) = seen["before"]
+    assert seen["before"][worker] - seen["after"][worker] > 400e6  # of the 0.77 GB freed, held by the heap
 
 
 def test_a_scheduler_joined_by_address_is_left_as_it_is(prefect_server: dict, tmp_path: Path) -> None:

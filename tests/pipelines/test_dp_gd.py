@@ -171,3 +171,23 @@ def test_a_worker_lost_during_a_step_has_its_task_sent_again(store):
         assert groups.gather(pending) == reference
         assert pending.tasks[0].key != first and groups.where[0] != victim  # sent again, elsewhere
         assert time.perf_counter() - started < 60
+
+
+def test_an_iterate_that_cannot_be_sent_straight_to_its_worker_goes_in_the_task(client, store, monkeypatch):
+    """A worker that is paused or cannot be reached from the flow (a direct send fails while the scheduler lists
+    it): the iterate goes in the task, through the scheduler, as before; the same fit."""
+    path, X, y = store
+    model = DPGDClassifier(epsilon=2.0, max_iter=6, lr=20.0, n_records=1200, classes=[-1.0, 1.0])
+    plan = model.sgd_plan(1200, model.privacy_charge(1200).details["noise_multiplier"])
+    reference = dp_gd_store(client, path, plan, np.random.default_rng(11), "l2", 1.0)
+    tried: list[str] = []
+
+    def refuse(data, workers=None, **kw):
+        tried.append(workers[0])
+        raise OSError("unreachable from here")
+
+    monkeypatch.setattr(client, "scatter", refuse)
+    spread = dp_gd_store(client, path, plan, np.random.default_rng(11), "l2", 1.0)
+    assert len(tried) == 2 * plan.steps  # every send tried straight first
+    np.testing.assert_array_equal(spread[0], reference[0])
+    assert spread[1] == reference[1]
