@@ -64,6 +64,7 @@ from prefect_dask import DaskTaskRunner
 from dpdist.exceptions import DPDistError
 from dpdist.flows.config import ClusterConfig, ConfigError, memory_limit_bytes
 from dpdist.flows.results import check_output
+from dpdist.pipelines.memory import malloc_trim
 from dpdist.pipelines.placement import LooseRestrictionRescue
 from dpdist.pipelines.train import MIP_RESOURCE, SOLVER_RESOURCE
 from dpdist.utils.files import open_private
@@ -431,16 +432,6 @@ def cluster_client() -> Iterator[Any]:
         yield client
 
 
-def _malloc_trim() -> int:
-    """glibc's ``malloc_trim(0)`` in this process (1 when memory was given back; 0 without glibc)."""
-    import ctypes
-
-    try:
-        return int(ctypes.CDLL("libc.so.6").malloc_trim(0))
-    except (OSError, AttributeError):
-        return 0
-
-
 def trim_workers(cluster: ClusterConfig) -> None:
     """Between a run's stages: each worker of a cluster dpdist started gives the memory its allocator holds free
     back to the system (Dask's "manual trim"). With glibc's thresholds (``WORKER_ENVIRON``) a worker's heap keeps
@@ -449,7 +440,7 @@ def trim_workers(cluster: ClusterConfig) -> None:
     dpdist."""
     if cluster.kind != "address":
         with cluster_client() as client:
-            client.run(_malloc_trim)
+            client.run(malloc_trim)  # a function of dpdist.pipelines: the worker imports nothing of the flows
 
 
 def _outcome(fn: Callable[..., T], *args: Any) -> tuple[bool, Any]:

@@ -44,6 +44,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import dask
 import distributed
 import numba
 import numpy as np
@@ -170,6 +171,9 @@ class _Groups:
                 key = f"dp-gd-rows-{i}-{os.urandom(4).hex()}"
                 self.futures.append(client.submit(_load_group, path, ranges, *prepare, pure=False, key=key))
         self.where = [""] * len(self.futures)
+        # Dask warns of a large graph, naming its size: an iterate sent in a task (below) is at most d floats,
+        # so the threshold is that public bound, never reached; the warning would have told c_g, a count of the data
+        self.largest = f"{8 * store.shape[1] + (1 << 20)}B"
         self.columns: list[np.ndarray] = self.map("dp-gd-columns", _columns, [()] * len(self.futures))
 
     def _place(self, i: int) -> str:
@@ -205,7 +209,10 @@ class _Groups:
                 # paused, or not reachable from here: the arrays go in the task, which the scheduler delivers
                 sent = list(args)
             key = f"{name}-group{i}-{os.urandom(3).hex()}"  # the task names the dashboard shows
-            return self.client.submit(fn, self.futures[i], *sent, workers=[where], allow_other_workers=False, key=key)
+            with dask.config.set({"distributed.admin.large-graph-warning-threshold": self.largest}):
+                return self.client.submit(
+                    fn, self.futures[i], *sent, workers=[where], allow_other_workers=False, key=key
+                )
 
     def submit(self, name: str, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> _Pending:
         """``fn(group i, *args[i])`` on group i's worker, for every group; its arrays are there when this returns."""
