@@ -103,12 +103,12 @@ def main() -> None:
     best = {(n, j): min(float(x[4]) for x in rows if x[1] == n and x[2] == j) for n in ARMS for j in jobs}
     dask_arm, ours = list(ARMS)
     verdict = []
-    for job in ("ingest", "split"):
+    for job in jobs:
         a, b = best[(dask_arm, job)], best[(ours, job)]
         verdict.append(
             f"- {job}: {a:.1f} s with Dask's setting, {b:.1f} s with dpdist's (best of {args.rounds}): {a / b:.2f}x"
         )
-    met = all(best[(dask_arm, j)] > best[(ours, j)] for j in ("ingest", "split"))
+    met = all(best[(dask_arm, j)] > best[(ours, j)] for j in jobs)
     verdict.append(f"\nBoth jobs faster with dpdist's setting: **{'met' if met else 'not met'}**.")
     size = Path(args.text).stat().st_size / 1e9
     lines = [

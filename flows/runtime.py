@@ -100,8 +100,9 @@ _DPDIST_SLURM_KEYS = ("security", "protocol", "job_cls")
 # Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536 (memory freed goes back to the system at
 # once). Setting any of glibc's thresholds also turns off its adjustment of the mmap threshold: every array
 # over 128 KiB is then a fresh mapping whose pages are faulted in as they are first written. A worker ingesting
-# the KDDA-shaped text took 60 s so, 37 s with glibc's defaults (arrays up to 32 MiB reuse the heap's memory,
-# larger ones are mapped and unmapped as before). What the heap keeps is given back between stages (trim_workers).
+# the KDDA-shaped text took 62.0 s so, 34.9 s with glibc's defaults (its split 57.8 s and 40.4 s; arrays up to
+# 32 MiB reuse the heap's memory, larger ones are mapped and unmapped as before). What the heap keeps is given
+# back between stages (trim_workers).
 # None unsets a variable in Dask's configuration; a SLURM worker's nanny reads it from the job's environment (the
 # job script's first line: a user's own prologue, after it, may set it again). benchmarks/worker_allocator.py.
 WORKER_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}

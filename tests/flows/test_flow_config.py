@@ -124,8 +124,9 @@ def test_jobqueue_yaml_gives_slurm_workers_the_solver_and_mip_resources() -> Non
 
 def test_workers_keep_glibcs_allocator_thresholds(tmp_path: Path) -> None:
     """Dask's MALLOC_TRIM_THRESHOLD_ fixed the mmap threshold: every array over 128 KiB was faulted in anew
-    (a worker's ingest 60 s against 37 s). SLURM jobs unset it in their script's first line, which bash and
-    Dask's configuration read as meant (the other variables kept); the local cluster: tests/flows/test_runtime.py."""
+    (a worker's ingest 62.0 s against 34.9 s: benchmarks/worker_allocator.py). SLURM jobs unset it in their
+    script's first line, which bash and Dask's configuration read as meant (the other variables kept); the local
+    cluster: tests/flows/test_runtime.py."""
     import subprocess
     import sys
 
